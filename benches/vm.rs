@@ -1,0 +1,177 @@
+//! Engine benchmarks (issue 2): `cargo bench --bench vm [-- --quick] [-- --only KEY]`.
+//!
+//! | key | what |
+//! |---|---|
+//! | `vm_chain` | 1,000,000 no-op instructions, each writing one dependence and reading the previous one's, one stream, one submitting thread; ns per instruction from first submit to last release (fusion on, fusion off, synchronous mode) |
+//! | `vm_fanout` | the same over 64 independent chains round-robin on 2 streams |
+//! | `vm_roundtrip` | one tiny instruction plus a sync on an idle engine; p50 and p99 |
+//! | `vm_idle_cpu` | CPU time an idle engine burns per second |
+//!
+//! Each figure is the median of 5 repetitions, printed with the spread (min..max).
+
+use eddy::vm::instruction::{ComputeCtx, InstructionPolicy};
+use eddy::vm::stream::{cpu::CpuStream, Exec};
+use eddy::vm::{Blob, StreamId, Vm, VmBuilder};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Reads `b[0]`, writes `b[1]`, does nothing.
+struct ChainOp {
+    b: [Arc<Blob>; 2],
+}
+
+impl InstructionPolicy for ChainOp {
+    fn name(&self) -> &str {
+        "chain_op"
+    }
+    fn inputs(&self) -> &[Arc<Blob>] {
+        &self.b[..1]
+    }
+    fn outputs(&self) -> &[Arc<Blob>] {
+        &self.b[1..]
+    }
+    fn fusable(&self) -> bool {
+        true
+    }
+    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::Result<()> {
+        Ok(())
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn report(key: &str, mut v: Vec<f64>, unit: &str) {
+    let (lo, hi) = (
+        v.iter().cloned().fold(f64::MAX, f64::min),
+        v.iter().cloned().fold(0.0, f64::max),
+    );
+    let m = median(&mut v);
+    println!(
+        "{key:<28} {m:>10.1} {unit:<6} (min {lo:.1}, max {hi:.1}, n={})",
+        v.len()
+    );
+}
+
+/// Submits `n` chain ops over `chains` independent chains spread on `streams`; returns ns/instr.
+fn chain(vm: &Vm, n: usize, chains: usize, streams: &[StreamId]) -> f64 {
+    let ring = 4; // blobs per chain: instruction i reads blob i-1, writes blob i (mod ring)
+    let blobs: Vec<Vec<Arc<Blob>>> = (0..chains)
+        .map(|_| (0..ring).map(|_| vm.new_blob(0)).collect())
+        .collect();
+    let mut pos = vec![0usize; chains];
+    vm.sync().unwrap();
+    let t0 = Instant::now();
+    for i in 0..n {
+        let c = i % chains;
+        let k = pos[c];
+        pos[c] += 1;
+        let op = ChainOp {
+            b: [blobs[c][k % ring].clone(), blobs[c][(k + 1) % ring].clone()],
+        };
+        vm.run(streams[c % streams.len()], op).unwrap();
+    }
+    vm.sync().unwrap();
+    t0.elapsed().as_nanos() as f64 / n as f64
+}
+
+fn builder() -> VmBuilder {
+    VmBuilder::new()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let want = |k: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|x| k.starts_with(x)))
+    };
+    let reps = if quick { 3 } else { 5 };
+    let n = if quick { 200_000 } else { 1_000_000 };
+
+    if want("vm_chain") {
+        for (label, b) in [
+            ("vm_chain (fusion on)", builder()),
+            ("vm_chain (fusion off)", builder().fusion(false)),
+            ("vm_chain (worker stream)", builder().cpu_exec(Exec::Worker)),
+            ("vm_chain (synchronous)", builder().sync_mode(true)),
+        ] {
+            let vm = b.build().unwrap();
+            chain(&vm, n / 10, 1, &[StreamId::CPU]); // warm-up
+            let v: Vec<f64> = (0..reps)
+                .map(|_| chain(&vm, n, 1, &[StreamId::CPU]))
+                .collect();
+            report(label, v, "ns/op");
+        }
+    }
+    if want("vm_fanout") {
+        let mut b = builder();
+        let s1 = b.add_stream(Arc::new(CpuStream::new("cpu-2", Exec::Inline)));
+        let vm = b.build().unwrap();
+        chain(&vm, n / 10, 64, &[StreamId::CPU, s1]);
+        let v: Vec<f64> = (0..reps)
+            .map(|_| chain(&vm, n, 64, &[StreamId::CPU, s1]))
+            .collect();
+        report("vm_fanout", v, "ns/op");
+    }
+    if want("vm_roundtrip") {
+        let vm = builder().build().unwrap();
+        let b = [vm.new_blob(0), vm.new_blob(0)];
+        let mut lat = Vec::new();
+        for i in 0..(if quick { 2_000 } else { 10_000 }) {
+            let op = ChainOp { b: b.clone() };
+            let t0 = Instant::now();
+            vm.run(StreamId::CPU, op).unwrap();
+            vm.sync().unwrap();
+            let dt = t0.elapsed().as_nanos() as f64 / 1e3;
+            if i >= 100 {
+                lat.push(dt);
+            }
+            // Let the engine go idle now and then, as the workload demands ("an idle engine").
+            if i % 100 == 99 {
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        }
+        lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let p = |q: f64| lat[((lat.len() as f64 - 1.0) * q) as usize];
+        println!(
+            "{:<28} {:>10.1} us     (p99 {:.1} us, n={})",
+            "vm_roundtrip p50",
+            p(0.5),
+            p(0.99),
+            lat.len()
+        );
+    }
+    if want("vm_idle_cpu") {
+        let vm = builder().build().unwrap();
+        vm.sync().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let v: Vec<f64> = (0..reps)
+            .map(|_| {
+                let c0 = cpu_time();
+                let t0 = Instant::now();
+                std::thread::sleep(Duration::from_millis(if quick { 300 } else { 1000 }));
+                (cpu_time() - c0).as_secs_f64() * 1e3 / t0.elapsed().as_secs_f64()
+            })
+            .collect();
+        report("vm_idle_cpu", v, "ms/s");
+        drop(vm);
+    }
+}
+
+/// Process CPU time (user + system) from /proc/self/stat.
+fn cpu_time() -> Duration {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = s.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = f.get(11).and_then(|x| x.parse().ok()).unwrap_or(0)
+        + f.get(12).and_then(|x| x.parse().ok()).unwrap_or(0);
+    Duration::from_millis(ticks * 10) // USER_HZ = 100
+}

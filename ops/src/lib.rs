@@ -1,0 +1,1 @@
+//! Op definitions and CPU kernels (built out by the tensor issue).

@@ -1,0 +1,1 @@
+//! The eager tensor API (built out by the tensor issue).

@@ -1,0 +1,97 @@
+//! Backends: the system-level source of memory chunks for a device.
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Where a device's memory comes from. `allocate` may fail (return `None`) when the device is
+/// full; that starts the engine's out-of-memory path.
+pub trait Backend: Send + Sync + 'static {
+    /// Gets `size > 0` bytes, aligned to at least 64, or `None` if the device is full.
+    fn allocate(&self, size: usize) -> Option<NonNull<u8>>;
+    /// Returns memory obtained from `allocate` with the same `size`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must come from `self.allocate(size)` and not have been freed.
+    unsafe fn free(&self, ptr: NonNull<u8>, size: usize);
+    /// The most bytes the backend will hand out, if bounded.
+    fn capacity(&self) -> Option<usize>;
+    /// Bytes currently handed out.
+    fn used(&self) -> usize;
+}
+
+/// Host memory from the global allocator, optionally capped at `capacity` bytes.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::alloc::{Backend, CpuBackend};
+/// let b = CpuBackend::new(Some(1024));
+/// let p = b.allocate(1024).unwrap();
+/// assert!(b.allocate(1).is_none()); // over capacity
+/// unsafe { b.free(p, 1024) };
+/// assert_eq!(b.used(), 0);
+/// ```
+#[derive(Debug)]
+pub struct CpuBackend {
+    capacity: Option<usize>,
+    used: AtomicUsize,
+}
+
+impl CpuBackend {
+    /// A backend that hands out at most `capacity` bytes (unbounded if `None`).
+    pub fn new(capacity: Option<usize>) -> Self {
+        CpuBackend {
+            capacity,
+            used: AtomicUsize::new(0),
+        }
+    }
+
+    fn layout(size: usize) -> Option<Layout> {
+        // Page-align big chunks (streaming kernels like it), cache-line-align the rest.
+        let align = if size >= 1 << 20 { 4096 } else { 64 };
+        Layout::from_size_align(size, align).ok()
+    }
+}
+
+impl Backend for CpuBackend {
+    fn allocate(&self, size: usize) -> Option<NonNull<u8>> {
+        debug_assert!(size > 0);
+        let layout = Self::layout(size)?;
+        // Reserve the bytes first so two threads cannot both pass the capacity check.
+        let prev = self.used.fetch_add(size, Ordering::AcqRel);
+        if self
+            .capacity
+            .is_some_and(|c| prev.checked_add(size).is_none_or(|n| n > c))
+        {
+            self.used.fetch_sub(size, Ordering::AcqRel);
+            return None;
+        }
+        // SAFETY: `layout` has a non-zero size (callers never ask for 0 bytes; checked above in
+        // debug builds and the engine never forwards zero-byte requests).
+        let p = unsafe { std::alloc::alloc(layout) };
+        match NonNull::new(p) {
+            Some(p) => Some(p),
+            None => {
+                self.used.fetch_sub(size, Ordering::AcqRel);
+                None
+            }
+        }
+    }
+
+    unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
+        let layout = Self::layout(size).expect("layout was valid at allocation");
+        // SAFETY: the caller guarantees `ptr` came from `allocate(size)`, which used this layout.
+        unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
+        self.used.fetch_sub(size, Ordering::AcqRel);
+    }
+
+    fn capacity(&self) -> Option<usize> {
+        self.capacity
+    }
+
+    fn used(&self) -> usize {
+        self.used.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,286 @@
+//! The caching allocator's book-keeping (single-threaded; [`DeviceAllocator`] locks it).
+//!
+//! Memory is taken from the backend in *chunks* and handed out as *pieces*. Every piece belongs
+//! to one chunk; the pieces of a chunk tile it exactly. Free pieces are indexed by `(size, addr)`
+//! so that a request takes the smallest free piece that fits (best fit) and splits off the rest;
+//! a freed piece merges with free neighbours of the same chunk. `shrink` returns chunks that are
+//! one free piece to the backend.
+//!
+//! Sizes are rounded up to multiples of 512 B (the smallest bin). Chunks grow by 2 MiB for
+//! requests up to 1 MiB, 20 MiB for requests up to 10 MiB, and the request rounded up to 2 MiB
+//! beyond. A piece from a large chunk is split only if the remainder is at least 1 MiB, which
+//! bounds fragmentation like PyTorch's large-pool rule.
+//!
+//! [`DeviceAllocator`]: super::DeviceAllocator
+
+use super::backend::Backend;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ptr::NonNull;
+
+/// The smallest bin, and the rounding of every request.
+pub const MIN_BLOCK: usize = 512;
+const SMALL_REQUEST: usize = 1 << 20;
+const SMALL_CHUNK: usize = 2 << 20;
+const MID_REQUEST: usize = 10 << 20;
+const MID_CHUNK: usize = 20 << 20;
+const ROUND_LARGE: usize = 2 << 20;
+
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    size: usize,
+    free: bool,
+    chunk: usize,
+}
+
+/// Best-fit, splitting and merging allocator over backend chunks. Not thread-safe.
+#[derive(Debug, Default)]
+pub struct CachingAllocator {
+    pieces: BTreeMap<usize, Piece>,
+    free: BTreeSet<(usize, usize)>,
+    chunks: HashMap<usize, usize>,
+    in_use: usize,
+    reserved: usize,
+}
+
+/// Rounds a request up to the allocator's granularity, `None` on overflow.
+pub fn round_size(size: usize) -> Option<usize> {
+    size.max(1).checked_next_multiple_of(MIN_BLOCK)
+}
+
+fn chunk_size_for(rounded: usize) -> Option<usize> {
+    if rounded <= SMALL_REQUEST {
+        Some(SMALL_CHUNK)
+    } else if rounded <= MID_REQUEST {
+        Some(MID_CHUNK)
+    } else {
+        rounded.checked_next_multiple_of(ROUND_LARGE)
+    }
+}
+
+impl CachingAllocator {
+    /// An empty allocator.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes handed out (rounded sizes).
+    pub fn in_use(&self) -> usize {
+        self.in_use
+    }
+
+    /// Bytes held from the backend.
+    pub fn reserved(&self) -> usize {
+        self.reserved
+    }
+
+    /// Bytes held but not handed out.
+    pub fn cached(&self) -> usize {
+        self.reserved - self.in_use
+    }
+
+    /// Allocates `size > 0` bytes. Returns the address and the rounded size, or `None` when
+    /// neither the cache nor the backend can serve it.
+    pub fn allocate(&mut self, size: usize, backend: &dyn Backend) -> Option<(NonNull<u8>, usize)> {
+        let rounded = round_size(size)?;
+        let addr = match self.take_cached(rounded) {
+            Some(a) => a,
+            None => {
+                // Grow by a whole chunk; near the capacity, by just the request.
+                let mut chunk = chunk_size_for(rounded)?;
+                let base = match backend.allocate(chunk) {
+                    Some(p) => p,
+                    None if chunk > rounded => {
+                        chunk = rounded;
+                        backend.allocate(chunk)?
+                    }
+                    None => return None,
+                };
+                let base = base.as_ptr() as usize;
+                self.chunks.insert(base, chunk);
+                self.reserved += chunk;
+                self.pieces.insert(
+                    base,
+                    Piece {
+                        size: chunk,
+                        free: true,
+                        chunk: base,
+                    },
+                );
+                self.free.insert((chunk, base));
+                self.take_cached(rounded)
+                    .expect("a fresh chunk fits the request")
+            }
+        };
+        self.in_use += rounded;
+        // The address came from the backend, which never returns null.
+        Some((
+            NonNull::new(addr as *mut u8).expect("non-null piece"),
+            rounded,
+        ))
+    }
+
+    fn take_cached(&mut self, rounded: usize) -> Option<usize> {
+        let &(fsize, addr) = self.free.range((rounded, 0)..).next()?;
+        let piece = self.pieces[&addr];
+        let rest = fsize - rounded;
+        let chunk_size = self.chunks[&piece.chunk];
+        let min_split = if chunk_size > SMALL_CHUNK {
+            SMALL_REQUEST
+        } else {
+            MIN_BLOCK
+        };
+        self.free.remove(&(fsize, addr));
+        if rest >= min_split {
+            let tail = addr + rounded;
+            self.pieces.insert(
+                tail,
+                Piece {
+                    size: rest,
+                    free: true,
+                    chunk: piece.chunk,
+                },
+            );
+            self.free.insert((rest, tail));
+            self.pieces.insert(
+                addr,
+                Piece {
+                    size: rounded,
+                    free: false,
+                    chunk: piece.chunk,
+                },
+            );
+        } else {
+            self.pieces.insert(
+                addr,
+                Piece {
+                    size: fsize,
+                    free: false,
+                    chunk: piece.chunk,
+                },
+            );
+            // The whole piece is used; account for the slack as in use.
+            self.in_use += rest;
+        }
+        Some(addr)
+    }
+
+    /// Returns a piece; merges it with free neighbours of the same chunk.
+    ///
+    /// # Panics
+    ///
+    /// If `ptr` is not a piece handed out by this allocator (an engine bug).
+    pub fn free(&mut self, ptr: NonNull<u8>) {
+        let mut addr = ptr.as_ptr() as usize;
+        let mut piece = self.pieces.remove(&addr).expect("free of an unknown piece");
+        assert!(!piece.free, "double free of piece {addr:#x}");
+        self.in_use -= piece.size;
+        // Merge with the next piece.
+        let next = addr + piece.size;
+        if let Some(n) = self.pieces.get(&next).copied() {
+            if n.free && n.chunk == piece.chunk {
+                self.pieces.remove(&next);
+                self.free.remove(&(n.size, next));
+                piece.size += n.size;
+            }
+        }
+        // Merge with the previous piece.
+        if let Some((&paddr, &p)) = self.pieces.range(..addr).next_back() {
+            if p.free && p.chunk == piece.chunk && paddr + p.size == addr {
+                self.pieces.remove(&paddr);
+                self.free.remove(&(p.size, paddr));
+                addr = paddr;
+                piece.size += p.size;
+            }
+        }
+        piece.free = true;
+        self.pieces.insert(addr, piece);
+        self.free.insert((piece.size, addr));
+    }
+
+    /// Returns every chunk that is entirely free to the backend; returns the bytes released.
+    pub fn shrink(&mut self, backend: &dyn Backend) -> usize {
+        let whole: Vec<(usize, usize)> = self
+            .chunks
+            .iter()
+            .filter(|&(base, &size)| {
+                self.pieces
+                    .get(base)
+                    .is_some_and(|p| p.free && p.size == size)
+            })
+            .map(|(&b, &s)| (b, s))
+            .collect();
+        let mut released = 0;
+        for (base, size) in whole {
+            self.pieces.remove(&base);
+            self.free.remove(&(size, base));
+            self.chunks.remove(&base);
+            self.reserved -= size;
+            released += size;
+            // SAFETY: `base` was obtained from `backend.allocate(size)` when the chunk was
+            // created and is freed only here, once, after removing the chunk from the tables.
+            unsafe { backend.free(NonNull::new(base as *mut u8).expect("non-null chunk"), size) };
+        }
+        released
+    }
+
+    /// Number of chunks held from the backend.
+    pub fn chunk_count(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// Checks the allocator's invariants (for tests): pieces tile their chunks with no overlap,
+    /// every free piece is indexed, neighbouring free pieces are merged, and the counters match
+    /// a recount.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut in_use = 0;
+        let mut reserved = 0;
+        for (&base, &size) in &self.chunks {
+            reserved += size;
+            let mut at = base;
+            let mut prev_free = false;
+            while at < base + size {
+                let p = self
+                    .pieces
+                    .get(&at)
+                    .ok_or_else(|| format!("gap at {at:#x} in chunk {base:#x}"))?;
+                if p.chunk != base {
+                    return Err(format!(
+                        "piece {at:#x} names chunk {:#x}, lies in {base:#x}",
+                        p.chunk
+                    ));
+                }
+                if p.free {
+                    if prev_free {
+                        return Err(format!("unmerged free neighbours at {at:#x}"));
+                    }
+                    if !self.free.contains(&(p.size, at)) {
+                        return Err(format!("free piece {at:#x} not indexed"));
+                    }
+                } else {
+                    in_use += p.size;
+                }
+                prev_free = p.free;
+                at += p.size;
+            }
+            if at != base + size {
+                return Err(format!("pieces overrun chunk {base:#x}"));
+            }
+        }
+        let piece_total: usize = self.pieces.values().map(|p| p.size).sum();
+        if piece_total != reserved {
+            return Err(format!(
+                "pieces cover {piece_total} bytes, chunks {reserved}"
+            ));
+        }
+        if self.free.len() != self.pieces.values().filter(|p| p.free).count() {
+            return Err("free index out of date".into());
+        }
+        if in_use != self.in_use || reserved != self.reserved {
+            return Err(format!(
+                "counters {}/{} != recount {in_use}/{reserved}",
+                self.in_use, self.reserved
+            ));
+        }
+        Ok(())
+    }
+}

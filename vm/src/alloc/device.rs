@@ -1,0 +1,252 @@
+//! [`DeviceAllocator`]: the thread-safe allocator of one device, with statistics.
+
+use super::backend::Backend;
+use super::caching::{round_size, CachingAllocator};
+use parking_lot::Mutex;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// How a [`DeviceAllocator`] serves requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AllocMode {
+    /// Cache freed pieces and reuse them (the default).
+    #[default]
+    Caching,
+    /// Every allocation and free goes straight to the backend, so that valgrind and sanitizers
+    /// see real frees (`EDDY_VM_ALLOCATOR=passthrough`).
+    Passthrough,
+}
+
+/// A failed allocation, with the allocator's figures at the time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllocError {
+    /// Bytes asked for.
+    pub requested: usize,
+    /// Bytes handed out.
+    pub in_use: usize,
+    /// Bytes held but free.
+    pub cached: usize,
+    /// The backend's capacity.
+    pub capacity: Option<usize>,
+}
+
+/// Allocator statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocStats {
+    /// Bytes handed out now.
+    pub in_use: usize,
+    /// Bytes held from the backend but free.
+    pub cached: usize,
+    /// Bytes held from the backend (`in_use + cached`).
+    pub reserved: usize,
+    /// The most bytes ever in use at once.
+    pub peak_in_use: usize,
+    /// Allocations served.
+    pub allocations: u64,
+    /// Calls to the backend's `allocate` that succeeded.
+    pub system_allocations: u64,
+    /// Out-of-memory retries that succeeded after shrinking.
+    pub oom_retries: u64,
+    /// Allocations that failed for good.
+    pub ooms: u64,
+}
+
+struct Inner {
+    cache: CachingAllocator,
+    stats: AllocStats,
+    /// Passthrough mode: live allocations and their sizes.
+    direct_in_use: usize,
+}
+
+/// The allocator of one device: a [`CachingAllocator`] (or a pass-through) over a [`Backend`].
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+/// let a = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+/// let x = a.allocate(1000).unwrap();
+/// assert_eq!(a.stats().in_use, 1024); // rounded to the 512-byte bin
+/// drop(x);
+/// assert_eq!(a.stats().in_use, 0);
+/// assert!(a.stats().cached > 0); // kept for reuse until `shrink`
+/// a.shrink();
+/// assert_eq!(a.stats().reserved, 0);
+/// ```
+pub struct DeviceAllocator {
+    backend: Box<dyn Backend>,
+    mode: AllocMode,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for DeviceAllocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceAllocator")
+            .field("mode", &self.mode)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// Memory handed out by a [`DeviceAllocator`]; returned to it on drop.
+pub struct Allocation {
+    ptr: NonNull<u8>,
+    size: usize,
+    owner: Arc<DeviceAllocator>,
+}
+
+// SAFETY: an `Allocation` is a unique handle to a range of device memory; it carries no
+// thread-affine state, and freeing goes through the allocator's mutex.
+unsafe impl Send for Allocation {}
+// SAFETY: `&Allocation` only exposes the pointer value and size; access to the bytes is ordered
+// by the engine, not by this handle.
+unsafe impl Sync for Allocation {}
+
+impl Allocation {
+    /// The start of the memory.
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+    /// The size actually reserved (the request rounded up).
+    pub fn size(&self) -> usize {
+        self.size
+    }
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        self.owner.free(self.ptr, self.size);
+    }
+}
+
+impl DeviceAllocator {
+    /// An allocator over `backend`.
+    pub fn new(backend: Box<dyn Backend>, mode: AllocMode) -> Arc<Self> {
+        Arc::new(DeviceAllocator {
+            backend,
+            mode,
+            inner: Mutex::new(Inner {
+                cache: CachingAllocator::new(),
+                stats: AllocStats::default(),
+                direct_in_use: 0,
+            }),
+        })
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> AllocMode {
+        self.mode
+    }
+
+    /// Allocates `size > 0` bytes (one attempt; the engine's OOM path shrinks and retries).
+    ///
+    /// # Errors
+    ///
+    /// [`AllocError`] when neither the cache nor the backend can serve the request.
+    pub fn allocate(self: &Arc<Self>, size: usize) -> Result<Allocation, AllocError> {
+        let mut g = self.inner.lock();
+        let got = match self.mode {
+            AllocMode::Caching => {
+                let chunks = g.cache.chunk_count();
+                let r = g.cache.allocate(size, &*self.backend);
+                if g.cache.chunk_count() > chunks {
+                    g.stats.system_allocations += 1;
+                }
+                r
+            }
+            AllocMode::Passthrough => round_size(size).and_then(|r| {
+                let p = self.backend.allocate(r)?;
+                g.direct_in_use += r;
+                g.stats.system_allocations += 1;
+                Some((p, r))
+            }),
+        };
+        match got {
+            Some((ptr, rounded)) => {
+                g.stats.allocations += 1;
+                let in_use = self.in_use_locked(&g);
+                g.stats.peak_in_use = g.stats.peak_in_use.max(in_use);
+                Ok(Allocation {
+                    ptr,
+                    size: rounded,
+                    owner: self.clone(),
+                })
+            }
+            None => {
+                let in_use = self.in_use_locked(&g);
+                let reserved = self.reserved_locked(&g);
+                Err(AllocError {
+                    requested: size,
+                    in_use,
+                    cached: reserved - in_use,
+                    capacity: self.backend.capacity(),
+                })
+            }
+        }
+    }
+
+    fn in_use_locked(&self, g: &Inner) -> usize {
+        match self.mode {
+            AllocMode::Caching => g.cache.in_use(),
+            AllocMode::Passthrough => g.direct_in_use,
+        }
+    }
+
+    fn reserved_locked(&self, g: &Inner) -> usize {
+        match self.mode {
+            AllocMode::Caching => g.cache.reserved(),
+            AllocMode::Passthrough => g.direct_in_use,
+        }
+    }
+
+    fn free(&self, ptr: NonNull<u8>, size: usize) {
+        let mut g = self.inner.lock();
+        match self.mode {
+            AllocMode::Caching => g.cache.free(ptr),
+            AllocMode::Passthrough => {
+                g.direct_in_use -= size;
+                // SAFETY: in pass-through mode every allocation's pointer and rounded size came
+                // straight from `backend.allocate(size)`, and `Allocation::drop` frees it once.
+                unsafe { self.backend.free(ptr, size) };
+            }
+        }
+    }
+
+    /// Returns fully free chunks to the backend; returns the bytes released.
+    pub fn shrink(&self) -> usize {
+        let mut g = self.inner.lock();
+        match self.mode {
+            AllocMode::Caching => g.cache.shrink(&*self.backend),
+            AllocMode::Passthrough => 0,
+        }
+    }
+
+    /// A snapshot of the statistics.
+    pub fn stats(&self) -> AllocStats {
+        let g = self.inner.lock();
+        let mut s = g.stats;
+        s.in_use = self.in_use_locked(&g);
+        s.reserved = self.reserved_locked(&g);
+        s.cached = s.reserved - s.in_use;
+        s
+    }
+
+    /// The backend's capacity, if bounded.
+    pub fn capacity(&self) -> Option<usize> {
+        self.backend.capacity()
+    }
+
+    pub(crate) fn note_retry(&self, succeeded: bool) {
+        let mut g = self.inner.lock();
+        if succeeded {
+            g.stats.oom_retries += 1;
+        } else {
+            g.stats.ooms += 1;
+        }
+    }
+
+    /// Checks the caching allocator's invariants (for tests).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.inner.lock().cache.check_invariants()
+    }
+}

@@ -1,0 +1,16 @@
+//! Memory: a caching allocator per device over a backend that gets memory from the system.
+//!
+//! - [`backend`]: where chunks come from ([`CpuBackend`]: the heap, with an optional capacity so
+//!   out-of-memory paths are testable without a GPU).
+//! - [`caching`]: OneFlow's BinAllocator shape: pieces in size bins from 512 B, best fit, split
+//!   and merge of neighbours, growth in 2 MiB / 20 MiB / rounded chunks, `shrink`.
+//! - [`device`]: [`DeviceAllocator`], the thread-safe front the engine uses, with a caching and a
+//!   pass-through mode (for valgrind), statistics, and RAII [`Allocation`]s.
+
+pub mod backend;
+pub mod caching;
+pub mod device;
+
+pub use backend::{Backend, CpuBackend};
+pub use caching::CachingAllocator;
+pub use device::{AllocError, AllocMode, AllocStats, Allocation, DeviceAllocator};

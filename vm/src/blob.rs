@@ -1,0 +1,197 @@
+//! `Blob`: the engine's view of a tensor's storage (OneFlow's EagerBlobObject without shape).
+//!
+//! A blob has a byte size, a device, one dependence (its live accesses, owned by the scheduler),
+//! memory that `Prepare` allocates lazily, a poison slot for asynchronous errors, and the
+//! producer and last-used streams the [`InstructionsBuilder`](crate::InstructionsBuilder) tracks for
+//! soft sync. Views share one blob, so dependences are per storage.
+
+use crate::alloc::{Allocation, DeviceAllocator};
+use crate::dependence::AccessList;
+use crate::error::{Error, Result};
+use parking_lot::Mutex;
+use qcell::{QCell, QCellOwnerID};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+static NEXT_BLOB_ID: AtomicU64 = AtomicU64::new(1);
+
+/// No stream has used the blob yet.
+pub(crate) const NO_STREAM: u32 = u32::MAX;
+
+/// Storage tracked by the engine: bytes, a dependence, memory, poison.
+///
+/// Blobs are created with [`Vm::new_blob`](crate::Vm::new_blob) and shared as `Arc<Blob>` by the
+/// instructions that read or write them.
+///
+/// # Examples
+///
+/// ```
+/// let vm = eddy_vm::Vm::builder().build().unwrap();
+/// let b = vm.new_blob(16);
+/// assert_eq!(b.bytes(), 16);
+/// assert!(!b.is_allocated());
+/// ```
+pub struct Blob {
+    id: u64,
+    bytes: usize,
+    pub(crate) access: QCell<AccessList>,
+    pub(crate) engine: QCellOwnerID,
+    memory: Mutex<Option<Allocation>>,
+    ptr: std::sync::atomic::AtomicPtr<u8>,
+    poisoned: AtomicBool,
+    poison: Mutex<Option<Error>>,
+    released: AtomicBool,
+    pub(crate) last_used_stream: AtomicU32,
+    pub(crate) producer_stream: AtomicU32,
+}
+
+impl std::fmt::Debug for Blob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Blob")
+            .field("id", &self.id)
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
+impl Blob {
+    pub(crate) fn new(engine: QCellOwnerID, bytes: usize) -> Self {
+        Blob {
+            id: NEXT_BLOB_ID.fetch_add(1, Ordering::Relaxed),
+            bytes,
+            access: QCell::new(engine, AccessList::default()),
+            engine,
+            memory: Mutex::new(None),
+            ptr: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+            poisoned: AtomicBool::new(false),
+            poison: Mutex::new(None),
+            released: AtomicBool::new(false),
+            last_used_stream: AtomicU32::new(NO_STREAM),
+            producer_stream: AtomicU32::new(NO_STREAM),
+        }
+    }
+
+    /// A process-unique id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The size in bytes the blob needs once allocated.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether `Prepare` has given the blob memory (zero-byte blobs never need any).
+    pub fn is_allocated(&self) -> bool {
+        self.memory.lock().is_some()
+    }
+
+    /// Allocates the blob's memory from `alloc` if it has none yet. Zero-byte blobs get none.
+    pub(crate) fn ensure_allocated(
+        &self,
+        alloc: &Arc<DeviceAllocator>,
+    ) -> Result<(), crate::alloc::AllocError> {
+        if self.bytes == 0 {
+            return Ok(());
+        }
+        let mut m = self.memory.lock();
+        if m.is_none() {
+            let a = alloc.allocate(self.bytes)?;
+            self.ptr.store(a.ptr(), Ordering::Release);
+            *m = Some(a);
+        }
+        Ok(())
+    }
+
+    /// Frees the blob's memory (the `ReleaseTensor` instruction calls this once every earlier
+    /// access has completed). Idempotent.
+    pub(crate) fn free_memory(&self) {
+        let a = self.memory.lock().take();
+        self.ptr.store(std::ptr::null_mut(), Ordering::Release);
+        drop(a);
+    }
+
+    /// The start of the blob's memory, or null if it has none (unallocated or zero bytes).
+    ///
+    /// The pointer is valid for [`bytes`](Self::bytes) bytes while an instruction that lists the
+    /// blob among its inputs or outputs is computing; the engine orders accesses so that a
+    /// kernel writing it has exclusive use.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.load(Ordering::Acquire)
+    }
+
+    /// The blob's bytes, for reading inside a kernel or callback that lists it as an input.
+    ///
+    /// Returns an empty slice for a zero-byte or unallocated blob.
+    ///
+    /// # Safety
+    ///
+    /// Call only from an instruction that has the blob among its dependences while that
+    /// instruction runs (then no writer runs concurrently), and do not keep the slice after.
+    pub unsafe fn bytes_ref(&self) -> &[u8] {
+        let p = self.as_ptr();
+        if p.is_null() {
+            return &[];
+        }
+        // SAFETY: `p` points to `self.bytes` bytes owned by this blob's allocation, which lives
+        // until `free_memory`; the caller guarantees the engine orders this read after every
+        // earlier write and before any later one or the release.
+        unsafe { std::slice::from_raw_parts(p, self.bytes) }
+    }
+
+    /// The blob's bytes, for writing inside a kernel that lists it as an output.
+    ///
+    /// # Safety
+    ///
+    /// Call only from an instruction that has the blob among its outputs while that instruction
+    /// runs (then nothing else touches it), and do not keep the slice after.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn bytes_mut(&self) -> &mut [u8] {
+        let p = self.as_ptr();
+        if p.is_null() {
+            return &mut [];
+        }
+        // SAFETY: as in `bytes_ref`; in addition the engine runs at most one writer of the blob
+        // at a time and no reader concurrently with it, so the slice is unique.
+        unsafe { std::slice::from_raw_parts_mut(p, self.bytes) }
+    }
+
+    /// The error that poisoned this blob, if any.
+    pub fn poison(&self) -> Option<Error> {
+        if !self.poisoned.load(Ordering::Acquire) {
+            return None;
+        }
+        self.poison.lock().clone()
+    }
+
+    /// Whether the blob is poisoned (cheap check).
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Poisons the blob with `e`; the first error wins.
+    pub(crate) fn set_poison(&self, e: &Error) {
+        let mut p = self.poison.lock();
+        if p.is_none() {
+            *p = Some(e.clone());
+        }
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    /// Clears the poison (the blob is being overwritten by a successful writer).
+    pub(crate) fn clear_poison(&self) {
+        if self.poisoned.load(Ordering::Acquire) {
+            *self.poison.lock() = None;
+            self.poisoned.store(false, Ordering::Release);
+        }
+    }
+
+    /// Whether `release` was already called on the blob.
+    pub fn is_released(&self) -> bool {
+        self.released.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn mark_released(&self) -> bool {
+        !self.released.swap(true, Ordering::AcqRel)
+    }
+}

@@ -1,0 +1,220 @@
+//! [`InstructionsBuilder`]: turns calls into a list of instructions, with soft sync.
+//!
+//! The builder checks every blob (it belongs to this engine and is not released) and the
+//! stream, then tracks each blob's producer and last-used stream. When an instruction uses a
+//! blob last used on another stream whose "done" only means "launched" (an asynchronous device),
+//! it first inserts the cross-stream sync of [`stream_wait`](crate::instruction::stream_wait):
+//! a `RecordEvent` on the old stream and, if the new stream can wait device-side on the same
+//! device, a `StreamWait` on the new one; otherwise the `RecordEvent` completes only when its
+//! event does, and the ordinary cross-stream edge makes the consumer wait for it.
+
+use crate::blob::{Blob, NO_STREAM};
+use crate::engine::Vm;
+use crate::error::{Error, Result};
+use crate::instruction::{
+    Barrier, EventSlot, InstrAdapter, InstrList, Instruction, InstructionPolicy, RecordEvent,
+    ReleaseTensor, StreamWait,
+};
+use crate::stream::StreamId;
+use smallvec::SmallVec;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// Collects instructions and submits them to the engine in one hand-off.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{Vm, StreamId, testing::Noop};
+/// let vm = Vm::builder().build().unwrap();
+/// let x = vm.new_blob(8);
+/// let mut b = vm.instructions();
+/// b.push(StreamId::CPU, Noop::new(vec![], vec![x.clone()])).unwrap();
+/// b.push(StreamId::CPU, Noop::new(vec![x.clone()], vec![])).unwrap();
+/// b.release(&x).unwrap();
+/// assert_eq!(b.len(), 3);
+/// b.submit().unwrap();
+/// vm.sync().unwrap();
+/// ```
+pub struct InstructionsBuilder<'a> {
+    vm: &'a Vm,
+    list: InstrList,
+    n: usize,
+}
+
+impl<'a> InstructionsBuilder<'a> {
+    pub(crate) fn new(vm: &'a Vm) -> Self {
+        InstructionsBuilder {
+            vm,
+            list: InstrList::new(InstrAdapter::new()),
+            n: 0,
+        }
+    }
+
+    /// Instructions collected so far (soft-sync ones included).
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether nothing was collected.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    fn check(&self, op: &str, stream: StreamId, blobs: &[Arc<Blob>]) -> Result<()> {
+        let sh = self.vm.shared();
+        if stream.0 as usize >= sh.streams.len() {
+            return Err(Error::UnknownStream {
+                op: op.to_string(),
+                stream: stream.0 as usize,
+            });
+        }
+        for b in blobs {
+            if b.engine != sh.owner_id {
+                return Err(Error::ForeignBlob {
+                    op: op.to_string(),
+                    id: b.id(),
+                });
+            }
+            if b.is_released() {
+                return Err(Error::TensorReleased {
+                    op: op.to_string(),
+                    id: b.id(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn append(&mut self, stream: StreamId, policy: Box<dyn InstructionPolicy>) {
+        self.list.push_back(Instruction::from_box(stream, policy));
+        self.n += 1;
+    }
+
+    /// Inserts the cross-stream sync `blobs` need before being used on `stream`, and records
+    /// `stream` as their last user.
+    fn soft_sync(&mut self, stream: StreamId, inputs: &[Arc<Blob>], outputs: &[Arc<Blob>]) {
+        let sh = self.vm.shared();
+        if sh.any_async_stream {
+            let mut groups: SmallVec<[(u32, Vec<Arc<Blob>>); 2]> = SmallVec::new();
+            for b in inputs.iter().chain(outputs) {
+                let last = b.last_used_stream.load(Relaxed);
+                if last == NO_STREAM
+                    || last == stream.0
+                    || !sh.streams[last as usize].policy.done_means_launched()
+                {
+                    continue;
+                }
+                match groups.iter_mut().find(|(s, _)| *s == last) {
+                    Some((_, v)) => {
+                        if !v.iter().any(|x| Arc::ptr_eq(x, b)) {
+                            v.push(b.clone())
+                        }
+                    }
+                    None => groups.push((last, vec![b.clone()])),
+                }
+            }
+            for (last, blobs) in groups {
+                let from = &sh.streams[last as usize].policy;
+                let to = &sh.streams[stream.0 as usize].policy;
+                let slot: EventSlot = Default::default();
+                if to.supports_stream_wait() && to.device() == from.device() {
+                    self.append(
+                        StreamId(last),
+                        Box::new(RecordEvent::new(blobs.clone(), false, slot.clone())),
+                    );
+                    self.append(stream, Box::new(StreamWait::new(blobs, slot)));
+                } else {
+                    self.append(
+                        StreamId(last),
+                        Box::new(RecordEvent::new(blobs, true, slot)),
+                    );
+                }
+            }
+        }
+        for b in inputs.iter().chain(outputs) {
+            // Load first: an unchanged value is not re-stored, so the line is not dirtied.
+            if b.last_used_stream.load(Relaxed) != stream.0 {
+                b.last_used_stream.store(stream.0, Relaxed);
+            }
+        }
+        for b in outputs {
+            if b.producer_stream.load(Relaxed) != stream.0 {
+                b.producer_stream.store(stream.0, Relaxed);
+            }
+        }
+    }
+
+    /// Adds an instruction running `policy` on `stream`.
+    ///
+    /// # Errors
+    ///
+    /// `UnknownStream`; `ForeignBlob` or `TensorReleased` for a bad operand. Nothing is added.
+    pub fn push(&mut self, stream: StreamId, policy: impl InstructionPolicy) -> Result<()> {
+        self.push_boxed(stream, Box::new(policy))
+    }
+
+    /// Like [`push`](Self::push) for a boxed policy.
+    ///
+    /// # Errors
+    ///
+    /// As [`push`](Self::push).
+    pub fn push_boxed(
+        &mut self,
+        stream: StreamId,
+        policy: Box<dyn InstructionPolicy>,
+    ) -> Result<()> {
+        if policy.is_barrier() {
+            self.check(policy.name(), stream, &[])?;
+            self.append(stream, policy);
+            return Ok(());
+        }
+        self.check(policy.name(), stream, policy.inputs())?;
+        self.check(policy.name(), stream, policy.outputs())?;
+        self.soft_sync(stream, policy.inputs(), policy.outputs());
+        self.append(stream, policy);
+        Ok(())
+    }
+
+    /// Adds a barrier calling `f` once everything received before it is released.
+    pub fn barrier(&mut self, f: impl FnOnce() + Send + 'static) {
+        self.append(StreamId::CPU, Box::new(Barrier::new(f)));
+    }
+
+    /// Adds a `ReleaseTensor` for `blob` on the stream that last used it.
+    ///
+    /// # Errors
+    ///
+    /// `TensorReleased` if `blob` was released before; `ForeignBlob`.
+    pub fn release(&mut self, blob: &Arc<Blob>) -> Result<()> {
+        self.check("release_tensor", StreamId::CPU, std::slice::from_ref(blob))?;
+        if !blob.mark_released() {
+            return Err(Error::TensorReleased {
+                op: "release_tensor".into(),
+                id: blob.id(),
+            });
+        }
+        let last = blob.last_used_stream.load(Relaxed);
+        let stream = if last == NO_STREAM {
+            StreamId::CPU
+        } else {
+            StreamId(last)
+        };
+        self.soft_sync(stream, &[], std::slice::from_ref(blob));
+        self.append(stream, Box::new(ReleaseTensor::new(blob.clone())));
+        Ok(())
+    }
+
+    /// Hands everything to the engine.
+    ///
+    /// # Errors
+    ///
+    /// `EngineShutDown` if the engine is shutting down (the instructions are dropped).
+    pub fn submit(mut self) -> Result<()> {
+        if self.n == 0 {
+            return Ok(());
+        }
+        let list = self.list.take();
+        self.vm.receive(list, self.n)
+    }
+}

@@ -1,0 +1,337 @@
+//! [`VmBuilder`]: the engine's switches, from code or `EDDY_VM_*` environment variables.
+
+use crate::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+use crate::engine::Vm;
+use crate::error::{Error, Result};
+use crate::stream::cpu::CpuStream;
+use crate::stream::{Device, Exec, StreamId, StreamPolicy};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The engine's settings. Every field has an `EDDY_VM_*` variable (see [`VmBuilder::from_env`]).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Run everything on the submitting thread, in order (`EDDY_VM_SYNC=1`). This is also the
+    /// reference executor the differential tests compare against.
+    pub sync_mode: bool,
+    /// Received instructions ingested per scheduler pass (`EDDY_VM_WINDOW`, default 10).
+    pub window: usize,
+    /// `receive` blocks once this many instructions are in flight (`EDDY_VM_HIGH_WATER`).
+    pub high_water: usize,
+    /// ... until no more than this many are (`EDDY_VM_LOW_WATER`).
+    pub low_water: usize,
+    /// Fuse runs of fusable same-stream instructions (`EDDY_VM_FUSION=0` to turn off).
+    pub fusion: bool,
+    /// Cap on CPU memory in bytes (`EDDY_VM_CAPACITY`, e.g. `64M`), for testing OOM paths.
+    pub capacity: Option<usize>,
+    /// A wait that sees nothing released for this long fails with `Deadlock`
+    /// (`EDDY_VM_TIMEOUT_MS`, default 600 000).
+    pub timeout: Duration,
+    /// Caching or pass-through allocation (`EDDY_VM_ALLOCATOR=caching|passthrough`).
+    pub alloc_mode: AllocMode,
+    /// Where the main CPU stream computes (`EDDY_VM_CPU_EXEC=inline|worker`, default inline).
+    pub cpu_exec: Exec,
+    /// How long the scheduler keeps polling after its last progress before sleeping
+    /// (`EDDY_VM_SPIN_US`, default 1000).
+    pub spin: Duration,
+    /// Record a chrome-trace timeline of every instruction (`EDDY_VM_TRACE=1`).
+    pub trace: bool,
+    /// How many live instructions a deadlock dump lists (`EDDY_VM_DUMP_LIMIT`, default 32).
+    pub dump_limit: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            sync_mode: false,
+            window: 10,
+            high_water: 200_000,
+            low_water: 100_000,
+            fusion: true,
+            capacity: None,
+            timeout: Duration::from_secs(600),
+            alloc_mode: AllocMode::Caching,
+            cpu_exec: Exec::Inline,
+            spin: Duration::from_millis(1),
+            trace: false,
+            dump_limit: 32,
+        }
+    }
+}
+
+/// Builds a [`Vm`].
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{Vm, stream::{cpu::CpuStream, Exec}};
+/// use std::sync::Arc;
+/// let mut b = Vm::builder().window(32).fusion(false);
+/// let side = b.add_stream(Arc::new(CpuStream::new("cpu-side", Exec::Worker)));
+/// let vm = b.build().unwrap();
+/// assert_eq!(vm.stream_count(), 2);
+/// assert_eq!(side.0, 1);
+/// ```
+pub struct VmBuilder {
+    pub(crate) config: Config,
+    env_error: Option<Error>,
+    pub(crate) streams: Vec<Arc<dyn StreamPolicy>>,
+    pub(crate) allocators: HashMap<Device, Arc<DeviceAllocator>>,
+}
+
+fn parse_bytes(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1usize << 10),
+        'm' | 'M' => (&s[..s.len() - 1], 1 << 20),
+        'g' | 'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.trim().parse::<usize>().ok()?.checked_mul(mul)
+}
+
+fn parse_bool(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Some(true),
+        "0" | "false" | "off" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+impl Default for VmBuilder {
+    fn default() -> Self {
+        Self::from_env()
+    }
+}
+
+impl VmBuilder {
+    /// The defaults, without reading the environment.
+    pub fn new() -> Self {
+        VmBuilder {
+            config: Config::default(),
+            env_error: None,
+            streams: Vec::new(),
+            allocators: HashMap::new(),
+        }
+    }
+
+    /// The defaults overridden by `EDDY_VM_*` variables. An unparsable value makes
+    /// [`build`](Self::build) fail with `InvalidArgument` naming the variable.
+    pub fn from_env() -> Self {
+        let mut b = Self::new();
+        b.apply_env(|k| std::env::var(k).ok());
+        b
+    }
+
+    /// Applies settings from a lookup function (the environment, or a map in tests).
+    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) {
+        let c = &mut self.config;
+        let mut bad = None;
+        let mut set = |key: &str, f: &mut dyn FnMut(&str) -> bool| {
+            if let Some(v) = get(key) {
+                if !f(&v) && bad.is_none() {
+                    bad = Some(Error::InvalidArgument {
+                        op: "VmBuilder".into(),
+                        message: format!("cannot parse {key}={v:?}"),
+                    });
+                }
+            }
+        };
+        set("EDDY_VM_SYNC", &mut |v| {
+            parse_bool(v).map(|x| c.sync_mode = x).is_some()
+        });
+        set("EDDY_VM_WINDOW", &mut |v| {
+            v.trim()
+                .parse()
+                .ok()
+                .filter(|&w: &usize| w > 0)
+                .map(|x| c.window = x)
+                .is_some()
+        });
+        set("EDDY_VM_HIGH_WATER", &mut |v| {
+            v.trim().parse().ok().map(|x| c.high_water = x).is_some()
+        });
+        set("EDDY_VM_LOW_WATER", &mut |v| {
+            v.trim().parse().ok().map(|x| c.low_water = x).is_some()
+        });
+        set("EDDY_VM_FUSION", &mut |v| {
+            parse_bool(v).map(|x| c.fusion = x).is_some()
+        });
+        set("EDDY_VM_CAPACITY", &mut |v| {
+            parse_bytes(v).map(|x| c.capacity = Some(x)).is_some()
+        });
+        set("EDDY_VM_TIMEOUT_MS", &mut |v| {
+            v.trim()
+                .parse()
+                .ok()
+                .map(|x| c.timeout = Duration::from_millis(x))
+                .is_some()
+        });
+        set("EDDY_VM_ALLOCATOR", &mut |v| {
+            let m = match v.trim() {
+                "caching" => AllocMode::Caching,
+                "passthrough" => AllocMode::Passthrough,
+                _ => return false,
+            };
+            c.alloc_mode = m;
+            true
+        });
+        set("EDDY_VM_CPU_EXEC", &mut |v| {
+            let e = match v.trim() {
+                "inline" => Exec::Inline,
+                "worker" => Exec::Worker,
+                _ => return false,
+            };
+            c.cpu_exec = e;
+            true
+        });
+        set("EDDY_VM_SPIN_US", &mut |v| {
+            v.trim()
+                .parse()
+                .ok()
+                .map(|x| c.spin = Duration::from_micros(x))
+                .is_some()
+        });
+        set("EDDY_VM_TRACE", &mut |v| {
+            parse_bool(v).map(|x| c.trace = x).is_some()
+        });
+        set("EDDY_VM_DUMP_LIMIT", &mut |v| {
+            v.trim().parse().ok().map(|x| c.dump_limit = x).is_some()
+        });
+        if bad.is_some() {
+            self.env_error = bad;
+        }
+    }
+
+    /// Synchronous single-thread mode.
+    pub fn sync_mode(mut self, on: bool) -> Self {
+        self.config.sync_mode = on;
+        self
+    }
+    /// The ingest window.
+    pub fn window(mut self, n: usize) -> Self {
+        self.config.window = n;
+        self
+    }
+    /// Back-pressure water marks (`receive` blocks above `high` until at most `low` are live).
+    pub fn water_marks(mut self, high: usize, low: usize) -> Self {
+        self.config.high_water = high;
+        self.config.low_water = low;
+        self
+    }
+    /// Fusion on or off.
+    pub fn fusion(mut self, on: bool) -> Self {
+        self.config.fusion = on;
+        self
+    }
+    /// A cap on CPU memory.
+    pub fn capacity(mut self, bytes: Option<usize>) -> Self {
+        self.config.capacity = bytes;
+        self
+    }
+    /// The deadlock timeout of waits.
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.config.timeout = d;
+        self
+    }
+    /// Caching or pass-through allocation.
+    pub fn alloc_mode(mut self, m: AllocMode) -> Self {
+        self.config.alloc_mode = m;
+        self
+    }
+    /// Where the main CPU stream computes.
+    pub fn cpu_exec(mut self, e: Exec) -> Self {
+        self.config.cpu_exec = e;
+        self
+    }
+    /// The scheduler's spin time after progress.
+    pub fn spin(mut self, d: Duration) -> Self {
+        self.config.spin = d;
+        self
+    }
+    /// Record a chrome-trace timeline.
+    pub fn trace(mut self, on: bool) -> Self {
+        self.config.trace = on;
+        self
+    }
+
+    /// Adds a stream; streams are numbered in order after the main CPU stream (0).
+    pub fn add_stream(&mut self, policy: Arc<dyn StreamPolicy>) -> StreamId {
+        self.streams.push(policy);
+        StreamId(self.streams.len() as u32)
+    }
+
+    /// Uses `alloc` for `device` instead of a default CPU-backed allocator.
+    pub fn device_allocator(mut self, device: Device, alloc: Arc<DeviceAllocator>) -> Self {
+        self.allocators.insert(device, alloc);
+        self
+    }
+
+    /// The settings so far.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Starts the engine.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for a bad setting (an unparsable variable, water marks out of order, a
+    /// zero window); an I/O error spawning threads is reported the same way.
+    pub fn build(mut self) -> Result<Vm> {
+        if let Some(e) = self.env_error.take() {
+            return Err(e);
+        }
+        let c = &self.config;
+        if c.window == 0 || c.low_water > c.high_water || c.high_water == 0 {
+            return Err(Error::InvalidArgument {
+                op: "VmBuilder".into(),
+                message: format!(
+                    "need window > 0 and 0 < low_water <= high_water (window {}, low {}, high {})",
+                    c.window, c.low_water, c.high_water
+                ),
+            });
+        }
+        let main: Arc<dyn StreamPolicy> = Arc::new(CpuStream::new("cpu", c.cpu_exec));
+        self.streams.insert(0, main);
+        Vm::start(self)
+    }
+
+    pub(crate) fn allocator_for(&mut self, device: Device) -> Arc<DeviceAllocator> {
+        let (cap, mode) = (self.config.capacity, self.config.alloc_mode);
+        self.allocators
+            .entry(device)
+            .or_insert_with(|| DeviceAllocator::new(Box::new(CpuBackend::new(cap)), mode))
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_values_parse_and_bad_ones_fail_build() {
+        let mut b = VmBuilder::new();
+        b.apply_env(|k| match k {
+            "EDDY_VM_WINDOW" => Some("32".into()),
+            "EDDY_VM_CAPACITY" => Some("64M".into()),
+            "EDDY_VM_SYNC" => Some("1".into()),
+            _ => None,
+        });
+        assert_eq!(b.config.window, 32);
+        assert_eq!(b.config.capacity, Some(64 << 20));
+        assert!(b.config.sync_mode);
+        let mut b = VmBuilder::new();
+        b.apply_env(|k| (k == "EDDY_VM_FUSION").then(|| "maybe".into()));
+        let e = b.build().err().expect("bad value rejected");
+        assert!(e.to_string().contains("EDDY_VM_FUSION"), "{e}");
+    }
+
+    #[test]
+    fn inverted_water_marks_are_rejected() {
+        assert!(VmBuilder::new().water_marks(10, 20).build().is_err());
+        assert!(VmBuilder::new().window(0).build().is_err());
+    }
+}

@@ -1,0 +1,608 @@
+//! [`Vm`]: the engine handle — receive instructions, wait, read blobs, shut down.
+
+use crate::alloc::{AllocStats, DeviceAllocator};
+use crate::blob::Blob;
+use crate::builder::InstructionsBuilder;
+use crate::config::{Config, VmBuilder};
+use crate::error::{Error, Result};
+use crate::exec::{in_engine, IN_ENGINE};
+use crate::handoff::HandOff;
+use crate::instruction::{AccessBlobByCallback, Barrier, InstrList, InstructionPolicy};
+use crate::scheduler::Scheduler;
+use crate::stats::{StatCounters, VmStats};
+use crate::stream::{Device, StreamId, StreamPolicy};
+use crate::trace::TraceEvent;
+use crate::wait::Waiter;
+use parking_lot::{Condvar, Mutex};
+use qcell::{QCellOwner, QCellOwnerID};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub(crate) struct StreamEntry {
+    pub policy: Arc<dyn StreamPolicy>,
+    pub allocator: Arc<DeviceAllocator>,
+}
+
+/// State shared between user threads, the scheduler and workers.
+pub(crate) struct Shared {
+    pub config: Config,
+    pub streams: Vec<StreamEntry>,
+    pub any_async_stream: bool,
+    pub owner_id: QCellOwnerID,
+    /// User threads → scheduler. Its notifier is the scheduler's.
+    pub pending: HandOff,
+    /// Workers → scheduler.
+    pub completions: HandOff,
+    /// Received and not yet released (back-pressure).
+    pub in_flight: AtomicUsize,
+    bp_lock: Mutex<()>,
+    bp_cv: Condvar,
+    bp_waiters: AtomicUsize,
+    pub stats: StatCounters,
+    errors: Mutex<Vec<(u64, Error)>>,
+    pub shutdown: AtomicBool,
+    pub dump_request: AtomicBool,
+    pub dump: Mutex<Option<String>>,
+    pub probes: Mutex<Vec<Box<dyn FnMut() -> bool + Send>>>,
+    trace: Option<Mutex<Vec<TraceEvent>>>,
+    trace_origin: Instant,
+    /// The scheduler thread has exited.
+    sched_exited: Mutex<bool>,
+    sched_exited_cv: Condvar,
+}
+
+impl Shared {
+    pub(crate) fn record_error(&self, id: u64, e: Error) {
+        tracing::debug!(instr = id, error = %e, "instruction failed");
+        self.errors.lock().push((id, e));
+    }
+
+    pub(crate) fn trace_now(&self) -> Option<Instant> {
+        self.trace.as_ref().map(|_| Instant::now())
+    }
+
+    pub(crate) fn trace_record(&self, name: &str, id: u64, stream: StreamId, start: Instant) {
+        if let Some(t) = &self.trace {
+            let end = Instant::now();
+            let thread = std::thread::current().name().unwrap_or("user").to_string();
+            t.lock().push(TraceEvent {
+                name: name.to_string(),
+                id,
+                stream: stream.0,
+                thread,
+                start_us: (start - self.trace_origin).as_secs_f64() * 1e6,
+                dur_us: (end - start).as_secs_f64() * 1e6,
+            });
+        }
+    }
+
+    /// Wakes submitters blocked on the high-water mark once at most `low_water` are in flight.
+    pub(crate) fn wake_submitters(&self) {
+        if self.bp_waiters.load(Ordering::Acquire) > 0
+            && self.in_flight.load(Ordering::Acquire) <= self.config.low_water
+        {
+            let _g = self.bp_lock.lock();
+            self.bp_cv.notify_all();
+        }
+    }
+}
+
+enum Mode {
+    Threaded(Mutex<Option<JoinHandle<()>>>),
+    Sync(Mutex<Scheduler>),
+}
+
+pub(crate) struct VmInner {
+    pub(crate) shared: Arc<Shared>,
+    mode: Mode,
+}
+
+/// The engine: a cheap, cloneable handle. The engine shuts down (drains, joins its threads)
+/// when the last handle drops.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{Vm, testing::Noop};
+/// let vm = Vm::builder().build().unwrap();
+/// let (a, b) = (vm.new_blob(4), vm.new_blob(4));
+/// vm.run(eddy_vm::StreamId::CPU, Noop::new(vec![a.clone()], vec![b.clone()])).unwrap();
+/// vm.sync().unwrap();
+/// assert_eq!(vm.stats().in_flight, 0);
+/// ```
+#[derive(Clone)]
+pub struct Vm {
+    pub(crate) inner: Arc<VmInner>,
+}
+
+impl std::fmt::Debug for Vm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vm")
+            .field("streams", &self.stream_count())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Vm {
+    /// A builder with defaults overridden by the `EDDY_VM_*` environment variables.
+    pub fn builder() -> VmBuilder {
+        VmBuilder::from_env()
+    }
+
+    pub(crate) fn start(mut b: VmBuilder) -> Result<Vm> {
+        let owner = QCellOwner::new();
+        let policies = std::mem::take(&mut b.streams);
+        let streams: Vec<StreamEntry> = policies
+            .into_iter()
+            .map(|p| StreamEntry {
+                allocator: b.allocator_for(p.device()),
+                policy: p,
+            })
+            .collect();
+        let any_async_stream = streams.iter().any(|s| s.policy.done_means_launched());
+        let config = b.config.clone();
+        let shared = Arc::new(Shared {
+            trace: config.trace.then(|| Mutex::new(Vec::new())),
+            config,
+            streams,
+            any_async_stream,
+            owner_id: owner.id(),
+            pending: HandOff::new(),
+            completions: HandOff::new(),
+            in_flight: AtomicUsize::new(0),
+            bp_lock: Mutex::new(()),
+            bp_cv: Condvar::new(),
+            bp_waiters: AtomicUsize::new(0),
+            stats: StatCounters::default(),
+            errors: Mutex::new(Vec::new()),
+            shutdown: AtomicBool::new(false),
+            dump_request: AtomicBool::new(false),
+            dump: Mutex::new(None),
+            probes: Mutex::new(Vec::new()),
+            trace_origin: Instant::now(),
+            sched_exited: Mutex::new(false),
+            sched_exited_cv: Condvar::new(),
+        });
+        let io = |e: std::io::Error| Error::InvalidArgument {
+            op: "Vm::start".into(),
+            message: format!("cannot spawn an engine thread: {e}"),
+        };
+        let sched = Scheduler::new(shared.clone(), owner).map_err(io)?;
+        let mode = if shared.config.sync_mode {
+            Mode::Sync(Mutex::new(sched))
+        } else {
+            let sh = shared.clone();
+            let h = std::thread::Builder::new()
+                .name("eddy-scheduler".into())
+                .spawn(move || {
+                    sched.run_thread();
+                    *sh.sched_exited.lock() = true;
+                    sh.sched_exited_cv.notify_all();
+                })
+                .map_err(io)?;
+            Mode::Threaded(Mutex::new(Some(h)))
+        };
+        Ok(Vm {
+            inner: Arc::new(VmInner { shared, mode }),
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+
+    /// The settings the engine runs with.
+    pub fn config(&self) -> &Config {
+        &self.shared().config
+    }
+
+    /// A new blob of `bytes` bytes (memory is allocated by the first instruction that writes it).
+    pub fn new_blob(&self, bytes: usize) -> Arc<Blob> {
+        Arc::new(Blob::new(self.shared().owner_id, bytes))
+    }
+
+    /// Number of streams (the main CPU stream is `StreamId::CPU`).
+    pub fn stream_count(&self) -> usize {
+        self.shared().streams.len()
+    }
+
+    /// The policy of `stream`.
+    pub fn stream_policy(&self, stream: StreamId) -> Option<&Arc<dyn StreamPolicy>> {
+        self.shared()
+            .streams
+            .get(stream.0 as usize)
+            .map(|s| &s.policy)
+    }
+
+    /// The allocator of `device`, if the engine has a stream on it.
+    pub fn allocator(&self, device: Device) -> Option<Arc<DeviceAllocator>> {
+        self.shared()
+            .streams
+            .iter()
+            .find(|s| s.policy.device() == device)
+            .map(|s| s.allocator.clone())
+    }
+
+    /// A builder for a list of instructions submitted together.
+    pub fn instructions(&self) -> InstructionsBuilder<'_> {
+        InstructionsBuilder::new(self)
+    }
+
+    /// Submits one instruction.
+    ///
+    /// # Errors
+    ///
+    /// As [`InstructionsBuilder::push`] and [`InstructionsBuilder::submit`].
+    pub fn run(&self, stream: StreamId, policy: impl InstructionPolicy) -> Result<()> {
+        let mut b = self.instructions();
+        b.push(stream, policy)?;
+        b.submit()
+    }
+
+    /// Releases a blob: its memory is freed once every earlier access, on every stream, is done.
+    ///
+    /// # Errors
+    ///
+    /// `TensorReleased` if it was released before; `ForeignBlob` if it belongs to another engine.
+    pub fn release(&self, blob: &Arc<Blob>) -> Result<()> {
+        let mut b = self.instructions();
+        b.release(blob)?;
+        b.submit()
+    }
+
+    /// Hands a built list to the scheduler. Blocks above the high-water mark.
+    pub(crate) fn receive(&self, list: InstrList, n: usize) -> Result<()> {
+        let sh = self.shared();
+        if sh.shutdown.load(Ordering::Acquire) {
+            drop(list); // drop glue tells any waiting callback `EngineShutDown`
+            return Err(Error::EngineShutDown);
+        }
+        sh.in_flight.fetch_add(n, Ordering::AcqRel);
+        match &self.inner.mode {
+            Mode::Sync(s) => {
+                let mut s = s.lock();
+                s.push_local(list);
+                let was = IN_ENGINE.with(|c| c.replace(true));
+                s.run_until_stalled();
+                IN_ENGINE.with(|c| c.set(was));
+            }
+            Mode::Threaded(_) => {
+                sh.pending.push(list);
+                if sh.in_flight.load(Ordering::Acquire) > sh.config.high_water && !in_engine() {
+                    self.block_on_high_water();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn block_on_high_water(&self) {
+        let sh = self.shared();
+        sh.bp_waiters.fetch_add(1, Ordering::AcqRel);
+        let mut g = sh.bp_lock.lock();
+        while sh.in_flight.load(Ordering::Acquire) > sh.config.low_water
+            && !sh.shutdown.load(Ordering::Acquire)
+        {
+            // The timed wait is a safety net; the scheduler notifies when crossing low water.
+            sh.bp_cv.wait_for(&mut g, Duration::from_millis(5));
+        }
+        drop(g);
+        sh.bp_waiters.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// In synchronous mode, lets the scheduler make progress (device events may have completed).
+    fn drive(&self) {
+        if let Mode::Sync(s) = &self.inner.mode {
+            let mut s = s.lock();
+            let was = IN_ENGINE.with(|c| c.replace(true));
+            s.run_until_stalled();
+            IN_ENGINE.with(|c| c.set(was));
+        }
+    }
+
+    /// Wakes the scheduler (for devices that complete work outside the engine).
+    pub fn wake(&self) {
+        self.shared().pending.notifier.notify();
+    }
+
+    /// A function that wakes the scheduler; give it to a device's completion callback.
+    pub fn waker(&self) -> impl Fn() + Send + Sync + 'static {
+        let sh = Arc::downgrade(&self.inner.shared);
+        move || {
+            if let Some(s) = sh.upgrade() {
+                s.pending.notifier.notify();
+            }
+        }
+    }
+
+    /// Waits for `w`, failing with `Deadlock` if nothing is released for a whole timeout.
+    pub(crate) fn wait(&self, w: &Waiter, op: &str) -> Result<()> {
+        if in_engine() {
+            return Err(Error::ReentrantWait { op: op.to_string() });
+        }
+        if w.spin(Duration::from_micros(50)) {
+            return Ok(());
+        }
+        let sh = self.shared();
+        let timeout = sh.config.timeout;
+        let mut last_erased = sh.stats.erased.load(Ordering::Acquire);
+        let mut last_progress = Instant::now();
+        loop {
+            self.drive();
+            if w.wait_for(Duration::from_millis(20).min(timeout)) {
+                return Ok(());
+            }
+            let erased = sh.stats.erased.load(Ordering::Acquire);
+            if erased != last_erased {
+                last_erased = erased;
+                last_progress = Instant::now();
+            } else if last_progress.elapsed() >= timeout {
+                return Err(Error::Deadlock {
+                    timeout_ms: timeout.as_millis() as u64,
+                    dump: self.request_dump(),
+                });
+            }
+        }
+    }
+
+    /// Asks the scheduler for a dump of the live instructions.
+    pub fn dump(&self) -> String {
+        self.request_dump()
+    }
+
+    fn request_dump(&self) -> String {
+        let sh = self.shared();
+        if let Mode::Sync(s) = &self.inner.mode {
+            return match s.try_lock() {
+                Some(s) => s.dump(),
+                None => "  (the scheduler is busy on another thread)\n".into(),
+            };
+        }
+        *sh.dump.lock() = None;
+        sh.dump_request.store(true, Ordering::Release);
+        self.wake();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(500) {
+            if let Some(d) = sh.dump.lock().take() {
+                return d;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        "  (the scheduler did not answer: it may be blocked inside an inline kernel)\n".into()
+    }
+
+    /// Waits until every instruction received before this call is released; then returns the
+    /// first asynchronous error (by submission order) since the last [`clear_errors`], if any.
+    ///
+    /// # Errors
+    ///
+    /// The sticky root error; `Deadlock`; `ReentrantWait` from inside a kernel; `EngineShutDown`.
+    ///
+    /// [`clear_errors`]: Self::clear_errors
+    pub fn sync(&self) -> Result<()> {
+        self.barrier()?;
+        match self.first_error() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every instruction received before this call is released (errors aside).
+    ///
+    /// # Errors
+    ///
+    /// `Deadlock`, `ReentrantWait`, `EngineShutDown`.
+    pub fn barrier(&self) -> Result<()> {
+        let w = Arc::new(Waiter::new());
+        let w2 = w.clone();
+        self.run(StreamId::CPU, Barrier::new(move || w2.signal()))?;
+        self.wait(&w, "sync")
+    }
+
+    /// The first root error by submission order since the last `clear_errors`.
+    pub fn first_error(&self) -> Option<Error> {
+        self.shared()
+            .errors
+            .lock()
+            .iter()
+            .min_by_key(|(id, _)| *id)
+            .map(|(_, e)| e.clone())
+    }
+
+    /// Every root error since the last `clear_errors`, in submission order.
+    pub fn errors(&self) -> Vec<Error> {
+        let mut v = self.shared().errors.lock().clone();
+        v.sort_by_key(|(id, _)| *id);
+        v.into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// Forgets the root errors (poisoned blobs stay poisoned until overwritten or released).
+    pub fn clear_errors(&self) {
+        self.shared().errors.lock().clear();
+    }
+
+    /// Runs `f` on `blob`'s bytes once every earlier write to it is done, and returns its result.
+    ///
+    /// # Errors
+    ///
+    /// The blob's poison (the root error of what failed upstream), `Deadlock`,
+    /// `ReentrantWait`, `EngineShutDown`.
+    pub fn read_blob<R: Send + 'static>(
+        &self,
+        blob: &Arc<Blob>,
+        f: impl FnOnce(&[u8]) -> R + Send + 'static,
+    ) -> Result<R> {
+        let w = Arc::new(Waiter::new());
+        let slot: Arc<Mutex<Option<Result<R>>>> = Arc::new(Mutex::new(None));
+        let (w2, s2) = (w.clone(), slot.clone());
+        let access = AccessBlobByCallback::new(blob.clone(), false, move |r| {
+            // SAFETY: this callback runs as the compute of an instruction that reads `blob`, so
+            // every earlier writer has finished and no later writer starts until it returns.
+            let out = r.map(|b| f(unsafe { b.bytes_ref() }));
+            *s2.lock() = Some(out);
+            w2.signal();
+        });
+        self.run(self.host_stream_for(blob), access)?;
+        self.wait(&w, "read_blob")?;
+        let r = slot.lock().take();
+        r.unwrap_or(Err(Error::EngineShutDown))
+    }
+
+    /// Runs `f` on `blob`'s bytes for writing, ordered after every earlier access.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_blob`](Self::read_blob), plus `OutOfMemory` if the blob could not be allocated.
+    pub fn write_blob<R: Send + 'static>(
+        &self,
+        blob: &Arc<Blob>,
+        f: impl FnOnce(&mut [u8]) -> R + Send + 'static,
+    ) -> Result<R> {
+        let w = Arc::new(Waiter::new());
+        let slot: Arc<Mutex<Option<Result<R>>>> = Arc::new(Mutex::new(None));
+        let (w2, s2) = (w.clone(), slot.clone());
+        let access = AccessBlobByCallback::new(blob.clone(), true, move |r| {
+            let out = r.map(|b| {
+                b.clear_poison();
+                // SAFETY: this callback runs as the compute of an instruction that writes `blob`,
+                // so it has exclusive access until it returns.
+                f(unsafe { b.bytes_mut() })
+            });
+            *s2.lock() = Some(out);
+            w2.signal();
+        });
+        self.run(StreamId::CPU, access)?;
+        self.wait(&w, "write_blob")?;
+        let r = slot.lock().take();
+        r.unwrap_or(Err(Error::EngineShutDown))
+    }
+
+    /// Host reads go through the main CPU stream; the builder's soft sync orders them after
+    /// device work.
+    fn host_stream_for(&self, _blob: &Blob) -> StreamId {
+        StreamId::CPU
+    }
+
+    /// Registers a probe: polled by the scheduler every pass until it returns `true`.
+    pub fn add_probe(&self, probe: impl FnMut() -> bool + Send + 'static) {
+        self.shared().probes.lock().push(Box::new(probe));
+        self.wake();
+    }
+
+    /// Counters and allocator figures.
+    pub fn stats(&self) -> VmStats {
+        let sh = self.shared();
+        let alloc = self
+            .allocator(Device::Cpu)
+            .map(|a| a.stats())
+            .unwrap_or_default();
+        sh.stats
+            .snapshot(sh.in_flight.load(Ordering::Acquire) as u64, alloc)
+    }
+
+    /// The CPU allocator's figures.
+    pub fn alloc_stats(&self) -> AllocStats {
+        self.allocator(Device::Cpu)
+            .map(|a| a.stats())
+            .unwrap_or_default()
+    }
+
+    /// The recorded timeline (empty unless tracing is on).
+    pub fn trace_events(&self) -> Vec<TraceEvent> {
+        self.shared()
+            .trace
+            .as_ref()
+            .map(|t| t.lock().clone())
+            .unwrap_or_default()
+    }
+
+    /// Clears the recorded timeline.
+    pub fn clear_trace(&self) {
+        if let Some(t) = &self.shared().trace {
+            t.lock().clear();
+        }
+    }
+
+    /// Writes the timeline as chrome-trace / Perfetto JSON.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors from `w`.
+    pub fn write_chrome_trace(&self, w: impl std::io::Write) -> std::io::Result<()> {
+        let names: Vec<String> = self
+            .shared()
+            .streams
+            .iter()
+            .map(|s| s.policy.name().to_string())
+            .collect();
+        crate::trace::write_chrome_trace(&self.trace_events(), &names, w)
+    }
+
+    /// Stops accepting work and waits at most `d` for everything in flight to drain and the
+    /// engine's threads to exit. On timeout the stuck threads are left behind (not joined).
+    ///
+    /// # Errors
+    ///
+    /// `ShutdownTimeout` with the number of instructions still live.
+    pub fn shutdown_timeout(&self, d: Duration) -> Result<()> {
+        let sh = self.shared();
+        sh.shutdown.store(true, Ordering::Release);
+        self.wake();
+        match &self.inner.mode {
+            Mode::Sync(s) => {
+                let mut s = s.lock();
+                s.run_until_stalled();
+                if !s.is_idle() {
+                    return Err(Error::ShutdownTimeout {
+                        pending: sh.in_flight.load(Ordering::Acquire) as u64,
+                    });
+                }
+                s.shutdown_workers();
+                Ok(())
+            }
+            Mode::Threaded(h) => {
+                let deadline = Instant::now() + d;
+                let mut g = sh.sched_exited.lock();
+                while !*g {
+                    if sh.sched_exited_cv.wait_until(&mut g, deadline).timed_out() && !*g {
+                        return Err(Error::ShutdownTimeout {
+                            pending: sh.in_flight.load(Ordering::Acquire) as u64,
+                        });
+                    }
+                }
+                drop(g);
+                if let Some(h) = h.lock().take() {
+                    let _ = h.join();
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the engine is shutting down or shut down.
+    pub fn is_shut_down(&self) -> bool {
+        self.shared().shutdown.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for VmInner {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.pending.notifier.notify();
+        match &self.mode {
+            Mode::Threaded(h) => {
+                if let Some(h) = h.lock().take() {
+                    let _ = h.join();
+                }
+            }
+            Mode::Sync(s) => {
+                let mut s = s.lock();
+                s.run_until_stalled();
+                s.shutdown_workers();
+            }
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The engine's one error type.
+//!
+//! Errors are grouped by where they arise: at submission (synchronous), inside an instruction
+//! (asynchronous, surfaced at the next sync), and from waiting or shutting down. Every variant
+//! that concerns an instruction carries the op's name. `OutOfMemory` is the only retriable one.
+
+use std::fmt;
+
+/// A `Result` whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the engine.
+///
+/// The type is `Clone` so that one root failure can poison many outputs and be returned by every
+/// sync point that observes it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::Error;
+/// let e = Error::KernelFailed { op: "div".into(), instr_id: 7, message: "division by zero".into() };
+/// assert_eq!(e.op(), Some("div"));
+/// assert!(e.to_string().contains("div"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // ---- asynchronous failures of one instruction -------------------------------------------
+    /// A kernel returned an error.
+    #[error("kernel `{op}` (instruction {instr_id}) failed: {message}")]
+    KernelFailed {
+        op: String,
+        instr_id: u64,
+        message: String,
+    },
+    /// A kernel panicked; the panic was caught on the thread that ran it.
+    #[error("kernel `{op}` (instruction {instr_id}) panicked: {message}")]
+    KernelPanic {
+        op: String,
+        instr_id: u64,
+        message: String,
+    },
+    /// `Prepare` could not allocate an output even after waiting for running work, shrinking
+    /// the caches and retrying.
+    #[error(
+        "out of memory in `{op}`: tried to allocate {requested} bytes with {in_use} bytes in use, \
+         {cached} bytes cached, capacity {}",
+        fmt_capacity(*capacity)
+    )]
+    OutOfMemory {
+        op: String,
+        requested: usize,
+        in_use: usize,
+        cached: usize,
+        capacity: Option<usize>,
+    },
+
+    // ---- synchronous failures at submission ------------------------------------------------
+    /// A blob was used after it was released.
+    #[error("`{op}`: blob {id} was already released")]
+    TensorReleased { op: String, id: u64 },
+    /// A blob belongs to another engine.
+    #[error("`{op}`: blob {id} belongs to another engine")]
+    ForeignBlob { op: String, id: u64 },
+    /// A stream id that the engine does not know.
+    #[error("`{op}`: unknown stream {stream}")]
+    UnknownStream { op: String, stream: usize },
+    /// A configuration value or argument is invalid.
+    #[error("invalid argument to `{op}`: {message}")]
+    InvalidArgument { op: String, message: String },
+
+    // ---- waiting and lifecycle --------------------------------------------------------------
+    /// A wait saw no instruction released for a whole timeout.
+    #[error("deadlock: no instruction was released for {timeout_ms} ms while waiting; live instructions:\n{dump}")]
+    Deadlock { timeout_ms: u64, dump: String },
+    /// A blocking engine call was made from code that the engine itself runs (a kernel or a
+    /// callback); it would wait for itself.
+    #[error("`{op}` called from inside the engine (a kernel or callback) would deadlock")]
+    ReentrantWait { op: String },
+    /// The engine was shut down.
+    #[error("the engine is shut down")]
+    EngineShutDown,
+    /// `shutdown_timeout` gave up with instructions still live.
+    #[error("shutdown timed out with {pending} instructions still live")]
+    ShutdownTimeout { pending: u64 },
+}
+
+fn fmt_capacity(capacity: Option<usize>) -> String {
+    capacity.map_or_else(|| "unlimited".to_string(), |c| format!("{c} bytes"))
+}
+
+impl Error {
+    /// The name of the op this error concerns, if any.
+    pub fn op(&self) -> Option<&str> {
+        match self {
+            Error::KernelFailed { op, .. }
+            | Error::KernelPanic { op, .. }
+            | Error::OutOfMemory { op, .. }
+            | Error::TensorReleased { op, .. }
+            | Error::ForeignBlob { op, .. }
+            | Error::UnknownStream { op, .. }
+            | Error::InvalidArgument { op, .. }
+            | Error::ReentrantWait { op } => Some(op),
+            Error::Deadlock { .. } | Error::EngineShutDown | Error::ShutdownTimeout { .. } => None,
+        }
+    }
+
+    /// Whether this is an out-of-memory error.
+    pub fn is_oom(&self) -> bool {
+        matches!(self, Error::OutOfMemory { .. })
+    }
+
+    /// Builds a [`Error::KernelFailed`] for `op` from any displayable message. Kernels use this
+    /// to report failures; the engine fills in the instruction id.
+    pub fn kernel(op: &str, message: impl fmt::Display) -> Self {
+        Error::KernelFailed {
+            op: op.to_string(),
+            instr_id: 0,
+            message: message.to_string(),
+        }
+    }
+
+    pub(crate) fn with_instr_id(mut self, id: u64) -> Self {
+        if let Error::KernelFailed { instr_id, .. } | Error::KernelPanic { instr_id, .. } =
+            &mut self
+        {
+            if *instr_id == 0 {
+                *instr_id = id;
+            }
+        }
+        self
+    }
+}

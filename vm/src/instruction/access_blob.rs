@@ -1,0 +1,78 @@
+//! `AccessBlobByCallback`: run host code on a blob's bytes in dependence order (`to_vec`).
+
+use super::policy::{ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError};
+use crate::blob::Blob;
+use crate::error::{Error, Result};
+use std::sync::Arc;
+
+/// What an access callback receives: the blob, or the error that poisoned it.
+pub type AccessCallback = Box<dyn FnOnce(Result<&Blob, Error>) + Send>;
+
+/// Calls a function with a blob once every earlier write to it is done (and, if `mutable`,
+/// every earlier read too). A poisoned blob gives the callback the poison instead.
+pub struct AccessBlobByCallback {
+    blob: [Arc<Blob>; 1],
+    mutable: bool,
+    callback: Option<AccessCallback>,
+}
+
+impl AccessBlobByCallback {
+    /// Reads (`mutable == false`) or writes `blob` with `f`.
+    pub fn new(
+        blob: Arc<Blob>,
+        mutable: bool,
+        f: impl FnOnce(Result<&Blob, Error>) + Send + 'static,
+    ) -> Self {
+        AccessBlobByCallback {
+            blob: [blob],
+            mutable,
+            callback: Some(Box::new(f)),
+        }
+    }
+}
+
+impl InstructionPolicy for AccessBlobByCallback {
+    fn name(&self) -> &str {
+        "access_blob_by_callback"
+    }
+    fn inputs(&self) -> &[Arc<Blob>] {
+        &self.blob
+    }
+    fn outputs(&self) -> &[Arc<Blob>] {
+        if self.mutable {
+            &self.blob
+        } else {
+            &[]
+        }
+    }
+    fn handles_poison(&self) -> bool {
+        true
+    }
+    fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {
+        if self.mutable {
+            self.blob[0]
+                .ensure_allocated(ctx.allocator)
+                .map_err(PrepareError::OutOfMemory)?;
+        }
+        Ok(())
+    }
+    fn compute(&mut self, _ctx: &mut ComputeCtx<'_>) -> Result<()> {
+        let b = &self.blob[0];
+        if let Some(f) = self.callback.take() {
+            match b.poison() {
+                Some(e) => f(Err(e)),
+                None => f(Ok(b)),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for AccessBlobByCallback {
+    fn drop(&mut self) {
+        // Never computed (the engine shut down first): tell the waiter instead of leaving it.
+        if let Some(f) = self.callback.take() {
+            f(Err(Error::EngineShutDown));
+        }
+    }
+}

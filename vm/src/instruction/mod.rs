@@ -1,0 +1,111 @@
+//! Instructions: what the scheduler orders and runs.
+//!
+//! An [`Instruction`] is a stream, a policy ([`InstructionPolicy`]) and an intrusive link, so
+//! that moving it between the pending list, a worker's queue and the completion list never
+//! allocates. A group of fused instructions is its first member with the others hanging off it
+//! on the same kind of list (OneFlow's `FuseInstructionPolicy`): a group of one is never wrapped.
+//!
+//! ```text
+//!  new ──receive──► pending ──window──► waiting on its stream (in-edges from other streams)
+//!                                          │ in-degree 0 and at the head of the stream
+//!                                          ▼
+//!                         dispatch: prepare (allocate; OOM path) → compute (inline or worker)
+//!                                          │ done (returned, or its event completed)
+//!                                          ▼
+//!            release (from the front of the stream's running list): erase accesses and
+//!            out-edges, ready successors, drop the policy
+//! ```
+
+pub mod access_blob;
+pub mod barrier;
+pub mod op_call;
+pub mod policy;
+pub mod release;
+pub mod stream_wait;
+
+pub use access_blob::AccessBlobByCallback;
+pub use barrier::Barrier;
+pub use op_call::{Kernel, OpCall};
+pub use policy::{ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError};
+pub use release::ReleaseTensor;
+pub use stream_wait::{EventSlot, RecordEvent, StreamWait};
+
+use crate::error::Error;
+use crate::stream::{Event, StreamId};
+use intrusive_collections::{intrusive_adapter, LinkedList, LinkedListLink};
+use std::sync::Arc;
+
+/// One instruction: a policy to run on a stream.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{Instruction, StreamId, instruction::Barrier};
+/// let i = Instruction::new(StreamId::CPU, Barrier::new(|| {}));
+/// assert_eq!(i.name(), "barrier");
+/// ```
+pub struct Instruction {
+    pub(crate) link: LinkedListLink,
+    pub(crate) stream: StreamId,
+    pub(crate) policy: Box<dyn InstructionPolicy>,
+    /// Engine-assigned: submission sequence number (the instruction id).
+    pub(crate) id: u64,
+    /// Engine-assigned: the scheduler slot while live.
+    pub(crate) slot: u32,
+    /// Fused members after this one (empty unless this heads a group).
+    pub(crate) followers: LinkedList<InstrAdapter>,
+    /// An error from `prepare` (the member is then not computed; its outputs are poisoned).
+    pub(crate) prep_error: Option<Error>,
+    /// Set by a kernel through [`ComputeCtx::complete_when`]: done only when this completes.
+    pub(crate) completion: Option<Arc<dyn Event>>,
+}
+
+intrusive_adapter!(pub(crate) InstrAdapter = Box<Instruction>: Instruction { link => LinkedListLink });
+
+/// A list of instructions, built by an [`InstructionsBuilder`](crate::InstructionsBuilder) and
+/// handed to the engine whole.
+pub(crate) type InstrList = LinkedList<InstrAdapter>;
+
+impl Instruction {
+    /// An instruction that runs `policy` on `stream`.
+    pub fn new(stream: StreamId, policy: impl InstructionPolicy) -> Box<Self> {
+        Self::from_box(stream, Box::new(policy))
+    }
+
+    /// Like [`new`](Self::new) for an already boxed policy.
+    pub fn from_box(stream: StreamId, policy: Box<dyn InstructionPolicy>) -> Box<Self> {
+        Box::new(Instruction {
+            link: LinkedListLink::new(),
+            stream,
+            policy,
+            id: 0,
+            slot: u32::MAX,
+            followers: LinkedList::new(InstrAdapter::new()),
+            prep_error: None,
+            completion: None,
+        })
+    }
+
+    /// The policy's name.
+    pub fn name(&self) -> &str {
+        self.policy.name()
+    }
+
+    /// The stream it runs on.
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+
+    /// Calls `f` on this instruction and each fused follower, in order.
+    pub(crate) fn for_each_member(&self, mut f: impl FnMut(&Instruction)) {
+        f(self);
+        for m in self.followers.iter() {
+            f(m);
+        }
+    }
+
+    /// Number of members (1 unless fused).
+    pub(crate) fn members(&self) -> usize {
+        1 + self.followers.iter().count()
+    }
+}

@@ -1,0 +1,48 @@
+//! Eddy's instruction engine.
+//!
+//! An op call becomes [`Instruction`]s (built by an [`InstructionsBuilder`]) that the
+//! [`Vm`]'s scheduler thread orders by what each reads and writes, and runs on per-device
+//! [`stream`]s, asynchronously. Memory comes from a per-device caching [`alloc`]ator with an
+//! out-of-memory path that waits, shrinks and retries. Errors inside instructions poison their
+//! outputs and surface at the next sync. The engine knows nothing about particular ops.
+//!
+//! # Examples
+//!
+//! ```
+//! use eddy_vm::{Vm, StreamId, testing::{Log, Record}};
+//! let vm = Vm::builder().build().unwrap();
+//! let x = vm.new_blob(4);
+//! let log = Log::default();
+//! vm.run(StreamId::CPU, Record::new(1, vec![], vec![x.clone()], &log)).unwrap();
+//! vm.run(StreamId::CPU, Record::new(2, vec![x.clone()], vec![], &log)).unwrap();
+//! vm.sync().unwrap();
+//! assert_eq!(*log.lock(), vec![1, 2]);
+//! ```
+
+pub mod alloc;
+pub mod blob;
+pub mod builder;
+pub mod config;
+mod dependence;
+pub mod engine;
+pub mod error;
+mod exec;
+mod handoff;
+pub mod instruction;
+mod notifier;
+mod scheduler;
+pub mod stats;
+pub mod stream;
+mod sync;
+pub mod testing;
+pub mod trace;
+mod wait;
+
+pub use blob::Blob;
+pub use builder::InstructionsBuilder;
+pub use config::{Config, VmBuilder};
+pub use engine::Vm;
+pub use error::{Error, Result};
+pub use instruction::{Instruction, InstructionPolicy};
+pub use stats::VmStats;
+pub use stream::{Device, StreamId, StreamPolicy};

@@ -1,0 +1,170 @@
+//! Step 4: dispatch — prepare (with the out-of-memory path), then compute inline or hand the
+//! unit to the stream's worker.
+
+use super::Scheduler;
+use crate::error::Error;
+use crate::exec::{panic_message, run_unit, ExecEnv};
+use crate::instruction::{InstrAdapter, InstrList, Instruction, PrepareCtx, PrepareError};
+use crate::stream::Exec;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+impl Scheduler {
+    /// Dispatches, per stream, every unit at the head of its FIFO that has no in-edges.
+    pub(super) fn dispatch_ready(&mut self) -> bool {
+        let mut any = false;
+        for s in 0..self.streams.len() {
+            while let Some(&slot) = self.streams[s].waiting.front() {
+                if self.slots[slot as usize].in_degree > 0 {
+                    break;
+                }
+                self.streams[s].waiting.pop_front();
+                self.dispatch(s, slot);
+                any = true;
+            }
+            self.flush_worker_batch(s);
+        }
+        any
+    }
+
+    fn flush_worker_batch(&mut self, s: usize) {
+        let st = &mut self.streams[s];
+        if let Some(w) = st.worker.as_ref() {
+            if !st.worker_batch.is_empty() {
+                w.queue.push(st.worker_batch.take());
+            }
+        }
+    }
+
+    fn dispatch(&mut self, s: usize, slot: u32) {
+        let mut node = self.slots[slot as usize]
+            .node
+            .take()
+            .expect("a waiting unit owns its node");
+        self.prepare_unit(s, &mut node);
+        let members = self.slots[slot as usize].members as u64;
+        self.slots[slot as usize].dispatched = true;
+        self.streams[s].running.push_back(slot);
+        self.shared.stats.dispatched.fetch_add(members, Relaxed);
+        match self.streams[s].exec {
+            Exec::Inline => {
+                let st = &self.streams[s];
+                let env = ExecEnv {
+                    stream_id: node.stream,
+                    policy: &*st.policy,
+                    allocator: &st.allocator,
+                    shared: &self.shared,
+                };
+                run_unit(&mut node, &env);
+                self.complete(node);
+            }
+            Exec::Worker => self.streams[s].worker_batch.push_back(node),
+        }
+    }
+
+    /// Records that a unit's compute returned (inline, or reported by a worker).
+    pub(super) fn complete(&mut self, mut node: Box<Instruction>) {
+        let sl = &mut self.slots[node.slot as usize];
+        sl.event = node.completion.take();
+        sl.done = sl.event.is_none();
+        sl.node = Some(node);
+    }
+
+    fn prepare_unit(&mut self, s: usize, node: &mut Instruction) {
+        self.prepare_member(s, node);
+        if node.followers.is_empty() {
+            return;
+        }
+        let mut rest = node.followers.take();
+        let mut back = InstrList::new(InstrAdapter::new());
+        while let Some(mut m) = rest.pop_front() {
+            self.prepare_member(s, &mut m);
+            back.push_back(m);
+        }
+        node.followers = back;
+    }
+
+    fn try_prepare(&self, s: usize, m: &mut Instruction) -> Result<(), PrepareError> {
+        let mut ctx = PrepareCtx {
+            allocator: &self.streams[s].allocator,
+        };
+        match catch_unwind(AssertUnwindSafe(|| m.policy.prepare(&mut ctx))) {
+            Ok(r) => r,
+            Err(p) => Err(PrepareError::Other(Error::KernelPanic {
+                op: m.policy.name().to_string(),
+                instr_id: m.id,
+                message: panic_message(&*p),
+            })),
+        }
+    }
+
+    fn prepare_member(&mut self, s: usize, m: &mut Instruction) {
+        let r = match self.try_prepare(s, m) {
+            Err(PrepareError::OutOfMemory(_)) => {
+                // The OOM path: free what can be freed, wait for the device's running work,
+                // shrink the caches, retry once.
+                self.oom_drain(s);
+                self.streams[s].allocator.shrink();
+                let r = self.try_prepare(s, m);
+                let ok = r.is_ok();
+                self.streams[s].allocator.note_retry(ok);
+                if ok {
+                    self.shared.stats.oom_retries.fetch_add(1, Relaxed);
+                } else {
+                    self.shared.stats.ooms.fetch_add(1, Relaxed);
+                }
+                r
+            }
+            r => r,
+        };
+        m.prep_error = match r {
+            Ok(()) => None,
+            Err(PrepareError::Other(e)) => Some(e.with_instr_id(m.id)),
+            Err(PrepareError::OutOfMemory(a)) => Some(Error::OutOfMemory {
+                op: m.policy.name().to_string(),
+                requested: a.requested,
+                in_use: a.in_use,
+                cached: a.cached,
+                capacity: a.capacity,
+            }),
+        };
+    }
+
+    /// Waits until nothing dispatched on the device of stream `s` is still running, releasing
+    /// finished work and dispatching ready memory-freeing instructions of other streams on the
+    /// way. Gives up after the engine's timeout (the retry then reports the OOM).
+    fn oom_drain(&mut self, s: usize) {
+        let device = self.streams[s].device;
+        let deadline = Instant::now() + self.shared.config.timeout;
+        loop {
+            self.release_finished();
+            for t in 0..self.streams.len() {
+                if t == s {
+                    continue; // later frees on this stream come after the failing op in program order
+                }
+                while let Some(&slot) = self.streams[t].waiting.front() {
+                    let sl = &self.slots[slot as usize];
+                    let frees = sl.node.as_ref().is_some_and(|n| n.policy.frees_memory());
+                    if sl.in_degree > 0 || !frees {
+                        break;
+                    }
+                    self.streams[t].waiting.pop_front();
+                    self.dispatch(t, slot);
+                }
+                self.flush_worker_batch(t);
+            }
+            let busy = self
+                .streams
+                .iter()
+                .any(|st| st.device == device && !st.running.is_empty());
+            if !busy || Instant::now() >= deadline {
+                return;
+            }
+            self.shared
+                .pending
+                .notifier
+                .wait(Some(Duration::from_micros(200)));
+        }
+    }
+}

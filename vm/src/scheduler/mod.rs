@@ -1,0 +1,317 @@
+//! The scheduler: one thread (or the caller, in synchronous mode) that owns every live
+//! instruction and moves it through its life.
+//!
+//! ```text
+//!   user threads                 scheduler (owns Scheduler)                 workers / devices
+//!   ────────────                 ──────────────────────────                 ─────────────────
+//!   receive(list) ──splice──► pending ─┐
+//!                                      │ one pass, always in this order:
+//!                                      │ 1. release: take completions; per stream, release
+//!                                      │    from the front of the running list while done
+//!                                      │ 2. barriers: run the first one whose epoch is empty
+//!                                      │ 3. ingest ≤ window: fuse runs of fusable same-stream
+//!                                      │    instructions, give each unit a slot, build edges
+//!                                      │ 4. dispatch: per stream, while the head of its waiting
+//!                                      │    FIFO has no in-edges: prepare (OOM path), then
+//!                                      │    compute inline or splice to the worker ─────────► run
+//!                                      │ 5. probes                                            │
+//!                          completions ◄──────────────────────────────────────── splice back ┘
+//! ```
+//!
+//! Ownership: `Scheduler` and everything in it (slots, stream FIFOs, access lists through the
+//! `QCellOwner`) is touched only by the thread that holds `&mut Scheduler`. Other threads reach
+//! it only through the `HandOff` lists and atomics in `Shared`.
+//!
+//! Ordering: each stream dispatches in submission order and runs FIFO (its sequential
+//! dependence), so edges are only made across streams, and a cross-stream edge is satisfied
+//! when its source is released (for an asynchronous stream, the builder's soft-sync events make
+//! "released" mean "finished").
+//!
+//! Idling: after the last progress the thread keeps polling (spin, then yield) for the
+//! configured spin time (~1 ms), then sleeps on the coalescing notifier until work arrives.
+
+mod dispatch;
+mod ingest;
+mod release;
+
+use crate::alloc::DeviceAllocator;
+use crate::engine::Shared;
+use crate::exec::IN_ENGINE;
+use crate::instruction::{InstrAdapter, InstrList, Instruction};
+use crate::stream::thread_ctx::ThreadCtx;
+use crate::stream::{Device, Event, Exec, StreamId, StreamPolicy};
+use crossbeam_utils::Backoff;
+use qcell::QCellOwner;
+use smallvec::SmallVec;
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One live unit (an instruction or a fused group).
+struct Slot {
+    node: Option<Box<Instruction>>,
+    id: u64,
+    stream: u32,
+    in_degree: u32,
+    out: SmallVec<[u32; 4]>,
+    epoch: u64,
+    members: u32,
+    dispatched: bool,
+    done: bool,
+    event: Option<Arc<dyn Event>>,
+}
+
+impl Slot {
+    fn empty() -> Self {
+        Slot {
+            node: None,
+            id: 0,
+            stream: 0,
+            in_degree: 0,
+            out: SmallVec::new(),
+            epoch: 0,
+            members: 0,
+            dispatched: false,
+            done: false,
+            event: None,
+        }
+    }
+}
+
+/// Per-stream scheduling state.
+struct StreamState {
+    policy: Arc<dyn StreamPolicy>,
+    allocator: Arc<DeviceAllocator>,
+    device: Device,
+    exec: Exec,
+    fusion: bool,
+    /// Units received, not yet dispatched, in submission order.
+    waiting: VecDeque<u32>,
+    /// Units dispatched, not yet released, in dispatch order.
+    running: VecDeque<u32>,
+    /// Units dispatched this pass, to splice to the worker at once.
+    worker_batch: InstrList,
+    worker: Option<ThreadCtx>,
+}
+
+pub(crate) struct Scheduler {
+    shared: Arc<Shared>,
+    owner: QCellOwner,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    local: InstrList,
+    streams: Vec<StreamState>,
+    /// Live units per barrier epoch, from `first_epoch` on.
+    epochs: VecDeque<usize>,
+    first_epoch: u64,
+    barriers: VecDeque<(u64, Box<Instruction>)>,
+    live: usize,
+    next_id: u64,
+}
+
+impl Scheduler {
+    pub(crate) fn new(shared: Arc<Shared>, owner: QCellOwner) -> std::io::Result<Self> {
+        let sync_mode = shared.config.sync_mode;
+        let mut streams = Vec::with_capacity(shared.streams.len());
+        for (i, s) in shared.streams.iter().enumerate() {
+            let exec = if sync_mode {
+                Exec::Inline
+            } else {
+                s.policy.exec()
+            };
+            let worker = match exec {
+                Exec::Worker => Some(ThreadCtx::spawn(
+                    StreamId(i as u32),
+                    s.policy.clone(),
+                    s.allocator.clone(),
+                    shared.clone(),
+                )?),
+                Exec::Inline => None,
+            };
+            streams.push(StreamState {
+                policy: s.policy.clone(),
+                allocator: s.allocator.clone(),
+                device: s.policy.device(),
+                exec,
+                fusion: s.policy.fusion() && shared.config.fusion,
+                waiting: VecDeque::new(),
+                running: VecDeque::new(),
+                worker_batch: InstrList::new(InstrAdapter::new()),
+                worker,
+            });
+        }
+        Ok(Scheduler {
+            shared,
+            owner,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            local: InstrList::new(InstrAdapter::new()),
+            streams,
+            epochs: VecDeque::from([0]),
+            first_epoch: 0,
+            barriers: VecDeque::new(),
+            live: 0,
+            next_id: 1,
+        })
+    }
+
+    /// Appends received instructions (synchronous mode feeds the scheduler directly).
+    pub(crate) fn push_local(&mut self, list: InstrList) {
+        self.local.back_mut().splice_after(list);
+    }
+
+    /// One scheduling pass; returns whether anything moved.
+    pub(crate) fn pass(&mut self) -> bool {
+        if self.shared.dump_request.swap(false, Ordering::AcqRel) {
+            let d = self.dump();
+            *self.shared.dump.lock() = Some(d);
+        }
+        let mut progress = self.release_finished();
+        progress |= self.run_barriers();
+        if self.local.is_empty() {
+            self.local = self.shared.pending.take();
+        }
+        progress |= self.ingest();
+        progress |= self.dispatch_ready();
+        progress |= self.run_probes();
+        progress
+    }
+
+    /// Runs passes until nothing moves (synchronous mode, and draining).
+    pub(crate) fn run_until_stalled(&mut self) {
+        while self.pass() {}
+    }
+
+    /// Whether nothing is live or queued.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.live == 0
+            && self.barriers.is_empty()
+            && self.local.is_empty()
+            && self.shared.pending.is_empty()
+    }
+
+    fn has_events(&self) -> bool {
+        self.streams.iter().any(|s| {
+            s.running
+                .front()
+                .is_some_and(|&f| self.slots[f as usize].event.is_some())
+        })
+    }
+
+    fn run_probes(&mut self) -> bool {
+        let mut probes = std::mem::take(&mut *self.shared.probes.lock());
+        if probes.is_empty() {
+            return false;
+        }
+        let before = probes.len();
+        probes.retain_mut(|p| !p());
+        let progressed = probes.len() != before;
+        self.shared.probes.lock().extend(probes);
+        progressed
+    }
+
+    /// The scheduler thread's loop: passes while there is progress, a short spin, then sleep.
+    pub(crate) fn run_thread(mut self) {
+        IN_ENGINE.with(|c| c.set(true));
+        let spin = self.shared.config.spin;
+        let backoff = Backoff::new();
+        let mut last_progress = Instant::now();
+        loop {
+            if self.pass() {
+                last_progress = Instant::now();
+                backoff.reset();
+                continue;
+            }
+            if self.shared.shutdown.load(Ordering::Acquire) && self.is_idle() {
+                break;
+            }
+            if last_progress.elapsed() < spin {
+                if backoff.is_completed() {
+                    std::thread::yield_now();
+                } else {
+                    backoff.snooze();
+                }
+                continue;
+            }
+            // Poll device events at a modest rate; otherwise sleep until notified.
+            let timeout = self
+                .has_events()
+                .then(|| std::time::Duration::from_micros(100));
+            self.shared.pending.notifier.wait(timeout);
+            last_progress = Instant::now();
+            backoff.reset();
+        }
+        self.shutdown_workers();
+    }
+
+    pub(crate) fn shutdown_workers(&mut self) {
+        for s in &mut self.streams {
+            if let Some(w) = s.worker.as_mut() {
+                w.join();
+            }
+        }
+    }
+
+    /// A human-readable list of the live instructions and what each waits for.
+    pub(crate) fn dump(&self) -> String {
+        let limit = self.shared.config.dump_limit;
+        let mut out = String::new();
+        let mut n = 0;
+        for (si, s) in self.streams.iter().enumerate() {
+            for (&slot, state) in s
+                .running
+                .iter()
+                .map(|x| (x, "running"))
+                .chain(s.waiting.iter().map(|x| (x, "waiting")))
+            {
+                n += 1;
+                if n > limit {
+                    continue;
+                }
+                let sl = &self.slots[slot as usize];
+                let name = sl.node.as_ref().map_or("(on its worker)", |n| n.name());
+                let _ = write!(
+                    out,
+                    "  #{} {name} on stream {si} ({}): {state}",
+                    sl.id,
+                    s.policy.name()
+                );
+                if state == "running" {
+                    let why = if sl.done {
+                        "done, behind an earlier one"
+                    } else if sl.event.is_some() {
+                        "waiting for its device event"
+                    } else {
+                        "computing"
+                    };
+                    let _ = write!(out, ", {why}");
+                } else if sl.in_degree > 0 {
+                    let _ = write!(out, ", {} unmet cross-stream edge(s)", sl.in_degree);
+                }
+                out.push('\n');
+            }
+        }
+        for (e, b) in &self.barriers {
+            let _ = writeln!(
+                out,
+                "  {} (epoch {e}) waiting for earlier instructions",
+                b.name()
+            );
+        }
+        if n > limit {
+            let _ = writeln!(out, "  ... and {} more", n - limit);
+        }
+        if out.is_empty() {
+            out.push_str("  (none)\n");
+        }
+        out
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.shutdown_workers();
+    }
+}
