@@ -8,6 +8,7 @@
 use crate::alloc::{Allocation, DeviceAllocator};
 use crate::dependence::AccessList;
 use crate::error::{Error, Result};
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use qcell::{QCell, QCellOwnerID};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -31,18 +32,27 @@ pub(crate) const NO_STREAM: u32 = u32::MAX;
 /// assert_eq!(b.bytes(), 16);
 /// assert!(!b.is_allocated());
 /// ```
+// Layout: the fields are grouped by the thread that writes them, each group on its own cache
+// line, so the submitting thread and the scheduler do not invalidate each other's lines:
+// submit-side (id, engine, stream tracking; next to `Arc`'s counts), the scheduler's access
+// list, and the compute side (memory, poison).
 pub struct Blob {
     id: u64,
     bytes: usize,
-    pub(crate) access: QCell<AccessList>,
     pub(crate) engine: QCellOwnerID,
+    released: AtomicBool,
+    pub(crate) last_used_stream: AtomicU32,
+    pub(crate) producer_stream: AtomicU32,
+    pub(crate) access: CachePadded<QCell<AccessList>>,
+    compute: CachePadded<ComputeSide>,
+}
+
+/// The part of a blob that prepare, compute and release touch.
+struct ComputeSide {
     memory: Mutex<Option<Allocation>>,
     ptr: std::sync::atomic::AtomicPtr<u8>,
     poisoned: AtomicBool,
     poison: Mutex<Option<Error>>,
-    released: AtomicBool,
-    pub(crate) last_used_stream: AtomicU32,
-    pub(crate) producer_stream: AtomicU32,
 }
 
 impl std::fmt::Debug for Blob {
@@ -59,12 +69,14 @@ impl Blob {
         Blob {
             id: NEXT_BLOB_ID.fetch_add(1, Ordering::Relaxed),
             bytes,
-            access: QCell::new(engine, AccessList::default()),
+            access: CachePadded::new(QCell::new(engine, AccessList::default())),
             engine,
-            memory: Mutex::new(None),
-            ptr: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
-            poisoned: AtomicBool::new(false),
-            poison: Mutex::new(None),
+            compute: CachePadded::new(ComputeSide {
+                memory: Mutex::new(None),
+                ptr: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+                poisoned: AtomicBool::new(false),
+                poison: Mutex::new(None),
+            }),
             released: AtomicBool::new(false),
             last_used_stream: AtomicU32::new(NO_STREAM),
             producer_stream: AtomicU32::new(NO_STREAM),
@@ -83,7 +95,7 @@ impl Blob {
 
     /// Whether `Prepare` has given the blob memory (zero-byte blobs never need any).
     pub fn is_allocated(&self) -> bool {
-        self.memory.lock().is_some()
+        self.compute.memory.lock().is_some()
     }
 
     /// Allocates the blob's memory from `alloc` if it has none yet. Zero-byte blobs get none.
@@ -94,10 +106,10 @@ impl Blob {
         if self.bytes == 0 {
             return Ok(());
         }
-        let mut m = self.memory.lock();
+        let mut m = self.compute.memory.lock();
         if m.is_none() {
             let a = alloc.allocate(self.bytes)?;
-            self.ptr.store(a.ptr(), Ordering::Release);
+            self.compute.ptr.store(a.ptr(), Ordering::Release);
             *m = Some(a);
         }
         Ok(())
@@ -106,8 +118,10 @@ impl Blob {
     /// Frees the blob's memory (the `ReleaseTensor` instruction calls this once every earlier
     /// access has completed). Idempotent.
     pub(crate) fn free_memory(&self) {
-        let a = self.memory.lock().take();
-        self.ptr.store(std::ptr::null_mut(), Ordering::Release);
+        let a = self.compute.memory.lock().take();
+        self.compute
+            .ptr
+            .store(std::ptr::null_mut(), Ordering::Release);
         drop(a);
     }
 
@@ -117,7 +131,7 @@ impl Blob {
     /// blob among its inputs or outputs is computing; the engine orders accesses so that a
     /// kernel writing it has exclusive use.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr.load(Ordering::Acquire)
+        self.compute.ptr.load(Ordering::Acquire)
     }
 
     /// The blob's bytes, for reading inside a kernel or callback that lists it as an input.
@@ -158,31 +172,31 @@ impl Blob {
 
     /// The error that poisoned this blob, if any.
     pub fn poison(&self) -> Option<Error> {
-        if !self.poisoned.load(Ordering::Acquire) {
+        if !self.compute.poisoned.load(Ordering::Acquire) {
             return None;
         }
-        self.poison.lock().clone()
+        self.compute.poison.lock().clone()
     }
 
     /// Whether the blob is poisoned (cheap check).
     pub fn is_poisoned(&self) -> bool {
-        self.poisoned.load(Ordering::Acquire)
+        self.compute.poisoned.load(Ordering::Acquire)
     }
 
     /// Poisons the blob with `e`; the first error wins.
     pub(crate) fn set_poison(&self, e: &Error) {
-        let mut p = self.poison.lock();
+        let mut p = self.compute.poison.lock();
         if p.is_none() {
             *p = Some(e.clone());
         }
-        self.poisoned.store(true, Ordering::Release);
+        self.compute.poisoned.store(true, Ordering::Release);
     }
 
     /// Clears the poison (the blob is being overwritten by a successful writer).
     pub(crate) fn clear_poison(&self) {
-        if self.poisoned.load(Ordering::Acquire) {
-            *self.poison.lock() = None;
-            self.poisoned.store(false, Ordering::Release);
+        if self.compute.poisoned.load(Ordering::Acquire) {
+            *self.compute.poison.lock() = None;
+            self.compute.poisoned.store(false, Ordering::Release);
         }
     }
 

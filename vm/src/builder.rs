@@ -12,8 +12,8 @@ use crate::blob::{Blob, NO_STREAM};
 use crate::engine::Vm;
 use crate::error::{Error, Result};
 use crate::instruction::{
-    Barrier, EventSlot, InstrAdapter, InstrList, Instruction, InstructionPolicy, RecordEvent,
-    ReleaseTensor, StreamWait,
+    Barrier, EventSlot, InstrAdapter, InstrList, InstructionPolicy, RecordEvent, ReleaseTensor,
+    StreamWait,
 };
 use crate::stream::StreamId;
 use smallvec::SmallVec;
@@ -86,8 +86,10 @@ impl<'a> InstructionsBuilder<'a> {
         Ok(())
     }
 
-    fn append(&mut self, stream: StreamId, policy: Box<dyn InstructionPolicy>) {
-        self.list.push_back(Instruction::from_box(stream, policy));
+    fn append<P: InstructionPolicy>(&mut self, stream: StreamId, policy: P) {
+        let mut node = crate::pool::take_node(self.vm.shared());
+        node.set(stream, policy);
+        self.list.push_back(node);
         self.n += 1;
     }
 
@@ -121,14 +123,11 @@ impl<'a> InstructionsBuilder<'a> {
                 if to.supports_stream_wait() && to.device() == from.device() {
                     self.append(
                         StreamId(last),
-                        Box::new(RecordEvent::new(blobs.clone(), false, slot.clone())),
+                        RecordEvent::new(blobs.clone(), false, slot.clone()),
                     );
-                    self.append(stream, Box::new(StreamWait::new(blobs, slot)));
+                    self.append(stream, StreamWait::new(blobs, slot));
                 } else {
-                    self.append(
-                        StreamId(last),
-                        Box::new(RecordEvent::new(blobs, true, slot)),
-                    );
+                    self.append(StreamId(last), RecordEvent::new(blobs, true, slot));
                 }
             }
         }
@@ -150,8 +149,16 @@ impl<'a> InstructionsBuilder<'a> {
     /// # Errors
     ///
     /// `UnknownStream`; `ForeignBlob` or `TensorReleased` for a bad operand. Nothing is added.
-    pub fn push(&mut self, stream: StreamId, policy: impl InstructionPolicy) -> Result<()> {
-        self.push_boxed(stream, Box::new(policy))
+    pub fn push<P: InstructionPolicy>(&mut self, stream: StreamId, policy: P) -> Result<()> {
+        if policy.is_barrier() {
+            self.check(policy.name(), stream, &[])?;
+        } else {
+            self.check(policy.name(), stream, policy.inputs())?;
+            self.check(policy.name(), stream, policy.outputs())?;
+            self.soft_sync(stream, policy.inputs(), policy.outputs());
+        }
+        self.append(stream, policy);
+        Ok(())
     }
 
     /// Like [`push`](Self::push) for a boxed policy.
@@ -164,21 +171,12 @@ impl<'a> InstructionsBuilder<'a> {
         stream: StreamId,
         policy: Box<dyn InstructionPolicy>,
     ) -> Result<()> {
-        if policy.is_barrier() {
-            self.check(policy.name(), stream, &[])?;
-            self.append(stream, policy);
-            return Ok(());
-        }
-        self.check(policy.name(), stream, policy.inputs())?;
-        self.check(policy.name(), stream, policy.outputs())?;
-        self.soft_sync(stream, policy.inputs(), policy.outputs());
-        self.append(stream, policy);
-        Ok(())
+        self.push(stream, policy)
     }
 
     /// Adds a barrier calling `f` once everything received before it is released.
     pub fn barrier(&mut self, f: impl FnOnce() + Send + 'static) {
-        self.append(StreamId::CPU, Box::new(Barrier::new(f)));
+        self.append(StreamId::CPU, Barrier::new(f));
     }
 
     /// Adds a `ReleaseTensor` for `blob` on the stream that last used it.
@@ -201,7 +199,7 @@ impl<'a> InstructionsBuilder<'a> {
             StreamId(last)
         };
         self.soft_sync(stream, &[], std::slice::from_ref(blob));
-        self.append(stream, Box::new(ReleaseTensor::new(blob.clone())));
+        self.append(stream, ReleaseTensor::new(blob.clone()));
         Ok(())
     }
 

@@ -13,6 +13,7 @@ use crate::stats::{StatCounters, VmStats};
 use crate::stream::{Device, StreamId, StreamPolicy};
 use crate::trace::TraceEvent;
 use crate::wait::Waiter;
+use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
 use qcell::{QCellOwner, QCellOwnerID};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -32,20 +33,24 @@ pub(crate) struct Shared {
     pub any_async_stream: bool,
     pub owner_id: QCellOwnerID,
     /// User threads → scheduler. Its notifier is the scheduler's.
-    pub pending: HandOff,
+    pub pending: CachePadded<HandOff>,
+    /// Scheduler → submitting threads: emptied instruction nodes (see `pool`).
+    pub free_nodes: CachePadded<HandOff>,
+    pub free_count: AtomicUsize,
     /// Workers → scheduler.
-    pub completions: HandOff,
-    /// Received and not yet released (back-pressure).
-    pub in_flight: AtomicUsize,
+    pub completions: CachePadded<HandOff>,
+    /// Received and not yet released (back-pressure). The scheduler subtracts once per pass.
+    pub in_flight: CachePadded<AtomicUsize>,
     bp_lock: Mutex<()>,
     bp_cv: Condvar,
     bp_waiters: AtomicUsize,
-    pub stats: StatCounters,
+    pub stats: CachePadded<StatCounters>,
     errors: Mutex<Vec<(u64, Error)>>,
     pub shutdown: AtomicBool,
     pub dump_request: AtomicBool,
     pub dump: Mutex<Option<String>>,
     pub probes: Mutex<Vec<Box<dyn FnMut() -> bool + Send>>>,
+    pub has_probes: AtomicBool,
     trace: Option<Mutex<Vec<TraceEvent>>>,
     trace_origin: Instant,
     /// The scheduler thread has exited.
@@ -150,18 +155,21 @@ impl Vm {
             streams,
             any_async_stream,
             owner_id: owner.id(),
-            pending: HandOff::new(),
-            completions: HandOff::new(),
-            in_flight: AtomicUsize::new(0),
+            pending: CachePadded::new(HandOff::new()),
+            completions: CachePadded::new(HandOff::new()),
+            free_nodes: CachePadded::new(HandOff::new()),
+            free_count: AtomicUsize::new(0),
+            in_flight: CachePadded::new(AtomicUsize::new(0)),
             bp_lock: Mutex::new(()),
             bp_cv: Condvar::new(),
             bp_waiters: AtomicUsize::new(0),
-            stats: StatCounters::default(),
+            stats: CachePadded::new(StatCounters::default()),
             errors: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
             dump_request: AtomicBool::new(false),
             dump: Mutex::new(None),
             probes: Mutex::new(Vec::new()),
+            has_probes: AtomicBool::new(false),
             trace_origin: Instant::now(),
             sched_exited: Mutex::new(false),
             sched_exited_cv: Condvar::new(),
@@ -488,7 +496,10 @@ impl Vm {
 
     /// Registers a probe: polled by the scheduler every pass until it returns `true`.
     pub fn add_probe(&self, probe: impl FnMut() -> bool + Send + 'static) {
-        self.shared().probes.lock().push(Box::new(probe));
+        let mut p = self.shared().probes.lock();
+        p.push(Box::new(probe));
+        self.shared().has_probes.store(true, Ordering::Release);
+        drop(p);
         self.wake();
     }
 

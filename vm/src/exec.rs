@@ -62,7 +62,7 @@ pub(crate) fn run_unit(node: &mut Instruction, env: &ExecEnv<'_>) {
 }
 
 fn poison_outputs(m: &Instruction, e: &Error) {
-    for o in m.policy.outputs() {
+    for o in m.p().outputs() {
         o.set_poison(e);
     }
 }
@@ -73,8 +73,8 @@ fn run_member(m: &mut Instruction, env: &ExecEnv<'_>) {
         env.shared.record_error(m.id, e);
         return;
     }
-    if !m.policy.handles_poison() {
-        if let Some(e) = m.policy.inputs().iter().find_map(|b| b.poison()) {
+    if !m.p().handles_poison() {
+        if let Some(e) = m.p().inputs().iter().find_map(|b| b.poison()) {
             // A dependent of a failure: skipped, poisoned with the root error, not re-reported.
             poison_outputs(m, &e);
             return;
@@ -90,21 +90,21 @@ fn run_member(m: &mut Instruction, env: &ExecEnv<'_>) {
     };
     let r = {
         let _span = tracing::trace_span!("instr", id = m.id, stream = env.stream_id.0).entered();
-        catch_unwind(AssertUnwindSafe(|| m.policy.compute(&mut ctx)))
+        catch_unwind(AssertUnwindSafe(|| m.p_mut().compute(&mut ctx)))
     };
     let completion = ctx.completion.take();
     let r = match r {
         Ok(r) => r.map_err(|e| e.with_instr_id(m.id)),
         Err(p) => Err(Error::KernelPanic {
-            op: m.policy.name().to_string(),
+            op: m.p().name().to_string(),
             instr_id: m.id,
             message: panic_message(&*p),
         }),
     };
     match r {
         Ok(()) => {
-            if !m.policy.handles_poison() {
-                for o in m.policy.outputs() {
+            if !m.p().handles_poison() {
+                for o in m.p().outputs() {
                     o.clear_poison();
                 }
             }
@@ -119,6 +119,6 @@ fn run_member(m: &mut Instruction, env: &ExecEnv<'_>) {
     }
     if let Some(t0) = trace_start {
         env.shared
-            .trace_record(m.policy.name(), m.id, env.stream_id, t0);
+            .trace_record(m.p().name(), m.id, env.stream_id, t0);
     }
 }

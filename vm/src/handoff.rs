@@ -15,6 +15,11 @@ use std::sync::atomic::Ordering;
 
 pub(crate) struct HandOff {
     list: Mutex<InstrList>,
+    /// Whether `list` may be non-empty: set under the lock by `push`, cleared under the lock by
+    /// `take`. Read without the lock so that a polling consumer does not contend on the mutex
+    /// (which would force a lock hand-off per item). A stale `false` is harmless: the push that
+    /// made the list non-empty also notified.
+    nonempty: AtomicBool,
     pub(crate) notifier: Notifier,
     closed: AtomicBool,
 }
@@ -23,6 +28,7 @@ impl HandOff {
     pub(crate) fn new() -> Self {
         HandOff {
             list: Mutex::new(InstrList::new(InstrAdapter::new())),
+            nonempty: AtomicBool::new(false),
             notifier: Notifier::new(),
             closed: AtomicBool::new(false),
         }
@@ -41,11 +47,8 @@ impl HandOff {
         let was_empty = {
             let mut g = self.list.lock();
             let was_empty = g.is_empty();
-            let mut back = g.back_mut();
-            back.splice_after(std::mem::replace(
-                &mut items,
-                InstrList::new(InstrAdapter::new()),
-            ));
+            g.back_mut().splice_after(items.take());
+            self.nonempty.store(true, Ordering::SeqCst);
             was_empty
         };
         if was_empty {
@@ -55,15 +58,16 @@ impl HandOff {
 
     /// Takes everything queued.
     pub(crate) fn take(&self) -> InstrList {
-        let mut g = self.list.lock();
-        if g.is_empty() {
+        if !self.nonempty.load(Ordering::SeqCst) {
             return InstrList::new(InstrAdapter::new());
         }
+        let mut g = self.list.lock();
+        self.nonempty.store(false, Ordering::SeqCst);
         g.take()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.list.lock().is_empty()
+        !self.nonempty.load(Ordering::SeqCst)
     }
 
     pub(crate) fn close(&self) {

@@ -33,6 +33,8 @@ pub use stream_wait::{EventSlot, RecordEvent, StreamWait};
 use crate::error::Error;
 use crate::stream::{Event, StreamId};
 use intrusive_collections::{intrusive_adapter, LinkedList, LinkedListLink};
+use smallbox::space::S16;
+use smallbox::{smallbox, SmallBox};
 use std::sync::Arc;
 
 /// One instruction: a policy to run on a stream.
@@ -47,7 +49,7 @@ use std::sync::Arc;
 pub struct Instruction {
     pub(crate) link: LinkedListLink,
     pub(crate) stream: StreamId,
-    pub(crate) policy: Box<dyn InstructionPolicy>,
+    pub(crate) policy: Option<PolicyBox>,
     /// Engine-assigned: submission sequence number (the instruction id).
     pub(crate) id: u64,
     /// Engine-assigned: the scheduler slot while live.
@@ -60,6 +62,9 @@ pub struct Instruction {
     pub(crate) completion: Option<Arc<dyn Event>>,
 }
 
+/// A policy, stored inline in the instruction when it fits in 16 words (no allocation).
+pub type PolicyBox = SmallBox<dyn InstructionPolicy, S16>;
+
 intrusive_adapter!(pub(crate) InstrAdapter = Box<Instruction>: Instruction { link => LinkedListLink });
 
 /// A list of instructions, built by an [`InstructionsBuilder`](crate::InstructionsBuilder) and
@@ -68,16 +73,18 @@ pub(crate) type InstrList = LinkedList<InstrAdapter>;
 
 impl Instruction {
     /// An instruction that runs `policy` on `stream`.
-    pub fn new(stream: StreamId, policy: impl InstructionPolicy) -> Box<Self> {
-        Self::from_box(stream, Box::new(policy))
+    pub fn new<P: InstructionPolicy>(stream: StreamId, policy: P) -> Box<Self> {
+        let mut node = Self::empty();
+        node.set(stream, policy);
+        node
     }
 
-    /// Like [`new`](Self::new) for an already boxed policy.
-    pub fn from_box(stream: StreamId, policy: Box<dyn InstructionPolicy>) -> Box<Self> {
+    /// An empty node (no policy), for the pool.
+    pub(crate) fn empty() -> Box<Self> {
         Box::new(Instruction {
             link: LinkedListLink::new(),
-            stream,
-            policy,
+            stream: StreamId::CPU,
+            policy: None,
             id: 0,
             slot: u32::MAX,
             followers: LinkedList::new(InstrAdapter::new()),
@@ -86,9 +93,38 @@ impl Instruction {
         })
     }
 
+    /// Fills an empty node.
+    pub(crate) fn set<P: InstructionPolicy>(&mut self, stream: StreamId, policy: P) {
+        debug_assert!(self.policy.is_none() && self.followers.is_empty());
+        self.stream = stream;
+        self.policy = Some(smallbox!(policy));
+    }
+
+    /// Empties a node for reuse; returns its followers (to recycle them too). Drops the policy,
+    /// which runs user drop glue: callers guard against panics.
+    pub(crate) fn clear(&mut self) -> InstrList {
+        self.policy = None;
+        self.prep_error = None;
+        self.completion = None;
+        self.slot = u32::MAX;
+        self.followers.take()
+    }
+
+    pub(crate) fn p(&self) -> &dyn InstructionPolicy {
+        self.policy
+            .as_deref()
+            .expect("a live instruction has a policy")
+    }
+
+    pub(crate) fn p_mut(&mut self) -> &mut dyn InstructionPolicy {
+        self.policy
+            .as_deref_mut()
+            .expect("a live instruction has a policy")
+    }
+
     /// The policy's name.
     pub fn name(&self) -> &str {
-        self.policy.name()
+        self.policy.as_deref().map_or("(empty)", |p| p.name())
     }
 
     /// The stream it runs on.

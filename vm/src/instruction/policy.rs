@@ -137,3 +137,34 @@ impl<'a> ComputeCtx<'a> {
         self.completion = Some(event);
     }
 }
+
+/// A boxed policy is a policy (so `push_boxed` can store it inline in an instruction).
+impl InstructionPolicy for Box<dyn InstructionPolicy> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn inputs(&self) -> &[Arc<Blob>] {
+        (**self).inputs()
+    }
+    fn outputs(&self) -> &[Arc<Blob>] {
+        (**self).outputs()
+    }
+    fn fusable(&self) -> bool {
+        (**self).fusable()
+    }
+    fn handles_poison(&self) -> bool {
+        (**self).handles_poison()
+    }
+    fn is_barrier(&self) -> bool {
+        (**self).is_barrier()
+    }
+    fn frees_memory(&self) -> bool {
+        (**self).frees_memory()
+    }
+    fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {
+        (**self).prepare(ctx)
+    }
+    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
+        (**self).compute(ctx)
+    }
+}

@@ -46,7 +46,7 @@ impl Scheduler {
         let members = self.slots[slot as usize].members as u64;
         self.slots[slot as usize].dispatched = true;
         self.streams[s].running.push_back(slot);
-        self.shared.stats.dispatched.fetch_add(members, Relaxed);
+        self.counts.dispatched += members;
         match self.streams[s].exec {
             Exec::Inline => {
                 let st = &self.streams[s];
@@ -89,10 +89,10 @@ impl Scheduler {
         let mut ctx = PrepareCtx {
             allocator: &self.streams[s].allocator,
         };
-        match catch_unwind(AssertUnwindSafe(|| m.policy.prepare(&mut ctx))) {
+        match catch_unwind(AssertUnwindSafe(|| m.p_mut().prepare(&mut ctx))) {
             Ok(r) => r,
             Err(p) => Err(PrepareError::Other(Error::KernelPanic {
-                op: m.policy.name().to_string(),
+                op: m.p().name().to_string(),
                 instr_id: m.id,
                 message: panic_message(&*p),
             })),
@@ -122,7 +122,7 @@ impl Scheduler {
             Ok(()) => None,
             Err(PrepareError::Other(e)) => Some(e.with_instr_id(m.id)),
             Err(PrepareError::OutOfMemory(a)) => Some(Error::OutOfMemory {
-                op: m.policy.name().to_string(),
+                op: m.p().name().to_string(),
                 requested: a.requested,
                 in_use: a.in_use,
                 cached: a.cached,
@@ -145,7 +145,7 @@ impl Scheduler {
                 }
                 while let Some(&slot) = self.streams[t].waiting.front() {
                     let sl = &self.slots[slot as usize];
-                    let frees = sl.node.as_ref().is_some_and(|n| n.policy.frees_memory());
+                    let frees = sl.node.as_ref().is_some_and(|n| n.p().frees_memory());
                     if sl.in_degree > 0 || !frees {
                         break;
                     }

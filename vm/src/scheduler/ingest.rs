@@ -3,7 +3,6 @@
 use super::{Scheduler, Slot};
 use crate::dependence::Access;
 use crate::instruction::Instruction;
-use std::sync::atomic::Ordering::Relaxed;
 
 impl Scheduler {
     /// Ingests at most one window of received instructions; returns whether any was taken.
@@ -18,18 +17,18 @@ impl Scheduler {
             taken += 1;
             head.id = self.next_id;
             self.next_id += 1;
-            if head.policy.is_barrier() {
+            if head.p().is_barrier() {
                 let epoch = self.first_epoch + self.epochs.len() as u64 - 1;
                 self.barriers.push_back((epoch, head));
-                self.shared.stats.inserted.fetch_add(1, Relaxed);
+                self.counts.inserted += 1;
                 self.epochs.push_back(0);
                 continue;
             }
             let s = head.stream.0 as usize;
-            if self.streams[s].fusion && head.policy.fusable() {
+            if self.streams[s].fusion && head.p().fusable() {
                 while taken < window {
                     let fits = self.local.front().get().is_some_and(|n| {
-                        n.stream == head.stream && n.policy.fusable() && !n.policy.is_barrier()
+                        n.stream == head.stream && n.p().fusable() && !n.p().is_barrier()
                     });
                     if !fits {
                         break;
@@ -44,9 +43,7 @@ impl Scheduler {
             }
             self.insert(head);
         }
-        if fused > 0 {
-            self.shared.stats.fused.fetch_add(fused, Relaxed);
-        }
+        self.counts.fused += fused;
         taken > 0
     }
 
@@ -70,10 +67,10 @@ impl Scheduler {
                 slots[from as usize].out.push(slot);
                 in_degree += 1;
             };
-            for b in m.policy.inputs() {
+            for b in m.p().inputs() {
                 owner.rw(&b.access).read(access, &mut edge);
             }
-            for b in m.policy.outputs() {
+            for b in m.p().outputs() {
                 owner.rw(&b.access).write(access, &mut edge);
             }
         });
@@ -91,9 +88,6 @@ impl Scheduler {
         sl.node = Some(node);
         self.streams[stream as usize].waiting.push_back(slot);
         self.live += 1;
-        self.shared
-            .stats
-            .inserted
-            .fetch_add(members as u64, Relaxed);
+        self.counts.inserted += members as u64;
     }
 }

@@ -109,6 +109,9 @@ pub(crate) struct Scheduler {
     barriers: VecDeque<(u64, Box<Instruction>)>,
     live: usize,
     next_id: u64,
+    counts: release::Counts,
+    /// Released, emptied nodes waiting to go to the pool at the end of the pass.
+    recycle: InstrList,
 }
 
 impl Scheduler {
@@ -154,6 +157,8 @@ impl Scheduler {
             barriers: VecDeque::new(),
             live: 0,
             next_id: 1,
+            counts: Default::default(),
+            recycle: InstrList::new(InstrAdapter::new()),
         })
     }
 
@@ -164,7 +169,9 @@ impl Scheduler {
 
     /// One scheduling pass; returns whether anything moved.
     pub(crate) fn pass(&mut self) -> bool {
-        if self.shared.dump_request.swap(false, Ordering::AcqRel) {
+        if self.shared.dump_request.load(Ordering::Relaxed)
+            && self.shared.dump_request.swap(false, Ordering::AcqRel)
+        {
             let d = self.dump();
             *self.shared.dump.lock() = Some(d);
         }
@@ -201,6 +208,9 @@ impl Scheduler {
     }
 
     fn run_probes(&mut self) -> bool {
+        if !self.shared.has_probes.load(Ordering::Acquire) {
+            return false;
+        }
         let mut probes = std::mem::take(&mut *self.shared.probes.lock());
         if probes.is_empty() {
             return false;
@@ -208,7 +218,11 @@ impl Scheduler {
         let before = probes.len();
         probes.retain_mut(|p| !p());
         let progressed = probes.len() != before;
-        self.shared.probes.lock().extend(probes);
+        let mut all = self.shared.probes.lock();
+        all.extend(probes);
+        self.shared
+            .has_probes
+            .store(!all.is_empty(), Ordering::Release);
         progressed
     }
 

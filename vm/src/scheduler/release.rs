@@ -3,9 +3,20 @@
 
 use super::Scheduler;
 use crate::exec::{panic_message, ExecEnv};
-use crate::instruction::ComputeCtx;
+use crate::instruction::{ComputeCtx, Instruction};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{AcqRel, Relaxed};
+
+/// The scheduler's counters: kept locally and published once per pass, so the submitting
+/// threads' cache lines are not written per instruction.
+#[derive(Default)]
+pub(super) struct Counts {
+    pub inserted: u64,
+    pub erased: u64,
+    pub fused: u64,
+    pub dispatched: u64,
+    pub unpublished_releases: usize,
+}
 
 impl Scheduler {
     /// Takes the workers' completions and releases, per stream, every done unit at the front of
@@ -33,9 +44,7 @@ impl Scheduler {
                 any = true;
             }
         }
-        if any {
-            self.shared.wake_submitters();
-        }
+        self.publish();
         any
     }
 
@@ -47,7 +56,7 @@ impl Scheduler {
             .expect("a done unit owns its node");
         let owner = &mut self.owner;
         node.for_each_member(|m| {
-            for b in m.policy.inputs().iter().chain(m.policy.outputs()) {
+            for b in m.p().inputs().iter().chain(m.p().outputs()) {
                 owner.rw(&b.access).remove(slot);
             }
         });
@@ -62,12 +71,52 @@ impl Scheduler {
         self.epochs[(epoch - self.first_epoch) as usize] -= 1;
         self.live -= 1;
         self.free_slots.push(slot);
+        self.recycle_node(node);
+        self.counts.erased += members;
+        self.counts.unpublished_releases += members as usize;
+    }
+
+    /// Empties a released node (and its fused followers) and keeps it for the pool.
+    fn recycle_node(&mut self, mut node: Box<Instruction>) {
         // A policy's drop glue is user code: a panic there must not take the scheduler down.
-        if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(node))) {
-            tracing::error!("an instruction's drop panicked: {}", panic_message(&*p));
+        let followers = match catch_unwind(AssertUnwindSafe(|| node.clear())) {
+            Ok(f) => f,
+            Err(p) => {
+                tracing::error!("an instruction's drop panicked: {}", panic_message(&*p));
+                node.policy = None; // already dropped (or partly) by the unwinding `clear`
+                node.followers.take()
+            }
+        };
+        self.recycle.push_back(node);
+        let mut followers = followers;
+        while let Some(f) = followers.pop_front() {
+            self.recycle_node(f);
         }
-        self.shared.stats.erased.fetch_add(members, Relaxed);
-        self.shared.in_flight.fetch_sub(members as usize, AcqRel);
+    }
+
+    /// Publishes the counters and the in-flight count; wakes submitters blocked on back-pressure.
+    pub(super) fn publish(&mut self) {
+        let st = &self.shared.stats;
+        st.inserted.store(self.counts.inserted, Relaxed);
+        st.fused.store(self.counts.fused, Relaxed);
+        st.dispatched.store(self.counts.dispatched, Relaxed);
+        st.erased.store(self.counts.erased, Relaxed);
+        if !self.recycle.is_empty() {
+            if self.shared.free_count.load(Relaxed) < crate::pool::POOL_CAP {
+                let n = self.recycle.iter().count();
+                self.shared.free_count.fetch_add(n, Relaxed);
+                self.shared.free_nodes.push(self.recycle.take());
+            } else {
+                self.recycle.clear(); // frees the nodes: the pool is full
+            }
+        }
+        if self.counts.unpublished_releases > 0 {
+            self.shared
+                .in_flight
+                .fetch_sub(self.counts.unpublished_releases, AcqRel);
+            self.counts.unpublished_releases = 0;
+            self.shared.wake_submitters();
+        }
     }
 
     /// Runs, in order, every barrier whose earlier instructions are all released.
@@ -80,6 +129,11 @@ impl Scheduler {
             && self.epochs[0] == 0
         {
             let (_, mut b) = self.barriers.pop_front().expect("front exists");
+            // Count the barrier as released before its callback runs, so a `sync` it wakes sees
+            // counters that include everything before it and the barrier itself.
+            self.counts.erased += 1;
+            self.counts.unpublished_releases += 1;
+            self.publish();
             self.epochs.pop_front();
             self.first_epoch += 1;
             let st = &self.streams[0];
@@ -96,14 +150,10 @@ impl Scheduler {
                 allocator: env.allocator,
                 completion: None,
             };
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| b.policy.compute(&mut ctx))) {
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| b.p_mut().compute(&mut ctx))) {
                 tracing::error!("a barrier callback panicked: {}", panic_message(&*p));
             }
-            if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(b))) {
-                tracing::error!("a barrier's drop panicked: {}", panic_message(&*p));
-            }
-            self.shared.stats.erased.fetch_add(1, Relaxed);
-            self.shared.in_flight.fetch_sub(1, AcqRel);
+            self.recycle_node(b);
             any = true;
         }
         any
