@@ -131,22 +131,23 @@ impl Scheduler {
         };
     }
 
-    /// Waits until nothing dispatched on the device of stream `s` is still running, releasing
-    /// finished work and dispatching ready memory-freeing instructions of other streams on the
-    /// way. Gives up after the engine's timeout (the retry then reports the OOM).
+    /// Waits until nothing dispatched on the device of stream `s` is still running: releases
+    /// finished work, dispatches every ready unit of the other streams (their queued frees and
+    /// the work those frees wait behind), and sleeps until workers report. Streams already being
+    /// drained (an OOM inside this drain) are skipped, which keeps each stream FIFO. Gives up
+    /// after the engine's timeout; the retry then reports the OOM.
     fn oom_drain(&mut self, s: usize) {
         let device = self.streams[s].device;
         let deadline = Instant::now() + self.shared.config.timeout;
+        self.draining.push(s);
         loop {
             self.release_finished();
             for t in 0..self.streams.len() {
-                if t == s {
-                    continue; // later frees on this stream come after the failing op in program order
+                if self.draining.contains(&t) {
+                    continue;
                 }
                 while let Some(&slot) = self.streams[t].waiting.front() {
-                    let sl = &self.slots[slot as usize];
-                    let frees = sl.node.as_ref().is_some_and(|n| n.p().frees_memory());
-                    if sl.in_degree > 0 || !frees {
+                    if self.slots[slot as usize].in_degree > 0 {
                         break;
                     }
                     self.streams[t].waiting.pop_front();
@@ -159,12 +160,13 @@ impl Scheduler {
                 .iter()
                 .any(|st| st.device == device && !st.running.is_empty());
             if !busy || Instant::now() >= deadline {
-                return;
+                break;
             }
             self.shared
                 .pending
                 .notifier
                 .wait(Some(Duration::from_micros(200)));
         }
+        self.draining.pop();
     }
 }

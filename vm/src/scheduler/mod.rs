@@ -112,6 +112,8 @@ pub(crate) struct Scheduler {
     counts: release::Counts,
     /// Released, emptied nodes waiting to go to the pool at the end of the pass.
     recycle: InstrList,
+    /// Streams whose failing allocation is in the OOM path (see `oom_drain`).
+    draining: SmallVec<[usize; 4]>,
 }
 
 impl Scheduler {
@@ -159,6 +161,7 @@ impl Scheduler {
             next_id: 1,
             counts: Default::default(),
             recycle: InstrList::new(InstrAdapter::new()),
+            draining: SmallVec::new(),
         })
     }
 

@@ -1,0 +1,904 @@
+//! The engine's invariants (DESIGN §9) and failure modes (RELIABILITY F5, F6, F8, F9, F10,
+//! F12–F16), pinned with mock policies. Every test runs under a watchdog.
+
+mod common;
+
+use common::{eventually, watchdog};
+use eddy::vm::instruction::{ComputeCtx, InstructionPolicy};
+use eddy::vm::stream::async_device::AsyncDevice;
+use eddy::vm::stream::{cpu::CpuStream, Exec};
+use eddy::vm::testing::{DeviceOp, Fail, Gate, Log, Noop, Panic, Record};
+use eddy::vm::{Blob, Error, StreamId, Vm, VmBuilder};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const CPU: StreamId = StreamId::CPU;
+
+/// An engine with two extra worker streams (1 and 2).
+fn vm3(b: VmBuilder) -> (Vm, StreamId, StreamId) {
+    let mut b = b;
+    let s1 = b.add_stream(Arc::new(CpuStream::new("worker-1", Exec::Worker)));
+    let s2 = b.add_stream(Arc::new(CpuStream::new("worker-2", Exec::Worker)));
+    (b.build().unwrap(), s1, s2)
+}
+
+fn log_now(l: &Log) -> Vec<u64> {
+    l.lock().clone()
+}
+
+#[test]
+fn same_stream_program_order_is_kept() {
+    watchdog(30, || {
+        let vm = VmBuilder::new().build().unwrap();
+        let (x, y) = (vm.new_blob(8), vm.new_blob(8));
+        let log = Log::default();
+        for i in 0..100 {
+            let (r, w) = if i % 2 == 0 { (&x, &y) } else { (&y, &x) };
+            vm.run(CPU, Record::new(i, vec![r.clone()], vec![w.clone()], &log))
+                .unwrap();
+        }
+        vm.sync().unwrap();
+        assert_eq!(log_now(&log), (0..100).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn raw_across_streams_waits_for_the_writer_to_finish() {
+    watchdog(30, || {
+        let (vm, s1, _) = vm3(VmBuilder::new());
+        let x = vm.new_blob(8);
+        let log = Log::default();
+        let gate = Gate::new();
+        let g = gate.clone();
+        vm.run(
+            s1,
+            Record::new(1, vec![], vec![x.clone()], &log).with_body(move || g.wait()),
+        )
+        .unwrap();
+        vm.run(CPU, Record::new(2, vec![x.clone()], vec![], &log))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            log_now(&log).is_empty(),
+            "the reader ran before the writer finished"
+        );
+        gate.open();
+        vm.sync().unwrap();
+        assert_eq!(log_now(&log), vec![1, 2]);
+    });
+}
+
+#[test]
+fn war_writer_waits_for_every_earlier_reader_on_other_streams() {
+    watchdog(30, || {
+        let (vm, s1, s2) = vm3(VmBuilder::new());
+        let x = vm.new_blob(8);
+        let log = Log::default();
+        let gate = Gate::new();
+        let (g1, g2) = (gate.clone(), gate.clone());
+        vm.run(
+            s1,
+            Record::new(1, vec![x.clone()], vec![], &log).with_body(move || g1.wait()),
+        )
+        .unwrap();
+        vm.run(
+            s2,
+            Record::new(2, vec![x.clone()], vec![], &log).with_body(move || g2.wait()),
+        )
+        .unwrap();
+        vm.run(CPU, Record::new(3, vec![], vec![x.clone()], &log))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(log_now(&log).is_empty());
+        gate.open();
+        vm.sync().unwrap();
+        let l = log_now(&log);
+        assert_eq!(l.len(), 3);
+        assert_eq!(l[2], 3, "the writer must come after both readers: {l:?}");
+    });
+}
+
+#[test]
+fn waw_second_writer_waits_for_first() {
+    watchdog(30, || {
+        let (vm, s1, _) = vm3(VmBuilder::new());
+        let x = vm.new_blob(8);
+        let log = Log::default();
+        let gate = Gate::new();
+        let g = gate.clone();
+        vm.run(
+            s1,
+            Record::new(1, vec![], vec![x.clone()], &log).with_body(move || g.wait()),
+        )
+        .unwrap();
+        vm.run(CPU, Record::new(2, vec![], vec![x.clone()], &log))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(log_now(&log).is_empty());
+        gate.open();
+        vm.sync().unwrap();
+        assert_eq!(log_now(&log), vec![1, 2]);
+    });
+}
+
+#[test]
+fn readers_on_different_streams_overlap() {
+    watchdog(30, || {
+        let (vm, s1, s2) = vm3(VmBuilder::new());
+        let x = vm.new_blob(8);
+        let log = Log::default();
+        vm.run(CPU, Record::new(0, vec![], vec![x.clone()], &log))
+            .unwrap();
+        let gate = Gate::new();
+        let g = gate.clone();
+        vm.run(
+            s1,
+            Record::new(1, vec![x.clone()], vec![], &log).with_body(move || g.wait()),
+        )
+        .unwrap();
+        vm.run(s2, Record::new(2, vec![x.clone()], vec![], &log))
+            .unwrap();
+        // Reader 2 must finish while reader 1 is still blocked: readers never wait on readers.
+        assert!(
+            eventually(5_000, || log_now(&log) == vec![0, 2]),
+            "got {:?}",
+            log_now(&log)
+        );
+        gate.open();
+        vm.sync().unwrap();
+        assert_eq!(log_now(&log), vec![0, 2, 1]);
+    });
+}
+
+#[test]
+fn barrier_waits_for_earlier_work_and_delays_nothing_after_it() {
+    watchdog(30, || {
+        let (vm, s1, _) = vm3(VmBuilder::new());
+        let (x, y) = (vm.new_blob(8), vm.new_blob(8));
+        let log = Log::default();
+        let gate = Gate::new();
+        let g = gate.clone();
+        vm.run(
+            s1,
+            Record::new(1, vec![], vec![x.clone()], &log).with_body(move || g.wait()),
+        )
+        .unwrap();
+        let fired = Arc::new(AtomicUsize::new(0));
+        let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let mut b = vm.instructions();
+        for k in 0..3 {
+            let (f, o) = (fired.clone(), order.clone());
+            b.barrier(move || {
+                f.fetch_add(1, Ordering::SeqCst);
+                o.lock().push(k);
+            });
+        }
+        b.submit().unwrap();
+        vm.run(CPU, Record::new(2, vec![], vec![y.clone()], &log))
+            .unwrap();
+        assert!(
+            eventually(5_000, || log_now(&log) == vec![2]),
+            "work after the barrier was delayed"
+        );
+        assert_eq!(
+            fired.load(Ordering::SeqCst),
+            0,
+            "a barrier ran before earlier work was released"
+        );
+        gate.open();
+        vm.sync().unwrap();
+        assert_eq!(fired.load(Ordering::SeqCst), 3);
+        assert_eq!(*order.lock(), vec![0, 1, 2], "barriers run in order");
+    });
+}
+
+#[test]
+fn fusion_groups_consecutive_fusable_same_stream_instructions_in_order() {
+    watchdog(30, || {
+        let (vm, s1, _) = vm3(VmBuilder::new().window(16));
+        let xs: Vec<Arc<Blob>> = (0..4).map(|_| vm.new_blob(8)).collect();
+        let log = Log::default();
+        let mut b = vm.instructions();
+        for i in 0..12u64 {
+            let x = &xs[i as usize % 4];
+            let s = if (4..8).contains(&i) { s1 } else { CPU };
+            b.push(s, Record::new(i, vec![x.clone()], vec![x.clone()], &log))
+                .unwrap();
+        }
+        b.submit().unwrap();
+        vm.sync().unwrap();
+        // Runs on one stream fuse: [0..4) cpu, [4..8) s1, [8..12) cpu → 3 groups, 9 followers.
+        assert_eq!(vm.stats().fused, 9);
+        let l = log_now(&log);
+        let pos = |t| l.iter().position(|&v| v == t).unwrap();
+        for w in [
+            (0, 1),
+            (1, 2),
+            (2, 3),
+            (4, 5),
+            (5, 6),
+            (6, 7),
+            (8, 9),
+            (9, 10),
+            (10, 11),
+        ] {
+            assert!(pos(w.0) < pos(w.1), "members must compute in order: {l:?}");
+        }
+        // A group of one is never wrapped.
+        let before = vm.stats().fused;
+        vm.run(CPU, Record::new(99, vec![], vec![xs[0].clone()], &log))
+            .unwrap();
+        vm.sync().unwrap();
+        assert_eq!(vm.stats().fused, before);
+        // Unfusable instructions and fusion off never fuse.
+        let vm2 = VmBuilder::new().fusion(false).build().unwrap();
+        let y = vm2.new_blob(8);
+        let mut b = vm2.instructions();
+        for _ in 0..20 {
+            b.push(CPU, Noop::new(vec![], vec![y.clone()])).unwrap();
+        }
+        b.submit().unwrap();
+        vm2.sync().unwrap();
+        assert_eq!(vm2.stats().fused, 0);
+    });
+}
+
+#[test]
+fn every_instruction_is_released_exactly_once_and_counters_balance() {
+    watchdog(60, || {
+        let (vm, s1, s2) = vm3(VmBuilder::new());
+        let xs: Vec<Arc<Blob>> = (0..8).map(|_| vm.new_blob(64)).collect();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let computes = Arc::new(AtomicUsize::new(0));
+        for i in 0..3000usize {
+            let s = [CPU, s1, s2][i % 3];
+            let op = Counted {
+                outs: vec![xs[i % 8].clone()],
+                ins: vec![xs[(i * 7 + 1) % 8].clone()],
+                drops: drops.clone(),
+                computes: computes.clone(),
+            };
+            vm.run(s, op).unwrap();
+        }
+        vm.sync().unwrap();
+        let st = vm.stats();
+        assert_eq!(
+            computes.load(Ordering::SeqCst),
+            3000,
+            "computed at most once each, and all"
+        );
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            3000,
+            "released (dropped) exactly once each"
+        );
+        assert_eq!(st.inserted, st.erased, "inserted − erased == live == 0");
+        assert_eq!(st.in_flight, 0);
+        assert!(st.dispatched >= 3000);
+    });
+}
+
+/// Counts its computes and drops.
+struct Counted {
+    ins: Vec<Arc<Blob>>,
+    outs: Vec<Arc<Blob>>,
+    drops: Arc<AtomicUsize>,
+    computes: Arc<AtomicUsize>,
+}
+impl InstructionPolicy for Counted {
+    fn name(&self) -> &str {
+        "counted"
+    }
+    fn inputs(&self) -> &[Arc<Blob>] {
+        &self.ins
+    }
+    fn outputs(&self) -> &[Arc<Blob>] {
+        &self.outs
+    }
+    fn fusable(&self) -> bool {
+        true
+    }
+    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::Result<()> {
+        self.computes.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+// ---- errors (F6, F8) -------------------------------------------------------------------------
+
+#[test]
+fn failing_kernel_poisons_dependents_and_surfaces_at_sync() {
+    watchdog(30, || {
+        let vm = VmBuilder::new().build().unwrap();
+        let (x, y, z, other) = (
+            vm.new_blob(8),
+            vm.new_blob(8),
+            vm.new_blob(8),
+            vm.new_blob(8),
+        );
+        let log = Log::default();
+        vm.run(CPU, Fail::new(vec![], vec![x.clone()])).unwrap();
+        vm.run(CPU, Record::new(1, vec![x.clone()], vec![y.clone()], &log))
+            .unwrap(); // dependent
+        vm.run(CPU, Record::new(2, vec![y.clone()], vec![z.clone()], &log))
+            .unwrap(); // chain
+        vm.run(CPU, Record::new(3, vec![], vec![other.clone()], &log))
+            .unwrap(); // independent
+        let e = vm.sync().unwrap_err();
+        assert_eq!(e.op(), Some("fail_op"), "{e}");
+        assert!(matches!(e, Error::KernelFailed { instr_id, .. } if instr_id > 0));
+        assert_eq!(
+            log_now(&log),
+            vec![3],
+            "dependents are skipped, independent work runs"
+        );
+        // Reading a poisoned blob returns the root error; reading a good one works.
+        let ez = vm.read_blob(&z, |_| ()).unwrap_err();
+        assert_eq!(ez.op(), Some("fail_op"));
+        vm.read_blob(&other, |b| b.len()).unwrap();
+        assert_eq!(
+            vm.errors().len(),
+            1,
+            "the failure is reported once, not per dependent"
+        );
+        // Errors are sticky until cleared; the engine keeps working.
+        assert!(vm.sync().is_err());
+        vm.clear_errors();
+        for i in 0..1000 {
+            vm.run(
+                CPU,
+                Record::new(100 + i, vec![other.clone()], vec![other.clone()], &log),
+            )
+            .unwrap();
+        }
+        vm.sync().unwrap();
+        assert_eq!(log_now(&log).len(), 1001);
+    });
+}
+
+#[test]
+fn panicking_kernel_is_caught_and_engine_survives() {
+    watchdog(30, || {
+        for exec in [Exec::Inline, Exec::Worker] {
+            let vm = VmBuilder::new().cpu_exec(exec).build().unwrap();
+            let (x, y) = (vm.new_blob(8), vm.new_blob(8));
+            let log = Log::default();
+            vm.run(CPU, Panic::new(vec![x.clone()])).unwrap();
+            vm.run(CPU, Record::new(1, vec![x.clone()], vec![], &log))
+                .unwrap();
+            vm.run(CPU, Record::new(2, vec![], vec![y.clone()], &log))
+                .unwrap();
+            let e = vm.sync().unwrap_err();
+            match &e {
+                Error::KernelPanic { op, message, .. } => {
+                    assert_eq!(op, "panic_op");
+                    assert!(message.contains("injected panic"), "{message}");
+                }
+                other => panic!("expected KernelPanic, got {other}"),
+            }
+            assert_eq!(log_now(&log), vec![2]);
+            vm.clear_errors();
+            for i in 0..1000 {
+                vm.run(
+                    CPU,
+                    Record::new(10 + i, vec![y.clone()], vec![y.clone()], &log),
+                )
+                .unwrap();
+            }
+            vm.sync().unwrap();
+            assert_eq!(log_now(&log).len(), 1001);
+        }
+    });
+}
+
+#[test]
+fn sync_returns_the_first_root_error_in_submission_order() {
+    watchdog(30, || {
+        let (vm, s1, _) = vm3(VmBuilder::new());
+        let (a, b) = (vm.new_blob(8), vm.new_blob(8));
+        let gate = Gate::new();
+        let g = gate.clone();
+        // The first failure (in submission order) finishes last.
+        vm.run(
+            s1,
+            Record::new(0, vec![], vec![a.clone()], &Log::default()).with_body(move || g.wait()),
+        )
+        .unwrap();
+        vm.run(s1, Panic::new(vec![a.clone()])).unwrap();
+        vm.run(CPU, Fail::new(vec![], vec![b.clone()])).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        gate.open();
+        let e = vm.sync().unwrap_err();
+        assert_eq!(e.op(), Some("panic_op"), "{e}");
+        let all = vm.errors();
+        assert_eq!(
+            all.iter().map(|e| e.op().unwrap()).collect::<Vec<_>>(),
+            vec!["panic_op", "fail_op"]
+        );
+    });
+}
+
+#[test]
+fn a_successful_overwrite_clears_poison() {
+    watchdog(30, || {
+        let vm = VmBuilder::new().build().unwrap();
+        let x = vm.new_blob(8);
+        vm.run(CPU, Fail::new(vec![], vec![x.clone()])).unwrap();
+        assert!(vm.read_blob(&x, |_| ()).is_err());
+        vm.run(CPU, Noop::new(vec![], vec![x.clone()])).unwrap();
+        vm.read_blob(&x, |_| ()).unwrap();
+    });
+}
+
+// ---- submission-time errors (F5) --------------------------------------------------------------
+
+#[test]
+fn released_foreign_and_unknown_operands_are_rejected_at_submission() {
+    watchdog(30, || {
+        let vm = VmBuilder::new().build().unwrap();
+        let other = VmBuilder::new().build().unwrap();
+        let x = vm.new_blob(8);
+        vm.run(CPU, Noop::new(vec![], vec![x.clone()])).unwrap();
+        vm.sync().unwrap();
+        let before = vm.stats();
+        vm.release(&x).unwrap();
+        let e = vm.run(CPU, Noop::new(vec![x.clone()], vec![])).unwrap_err();
+        assert!(
+            matches!(&e, Error::TensorReleased { op, id } if op == "noop" && *id == x.id()),
+            "{e}"
+        );
+        assert!(matches!(vm.release(&x), Err(Error::TensorReleased { .. })));
+        let f = other.new_blob(8);
+        assert!(matches!(
+            vm.run(CPU, Noop::new(vec![f], vec![])),
+            Err(Error::ForeignBlob { .. })
+        ));
+        assert!(matches!(
+            vm.run(StreamId(9), Noop::new(vec![], vec![])),
+            Err(Error::UnknownStream { stream: 9, .. })
+        ));
+        vm.sync().unwrap();
+        // Only the release went in (and the syncs' barriers).
+        assert_eq!(
+            vm.stats().erased - before.erased,
+            2,
+            "only the release and the last barrier went in"
+        );
+    });
+}
+
+#[test]
+fn release_frees_only_after_an_in_flight_reader_on_another_stream() {
+    watchdog(30, || {
+        let (vm, s1, _) = vm3(VmBuilder::new());
+        let x = vm.new_blob(1 << 20);
+        vm.run(CPU, Noop::new(vec![], vec![x.clone()])).unwrap();
+        vm.sync().unwrap();
+        let in_use = vm.alloc_stats().in_use;
+        assert!(in_use >= 1 << 20);
+        let gate = Gate::new();
+        let g = gate.clone();
+        let log = Log::default();
+        vm.run(
+            s1,
+            Record::new(1, vec![x.clone()], vec![], &log).with_body(move || g.wait()),
+        )
+        .unwrap();
+        vm.run(CPU, Noop::new(vec![x.clone()], vec![])).unwrap(); // last use on CPU
+        vm.release(&x).unwrap();
+        drop(x);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            vm.alloc_stats().in_use,
+            in_use,
+            "freed under a running reader"
+        );
+        gate.open();
+        vm.sync().unwrap();
+        assert_eq!(vm.alloc_stats().in_use, 0);
+    });
+}
+
+// ---- memory (F9, F10) -----------------------------------------------------------------------
+
+#[test]
+fn oom_retry_after_shrinking_the_cache_is_invisible() {
+    watchdog(30, || {
+        let vm = VmBuilder::new().capacity(Some(4 << 20)).build().unwrap();
+        let a = vm.new_blob(3 << 20);
+        vm.run(CPU, Noop::new(vec![], vec![a.clone()])).unwrap();
+        vm.release(&a).unwrap();
+        vm.sync().unwrap();
+        assert!(
+            vm.alloc_stats().cached >= 3 << 20,
+            "the freed piece stays cached"
+        );
+        // 3.5 MiB does not fit the cached 3 MiB piece nor the 1 MiB left: shrink, then retry.
+        let b = vm.new_blob(3 << 20 | 1 << 19);
+        vm.run(CPU, Noop::new(vec![], vec![b.clone()])).unwrap();
+        vm.read_blob(&b, |s| assert_eq!(s.len(), 3 << 20 | 1 << 19))
+            .unwrap();
+        vm.sync().unwrap();
+        let st = vm.stats();
+        assert_eq!((st.oom_retries, st.ooms), (1, 0));
+        assert_eq!(st.alloc.oom_retries, 1);
+    });
+}
+
+#[test]
+fn oom_that_persists_fails_only_that_op_and_later_fitting_allocations_work() {
+    watchdog(30, || {
+        let vm = VmBuilder::new().capacity(Some(4 << 20)).build().unwrap();
+        let (big, small, later) = (
+            vm.new_blob(8 << 20),
+            vm.new_blob(1024),
+            vm.new_blob(2 << 20),
+        );
+        let log = Log::default();
+        vm.run(CPU, Record::new(1, vec![], vec![big.clone()], &log))
+            .unwrap();
+        vm.run(CPU, Record::new(2, vec![big.clone()], vec![], &log))
+            .unwrap();
+        vm.run(CPU, Record::new(3, vec![], vec![small.clone()], &log))
+            .unwrap();
+        let e = vm.sync().unwrap_err();
+        match &e {
+            Error::OutOfMemory {
+                op,
+                requested,
+                capacity,
+                ..
+            } => {
+                assert_eq!(op, "record");
+                assert_eq!(*requested, 8 << 20);
+                assert_eq!(*capacity, Some(4 << 20));
+            }
+            other => panic!("expected OutOfMemory, got {other}"),
+        }
+        assert!(
+            e.to_string().contains("tried to allocate 8388608 bytes"),
+            "{e}"
+        );
+        assert_eq!(log_now(&log), vec![3]);
+        assert!(vm.read_blob(&big, |_| ()).unwrap_err().is_oom());
+        vm.clear_errors();
+        vm.run(CPU, Noop::new(vec![], vec![later.clone()])).unwrap();
+        vm.sync().unwrap();
+        assert_eq!(vm.stats().ooms, 1);
+    });
+}
+
+#[test]
+fn oom_path_waits_for_running_work_that_frees_memory() {
+    watchdog(30, || {
+        let (vm, s1, _) = vm3(VmBuilder::new().capacity(Some(4 << 20)));
+        let a = vm.new_blob(3 << 20);
+        vm.run(s1, Noop::new(vec![], vec![a.clone()])).unwrap();
+        vm.barrier().unwrap(); // `a` holds 3 of the 4 MiB from here on
+        let gate = Gate::new();
+        vm.run(s1, gate.hold(vec![vm.new_blob(0)])).unwrap();
+        vm.release(&a).unwrap(); // on s1, behind the gate
+        drop(a);
+        let g = gate.clone();
+        let opener = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            g.open();
+        });
+        // Needs the memory that the release behind the gate frees: the OOM path must wait.
+        let b = vm.new_blob(3 << 20);
+        vm.run(CPU, Noop::new(vec![], vec![b.clone()])).unwrap();
+        vm.sync().unwrap();
+        opener.join().unwrap();
+        assert_eq!(vm.stats().oom_retries, 1);
+        assert_eq!(vm.stats().ooms, 0);
+    });
+}
+
+// ---- waits, shutdown, back-pressure (F15, F16, F17, F18) -------------------------------------
+
+#[test]
+fn a_wait_that_sees_no_progress_reports_a_deadlock_with_a_dump() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let mut b = VmBuilder::new().timeout(Duration::from_millis(300));
+        let q = b.add_stream(Arc::new(dev.stream("fake-compute")));
+        let vm = b.build().unwrap();
+        let w = vm.waker();
+        dev.set_waker(w);
+        let x = vm.new_blob(8);
+        vm.run(q, DeviceOp::new(vec![], vec![x.clone()], || {}))
+            .unwrap();
+        // The host read waits for a device event that the test never lets complete.
+        let e = vm.read_blob(&x, |_| ()).unwrap_err();
+        match &e {
+            Error::Deadlock { dump, .. } => assert!(
+                dump.contains("record_event") && dump.contains("device event"),
+                "{dump}"
+            ),
+            other => panic!("expected Deadlock, got {other}"),
+        }
+        // Once the device runs, the engine proceeds.
+        dev.run_all();
+        vm.read_blob(&x, |_| ()).unwrap();
+    });
+}
+
+#[test]
+fn dropping_the_engine_drains_100k_instructions_in_flight() {
+    watchdog(120, || {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let computes = Arc::new(AtomicUsize::new(0));
+        {
+            let vm = VmBuilder::new().build().unwrap();
+            let xs: Vec<Arc<Blob>> = (0..16).map(|_| vm.new_blob(16)).collect();
+            for i in 0..100_000usize {
+                let op = Counted {
+                    ins: vec![],
+                    outs: vec![xs[i % 16].clone()],
+                    drops: drops.clone(),
+                    computes: computes.clone(),
+                };
+                vm.run(CPU, op).unwrap();
+            }
+        } // dropped with work in flight
+        assert_eq!(computes.load(Ordering::SeqCst), 100_000);
+        assert_eq!(drops.load(Ordering::SeqCst), 100_000);
+    });
+}
+
+#[test]
+fn shutdown_timeout_gives_up_on_a_stuck_worker() {
+    watchdog(30, || {
+        let (vm, s1, _) = vm3(VmBuilder::new());
+        let gate = Gate::new();
+        vm.run(s1, gate.hold(vec![vm.new_blob(0)])).unwrap();
+        let t0 = std::time::Instant::now();
+        let e = vm.shutdown_timeout(Duration::from_millis(100)).unwrap_err();
+        assert!(
+            matches!(e, Error::ShutdownTimeout { pending } if pending >= 1),
+            "{e}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(1));
+        // Submissions after shutdown are refused.
+        assert!(matches!(
+            vm.run(CPU, Noop::new(vec![], vec![])),
+            Err(Error::EngineShutDown)
+        ));
+        gate.open(); // let the worker finish so the engine's threads exit
+        vm.shutdown_timeout(Duration::from_secs(10)).unwrap();
+    });
+}
+
+#[test]
+fn a_kernel_that_waits_on_the_engine_gets_reentrant_wait() {
+    watchdog(30, || {
+        for exec in [Exec::Inline, Exec::Worker] {
+            let vm = VmBuilder::new().cpu_exec(exec).build().unwrap();
+            let got = Arc::new(parking_lot::Mutex::new(None));
+            let (v2, g2) = (vm.clone(), got.clone());
+            vm.run(
+                CPU,
+                Record::new(1, vec![], vec![], &Log::default())
+                    .with_body(move || *g2.lock() = Some(v2.sync())),
+            )
+            .unwrap();
+            vm.sync().unwrap();
+            let r = got.lock().take().expect("the kernel ran");
+            assert!(matches!(r, Err(Error::ReentrantWait { .. })), "{r:?}");
+        }
+    });
+}
+
+#[test]
+fn back_pressure_blocks_a_fast_submitter_at_the_high_water_mark() {
+    watchdog(30, || {
+        let (vm, s1, _) = vm3(VmBuilder::new().water_marks(100, 50));
+        let gate = Gate::new();
+        let x = vm.new_blob(8);
+        vm.run(s1, gate.hold(vec![x.clone()])).unwrap();
+        let submitted = Arc::new(AtomicUsize::new(0));
+        let (v2, s2, x2) = (vm.clone(), submitted.clone(), x.clone());
+        let t = std::thread::spawn(move || {
+            for _ in 0..1000 {
+                v2.run(s1, Noop::new(vec![x2.clone()], vec![])).unwrap();
+                s2.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let n = submitted.load(Ordering::SeqCst);
+        assert!(n <= 101, "submitter ran past the high-water mark: {n}");
+        gate.open();
+        t.join().unwrap();
+        vm.sync().unwrap();
+        assert_eq!(vm.stats().in_flight, 0);
+    });
+}
+
+#[test]
+fn barrier_from_one_thread_sees_everything_other_threads_submitted_before_it() {
+    watchdog(120, || {
+        // Bounded backlog (back-pressure), as a real engine runs.
+        let vm = VmBuilder::new().water_marks(2_000, 1_000).build().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let submitted = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicUsize::new(0));
+        let mut ts = vec![];
+        for _ in 0..3 {
+            let (vm, stop, submitted, done) =
+                (vm.clone(), stop.clone(), submitted.clone(), done.clone());
+            ts.push(std::thread::spawn(move || {
+                let x = vm.new_blob(8);
+                while !stop.load(Ordering::Relaxed) {
+                    let d = done.clone();
+                    let op = Record::new(0, vec![], vec![x.clone()], &Log::default()).with_body(
+                        move || {
+                            d.fetch_add(1, Ordering::SeqCst);
+                        },
+                    );
+                    vm.run(CPU, op).unwrap();
+                    submitted.fetch_add(1, Ordering::SeqCst);
+                }
+            }));
+        }
+        for _ in 0..1000 {
+            // Everything whose submission happened-before the call has completed when it returns.
+            let before = submitted.load(Ordering::SeqCst);
+            vm.barrier().unwrap();
+            let after = done.load(Ordering::SeqCst);
+            assert!(
+                after >= before,
+                "barrier returned with {before} submitted but {after} done"
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+        for t in ts {
+            t.join().unwrap();
+        }
+        vm.sync().unwrap();
+        assert_eq!(
+            done.load(Ordering::SeqCst),
+            submitted.load(Ordering::SeqCst)
+        );
+    });
+}
+
+#[test]
+fn long_chains_use_constant_stack() {
+    // A 100 k chain built, run and dropped from a thread with a 256 KiB stack.
+    let h = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(|| {
+            let vm = VmBuilder::new().build().unwrap();
+            let x = vm.new_blob(8);
+            for _ in 0..100_000 {
+                vm.run(CPU, Noop::new(vec![x.clone()], vec![x.clone()]))
+                    .unwrap();
+            }
+            vm.sync().unwrap();
+            vm.stats().erased
+        })
+        .unwrap();
+    assert!(h.join().unwrap() >= 100_000);
+}
+
+// ---- asynchronous device semantics (soft sync) ------------------------------------------------
+
+#[test]
+fn host_read_of_device_output_waits_for_the_device_work() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let mut b = VmBuilder::new();
+        let q = b.add_stream(Arc::new(dev.stream("fake-compute")));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let x = vm.new_blob(8);
+        let log = Log::default();
+        let l2 = log.clone();
+        vm.run(
+            q,
+            DeviceOp::new(vec![], vec![x.clone()], move || l2.lock().push(1)),
+        )
+        .unwrap();
+        // "Done" on the device stream only means launched: the host read must wait for the event.
+        let (v2, x2, l3) = (vm.clone(), x.clone(), log.clone());
+        let reader = std::thread::spawn(move || v2.read_blob(&x2, move |_| l3.lock().push(2)));
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            log_now(&log).is_empty(),
+            "host read ran before the device work"
+        );
+        assert_eq!(dev.queued(0), 2, "the op and its event are queued");
+        dev.run_all();
+        reader.join().unwrap().unwrap();
+        assert_eq!(log_now(&log), vec![1, 2]);
+    });
+}
+
+#[test]
+fn device_streams_synchronise_device_side_with_record_and_wait() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let mut b = VmBuilder::new();
+        let q0 = b.add_stream(Arc::new(dev.stream("compute")));
+        let q1 = b.add_stream(Arc::new(dev.stream("copy")));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let x = vm.new_blob(8);
+        let log = Log::default();
+        let (l1, l2) = (log.clone(), log.clone());
+        vm.run(
+            q0,
+            DeviceOp::new(vec![], vec![x.clone()], move || l1.lock().push(1)),
+        )
+        .unwrap();
+        vm.run(
+            q1,
+            DeviceOp::new(vec![x.clone()], vec![], move || l2.lock().push(2)),
+        )
+        .unwrap();
+        // No host wait: both launches happen without the device running anything.
+        assert!(
+            eventually(5_000, || dev.queued(1) == 2),
+            "q1 holds the wait and the consumer"
+        );
+        assert!(
+            !dev.run_next(1),
+            "the consumer's queue must wait for the producer's event"
+        );
+        assert!(log_now(&log).is_empty());
+        dev.run_all();
+        assert_eq!(log_now(&log), vec![1, 2]);
+        vm.sync().unwrap();
+    });
+}
+
+// ---- observability -----------------------------------------------------------------------------
+
+#[test]
+fn chrome_trace_names_instructions_per_stream() {
+    watchdog(30, || {
+        let (vm, s1, _) = vm3(VmBuilder::new().trace(true));
+        let x = vm.new_blob(8);
+        vm.run(CPU, Noop::new(vec![], vec![x.clone()])).unwrap();
+        vm.run(s1, Noop::new(vec![x.clone()], vec![])).unwrap();
+        vm.sync().unwrap();
+        let mut out = Vec::new();
+        vm.write_chrome_trace(&mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let evs = v["traceEvents"].as_array().unwrap();
+        let tids: std::collections::BTreeSet<u64> = evs
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["name"] == "noop")
+            .map(|e| e["tid"].as_u64().unwrap())
+            .collect();
+        assert_eq!(tids, [0, 1].into_iter().collect());
+    });
+}
+
+#[test]
+fn synchronous_mode_runs_on_the_caller_in_program_order() {
+    watchdog(30, || {
+        let (vm, s1, _) = vm3(VmBuilder::new().sync_mode(true));
+        let x = vm.new_blob(8);
+        let log = Log::default();
+        let me = std::thread::current().id();
+        let l = log.clone();
+        vm.run(
+            s1,
+            Record::new(1, vec![], vec![x.clone()], &log)
+                .with_body(move || assert_eq!(std::thread::current().id(), me)),
+        )
+        .unwrap();
+        // Already done when `run` returns.
+        assert_eq!(log_now(&l), vec![1]);
+        vm.run(CPU, Fail::new(vec![x.clone()], vec![x.clone()]))
+            .unwrap();
+        assert!(vm.sync().is_err());
+    });
+}
