@@ -678,8 +678,12 @@ fn shutdown_timeout_gives_up_on_a_stuck_worker() {
 #[test]
 fn a_kernel_that_waits_on_the_engine_gets_reentrant_wait() {
     watchdog(30, || {
-        for exec in [Exec::Inline, Exec::Worker] {
-            let vm = VmBuilder::new().cpu_exec(exec).build().unwrap();
+        for b in [
+            VmBuilder::new(),
+            VmBuilder::new().cpu_exec(Exec::Worker),
+            VmBuilder::new().sync_mode(true),
+        ] {
+            let vm = b.build().unwrap();
             let got = Arc::new(parking_lot::Mutex::new(None));
             let (v2, g2) = (vm.clone(), got.clone());
             vm.run(
@@ -900,5 +904,47 @@ fn synchronous_mode_runs_on_the_caller_in_program_order() {
         vm.run(CPU, Fail::new(vec![x.clone()], vec![x.clone()]))
             .unwrap();
         assert!(vm.sync().is_err());
+    });
+}
+
+#[test]
+fn write_blob_that_cannot_allocate_reports_out_of_memory() {
+    watchdog(30, || {
+        let vm = VmBuilder::new().capacity(Some(1 << 20)).build().unwrap();
+        let x = vm.new_blob(2 << 20);
+        let e = vm.write_blob(&x, |b| b.fill(1)).unwrap_err();
+        assert!(e.is_oom(), "{e}");
+        let y = vm.new_blob(1024);
+        vm.write_blob(&y, |b| b.fill(7)).unwrap();
+        assert_eq!(
+            vm.read_blob(&y, |b| b.iter().map(|&v| v as u32).sum::<u32>())
+                .unwrap(),
+            7 * 1024
+        );
+    });
+}
+
+#[test]
+fn release_on_a_launch_only_stream_frees_after_the_device_finishes() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let mut b = VmBuilder::new();
+        let q = b.add_stream(Arc::new(dev.stream("fake-compute")));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let alloc = vm.allocator(eddy::vm::Device::Test(0)).unwrap();
+        let x = vm.new_blob(1 << 20);
+        vm.run(q, DeviceOp::new(vec![], vec![x.clone()], || {}))
+            .unwrap();
+        vm.release(&x).unwrap();
+        drop(x);
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(
+            alloc.stats().in_use >= 1 << 20,
+            "freed while the device may still use it"
+        );
+        dev.run_all();
+        assert!(eventually(5_000, || alloc.stats().in_use == 0));
+        vm.sync().unwrap();
     });
 }

@@ -183,12 +183,9 @@ impl Blob {
         self.compute.poisoned.load(Ordering::Acquire)
     }
 
-    /// Poisons the blob with `e`; the first error wins.
+    /// Poisons the blob with `e` (the latest failed writer's root error).
     pub(crate) fn set_poison(&self, e: &Error) {
-        let mut p = self.compute.poison.lock();
-        if p.is_none() {
-            *p = Some(e.clone());
-        }
+        *self.compute.poison.lock() = Some(e.clone());
         self.compute.poisoned.store(true, Ordering::Release);
     }
 

@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     pub dump: Mutex<Option<String>>,
     pub probes: Mutex<Vec<Box<dyn FnMut() -> bool + Send>>>,
     pub has_probes: AtomicBool,
+    /// `shutdown_timeout` gave up on the scheduler thread.
+    abandoned: AtomicBool,
     trace: Option<Mutex<Vec<TraceEvent>>>,
     trace_origin: Instant,
     /// The scheduler thread has exited.
@@ -170,6 +172,7 @@ impl Vm {
             dump: Mutex::new(None),
             probes: Mutex::new(Vec::new()),
             has_probes: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
             trace_origin: Instant::now(),
             sched_exited: Mutex::new(false),
             sched_exited_cv: Condvar::new(),
@@ -270,6 +273,11 @@ impl Vm {
         }
         sh.in_flight.fetch_add(n, Ordering::AcqRel);
         match &self.inner.mode {
+            Mode::Sync(_) if in_engine() => {
+                // Submitted from a kernel or callback inside a pass: the pass holds the
+                // scheduler and will take this from the pending list.
+                sh.pending.push(list);
+            }
             Mode::Sync(s) => {
                 let mut s = s.lock();
                 s.push_local(list);
@@ -343,6 +351,13 @@ impl Vm {
             if w.wait_for(Duration::from_millis(20).min(timeout)) {
                 return Ok(());
             }
+            if *sh.sched_exited.lock() {
+                return if w.is_done() {
+                    Ok(())
+                } else {
+                    Err(Error::EngineShutDown)
+                };
+            }
             let erased = sh.stats.erased.load(Ordering::Acquire);
             if erased != last_erased {
                 last_erased = erased;
@@ -404,6 +419,9 @@ impl Vm {
     ///
     /// `Deadlock`, `ReentrantWait`, `EngineShutDown`.
     pub fn barrier(&self) -> Result<()> {
+        if in_engine() {
+            return Err(Error::ReentrantWait { op: "sync".into() });
+        }
         let w = Arc::new(Waiter::new());
         let w2 = w.clone();
         self.run(StreamId::CPU, Barrier::new(move || w2.signal()))?;
@@ -443,6 +461,11 @@ impl Vm {
         blob: &Arc<Blob>,
         f: impl FnOnce(&[u8]) -> R + Send + 'static,
     ) -> Result<R> {
+        if in_engine() {
+            return Err(Error::ReentrantWait {
+                op: "access_blob".into(),
+            });
+        }
         let w = Arc::new(Waiter::new());
         let slot: Arc<Mutex<Option<Result<R>>>> = Arc::new(Mutex::new(None));
         let (w2, s2) = (w.clone(), slot.clone());
@@ -469,6 +492,11 @@ impl Vm {
         blob: &Arc<Blob>,
         f: impl FnOnce(&mut [u8]) -> R + Send + 'static,
     ) -> Result<R> {
+        if in_engine() {
+            return Err(Error::ReentrantWait {
+                op: "access_blob".into(),
+            });
+        }
         let w = Arc::new(Waiter::new());
         let slot: Arc<Mutex<Option<Result<R>>>> = Arc::new(Mutex::new(None));
         let (w2, s2) = (w.clone(), slot.clone());
@@ -579,6 +607,7 @@ impl Vm {
                 let mut g = sh.sched_exited.lock();
                 while !*g {
                     if sh.sched_exited_cv.wait_until(&mut g, deadline).timed_out() && !*g {
+                        sh.abandoned.store(true, Ordering::Release);
                         return Err(Error::ShutdownTimeout {
                             pending: sh.in_flight.load(Ordering::Acquire) as u64,
                         });
@@ -605,8 +634,12 @@ impl Drop for VmInner {
         self.shared.pending.notifier.notify();
         match &self.mode {
             Mode::Threaded(h) => {
+                let stuck = self.shared.abandoned.load(Ordering::Acquire)
+                    && !*self.shared.sched_exited.lock();
                 if let Some(h) = h.lock().take() {
-                    let _ = h.join();
+                    if !stuck {
+                        let _ = h.join();
+                    } // else: `shutdown_timeout` gave up on it; leave it behind, as documented
                 }
             }
             Mode::Sync(s) => {

@@ -71,7 +71,11 @@ fn run_member(m: &mut Instruction, env: &ExecEnv<'_>) {
     if let Some(e) = m.prep_error.take() {
         poison_outputs(m, &e);
         env.shared.record_error(m.id, e);
-        return;
+        if !m.p().handles_poison() {
+            return;
+        }
+        // Host accesses and releases run anyway and see the poison (a waiting callback
+        // learns of the OOM instead of being dropped).
     }
     if !m.p().handles_poison() {
         if let Some(e) = m.p().inputs().iter().find_map(|b| b.poison()) {

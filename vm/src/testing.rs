@@ -1,8 +1,7 @@
 //! Mock policies for testing the engine without real kernels (also used by benches).
 //!
 //! - [`Noop`]: reads and writes blobs, does nothing (fusable).
-//! - [`Record`]: appends its tag to a shared log when it computes, optionally checking a
-//!   [`Model`] of per-blob values (the stress test's reference).
+//! - [`Record`]: appends its tag to a shared log when it computes (optionally running a body).
 //! - [`Gate`]: blocks its worker until the test opens it (test-controlled completion on CPU).
 //! - [`Fail`] and [`Panic`]: a kernel that returns an error or panics.
 //! - [`DeviceOp`]: launches its work on an [`AsyncStream`](crate::stream::async_device::AsyncStream).

@@ -78,7 +78,8 @@ impl CachingAllocator {
         self.reserved - self.in_use
     }
 
-    /// Allocates `size > 0` bytes. Returns the address and the rounded size, or `None` when
+    /// Allocates `size > 0` bytes. Returns the address and the size of the piece handed out
+    /// (at least the request rounded to 512 B), or `None` when
     /// neither the cache nor the backend can serve it.
     pub fn allocate(&mut self, size: usize, backend: &dyn Backend) -> Option<(NonNull<u8>, usize)> {
         let rounded = round_size(size)?;
@@ -111,12 +112,11 @@ impl CachingAllocator {
                     .expect("a fresh chunk fits the request")
             }
         };
+        // The piece may be larger than asked when the remainder was too small to split.
+        let size = self.pieces[&addr].size;
         self.in_use += rounded;
         // The address came from the backend, which never returns null.
-        Some((
-            NonNull::new(addr as *mut u8).expect("non-null piece"),
-            rounded,
-        ))
+        Some((NonNull::new(addr as *mut u8).expect("non-null piece"), size))
     }
 
     fn take_cached(&mut self, rounded: usize) -> Option<usize> {
@@ -282,5 +282,109 @@ impl CachingAllocator {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::backend::CpuBackend;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Alloc(usize),
+        Free(usize),
+        Shrink,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            // log-uniform sizes from 1 B to 32 MiB
+            4 => (0u32..25).prop_flat_map(|e| (1usize << e)..=(1usize << (e + 1))).prop_map(Step::Alloc),
+            3 => any::<usize>().prop_map(Step::Free),
+            1 => Just(Step::Shrink),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Random alloc/free/shrink traces: no overlap, 64-byte alignment, counters equal a
+        /// recount, `in_use` equals the model's, and freeing everything then shrinking returns
+        /// every byte to the backend.
+        #[test]
+        fn random_traces_keep_the_invariants(steps in proptest::collection::vec(step(), 1..120)) {
+            let backend = CpuBackend::new(Some(256 << 20));
+            let mut a = CachingAllocator::new();
+            let mut live: Vec<(usize, usize)> = Vec::new(); // (addr, rounded) — the model
+            for s in steps {
+                match s {
+                    Step::Alloc(n) => {
+                        if let Some((p, rounded)) = a.allocate(n, &backend) {
+                            let addr = p.as_ptr() as usize;
+                            prop_assert_eq!(addr % 64, 0);
+                            prop_assert!(rounded >= n);
+                            for &(b, sz) in &live {
+                                prop_assert!(addr + rounded <= b || b + sz <= addr, "overlap");
+                            }
+                            live.push((addr, rounded));
+                        }
+                    }
+                    Step::Free(i) if !live.is_empty() => {
+                        let (addr, _) = live.swap_remove(i % live.len());
+                        a.free(NonNull::new(addr as *mut u8).unwrap());
+                    }
+                    Step::Free(_) => {}
+                    Step::Shrink => {
+                        a.shrink(&backend);
+                    }
+                }
+                a.check_invariants().map_err(TestCaseError::fail)?;
+                prop_assert_eq!(a.in_use(), live.iter().map(|l| l.1).sum::<usize>());
+                prop_assert_eq!(backend.used(), a.reserved());
+            }
+            for (addr, _) in live.drain(..) {
+                a.free(NonNull::new(addr as *mut u8).unwrap());
+            }
+            a.shrink(&backend);
+            prop_assert_eq!(a.reserved(), 0);
+            prop_assert_eq!(backend.used(), 0);
+        }
+    }
+
+    #[test]
+    fn best_fit_split_and_merge() {
+        let backend = CpuBackend::new(None);
+        let mut a = CachingAllocator::new();
+        let (p1, s1) = a.allocate(1000, &backend).unwrap();
+        let (p2, _) = a.allocate(1000, &backend).unwrap();
+        assert_eq!(s1, 1024);
+        assert_eq!(
+            p2.as_ptr() as usize,
+            p1.as_ptr() as usize + 1024,
+            "split from the same chunk"
+        );
+        assert_eq!(a.chunk_count(), 1);
+        a.free(p1);
+        a.free(p2);
+        a.check_invariants().unwrap();
+        // Merged back into one free piece covering the chunk: shrink returns it.
+        assert_eq!(a.shrink(&backend), 2 << 20);
+        assert_eq!(backend.used(), 0);
+    }
+
+    #[test]
+    fn near_capacity_grows_by_the_request_only() {
+        let backend = CpuBackend::new(Some(1 << 20));
+        let mut a = CachingAllocator::new();
+        assert!(
+            a.allocate(600 << 10, &backend).is_some(),
+            "a 2 MiB chunk does not fit; the request does"
+        );
+        assert!(a.allocate(600 << 10, &backend).is_none());
+        assert!(
+            a.allocate(usize::MAX, &backend).is_none(),
+            "overflow is a failure, not a panic"
+        );
     }
 }

@@ -64,7 +64,8 @@ pub trait InstructionPolicy: Send + 'static {
         false
     }
 
-    /// Whether the instruction frees memory (the OOM path dispatches these first).
+    /// Whether the instruction frees memory (informational: the OOM path dispatches every
+    /// ready instruction of the other streams, these included).
     fn frees_memory(&self) -> bool {
         false
     }

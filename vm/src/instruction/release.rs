@@ -8,14 +8,22 @@ use std::sync::Arc;
 /// Frees a blob's memory. It *writes* the blob, so it runs after every earlier reader and writer
 /// (cross-stream ones through edges, same-stream ones by FIFO order); on a stream-ordered device
 /// the free is itself stream-ordered.
+///
+/// On a stream where "done" means "launched", earlier kernels may still be running on the
+/// device when this computes, so the free is deferred: the instruction records an event, counts
+/// as done only when the event completes, and frees the memory when it is released (its drop).
 pub struct ReleaseTensor {
     blob: [Arc<Blob>; 1],
+    deferred: bool,
 }
 
 impl ReleaseTensor {
     /// Releases `blob`.
     pub fn new(blob: Arc<Blob>) -> Self {
-        ReleaseTensor { blob: [blob] }
+        ReleaseTensor {
+            blob: [blob],
+            deferred: false,
+        }
     }
 }
 
@@ -38,8 +46,22 @@ impl InstructionPolicy for ReleaseTensor {
     fn prepare(&mut self, _ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {
         Ok(()) // never allocate what is about to be freed
     }
-    fn compute(&mut self, _ctx: &mut ComputeCtx<'_>) -> Result<()> {
-        self.blob[0].free_memory();
+    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
+        match ctx.stream().record_event() {
+            Some(ev) if ctx.stream().done_means_launched() => {
+                ctx.complete_when(ev);
+                self.deferred = true;
+            }
+            _ => self.blob[0].free_memory(),
+        }
         Ok(())
+    }
+}
+
+impl Drop for ReleaseTensor {
+    fn drop(&mut self) {
+        if self.deferred {
+            self.blob[0].free_memory();
+        }
     }
 }

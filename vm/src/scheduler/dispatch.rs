@@ -44,7 +44,6 @@ impl Scheduler {
             .expect("a waiting unit owns its node");
         self.prepare_unit(s, &mut node);
         let members = self.slots[slot as usize].members as u64;
-        self.slots[slot as usize].dispatched = true;
         self.streams[s].running.push_back(slot);
         self.counts.dispatched += members;
         match self.streams[s].exec {
@@ -144,6 +143,9 @@ impl Scheduler {
             self.release_finished();
             for t in 0..self.streams.len() {
                 if self.draining.contains(&t) {
+                    // Dispatch nothing new here (FIFO), but units already dispatched this pass
+                    // must reach the worker, or the stream would look busy forever.
+                    self.flush_worker_batch(t);
                     continue;
                 }
                 while let Some(&slot) = self.streams[t].waiting.front() {

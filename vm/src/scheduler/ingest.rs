@@ -82,7 +82,6 @@ impl Scheduler {
         sl.in_degree = in_degree;
         sl.epoch = epoch;
         sl.members = members;
-        sl.dispatched = false;
         sl.done = false;
         sl.event = None;
         sl.node = Some(node);

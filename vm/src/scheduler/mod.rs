@@ -58,7 +58,6 @@ struct Slot {
     out: SmallVec<[u32; 4]>,
     epoch: u64,
     members: u32,
-    dispatched: bool,
     done: bool,
     event: Option<Arc<dyn Event>>,
 }
@@ -73,7 +72,7 @@ impl Slot {
             out: SmallVec::new(),
             epoch: 0,
             members: 0,
-            dispatched: false,
+
             done: false,
             event: None,
         }
@@ -252,13 +251,14 @@ impl Scheduler {
                 }
                 continue;
             }
-            // Poll device events at a modest rate; otherwise sleep until notified.
-            let timeout = self
-                .has_events()
-                .then(|| std::time::Duration::from_micros(100));
-            self.shared.pending.notifier.wait(timeout);
-            last_progress = Instant::now();
-            backoff.reset();
+            // Poll device events and probes at a modest rate; otherwise sleep until notified.
+            let poll = self.has_events() || self.shared.has_probes.load(Ordering::Acquire);
+            let timeout = poll.then(|| std::time::Duration::from_micros(100));
+            if self.shared.pending.notifier.wait(timeout) {
+                // Woken by new work: spin again after it. A timed-out poll does not.
+                last_progress = Instant::now();
+                backoff.reset();
+            }
         }
         self.shutdown_workers();
     }
