@@ -2,9 +2,9 @@
 //!
 //! | key | what |
 //! |---|---|
-//! | `vm_chain` | 1,000,000 no-op instructions, each writing one dependence and reading the previous one's, one stream, one submitting thread; ns per instruction from first submit to last release (fusion on, fusion off, synchronous mode) |
+//! | `vm_chain` | 1,000,000 no-op instructions, each writing one dependence and reading the previous one's, one stream, one submitting thread; ns per instruction from first submit to last release (fusion on, fusion off, compute on a worker thread, synchronous mode) |
 //! | `vm_fanout` | the same over 64 independent chains round-robin on 2 streams |
-//! | `vm_roundtrip` | one tiny instruction plus a sync on an idle engine; p50 and p99 |
+//! | `vm_roundtrip` | one tiny instruction plus a sync; p50 and p99, back to back (warm) and after the engine went to sleep (idle) |
 //! | `vm_idle_cpu` | CPU time an idle engine burns per second |
 //!
 //! Each figure is the median of 5 repetitions, printed with the spread (min..max).
@@ -140,14 +140,28 @@ fn main() {
             }
         }
         lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        let p = |q: f64| lat[((lat.len() as f64 - 1.0) * q) as usize];
-        println!(
-            "{:<28} {:>10.1} us     (p99 {:.1} us, n={})",
-            "vm_roundtrip p50",
-            p(0.5),
-            p(0.99),
-            lat.len()
-        );
+        let p = |v: &[f64], q: f64| v[((v.len() as f64 - 1.0) * q) as usize];
+        let line = |k: &str, v: &[f64]| {
+            println!(
+                "{k:<28} {:>10.1} us     (p99 {:.1} us, n={})",
+                p(v, 0.5),
+                p(v, 0.99),
+                v.len()
+            )
+        };
+        line("vm_roundtrip p50 (warm)", &lat);
+        // Idle: the scheduler has stopped spinning and sleeps on its notifier before each op.
+        let mut cold = Vec::new();
+        for _ in 0..(if quick { 100 } else { 400 }) {
+            std::thread::sleep(Duration::from_millis(3));
+            let op = ChainOp { b: b.clone() };
+            let t0 = Instant::now();
+            vm.run(StreamId::CPU, op).unwrap();
+            vm.sync().unwrap();
+            cold.push(t0.elapsed().as_nanos() as f64 / 1e3);
+        }
+        cold.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        line("vm_roundtrip p50 (idle)", &cold);
     }
     if want("vm_idle_cpu") {
         let vm = builder().build().unwrap();

@@ -119,6 +119,16 @@ impl Drop for Allocation {
     }
 }
 
+impl Drop for DeviceAllocator {
+    fn drop(&mut self) {
+        // Every `Allocation` holds an `Arc` to its allocator, so nothing is in use here: every
+        // chunk is one free piece, and `shrink` returns them all to the backend.
+        let g = self.inner.get_mut();
+        g.cache.shrink(&*self.backend);
+        debug_assert_eq!(g.cache.reserved(), 0, "a chunk outlived its allocator");
+    }
+}
+
 impl DeviceAllocator {
     /// An allocator over `backend`.
     pub fn new(backend: Box<dyn Backend>, mode: AllocMode) -> Arc<Self> {
