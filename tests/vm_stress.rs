@@ -50,7 +50,7 @@ impl InstructionPolicy for Op {
         &self.outs
     }
     fn fusable(&self) -> bool {
-        self.id % 3 != 0
+        !self.id.is_multiple_of(3)
     }
     fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::Result<()> {
         let sum = self

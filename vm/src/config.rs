@@ -325,7 +325,9 @@ mod tests {
         assert!(b.config.sync_mode);
         let mut b = VmBuilder::new();
         b.apply_env(|k| (k == "EDDY_VM_FUSION").then(|| "maybe".into()));
-        let e = b.build().err().expect("bad value rejected");
+        let Err(e) = b.build() else {
+            panic!("bad value accepted")
+        };
         assert!(e.to_string().contains("EDDY_VM_FUSION"), "{e}");
     }
 

@@ -98,7 +98,7 @@ impl Shared {
 
 enum Mode {
     Threaded(Mutex<Option<JoinHandle<()>>>),
-    Sync(Mutex<Scheduler>),
+    Sync(Box<Mutex<Scheduler>>),
 }
 
 pub(crate) struct VmInner {
@@ -183,7 +183,7 @@ impl Vm {
         };
         let sched = Scheduler::new(shared.clone(), owner).map_err(io)?;
         let mode = if shared.config.sync_mode {
-            Mode::Sync(Mutex::new(sched))
+            Mode::Sync(Box::new(Mutex::new(sched)))
         } else {
             let sh = shared.clone();
             let h = std::thread::Builder::new()

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 pub(crate) const POOL_CAP: usize = 8192;
 
 thread_local! {
-    static CACHE: RefCell<InstrList> = RefCell::new(InstrList::new(InstrAdapter::new()));
+    static CACHE: RefCell<InstrList> = const { RefCell::new(InstrList::new(InstrAdapter::NEW)) };
 }
 
 /// An empty node: from this thread's cache, refilled from the engine's free list, or new.
