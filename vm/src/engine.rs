@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::exec::{in_engine, IN_ENGINE};
 use crate::handoff::HandOff;
 use crate::instruction::{AccessBlobByCallback, Barrier, InstrList, InstructionPolicy};
+use crate::pending::PendingStack;
 use crate::scheduler::Scheduler;
 use crate::stats::{StatCounters, VmStats};
 use crate::stream::{Device, StreamId, StreamPolicy};
@@ -33,7 +34,7 @@ pub(crate) struct Shared {
     pub any_async_stream: bool,
     pub owner_id: QCellOwnerID,
     /// User threads → scheduler. Its notifier is the scheduler's.
-    pub pending: CachePadded<HandOff>,
+    pub pending: CachePadded<PendingStack>,
     /// Scheduler → submitting threads: emptied instruction nodes (see `pool`).
     pub free_nodes: CachePadded<HandOff>,
     pub free_count: AtomicUsize,
@@ -157,7 +158,7 @@ impl Vm {
             streams,
             any_async_stream,
             owner_id: owner.id(),
-            pending: CachePadded::new(HandOff::new()),
+            pending: CachePadded::new(PendingStack::new()),
             completions: CachePadded::new(HandOff::new()),
             free_nodes: CachePadded::new(HandOff::new()),
             free_count: AtomicUsize::new(0),

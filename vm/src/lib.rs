@@ -30,6 +30,7 @@ mod exec;
 mod handoff;
 pub mod instruction;
 mod notifier;
+mod pending;
 mod pool;
 mod scheduler;
 pub mod stats;

@@ -5,10 +5,10 @@
 #[cfg(not(loom))]
 pub(crate) use parking_lot::{Condvar, Mutex};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::AtomicBool;
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::AtomicBool;
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr};
 #[cfg(loom)]
 pub(crate) use shim::{Condvar, Mutex};
 

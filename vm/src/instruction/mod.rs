@@ -48,6 +48,8 @@ use std::sync::Arc;
 /// ```
 pub struct Instruction {
     pub(crate) link: LinkedListLink,
+    /// The next (older) instruction on the pending stack (see `pending`).
+    pub(crate) pending_next: crate::sync::AtomicPtr<Instruction>,
     pub(crate) stream: StreamId,
     pub(crate) policy: Option<PolicyBox>,
     /// Engine-assigned: submission sequence number (the instruction id).
@@ -83,6 +85,7 @@ impl Instruction {
     pub(crate) fn empty() -> Box<Self> {
         Box::new(Instruction {
             link: LinkedListLink::new(),
+            pending_next: crate::sync::AtomicPtr::new(std::ptr::null_mut()),
             stream: StreamId::CPU,
             policy: None,
             id: 0,
