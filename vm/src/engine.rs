@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     pub has_probes: AtomicBool,
     /// `shutdown_timeout` gave up on the scheduler thread.
     abandoned: AtomicBool,
+    /// Set when an engine thread failed (`EngineFailed`).
+    failed: Mutex<Option<Error>>,
     trace: Option<Mutex<Vec<TraceEvent>>>,
     trace_origin: Instant,
     /// The scheduler thread has exited.
@@ -174,6 +176,7 @@ impl Vm {
             probes: Mutex::new(Vec::new()),
             has_probes: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
+            failed: Mutex::new(None),
             trace_origin: Instant::now(),
             sched_exited: Mutex::new(false),
             sched_exited_cv: Condvar::new(),
@@ -190,9 +193,21 @@ impl Vm {
             let h = std::thread::Builder::new()
                 .name("eddy-scheduler".into())
                 .spawn(move || {
-                    sched.run_thread();
+                    // An engine thread that panics (an internal invariant, not a kernel: those
+                    // are caught per instruction) moves the engine to `Failed`: every waiter
+                    // wakes with `EngineFailed`, new work is refused, and `Drop` still returns.
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        sched.run_thread()
+                    }));
+                    if let Err(p) = r {
+                        let cause = crate::exec::panic_message(&*p);
+                        tracing::error!("the scheduler thread failed: {cause}");
+                        *sh.failed.lock() = Some(Error::EngineFailed { cause });
+                        sh.shutdown.store(true, Ordering::Release);
+                    }
                     *sh.sched_exited.lock() = true;
                     sh.sched_exited_cv.notify_all();
+                    sh.bp_cv.notify_all();
                 })
                 .map_err(io)?;
             Mode::Threaded(Mutex::new(Some(h)))
@@ -270,7 +285,7 @@ impl Vm {
         let sh = self.shared();
         if sh.shutdown.load(Ordering::Acquire) {
             drop(list); // drop glue tells any waiting callback `EngineShutDown`
-            return Err(Error::EngineShutDown);
+            return Err(self.shut_down_error());
         }
         sh.in_flight.fetch_add(n, Ordering::AcqRel);
         match &self.inner.mode {
@@ -282,9 +297,7 @@ impl Vm {
             Mode::Sync(s) => {
                 let mut s = s.lock();
                 s.push_local(list);
-                let was = IN_ENGINE.with(|c| c.replace(true));
-                s.run_until_stalled();
-                IN_ENGINE.with(|c| c.set(was));
+                self.run_sync_passes(&mut s)?;
             }
             Mode::Threaded(_) => {
                 sh.pending.push(list);
@@ -313,11 +326,27 @@ impl Vm {
     /// In synchronous mode, lets the scheduler make progress (device events may have completed).
     fn drive(&self) {
         if let Mode::Sync(s) = &self.inner.mode {
-            let mut s = s.lock();
-            let was = IN_ENGINE.with(|c| c.replace(true));
-            s.run_until_stalled();
-            IN_ENGINE.with(|c| c.set(was));
+            let _ = self.run_sync_passes(&mut s.lock());
         }
+    }
+
+    /// Runs synchronous-mode passes on this thread. A panic of the engine itself (not of a
+    /// kernel: those are caught per instruction) fails the engine, as on the scheduler thread.
+    fn run_sync_passes(&self, s: &mut Scheduler) -> Result<()> {
+        if let Some(e) = self.shared().failed.lock().clone() {
+            return Err(e);
+        }
+        let was = IN_ENGINE.with(|c| c.replace(true));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.run_until_stalled()));
+        IN_ENGINE.with(|c| c.set(was));
+        r.map_err(|p| {
+            let e = Error::EngineFailed {
+                cause: crate::exec::panic_message(&*p),
+            };
+            *self.shared().failed.lock() = Some(e.clone());
+            self.shared().shutdown.store(true, Ordering::Release);
+            e
+        })
     }
 
     /// Wakes the scheduler (for devices that complete work outside the engine).
@@ -356,7 +385,7 @@ impl Vm {
                 return if w.is_done() {
                     Ok(())
                 } else {
-                    Err(Error::EngineShutDown)
+                    Err(self.shut_down_error())
                 };
             }
             let erased = sh.stats.erased.load(Ordering::Acquire);
@@ -480,7 +509,7 @@ impl Vm {
         self.run(self.host_stream_for(blob), access)?;
         self.wait(&w, "read_blob")?;
         let r = slot.lock().take();
-        r.unwrap_or(Err(Error::EngineShutDown))
+        self.or_failed(r.unwrap_or(Err(Error::EngineShutDown)))
     }
 
     /// Runs `f` on `blob`'s bytes for writing, ordered after every earlier access.
@@ -514,7 +543,7 @@ impl Vm {
         self.run(StreamId::CPU, access)?;
         self.wait(&w, "write_blob")?;
         let r = slot.lock().take();
-        r.unwrap_or(Err(Error::EngineShutDown))
+        self.or_failed(r.unwrap_or(Err(Error::EngineShutDown)))
     }
 
     /// Host reads go through the main CPU stream; the builder's soft sync orders them after
@@ -594,7 +623,7 @@ impl Vm {
         match &self.inner.mode {
             Mode::Sync(s) => {
                 let mut s = s.lock();
-                s.run_until_stalled();
+                self.run_sync_passes(&mut s)?;
                 if !s.is_idle() {
                     return Err(Error::ShutdownTimeout {
                         pending: sh.in_flight.load(Ordering::Acquire) as u64,
@@ -623,6 +652,23 @@ impl Vm {
         }
     }
 
+    /// Replaces an `EngineShutDown` by the engine's failure, if it failed.
+    fn or_failed<R>(&self, r: Result<R>) -> Result<R> {
+        match r {
+            Err(Error::EngineShutDown) => Err(self.shut_down_error()),
+            r => r,
+        }
+    }
+
+    /// `EngineFailed` if an engine thread failed, else `EngineShutDown`.
+    fn shut_down_error(&self) -> Error {
+        self.shared()
+            .failed
+            .lock()
+            .clone()
+            .unwrap_or(Error::EngineShutDown)
+    }
+
     /// Whether the engine is shutting down or shut down.
     pub fn is_shut_down(&self) -> bool {
         self.shared().shutdown.load(Ordering::Acquire)
@@ -645,7 +691,14 @@ impl Drop for VmInner {
             }
             Mode::Sync(s) => {
                 let mut s = s.lock();
-                s.run_until_stalled();
+                if self.shared.failed.lock().is_none() {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        s.run_until_stalled()
+                    }));
+                    if r.is_err() {
+                        tracing::error!("the engine failed while draining at drop");
+                    }
+                }
                 s.shutdown_workers();
             }
         }

@@ -77,6 +77,9 @@ pub enum Error {
     /// callback); it would wait for itself.
     #[error("`{op}` called from inside the engine (a kernel or callback) would deadlock")]
     ReentrantWait { op: String },
+    /// An engine thread (not a kernel) failed; the engine accepts no more work.
+    #[error("the engine failed: {cause}")]
+    EngineFailed { cause: String },
     /// The engine was shut down.
     #[error("the engine is shut down")]
     EngineShutDown,
@@ -101,7 +104,10 @@ impl Error {
             | Error::UnknownStream { op, .. }
             | Error::InvalidArgument { op, .. }
             | Error::ReentrantWait { op } => Some(op),
-            Error::Deadlock { .. } | Error::EngineShutDown | Error::ShutdownTimeout { .. } => None,
+            Error::Deadlock { .. }
+            | Error::EngineShutDown
+            | Error::EngineFailed { .. }
+            | Error::ShutdownTimeout { .. } => None,
         }
     }
 

@@ -155,6 +155,16 @@ impl DeviceAllocator {
     /// [`AllocError`] when neither the cache nor the backend can serve the request.
     pub fn allocate(self: &Arc<Self>, size: usize) -> Result<Allocation, AllocError> {
         let mut g = self.inner.lock();
+        // Fault injection: "return" makes this attempt fail as if the device were full.
+        fail::fail_point!("vm::alloc", |_| {
+            let (in_use, reserved) = (self.in_use_locked(&g), self.reserved_locked(&g));
+            Err(AllocError {
+                requested: size,
+                in_use,
+                cached: reserved - in_use,
+                capacity: self.backend.capacity(),
+            })
+        });
         let got = match self.mode {
             AllocMode::Caching => {
                 let chunks = g.cache.chunk_count();
