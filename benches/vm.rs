@@ -73,9 +73,6 @@ fn chain(vm: &Vm, n: usize, chains: usize, streams: &[StreamId]) -> f64 {
         };
         vm.run(streams[c % streams.len()], op).unwrap();
     }
-    if std::env::var("EDDY_BENCH_SPLIT").is_ok() {
-        eprintln!(
-            "  submit {:.1} ns/instr",
             t0.elapsed().as_nanos() as f64 / n as f64
         );
     }

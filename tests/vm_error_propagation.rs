@@ -50,13 +50,24 @@ impl InstructionPolicy for PropOp {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    (proptest::collection::vec(0..BLOBS, 0..3), proptest::collection::vec(0..BLOBS, 1..3), proptest::bool::weighted(0.15), 0..3usize).prop_map(|(mut reads, mut writes, fails, stream)| {
-        writes.sort();
-        writes.dedup();
-        reads.sort();
-        reads.dedup();
-        Op { reads, writes, fails, stream }
-    })
+    (
+        proptest::collection::vec(0..BLOBS, 0..3),
+        proptest::collection::vec(0..BLOBS, 1..3),
+        proptest::bool::weighted(0.15),
+        0..3usize,
+    )
+        .prop_map(|(mut reads, mut writes, fails, stream)| {
+            writes.sort();
+            writes.dedup();
+            reads.sort();
+            reads.dedup();
+            Op {
+                reads,
+                writes,
+                fails,
+                stream,
+            }
+        })
 }
 
 /// Which op's failure poisons each blob at the end (`None`: clean), and the failing roots.

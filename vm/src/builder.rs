@@ -9,7 +9,7 @@
 //! event does, and the ordinary cross-stream edge makes the consumer wait for it.
 
 use crate::blob::{Blob, NO_STREAM};
-use crate::engine::Vm;
+use crate::engine::{Shared, Vm};
 use crate::error::{Error, Result};
 use crate::instruction::{
     Barrier, EventSlot, InstrAdapter, InstrList, InstructionPolicy, RecordEvent, ReleaseTensor,
@@ -19,6 +19,61 @@ use crate::stream::StreamId;
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+
+/// Checks an instruction's stream and operands and records the stream as their last user, in
+/// one pass (for engines without asynchronous streams, where no soft sync is ever needed).
+pub(crate) fn check_and_track(
+    sh: &Shared,
+    op: &str,
+    stream: StreamId,
+    inputs: &[Arc<Blob>],
+    outputs: &[Arc<Blob>],
+) -> Result<()> {
+    check_operands(sh, op, stream, inputs)?;
+    check_operands(sh, op, stream, outputs)?;
+    track_streams(stream, inputs, outputs);
+    Ok(())
+}
+
+/// The stream exists and every blob belongs to this engine and is not released.
+fn check_operands(sh: &Shared, op: &str, stream: StreamId, blobs: &[Arc<Blob>]) -> Result<()> {
+    if stream.0 as usize >= sh.streams.len() {
+        return Err(Error::UnknownStream {
+            op: op.to_string(),
+            stream: stream.0 as usize,
+        });
+    }
+    for b in blobs {
+        if b.engine != sh.owner_id {
+            return Err(Error::ForeignBlob {
+                op: op.to_string(),
+                id: b.id(),
+            });
+        }
+        if b.is_released() {
+            return Err(Error::TensorReleased {
+                op: op.to_string(),
+                id: b.id(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Records `stream` as the operands' last user (and the outputs' producer).
+fn track_streams(stream: StreamId, inputs: &[Arc<Blob>], outputs: &[Arc<Blob>]) {
+    for b in inputs.iter().chain(outputs) {
+        // Load first: an unchanged value is not re-stored, so the line is not dirtied.
+        if b.last_used_stream.load(Relaxed) != stream.0 {
+            b.last_used_stream.store(stream.0, Relaxed);
+        }
+    }
+    for b in outputs {
+        if b.producer_stream.load(Relaxed) != stream.0 {
+            b.producer_stream.store(stream.0, Relaxed);
+        }
+    }
+}
 
 /// Collects instructions and submits them to the engine in one hand-off.
 ///
@@ -62,28 +117,7 @@ impl<'a> InstructionsBuilder<'a> {
     }
 
     fn check(&self, op: &str, stream: StreamId, blobs: &[Arc<Blob>]) -> Result<()> {
-        let sh = self.vm.shared();
-        if stream.0 as usize >= sh.streams.len() {
-            return Err(Error::UnknownStream {
-                op: op.to_string(),
-                stream: stream.0 as usize,
-            });
-        }
-        for b in blobs {
-            if b.engine != sh.owner_id {
-                return Err(Error::ForeignBlob {
-                    op: op.to_string(),
-                    id: b.id(),
-                });
-            }
-            if b.is_released() {
-                return Err(Error::TensorReleased {
-                    op: op.to_string(),
-                    id: b.id(),
-                });
-            }
-        }
-        Ok(())
+        check_operands(self.vm.shared(), op, stream, blobs)
     }
 
     fn append<P: InstructionPolicy>(&mut self, stream: StreamId, policy: P) {
@@ -131,17 +165,7 @@ impl<'a> InstructionsBuilder<'a> {
                 }
             }
         }
-        for b in inputs.iter().chain(outputs) {
-            // Load first: an unchanged value is not re-stored, so the line is not dirtied.
-            if b.last_used_stream.load(Relaxed) != stream.0 {
-                b.last_used_stream.store(stream.0, Relaxed);
-            }
-        }
-        for b in outputs {
-            if b.producer_stream.load(Relaxed) != stream.0 {
-                b.producer_stream.store(stream.0, Relaxed);
-            }
-        }
+        track_streams(stream, inputs, outputs);
     }
 
     /// Adds an instruction running `policy` on `stream`.

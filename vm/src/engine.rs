@@ -263,10 +263,34 @@ impl Vm {
     /// # Errors
     ///
     /// As [`InstructionsBuilder::push`] and [`InstructionsBuilder::submit`].
-    pub fn run(&self, stream: StreamId, policy: impl InstructionPolicy) -> Result<()> {
-        let mut b = self.instructions();
-        b.push(stream, policy)?;
-        b.submit()
+    pub fn run<P: InstructionPolicy>(&self, stream: StreamId, policy: P) -> Result<()> {
+        let sh = self.shared();
+        if sh.any_async_stream || policy.is_barrier() || matches!(self.inner.mode, Mode::Sync(_)) {
+            let mut b = self.instructions();
+            b.push(stream, policy)?;
+            return b.submit();
+        }
+        // The fast path for one instruction on synchronous-completion streams (no soft sync can
+        // be needed): check and track the operands in one pass, push one node.
+        crate::builder::check_and_track(
+            sh,
+            policy.name(),
+            stream,
+            policy.inputs(),
+            policy.outputs(),
+        )?;
+        let mut node = crate::pool::take_node(sh);
+        node.set(stream, policy);
+        if sh.shutdown.load(Ordering::Acquire) {
+            drop(node);
+            return Err(self.shut_down_error());
+        }
+        sh.in_flight.fetch_add(1, Ordering::AcqRel);
+        sh.pending.push_one(node);
+        if sh.in_flight.load(Ordering::Acquire) > sh.config.high_water && !in_engine() {
+            self.block_on_high_water();
+        }
+        Ok(())
     }
 
     /// Releases a blob: its memory is freed once every earlier access, on every stream, is done.

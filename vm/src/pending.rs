@@ -75,6 +75,24 @@ impl PendingStack {
         }
     }
 
+    /// Pushes one instruction (the `Vm::run` fast path: no list to unlink).
+    pub(crate) fn push_one(&self, node: Box<Instruction>) {
+        let p = Box::into_raw(node);
+        let mut head = self.head.load(Relaxed);
+        loop {
+            // SAFETY: `p` comes from `Box::into_raw` above and is invisible to other threads
+            // until the compare-and-swap publishes it.
+            unsafe { (*p).pending_next.store(head, Relaxed) };
+            match self.head.compare_exchange_weak(head, p, Release, Relaxed) {
+                Ok(_) => break,
+                Err(h) => head = h,
+            }
+        }
+        if head.is_null() {
+            self.notifier.notify();
+        }
+    }
+
     /// Takes everything pushed so far, in submission order.
     pub(crate) fn take(&self) -> InstrList {
         let mut list = InstrList::new(InstrAdapter::new());
