@@ -73,9 +73,6 @@ fn chain(vm: &Vm, n: usize, chains: usize, streams: &[StreamId]) -> f64 {
         };
         vm.run(streams[c % streams.len()], op).unwrap();
     }
-            t0.elapsed().as_nanos() as f64 / n as f64
-        );
-    }
     vm.sync().unwrap();
     t0.elapsed().as_nanos() as f64 / n as f64
 }
