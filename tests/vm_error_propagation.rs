@@ -38,7 +38,7 @@ impl InstructionPolicy for PropOp {
         &self.outs
     }
     fn fusable(&self) -> bool {
-        self.k % 2 == 0
+        self.k.is_multiple_of(2)
     }
     fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::Result<()> {
         if self.fails {
