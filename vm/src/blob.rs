@@ -42,7 +42,6 @@ pub struct Blob {
     pub(crate) engine: QCellOwnerID,
     released: AtomicBool,
     pub(crate) last_used_stream: AtomicU32,
-    pub(crate) producer_stream: AtomicU32,
     pub(crate) access: CachePadded<QCell<AccessList>>,
     compute: CachePadded<ComputeSide>,
 }
@@ -79,7 +78,6 @@ impl Blob {
             }),
             released: AtomicBool::new(false),
             last_used_stream: AtomicU32::new(NO_STREAM),
-            producer_stream: AtomicU32::new(NO_STREAM),
         }
     }
 

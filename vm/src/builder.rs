@@ -29,20 +29,26 @@ pub(crate) fn check_and_track(
     inputs: &[Arc<Blob>],
     outputs: &[Arc<Blob>],
 ) -> Result<()> {
-    check_operands(sh, op, stream, inputs)?;
-    check_operands(sh, op, stream, outputs)?;
+    check_stream(sh, op, stream)?;
+    check_blobs(sh, op, inputs)?;
+    check_blobs(sh, op, outputs)?;
     track_streams(stream, inputs, outputs);
     Ok(())
 }
 
-/// The stream exists and every blob belongs to this engine and is not released.
-fn check_operands(sh: &Shared, op: &str, stream: StreamId, blobs: &[Arc<Blob>]) -> Result<()> {
+/// The stream exists.
+fn check_stream(sh: &Shared, op: &str, stream: StreamId) -> Result<()> {
     if stream.0 as usize >= sh.streams.len() {
         return Err(Error::UnknownStream {
             op: op.to_string(),
             stream: stream.0 as usize,
         });
     }
+    Ok(())
+}
+
+/// Every blob belongs to this engine and is not released.
+fn check_blobs(sh: &Shared, op: &str, blobs: &[Arc<Blob>]) -> Result<()> {
     for b in blobs {
         if b.engine != sh.owner_id {
             return Err(Error::ForeignBlob {
@@ -60,17 +66,12 @@ fn check_operands(sh: &Shared, op: &str, stream: StreamId, blobs: &[Arc<Blob>]) 
     Ok(())
 }
 
-/// Records `stream` as the operands' last user (and the outputs' producer).
+/// Records `stream` as the operands' last user.
 fn track_streams(stream: StreamId, inputs: &[Arc<Blob>], outputs: &[Arc<Blob>]) {
     for b in inputs.iter().chain(outputs) {
         // Load first: an unchanged value is not re-stored, so the line is not dirtied.
         if b.last_used_stream.load(Relaxed) != stream.0 {
             b.last_used_stream.store(stream.0, Relaxed);
-        }
-    }
-    for b in outputs {
-        if b.producer_stream.load(Relaxed) != stream.0 {
-            b.producer_stream.store(stream.0, Relaxed);
         }
     }
 }
@@ -114,10 +115,6 @@ impl<'a> InstructionsBuilder<'a> {
     /// Whether nothing was collected.
     pub fn is_empty(&self) -> bool {
         self.n == 0
-    }
-
-    fn check(&self, op: &str, stream: StreamId, blobs: &[Arc<Blob>]) -> Result<()> {
-        check_operands(self.vm.shared(), op, stream, blobs)
     }
 
     fn append<P: InstructionPolicy>(&mut self, stream: StreamId, policy: P) {
@@ -174,11 +171,11 @@ impl<'a> InstructionsBuilder<'a> {
     ///
     /// `UnknownStream`; `ForeignBlob` or `TensorReleased` for a bad operand. Nothing is added.
     pub fn push<P: InstructionPolicy>(&mut self, stream: StreamId, policy: P) -> Result<()> {
-        if policy.is_barrier() {
-            self.check(policy.name(), stream, &[])?;
-        } else {
-            self.check(policy.name(), stream, policy.inputs())?;
-            self.check(policy.name(), stream, policy.outputs())?;
+        let sh = self.vm.shared();
+        check_stream(sh, policy.name(), stream)?;
+        if !policy.is_barrier() {
+            check_blobs(sh, policy.name(), policy.inputs())?;
+            check_blobs(sh, policy.name(), policy.outputs())?;
             self.soft_sync(stream, policy.inputs(), policy.outputs());
         }
         self.append(stream, policy);
@@ -209,7 +206,11 @@ impl<'a> InstructionsBuilder<'a> {
     ///
     /// `TensorReleased` if `blob` was released before; `ForeignBlob`.
     pub fn release(&mut self, blob: &Arc<Blob>) -> Result<()> {
-        self.check("release_tensor", StreamId::CPU, std::slice::from_ref(blob))?;
+        check_blobs(
+            self.vm.shared(),
+            "release_tensor",
+            std::slice::from_ref(blob),
+        )?;
         if !blob.mark_released() {
             return Err(Error::TensorReleased {
                 op: "release_tensor".into(),

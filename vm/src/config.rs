@@ -23,7 +23,7 @@ pub struct Config {
     pub low_water: usize,
     /// Fuse runs of fusable same-stream instructions (`EDDY_VM_FUSION=0` to turn off).
     pub fusion: bool,
-    /// Cap on CPU memory in bytes (`EDDY_VM_CAPACITY`, e.g. `64M`), for testing OOM paths.
+    /// Cap in bytes on each device's default allocator (`EDDY_VM_CAPACITY`, e.g. `64M`), for testing OOM paths.
     pub capacity: Option<usize>,
     /// A wait that sees nothing released for this long fails with `Deadlock`
     /// (`EDDY_VM_TIMEOUT_MS`, default 600 000).
@@ -225,7 +225,7 @@ impl VmBuilder {
         self.config.fusion = on;
         self
     }
-    /// A cap on CPU memory.
+    /// A cap on each device's default allocator.
     pub fn capacity(mut self, bytes: Option<usize>) -> Self {
         self.config.capacity = bytes;
         self

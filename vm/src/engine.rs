@@ -281,16 +281,7 @@ impl Vm {
         )?;
         let mut node = crate::pool::take_node(sh);
         node.set(stream, policy);
-        if sh.shutdown.load(Ordering::Acquire) {
-            drop(node);
-            return Err(self.shut_down_error());
-        }
-        sh.in_flight.fetch_add(1, Ordering::AcqRel);
-        sh.pending.push_one(node);
-        if sh.in_flight.load(Ordering::Acquire) > sh.config.high_water && !in_engine() {
-            self.block_on_high_water();
-        }
-        Ok(())
+        self.enqueue(1, |p| p.push_one(node))
     }
 
     /// Releases a blob: its memory is freed once every earlier access, on every stream, is done.
@@ -306,29 +297,35 @@ impl Vm {
 
     /// Hands a built list to the scheduler. Blocks above the high-water mark.
     pub(crate) fn receive(&self, list: InstrList, n: usize) -> Result<()> {
+        match &self.inner.mode {
+            // Submitted from a kernel or callback inside a synchronous pass: the pass holds the
+            // scheduler and will take this from the pending list.
+            Mode::Sync(_) if in_engine() => self.enqueue(n, |p| p.push(list)),
+            Mode::Sync(s) => {
+                self.enqueue(n, |_| ())?; // if refused, `list` drops here
+                let mut s = s.lock();
+                s.push_local(list);
+                self.run_sync_passes(&mut s)
+            }
+            Mode::Threaded(_) => self.enqueue(n, |p| p.push(list)),
+        }
+    }
+
+    /// The common part of every submission: refuse work after shutdown (the unused `push`
+    /// closure then drops what was built, whose drop glue tells any waiting callback), count it
+    /// in flight, `push` it, and apply back-pressure on the threaded engine.
+    fn enqueue(&self, n: usize, push: impl FnOnce(&PendingStack)) -> Result<()> {
         let sh = self.shared();
         if sh.shutdown.load(Ordering::Acquire) {
-            drop(list); // drop glue tells any waiting callback `EngineShutDown`
             return Err(self.shut_down_error());
         }
         sh.in_flight.fetch_add(n, Ordering::AcqRel);
-        match &self.inner.mode {
-            Mode::Sync(_) if in_engine() => {
-                // Submitted from a kernel or callback inside a pass: the pass holds the
-                // scheduler and will take this from the pending list.
-                sh.pending.push(list);
-            }
-            Mode::Sync(s) => {
-                let mut s = s.lock();
-                s.push_local(list);
-                self.run_sync_passes(&mut s)?;
-            }
-            Mode::Threaded(_) => {
-                sh.pending.push(list);
-                if sh.in_flight.load(Ordering::Acquire) > sh.config.high_water && !in_engine() {
-                    self.block_on_high_water();
-                }
-            }
+        push(&sh.pending);
+        if matches!(self.inner.mode, Mode::Threaded(_))
+            && sh.in_flight.load(Ordering::Acquire) > sh.config.high_water
+            && !in_engine()
+        {
+            self.block_on_high_water();
         }
         Ok(())
     }
@@ -530,7 +527,7 @@ impl Vm {
             *s2.lock() = Some(out);
             w2.signal();
         });
-        self.run(self.host_stream_for(blob), access)?;
+        self.run(StreamId::CPU, access)?; // host reads run on the main CPU stream; soft sync orders them
         self.wait(&w, "read_blob")?;
         let r = slot.lock().take();
         self.or_failed(r.unwrap_or(Err(Error::EngineShutDown)))
@@ -568,12 +565,6 @@ impl Vm {
         self.wait(&w, "write_blob")?;
         let r = slot.lock().take();
         self.or_failed(r.unwrap_or(Err(Error::EngineShutDown)))
-    }
-
-    /// Host reads go through the main CPU stream; the builder's soft sync orders them after
-    /// device work.
-    fn host_stream_for(&self, _blob: &Blob) -> StreamId {
-        StreamId::CPU
     }
 
     /// Registers a probe: polled by the scheduler every pass until it returns `true`.

@@ -57,33 +57,27 @@ impl PendingStack {
         if newest.is_null() {
             return;
         }
-        let mut head = self.head.load(Relaxed);
-        loop {
-            // SAFETY: `oldest` belongs to this batch, which no other thread can see until the
-            // compare-and-swap below publishes it.
-            unsafe { (*oldest).pending_next.store(head, Relaxed) };
-            match self
-                .head
-                .compare_exchange_weak(head, newest, Release, Relaxed)
-            {
-                Ok(_) => break,
-                Err(h) => head = h,
-            }
-        }
-        if head.is_null() {
-            self.notifier.notify();
-        }
+        self.publish(newest, oldest);
     }
 
     /// Pushes one instruction (the `Vm::run` fast path: no list to unlink).
     pub(crate) fn push_one(&self, node: Box<Instruction>) {
         let p = Box::into_raw(node);
+        self.publish(p, p);
+    }
+
+    /// Publishes the chain `newest -> ... -> oldest` (linked by `pending_next`, not yet visible
+    /// to other threads) on top of the stack; wakes the scheduler if the stack was empty.
+    fn publish(&self, newest: *mut Instruction, oldest: *mut Instruction) {
         let mut head = self.head.load(Relaxed);
         loop {
-            // SAFETY: `p` comes from `Box::into_raw` above and is invisible to other threads
-            // until the compare-and-swap publishes it.
-            unsafe { (*p).pending_next.store(head, Relaxed) };
-            match self.head.compare_exchange_weak(head, p, Release, Relaxed) {
+            // SAFETY: `oldest` belongs to a chain of boxes from `Box::into_raw` that no other
+            // thread can see until the compare-and-swap below publishes it.
+            unsafe { (*oldest).pending_next.store(head, Relaxed) };
+            match self
+                .head
+                .compare_exchange_weak(head, newest, Release, Relaxed)
+            {
                 Ok(_) => break,
                 Err(h) => head = h,
             }

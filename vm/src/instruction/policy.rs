@@ -64,12 +64,6 @@ pub trait InstructionPolicy: Send + 'static {
         false
     }
 
-    /// Whether the instruction frees memory (informational: the OOM path dispatches every
-    /// ready instruction of the other streams, these included).
-    fn frees_memory(&self) -> bool {
-        false
-    }
-
     /// Allocates what `compute` needs; by default every output's memory.
     ///
     /// # Errors
@@ -158,9 +152,6 @@ impl InstructionPolicy for Box<dyn InstructionPolicy> {
     }
     fn is_barrier(&self) -> bool {
         (**self).is_barrier()
-    }
-    fn frees_memory(&self) -> bool {
-        (**self).frees_memory()
     }
     fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {
         (**self).prepare(ctx)

@@ -40,9 +40,6 @@ impl InstructionPolicy for ReleaseTensor {
     fn handles_poison(&self) -> bool {
         true
     }
-    fn frees_memory(&self) -> bool {
-        true
-    }
     fn prepare(&mut self, _ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {
         Ok(()) // never allocate what is about to be freed
     }
