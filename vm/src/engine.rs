@@ -253,6 +253,19 @@ impl Vm {
             .map(|s| s.allocator.clone())
     }
 
+    /// Whether `self` and `other` are handles to the same engine.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let a = eddy_vm::Vm::builder().build().unwrap();
+    /// assert!(a.same_engine(&a.clone()));
+    /// assert!(!a.same_engine(&eddy_vm::Vm::builder().build().unwrap()));
+    /// ```
+    pub fn same_engine(&self, other: &Vm) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// A builder for a list of instructions submitted together.
     pub fn instructions(&self) -> InstructionsBuilder<'_> {
         InstructionsBuilder::new(self)

@@ -1,0 +1,152 @@
+//! Copies and casts between layouts and dtypes, and the creation kernels (fill, arange,
+//! linspace, eye, seeded random).
+
+use crate::kernel::{input, output, par_out, walk, FnKernel};
+use crate::{dispatch, DType, Elem, Layout};
+use eddy_vm::{instruction::Kernel, Blob};
+use std::sync::Arc;
+
+/// Copies `src` (any layout, broadcast allowed) into `dst` (any non-overlapping layout of the same
+/// shape), converting `src_dtype` to `dst_dtype`. Input 0 is the source blob, output 0 the
+/// destination; elements of `dst` outside its layout keep their values.
+pub fn copy(src: Layout, src_dtype: DType, dst: Layout, dst_dtype: DType) -> impl Kernel {
+    FnKernel::new("copy", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        dispatch!(src_dtype, S => dispatch!(dst_dtype, D => {
+            // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
+            let (s, d) = unsafe { (input::<S>(&ins[0]), output::<D>(&outs[0])) };
+            copy_typed::<S, D>(s, &src, d, &dst);
+        }));
+        Ok(())
+    })
+}
+
+#[inline(always)]
+fn conv<S: Elem, D: Elem>(v: S) -> D {
+    if std::any::TypeId::of::<S>() == std::any::TypeId::of::<D>() {
+        // SAFETY: S and D are the same type (checked just above), so this is a plain copy.
+        unsafe { std::mem::transmute_copy::<S, D>(&v) }
+    } else {
+        D::from_f64(v.to_f64())
+    }
+}
+
+fn copy_typed<S: Elem, D: Elem>(s: &[S], sl: &Layout, d: &mut [D], dl: &Layout) {
+    let n = dl.numel();
+    if n == 0 {
+        return;
+    }
+    if let (Some(sr), Some(dr)) = (sl.contiguous_range(), dl.contiguous_range()) {
+        let (s, d) = (&s[sr], &mut d[dr]);
+        par_out(d, |start, chunk| {
+            let e = start + chunk.len();
+            for (o, &v) in chunk.iter_mut().zip(&s[start..e]) {
+                *o = conv(v);
+            }
+        });
+        return;
+    }
+    if let Some(dr) = dl.contiguous_range() {
+        let d = &mut d[dr];
+        par_out(d, |start, chunk| {
+            walk(
+                sl.dims(),
+                [&sl.strides],
+                [sl.offset],
+                start,
+                start + chunk.len(),
+                |i, [o]| chunk[i - start] = conv(s[o]),
+            );
+        });
+        return;
+    }
+    walk(
+        dl.dims(),
+        [&sl.strides, &dl.strides],
+        [sl.offset, dl.offset],
+        0,
+        n,
+        |_, [so, dof]| d[dof] = conv(s[so]),
+    );
+}
+
+/// Fills the elements of output 0 that `layout` covers with `value` (`zeros`, `zero_`, `fill_`).
+pub fn fill(dtype: DType, layout: Layout, value: f64) -> impl Kernel {
+    FnKernel::new("fill", move |_: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        dispatch!(dtype, T => {
+            // SAFETY: output 0 is written only by this instruction.
+            let o = unsafe { output::<T>(&outs[0]) };
+            let v = T::from_f64(value);
+            if let Some(r) = layout.contiguous_range() {
+                par_out(&mut o[r], |_, c| c.fill(v));
+            } else {
+                walk(layout.dims(), [&layout.strides], [layout.offset], 0, layout.numel(), |_, [i]| o[i] = v);
+            }
+        });
+        Ok(())
+    })
+}
+
+/// Writes `f(i)` to element `i` of output 0 (arange, linspace, eye).
+pub fn generate(
+    name: &'static str,
+    dtype: DType,
+    f: impl Fn(usize) -> f64 + Send + Sync + 'static,
+) -> impl Kernel {
+    FnKernel::new(name, move |_: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        dispatch!(dtype, T => {
+            // SAFETY: output 0 is written only by this instruction.
+            let o = unsafe { output::<T>(&outs[0]) };
+            par_out(o, |start, c| {
+                for (k, v) in c.iter_mut().enumerate() {
+                    *v = T::from_f64(f(start + k));
+                }
+            });
+        });
+        Ok(())
+    })
+}
+
+/// The distribution of [`random`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Distribution {
+    /// Uniform on `[lo, hi)`.
+    Uniform { lo: f64, hi: f64 },
+    /// Normal with this mean and standard deviation.
+    Normal { mean: f64, std: f64 },
+}
+
+/// SplitMix64: a counter-based hash, so element `i` of a random tensor depends only on the seed
+/// and `i`, not on how the work is split across threads.
+#[inline(always)]
+pub fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A uniform `f64` in `[0, 1)` for counter `c` of stream `seed`.
+#[inline(always)]
+pub fn uniform01(seed: u64, c: u64) -> f64 {
+    (splitmix64(seed ^ splitmix64(c)) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// Element `i` of a random tensor drawn with `seed` starting at counter `offset`.
+#[inline(always)]
+pub fn random_value(dist: Distribution, seed: u64, offset: u64, i: usize) -> f64 {
+    let c = offset + i as u64;
+    match dist {
+        Distribution::Uniform { lo, hi } => lo + (hi - lo) * uniform01(seed, c),
+        Distribution::Normal { mean, std } => {
+            // Box–Muller on two independent counters of the same element.
+            let u1 = 1.0 - uniform01(seed, 2 * c);
+            let u2 = uniform01(seed, 2 * c + 1);
+            mean + std * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+        }
+    }
+}
+
+/// Fills output 0 with values of `dist` from the counter-based generator (`seed`, `offset`).
+pub fn random(dtype: DType, dist: Distribution, seed: u64, offset: u64) -> impl Kernel {
+    generate("rand", dtype, move |i| random_value(dist, seed, offset, i))
+}

@@ -1,0 +1,653 @@
+//! Elementwise kernels: unary maps, binary maps with broadcasting, comparisons and `where`.
+//!
+//! Outputs are fresh and contiguous; inputs come with any layout already broadcast to the
+//! output's shape. Floats compute in their accumulation type (`f32` for the 16-bit floats).
+
+use crate::kernel::{input, output, par_out, walk, FnKernel};
+use crate::{Bool8, DType, Elem, Layout};
+use eddy_vm::{instruction::Kernel, Blob};
+use half::{bf16, f16};
+use num_traits::{Float as NumFloat, Zero};
+use std::sync::Arc;
+
+/// A float element type and the type it computes in.
+pub trait FloatElem: Elem {
+    /// The type arithmetic happens in.
+    type A: NumFloat + Send + Sync + std::iter::Sum;
+    /// Widens.
+    fn up(self) -> Self::A;
+    /// Narrows.
+    fn down(a: Self::A) -> Self;
+    /// Converts an `f64` parameter to the compute type.
+    fn param(v: f64) -> Self::A;
+}
+macro_rules! float_elem {
+    ($t:ty, $a:ty, $up:expr, $down:expr) => {
+        impl FloatElem for $t {
+            type A = $a;
+            #[inline(always)]
+            fn up(self) -> $a {
+                $up(self)
+            }
+            #[inline(always)]
+            fn down(a: $a) -> Self {
+                $down(a)
+            }
+            #[inline(always)]
+            fn param(v: f64) -> $a {
+                v as $a
+            }
+        }
+    };
+}
+float_elem!(f32, f32, |x| x, |x| x);
+float_elem!(f64, f64, |x| x, |x| x);
+float_elem!(f16, f32, f16::to_f32, f16::from_f32);
+float_elem!(bf16, f32, bf16::to_f32, bf16::from_f32);
+
+/// An integer element type (bool excluded), computed in `i64` with wrapping arithmetic.
+pub trait IntElem: Elem {
+    /// Widens.
+    fn to_i64(self) -> i64;
+    /// Narrows (wrapping, as `as` does).
+    fn from_i64(v: i64) -> Self;
+}
+macro_rules! int_elem {
+    ($t:ty) => {
+        impl IntElem for $t {
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+        }
+    };
+}
+int_elem!(i64);
+int_elem!(i32);
+int_elem!(u8);
+
+/// Runs `$body` with `$T` bound to a float type, or evaluates `$else` for other dtypes.
+macro_rules! dispatch_float {
+    ($dtype:expr, $T:ident => $body:expr, else => $else:expr) => {
+        match $dtype {
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            DType::F16 => {
+                type $T = $crate::half::f16;
+                $body
+            }
+            DType::BF16 => {
+                type $T = $crate::half::bf16;
+                $body
+            }
+            _ => $else,
+        }
+    };
+}
+pub(crate) use dispatch_float;
+
+/// Runs `$body` with `$T` bound to an integer type, or evaluates `$else`.
+macro_rules! dispatch_int {
+    ($dtype:expr, $T:ident => $body:expr, else => $else:expr) => {
+        match $dtype {
+            DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            _ => $else,
+        }
+    };
+}
+pub(crate) use dispatch_int;
+
+/// `out[i] = f(a[i])` over a contiguous output, `a` in any layout of the same shape.
+pub fn map1<S: Elem, D: Elem>(a: &[S], la: &Layout, out: &mut [D], f: impl Fn(S) -> D + Sync) {
+    let n = la.numel();
+    let out = &mut out[..n];
+    if let Some(r) = la.contiguous_range() {
+        let a = &a[r];
+        par_out(out, |st, c| {
+            let e = st + c.len();
+            for (o, &x) in c.iter_mut().zip(&a[st..e]) {
+                *o = f(x);
+            }
+        });
+    } else {
+        par_out(out, |st, c| {
+            walk(
+                la.dims(),
+                [&la.strides],
+                [la.offset],
+                st,
+                st + c.len(),
+                |i, [o]| c[i - st] = f(a[o]),
+            )
+        });
+    }
+}
+
+fn scalar_of(l: &Layout) -> bool {
+    l.strides.iter().all(|&s| s == 0)
+}
+
+/// `out[i] = f(a[i], b[i])` over a contiguous output, inputs in any layout of its shape.
+pub fn map2<A: Elem, B: Elem, D: Elem>(
+    a: &[A],
+    la: &Layout,
+    b: &[B],
+    lb: &Layout,
+    out: &mut [D],
+    f: impl Fn(A, B) -> D + Sync,
+) {
+    let n = la.numel();
+    if n == 0 {
+        return;
+    }
+    let out = &mut out[..n];
+    match (la.contiguous_range(), lb.contiguous_range()) {
+        (Some(ra), Some(rb)) => {
+            let (a, b) = (&a[ra], &b[rb]);
+            par_out(out, |st, c| {
+                let e = st + c.len();
+                for ((o, &x), &y) in c.iter_mut().zip(&a[st..e]).zip(&b[st..e]) {
+                    *o = f(x, y);
+                }
+            });
+        }
+        (Some(ra), None) if scalar_of(lb) => {
+            let (a, y) = (&a[ra], b[lb.offset]);
+            par_out(out, |st, c| {
+                let e = st + c.len();
+                for (o, &x) in c.iter_mut().zip(&a[st..e]) {
+                    *o = f(x, y);
+                }
+            });
+        }
+        (None, Some(rb)) if scalar_of(la) => {
+            let (x, b) = (a[la.offset], &b[rb]);
+            par_out(out, |st, c| {
+                let e = st + c.len();
+                for (o, &y) in c.iter_mut().zip(&b[st..e]) {
+                    *o = f(x, y);
+                }
+            });
+        }
+        _ => par_out(out, |st, c| {
+            walk(
+                la.dims(),
+                [&la.strides, &lb.strides],
+                [la.offset, lb.offset],
+                st,
+                st + c.len(),
+                |i, [oa, ob]| c[i - st] = f(a[oa], b[ob]),
+            )
+        }),
+    }
+}
+
+/// A unary elementwise op. Parameterised ops carry their scalar.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Sin,
+    Cos,
+    Tanh,
+    Sigmoid,
+    Relu,
+    /// The exact (erf) GELU, as PyTorch's default.
+    Gelu,
+    Silu,
+    Recip,
+    Square,
+    /// `-1`, `0` or `1` (NaN stays NaN).
+    Sign,
+    /// The derivative of GELU.
+    GeluGrad,
+    /// The derivative of SiLU.
+    SiluGrad,
+    /// `x + c`
+    AddScalar(f64),
+    /// `x * c`
+    MulScalar(f64),
+    /// `x / c`
+    DivScalar(f64),
+    /// `c - x`
+    RSubScalar(f64),
+    /// `c / x`
+    RDivScalar(f64),
+    /// `x ^ c`
+    PowScalar(f64),
+    /// `c ^ x`
+    RPowScalar(f64),
+    /// `min(max(x, lo), hi)`
+    Clamp(f64, f64),
+}
+
+impl UnaryOp {
+    /// The op's name.
+    pub fn name(self) -> &'static str {
+        use UnaryOp::*;
+        match self {
+            Neg => "neg",
+            Abs => "abs",
+            Exp => "exp",
+            Log => "log",
+            Sqrt => "sqrt",
+            Rsqrt => "rsqrt",
+            Sin => "sin",
+            Cos => "cos",
+            Tanh => "tanh",
+            Sigmoid => "sigmoid",
+            Relu => "relu",
+            Gelu => "gelu",
+            Silu => "silu",
+            Recip => "reciprocal",
+            Square => "square",
+            Sign => "sign",
+            GeluGrad => "gelu_backward",
+            SiluGrad => "silu_backward",
+            AddScalar(_) => "add_scalar",
+            MulScalar(_) => "mul_scalar",
+            DivScalar(_) => "div_scalar",
+            RSubScalar(_) => "rsub_scalar",
+            RDivScalar(_) => "rdiv_scalar",
+            PowScalar(_) => "pow_scalar",
+            RPowScalar(_) => "rpow_scalar",
+            Clamp(..) => "clamp",
+        }
+    }
+
+    /// Whether the op is defined on integer tensors with an integer result.
+    pub fn keeps_int(self) -> bool {
+        use UnaryOp::*;
+        matches!(
+            self,
+            Neg | Abs
+                | Relu
+                | Square
+                | Sign
+                | AddScalar(_)
+                | MulScalar(_)
+                | RSubScalar(_)
+                | Clamp(..)
+        )
+    }
+}
+
+const SQRT_2: f64 = std::f64::consts::SQRT_2;
+
+#[inline(always)]
+fn apply_float<A: NumFloat>(op: UnaryOp, x: A, c: A, d: A) -> A {
+    use UnaryOp::*;
+    let one = A::one();
+    match op {
+        Neg => -x,
+        Abs => x.abs(),
+        Exp => x.exp(),
+        Log => x.ln(),
+        Sqrt => x.sqrt(),
+        Rsqrt => one / x.sqrt(),
+        Sin => x.sin(),
+        Cos => x.cos(),
+        Tanh => x.tanh(),
+        Sigmoid => one / (one + (-x).exp()),
+        Relu => {
+            if x > A::zero() {
+                x
+            } else if x.is_nan() {
+                x
+            } else {
+                A::zero()
+            }
+        }
+        Gelu => {
+            let xf = x.to_f64().unwrap_or(f64::NAN);
+            A::from(0.5 * xf * (1.0 + libm::erf(xf / SQRT_2))).unwrap_or(A::nan())
+        }
+        GeluGrad => {
+            let xf = x.to_f64().unwrap_or(f64::NAN);
+            let cdf = 0.5 * (1.0 + libm::erf(xf / SQRT_2));
+            let pdf = (-0.5 * xf * xf).exp() / (2.0 * std::f64::consts::PI).sqrt();
+            A::from(cdf + xf * pdf).unwrap_or(A::nan())
+        }
+        Silu => x / (one + (-x).exp()),
+        SiluGrad => {
+            let s = one / (one + (-x).exp());
+            s * (one + x * (one - s))
+        }
+        Recip => one / x,
+        Square => x * x,
+        Sign => {
+            if x > A::zero() {
+                one
+            } else if x < A::zero() {
+                -one
+            } else {
+                x
+            }
+        }
+        AddScalar(_) => x + c,
+        MulScalar(_) => x * c,
+        DivScalar(_) => x / c,
+        RSubScalar(_) => c - x,
+        RDivScalar(_) => c / x,
+        PowScalar(_) => x.powf(c),
+        RPowScalar(_) => c.powf(x),
+        Clamp(..) => {
+            if x.is_nan() {
+                x
+            } else {
+                x.max(c).min(d)
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn apply_int(op: UnaryOp, x: i64, c: i64, d: i64) -> i64 {
+    use UnaryOp::*;
+    match op {
+        Neg => x.wrapping_neg(),
+        Abs => x.wrapping_abs(),
+        Relu => x.max(0),
+        Square => x.wrapping_mul(x),
+        Sign => x.signum(),
+        AddScalar(_) => x.wrapping_add(c),
+        MulScalar(_) => x.wrapping_mul(c),
+        RSubScalar(_) => c.wrapping_sub(x),
+        Clamp(..) => x.max(c).min(d),
+        _ => unreachable!("checked by keeps_int"),
+    }
+}
+
+fn params(op: UnaryOp) -> (f64, f64) {
+    use UnaryOp::*;
+    match op {
+        AddScalar(c) | MulScalar(c) | DivScalar(c) | RSubScalar(c) | RDivScalar(c)
+        | PowScalar(c) | RPowScalar(c) => (c, 0.0),
+        Clamp(lo, hi) => (lo, hi),
+        _ => (0.0, 0.0),
+    }
+}
+
+/// `out = op(a)`: input 0 in layout `la`, output 0 contiguous; both of `dtype`. The op
+/// definition checked that `dtype` is float, or integer with `op.keeps_int()`.
+pub fn unary(op: UnaryOp, dtype: DType, la: Layout) -> impl Kernel {
+    FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        let (c, d) = params(op);
+        dispatch_float!(dtype, T => {
+            // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
+            let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
+            let (c, d) = (T::param(c), T::param(d));
+            macro_rules! go {
+                ($($v:ident),*) => {
+                    match op {
+                        $(UnaryOp::$v { .. } => map1(a, &la, o, |x: T| {
+                            T::down(apply_float(UnaryOp::$v, x.up(), c, d))
+                        }),)*
+                        other => map1(a, &la, o, |x: T| T::down(apply_float(other, x.up(), c, d))),
+                    }
+                };
+            }
+            // The common ops get a loop each (so the op's match is hoisted and it vectorises).
+            match op {
+                UnaryOp::AddScalar(_) => map1(a, &la, o, |x: T| T::down(x.up() + c)),
+                UnaryOp::MulScalar(_) => map1(a, &la, o, |x: T| T::down(x.up() * c)),
+                _ => go!(Neg, Relu, Exp, Sqrt, Square, Tanh, Sigmoid),
+            }
+            Ok(())
+        }, else => dispatch_int!(dtype, T => {
+            // SAFETY: as above.
+            let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
+            let (c, d) = (c as i64, d as i64);
+            map1(a, &la, o, |x: T| T::from_i64(apply_int(op, x.to_i64(), c, d)));
+            Ok(())
+        }, else => Err(format!("unsupported dtype {dtype}"))))
+    })
+}
+
+/// A binary elementwise op on two operands of one dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+    /// `a > 0 ? b : 0` (ReLU's backward: `a` the input, `b` the gradient).
+    ReluBackward,
+}
+
+impl BinaryOp {
+    /// The op's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+            BinaryOp::ReluBackward => "relu_backward",
+        }
+    }
+}
+
+#[inline(always)]
+fn nan_max<A: PartialOrd + Copy>(x: A, y: A) -> A {
+    #[allow(clippy::eq_op)]
+    if x != x || x >= y {
+        x
+    } else {
+        y
+    }
+}
+#[inline(always)]
+fn nan_min<A: PartialOrd + Copy>(x: A, y: A) -> A {
+    #[allow(clippy::eq_op)]
+    if x != x || x <= y {
+        x
+    } else {
+        y
+    }
+}
+
+/// `out = a op b`: inputs 0 and 1 in layouts already broadcast to the output shape, all of
+/// `dtype` (the op definition promoted them). Integer `div` is not defined (it promotes to float).
+pub fn binary(op: BinaryOp, dtype: DType, la: Layout, lb: Layout) -> impl Kernel {
+    FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        dispatch_float!(dtype, T => {
+            // SAFETY: inputs 0 and 1 are read, output 0 written; the output is a fresh blob.
+            let (a, b, o) = unsafe { (input::<T>(&ins[0]), input::<T>(&ins[1]), output::<T>(&outs[0])) };
+            macro_rules! go { ($f:expr) => { map2(a, &la, b, &lb, o, |x: T, y: T| T::down($f(x.up(), y.up()))) }; }
+            type A = <T as FloatElem>::A;
+            match op {
+                BinaryOp::Add => go!(|x: A, y: A| x + y),
+                BinaryOp::Sub => go!(|x: A, y: A| x - y),
+                BinaryOp::Mul => go!(|x: A, y: A| x * y),
+                BinaryOp::Div => go!(|x: A, y: A| x / y),
+                BinaryOp::Pow => go!(|x: A, y: A| x.powf(y)),
+                BinaryOp::Maximum => go!(nan_max::<A>),
+                BinaryOp::Minimum => go!(nan_min::<A>),
+                BinaryOp::ReluBackward => go!(|x: A, y: A| if x > A::zero() { y } else { A::zero() }),
+            }
+            Ok(())
+        }, else => dispatch_int!(dtype, T => {
+            // SAFETY: as above.
+            let (a, b, o) = unsafe { (input::<T>(&ins[0]), input::<T>(&ins[1]), output::<T>(&outs[0])) };
+            macro_rules! go { ($f:expr) => { map2(a, &la, b, &lb, o, |x: T, y: T| T::from_i64($f(x.to_i64(), y.to_i64()))) }; }
+            match op {
+                BinaryOp::Add => go!(|x: i64, y: i64| x.wrapping_add(y)),
+                BinaryOp::Sub => go!(|x: i64, y: i64| x.wrapping_sub(y)),
+                BinaryOp::Mul => go!(|x: i64, y: i64| x.wrapping_mul(y)),
+                BinaryOp::Pow => go!(|x: i64, y: i64| if y < 0 { 0 } else { x.wrapping_pow(y.min(u32::MAX as i64) as u32) }),
+                BinaryOp::Maximum => go!(|x: i64, y: i64| x.max(y)),
+                BinaryOp::Minimum => go!(|x: i64, y: i64| x.min(y)),
+                BinaryOp::ReluBackward => go!(|x: i64, y: i64| if x > 0 { y } else { 0 }),
+                BinaryOp::Div => return Err("integer division is computed in float".into()),
+            }
+            Ok(())
+        }, else => Err(format!("unsupported dtype {dtype}"))))
+    })
+}
+
+/// A comparison; the result is `Bool`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    /// The op's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "eq",
+            CmpOp::Ne => "ne",
+            CmpOp::Lt => "lt",
+            CmpOp::Le => "le",
+            CmpOp::Gt => "gt",
+            CmpOp::Ge => "ge",
+        }
+    }
+}
+
+/// `out = a cmp b` (as `Bool`), inputs of one `dtype` broadcast to the output shape.
+pub fn compare(op: CmpOp, dtype: DType, la: Layout, lb: Layout) -> impl Kernel {
+    FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        crate::dispatch!(dtype, T => {
+            // SAFETY: inputs 0 and 1 are read, output 0 written; the output is a fresh blob.
+            let (a, b, o) = unsafe { (input::<T>(&ins[0]), input::<T>(&ins[1]), output::<Bool8>(&outs[0])) };
+            macro_rules! go { ($f:expr) => { map2(a, &la, b, &lb, o, |x: T, y: T| Bool8($f(x, y) as u8)) }; }
+            match op {
+                CmpOp::Eq => go!(|x: T, y: T| x == y),
+                CmpOp::Ne => go!(|x: T, y: T| x != y),
+                CmpOp::Lt => go!(|x: T, y: T| x < y),
+                CmpOp::Le => go!(|x: T, y: T| x <= y),
+                CmpOp::Gt => go!(|x: T, y: T| x > y),
+                CmpOp::Ge => go!(|x: T, y: T| x >= y),
+            }
+        });
+        Ok(())
+    })
+}
+
+/// `out = cond ? a : b`: input 0 the `Bool` condition, inputs 1 and 2 of `dtype`, all broadcast
+/// to the output shape.
+pub fn where_(dtype: DType, lc: Layout, la: Layout, lb: Layout) -> impl Kernel {
+    FnKernel::new("where", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        crate::dispatch!(dtype, T => {
+            // SAFETY: inputs 0..3 are read, output 0 written; the output is a fresh blob.
+            let (c, a, b, o) = unsafe {
+                (input::<Bool8>(&ins[0]), input::<T>(&ins[1]), input::<T>(&ins[2]), output::<T>(&outs[0]))
+            };
+            let n = lc.numel();
+            walk(lc.dims(), [&lc.strides, &la.strides, &lb.strides], [lc.offset, la.offset, lb.offset], 0, n,
+                |i, [oc, oa, ob]| o[i] = if c[oc].0 != 0 { a[oa] } else { b[ob] });
+        });
+        Ok(())
+    })
+}
+
+/// In place: `out[i] = out[i] op (alpha * x[i])` over output 0's elements in layout `lo`
+/// (`alpha` scales `x` for `Add` and `Sub` only, making `add_`'s `alpha` an axpy). Input 0 is `x`
+/// in layout `lx` broadcast to `lo`'s shape, of the same dtype, and not the output's blob.
+pub fn binary_inplace(
+    op: BinaryOp,
+    dtype: DType,
+    lo: Layout,
+    lx: Layout,
+    alpha: f64,
+) -> impl Kernel {
+    FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        fn run<T: Elem>(
+            o: &mut [T],
+            lo: &Layout,
+            x: &[T],
+            lx: &Layout,
+            f: impl Fn(T, T) -> T + Sync,
+        ) {
+            match (lo.contiguous_range(), lx.contiguous_range()) {
+                (Some(ro), Some(rx)) => {
+                    let x = &x[rx];
+                    par_out(&mut o[ro], |st, c| {
+                        let e = st + c.len();
+                        for (d, &v) in c.iter_mut().zip(&x[st..e]) {
+                            *d = f(*d, v);
+                        }
+                    });
+                }
+                _ => walk(
+                    lo.dims(),
+                    [&lo.strides, &lx.strides],
+                    [lo.offset, lx.offset],
+                    0,
+                    lo.numel(),
+                    |_, [io, ix]| o[io] = f(o[io], x[ix]),
+                ),
+            }
+        }
+        dispatch_float!(dtype, T => {
+            // SAFETY: input 0 is read, output 0 written; the op definition made sure they differ.
+            let (x, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
+            type A = <T as FloatElem>::A;
+            let al = T::param(alpha);
+            macro_rules! go { ($f:expr) => { run(o, &lo, x, &lx, |d: T, v: T| T::down($f(d.up(), v.up()))) }; }
+            match op {
+                BinaryOp::Add => go!(|d: A, v: A| d + al * v),
+                BinaryOp::Sub => go!(|d: A, v: A| d - al * v),
+                BinaryOp::Mul => go!(|d: A, v: A| d * v),
+                BinaryOp::Div => go!(|d: A, v: A| d / v),
+                BinaryOp::Pow => go!(|d: A, v: A| d.powf(v)),
+                BinaryOp::Maximum => go!(nan_max::<A>),
+                BinaryOp::Minimum => go!(nan_min::<A>),
+                BinaryOp::ReluBackward => go!(|d: A, v: A| if d > A::zero() { v } else { A::zero() }),
+            }
+            Ok(())
+        }, else => dispatch_int!(dtype, T => {
+            // SAFETY: as above.
+            let (x, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
+            let al = alpha as i64;
+            macro_rules! go { ($f:expr) => { run(o, &lo, x, &lx, |d: T, v: T| T::from_i64($f(d.to_i64(), v.to_i64()))) }; }
+            match op {
+                BinaryOp::Add => go!(|d: i64, v: i64| d.wrapping_add(al.wrapping_mul(v))),
+                BinaryOp::Sub => go!(|d: i64, v: i64| d.wrapping_sub(al.wrapping_mul(v))),
+                BinaryOp::Mul => go!(|d: i64, v: i64| d.wrapping_mul(v)),
+                BinaryOp::Maximum => go!(|d: i64, v: i64| d.max(v)),
+                BinaryOp::Minimum => go!(|d: i64, v: i64| d.min(v)),
+                _ => return Err(format!("{} in place is not defined for {dtype}", op.name())),
+            }
+            Ok(())
+        }, else => Err(format!("unsupported dtype {dtype}"))))
+    })
+}

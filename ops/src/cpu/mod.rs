@@ -1,0 +1,9 @@
+//! CPU kernels, one file per family. Each constructor takes the layouts and dtypes the op
+//! definition inferred and returns a [`Kernel`](eddy_vm::instruction::Kernel) for an `OpCall`.
+
+pub mod copy;
+pub mod elementwise;
+pub mod index;
+pub mod matmul;
+pub mod nn;
+pub mod reduce;

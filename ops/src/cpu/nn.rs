@@ -1,0 +1,57 @@
+//! Row-wise kernels over the last dim: softmax and log-softmax.
+
+use super::elementwise::{dispatch_float, FloatElem};
+use crate::kernel::{input, output, FnKernel};
+use crate::DType;
+use eddy_vm::{instruction::Kernel, Blob};
+use num_traits::{Float, One, Zero};
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// Softmax (or log-softmax if `log`) over rows of `cols` elements: input 0 contiguous at
+/// `offset`, output 0 contiguous, both float `dtype`. Numerically stable (subtracts the row max).
+pub fn softmax(dtype: DType, offset: usize, rows: usize, cols: usize, log: bool) -> impl Kernel {
+    let name = if log { "log_softmax" } else { "softmax" };
+    FnKernel::new(name, move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        dispatch_float!(dtype, T => {
+            // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
+            let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
+            if rows * cols == 0 {
+                return Ok(());
+            }
+            let a = &a[offset..offset + rows * cols];
+            let o = &mut o[..rows * cols];
+            let row = |x: &[T], y: &mut [T]| {
+                type A = <T as FloatElem>::A;
+                let m = x.iter().fold(A::neg_infinity(), |m, v| m.max(v.up()));
+                let m = if m.is_finite() { m } else { A::zero() };
+                if log {
+                    let s: A = x.iter().map(|v| (v.up() - m).exp()).sum();
+                    let ls = s.ln() + m;
+                    for (d, v) in y.iter_mut().zip(x) {
+                        *d = T::down(v.up() - ls);
+                    }
+                } else {
+                    let mut s = A::zero();
+                    for (d, v) in y.iter_mut().zip(x) {
+                        let e = (v.up() - m).exp();
+                        s = s + e;
+                        *d = T::down(e);
+                    }
+                    let inv = A::one() / s;
+                    for d in y.iter_mut() {
+                        *d = T::down(d.up() * inv);
+                    }
+                }
+            };
+            if rows * cols >= crate::kernel::PAR_MIN && rows > 1 {
+                o.par_chunks_mut(cols).zip(a.par_chunks(cols)).for_each(|(y, x)| row(x, y));
+            } else {
+                for (y, x) in o.chunks_mut(cols).zip(a.chunks(cols)) {
+                    row(x, y);
+                }
+            }
+            Ok(())
+        }, else => Err(format!("unsupported dtype {dtype}")))
+    })
+}

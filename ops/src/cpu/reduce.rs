@@ -1,0 +1,229 @@
+//! Reductions over trailing dims: the op definition permutes the reduced dims to the end, so
+//! output element `j` reduces elements `j*r .. (j+1)*r` of the input's (permuted) layout.
+
+use super::elementwise::{dispatch_float, dispatch_int, FloatElem, IntElem};
+use crate::kernel::{input, output, walk, FnKernel};
+use crate::{Bool8, DType, Elem, Layout};
+use eddy_vm::{instruction::Kernel, Blob};
+use num_traits::{Float, One, Zero};
+use std::sync::Arc;
+
+/// A reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Mean,
+    Prod,
+    Max,
+    Min,
+    ArgMax,
+    ArgMin,
+}
+
+impl ReduceOp {
+    /// The op's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Mean => "mean",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+            ReduceOp::ArgMax => "argmax",
+            ReduceOp::ArgMin => "argmin",
+        }
+    }
+
+    /// The output dtype for an input of `dtype`, or `None` if the op does not take it.
+    pub fn out_dtype(self, dtype: DType) -> Option<DType> {
+        match self {
+            ReduceOp::Sum | ReduceOp::Prod if !dtype.is_float() => Some(DType::I64),
+            ReduceOp::Mean if !dtype.is_float() => None,
+            ReduceOp::ArgMax | ReduceOp::ArgMin => Some(DType::I64),
+            _ => Some(dtype),
+        }
+    }
+
+    /// Whether the reduction has no identity (an empty reduced dim is an error).
+    pub fn needs_elements(self) -> bool {
+        matches!(
+            self,
+            ReduceOp::Max | ReduceOp::Min | ReduceOp::ArgMax | ReduceOp::ArgMin
+        )
+    }
+}
+
+/// Calls `row(j, get)` for every output `j`, where `get(k)` is element `k` of row `j`... through
+/// a gather into `buf` when the layout is not contiguous.
+fn rows<T: Elem, O: Send>(
+    a: &[T],
+    la: &Layout,
+    r: usize,
+    out: &mut [O],
+    row: impl Fn(&[T]) -> O + Sync,
+) {
+    if let Some(range) = la.contiguous_range() {
+        let a = &a[range];
+        par_out_rows(out, r, |j, o| *o = row(&a[j * r..j * r + r]));
+    } else {
+        par_out_rows(out, r, |j, o| {
+            let mut buf = Vec::with_capacity(r);
+            walk(
+                la.dims(),
+                [&la.strides],
+                [la.offset],
+                j * r,
+                j * r + r,
+                |_, [off]| buf.push(a[off]),
+            );
+            *o = row(&buf);
+        });
+    }
+}
+
+fn par_out_rows<O: Send>(out: &mut [O], r: usize, f: impl Fn(usize, &mut O) + Sync) {
+    // Weight the split by the row length so that few long rows still use both cores.
+    let n = out.len();
+    if n.saturating_mul(r.max(1)) < crate::kernel::PAR_MIN || n < 2 {
+        for (j, o) in out.iter_mut().enumerate() {
+            f(j, o);
+        }
+    } else {
+        use rayon::prelude::*;
+        out.par_iter_mut().enumerate().for_each(|(j, o)| f(j, o));
+    }
+}
+
+#[inline]
+fn sum_float<T: FloatElem>(row: &[T]) -> T::A {
+    // Eight independent accumulators: vectorises, and bounds the error growth like a
+    // shallow pairwise sum.
+    let mut acc = [T::A::zero(); 8];
+    let chunks = row.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for k in 0..8 {
+            acc[k] = acc[k] + c[k].up();
+        }
+    }
+    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for &v in rest {
+        s = s + v.up();
+    }
+    s
+}
+
+/// `out[j] = op(row j)`; input 0 in layout `la` (reduced dims last, `r` elements per row),
+/// output 0 contiguous of `op.out_dtype(dtype)`. The op definition ruled out empty rows for ops
+/// without identity.
+pub fn reduce(op: ReduceOp, dtype: DType, la: Layout, r: usize) -> impl Kernel {
+    FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        crate::dispatch!(dtype, T => {
+            // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
+            let a = unsafe { input::<T>(&ins[0]) };
+            match op {
+                ReduceOp::ArgMax | ReduceOp::ArgMin => {
+                    // SAFETY: as above.
+                    let o = unsafe { output::<i64>(&outs[0]) };
+                    let max = op == ReduceOp::ArgMax;
+                    rows(a, &la, r, o, |row| {
+                        let mut best = 0;
+                        for (k, v) in row.iter().enumerate() {
+                            let b = row[best];
+                            #[allow(clippy::eq_op)]
+                            let nan = *v != *v && b == b;
+                            if nan || (max && *v > b) || (!max && *v < b) {
+                                best = k;
+                            }
+                        }
+                        best as i64
+                    });
+                }
+                ReduceOp::Max | ReduceOp::Min => {
+                    // SAFETY: as above.
+                    let o = unsafe { output::<T>(&outs[0]) };
+                    let max = op == ReduceOp::Max;
+                    rows(a, &la, r, o, |row| {
+                        let mut m = row[0];
+                        for &v in &row[1..] {
+                            #[allow(clippy::eq_op)]
+                            if m != m {
+                                break;
+                            }
+                            #[allow(clippy::eq_op)]
+                            if v != v || (max && v > m) || (!max && v < m) {
+                                m = v;
+                            }
+                        }
+                        m
+                    });
+                }
+                _ => return reduce_arith::<T>(op, dtype, a, &la, r, &outs[0]),
+            }
+        });
+        Ok(())
+    })
+}
+
+fn reduce_arith<T: Elem>(
+    op: ReduceOp,
+    dtype: DType,
+    a: &[T],
+    la: &Layout,
+    r: usize,
+    out: &Blob,
+) -> Result<(), String> {
+    dispatch_float!(dtype, F => {
+        // SAFETY: T is F (dispatched on the same dtype); the output blob is written only here.
+        let a: &[F] = unsafe { std::slice::from_raw_parts(a.as_ptr() as *const F, a.len()) };
+        // SAFETY: output 0 is written only by this instruction and is not an input.
+        let o = unsafe { output::<F>(out) };
+        type A = <F as FloatElem>::A;
+        match op {
+            ReduceOp::Sum => rows(a, la, r, o, |row| F::down(sum_float(row))),
+            ReduceOp::Mean => rows(a, la, r, o, |row| F::down(sum_float(row) / <A as num_traits::NumCast>::from(r).unwrap_or(A::nan()))),
+            _ => rows(a, la, r, o, |row| F::down(row.iter().fold(A::one(), |p, v| p * v.up()))),
+        }
+        Ok(())
+    }, else => {
+        // SAFETY: output 0 is written only by this instruction and is not an input.
+        let o = unsafe { output::<i64>(out) };
+        let to_i64 = |v: T| -> i64 {
+            dispatch_int!(dtype, I => {
+                // SAFETY: T is I (dispatched on the same dtype).
+                unsafe { std::mem::transmute_copy::<T, I>(&v) }.to_i64()
+            }, else => {
+                // SAFETY: the only other non-float dtype is Bool, whose type is Bool8.
+                (unsafe { std::mem::transmute_copy::<T, Bool8>(&v) }.0 != 0) as i64
+            })
+        };
+        match op {
+            ReduceOp::Sum => rows(a, la, r, o, |row| row.iter().fold(0i64, |s, &v| s.wrapping_add(to_i64(v)))),
+            ReduceOp::Prod => rows(a, la, r, o, |row| row.iter().fold(1i64, |s, &v| s.wrapping_mul(to_i64(v)))),
+            _ => return Err(format!("{} is not defined for {dtype}", op.name())),
+        }
+        Ok(())
+    })
+}
+
+/// Column sums of a contiguous `[rows, cols]` float input at `offset`: `out[j] = Σ_i a[i, j]`
+/// (a bias gradient). Accumulates whole rows at a time, so it streams the input once.
+pub fn sum_leading(dtype: DType, offset: usize, rows_n: usize, cols: usize) -> impl Kernel {
+    FnKernel::new("sum", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        dispatch_float!(dtype, F => {
+            // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
+            let (a, o) = unsafe { (input::<F>(&ins[0]), output::<F>(&outs[0])) };
+            let a = &a[offset..offset + rows_n * cols];
+            let mut acc = vec![<F as FloatElem>::A::zero(); cols];
+            for row in a.chunks_exact(cols.max(1)) {
+                for (s, &v) in acc.iter_mut().zip(row) {
+                    *s = *s + v.up();
+                }
+            }
+            for (d, s) in o[..cols].iter_mut().zip(acc) {
+                *d = F::down(s);
+            }
+            Ok(())
+        }, else => Err(format!("sum_leading: unsupported dtype {dtype}")))
+    })
+}

@@ -1,0 +1,251 @@
+//! Element types: [`DType`], the [`Elem`] trait kernels are generic over, and promotion.
+
+use half::{bf16, f16};
+
+/// The element type of a tensor.
+///
+/// # Promotion
+///
+/// Binary ops on two different dtypes compute in the *promoted* type, as PyTorch does:
+/// `bool < u8 < i32 < i64 < {f16, bf16} < f32 < f64`; `f16` with `bf16` gives `f32`.
+/// Comparisons return `Bool`. Transcendental ops (`exp`, `log`, `sqrt`, …) on integer tensors
+/// compute in `f32`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::DType;
+/// assert_eq!(DType::I64.promote(DType::F16), DType::F16);
+/// assert_eq!(DType::F16.promote(DType::BF16), DType::F32);
+/// assert_eq!(DType::F32.size_in_bytes(), 4);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum DType {
+    /// 32-bit float.
+    F32,
+    /// 64-bit float.
+    F64,
+    /// IEEE half precision.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// 64-bit signed integer (indices).
+    I64,
+    /// 32-bit signed integer.
+    I32,
+    /// 8-bit unsigned integer.
+    U8,
+    /// Boolean, stored as one byte holding 0 or 1.
+    Bool,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size_in_bytes(self) -> usize {
+        match self {
+            DType::F64 | DType::I64 => 8,
+            DType::F32 | DType::I32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::U8 | DType::Bool => 1,
+        }
+    }
+
+    /// Whether the dtype is a floating-point type.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+    }
+
+    /// Whether the dtype is an integer type (bool excluded).
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::I64 | DType::I32 | DType::U8)
+    }
+
+    /// The lower-case name (`"f32"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::I64 => "i64",
+            DType::I32 => "i32",
+            DType::U8 => "u8",
+            DType::Bool => "bool",
+        }
+    }
+
+    fn rank(self) -> u8 {
+        match self {
+            DType::Bool => 0,
+            DType::U8 => 1,
+            DType::I32 => 2,
+            DType::I64 => 3,
+            DType::F16 | DType::BF16 => 4,
+            DType::F32 => 5,
+            DType::F64 => 6,
+        }
+    }
+
+    /// The type two operands of these dtypes compute in (see the type's docs).
+    pub fn promote(self, other: DType) -> DType {
+        if self == other {
+            return self;
+        }
+        if matches!(
+            (self, other),
+            (DType::F16, DType::BF16) | (DType::BF16, DType::F16)
+        ) {
+            return DType::F32;
+        }
+        if self.rank() >= other.rank() {
+            self
+        } else {
+            other
+        }
+    }
+
+    /// The dtype transcendental ops compute in: the dtype itself if float, else `f32`.
+    pub fn to_float(self) -> DType {
+        if self.is_float() {
+            self
+        } else {
+            DType::F32
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A Rust type that can be a tensor element.
+///
+/// Conversions go through `f64` (exact for every integer a tensor index needs and for every
+/// float narrower than `f64`).
+pub trait Elem: Copy + Send + Sync + PartialOrd + std::fmt::Debug + 'static {
+    /// The matching dtype.
+    const DTYPE: DType;
+    /// Zero.
+    const ZERO: Self;
+    /// Converts to `f64`.
+    fn to_f64(self) -> f64;
+    /// Converts from `f64` (saturating and truncating toward zero for integers, as `as` does).
+    fn from_f64(v: f64) -> Self;
+}
+
+macro_rules! elem_prim {
+    ($t:ty, $d:expr) => {
+        impl Elem for $t {
+            const DTYPE: DType = $d;
+            const ZERO: Self = 0 as $t;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+        }
+    };
+}
+elem_prim!(f32, DType::F32);
+elem_prim!(f64, DType::F64);
+elem_prim!(i64, DType::I64);
+elem_prim!(i32, DType::I32);
+elem_prim!(u8, DType::U8);
+
+impl Elem for f16 {
+    const DTYPE: DType = DType::F16;
+    const ZERO: Self = f16::ZERO;
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        f16::from_f64(v)
+    }
+}
+
+impl Elem for bf16 {
+    const DTYPE: DType = DType::BF16;
+    const ZERO: Self = bf16::ZERO;
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        bf16::from_f64(v)
+    }
+}
+
+/// Booleans are stored as `u8` 0/1; this wrapper gives them their own [`Elem`] impl.
+#[derive(Clone, Copy, PartialEq, PartialOrd, Debug, Default)]
+#[repr(transparent)]
+pub struct Bool8(pub u8);
+
+impl Elem for Bool8 {
+    const DTYPE: DType = DType::Bool;
+    const ZERO: Self = Bool8(0);
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        (self.0 != 0) as u8 as f64
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        Bool8((v != 0.0) as u8)
+    }
+}
+
+/// Runs `$body` with the type alias `$T` bound to the Rust type of `$dtype`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{dispatch, DType, Elem};
+/// let size = dispatch!(DType::F16, T => std::mem::size_of::<T>());
+/// assert_eq!(size, 2);
+/// ```
+#[macro_export]
+macro_rules! dispatch {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            $crate::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            $crate::DType::F16 => {
+                type $T = $crate::half::f16;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $T = $crate::half::bf16;
+                $body
+            }
+            $crate::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::DType::Bool => {
+                type $T = $crate::Bool8;
+                $body
+            }
+        }
+    };
+}

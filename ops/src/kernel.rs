@@ -1,0 +1,252 @@
+//! What every CPU kernel shares: the [`FnKernel`] adapter to the engine's `Kernel` trait, typed
+//! views of blob memory, the strided walker, and the rule for when to use both cores.
+
+use crate::{Elem, Layout};
+use eddy_vm::instruction::{ComputeCtx, Kernel};
+use eddy_vm::Blob;
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// A kernel made of a name and a closure over the instruction's input and output blobs.
+///
+/// Op definitions build these with the layouts and dtypes they inferred captured inside, so the
+/// closure is all a kernel sees: blobs and plain data, never a tensor or the scheduler.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::FnKernel;
+/// use eddy_vm::{instruction::OpCall, StreamId, Vm};
+/// let vm = Vm::builder().build().unwrap();
+/// let out = vm.new_blob(4);
+/// let k = FnKernel::new("fill_ones", |_ins, outs| {
+///     // SAFETY: the engine runs this kernel with exclusive access to its output.
+///     let o = unsafe { eddy_ops::kernel::output::<u8>(&outs[0]) };
+///     o.fill(1);
+///     Ok(())
+/// });
+/// vm.run(StreamId::CPU, OpCall::new(k, Default::default(), [out.clone()].into_iter().collect())).unwrap();
+/// assert_eq!(vm.read_blob(&out, |b| b.to_vec()).unwrap(), vec![1, 1, 1, 1]);
+/// ```
+pub struct FnKernel<F> {
+    name: &'static str,
+    f: F,
+}
+
+impl<F> FnKernel<F>
+where
+    F: FnMut(&[Arc<Blob>], &[Arc<Blob>]) -> Result<(), String> + Send + 'static,
+{
+    /// A kernel named `name` running `f(inputs, outputs)`; an `Err(message)` poisons the outputs.
+    pub fn new(name: &'static str, f: F) -> Self {
+        FnKernel { name, f }
+    }
+}
+
+impl<F> Kernel for FnKernel<F>
+where
+    F: FnMut(&[Arc<Blob>], &[Arc<Blob>]) -> Result<(), String> + Send + 'static,
+{
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn compute(
+        &mut self,
+        inputs: &[Arc<Blob>],
+        outputs: &[Arc<Blob>],
+        _ctx: &mut ComputeCtx<'_>,
+    ) -> eddy_vm::Result<()> {
+        (self.f)(inputs, outputs).map_err(|m| eddy_vm::Error::kernel(self.name, m))
+    }
+}
+
+/// The blob's memory as a slice of `T`.
+///
+/// # Safety
+///
+/// Call only inside a kernel whose instruction reads `b`, while it runs; the blob's memory is
+/// 64-byte aligned and its size a multiple of `size_of::<T>()` for the dtype it was made for.
+/// No output of the same instruction may be the same blob.
+pub unsafe fn input<T: Elem>(b: &Blob) -> &[T] {
+    // SAFETY: forwarded to the caller: the engine orders this read against every writer.
+    let bytes = unsafe { b.bytes_ref() };
+    if bytes.is_empty() {
+        return &[];
+    }
+    debug_assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<T>(), 0);
+    // SAFETY: the pointer is aligned (allocations are 64-byte aligned) and the bytes were
+    // written as `T`s by earlier kernels (every dtype's bit patterns are valid, `Bool8` included).
+    unsafe {
+        std::slice::from_raw_parts(
+            bytes.as_ptr() as *const T,
+            bytes.len() / std::mem::size_of::<T>(),
+        )
+    }
+}
+
+/// The blob's memory as a mutable slice of `T`.
+///
+/// # Safety
+///
+/// Call only inside a kernel whose instruction writes `b`, while it runs, once per blob; as for
+/// [`input`], and no input of the instruction may be the same blob.
+#[allow(clippy::mut_from_ref)]
+pub unsafe fn output<T: Elem>(b: &Blob) -> &mut [T] {
+    // SAFETY: forwarded to the caller: the engine gives this instruction exclusive access.
+    let bytes = unsafe { b.bytes_mut() };
+    if bytes.is_empty() {
+        return &mut [];
+    }
+    debug_assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<T>(), 0);
+    // SAFETY: as in `input`; the slice is unique because the caller takes it once.
+    unsafe {
+        std::slice::from_raw_parts_mut(
+            bytes.as_mut_ptr() as *mut T,
+            bytes.len() / std::mem::size_of::<T>(),
+        )
+    }
+}
+
+/// Below this many elements a kernel runs on one core: waking the pool costs more.
+pub const PAR_MIN: usize = 1 << 15;
+
+/// Runs `f(start, chunk)` over `out` split in chunks, on both cores when `out` is large.
+pub fn par_out<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync + Send) {
+    let n = out.len();
+    if n < PAR_MIN || rayon::current_num_threads() < 2 {
+        f(0, out);
+        return;
+    }
+    let chunk = n.div_ceil(rayon::current_num_threads() * 4).max(4096);
+    out.par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(i, c)| f(i * chunk, c));
+}
+
+/// Storage offsets of the elements `start..end` (row-major order) of `N` layouts sharing one
+/// shape: calls `f(i, [offset; N])` for each.
+///
+/// The innermost dim is a plain strided loop; the outer dims advance like an odometer.
+pub fn walk<const N: usize>(
+    dims: &[usize],
+    strides: [&[usize]; N],
+    offsets: [usize; N],
+    start: usize,
+    end: usize,
+    mut f: impl FnMut(usize, [usize; N]),
+) {
+    if start >= end {
+        return;
+    }
+    let rank = dims.len();
+    if rank == 0 {
+        f(0, offsets);
+        return;
+    }
+    // The multi-index of `start`.
+    let mut idx = [0usize; 12];
+    let mut big_idx;
+    let idx: &mut [usize] = if rank <= 12 {
+        &mut idx[..rank]
+    } else {
+        big_idx = vec![0; rank];
+        &mut big_idx
+    };
+    let mut rem = start;
+    for d in (0..rank).rev() {
+        idx[d] = rem % dims[d];
+        rem /= dims[d];
+    }
+    let mut off = offsets;
+    for k in 0..N {
+        for d in 0..rank {
+            off[k] += idx[d] * strides[k][d];
+        }
+    }
+    let last = rank - 1;
+    let inner = dims[last];
+    let mut inner_s = [0usize; N];
+    for k in 0..N {
+        inner_s[k] = strides[k][last];
+    }
+    let mut i = start;
+    while i < end {
+        let run = (inner - idx[last]).min(end - i);
+        let mut o = off;
+        for _ in 0..run {
+            f(i, o);
+            for k in 0..N {
+                o[k] += inner_s[k];
+            }
+            i += 1;
+        }
+        if i >= end {
+            break;
+        }
+        // Carry: back to the start of the row, then advance the outer dims.
+        for k in 0..N {
+            off[k] = o[k] - inner * inner_s[k];
+        }
+        idx[last] = 0;
+        let mut d = last;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            for k in 0..N {
+                off[k] += strides[k][d];
+            }
+            if idx[d] < dims[d] {
+                break;
+            }
+            for k in 0..N {
+                off[k] -= dims[d] * strides[k][d];
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+/// Collects the elements of `layout` from raw storage bytes, in row-major order (host reads).
+///
+/// # Panics
+///
+/// If the layout reaches past `bytes` (the tensor layer never builds such a layout).
+pub fn gather_host<T: Elem>(bytes: &[u8], layout: &Layout) -> Vec<T> {
+    let n = layout.numel();
+    if n == 0 {
+        return Vec::new();
+    }
+    let len = bytes.len() / std::mem::size_of::<T>();
+    assert!(layout.storage_extent() <= len, "layout past its storage");
+    assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<T>(), 0);
+    // SAFETY: the bytes are aligned for `T` (checked above; storage is 64-byte aligned) and
+    // hold `len` initialised `T`s written by kernels; every bit pattern is a valid `Elem`.
+    let s: &[T] = unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const T, len) };
+    if let Some(r) = layout.contiguous_range() {
+        return s[r].to_vec();
+    }
+    let mut v = Vec::with_capacity(n);
+    walk(
+        layout.dims(),
+        [&layout.strides],
+        [layout.offset],
+        0,
+        n,
+        |_, [o]| v.push(s[o]),
+    );
+    v
+}
+
+/// A kernel that writes host data into output 0 (the tensor's fresh storage); the data moves
+/// into the instruction, so creating a tensor from a `Vec` does not wait.
+pub fn from_host<T: Elem>(data: Vec<T>) -> impl eddy_vm::instruction::Kernel {
+    FnKernel::new("from_vec", move |_: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        // SAFETY: output 0 is written only by this instruction.
+        let o = unsafe { output::<T>(&outs[0]) };
+        o[..data.len()].copy_from_slice(&data);
+        Ok(())
+    })
+}

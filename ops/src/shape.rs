@@ -1,0 +1,294 @@
+//! [`Shape`] and [`Layout`]: dims, strides and offset, with checked arithmetic.
+
+use crate::error::{Error, Result};
+use crate::DType;
+use smallvec::SmallVec;
+
+/// Dimension sizes, outermost first.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{Shape, DType};
+/// let s = Shape::from([2, 3]);
+/// assert_eq!(s.numel(), 6);
+/// assert!(Shape::from([usize::MAX, 2]).checked_bytes(DType::F32).is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct Shape(pub SmallVec<[usize; 4]>);
+
+impl std::fmt::Debug for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.0.as_slice())
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.0.as_slice())
+    }
+}
+
+impl<const N: usize> From<[usize; N]> for Shape {
+    fn from(d: [usize; N]) -> Self {
+        Shape(d.iter().copied().collect())
+    }
+}
+impl From<&[usize]> for Shape {
+    fn from(d: &[usize]) -> Self {
+        Shape(d.iter().copied().collect())
+    }
+}
+impl From<Vec<usize>> for Shape {
+    fn from(d: Vec<usize>) -> Self {
+        Shape(d.into_iter().collect())
+    }
+}
+impl From<&Vec<usize>> for Shape {
+    fn from(d: &Vec<usize>) -> Self {
+        Shape(d.iter().copied().collect())
+    }
+}
+impl From<&Shape> for Shape {
+    fn from(s: &Shape) -> Self {
+        s.clone()
+    }
+}
+impl From<()> for Shape {
+    fn from(_: ()) -> Self {
+        Shape::default()
+    }
+}
+impl From<usize> for Shape {
+    fn from(d: usize) -> Self {
+        Shape::from([d])
+    }
+}
+
+impl Shape {
+    /// The dims.
+    pub fn dims(&self) -> &[usize] {
+        &self.0
+    }
+    /// The number of dims.
+    pub fn rank(&self) -> usize {
+        self.0.len()
+    }
+    /// The element count (call [`checked_numel`](Self::checked_numel) for untrusted shapes).
+    pub fn numel(&self) -> usize {
+        self.0.iter().product()
+    }
+    /// The element count, or `None` on overflow.
+    pub fn checked_numel(&self) -> Option<usize> {
+        self.0.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+    }
+    /// The byte size for `dtype`, or `ShapeOverflow` if it overflows or exceeds `isize::MAX`.
+    ///
+    /// # Errors
+    ///
+    /// `ShapeOverflow` (F2): the allocator is never asked for such a size.
+    pub fn checked_bytes(&self, dtype: DType) -> Result<usize> {
+        self.checked_numel()
+            .and_then(|n| n.checked_mul(dtype.size_in_bytes()))
+            .filter(|&b| b <= isize::MAX as usize)
+            .ok_or_else(|| Error::ShapeOverflow {
+                shape: self.0.to_vec(),
+                dtype,
+            })
+    }
+    /// Row-major (C-contiguous) strides, in elements.
+    pub fn contiguous_strides(&self) -> SmallVec<[usize; 4]> {
+        let mut s: SmallVec<[usize; 4]> = SmallVec::from_elem(1, self.rank());
+        for i in (0..self.rank().saturating_sub(1)).rev() {
+            s[i] = s[i + 1] * self.0[i + 1].max(1);
+        }
+        s
+    }
+    /// Normalises a possibly negative dim (`-1` is the last) for `op`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim` if it is out of range.
+    pub fn dim(&self, op: &'static str, d: isize) -> Result<usize> {
+        norm_dim(op, d, self.rank())
+    }
+}
+
+/// Normalises dim `d` (negative counts from the end) for a tensor of `rank` dims.
+///
+/// # Errors
+///
+/// `InvalidDim` if `d` is outside `-rank..rank`.
+pub fn norm_dim(op: &'static str, d: isize, rank: usize) -> Result<usize> {
+    let r = rank as isize;
+    let n = if d < 0 { d + r } else { d };
+    if n < 0 || n >= r {
+        return Err(Error::InvalidDim { op, dim: d, rank });
+    }
+    Ok(n as usize)
+}
+
+/// The broadcast shape of `a` and `b` (NumPy rules; a `0` dim broadcasts only with `0` or `1`,
+/// and the result keeps the `0`).
+///
+/// # Errors
+///
+/// `ShapeMismatch` if the shapes are incompatible.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{broadcast_shapes, Shape};
+/// assert_eq!(broadcast_shapes("add", &Shape::from([0]), &Shape::from([1])).unwrap(), Shape::from([0]));
+/// assert!(broadcast_shapes("add", &Shape::from([2]), &Shape::from([3])).is_err());
+/// ```
+pub fn broadcast_shapes(op: &'static str, a: &Shape, b: &Shape) -> Result<Shape> {
+    let n = a.rank().max(b.rank());
+    let mut out = SmallVec::with_capacity(n);
+    for i in 0..n {
+        let da = if i + a.rank() >= n {
+            a.0[i + a.rank() - n]
+        } else {
+            1
+        };
+        let db = if i + b.rank() >= n {
+            b.0[i + b.rank() - n]
+        } else {
+            1
+        };
+        let d = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return Err(Error::ShapeMismatch {
+                op,
+                lhs: a.0.to_vec(),
+                rhs: b.0.to_vec(),
+            });
+        };
+        out.push(d);
+    }
+    Ok(Shape(out))
+}
+
+/// Where a tensor's elements sit in its storage: shape, strides (in elements) and offset.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::Layout;
+/// let l = Layout::contiguous([2, 3]);
+/// let t = l.transpose(0, 1);
+/// assert_eq!(t.shape.dims(), &[3, 2]);
+/// assert_eq!(t.strides.as_slice(), &[1, 3]);
+/// assert!(!t.is_contiguous());
+/// ```
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Layout {
+    /// The dims.
+    pub shape: Shape,
+    /// Elements to skip per step in each dim (0 for broadcast dims).
+    pub strides: SmallVec<[usize; 4]>,
+    /// The first element's index in the storage.
+    pub offset: usize,
+}
+
+impl Layout {
+    /// A row-major layout at offset 0.
+    pub fn contiguous(shape: impl Into<Shape>) -> Self {
+        let shape = shape.into();
+        Layout {
+            strides: shape.contiguous_strides(),
+            shape,
+            offset: 0,
+        }
+    }
+    /// The dims.
+    pub fn dims(&self) -> &[usize] {
+        self.shape.dims()
+    }
+    /// The element count.
+    pub fn numel(&self) -> usize {
+        self.shape.numel()
+    }
+    /// Whether the elements are row-major and dense (dims of size 1 may have any stride).
+    pub fn is_contiguous(&self) -> bool {
+        let mut expect = 1;
+        for (&d, &s) in self.shape.0.iter().zip(&self.strides).rev() {
+            if d != 1 && s != expect {
+                return false;
+            }
+            expect *= d;
+        }
+        true
+    }
+    /// The dense element range in the storage, if contiguous.
+    pub fn contiguous_range(&self) -> Option<std::ops::Range<usize>> {
+        self.is_contiguous()
+            .then(|| self.offset..self.offset + self.numel())
+    }
+    /// One past the largest storage index the layout touches (0 if empty).
+    pub fn storage_extent(&self) -> usize {
+        if self.numel() == 0 {
+            return 0;
+        }
+        self.offset
+            + self
+                .shape
+                .0
+                .iter()
+                .zip(&self.strides)
+                .map(|(&d, &s)| (d - 1) * s)
+                .sum::<usize>()
+            + 1
+    }
+    /// Whether two elements share a storage position (a stride-0 dim of size > 1).
+    pub fn has_broadcast(&self) -> bool {
+        self.shape
+            .0
+            .iter()
+            .zip(&self.strides)
+            .any(|(&d, &s)| d > 1 && s == 0)
+    }
+    /// Swaps two dims.
+    pub fn transpose(&self, a: usize, b: usize) -> Layout {
+        let mut l = self.clone();
+        l.shape.0.swap(a, b);
+        l.strides.swap(a, b);
+        l
+    }
+    /// Reorders dims: dim `i` of the result is dim `perm[i]` of `self`.
+    pub fn permute(&self, perm: &[usize]) -> Layout {
+        Layout {
+            shape: Shape(perm.iter().map(|&p| self.shape.0[p]).collect()),
+            strides: perm.iter().map(|&p| self.strides[p]).collect(),
+            offset: self.offset,
+        }
+    }
+    /// Broadcasts to `shape` (a sub-shape aligned at the right): new and size-1 dims get stride 0.
+    ///
+    /// The caller checked that the shapes broadcast.
+    pub fn broadcast_to(&self, shape: &Shape) -> Layout {
+        let n = shape.rank();
+        let k = self.shape.rank();
+        let mut strides = SmallVec::with_capacity(n);
+        for i in 0..n {
+            if i + k < n {
+                strides.push(0);
+            } else {
+                let j = i + k - n;
+                strides.push(if self.shape.0[j] == 1 && shape.0[i] != 1 {
+                    0
+                } else {
+                    self.strides[j]
+                });
+            }
+        }
+        Layout {
+            shape: shape.clone(),
+            strides,
+            offset: self.offset,
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! Reverse-mode autograd: every op whose input requires grad records a [`Node`] (its inputs and
+//! a backward closure) in its output; [`Tensor::backward`] walks the graph in reverse
+//! topological order, iteratively, running the backward closures as ordinary tensor ops (so
+//! they are instructions on the engine like the forward pass).
+
+use crate::tensor::Inner;
+use crate::{Error, Result, Tensor};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Gradients of an op's inputs, `None` where an input gets none.
+pub(crate) type Grads = Vec<Option<Tensor>>;
+
+/// `backward(grad_of_output, inputs, output)`.
+pub(crate) type BackwardFn =
+    Box<dyn Fn(&Tensor, &[Tensor], &Tensor) -> Result<Grads> + Send + Sync>;
+
+/// What an op's output remembers for backward.
+pub(crate) struct Node {
+    pub(crate) name: &'static str,
+    pub(crate) inputs: Vec<Tensor>,
+    pub(crate) backward: BackwardFn,
+}
+
+thread_local! {
+    static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Whether ops on this thread record autograd nodes.
+pub fn is_grad_enabled() -> bool {
+    GRAD_ENABLED.with(|g| g.get())
+}
+
+/// Disables autograd recording on this thread until the guard drops (PyTorch's `no_grad`).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{no_grad, Tensor};
+/// let w = Tensor::ones([2], eddy_tensor::DType::F32)?.requires_grad_(true);
+/// let y = { let _g = no_grad(); w.mul_scalar(2.0)? };
+/// assert!(!y.requires_grad());
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
+pub fn no_grad() -> NoGradGuard {
+    NoGradGuard(GRAD_ENABLED.with(|g| g.replace(false)))
+}
+
+/// Restores the previous autograd mode when dropped.
+pub struct NoGradGuard(bool);
+
+impl Drop for NoGradGuard {
+    fn drop(&mut self) {
+        GRAD_ENABLED.with(|g| g.set(self.0));
+    }
+}
+
+impl Tensor {
+    /// Whether gradients flow to this tensor.
+    pub fn requires_grad(&self) -> bool {
+        self.0.requires_grad.load(Ordering::Relaxed)
+    }
+
+    /// Marks a leaf as requiring grad (returns `self` for chaining).
+    pub fn requires_grad_(self, on: bool) -> Tensor {
+        self.0.requires_grad.store(on, Ordering::Relaxed);
+        self
+    }
+
+    /// Whether the tensor was made by an op that recorded a node (not a leaf).
+    pub fn is_leaf(&self) -> bool {
+        self.0.node.get().is_none()
+    }
+
+    /// The accumulated gradient of a leaf, after [`backward`](Self::backward).
+    pub fn grad(&self) -> Option<Tensor> {
+        self.0.grad.lock().clone()
+    }
+
+    /// Replaces (or clears) the accumulated gradient.
+    pub fn set_grad(&self, g: Option<Tensor>) {
+        *self.0.grad.lock() = g;
+    }
+
+    /// A tensor sharing storage with `self` but cut from the autograd graph.
+    pub fn detach(&self) -> Tensor {
+        self.with_layout(self.layout().clone())
+    }
+
+    /// Records that `self` came from `inputs` through `backward`, if grad mode is on and any
+    /// input requires grad. Returns `self`.
+    pub(crate) fn record(
+        self,
+        name: &'static str,
+        inputs: &[&Tensor],
+        backward: impl Fn(&Tensor, &[Tensor], &Tensor) -> Result<Grads> + Send + Sync + 'static,
+    ) -> Tensor {
+        if !is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
+            return self;
+        }
+        self.0.requires_grad.store(true, Ordering::Relaxed);
+        let _ = self.0.node.set(Node {
+            name,
+            inputs: inputs.iter().map(|t| (*t).clone()).collect(),
+            backward: Box::new(backward),
+        });
+        self
+    }
+
+    /// Computes the gradient of this scalar with respect to every leaf that requires grad, and
+    /// adds it to the leaf's [`grad`](Self::grad).
+    ///
+    /// # Errors
+    ///
+    /// `Autograd` if the tensor does not require grad or is not a scalar; any op error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1f32, 2., 3.], [3])?.requires_grad_(true);
+    /// x.mul(&x)?.sum_all()?.backward()?;
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![2., 4., 6.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn backward(&self) -> Result<()> {
+        if self.numel() != 1 {
+            return Err(Error::Autograd {
+                op: "backward",
+                message: format!(
+                    "grad can be implicitly created only for scalar outputs, not {:?}",
+                    self.dims()
+                ),
+            });
+        }
+        let seed = self.ones_like()?;
+        self.backward_with(&seed)
+    }
+
+    /// Back-propagates `grad` (of `self`'s shape) through the graph.
+    ///
+    /// # Errors
+    ///
+    /// `Autograd` if `self` does not require grad or `grad` has the wrong shape.
+    pub fn backward_with(&self, grad: &Tensor) -> Result<()> {
+        if !self.requires_grad() {
+            return Err(Error::Autograd {
+                op: "backward",
+                message: "the tensor does not require grad and has no grad_fn".into(),
+            });
+        }
+        if grad.dims() != self.dims() {
+            return Err(Error::ShapeMismatch {
+                op: "backward",
+                lhs: self.dims().to_vec(),
+                rhs: grad.dims().to_vec(),
+            });
+        }
+        let _ng = no_grad();
+        let order = topo_order(self);
+        let mut grads: HashMap<u64, Tensor> = HashMap::new();
+        grads.insert(self.id(), grad.clone());
+        for t in order.iter().rev() {
+            let Some(g) = grads.remove(&t.id()) else {
+                continue;
+            };
+            let Some(node) = t.0.node.get() else {
+                accumulate_leaf(t, g)?;
+                continue;
+            };
+            let gs = (node.backward)(&g, &node.inputs, t)?;
+            for (input, gi) in node.inputs.iter().zip(gs) {
+                let Some(gi) = gi else { continue };
+                if !input.requires_grad() {
+                    continue;
+                }
+                debug_assert_eq!(gi.dims(), input.dims(), "backward of {}", node.name);
+                let gi = if gi.dtype() != input.dtype() {
+                    gi.to_dtype(input.dtype())?
+                } else {
+                    gi
+                };
+                match grads.remove(&input.id()) {
+                    Some(prev) => grads.insert(input.id(), prev.add(&gi)?),
+                    None => grads.insert(input.id(), gi),
+                };
+            }
+        }
+        Ok(())
+    }
+}
+
+fn accumulate_leaf(t: &Tensor, g: Tensor) -> Result<()> {
+    let mut slot = t.0.grad.lock();
+    *slot = Some(match slot.take() {
+        Some(prev) => prev.add(&g)?,
+        None => g,
+    });
+    Ok(())
+}
+
+/// The tensors reachable from `root` through nodes, inputs before the tensors made from them
+/// (an iterative DFS, so a 100k-long chain uses no stack).
+fn topo_order(root: &Tensor) -> Vec<Tensor> {
+    let mut order = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut stack: Vec<(Tensor, bool)> = vec![(root.clone(), false)];
+    while let Some((t, expanded)) = stack.pop() {
+        if expanded {
+            order.push(t);
+            continue;
+        }
+        if !seen.insert(t.id()) {
+            continue;
+        }
+        stack.push((t.clone(), true));
+        if let Some(node) = t.0.node.get() {
+            for i in &node.inputs {
+                if i.requires_grad() && !seen.contains(&i.id()) {
+                    stack.push((i.clone(), false));
+                }
+            }
+        }
+    }
+    order
+}
+
+/// Dropping a long chain of recorded ops iteratively (F17): a tensor's node holds its inputs,
+/// whose nodes hold theirs; a recursive drop of 100k links would overflow the stack.
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let Some(node) = self.node.take() else { return };
+        let mut stack = node.inputs;
+        while let Some(t) = stack.pop() {
+            if let Ok(mut inner) = Arc::try_unwrap(t.0) {
+                if let Some(n) = inner.node.take() {
+                    stack.extend(n.inputs);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! Creation ops: constants, ranges, identity, seeded random, and host data.
+
+use crate::engine::current;
+use crate::{DType, Elem, Error, Result, Shape, Tensor};
+use eddy_ops::cpu::copy::{self, Distribution};
+use eddy_ops::kernel::from_host;
+use eddy_ops::Layout;
+use parking_lot::Mutex;
+
+/// The global generator: a seed and a counter. Each random tensor takes `numel` (×2 for normal)
+/// counters, so values depend only on the seed and the order of calls, never on threads.
+static GENERATOR: Mutex<(u64, u64)> = Mutex::new((0x5EED_0F_EDD7, 0));
+
+/// Seeds the global generator (PyTorch's `manual_seed`): the random tensors that follow are
+/// the same for the same seed.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{manual_seed, Tensor, DType};
+/// manual_seed(7);
+/// let a = Tensor::rand([4], DType::F32)?.to_vec::<f32>()?;
+/// manual_seed(7);
+/// assert_eq!(Tensor::rand([4], DType::F32)?.to_vec::<f32>()?, a);
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
+pub fn manual_seed(seed: u64) {
+    *GENERATOR.lock() = (seed, 0);
+}
+
+fn take_counters(n: u64) -> (u64, u64) {
+    let mut g = GENERATOR.lock();
+    let r = *g;
+    g.1 = g.1.wrapping_add(n);
+    r
+}
+
+impl Tensor {
+    /// A tensor of `shape` filled with `value` (converted to `dtype`).
+    ///
+    /// # Errors
+    ///
+    /// `ShapeOverflow` for shapes whose byte size overflows.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// assert_eq!(Tensor::full([2], 1.5, DType::F32)?.to_vec::<f32>()?, vec![1.5, 1.5]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn full(shape: impl Into<Shape>, value: f64, dtype: DType) -> Result<Tensor> {
+        let t = Tensor::empty_on(&current()?, shape.into(), dtype)?;
+        Tensor::launch(copy::fill(dtype, t.layout().clone(), value), &[], &[&t])?;
+        Ok(t)
+    }
+    /// Zeros.
+    ///
+    /// # Errors
+    ///
+    /// As [`full`](Self::full).
+    pub fn zeros(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+        Tensor::full(shape, 0.0, dtype)
+    }
+    /// Ones.
+    ///
+    /// # Errors
+    ///
+    /// As [`full`](Self::full).
+    pub fn ones(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+        Tensor::full(shape, 1.0, dtype)
+    }
+    /// Zeros of `self`'s shape and dtype, on its engine.
+    ///
+    /// # Errors
+    ///
+    /// As [`full`](Self::full).
+    pub fn zeros_like(&self) -> Result<Tensor> {
+        self.full_like(0.0)
+    }
+    /// Ones of `self`'s shape and dtype, on its engine.
+    ///
+    /// # Errors
+    ///
+    /// As [`full`](Self::full).
+    pub fn ones_like(&self) -> Result<Tensor> {
+        self.full_like(1.0)
+    }
+    /// `value` everywhere, of `self`'s shape and dtype, on its engine.
+    ///
+    /// # Errors
+    ///
+    /// As [`full`](Self::full).
+    pub fn full_like(&self, value: f64) -> Result<Tensor> {
+        let t = self.empty_like_shape(self.shape().clone(), self.dtype())?;
+        Tensor::launch(copy::fill(t.dtype(), t.layout().clone(), value), &[], &[&t])?;
+        Ok(t)
+    }
+    /// Uniform random values in `[0, 1)` of `self`'s shape and dtype.
+    ///
+    /// # Errors
+    ///
+    /// As [`rand`](Self::rand).
+    pub fn rand_like(&self) -> Result<Tensor> {
+        crate::engine::with_engine(self.engine(), || {
+            Tensor::rand(self.shape().clone(), self.dtype())
+        })
+    }
+    /// Normal random values of `self`'s shape and dtype.
+    ///
+    /// # Errors
+    ///
+    /// As [`rand`](Self::rand).
+    pub fn randn_like(&self) -> Result<Tensor> {
+        crate::engine::with_engine(self.engine(), || {
+            Tensor::randn(self.shape().clone(), 0.0, 1.0, self.dtype())
+        })
+    }
+
+    /// `start, start + step, …` up to (excluding) `end`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if `step` is zero or has the wrong sign, or a bound is not finite.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// assert_eq!(Tensor::arange(0.0, 5.0, 2.0, DType::I64)?.to_vec::<i64>()?, vec![0, 2, 4]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn arange(start: f64, end: f64, step: f64, dtype: DType) -> Result<Tensor> {
+        if !(start.is_finite() && end.is_finite() && step.is_finite())
+            || step == 0.0
+            || (end - start) * step < 0.0
+        {
+            return Err(Error::invalid(
+                "arange",
+                format!("no range from {start} to {end} by step {step}"),
+            ));
+        }
+        let n = ((end - start) / step).ceil().max(0.0) as usize;
+        let t = Tensor::empty_on(&current()?, Shape::from([n]), dtype)?;
+        Tensor::launch(
+            copy::generate("arange", dtype, move |i| start + i as f64 * step),
+            &[],
+            &[&t],
+        )?;
+        Ok(t)
+    }
+
+    /// `steps` values evenly spaced from `start` to `end` inclusive.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if a bound is not finite.
+    pub fn linspace(start: f64, end: f64, steps: usize, dtype: DType) -> Result<Tensor> {
+        if !(start.is_finite() && end.is_finite()) {
+            return Err(Error::invalid("linspace", "bounds must be finite"));
+        }
+        let t = Tensor::empty_on(&current()?, Shape::from([steps]), dtype)?;
+        let step = if steps > 1 {
+            (end - start) / (steps - 1) as f64
+        } else {
+            0.0
+        };
+        Tensor::launch(
+            copy::generate("linspace", dtype, move |i| {
+                if steps > 1 && i == steps - 1 {
+                    end
+                } else {
+                    start + i as f64 * step
+                }
+            }),
+            &[],
+            &[&t],
+        )?;
+        Ok(t)
+    }
+
+    /// The `n × n` identity matrix.
+    ///
+    /// # Errors
+    ///
+    /// `ShapeOverflow` for huge `n`.
+    pub fn eye(n: usize, dtype: DType) -> Result<Tensor> {
+        let t = Tensor::empty_on(&current()?, Shape::from([n, n]), dtype)?;
+        Tensor::launch(
+            copy::generate("eye", dtype, move |i| (i / n == i % n) as u8 as f64),
+            &[],
+            &[&t],
+        )?;
+        Ok(t)
+    }
+
+    /// Uniform random values in `[0, 1)` from the global generator ([`manual_seed`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`full`](Self::full).
+    pub fn rand(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+        Tensor::uniform(shape, 0.0, 1.0, dtype)
+    }
+
+    /// Uniform random values in `[lo, hi)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`full`](Self::full).
+    pub fn uniform(shape: impl Into<Shape>, lo: f64, hi: f64, dtype: DType) -> Result<Tensor> {
+        Tensor::random(shape.into(), Distribution::Uniform { lo, hi }, dtype)
+    }
+
+    /// Normal random values with `mean` and `std`.
+    ///
+    /// # Errors
+    ///
+    /// As [`full`](Self::full).
+    pub fn randn(shape: impl Into<Shape>, mean: f64, std: f64, dtype: DType) -> Result<Tensor> {
+        Tensor::random(shape.into(), Distribution::Normal { mean, std }, dtype)
+    }
+
+    fn random(shape: Shape, dist: Distribution, dtype: DType) -> Result<Tensor> {
+        if !dtype.is_float() {
+            return Err(Error::UnsupportedDType { op: "rand", dtype });
+        }
+        let t = Tensor::empty_on(&current()?, shape, dtype)?;
+        let (seed, offset) = take_counters(t.numel() as u64);
+        Tensor::launch(copy::random(dtype, dist, seed, offset), &[], &[&t])?;
+        Ok(t)
+    }
+
+    /// A tensor holding `data` with `shape` (the data moves into the engine; nothing waits).
+    ///
+    /// # Errors
+    ///
+    /// `ElementCountMismatch` if `data.len()` is not the shape's element count.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![1i64, 2, 3, 4, 5, 6], [2, 3])?;
+    /// assert_eq!(t.dims(), &[2, 3]);
+    /// assert!(Tensor::from_vec(vec![1f32], [2]).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn from_vec<T: Elem>(data: Vec<T>, shape: impl Into<Shape>) -> Result<Tensor> {
+        let shape = shape.into();
+        if shape.checked_numel() != Some(data.len()) {
+            return Err(Error::ElementCountMismatch {
+                op: "from_vec",
+                from: vec![data.len()],
+                to: shape.dims().to_vec(),
+            });
+        }
+        let t = Tensor::empty_on(&current()?, shape, T::DTYPE)?;
+        if !data.is_empty() {
+            Tensor::launch(from_host(data), &[], &[&t])?;
+        }
+        Ok(t)
+    }
+
+    /// A tensor copying `data` with `shape`.
+    ///
+    /// # Errors
+    ///
+    /// As [`from_vec`](Self::from_vec).
+    pub fn from_slice<T: Elem>(data: &[T], shape: impl Into<Shape>) -> Result<Tensor> {
+        Tensor::from_vec(data.to_vec(), shape)
+    }
+
+    /// A 0-dim tensor holding `v`.
+    ///
+    /// # Errors
+    ///
+    /// Only engine start-up errors.
+    pub fn scalar<T: Elem>(v: T) -> Result<Tensor> {
+        Tensor::from_vec(vec![v], Shape::default())
+    }
+
+    /// A fresh contiguous tensor with `self`'s engine, of `shape` and `dtype`, filled by `fill`.
+    pub(crate) fn new_filled(&self, shape: Shape, dtype: DType, value: f64) -> Result<Tensor> {
+        let t = self.empty_like_shape(shape, dtype)?;
+        Tensor::launch(
+            copy::fill(dtype, Layout::contiguous(t.shape().clone()), value),
+            &[],
+            &[&t],
+        )?;
+        Ok(t)
+    }
+}

@@ -1,0 +1,202 @@
+//! Host sync points: reading values back waits for the ops they depend on and surfaces any
+//! asynchronous error of those ops (a failed kernel upstream poisons this tensor's storage).
+
+use crate::{DType, Elem, Error, Result, Tensor};
+use eddy_ops::kernel::gather_host;
+use std::fmt;
+
+impl Tensor {
+    /// Waits until every op writing this tensor's storage has run.
+    ///
+    /// # Errors
+    ///
+    /// The asynchronous error of an op this tensor depends on (`Vm(KernelFailed…)`,
+    /// `Vm(OutOfMemory…)`), `Vm(Deadlock…)`.
+    pub fn sync(&self) -> Result<()> {
+        self.engine().read_blob(self.blob(), |_| ())?;
+        Ok(())
+    }
+
+    /// The elements in row-major order.
+    ///
+    /// # Errors
+    ///
+    /// `DTypeMismatch` if `T` is not the tensor's dtype; as [`sync`](Self::sync).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 4.0, 1.0, DType::F32)?.reshape([2, 2])?.t()?;
+    /// assert_eq!(t.to_vec::<f32>()?, vec![0., 2., 1., 3.]);
+    /// assert!(t.to_vec::<i64>().is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn to_vec<T: Elem>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: "to_vec",
+                lhs: self.dtype(),
+                rhs: T::DTYPE,
+            });
+        }
+        let layout = self.layout().clone();
+        Ok(self
+            .engine()
+            .read_blob(self.blob(), move |b| gather_host::<T>(b, &layout))?)
+    }
+
+    /// The rows of a matrix.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if the tensor is not 2-D; as [`to_vec`](Self::to_vec).
+    pub fn to_vec2<T: Elem>(&self) -> Result<Vec<Vec<T>>> {
+        if self.rank() != 2 {
+            return Err(Error::invalid(
+                "to_vec2",
+                format!("needs a 2-D tensor, got {:?}", self.dims()),
+            ));
+        }
+        let cols = self.dims()[1];
+        let v = self.to_vec::<T>()?;
+        Ok(if cols == 0 {
+            vec![Vec::new(); self.dims()[0]]
+        } else {
+            v.chunks(cols).map(<[T]>::to_vec).collect()
+        })
+    }
+
+    /// The value of a one-element tensor.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if the tensor has other than one element; as [`to_vec`](Self::to_vec).
+    pub fn item<T: Elem>(&self) -> Result<T> {
+        if self.numel() != 1 {
+            return Err(Error::invalid(
+                "item",
+                format!("needs one element, got shape {:?}", self.dims()),
+            ));
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+
+    /// The value of a one-element tensor of any dtype, as `f64`.
+    ///
+    /// # Errors
+    ///
+    /// As [`item`](Self::item).
+    pub fn to_scalar(&self) -> Result<f64> {
+        Ok(self
+            .to_f64_vec()?
+            .first()
+            .copied()
+            .filter(|_| self.numel() == 1)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "to_scalar",
+                    format!("needs one element, got shape {:?}", self.dims()),
+                )
+            })?)
+    }
+
+    /// The elements converted to `f64` (any dtype).
+    ///
+    /// # Errors
+    ///
+    /// As [`sync`](Self::sync).
+    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        eddy_ops::dispatch!(self.dtype(), T => Ok(self.to_vec::<T>()?.into_iter().map(Elem::to_f64).collect()))
+    }
+}
+
+/// PyTorch-like printing: `tensor([[1.0000, 2.0000], …], dtype=f32)`; dims longer than 6
+/// show their first and last 3 entries around `...` once the tensor has over 1000 elements.
+/// A tensor whose ops failed prints the error instead of values.
+impl fmt::Display for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let vals = match self.to_f64_vec() {
+            Ok(v) => v,
+            Err(e) => return write!(f, "tensor(<error: {e}>)"),
+        };
+        let float = self.dtype().is_float();
+        let fmt_v = |v: f64| -> String {
+            if self.dtype() == DType::Bool {
+                if v != 0.0 {
+                    "True".into()
+                } else {
+                    "False".into()
+                }
+            } else if float {
+                let a = v.abs();
+                if v.is_finite() && a != 0.0 && !(1e-4..1e8).contains(&a) {
+                    format!("{v:.4e}")
+                } else {
+                    format!("{v:.4}")
+                }
+            } else {
+                format!("{v}")
+            }
+        };
+        let strs: Vec<String> = vals.iter().map(|&v| fmt_v(v)).collect();
+        let width = strs.iter().map(String::len).max().unwrap_or(0);
+        let summarize = self.numel() > 1000;
+        let mut out = String::from("tensor(");
+        fn rec(
+            out: &mut String,
+            dims: &[usize],
+            strs: &[String],
+            base: usize,
+            width: usize,
+            summarize: bool,
+            indent: usize,
+        ) {
+            if dims.is_empty() {
+                out.push_str(&strs[base]);
+                return;
+            }
+            let n = dims[0];
+            let inner: usize = dims[1..].iter().product();
+            out.push('[');
+            let idx: Vec<Option<usize>> = if summarize && n > 6 {
+                (0..3)
+                    .map(Some)
+                    .chain([None])
+                    .chain((n - 3..n).map(Some))
+                    .collect()
+            } else {
+                (0..n).map(Some).collect()
+            };
+            for (k, i) in idx.iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                    if dims.len() > 1 {
+                        out.push_str(&"\n".repeat(dims.len() - 1));
+                        out.push_str(&" ".repeat(indent + 1));
+                    } else {
+                        out.push(' ');
+                    }
+                }
+                match i {
+                    None => out.push_str("..."),
+                    Some(i) if dims.len() == 1 => {
+                        out.push_str(&format!("{:>width$}", strs[base + i]))
+                    }
+                    Some(i) => rec(
+                        out,
+                        &dims[1..],
+                        strs,
+                        base + i * inner,
+                        width,
+                        summarize,
+                        indent + 1,
+                    ),
+                }
+            }
+            out.push(']');
+        }
+        rec(&mut out, self.dims(), &strs, 0, width, summarize, 7);
+        write!(f, "{out}, dtype={})", self.dtype())
+    }
+}

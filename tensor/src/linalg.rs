@@ -1,0 +1,106 @@
+//! Matrix products (`matmul`, batched, with broadcast batch dims) through the `gemm` crate.
+
+use crate::{DType, Error, Result, Shape, Tensor};
+use eddy_ops::{broadcast_shapes, cpu::matmul as km};
+
+impl Tensor {
+    /// The matrix product, as PyTorch's `matmul`: 1-D operands are promoted to a row (lhs) or
+    /// a column (rhs) and the added dim removed; leading dims broadcast (batched matmul).
+    /// `f16`/`bf16` compute in `f32`, integers in `f64`.
+    ///
+    /// # Errors
+    ///
+    /// `ShapeMismatch` if the inner dims differ or the batch dims do not broadcast;
+    /// `DTypeMismatch`, `DeviceMismatch`; `InvalidArgument` for 0-dim operands.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let a = Tensor::ones([4, 2, 3], DType::F32)?;
+    /// let b = Tensor::ones([3, 5], DType::F32)?;
+    /// assert_eq!(a.matmul(&b)?.dims(), &[4, 2, 5]);
+    /// assert!(a.matmul(&a).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.same_device("matmul", rhs)?;
+        if self.dtype() != rhs.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: "matmul",
+                lhs: self.dtype(),
+                rhs: rhs.dtype(),
+            });
+        }
+        if self.rank() == 0 || rhs.rank() == 0 {
+            return Err(Error::invalid(
+                "matmul",
+                "both operands need at least one dim",
+            ));
+        }
+        if self.rank() == 1 {
+            return self.unsqueeze(0)?.matmul(rhs)?.squeeze(-2);
+        }
+        if rhs.rank() == 1 {
+            return self.matmul(&rhs.unsqueeze(1)?)?.squeeze(-1);
+        }
+        let dt = self.dtype();
+        match dt {
+            DType::F32 | DType::F64 => {}
+            DType::F16 | DType::BF16 => {
+                return self
+                    .cast(DType::F32)?
+                    .matmul(&rhs.cast(DType::F32)?)?
+                    .cast(dt);
+            }
+            _ => {
+                let _g = crate::no_grad();
+                return self
+                    .cast(DType::F64)?
+                    .matmul(&rhs.cast(DType::F64)?)?
+                    .cast(dt);
+            }
+        }
+        let (ra, rb) = (self.rank(), rhs.rank());
+        let (m, k) = (self.dims()[ra - 2], self.dims()[ra - 1]);
+        let (k2, n) = (rhs.dims()[rb - 2], rhs.dims()[rb - 1]);
+        if k != k2 {
+            return Err(Error::ShapeMismatch {
+                op: "matmul",
+                lhs: self.dims().to_vec(),
+                rhs: rhs.dims().to_vec(),
+            });
+        }
+        let batch = broadcast_shapes(
+            "matmul",
+            &Shape::from(&self.dims()[..ra - 2]),
+            &Shape::from(&rhs.dims()[..rb - 2]),
+        )
+        .map_err(|_| Error::ShapeMismatch {
+            op: "matmul",
+            lhs: self.dims().to_vec(),
+            rhs: rhs.dims().to_vec(),
+        })?;
+        let full = |x: usize, y: usize| {
+            let mut s = batch.clone();
+            s.0.extend([x, y]);
+            s
+        };
+        let la = self.layout().broadcast_to(&full(m, k));
+        let lb = rhs.layout().broadcast_to(&full(k, n));
+        let out = self.empty_like_shape(full(m, n), dt)?;
+        Tensor::launch(km::matmul(dt, la, lb), &[self, rhs], &[&out])?;
+        Ok(out.record("matmul", &[self, rhs], |g, ins, _| {
+            let (a, b) = (&ins[0], &ins[1]);
+            let ga = a
+                .requires_grad()
+                .then(|| g.matmul(&b.t()?)?.sum_to(a.shape()))
+                .transpose()?;
+            let gb = b
+                .requires_grad()
+                .then(|| a.t()?.matmul(g)?.sum_to(b.shape()))
+                .transpose()?;
+            Ok(vec![ga, gb])
+        }))
+    }
+}

@@ -1,0 +1,430 @@
+//! Neural-network ops: softmax family, losses, layer norm, indexing (`index_select`,
+//! `embedding`, `gather`) and joining (`cat`, `stack`).
+
+use crate::{DType, Error, Result, Tensor};
+use eddy_ops::cpu::{index as ki, nn as kn};
+use eddy_ops::norm_dim;
+
+impl Tensor {
+    /// Moves `dim` last and makes the tensor contiguous (for row-wise kernels).
+    fn dim_last(&self, d: usize) -> Result<Tensor> {
+        let last = self.rank() - 1;
+        if d == last {
+            self.contiguous()
+        } else {
+            self.transpose(d as isize, last as isize)?.contiguous()
+        }
+    }
+
+    fn softmax_impl(&self, dim: isize, log: bool) -> Result<Tensor> {
+        let op = if log { "log_softmax" } else { "softmax" };
+        if !self.dtype().is_float() {
+            return Err(Error::UnsupportedDType {
+                op,
+                dtype: self.dtype(),
+            });
+        }
+        if self.rank() == 0 {
+            return self.unsqueeze(0)?.softmax_impl(0, log)?.squeeze(0);
+        }
+        let d = norm_dim(op, dim, self.rank())?;
+        let last = self.rank() - 1;
+        let x = {
+            let _g = crate::no_grad();
+            self.dim_last(d)?
+        };
+        let cols = x.dims()[last];
+        let rows = x.numel() / cols.max(1);
+        let out = x.empty_like_shape(x.shape().clone(), x.dtype())?;
+        Tensor::launch(
+            kn::softmax(x.dtype(), x.layout().offset, rows, cols, log),
+            &[&x],
+            &[&out],
+        )?;
+        let out = if d == last {
+            out
+        } else {
+            out.transpose(d as isize, last as isize)?
+        };
+        Ok(out.record(op, &[self], move |g, _, y| {
+            let gx = if log {
+                g.sub(&y.exp()?.mul(&g.sum(&[d as isize], true)?)?)?
+            } else {
+                y.mul(&g.sub(&g.mul(y)?.sum(&[d as isize], true)?)?)?
+            };
+            Ok(vec![Some(gx)])
+        }))
+    }
+
+    /// Softmax over `dim` (numerically stable).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`; `UnsupportedDType` for non-float tensors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let p = Tensor::from_vec(vec![1f32, 1.], [2])?.softmax(-1)?;
+    /// assert_eq!(p.to_vec::<f32>()?, vec![0.5, 0.5]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn softmax(&self, dim: isize) -> Result<Tensor> {
+        self.softmax_impl(dim, false)
+    }
+
+    /// Log-softmax over `dim`.
+    ///
+    /// # Errors
+    ///
+    /// As [`softmax`](Self::softmax).
+    pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
+        self.softmax_impl(dim, true)
+    }
+
+    /// Negative log-likelihood: `self` holds log-probabilities `[N, C]`, `target` class
+    /// indices `[N]` (`i64`); the mean over the batch. A target out of `0..C` fails at the next
+    /// sync with a message naming it.
+    ///
+    /// # Errors
+    ///
+    /// `ShapeMismatch`, `UnsupportedDType` (target must be `i64` or `i32`).
+    pub fn nll_loss(&self, target: &Tensor) -> Result<Tensor> {
+        if self.rank() != 2 || target.rank() != 1 || target.dims()[0] != self.dims()[0] {
+            return Err(Error::ShapeMismatch {
+                op: "nll_loss",
+                lhs: self.dims().to_vec(),
+                rhs: target.dims().to_vec(),
+            });
+        }
+        self.gather(1, &target.unsqueeze(1)?)?.mean_all()?.neg()
+    }
+
+    /// Cross-entropy of logits `[N, C]` against class indices `[N]`: `nll_loss(log_softmax)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`nll_loss`](Self::nll_loss).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let logits = Tensor::from_vec(vec![0f32, 0.], [1, 2])?;
+    /// let loss = logits.cross_entropy(&Tensor::from_vec(vec![1i64], [1])?)?;
+    /// assert!((loss.item::<f32>()? - 2f32.ln()).abs() < 1e-6);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn cross_entropy(&self, target: &Tensor) -> Result<Tensor> {
+        self.log_softmax(-1)?.nll_loss(target)
+    }
+
+    /// Mean squared error against `target` (same shape).
+    ///
+    /// # Errors
+    ///
+    /// `ShapeMismatch`.
+    pub fn mse_loss(&self, target: &Tensor) -> Result<Tensor> {
+        if self.dims() != target.dims() {
+            return Err(Error::ShapeMismatch {
+                op: "mse_loss",
+                lhs: self.dims().to_vec(),
+                rhs: target.dims().to_vec(),
+            });
+        }
+        self.sub(target)?.square()?.mean_all()
+    }
+
+    /// Layer normalisation over the last `normalized` dims, with optional affine `weight` and
+    /// `bias` of those dims' shape.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if `normalized` exceeds the rank; `ShapeMismatch` for the affine terms.
+    pub fn layer_norm(
+        &self,
+        normalized: usize,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+    ) -> Result<Tensor> {
+        if normalized == 0 || normalized > self.rank() {
+            return Err(Error::invalid(
+                "layer_norm",
+                format!("cannot normalise {normalized} dims of {:?}", self.dims()),
+            ));
+        }
+        let dims: Vec<isize> = (self.rank() - normalized..self.rank())
+            .map(|d| d as isize)
+            .collect();
+        let mean = self.mean(&dims, true)?;
+        let xc = self.sub(&mean)?;
+        let var = xc.square()?.mean(&dims, true)?;
+        let mut y = xc.mul(&var.add_scalar(eps)?.rsqrt()?)?;
+        let tail = &self.dims()[self.rank() - normalized..];
+        for (t, name) in [(weight, "weight"), (bias, "bias")] {
+            if let Some(t) = t {
+                if t.dims() != tail {
+                    return Err(Error::ShapeMismatch {
+                        op: "layer_norm",
+                        lhs: tail.to_vec(),
+                        rhs: t.dims().to_vec(),
+                    });
+                }
+                y = if name == "weight" {
+                    y.mul(t)?
+                } else {
+                    y.add(t)?
+                };
+            }
+        }
+        Ok(y)
+    }
+
+    fn check_index(op: &'static str, idx: &Tensor) -> Result<()> {
+        if !matches!(idx.dtype(), DType::I64 | DType::I32) {
+            return Err(Error::UnsupportedDType {
+                op,
+                dtype: idx.dtype(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The entries `index` (1-D, `i64`/`i32`) of dim `dim`. Out-of-range indices fail the kernel
+    /// (reported at the next sync, naming the index).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`, `UnsupportedDType`, `ShapeMismatch` if `index` is not 1-D.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([3, 2])?;
+    /// let r = t.index_select(0, &Tensor::from_vec(vec![2i64, 0], [2])?)?;
+    /// assert_eq!(r.to_vec::<f32>()?, vec![4., 5., 0., 1.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn index_select(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
+        Tensor::check_index("index_select", index)?;
+        self.same_device("index_select", index)?;
+        if index.rank() != 1 {
+            return Err(Error::ShapeMismatch {
+                op: "index_select",
+                lhs: self.dims().to_vec(),
+                rhs: index.dims().to_vec(),
+            });
+        }
+        let d = norm_dim("index_select", dim, self.rank())?;
+        let x = {
+            let _g = crate::no_grad();
+            self.contiguous()?
+        };
+        let idx = index.contiguous()?;
+        let (outer, size): (usize, usize) = (self.dims()[..d].iter().product(), self.dims()[d]);
+        let inner: usize = self.dims()[d + 1..].iter().product();
+        let nidx = index.numel();
+        let mut shape = self.shape().clone();
+        shape.0[d] = nidx;
+        let out = self.empty_like_shape(shape, self.dtype())?;
+        let k = ki::index_select(
+            x.dtype(),
+            idx.dtype(),
+            x.layout().offset,
+            idx.layout().offset,
+            outer,
+            size,
+            inner,
+            nidx,
+        );
+        Tensor::launch(k, &[&x, &idx], &[&out])?;
+        let in_shape = self.shape().clone();
+        Ok(out.record("index_select", &[self], move |g, _, _| {
+            let g = g.contiguous()?;
+            let gx = g.empty_like_shape(in_shape.clone(), g.dtype())?;
+            let k = ki::index_add(
+                g.dtype(),
+                idx.dtype(),
+                g.layout().offset,
+                idx.layout().offset,
+                outer,
+                size,
+                inner,
+                nidx,
+            );
+            Tensor::launch(k, &[&g, &idx], &[&gx])?;
+            Ok(vec![Some(gx)])
+        }))
+    }
+
+    /// Embedding lookup: rows of `self` (`[vocab, dim]`) for every index in `ids` (any shape);
+    /// the result has shape `ids.shape + [dim]`.
+    ///
+    /// # Errors
+    ///
+    /// As [`index_select`](Self::index_select); `InvalidArgument` if `self` is not 2-D.
+    pub fn embedding(&self, ids: &Tensor) -> Result<Tensor> {
+        if self.rank() != 2 {
+            return Err(Error::invalid(
+                "embedding",
+                format!("weight must be 2-D, got {:?}", self.dims()),
+            ));
+        }
+        let rows = self.index_select(0, &ids.flatten_all()?)?;
+        let mut shape = ids.shape().clone();
+        shape.0.push(self.dims()[1]);
+        rows.reshape(shape)
+    }
+
+    /// PyTorch's `gather`: `out[i][j] = self[i][index[i][j]]` for `dim = 1` (any rank). `index`
+    /// has `self`'s rank and no dim larger than `self`'s, except `dim`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`, `UnsupportedDType`, `ShapeMismatch`.
+    pub fn gather(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
+        Tensor::check_index("gather", index)?;
+        self.same_device("gather", index)?;
+        let d = norm_dim("gather", dim, self.rank())?;
+        if index.rank() != self.rank()
+            || index
+                .dims()
+                .iter()
+                .zip(self.dims())
+                .enumerate()
+                .any(|(i, (a, b))| i != d && a > b)
+        {
+            return Err(Error::ShapeMismatch {
+                op: "gather",
+                lhs: self.dims().to_vec(),
+                rhs: index.dims().to_vec(),
+            });
+        }
+        let idx = index.contiguous()?;
+        let mut ls = self.layout().clone();
+        ls.shape = idx.shape().clone();
+        let stride_dim = std::mem::replace(&mut ls.strides[d], 0);
+        let size = self.dims()[d];
+        let out = self.empty_like_shape(idx.shape().clone(), self.dtype())?;
+        let k = ki::gather(
+            self.dtype(),
+            idx.dtype(),
+            ls,
+            stride_dim,
+            size,
+            idx.layout().offset,
+        );
+        Tensor::launch(k, &[self, &idx], &[&out])?;
+        let in_shape = self.shape().clone();
+        Ok(out.record("gather", &[self], move |g, _, _| {
+            let g = g.contiguous()?;
+            let gx = g.empty_like_shape(in_shape.clone(), g.dtype())?;
+            let mut lo = eddy_ops::Layout::contiguous(in_shape.clone());
+            lo.shape = idx.shape().clone();
+            let sd = std::mem::replace(&mut lo.strides[d], 0);
+            let k = ki::scatter_add(
+                g.dtype(),
+                idx.dtype(),
+                g.layout().offset,
+                lo,
+                sd,
+                size,
+                in_shape.numel(),
+                idx.layout().offset,
+            );
+            Tensor::launch(k, &[&g, &idx], &[&gx])?;
+            Ok(vec![Some(gx)])
+        }))
+    }
+
+    /// Concatenates `tensors` along `dim` (same dtype, same shape elsewhere).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for an empty list; `InvalidDim`, `ShapeMismatch`, `DTypeMismatch`,
+    /// `DeviceMismatch`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let a = Tensor::zeros([1, 2], DType::F32)?;
+    /// let b = Tensor::ones([2, 2], DType::F32)?;
+    /// assert_eq!(Tensor::cat(&[&a, &b], 0)?.to_vec::<f32>()?, vec![0., 0., 1., 1., 1., 1.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn cat(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
+        let first = *tensors
+            .first()
+            .ok_or_else(|| Error::invalid("cat", "needs at least one tensor"))?;
+        let d = norm_dim("cat", dim, first.rank())?;
+        let mut total = 0usize;
+        for t in tensors {
+            first.same_device("cat", t)?;
+            if t.dtype() != first.dtype() {
+                return Err(Error::DTypeMismatch {
+                    op: "cat",
+                    lhs: first.dtype(),
+                    rhs: t.dtype(),
+                });
+            }
+            let ok = t.rank() == first.rank()
+                && t.dims()
+                    .iter()
+                    .zip(first.dims())
+                    .enumerate()
+                    .all(|(i, (a, b))| i == d || a == b);
+            if !ok {
+                return Err(Error::ShapeMismatch {
+                    op: "cat",
+                    lhs: first.dims().to_vec(),
+                    rhs: t.dims().to_vec(),
+                });
+            }
+            total = total.checked_add(t.dims()[d]).ok_or(Error::ShapeOverflow {
+                shape: first.dims().to_vec(),
+                dtype: first.dtype(),
+            })?;
+        }
+        let mut shape = first.shape().clone();
+        shape.0[d] = total;
+        let out = first.empty_like_shape(shape, first.dtype())?;
+        let mut at = 0;
+        let mut sizes = Vec::with_capacity(tensors.len());
+        {
+            let _g = crate::no_grad();
+            for t in tensors {
+                let n = t.dims()[d];
+                out.narrow(d as isize, at, n)?.copy_(t)?;
+                sizes.push((at, n));
+                at += n;
+            }
+        }
+        Ok(out.record("cat", tensors, move |g, _, _| {
+            sizes
+                .iter()
+                .map(|&(s, n)| Ok(Some(g.narrow(d as isize, s, n)?.contiguous()?)))
+                .collect()
+        }))
+    }
+
+    /// Stacks `tensors` (same shape) along a new dim `dim`.
+    ///
+    /// # Errors
+    ///
+    /// As [`cat`](Self::cat).
+    pub fn stack(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
+        let first = *tensors
+            .first()
+            .ok_or_else(|| Error::invalid("stack", "needs at least one tensor"))?;
+        let d = norm_dim("stack", dim, first.rank() + 1)? as isize;
+        let us: Vec<Tensor> = tensors
+            .iter()
+            .map(|t| t.unsqueeze(d))
+            .collect::<Result<_>>()?;
+        Tensor::cat(&us.iter().collect::<Vec<_>>(), d)
+    }
+}

@@ -1,0 +1,231 @@
+//! Reductions over dims, with `keepdim`: `sum`, `mean`, `prod`, `max`, `min`, `argmax`,
+//! `argmin`. Empty reductions return the identity (sum 0, prod 1); `max`/`min`/`arg*` over an
+//! empty dim are `EmptyTensor` errors.
+
+use crate::{Error, Result, Shape, Tensor};
+use eddy_ops::cpu::reduce::{self as kr, ReduceOp};
+use eddy_ops::norm_dim;
+
+impl Tensor {
+    fn reduce(&self, op: ReduceOp, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        let name = op.name();
+        let r = self.rank();
+        let mut red = vec![false; r];
+        for &d in dims {
+            red[norm_dim(name, d, r)?] = true;
+        }
+        let out_dtype = op.out_dtype(self.dtype()).ok_or(Error::UnsupportedDType {
+            op: name,
+            dtype: self.dtype(),
+        })?;
+        let kept: Vec<usize> = (0..r).filter(|&d| !red[d]).collect();
+        let reduced: Vec<usize> = (0..r).filter(|&d| red[d]).collect();
+        let n_red: usize = reduced.iter().map(|&d| self.dims()[d]).product();
+        let out_numel: usize = kept.iter().map(|&d| self.dims()[d]).product();
+        if op.needs_elements() && n_red == 0 && out_numel > 0 {
+            return Err(Error::EmptyTensor { op: name });
+        }
+        let keep_shape: Shape = Shape(
+            (0..r)
+                .map(|d| if red[d] { 1 } else { self.dims()[d] })
+                .collect(),
+        );
+        let out_shape: Shape = if keepdim {
+            keep_shape.clone()
+        } else {
+            Shape(kept.iter().map(|&d| self.dims()[d]).collect())
+        };
+        let out = self.empty_like_shape(out_shape, out_dtype)?;
+        let prefix = reduced.iter().enumerate().all(|(i, &d)| i == d);
+        if op == ReduceOp::Sum
+            && self.dtype().is_float()
+            && self.is_contiguous()
+            && prefix
+            && !reduced.is_empty()
+        {
+            let k = kr::sum_leading(self.dtype(), self.layout().offset, n_red, out_numel);
+            Tensor::launch(k, &[self], &[&out])?;
+        } else {
+            let perm: Vec<usize> = kept.iter().chain(&reduced).copied().collect();
+            let k = kr::reduce(op, self.dtype(), self.layout().permute(&perm), n_red);
+            Tensor::launch(k, &[self], &[&out])?;
+        }
+        if !self.dtype().is_float() || matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) {
+            return Ok(out);
+        }
+        let in_shape = self.shape().clone();
+        Ok(out.record(name, &[self], move |g, ins, y| {
+            let g = g.reshape(keep_shape.clone())?;
+            let gx = match op {
+                ReduceOp::Sum => g.broadcast_to(in_shape.clone())?.contiguous()?,
+                ReduceOp::Mean => g
+                    .div_scalar(n_red.max(1) as f64)?
+                    .broadcast_to(in_shape.clone())?
+                    .contiguous()?,
+                ReduceOp::Prod => g.mul(&y.reshape(keep_shape.clone())?)?.div(&ins[0])?,
+                _ => {
+                    // Ties share the gradient evenly, as PyTorch's amax/amin.
+                    let mask = ins[0]
+                        .eq(&y.reshape(keep_shape.clone())?)?
+                        .cast(g.dtype())?;
+                    let count = mask.sum(
+                        &(0..in_shape.rank() as isize)
+                            .filter(|&d| {
+                                keep_shape.dims()[d as usize] == 1
+                                    && in_shape.dims()[d as usize] != 1
+                            })
+                            .collect::<Vec<_>>(),
+                        true,
+                    )?;
+                    mask.mul(&g)?.div(&count)?
+                }
+            };
+            Ok(vec![Some(gx)])
+        }))
+    }
+
+    /// Sum over `dims` (`keepdim` keeps them as size 1). Integers and bools sum to `i64`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+    /// assert_eq!(t.sum(&[1], false)?.to_vec::<f32>()?, vec![3., 12.]);
+    /// assert_eq!(t.sum(&[0], true)?.dims(), &[1, 3]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn sum(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Sum, dims, keepdim)
+    }
+    /// Sum of all elements (0-dim).
+    ///
+    /// # Errors
+    ///
+    /// Engine errors.
+    pub fn sum_all(&self) -> Result<Tensor> {
+        self.reduce(ReduceOp::Sum, &all(self.rank()), false)
+    }
+    /// Mean over `dims` (float tensors only).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`; `UnsupportedDType` for integer tensors (as PyTorch).
+    pub fn mean(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Mean, dims, keepdim)
+    }
+    /// Mean of all elements (0-dim; NaN for an empty tensor, as PyTorch).
+    ///
+    /// # Errors
+    ///
+    /// As [`mean`](Self::mean).
+    pub fn mean_all(&self) -> Result<Tensor> {
+        self.reduce(ReduceOp::Mean, &all(self.rank()), false)
+    }
+    /// Product over `dims`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`.
+    pub fn prod(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Prod, dims, keepdim)
+    }
+    /// Maximum over `dim` (NaN propagates).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`; `EmptyTensor` if the dim is empty.
+    pub fn max(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Max, &[dim], keepdim)
+    }
+    /// Minimum over `dim`.
+    ///
+    /// # Errors
+    ///
+    /// As [`max`](Self::max).
+    pub fn min(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Min, &[dim], keepdim)
+    }
+    /// Maximum of all elements.
+    ///
+    /// # Errors
+    ///
+    /// `EmptyTensor` for an empty tensor.
+    pub fn max_all(&self) -> Result<Tensor> {
+        self.reduce(ReduceOp::Max, &all(self.rank()), false)
+    }
+    /// Minimum of all elements.
+    ///
+    /// # Errors
+    ///
+    /// `EmptyTensor` for an empty tensor.
+    pub fn min_all(&self) -> Result<Tensor> {
+        self.reduce(ReduceOp::Min, &all(self.rank()), false)
+    }
+    /// Index (`i64`) of the maximum over `dim`; the first one on ties.
+    ///
+    /// # Errors
+    ///
+    /// As [`max`](Self::max).
+    pub fn argmax(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::ArgMax, &[dim], keepdim)
+    }
+    /// Index (`i64`) of the minimum over `dim`.
+    ///
+    /// # Errors
+    ///
+    /// As [`max`](Self::max).
+    pub fn argmin(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::ArgMin, &[dim], keepdim)
+    }
+
+    /// Sums a broadcast gradient back to `shape` (the inverse of broadcasting).
+    ///
+    /// # Errors
+    ///
+    /// `ShapeMismatch` if `shape` does not broadcast to `self`'s shape.
+    pub fn sum_to(&self, shape: &Shape) -> Result<Tensor> {
+        if self.shape() == shape {
+            return Ok(self.clone());
+        }
+        let (r, k) = (self.rank(), shape.rank());
+        if k > r {
+            return Err(Error::ShapeMismatch {
+                op: "sum_to",
+                lhs: self.dims().to_vec(),
+                rhs: shape.dims().to_vec(),
+            });
+        }
+        let mut dims = Vec::new();
+        for d in 0..r {
+            let target = if d + k >= r {
+                shape.dims()[d + k - r]
+            } else {
+                1
+            };
+            if d + k < r || (target == 1 && self.dims()[d] != 1) {
+                dims.push(d as isize);
+            } else if target != self.dims()[d] {
+                return Err(Error::ShapeMismatch {
+                    op: "sum_to",
+                    lhs: self.dims().to_vec(),
+                    rhs: shape.dims().to_vec(),
+                });
+            }
+        }
+        let s = if dims.is_empty() {
+            self.clone()
+        } else {
+            self.sum(&dims, true)?
+        };
+        s.reshape(shape.clone())
+    }
+}
+
+fn all(rank: usize) -> Vec<isize> {
+    (0..rank as isize).collect()
+}

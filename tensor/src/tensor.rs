@@ -1,0 +1,181 @@
+//! [`Tensor`]: a cheap handle to a layout over shared storage, plus its autograd record.
+
+use crate::autograd::Node;
+use crate::{DType, Device, Error, Layout, Result, Shape};
+use eddy_vm::instruction::{Kernel, OpCall};
+use eddy_vm::{Blob, StreamId, Vm};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A tensor's bytes: one engine blob, shared by every view. When the last view drops, the
+/// storage asks the engine to release the blob (freed after every earlier access).
+pub(crate) struct Storage {
+    pub(crate) blob: Arc<Blob>,
+    pub(crate) vm: Vm,
+    pub(crate) dtype: DType,
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        // An engine that is shut down has freed everything already; nothing to report.
+        let _ = self.vm.release(&self.blob);
+    }
+}
+
+/// An n-dimensional array on an engine: every op call returns at once, after checking its
+/// arguments, and the work runs asynchronously; host reads ([`to_vec`](Self::to_vec), [`item`](Self::item))
+/// wait for it and report any error of the ops it depends on.
+///
+/// Cloning is cheap (an `Arc`); views share storage.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{Tensor, DType};
+/// let a = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
+/// let b = a.matmul(&a.t()?)?.add_scalar(1.0)?;
+/// assert_eq!(b.to_vec2::<f32>()?, vec![vec![6., 12.], vec![12., 26.]]);
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Arc<Inner>);
+
+pub(crate) struct Inner {
+    pub(crate) storage: Arc<Storage>,
+    pub(crate) layout: Layout,
+    pub(crate) id: u64,
+    pub(crate) requires_grad: AtomicBool,
+    pub(crate) node: OnceLock<Node>,
+    pub(crate) grad: Mutex<Option<Tensor>>,
+}
+
+impl Tensor {
+    pub(crate) fn from_parts(storage: Arc<Storage>, layout: Layout) -> Tensor {
+        Tensor(Arc::new(Inner {
+            storage,
+            layout,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            requires_grad: AtomicBool::new(false),
+            node: OnceLock::new(),
+            grad: Mutex::new(None),
+        }))
+    }
+
+    /// A fresh contiguous tensor whose memory `Prepare` allocates when its producer runs.
+    pub(crate) fn empty_on(vm: &Vm, shape: Shape, dtype: DType) -> Result<Tensor> {
+        let bytes = shape.checked_bytes(dtype)?;
+        let storage = Arc::new(Storage {
+            blob: vm.new_blob(bytes),
+            vm: vm.clone(),
+            dtype,
+        });
+        Ok(Tensor::from_parts(storage, Layout::contiguous(shape)))
+    }
+
+    /// A fresh tensor on the same engine as `self`.
+    pub(crate) fn empty_like_shape(&self, shape: Shape, dtype: DType) -> Result<Tensor> {
+        Tensor::empty_on(self.engine(), shape, dtype)
+    }
+
+    /// A view of the same storage with another layout (no autograd record).
+    pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
+        Tensor::from_parts(self.0.storage.clone(), layout)
+    }
+
+    /// The dims.
+    pub fn shape(&self) -> &Shape {
+        &self.0.layout.shape
+    }
+    /// The dims as a slice.
+    pub fn dims(&self) -> &[usize] {
+        self.0.layout.dims()
+    }
+    /// The number of dims.
+    pub fn rank(&self) -> usize {
+        self.0.layout.shape.rank()
+    }
+    /// The size of dim `d` (negative counts from the end).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`.
+    pub fn dim(&self, d: isize) -> Result<usize> {
+        Ok(self.dims()[self.shape().dim("dim", d)?])
+    }
+    /// The element count.
+    pub fn numel(&self) -> usize {
+        self.0.layout.numel()
+    }
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.0.storage.dtype
+    }
+    /// The device.
+    pub fn device(&self) -> Device {
+        Device::Cpu
+    }
+    /// Shape, strides and offset into the storage.
+    pub fn layout(&self) -> &Layout {
+        &self.0.layout
+    }
+    /// Whether the elements are dense and row-major.
+    pub fn is_contiguous(&self) -> bool {
+        self.0.layout.is_contiguous()
+    }
+    /// The engine the tensor lives on.
+    pub fn engine(&self) -> &Vm {
+        &self.0.storage.vm
+    }
+    /// A process-unique id of this handle's tensor (views have their own).
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+    /// Whether `self` and `other` share storage.
+    pub fn shares_storage(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0.storage, &other.0.storage)
+    }
+    pub(crate) fn blob(&self) -> &Arc<Blob> {
+        &self.0.storage.blob
+    }
+
+    /// Checks that `other` is on the same device and engine, for `op`.
+    pub(crate) fn same_device(&self, op: &'static str, other: &Tensor) -> Result<()> {
+        if !self.engine().same_engine(other.engine()) {
+            return Err(Error::DeviceMismatch {
+                op,
+                lhs: format!("{:?} (engine of tensor {})", self.device(), self.id()),
+                rhs: format!(
+                    "{:?} (another engine, tensor {})",
+                    other.device(),
+                    other.id()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Enqueues `kernel` reading `ins` and writing `outs` on the tensors' engine.
+    pub(crate) fn launch(kernel: impl Kernel, ins: &[&Tensor], outs: &[&Tensor]) -> Result<()> {
+        let vm = outs.first().or(ins.first()).expect("an operand").engine();
+        let i = ins.iter().map(|t| t.blob().clone()).collect();
+        let o = outs.iter().map(|t| t.blob().clone()).collect();
+        vm.run(StreamId::CPU, OpCall::new(kernel, i, o))?;
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Tensor[{:?}, {}, id {}{}]",
+            self.dims(),
+            self.dtype(),
+            self.id(),
+            if self.requires_grad() { ", grad" } else { "" }
+        )
+    }
+}

@@ -1,0 +1,298 @@
+//! Views: new layouts over the same storage, no copy. Writes through a view are ordered against
+//! reads of the base and other views because the engine tracks dependences per storage.
+
+use crate::{Error, Layout, Result, Shape, Tensor};
+use eddy_ops::norm_dim;
+
+impl Tensor {
+    /// The same elements with another shape; a view when the tensor is contiguous, else a copy.
+    ///
+    /// # Errors
+    ///
+    /// `ElementCountMismatch` if the element counts differ.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+    /// assert_eq!(t.to_vec2::<f32>()?, vec![vec![0., 1., 2.], vec![3., 4., 5.]]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn reshape(&self, shape: impl Into<Shape>) -> Result<Tensor> {
+        let shape = shape.into();
+        if shape.checked_numel() != Some(self.numel()) {
+            return Err(Error::ElementCountMismatch {
+                op: "reshape",
+                from: self.dims().to_vec(),
+                to: shape.dims().to_vec(),
+            });
+        }
+        let src = self.contiguous()?;
+        let layout = Layout {
+            strides: shape.contiguous_strides(),
+            shape,
+            offset: src.layout().offset,
+        };
+        let in_shape = self.shape().clone();
+        Ok(src
+            .with_layout(layout)
+            .record("reshape", &[self], move |g, _, _| {
+                Ok(vec![Some(g.reshape(in_shape.clone())?)])
+            }))
+    }
+
+    /// A view with another shape; unlike [`reshape`](Self::reshape) it never copies.
+    ///
+    /// # Errors
+    ///
+    /// `ElementCountMismatch`, or `InvalidArgument` if the tensor is not contiguous.
+    pub fn view(&self, shape: impl Into<Shape>) -> Result<Tensor> {
+        if !self.is_contiguous() {
+            return Err(Error::invalid(
+                "view",
+                "the tensor is not contiguous; use reshape (which copies)",
+            ));
+        }
+        self.reshape(shape)
+    }
+
+    /// All elements as one dim.
+    ///
+    /// # Errors
+    ///
+    /// None in practice (as [`reshape`](Self::reshape)).
+    pub fn flatten_all(&self) -> Result<Tensor> {
+        self.reshape([self.numel()])
+    }
+
+    /// Swaps dims `a` and `b`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`.
+    pub fn transpose(&self, a: isize, b: isize) -> Result<Tensor> {
+        let (a, b) = (
+            norm_dim("transpose", a, self.rank())?,
+            norm_dim("transpose", b, self.rank())?,
+        );
+        Ok(self.with_layout(self.layout().transpose(a, b)).record(
+            "transpose",
+            &[self],
+            move |g, _, _| Ok(vec![Some(g.transpose(a as isize, b as isize)?)]),
+        ))
+    }
+
+    /// The transpose of a matrix (the last two dims swapped).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for tensors of rank below 2.
+    pub fn t(&self) -> Result<Tensor> {
+        if self.rank() < 2 {
+            return Err(Error::invalid(
+                "t",
+                format!("needs rank >= 2, got {:?}", self.dims()),
+            ));
+        }
+        self.transpose(-2, -1)
+    }
+
+    /// Reorders dims: dim `i` of the result is dim `perm[i]`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if `perm` is not a permutation of the dims.
+    pub fn permute(&self, perm: &[isize]) -> Result<Tensor> {
+        let r = self.rank();
+        let p: Vec<usize> = perm
+            .iter()
+            .map(|&d| norm_dim("permute", d, r))
+            .collect::<Result<_>>()?;
+        let mut seen = vec![false; r];
+        if p.len() != r || p.iter().any(|&d| std::mem::replace(&mut seen[d], true)) {
+            return Err(Error::invalid(
+                "permute",
+                format!("{perm:?} is not a permutation of {r} dims"),
+            ));
+        }
+        let mut inv = vec![0isize; r];
+        for (i, &d) in p.iter().enumerate() {
+            inv[d] = i as isize;
+        }
+        Ok(self.with_layout(self.layout().permute(&p)).record(
+            "permute",
+            &[self],
+            move |g, _, _| Ok(vec![Some(g.permute(&inv)?)]),
+        ))
+    }
+
+    /// Elements `start..start + len` of dim `dim`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`; `IndexOutOfRange` if the range leaves the dim.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 5.0, 1.0, DType::I64)?;
+    /// assert_eq!(t.narrow(0, 1, 3)?.to_vec::<i64>()?, vec![1, 2, 3]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn narrow(&self, dim: isize, start: usize, len: usize) -> Result<Tensor> {
+        let d = norm_dim("narrow", dim, self.rank())?;
+        let size = self.dims()[d];
+        if start.checked_add(len).is_none_or(|e| e > size) {
+            return Err(Error::IndexOutOfRange {
+                op: "narrow",
+                index: start.saturating_add(len) as i64,
+                size,
+            });
+        }
+        let mut l = self.layout().clone();
+        l.shape.0[d] = len;
+        if len > 0 {
+            l.offset += start * l.strides[d];
+        }
+        let in_shape = self.shape().clone();
+        let dtype = self.dtype();
+        Ok(self
+            .with_layout(l)
+            .record("narrow", &[self], move |g, _, _| {
+                let z = g.new_filled(in_shape.clone(), dtype, 0.0)?;
+                z.narrow(d as isize, start, len)?.copy_(g)?;
+                Ok(vec![Some(z)])
+            }))
+    }
+
+    /// `narrow` over a half-open range (`t.slice(0, 1..3)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`narrow`](Self::narrow); `InvalidArgument` if `range.end < range.start`.
+    pub fn slice(&self, dim: isize, range: std::ops::Range<usize>) -> Result<Tensor> {
+        if range.end < range.start {
+            return Err(Error::invalid("slice", format!("empty range {range:?}")));
+        }
+        self.narrow(dim, range.start, range.end - range.start)
+    }
+
+    /// Index `index` of dim `dim`, which is removed (a view).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`, `IndexOutOfRange`.
+    pub fn select(&self, dim: isize, index: usize) -> Result<Tensor> {
+        let d = norm_dim("select", dim, self.rank())?;
+        if index >= self.dims()[d] {
+            return Err(Error::IndexOutOfRange {
+                op: "select",
+                index: index as i64,
+                size: self.dims()[d],
+            });
+        }
+        self.narrow(d as isize, index, 1)?.squeeze(d as isize)
+    }
+
+    /// Removes dim `dim` if its size is 1 (otherwise returns the tensor unchanged, as PyTorch).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`.
+    pub fn squeeze(&self, dim: isize) -> Result<Tensor> {
+        let d = norm_dim("squeeze", dim, self.rank())?;
+        if self.dims()[d] != 1 {
+            return Ok(self.clone());
+        }
+        let mut l = self.layout().clone();
+        l.shape.0.remove(d);
+        l.strides.remove(d);
+        let in_shape = self.shape().clone();
+        Ok(self
+            .with_layout(l)
+            .record("squeeze", &[self], move |g, _, _| {
+                Ok(vec![Some(g.reshape(in_shape.clone())?)])
+            }))
+    }
+
+    /// Inserts a dim of size 1 at `dim` (`-1` appends).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim` unless `-(rank+1) <= dim <= rank`.
+    pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
+        let d = norm_dim("unsqueeze", dim, self.rank() + 1)?;
+        let mut l = self.layout().clone();
+        let stride = if d < self.rank() {
+            l.strides[d] * l.shape.0[d]
+        } else {
+            1
+        };
+        l.shape.0.insert(d, 1);
+        l.strides.insert(d, stride);
+        let in_shape = self.shape().clone();
+        Ok(self
+            .with_layout(l)
+            .record("unsqueeze", &[self], move |g, _, _| {
+                Ok(vec![Some(g.reshape(in_shape.clone())?)])
+            }))
+    }
+
+    /// Broadcasts to `shape` without copying (new and size-1 dims get stride 0). Writing in place
+    /// into the result is refused (`OverlappingWrite`).
+    ///
+    /// # Errors
+    ///
+    /// `ShapeMismatch` if `self` does not broadcast to `shape`.
+    pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Result<Tensor> {
+        let shape = shape.into();
+        let b = eddy_ops::broadcast_shapes("broadcast_to", self.shape(), &shape)?;
+        if b != shape {
+            return Err(Error::ShapeMismatch {
+                op: "broadcast_to",
+                lhs: self.dims().to_vec(),
+                rhs: shape.dims().to_vec(),
+            });
+        }
+        if &shape == self.shape() {
+            return Ok(self.clone());
+        }
+        let in_shape = self.shape().clone();
+        Ok(self.with_layout(self.layout().broadcast_to(&shape)).record(
+            "expand",
+            &[self],
+            move |g, _, _| Ok(vec![Some(g.sum_to(&in_shape)?)]),
+        ))
+    }
+
+    /// PyTorch's name for [`broadcast_to`](Self::broadcast_to).
+    ///
+    /// # Errors
+    ///
+    /// As `broadcast_to`.
+    pub fn expand(&self, shape: impl Into<Shape>) -> Result<Tensor> {
+        self.broadcast_to(shape)
+    }
+
+    /// A dense row-major tensor with the same values: `self` if already contiguous, else a copy.
+    ///
+    /// # Errors
+    ///
+    /// Only engine errors.
+    pub fn contiguous(&self) -> Result<Tensor> {
+        if self.is_contiguous() {
+            return Ok(self.clone());
+        }
+        let out = self.empty_like_shape(self.shape().clone(), self.dtype())?;
+        let k = eddy_ops::cpu::copy::copy(
+            self.layout().clone(),
+            self.dtype(),
+            out.layout().clone(),
+            out.dtype(),
+        );
+        Tensor::launch(k, &[self], &[&out])?;
+        Ok(out.record("contiguous", &[self], |g, _, _| Ok(vec![Some(g.clone())])))
+    }
+}
