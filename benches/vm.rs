@@ -33,7 +33,7 @@ impl InstructionPolicy for ChainOp {
     fn fusable(&self) -> bool {
         true
     }
-    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::Result<()> {
+    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::vm::Result<()> {
         Ok(())
     }
 }

@@ -299,7 +299,7 @@ impl InstructionPolicy for Counted {
     fn fusable(&self) -> bool {
         true
     }
-    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::Result<()> {
+    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::vm::Result<()> {
         self.computes.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }

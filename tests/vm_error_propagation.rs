@@ -40,7 +40,7 @@ impl InstructionPolicy for PropOp {
     fn fusable(&self) -> bool {
         self.k.is_multiple_of(2)
     }
-    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::Result<()> {
+    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::vm::Result<()> {
         if self.fails {
             Err(Error::kernel("prop_op", format!("op {}", self.k)))
         } else {

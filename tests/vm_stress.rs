@@ -52,7 +52,7 @@ impl InstructionPolicy for Op {
     fn fusable(&self) -> bool {
         !self.id.is_multiple_of(3)
     }
-    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::Result<()> {
+    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::vm::Result<()> {
         let sum = self
             .ins_idx
             .iter()

@@ -1,0 +1,357 @@
+//! The benchmark harness behind `eddy bench --json`: the workloads of `BENCHMARKS.md`, with
+//! fixed keys, 7 repetitions after a warm-up, medians in `metrics` and every repetition in
+//! `samples`.
+//!
+//! The training workload's memory figures need a fresh process, so [`run`] re-spawns the
+//! current executable with `--only mlp_train_ms_per_step --child` and merges what it prints.
+
+use crate::models::{mlp, train_step};
+use crate::tensor::manual_seed as manual_seed_all;
+use crate::tensor::nn::Module;
+use crate::tensor::optim::Sgd;
+use crate::{no_grad, DType, Error, Result, Tensor};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Every metric key, in output order.
+pub const KEYS: &[&str] = &[
+    "dispatch_small_ns_per_op",
+    "dispatch_mixed_ns_per_op",
+    "add_large_gbps",
+    "matmul_256_gflops",
+    "matmul_512_gflops",
+    "matmul_1024_gflops",
+    "mlp_train_ms_per_step",
+    "mlp_train_ms_per_step_nosync",
+    "mlp_train_peak_rss_mb",
+    "mlp_train_base_rss_mb",
+    "mlp_train_loss_first",
+    "mlp_train_loss_last",
+    "mlp_infer_us_per_fwd",
+];
+
+const REPS: usize = 7;
+
+/// Metrics and their samples.
+#[derive(Default, Debug)]
+pub struct Report {
+    /// Key → median.
+    pub metrics: BTreeMap<String, f64>,
+    /// Key → every repetition.
+    pub samples: BTreeMap<String, Vec<f64>>,
+}
+
+impl Report {
+    fn put(&mut self, key: &str, samples: Vec<f64>) {
+        self.metrics.insert(key.into(), median(&samples));
+        self.samples.insert(key.into(), samples);
+    }
+
+    /// The JSON object of `BENCHMARKS.md`.
+    pub fn to_json(&self, threads: usize, notes: &str) -> serde_json::Value {
+        let order = |m: &BTreeMap<String, f64>| -> serde_json::Map<String, serde_json::Value> {
+            KEYS.iter()
+                .filter_map(|k| m.get(*k).map(|v| (k.to_string(), (*v).into())))
+                .collect()
+        };
+        let samples: serde_json::Map<_, _> = KEYS
+            .iter()
+            .filter_map(|k| {
+                self.samples
+                    .get(*k)
+                    .map(|v| (k.to_string(), serde_json::json!(v)))
+            })
+            .collect();
+        serde_json::json!({
+            "framework": "eddy",
+            "meta": {"version": env!("CARGO_PKG_VERSION"), "threads": threads, "notes": notes},
+            "metrics": order(&self.metrics),
+            "samples": samples,
+        })
+    }
+}
+
+/// The median (mean of the middle two for an even count).
+pub fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+fn reps(warmup: usize, mut f: impl FnMut() -> Result<f64>) -> Result<Vec<f64>> {
+    for _ in 0..warmup {
+        f()?;
+    }
+    (0..REPS).map(|_| f()).collect()
+}
+
+/// `y = y + x` chained 10,000 times on 16 elements; ns per op including one sync.
+pub fn dispatch_small() -> Result<Vec<f64>> {
+    let x = Tensor::ones([16], DType::F32)?;
+    reps(1, || {
+        let mut y = Tensor::zeros([16], DType::F32)?;
+        y.sync()?;
+        let t = Instant::now();
+        for _ in 0..10_000 {
+            y = y.add(&x)?;
+        }
+        y.sync()?;
+        let ns = t.elapsed().as_nanos() as f64 / 10_000.0;
+        check(
+            y.to_vec::<f32>()?[0] == 10_000.0,
+            "dispatch_small: wrong sum",
+        )?;
+        Ok(ns)
+    })
+}
+
+/// 2,500 cycles of `y+x`, `y*x`, `relu`, `sum` broadcast back (a view) on 64 elements.
+pub fn dispatch_mixed() -> Result<Vec<f64>> {
+    let x = Tensor::full([64], 1.0 / 64.0, DType::F32)?;
+    reps(1, || {
+        let mut y = Tensor::ones([64], DType::F32)?;
+        y.sync()?;
+        let t = Instant::now();
+        for _ in 0..2_500 {
+            y = y.add(&x)?;
+            y = y.mul(&x)?;
+            y = y.relu()?;
+            y = y.sum_all()?.broadcast_to([64])?;
+        }
+        y.sync()?;
+        let ns = t.elapsed().as_nanos() as f64 / 10_000.0;
+        let v = y.to_vec::<f32>()?;
+        check(
+            v.iter().all(|v| v.is_finite() && *v > 0.0),
+            "dispatch_mixed: values not finite",
+        )?;
+        Ok(ns)
+    })
+}
+
+/// `c = a + b` on 16 Mi elements, a fresh output each time; GB/s = 3 × 64 MiB / time.
+pub fn add_large() -> Result<Vec<f64>> {
+    let n = 16 << 20;
+    let a = Tensor::rand([n], DType::F32)?;
+    let b = Tensor::rand([n], DType::F32)?;
+    let mut c = a.add(&b)?;
+    c.sync()?;
+    reps(2, || {
+        let iters = 10;
+        let t = Instant::now();
+        for _ in 0..iters {
+            drop(c.clone());
+            c = a.add(&b)?;
+        }
+        c.sync()?;
+        Ok(3.0 * (n * 4) as f64 * iters as f64 / t.elapsed().as_secs_f64() / 1e9)
+    })
+}
+
+/// Square `a.matmul(b)`: GFLOP/s with 2n³ flop, iterations sized to about 0.25 s.
+pub fn matmul(n: usize) -> Result<Vec<f64>> {
+    let a = Tensor::randn([n, n], 0.0, 1.0, DType::F32)?;
+    let b = Tensor::randn([n, n], 0.0, 1.0, DType::F32)?;
+    let t = Instant::now();
+    a.matmul(&b)?.sync()?;
+    let one = t.elapsed().as_secs_f64();
+    let iters = ((0.25 / one.max(1e-6)) as usize).clamp(1, 10_000);
+    reps(1, || {
+        let t = Instant::now();
+        let mut c = None;
+        for _ in 0..iters {
+            c = Some(a.matmul(&b)?);
+        }
+        c.expect("one iteration").sync()?;
+        Ok(2.0 * (n * n * n) as f64 * iters as f64 / t.elapsed().as_secs_f64() / 1e9)
+    })
+}
+
+/// The fixed MLP, batch and optimizer of the training workloads.
+fn mlp_setup() -> Result<(crate::tensor::nn::Sequential, Sgd, Tensor, Tensor)> {
+    manual_seed_all(0);
+    let model = mlp(&[784, 512, 512, 10])?;
+    let opt = Sgd::new(model.parameters(), 0.01)?;
+    let x = Tensor::randn([128, 784], 0.0, 1.0, DType::F32)?;
+    let y = Tensor::uniform([128], 0.0, 10.0, DType::F32)?
+        .to_dtype(DType::I64)?
+        .clamp(Some(0.0), Some(9.0))?;
+    Ok((model, opt, x, y))
+}
+
+/// Training steps each synced on the loss: (step times in ms, first loss, last loss).
+pub fn mlp_train() -> Result<(Vec<f64>, f64, f64)> {
+    let (model, mut opt, x, y) = mlp_setup()?;
+    for _ in 0..5 {
+        train_step(&model, &mut opt, &x, &y)?.item::<f32>()?;
+    }
+    let mut times = Vec::with_capacity(50);
+    let (mut first, mut last) = (f64::NAN, f64::NAN);
+    for i in 0..50 {
+        let t = Instant::now();
+        let l = train_step(&model, &mut opt, &x, &y)?.item::<f32>()? as f64;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+        if i == 0 {
+            first = l;
+        }
+        last = l;
+    }
+    Ok((times, first, last))
+}
+
+/// 5 chunks of 10 steps with one sync per chunk: each chunk's mean ms per step.
+pub fn mlp_train_nosync() -> Result<Vec<f64>> {
+    let (model, mut opt, x, y) = mlp_setup()?;
+    for _ in 0..5 {
+        train_step(&model, &mut opt, &x, &y)?.item::<f32>()?;
+    }
+    (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            let mut l = None;
+            for _ in 0..10 {
+                l = Some(train_step(&model, &mut opt, &x, &y)?);
+            }
+            l.expect("ten steps").sync()?;
+            Ok(t.elapsed().as_secs_f64() * 1e3 / 10.0)
+        })
+        .collect()
+}
+
+/// Forward only, batch 1, no autograd, synced every time: µs per forward (300 per repetition).
+pub fn mlp_infer() -> Result<Vec<f64>> {
+    manual_seed_all(0);
+    let model = mlp(&[784, 512, 512, 10])?;
+    let x = Tensor::randn([1, 784], 0.0, 1.0, DType::F32)?;
+    let _g = no_grad();
+    reps(1, || {
+        let t = Instant::now();
+        for _ in 0..300 {
+            model.forward(&x)?.sync()?;
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e6 / 300.0)
+    })
+}
+
+/// The resident set (`VmRSS`) and its peak (`VmHWM`) of this process, in MiB.
+pub fn rss_mb() -> (f64, f64) {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let get = |k: &str| {
+        s.lines()
+            .find(|l| l.starts_with(k))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(f64::NAN, |kb| kb / 1024.0)
+    };
+    (get("VmRSS:"), get("VmHWM:"))
+}
+
+fn check(ok: bool, msg: &str) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid("bench", msg))
+    }
+}
+
+/// Runs the training workload in this (fresh) process and reports its memory too.
+pub fn run_train_child() -> Result<Report> {
+    let mut r = Report::default();
+    let (base, _) = rss_mb();
+    let (times, first, last) = mlp_train()?;
+    let (_, peak) = rss_mb();
+    r.put("mlp_train_ms_per_step", times);
+    r.put("mlp_train_peak_rss_mb", vec![peak]);
+    r.put("mlp_train_base_rss_mb", vec![base]);
+    r.put("mlp_train_loss_first", vec![first]);
+    r.put("mlp_train_loss_last", vec![last]);
+    Ok(r)
+}
+
+/// Runs the selected workloads (`only` empty: all). `exe` re-spawns this program for the
+/// training workload, so that its peak RSS is a fresh process's.
+///
+/// # Errors
+///
+/// A workload's error, or the child process failing.
+pub fn run(only: &[String], exe: Option<&std::path::Path>, threads: usize) -> Result<Report> {
+    let want = |k: &str| only.is_empty() || only.iter().any(|o| o == k);
+    let mut r = Report::default();
+    if want("dispatch_small_ns_per_op") {
+        r.put("dispatch_small_ns_per_op", dispatch_small()?);
+    }
+    if want("dispatch_mixed_ns_per_op") {
+        r.put("dispatch_mixed_ns_per_op", dispatch_mixed()?);
+    }
+    if want("add_large_gbps") {
+        r.put("add_large_gbps", add_large()?);
+    }
+    for n in [256, 512, 1024] {
+        let k = format!("matmul_{n}_gflops");
+        if want(&k) {
+            r.put(&k, matmul(n)?);
+        }
+    }
+    let train_keys = KEYS
+        .iter()
+        .filter(|k| k.starts_with("mlp_train") && !k.ends_with("nosync"));
+    if train_keys.clone().any(|k| want(k)) {
+        let child = match exe {
+            Some(exe) => spawn_child(exe, threads)?,
+            None => run_train_child()?,
+        };
+        r.metrics.extend(child.metrics);
+        r.samples.extend(child.samples);
+    }
+    if want("mlp_train_ms_per_step_nosync") {
+        r.put("mlp_train_ms_per_step_nosync", mlp_train_nosync()?);
+    }
+    if want("mlp_infer_us_per_fwd") {
+        r.put("mlp_infer_us_per_fwd", mlp_infer()?);
+    }
+    Ok(r)
+}
+
+fn spawn_child(exe: &std::path::Path, threads: usize) -> Result<Report> {
+    let bad = |m: String| Error::invalid("bench", m);
+    let out = std::process::Command::new(exe)
+        .args([
+            "bench",
+            "--json",
+            "--child",
+            "--threads",
+            &threads.to_string(),
+        ])
+        .output()
+        .map_err(|e| bad(format!("spawning {}: {e}", exe.display())))?;
+    if !out.status.success() {
+        return Err(bad(format!(
+            "training child failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| bad(e.to_string()))?;
+    let mut r = Report::default();
+    for (k, x) in v["metrics"].as_object().into_iter().flatten() {
+        r.metrics.insert(k.clone(), x.as_f64().unwrap_or(f64::NAN));
+    }
+    for (k, x) in v["samples"].as_object().into_iter().flatten() {
+        let s = x
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_f64())
+            .collect();
+        r.samples.insert(k.clone(), s);
+    }
+    Ok(r)
+}
