@@ -212,8 +212,12 @@ impl Layout {
     pub fn numel(&self) -> usize {
         self.shape.numel()
     }
-    /// Whether the elements are row-major and dense (dims of size 1 may have any stride).
+    /// Whether the elements are row-major and dense (dims of size 1 may have any stride; a
+    /// layout without elements is).
     pub fn is_contiguous(&self) -> bool {
+        if self.shape.0.contains(&0) {
+            return true;
+        }
         let mut expect = 1;
         for (&d, &s) in self.shape.0.iter().zip(&self.strides).rev() {
             if d != 1 && s != expect {

@@ -39,7 +39,10 @@ impl Tensor {
             ));
         }
         if self.rank() == 1 {
-            return self.unsqueeze(0)?.matmul(rhs)?.squeeze(-2);
+            // The added row dim is second to last, or last for a 1-D rhs (whose column dim
+            // was removed already): 1-D @ 1-D is a 0-dim dot product, as in PyTorch.
+            let r = self.unsqueeze(0)?.matmul(rhs)?;
+            return r.squeeze(if rhs.rank() == 1 { -1 } else { -2 });
         }
         if rhs.rank() == 1 {
             return self.matmul(&rhs.unsqueeze(1)?)?.squeeze(-1);
@@ -92,13 +95,25 @@ impl Tensor {
         Tensor::launch(km::matmul(dt, la, lb), &[self, rhs], &[&out])?;
         Ok(out.record("matmul", &[self, rhs], |g, ins, _| {
             let (a, b) = (&ins[0], &ins[1]);
+            // A column-major 2-D operand (a transposed view, as `Linear`'s `w.t()`) gets its
+            // gradient column-major too, `(gᵀa)ᵀ` rather than `aᵀg`, so that the transpose's
+            // backward hands the weight a contiguous gradient (the optimizer's update then
+            // streams instead of striding).
+            let col_major =
+                |t: &Tensor| t.rank() == 2 && t.layout().strides[0] == 1 && t.dims()[0] > 1;
             let ga = a
                 .requires_grad()
-                .then(|| g.matmul(&b.t()?)?.sum_to(a.shape()))
+                .then(|| match col_major(a) && g.rank() == 2 {
+                    true => b.matmul(&g.t()?)?.t(),
+                    false => g.matmul(&b.t()?)?.sum_to(a.shape()),
+                })
                 .transpose()?;
             let gb = b
                 .requires_grad()
-                .then(|| a.t()?.matmul(g)?.sum_to(b.shape()))
+                .then(|| match col_major(b) && g.rank() == 2 {
+                    true => g.t()?.matmul(a)?.t(),
+                    false => a.t()?.matmul(g)?.sum_to(b.shape()),
+                })
                 .transpose()?;
             Ok(vec![ga, gb])
         }))

@@ -153,7 +153,9 @@ impl Tensor {
         }
         let mut l = self.layout().clone();
         l.shape.0[d] = len;
-        if len > 0 {
+        // A view without elements keeps its base's offset: the base's storage may itself be
+        // empty (another dim is 0), and kernels slice `offset..offset + numel` of it.
+        if !l.shape.0.contains(&0) {
             l.offset += start * l.strides[d];
         }
         let in_shape = self.shape().clone();

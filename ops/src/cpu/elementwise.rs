@@ -190,16 +190,76 @@ pub fn map2<A: Elem, B: Elem, D: Elem>(
                 }
             });
         }
-        _ => par_out(out, |st, c| {
-            walk(
-                la.dims(),
-                [&la.strides, &lb.strides],
-                [la.offset, lb.offset],
-                st,
-                st + c.len(),
-                |i, [oa, ob]| c[i - st] = f(a[oa], b[ob]),
-            )
-        }),
+        _ => rows2(a, la, b, lb, out, f),
+    }
+}
+
+/// The general case of [`map2`], a row (innermost dim) at a time: the outer dims advance by
+/// the walker, and each row is a plain loop specialised for unit and zero strides, so a bias
+/// broadcast along rows (`[n, k] + [k]`) runs as fast as a contiguous add.
+fn rows2<A: Elem, B: Elem, D: Elem>(
+    a: &[A],
+    la: &Layout,
+    b: &[B],
+    lb: &Layout,
+    out: &mut [D],
+    f: impl Fn(A, B) -> D + Sync,
+) {
+    let r = la.shape.rank();
+    let inner = la.dims()[r - 1];
+    if inner == 0 {
+        return;
+    }
+    let (sa, sb) = (la.strides[r - 1], lb.strides[r - 1]);
+    let outer = &la.dims()[..r - 1];
+    let rows = out.len() / inner;
+    let body = |row0: usize, chunk: &mut [D]| {
+        let nrows = chunk.len() / inner;
+        walk(
+            outer,
+            [&la.strides[..r - 1], &lb.strides[..r - 1]],
+            [la.offset, lb.offset],
+            row0,
+            row0 + nrows,
+            |ri, [oa, ob]| {
+                let o = &mut chunk[(ri - row0) * inner..(ri - row0 + 1) * inner];
+                match (sa, sb) {
+                    (1, 1) => {
+                        for ((d, &x), &y) in
+                            o.iter_mut().zip(&a[oa..oa + inner]).zip(&b[ob..ob + inner])
+                        {
+                            *d = f(x, y);
+                        }
+                    }
+                    (1, 0) => {
+                        let y = b[ob];
+                        for (d, &x) in o.iter_mut().zip(&a[oa..oa + inner]) {
+                            *d = f(x, y);
+                        }
+                    }
+                    (0, 1) => {
+                        let x = a[oa];
+                        for (d, &y) in o.iter_mut().zip(&b[ob..ob + inner]) {
+                            *d = f(x, y);
+                        }
+                    }
+                    _ => {
+                        for (k, d) in o.iter_mut().enumerate() {
+                            *d = f(a[oa + k * sa], b[ob + k * sb]);
+                        }
+                    }
+                }
+            },
+        )
+    };
+    if out.len() >= crate::kernel::PAR_MIN && rows >= 2 && rayon::current_num_threads() > 1 {
+        use rayon::prelude::*;
+        let per = rows.div_ceil(rayon::current_num_threads() * 4).max(1);
+        out.par_chunks_mut(per * inner)
+            .enumerate()
+            .for_each(|(i, c)| body(i * per, c));
+    } else {
+        body(0, out);
     }
 }
 
