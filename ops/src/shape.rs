@@ -97,10 +97,13 @@ impl Shape {
             })
     }
     /// Row-major (C-contiguous) strides, in elements.
+    ///
+    /// They saturate: only a shape without elements can have strides past `usize::MAX` (its
+    /// other dims may be huge, as `[0, usize::MAX, 2]`), and such strides never address memory.
     pub fn contiguous_strides(&self) -> SmallVec<[usize; 4]> {
         let mut s: SmallVec<[usize; 4]> = SmallVec::from_elem(1, self.rank());
         for i in (0..self.rank().saturating_sub(1)).rev() {
-            s[i] = s[i + 1] * self.0[i + 1].max(1);
+            s[i] = s[i + 1].saturating_mul(self.0[i + 1].max(1));
         }
         s
     }

@@ -364,14 +364,18 @@ impl Tensor {
         }))
     }
 
-    /// A 0-dim tensor of `self`'s dtype (or `f32` if `c` is not integral and `self` is integer).
-    fn scalar_like(&self, c: f64) -> Result<Tensor> {
-        let dt = if !self.dtype().is_float() && c.fract() != 0.0 {
+    /// The dtype of [`scalar_like`](Self::scalar_like)`(c)`.
+    fn scalar_dtype(&self, c: f64) -> DType {
+        if !self.dtype().is_float() && c.fract() != 0.0 {
             DType::F32
         } else {
             self.dtype()
-        };
-        self.new_filled(Shape::default(), dt, c)
+        }
+    }
+
+    /// A 0-dim tensor of `self`'s dtype (or `f32` if `c` is not integral and `self` is integer).
+    fn scalar_like(&self, c: f64) -> Result<Tensor> {
+        self.new_filled(Shape::default(), self.scalar_dtype(c), c)
     }
 
     // ---- in place ----------------------------------------------------------------------------
@@ -505,7 +509,7 @@ impl Tensor {
     ///
     /// As [`add_`](Self::add_).
     pub fn mul_scalar_(&self, c: f64) -> Result<Tensor> {
-        self.binary_(BinaryOp::Mul, &self.scalar_like(c)?, 1.0)
+        self.scalar_(BinaryOp::Mul, c)
     }
     /// In place: `self += c`.
     ///
@@ -513,7 +517,28 @@ impl Tensor {
     ///
     /// As [`add_`](Self::add_).
     pub fn add_scalar_(&self, c: f64) -> Result<Tensor> {
-        self.binary_(BinaryOp::Add, &self.scalar_like(c)?, 1.0)
+        self.scalar_(BinaryOp::Add, c)
+    }
+
+    /// `self op= c`, with [`binary_`](Self::binary_)'s checks made before the scalar operand
+    /// is enqueued (F1: a refused call enqueues nothing).
+    fn scalar_(&self, op: BinaryOp, c: f64) -> Result<Tensor> {
+        self.check_inplace(op.name())?;
+        let dt = self.scalar_dtype(c);
+        if self.dtype() == DType::Bool {
+            return Err(Error::UnsupportedDType {
+                op: op.name(),
+                dtype: DType::Bool,
+            });
+        }
+        if dt != self.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: op.name(),
+                lhs: self.dtype(),
+                rhs: dt,
+            });
+        }
+        self.binary_(op, &self.scalar_like(c)?, 1.0)
     }
 
     /// In place: copies `src` (broadcast to `self`'s shape, converted to its dtype) into `self`.

@@ -47,23 +47,7 @@ impl Tensor {
         if rhs.rank() == 1 {
             return self.matmul(&rhs.unsqueeze(1)?)?.squeeze(-1);
         }
-        let dt = self.dtype();
-        match dt {
-            DType::F32 | DType::F64 => {}
-            DType::F16 | DType::BF16 => {
-                return self
-                    .cast(DType::F32)?
-                    .matmul(&rhs.cast(DType::F32)?)?
-                    .cast(dt);
-            }
-            _ => {
-                let _g = crate::no_grad();
-                return self
-                    .cast(DType::F64)?
-                    .matmul(&rhs.cast(DType::F64)?)?
-                    .cast(dt);
-            }
-        }
+        // Shapes are checked before the casts of f16 and integer operands are enqueued (F1).
         let (ra, rb) = (self.rank(), rhs.rank());
         let (m, k) = (self.dims()[ra - 2], self.dims()[ra - 1]);
         let (k2, n) = (rhs.dims()[rb - 2], rhs.dims()[rb - 1]);
@@ -84,6 +68,23 @@ impl Tensor {
             lhs: self.dims().to_vec(),
             rhs: rhs.dims().to_vec(),
         })?;
+        let dt = self.dtype();
+        match dt {
+            DType::F32 | DType::F64 => {}
+            DType::F16 | DType::BF16 => {
+                return self
+                    .cast(DType::F32)?
+                    .matmul(&rhs.cast(DType::F32)?)?
+                    .cast(dt);
+            }
+            _ => {
+                let _g = crate::no_grad();
+                return self
+                    .cast(DType::F64)?
+                    .matmul(&rhs.cast(DType::F64)?)?
+                    .cast(dt);
+            }
+        }
         let full = |x: usize, y: usize| {
             let mut s = batch.clone();
             s.0.extend([x, y]);

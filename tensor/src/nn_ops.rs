@@ -91,14 +91,21 @@ impl Tensor {
     ///
     /// `ShapeMismatch`, `UnsupportedDType` (target must be `i64` or `i32`).
     pub fn nll_loss(&self, target: &Tensor) -> Result<Tensor> {
+        self.check_nll("nll_loss", target)?;
+        self.gather(1, &target.unsqueeze(1)?)?.mean_all()?.neg()
+    }
+
+    /// The argument checks of `nll_loss`, run before anything is enqueued.
+    fn check_nll(&self, op: &'static str, target: &Tensor) -> Result<()> {
         if self.rank() != 2 || target.rank() != 1 || target.dims()[0] != self.dims()[0] {
             return Err(Error::ShapeMismatch {
-                op: "nll_loss",
+                op,
                 lhs: self.dims().to_vec(),
                 rhs: target.dims().to_vec(),
             });
         }
-        self.gather(1, &target.unsqueeze(1)?)?.mean_all()?.neg()
+        Tensor::check_index(op, target)?;
+        self.same_device(op, target)
     }
 
     /// Cross-entropy of logits `[N, C]` against class indices `[N]`: `nll_loss(log_softmax)`.
@@ -117,6 +124,8 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn cross_entropy(&self, target: &Tensor) -> Result<Tensor> {
+        // Checked here too, so that a bad target fails before the log-softmax is enqueued.
+        self.check_nll("cross_entropy", target)?;
         self.log_softmax(-1)?.nll_loss(target)
     }
 
@@ -158,26 +167,26 @@ impl Tensor {
         let dims: Vec<isize> = (self.rank() - normalized..self.rank())
             .map(|d| d as isize)
             .collect();
+        // The affine terms are checked before anything is enqueued.
+        let tail = &self.dims()[self.rank() - normalized..];
+        for t in [weight, bias].into_iter().flatten() {
+            if t.dims() != tail {
+                return Err(Error::ShapeMismatch {
+                    op: "layer_norm",
+                    lhs: tail.to_vec(),
+                    rhs: t.dims().to_vec(),
+                });
+            }
+        }
         let mean = self.mean(&dims, true)?;
         let xc = self.sub(&mean)?;
         let var = xc.square()?.mean(&dims, true)?;
         let mut y = xc.mul(&var.add_scalar(eps)?.rsqrt()?)?;
-        let tail = &self.dims()[self.rank() - normalized..];
-        for (t, name) in [(weight, "weight"), (bias, "bias")] {
-            if let Some(t) = t {
-                if t.dims() != tail {
-                    return Err(Error::ShapeMismatch {
-                        op: "layer_norm",
-                        lhs: tail.to_vec(),
-                        rhs: t.dims().to_vec(),
-                    });
-                }
-                y = if name == "weight" {
-                    y.mul(t)?
-                } else {
-                    y.add(t)?
-                };
-            }
+        if let Some(w) = weight {
+            y = y.mul(w)?;
+        }
+        if let Some(b) = bias {
+            y = y.add(b)?;
         }
         Ok(y)
     }
@@ -273,6 +282,8 @@ impl Tensor {
                 format!("weight must be 2-D, got {:?}", self.dims()),
             ));
         }
+        // Checked before flattening, which copies strided ids.
+        Tensor::check_index("embedding", ids)?;
         let rows = self.index_select(0, &ids.flatten_all()?)?;
         let mut shape = ids.shape().clone();
         shape.0.push(self.dims()[1]);

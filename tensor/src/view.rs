@@ -250,6 +250,9 @@ impl Tensor {
     /// `ShapeMismatch` if `self` does not broadcast to `shape`.
     pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         let shape = shape.into();
+        // F2: a view's element count must not overflow either (nothing is allocated, but
+        // `numel` and every kernel's index arithmetic would).
+        shape.checked_bytes(self.dtype())?;
         let b = eddy_ops::broadcast_shapes("broadcast_to", self.shape(), &shape)?;
         if b != shape {
             return Err(Error::ShapeMismatch {

@@ -1,0 +1,815 @@
+//! Typed errors of the tensor API (RELIABILITY F1–F4, F17): argument errors are returned at the
+//! call with nothing enqueued and nothing allocated; asynchronous kernel errors surface at the
+//! read that depends on them and poison only what depends on them; writes through views are
+//! ordered against reads of the base; a 100k-long autograd chain builds, back-propagates and
+//! drops in constant stack.
+
+mod common;
+
+use common::watchdog;
+use eddy::tensor::{with_engine, DType, Error, Tensor};
+use eddy::vm::Vm;
+use proptest::prelude::*;
+
+type R<T> = eddy::tensor::Result<T>;
+
+use DType::{F16, F32, F64, I64};
+
+/// A private synchronous engine: its counters are exact after every call.
+fn private() -> Vm {
+    Vm::builder().sync_mode(true).build().unwrap()
+}
+
+fn on<T>(vm: &Vm, f: impl FnOnce() -> R<T>) -> T {
+    with_engine(vm, f).unwrap()
+}
+
+/// Runs `f`, which must fail, and checks that it enqueued nothing and allocated nothing on any
+/// of `vms` (F1: errors at the call site, before anything is enqueued).
+#[track_caller]
+fn fails_at_call<T: std::fmt::Debug>(vms: &[&Vm], f: impl FnOnce() -> R<T>) -> Error {
+    for vm in vms {
+        vm.sync().unwrap();
+    }
+    let before: Vec<_> = vms
+        .iter()
+        .map(|vm| (vm.stats(), vm.alloc_stats()))
+        .collect();
+    let r = f();
+    let after: Vec<_> = vms
+        .iter()
+        .map(|vm| (vm.stats(), vm.alloc_stats()))
+        .collect();
+    let e = r.expect_err("the call should fail");
+    for ((s0, a0), (s1, a1)) in before.iter().zip(&after) {
+        assert_eq!(
+            s0.inserted, s1.inserted,
+            "instructions were enqueued before `{e}`"
+        );
+        assert_eq!(
+            s0.in_flight, s1.in_flight,
+            "instructions in flight after `{e}`"
+        );
+        assert_eq!(
+            a0.allocations, a1.allocations,
+            "memory was allocated before `{e}`"
+        );
+        assert_eq!(a0.in_use, a1.in_use, "memory in use changed by `{e}`");
+        assert_eq!(a0.system_allocations, a1.system_allocations);
+    }
+    e
+}
+
+fn f32s(t: &Tensor) -> Vec<f32> {
+    t.to_vec::<f32>().unwrap()
+}
+
+// ---- F1: shape, dtype, device mismatch -----------------------------------------------------------
+
+#[test]
+fn shape_mismatch_is_returned_at_the_call() {
+    let vm = private();
+    let a = on(&vm, || Tensor::ones([2], F32));
+    let b = on(&vm, || Tensor::ones([3], F32));
+    let e = fails_at_call(&[&vm], || a.add(&b));
+    assert_eq!(
+        e,
+        Error::ShapeMismatch {
+            op: "add",
+            lhs: vec![2],
+            rhs: vec![3]
+        }
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains("add") && msg.contains("[2]") && msg.contains("[3]"),
+        "{msg}"
+    );
+    assert_eq!(e.op(), Some("add"));
+    // The operands are untouched and the engine still works.
+    assert_eq!(f32s(&a), vec![1.0; 2]);
+    assert_eq!(f32s(&a.add(&a).unwrap()), vec![2.0; 2]);
+
+    let m = on(&vm, || Tensor::ones([2, 3], F32));
+    let n = on(&vm, || Tensor::ones([4, 5], F32));
+    let e = fails_at_call(&[&vm], || m.matmul(&n));
+    assert_eq!(
+        e,
+        Error::ShapeMismatch {
+            op: "matmul",
+            lhs: vec![2, 3],
+            rhs: vec![4, 5]
+        }
+    );
+    assert!(e.to_string().contains("matmul"));
+    // Inner dims are checked before any cast of f16 or integer operands is enqueued.
+    for dt in [F16, DType::BF16, I64, DType::I32] {
+        let (p, q) = on(&vm, || {
+            Ok((Tensor::ones([2, 3], dt)?, Tensor::ones([2, 3], dt)?))
+        });
+        let e = fails_at_call(&[&vm], || p.matmul(&q));
+        assert!(
+            matches!(e, Error::ShapeMismatch { op: "matmul", .. }),
+            "{dt}: {e}"
+        );
+    }
+    // Batch dims that do not broadcast; a 1-D operand of the wrong length.
+    let (p, q, v) = on(&vm, || {
+        Ok((
+            Tensor::ones([2, 2, 3], F32)?,
+            Tensor::ones([3, 3, 4], F32)?,
+            Tensor::ones([4], F32)?,
+        ))
+    });
+    assert!(matches!(
+        fails_at_call(&[&vm], || p.matmul(&q)),
+        Error::ShapeMismatch { op: "matmul", .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || p.matmul(&v)),
+        Error::ShapeMismatch { op: "matmul", .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || v.matmul(&p)),
+        Error::ShapeMismatch { op: "matmul", .. }
+    ));
+}
+
+#[test]
+fn every_op_checks_its_shapes_before_enqueueing() {
+    let vm = private();
+    let (x, y, w, t3, tf) = on(&vm, || {
+        Ok((
+            Tensor::ones([2, 3], F32)?,
+            Tensor::ones([3, 2], F32)?,
+            Tensor::ones([4], F32)?,
+            Tensor::from_vec(vec![0i64, 1, 2], [3])?,
+            Tensor::from_vec(vec![0f32, 1.0], [2])?,
+        ))
+    });
+    type Case<'a> = (&'static str, Box<dyn Fn() -> R<Tensor> + 'a>);
+    let cases: Vec<Case> = vec![
+        ("sub", Box::new(|| x.sub(&y))),
+        ("maximum", Box::new(|| x.maximum(&y))),
+        ("eq", Box::new(|| x.eq(&y))),
+        ("where", Box::new(|| x.gt_scalar(0.0)?.where_(&x, &y))),
+        ("cat", Box::new(|| Tensor::cat(&[&x, &y], 0))),
+        ("stack", Box::new(|| Tensor::stack(&[&x, &y], 0))),
+        ("mse_loss", Box::new(|| x.mse_loss(&y))),
+        ("nll_loss", Box::new(|| x.nll_loss(&t3))),
+        ("cross_entropy", Box::new(|| x.cross_entropy(&t3))),
+        (
+            "layer_norm",
+            Box::new(|| x.layer_norm(1, Some(&w), None, 1e-5)),
+        ),
+        (
+            "layer_norm",
+            Box::new(|| x.layer_norm(1, None, Some(&w), 1e-5)),
+        ),
+        (
+            "index_select",
+            Box::new(|| x.index_select(0, &t3.reshape([1, 3])?)),
+        ),
+        (
+            "gather",
+            Box::new(|| x.gather(1, &Tensor::zeros([3, 1], I64)?)),
+        ),
+        ("add", Box::new(|| w.add_(&x))),
+        ("copy_", Box::new(|| w.copy_(&x))),
+        ("broadcast_to", Box::new(|| x.broadcast_to([3, 3]))),
+        (
+            "backward",
+            Box::new(|| {
+                let p = tf.clone().requires_grad_(true);
+                p.mul_scalar(2.0)?.backward_with(&w).map(|_| p)
+            }),
+        ),
+    ];
+    for (op, f) in cases {
+        // Building the operands (the `where` condition, the gather index) may enqueue; only
+        // the failing call itself is measured, so build them outside where the op allows.
+        let e = match op {
+            "where" => {
+                let c = x.gt_scalar(0.0).unwrap();
+                fails_at_call(&[&vm], || c.where_(&x, &y))
+            }
+            "gather" => {
+                let i = on(&vm, || Tensor::zeros([3, 1], I64));
+                fails_at_call(&[&vm], || x.gather(1, &i))
+            }
+            "backward" => {
+                let p = tf.clone().requires_grad_(true);
+                let q = p.mul_scalar(2.0).unwrap();
+                fails_at_call(&[&vm], || q.backward_with(&w))
+            }
+            _ => fails_at_call(&[&vm], f),
+        };
+        // `stack` is `cat` of unsqueezed views, and reports the `cat`.
+        let want = if op == "stack" { "cat" } else { op };
+        assert!(
+            matches!(&e, Error::ShapeMismatch { op: o, .. } if *o == want),
+            "{op}: {e:?}"
+        );
+        assert!(e.to_string().contains(want), "{op}: {e}");
+    }
+    assert!(matches!(
+        fails_at_call(&[&vm], || x.reshape([4])),
+        Error::ElementCountMismatch { op: "reshape", .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || with_engine(&vm, || Tensor::from_vec(
+            vec![1f32; 5],
+            [2, 3]
+        ))),
+        Error::ElementCountMismatch { op: "from_vec", .. }
+    ));
+}
+
+#[test]
+fn dtype_mismatch_is_returned_at_the_call() {
+    let vm = private();
+    let (a, b) = on(&vm, || {
+        Ok((Tensor::ones([2, 2], F32)?, Tensor::ones([2, 2], F64)?))
+    });
+    let e = fails_at_call(&[&vm], || a.matmul(&b));
+    assert_eq!(
+        e,
+        Error::DTypeMismatch {
+            op: "matmul",
+            lhs: F32,
+            rhs: F64
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "dtype mismatch in `matmul`, lhs: f32, rhs: f64"
+    );
+
+    // An integer tensor cannot store a float result in place.
+    let (i, f) = on(&vm, || {
+        Ok((
+            Tensor::from_vec(vec![1i64, 2], [2])?,
+            Tensor::from_vec(vec![0.5f32, 1.5], [2])?,
+        ))
+    });
+    let e = fails_at_call(&[&vm], || i.add_(&f));
+    assert_eq!(
+        e,
+        Error::DTypeMismatch {
+            op: "add",
+            lhs: I64,
+            rhs: F32
+        }
+    );
+    assert!(matches!(
+        fails_at_call(&[&vm], || i.div_(&i)),
+        Error::DTypeMismatch { op: "div", .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || i.mul_scalar_(0.5)),
+        Error::DTypeMismatch { op: "mul", .. }
+    ));
+    assert_eq!(
+        i.to_vec::<i64>().unwrap(),
+        vec![1, 2],
+        "the destination is untouched"
+    );
+    // A float destination takes an integer source.
+    a.narrow(0, 0, 1).unwrap().add_(&i).unwrap();
+    assert_eq!(f32s(&a), vec![2., 3., 1., 1.]);
+
+    let c = on(&vm, || Tensor::ones([1, 2], F64));
+    assert!(matches!(
+        fails_at_call(&[&vm], || Tensor::cat(&[&a, &c], 0)),
+        Error::DTypeMismatch { op: "cat", .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || a.to_vec::<f64>()),
+        Error::DTypeMismatch { op: "to_vec", .. }
+    ));
+    // Unsupported dtypes.
+    assert!(matches!(
+        fails_at_call(&[&vm], || i.mean_all()),
+        Error::UnsupportedDType {
+            op: "mean",
+            dtype: I64
+        }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || i.softmax(0)),
+        Error::UnsupportedDType { op: "softmax", .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || a.index_select(0, &f)),
+        Error::UnsupportedDType {
+            op: "index_select",
+            ..
+        }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || a.gather(0, &a)),
+        Error::UnsupportedDType { op: "gather", .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || a.cross_entropy(&f)),
+        Error::UnsupportedDType { .. }
+    ));
+    // Float ids of an embedding, even as a strided view (refused before any copy).
+    let ids = on(&vm, || Tensor::ones([2, 2], F32)?.t());
+    assert!(matches!(
+        fails_at_call(&[&vm], || a.embedding(&ids)),
+        Error::UnsupportedDType { .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || with_engine(&vm, || Tensor::rand([2], I64))),
+        Error::UnsupportedDType { op: "rand", .. }
+    ));
+}
+
+#[test]
+fn device_mismatch_between_two_engines() {
+    let (vm1, vm2) = (private(), private());
+    let a = on(&vm1, || Tensor::ones([2, 2], F32));
+    let b = on(&vm2, || Tensor::ones([2, 2], F32));
+    let idx = on(&vm2, || Tensor::from_vec(vec![0i64, 1], [2]));
+    let gidx = on(&vm2, || Tensor::zeros([2, 2], I64));
+    let cond = on(&vm2, || Tensor::ones([2, 2], F32)?.gt_scalar(0.0));
+    assert!(a.engine().same_engine(&vm1) && b.engine().same_engine(&vm2));
+    type Case<'a> = (&'static str, Box<dyn Fn() -> R<Tensor> + 'a>);
+    let cases: Vec<Case> = vec![
+        ("add", Box::new(|| a.add(&b))),
+        ("maximum", Box::new(|| b.maximum(&a))),
+        ("lt", Box::new(|| a.lt(&b))),
+        ("matmul", Box::new(|| a.matmul(&b))),
+        ("cat", Box::new(|| Tensor::cat(&[&a, &b], 0))),
+        ("where", Box::new(|| cond.where_(&a, &a))),
+        ("where", Box::new(|| cond.where_(&b, &a))),
+        ("index_select", Box::new(|| a.index_select(0, &idx))),
+        ("gather", Box::new(|| a.gather(0, &gidx))),
+        ("add", Box::new(|| a.add_(&b))),
+        ("copy_", Box::new(|| a.copy_(&b))),
+    ];
+    for (op, f) in cases {
+        let e = fails_at_call(&[&vm1, &vm2], f);
+        assert!(
+            matches!(&e, Error::DeviceMismatch { op: o, .. } if *o == op),
+            "{op}: {e:?}"
+        );
+        let msg = e.to_string();
+        assert!(msg.contains(op) && msg.contains("same device"), "{msg}");
+    }
+    assert_eq!(f32s(&a), vec![1.0; 4]);
+    assert_eq!(f32s(&b), vec![1.0; 4]);
+}
+
+#[test]
+fn invalid_dims_and_indices() {
+    let vm = private();
+    let (x, v, idx) = on(&vm, || {
+        Ok((
+            Tensor::ones([4, 3], F32)?,
+            Tensor::ones([4], F32)?,
+            Tensor::from_vec(vec![0i64], [1])?,
+        ))
+    });
+    type Case<'a> = (&'static str, isize, Box<dyn Fn() -> R<Tensor> + 'a>);
+    let cases: Vec<Case> = vec![
+        ("sum", 2, Box::new(|| x.sum(&[0, 2], false))),
+        ("sum", -3, Box::new(|| x.sum(&[-3], true))),
+        ("max", 5, Box::new(|| x.max(5, false))),
+        ("argmin", -3, Box::new(|| x.argmin(-3, false))),
+        ("transpose", -3, Box::new(|| x.transpose(0, -3))),
+        ("permute", 2, Box::new(|| x.permute(&[0, 2]))),
+        ("softmax", 2, Box::new(|| x.softmax(2))),
+        ("log_softmax", -3, Box::new(|| x.log_softmax(-3))),
+        ("narrow", 2, Box::new(|| x.narrow(2, 0, 1))),
+        ("select", -3, Box::new(|| x.select(-3, 0))),
+        ("squeeze", 2, Box::new(|| x.squeeze(2))),
+        ("unsqueeze", 3, Box::new(|| x.unsqueeze(3))),
+        ("unsqueeze", -4, Box::new(|| x.unsqueeze(-4))),
+        ("cat", 2, Box::new(|| Tensor::cat(&[&x, &x], 2))),
+        ("stack", 2, Box::new(|| Tensor::stack(&[&v, &v], 2))),
+        ("index_select", 2, Box::new(|| x.index_select(2, &idx))),
+        (
+            "gather",
+            -3,
+            Box::new(|| x.gather(-3, &idx.reshape([1, 1])?)),
+        ),
+    ];
+    for (op, dim, f) in cases {
+        let e = if op == "gather" {
+            let i = idx.reshape([1, 1]).unwrap();
+            fails_at_call(&[&vm], || x.gather(-3, &i))
+        } else {
+            fails_at_call(&[&vm], f)
+        };
+        assert!(
+            matches!(&e, Error::InvalidDim { op: o, dim: d, .. } if *o == op && *d == dim),
+            "{op}({dim}): {e:?}"
+        );
+        assert!(e.to_string().contains(&dim.to_string()), "{e}");
+    }
+    assert!(matches!(x.dim(2), Err(Error::InvalidDim { op: "dim", .. })));
+    assert_eq!(x.dim(-1).unwrap(), 3);
+
+    // Ranges past the end of a dim.
+    let e = fails_at_call(&[&vm], || v.narrow(0, 2, 3));
+    assert_eq!(
+        e,
+        Error::IndexOutOfRange {
+            op: "narrow",
+            index: 5,
+            size: 4
+        }
+    );
+    assert!(e.to_string().contains("index 5") && e.to_string().contains("size 4"));
+    assert!(matches!(
+        fails_at_call(&[&vm], || v.narrow(0, usize::MAX, 2)),
+        Error::IndexOutOfRange { op: "narrow", .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || v.narrow(0, 5, 0)),
+        Error::IndexOutOfRange { op: "narrow", .. }
+    ));
+    assert_eq!(
+        fails_at_call(&[&vm], || x.select(0, 4)),
+        Error::IndexOutOfRange {
+            op: "select",
+            index: 4,
+            size: 4
+        }
+    );
+    assert!(matches!(
+        fails_at_call(&[&vm], || x.slice(1, 2..4)),
+        Error::IndexOutOfRange { .. }
+    ));
+    assert_eq!(
+        v.narrow(0, 4, 0).unwrap().dims(),
+        &[0],
+        "an empty range at the end is fine"
+    );
+
+    // Other bad arguments.
+    assert!(matches!(
+        fails_at_call(&[&vm], || v.t()),
+        Error::InvalidArgument { op: "t", .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || x.permute(&[0, 0])),
+        Error::InvalidArgument { op: "permute", .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || x.t()?.view([12])),
+        Error::InvalidArgument { op: "view", .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || x.clamp(None, None)),
+        Error::InvalidArgument { op: "clamp", .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || x.layer_norm(3, None, None, 1e-5)),
+        Error::InvalidArgument {
+            op: "layer_norm",
+            ..
+        }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || Tensor::cat(&[], 0)),
+        Error::InvalidArgument { op: "cat", .. }
+    ));
+    assert!(matches!(
+        fails_at_call(&[&vm], || x.item::<f32>()),
+        Error::InvalidArgument { op: "item", .. }
+    ));
+    let s = on(&vm, || Tensor::scalar(1f32));
+    assert!(matches!(
+        fails_at_call(&[&vm], || s.matmul(&v)),
+        Error::InvalidArgument { op: "matmul", .. }
+    ));
+}
+
+// ---- F2: element-count and byte-size overflow ---------------------------------------------------
+
+#[test]
+fn shape_overflow_never_reaches_the_allocator() {
+    let vm = private();
+    let e = fails_at_call(&[&vm], || {
+        with_engine(&vm, || Tensor::zeros([usize::MAX, 2], F32))
+    });
+    assert_eq!(
+        e,
+        Error::ShapeOverflow {
+            shape: vec![usize::MAX, 2],
+            dtype: F32
+        }
+    );
+    assert!(e.to_string().contains("overflows"), "{e}");
+    type Case = Box<dyn Fn() -> R<Tensor>>;
+    let cases: Vec<Case> = vec![
+        Box::new(|| Tensor::zeros([1 << 32, 1 << 32], F32)),
+        Box::new(|| Tensor::ones([1 << 31, 1 << 31], F32)), // numel fits, bytes do not
+        Box::new(|| Tensor::full([1 << 61], 1.0, F32)),     // bytes above isize::MAX
+        Box::new(|| Tensor::zeros([usize::MAX, 2, 0], F64)),
+        Box::new(|| Tensor::eye(1 << 32, F32)),
+        Box::new(|| Tensor::arange(0.0, 1e300, 1.0, F32)),
+        Box::new(|| Tensor::linspace(0.0, 1.0, usize::MAX, F64)),
+        Box::new(|| Tensor::rand([usize::MAX / 4, 4], F32)),
+        Box::new(|| Tensor::ones([2], F32)?.broadcast_to([usize::MAX, 2])),
+        Box::new(|| Tensor::ones([1, 1], F32)?.expand([1 << 40, 1 << 40])),
+    ];
+    for (i, f) in cases.into_iter().enumerate() {
+        // The inputs of the view cases are built first, so measure only the failing call.
+        let e = if i >= 8 {
+            let src = on(&vm, || Tensor::ones([1, 2], F32));
+            let s = if i == 8 {
+                vec![usize::MAX, 2]
+            } else {
+                vec![1 << 40, 1 << 40]
+            };
+            let src = if i == 8 {
+                src
+            } else {
+                src.narrow(1, 0, 1).unwrap()
+            };
+            fails_at_call(&[&vm], || src.broadcast_to(s.clone()))
+        } else {
+            fails_at_call(&[&vm], || with_engine(&vm, &f))
+        };
+        assert!(matches!(e, Error::ShapeOverflow { .. }), "case {i}: {e:?}");
+    }
+    // A reshape to an overflowing shape is an element-count error.
+    let x = on(&vm, || Tensor::ones([4], F32));
+    assert!(matches!(
+        fails_at_call(&[&vm], || x.reshape([usize::MAX, 2])),
+        Error::ElementCountMismatch { op: "reshape", .. }
+    ));
+}
+
+/// Dims drawn from {0, 1, small, 2³¹, 2³², 2⁶³, usize::MAX}: creation fails with
+/// `ShapeOverflow` exactly when the checked byte size overflows (or exceeds `isize::MAX`),
+/// and never panics or asks the allocator.
+fn huge_dim() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        Just(0usize),
+        Just(1),
+        Just(3),
+        Just(1 << 31),
+        Just(1 << 32),
+        Just(1 << 63),
+        Just(usize::MAX)
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn huge_shapes_overflow_exactly_when_their_size_does(
+        shape in prop::collection::vec(huge_dim(), 1..=3),
+        dt in prop_oneof![Just(F32), Just(F64), Just(DType::U8)],
+    ) {
+        let bytes = shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .and_then(|n| n.checked_mul(dt.size_in_bytes()))
+            .filter(|&b| b <= isize::MAX as usize);
+        // Representable but huge sizes would really allocate: only the small ones are created.
+        if bytes.is_some_and(|b| b > 1 << 20) {
+            return Ok(());
+        }
+        let vm = private();
+        match bytes {
+            None => {
+                let e = fails_at_call(&[&vm], || with_engine(&vm, || Tensor::zeros(shape.clone(), dt)));
+                prop_assert_eq!(e, Error::ShapeOverflow { shape: shape.clone(), dtype: dt });
+            }
+            Some(b) => {
+                let t = on(&vm, || Tensor::full(shape.clone(), 1.0, dt));
+                prop_assert_eq!(t.dims(), &shape[..]);
+                prop_assert_eq!(t.numel() * dt.size_in_bytes(), b);
+                prop_assert_eq!(t.to_f64_vec().unwrap(), vec![1.0; t.numel()]);
+            }
+        }
+    }
+}
+
+// ---- F4: in-place writes into expanded views; writes through views vs reads of the base --------
+
+#[test]
+fn in_place_write_into_an_expanded_view_is_refused() {
+    let vm = private();
+    let (x, one) = on(&vm, || {
+        Ok((
+            Tensor::from_vec(vec![1f32, 2., 3.], [1, 3])?,
+            Tensor::ones([3], F32)?,
+        ))
+    });
+    let e = x.broadcast_to([4, 3]).unwrap();
+    type Case<'a> = (&'static str, Box<dyn Fn() -> R<Tensor> + 'a>);
+    let cases: Vec<Case> = vec![
+        ("add", Box::new(|| e.add_(&one))),
+        ("mul", Box::new(|| e.mul_(&one))),
+        ("sub", Box::new(|| e.t()?.sub_(&one.unsqueeze(1)?))),
+        ("copy_", Box::new(|| e.copy_(&one))),
+        ("fill_", Box::new(|| e.fill_(0.0))),
+        ("fill_", Box::new(|| e.zero_())),
+        ("add", Box::new(|| e.add_scalar_(1.0))),
+        (
+            "add",
+            Box::new(|| e.narrow(0, 1, 2)?.add_scaled_(&one, 2.0)),
+        ),
+    ];
+    for (op, f) in cases {
+        let err = fails_at_call(&[&vm], f);
+        assert_eq!(err, Error::OverlappingWrite { op }, "{op}");
+        assert!(err.to_string().contains("overlap"));
+    }
+    assert_eq!(f32s(&x), vec![1., 2., 3.]);
+    // A broadcast to the same shape, or of size-1 dims to size 1, is no expansion.
+    x.broadcast_to([1, 3]).unwrap().add_(&one).unwrap();
+    x.unsqueeze(0)
+        .unwrap()
+        .broadcast_to([1, 1, 3])
+        .unwrap()
+        .add_(&one)
+        .unwrap();
+    assert_eq!(f32s(&x), vec![3., 4., 5.]);
+}
+
+#[test]
+fn writes_through_views_are_ordered_against_reads_of_the_base() {
+    watchdog(60, || {
+        let vm = Vm::builder().build().unwrap();
+        with_engine(&vm, || {
+            for it in 0..40 {
+                let n = 64;
+                let base = Tensor::arange(0.0, (n * n) as f64, 1.0, F32)
+                    .unwrap()
+                    .reshape([n, n])
+                    .unwrap();
+                let orig: Vec<f32> = (0..n * n).map(|i| i as f32).collect();
+                // Reads submitted before the writes see none of them.
+                let before = base.mul_scalar(1.0).unwrap();
+                let before_t = base.t().unwrap().contiguous().unwrap();
+                let row = base.narrow(0, it % n, 1).unwrap();
+                row.mul_scalar_(-1.0).unwrap();
+                let col = base.t().unwrap().narrow(0, 3, 2).unwrap(); // columns 3 and 4
+                col.add_scalar_(0.5).unwrap();
+                // Reads submitted after see all of them, through the base and through views.
+                let after = base.mul_scalar(1.0).unwrap();
+                let mut want = orig.clone();
+                for j in 0..n {
+                    want[(it % n) * n + j] *= -1.0;
+                }
+                for i in 0..n {
+                    want[i * n + 3] += 0.5;
+                    want[i * n + 4] += 0.5;
+                }
+                assert_eq!(
+                    f32s(&before),
+                    orig,
+                    "iteration {it}: a read before the write"
+                );
+                let mut ot = vec![0f32; n * n];
+                for i in 0..n {
+                    for j in 0..n {
+                        ot[j * n + i] = orig[i * n + j];
+                    }
+                }
+                assert_eq!(f32s(&before_t), ot, "iteration {it}");
+                assert_eq!(f32s(&after), want, "iteration {it}: a read after the write");
+                assert_eq!(f32s(&base), want);
+                assert_eq!(f32s(&row), want[(it % n) * n..(it % n + 1) * n].to_vec());
+                // Overlapping views written in turn: program order decides.
+                let v1 = base.narrow(0, 0, 2).unwrap();
+                let v2 = base.narrow(0, 1, 2).unwrap();
+                v1.fill_(1.0).unwrap();
+                v2.mul_scalar_(3.0).unwrap();
+                v1.add_scalar_(1.0).unwrap();
+                let r = f32s(&base.narrow(0, 0, 3).unwrap().narrow(1, 0, 1).unwrap());
+                assert_eq!(r, vec![2.0, 4.0, 3.0 * want[2 * n]], "iteration {it}");
+            }
+        });
+    });
+}
+
+// ---- asynchronous kernel errors ---------------------------------------------------------------
+
+#[test]
+fn an_out_of_range_index_fails_at_the_read_and_poisons_only_its_dependents() {
+    watchdog(30, || {
+        let vm = Vm::builder().build().unwrap();
+        with_engine(&vm, || {
+            let src = Tensor::arange(0.0, 6.0, 1.0, F32)
+                .unwrap()
+                .reshape([3, 2])
+                .unwrap();
+            let unrelated_before = src.mul_scalar(2.0).unwrap();
+            let idx = Tensor::from_vec(vec![0i64, 7], [2]).unwrap();
+            // The call itself succeeds: the index is only read on the stream.
+            let out = src.index_select(0, &idx).unwrap();
+            let dependent = out.add_scalar(1.0).unwrap().sum_all().unwrap();
+            let unrelated_after = src.add_scalar(1.0).unwrap();
+            for (what, t) in [("the result", &out), ("a dependent", &dependent)] {
+                let e = t.to_vec::<f32>().unwrap_err();
+                let Error::Vm(eddy::vm::Error::KernelFailed { op, message, .. }) = &e else {
+                    panic!("{what}: expected a kernel failure, got {e:?}");
+                };
+                assert_eq!(op, "index_select", "{what}");
+                assert!(
+                    message.contains("index 7") && message.contains("size 3"),
+                    "{what}: {message}"
+                );
+                assert!(e.to_string().contains("index 7"), "{e}");
+                assert_eq!(e.op(), Some("index_select"));
+            }
+            // Only what depends on it is poisoned.
+            assert_eq!(f32s(&src), vec![0., 1., 2., 3., 4., 5.]);
+            assert_eq!(f32s(&unrelated_before), vec![0., 2., 4., 6., 8., 10.]);
+            assert_eq!(f32s(&unrelated_after), vec![1., 2., 3., 4., 5., 6.]);
+            assert_eq!(
+                f32s(
+                    &src.index_select(0, &Tensor::from_vec(vec![2i64, -3], [2]).unwrap())
+                        .unwrap()
+                ),
+                vec![4., 5., 0., 1.]
+            );
+            // The engine reports the root error until cleared; then it is clean.
+            assert!(matches!(
+                vm.sync(),
+                Err(eddy::vm::Error::KernelFailed { .. })
+            ));
+            vm.clear_errors();
+            vm.sync().unwrap();
+            // A negative index out of range names it too.
+            let neg = src
+                .index_select(0, &Tensor::from_vec(vec![-4i64], [1]).unwrap())
+                .unwrap();
+            let e = neg.to_vec::<f32>().unwrap_err();
+            assert!(e.to_string().contains("index -4"), "{e}");
+            vm.clear_errors();
+        });
+    });
+}
+
+#[test]
+fn an_out_of_range_class_in_cross_entropy_fails_at_the_read() {
+    watchdog(30, || {
+        let vm = Vm::builder().build().unwrap();
+        with_engine(&vm, || {
+            let logits = Tensor::from_vec(vec![0.1f32, 0.2, 0.3, 0.4, 0.5, 0.6], [2, 3])
+                .unwrap()
+                .requires_grad_(true);
+            let target = Tensor::from_vec(vec![0i64, 5], [2]).unwrap();
+            let loss = logits.cross_entropy(&target).unwrap();
+            let e = loss.item::<f32>().unwrap_err();
+            assert!(
+                matches!(&e, Error::Vm(eddy::vm::Error::KernelFailed { op, .. }) if op == "gather"),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains("index 5"), "{e}");
+            // The logits are fine, and so is a loss with valid targets.
+            assert_eq!(f32s(&logits).len(), 6);
+            let ok = logits
+                .cross_entropy(&Tensor::from_vec(vec![0i64, 2], [2]).unwrap())
+                .unwrap();
+            assert!(ok.item::<f32>().unwrap().is_finite());
+            ok.backward().unwrap();
+            assert_eq!(logits.grad().unwrap().dims(), &[2, 3]);
+            vm.clear_errors();
+        });
+    });
+}
+
+// ---- F17: a 100k-long autograd chain -------------------------------------------------------------
+
+#[test]
+fn a_100k_long_autograd_chain_backwards_and_drops_in_a_small_stack() {
+    let h = std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(|| {
+            let vm = Vm::builder().build().unwrap();
+            with_engine(&vm, || {
+                let x = Tensor::from_vec(vec![0.25f64, -1.0], [2])
+                    .unwrap()
+                    .requires_grad_(true);
+                let mut y = x.clone();
+                for _ in 0..100_000 {
+                    y = y.add_scalar(1.0).unwrap();
+                }
+                assert_eq!(y.to_vec::<f64>().unwrap(), vec![100_000.25, 99_999.0]);
+                y.sum_all().unwrap().backward().unwrap();
+                assert_eq!(x.grad().unwrap().to_vec::<f64>().unwrap(), vec![1.0, 1.0]);
+                drop(y);
+                // A chain dropped without being read or back-propagated.
+                let mut z = x.mul_scalar(2.0).unwrap();
+                for _ in 0..100_000 {
+                    z = z.add_scalar(-1.0).unwrap();
+                }
+                drop(z);
+                assert_eq!(x.to_vec::<f64>().unwrap(), vec![0.25, -1.0]);
+            });
+            vm.sync().unwrap();
+        })
+        .unwrap();
+    h.join().expect("the chain overflowed the stack or failed");
+}

@@ -1,0 +1,1745 @@
+//! Every tensor op against a naive reference written with plain loops over `f64`
+//! (RELIABILITY F1, F3, F4, F13).
+//!
+//! Inputs come from proptest: ranks 0..=3, dims 0..=4 with 0 drawn often in every position,
+//! non-contiguous views (transposed, narrowed and broadcast views of larger tensors), operands
+//! that broadcast against each other, and dtypes (`f32`, `f64`, and `f16`/`bf16`/`i64`/`i32`
+//! where the op takes them). Input values are rounded to the tensor's dtype before the reference
+//! sees them, so the comparison tolerance only covers the op's own rounding.
+
+use eddy::ops::{dispatch, Elem};
+use eddy::tensor::{DType, Error, Tensor};
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use reference::{broadcast_shape, numel, Arr};
+
+type R<T> = eddy::tensor::Result<T>;
+
+use DType::{BF16, F16, F32, F64, I32, I64};
+
+// ---- the reference --------------------------------------------------------------------------
+
+/// Plain-loop `f64` arrays: a row-major `Vec<f64>` plus a shape.
+mod reference {
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Arr {
+        pub shape: Vec<usize>,
+        pub data: Vec<f64>,
+    }
+
+    pub fn numel(s: &[usize]) -> usize {
+        s.iter().product()
+    }
+
+    fn strides(s: &[usize]) -> Vec<usize> {
+        let mut st = vec![1; s.len()];
+        for i in (0..s.len().saturating_sub(1)).rev() {
+            st[i] = st[i + 1] * s[i + 1];
+        }
+        st
+    }
+
+    /// The multi-index of flat position `i` (only for non-empty shapes).
+    pub fn unravel(mut i: usize, s: &[usize]) -> Vec<usize> {
+        let mut idx = vec![0; s.len()];
+        for d in (0..s.len()).rev() {
+            idx[d] = i % s[d];
+            i /= s[d];
+        }
+        idx
+    }
+
+    pub fn ravel(idx: &[usize], s: &[usize]) -> usize {
+        idx.iter().zip(strides(s)).map(|(a, b)| a * b).sum()
+    }
+
+    /// NumPy broadcasting: `None` if the shapes do not broadcast.
+    pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+        let n = a.len().max(b.len());
+        (0..n)
+            .map(|i| {
+                let da = if i + a.len() >= n {
+                    a[i + a.len() - n]
+                } else {
+                    1
+                };
+                let db = if i + b.len() >= n {
+                    b[i + b.len() - n]
+                } else {
+                    1
+                };
+                if da == db || db == 1 {
+                    Some(da)
+                } else if da == 1 {
+                    Some(db)
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// `erf` by its Taylor series (exact to ~1e-14 for |x| <= 3).
+    pub fn erf(x: f64) -> f64 {
+        if x.abs() > 5.5 {
+            return x.signum();
+        }
+        let (x2, mut term, mut sum) = (x * x, x, x);
+        for n in 1..400 {
+            term *= -x2 / n as f64;
+            let t = term / (2 * n + 1) as f64;
+            sum += t;
+            if t.abs() < 1e-18 * sum.abs().max(1e-300) {
+                break;
+            }
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    }
+
+    impl Arr {
+        pub fn new(shape: &[usize], data: Vec<f64>) -> Arr {
+            assert_eq!(numel(shape), data.len(), "reference: bad element count");
+            Arr {
+                shape: shape.to_vec(),
+                data,
+            }
+        }
+        pub fn from_fn(shape: &[usize], mut f: impl FnMut(&[usize]) -> f64) -> Arr {
+            let n = numel(shape);
+            Arr::new(shape, (0..n).map(|i| f(&unravel(i, shape))).collect())
+        }
+        pub fn rank(&self) -> usize {
+            self.shape.len()
+        }
+        pub fn at(&self, idx: &[usize]) -> f64 {
+            self.data[ravel(idx, &self.shape)]
+        }
+        pub fn map(&self, f: impl Fn(f64) -> f64) -> Arr {
+            Arr::new(&self.shape, self.data.iter().map(|&x| f(x)).collect())
+        }
+        pub fn broadcast_to(&self, shape: &[usize]) -> Arr {
+            let (n, k) = (shape.len(), self.rank());
+            assert!(k <= n);
+            Arr::from_fn(shape, |idx| {
+                let src: Vec<usize> = (0..k)
+                    .map(|j| {
+                        if self.shape[j] == 1 {
+                            0
+                        } else {
+                            idx[j + n - k]
+                        }
+                    })
+                    .collect();
+                self.at(&src)
+            })
+        }
+        pub fn zip(&self, o: &Arr, f: impl Fn(f64, f64) -> f64) -> Option<Arr> {
+            let s = broadcast_shape(&self.shape, &o.shape)?;
+            let (a, b) = (self.broadcast_to(&s), o.broadcast_to(&s));
+            Some(Arr::new(
+                &s,
+                a.data.iter().zip(&b.data).map(|(&x, &y)| f(x, y)).collect(),
+            ))
+        }
+        pub fn permute(&self, p: &[usize]) -> Arr {
+            let shape: Vec<usize> = p.iter().map(|&d| self.shape[d]).collect();
+            Arr::from_fn(&shape, |idx| {
+                let mut src = vec![0; p.len()];
+                for (i, &d) in p.iter().enumerate() {
+                    src[d] = idx[i];
+                }
+                self.at(&src)
+            })
+        }
+        pub fn transpose(&self, a: usize, b: usize) -> Arr {
+            let mut p: Vec<usize> = (0..self.rank()).collect();
+            p.swap(a, b);
+            self.permute(&p)
+        }
+        pub fn narrow(&self, d: usize, start: usize, len: usize) -> Arr {
+            let mut shape = self.shape.clone();
+            shape[d] = len;
+            Arr::from_fn(&shape, |idx| {
+                let mut s = idx.to_vec();
+                s[d] += start;
+                self.at(&s)
+            })
+        }
+        pub fn reshape(&self, shape: &[usize]) -> Arr {
+            Arr::new(shape, self.data.clone())
+        }
+        /// Reduces `dims`, calling `f` on each group's elements in row-major order.
+        pub fn reduce(&self, dims: &[usize], keepdim: bool, f: impl Fn(&[f64]) -> f64) -> Arr {
+            let r = self.rank();
+            let red = |d: usize| dims.contains(&d);
+            let keep: Vec<usize> = (0..r)
+                .map(|d| if red(d) { 1 } else { self.shape[d] })
+                .collect();
+            let mut groups = vec![Vec::new(); numel(&keep)];
+            for (i, &v) in self.data.iter().enumerate() {
+                let mut idx = unravel(i, &self.shape);
+                for &d in dims {
+                    idx[d] = 0;
+                }
+                groups[ravel(&idx, &keep)].push(v);
+            }
+            let out: Vec<usize> = if keepdim {
+                keep
+            } else {
+                (0..r).filter(|&d| !red(d)).map(|d| self.shape[d]).collect()
+            };
+            Arr::new(&out, groups.iter().map(|g| f(g)).collect())
+        }
+        /// PyTorch's `matmul` (1-D promotion, broadcast batch dims); `None` on a shape error.
+        pub fn matmul(&self, o: &Arr) -> Option<Arr> {
+            if self.rank() == 0 || o.rank() == 0 {
+                return None;
+            }
+            let a = if self.rank() == 1 {
+                self.reshape(&[1, self.shape[0]])
+            } else {
+                self.clone()
+            };
+            let b = if o.rank() == 1 {
+                o.reshape(&[o.shape[0], 1])
+            } else {
+                o.clone()
+            };
+            let (ra, rb) = (a.rank(), b.rank());
+            let (m, k) = (a.shape[ra - 2], a.shape[ra - 1]);
+            let (k2, n) = (b.shape[rb - 2], b.shape[rb - 1]);
+            if k != k2 {
+                return None;
+            }
+            let batch = broadcast_shape(&a.shape[..ra - 2], &b.shape[..rb - 2])?;
+            let with = |x: usize, y: usize| {
+                let mut s = batch.clone();
+                s.extend([x, y]);
+                s
+            };
+            let (a, b) = (a.broadcast_to(&with(m, k)), b.broadcast_to(&with(k, n)));
+            let nb = batch.len();
+            let out = Arr::from_fn(&with(m, n), |idx| {
+                (0..k)
+                    .map(|p| {
+                        let mut ia = idx[..nb].to_vec();
+                        ia.extend([idx[nb], p]);
+                        let mut ib = idx[..nb].to_vec();
+                        ib.extend([p, idx[nb + 1]]);
+                        a.at(&ia) * b.at(&ib)
+                    })
+                    .sum()
+            });
+            let mut shape = out.shape.clone();
+            if o.rank() == 1 {
+                shape.pop();
+            }
+            if self.rank() == 1 {
+                shape.remove(shape.len() - 1 - usize::from(o.rank() != 1));
+            }
+            Some(out.reshape(&shape))
+        }
+        /// The values along dim `d` through position `idx`.
+        fn row(&self, d: usize, idx: &[usize]) -> Vec<f64> {
+            let mut s = idx.to_vec();
+            (0..self.shape[d])
+                .map(|q| {
+                    s[d] = q;
+                    self.at(&s)
+                })
+                .collect()
+        }
+        pub fn softmax(&self, d: usize, log: bool) -> Arr {
+            Arr::from_fn(&self.shape, |idx| {
+                let row = self.row(d, idx);
+                let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
+                let x = self.at(idx);
+                if log {
+                    x - m - s.ln()
+                } else {
+                    (x - m).exp() / s
+                }
+            })
+        }
+        pub fn index_select(&self, d: usize, index: &[usize]) -> Arr {
+            let mut shape = self.shape.clone();
+            shape[d] = index.len();
+            Arr::from_fn(&shape, |idx| {
+                let mut s = idx.to_vec();
+                s[d] = index[idx[d]];
+                self.at(&s)
+            })
+        }
+        pub fn gather(&self, d: usize, index: &Arr) -> Arr {
+            Arr::from_fn(&index.shape, |idx| {
+                let mut s = idx.to_vec();
+                s[d] = index.at(idx) as usize;
+                self.at(&s)
+            })
+        }
+        pub fn cat(parts: &[Arr], d: usize) -> Arr {
+            let mut shape = parts[0].shape.clone();
+            shape[d] = parts.iter().map(|p| p.shape[d]).sum();
+            Arr::from_fn(&shape, |idx| {
+                let mut s = idx.to_vec();
+                for p in parts {
+                    if s[d] < p.shape[d] {
+                        return p.at(&s);
+                    }
+                    s[d] -= p.shape[d];
+                }
+                unreachable!()
+            })
+        }
+        /// Layer norm over the last `k` dims; also returns, per element, `1/σ` of its row
+        /// (how much the normalisation amplifies rounding of the input).
+        pub fn layer_norm(
+            &self,
+            k: usize,
+            w: Option<&Arr>,
+            b: Option<&Arr>,
+            eps: f64,
+        ) -> (Arr, Vec<f64>) {
+            let inner = numel(&self.shape[self.rank() - k..]);
+            let mut out = vec![0.0; self.data.len()];
+            let mut amp = vec![0.0; self.data.len()];
+            for (r, row) in self.data.chunks(inner.max(1)).enumerate() {
+                let mean = row.iter().sum::<f64>() / inner as f64;
+                let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / inner as f64;
+                let inv = 1.0 / (var + eps).sqrt();
+                for (j, &v) in row.iter().enumerate() {
+                    let mut y = (v - mean) * inv;
+                    if let Some(w) = w {
+                        y *= w.data[j];
+                    }
+                    if let Some(b) = b {
+                        y += b.data[j];
+                    }
+                    out[r * inner + j] = y;
+                    amp[r * inner + j] = inv;
+                }
+            }
+            (Arr::new(&self.shape, out), amp)
+        }
+    }
+}
+
+// ---- building inputs --------------------------------------------------------------------------
+
+/// One way to reach the target layout from a larger or smaller base (read backwards from the
+/// target shape): a transpose of dims `(i, j)`, a narrow of dim `d` with `pre`/`post` elements
+/// cut off, or a broadcast from a shape with the masked dims set to 1 (and maybe leading dims
+/// dropped).
+#[derive(Clone, Debug)]
+enum Step {
+    T(usize, usize),
+    N(usize, usize, usize),
+    B(u8),
+}
+
+/// The dtype's rounding, as the kernels do it (`Elem::from_f64`).
+fn round(dt: DType, v: f64) -> f64 {
+    dispatch!(dt, T => T::from_f64(v).to_f64())
+}
+
+/// A contiguous tensor of `dt` holding `a`'s values.
+fn tensor(a: &Arr, dt: DType) -> Tensor {
+    dispatch!(dt, T => Tensor::from_vec(a.data.iter().map(|&v| T::from_f64(v)).collect::<Vec<T>>(), a.shape.clone()).unwrap())
+}
+
+/// A tensor of logical shape `shape` reached from a fresh base through `steps` (so usually a
+/// non-contiguous view), and the reference values it holds.
+fn build(
+    shape: &[usize],
+    steps: &[Step],
+    dt: DType,
+    gen: &mut dyn FnMut() -> f64,
+) -> (Tensor, Arr) {
+    let rank = shape.len();
+    match steps.split_first() {
+        Some((&Step::T(i, j), rest)) if rank >= 2 => {
+            let (i, j) = (i % rank, j % rank);
+            let mut s = shape.to_vec();
+            s.swap(i, j);
+            let (t, a) = build(&s, rest, dt, gen);
+            (
+                t.transpose(i as isize, j as isize).unwrap(),
+                a.transpose(i, j),
+            )
+        }
+        Some((&Step::N(d, pre, post), rest)) if rank >= 1 => {
+            let d = d % rank;
+            let mut s = shape.to_vec();
+            s[d] += pre + post;
+            let (t, a) = build(&s, rest, dt, gen);
+            (
+                t.narrow(d as isize, pre, shape[d]).unwrap(),
+                a.narrow(d, pre, shape[d]),
+            )
+        }
+        Some((&Step::B(mask), rest)) => {
+            let drop = if mask & 0x80 != 0 {
+                ((mask as usize >> 5) & 3).min(rank)
+            } else {
+                0
+            };
+            let s: Vec<usize> = (drop..rank)
+                .map(|d| if mask >> d & 1 == 1 { 1 } else { shape[d] })
+                .collect();
+            let (t, a) = build(&s, rest, dt, gen);
+            (t.broadcast_to(shape).unwrap(), a.broadcast_to(shape))
+        }
+        Some((_, rest)) => build(shape, rest, dt, gen),
+        None => {
+            let a = Arr::new(shape, (0..numel(shape)).map(|_| round(dt, gen())).collect());
+            (tensor(&a, dt), a)
+        }
+    }
+}
+
+/// Value domains.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Dom {
+    /// [-3, 3)
+    Any,
+    /// [0.25, 3)
+    Pos,
+    /// ±[0.25, 3)
+    NonZero,
+    /// Small integers (ties and exact comparisons).
+    Grid,
+    /// ±[0.5, 1.5) (products stay in range).
+    Unit,
+}
+
+fn sample(rng: &mut StdRng, dom: Dom, dt: DType) -> f64 {
+    if !dt.is_float() {
+        return match dom {
+            Dom::Pos | Dom::NonZero => rng.random_range(1..=4) as f64,
+            Dom::Unit => [-1.0, 1.0, 2.0][rng.random_range(0..3)],
+            _ => rng.random_range(-4..=4) as f64,
+        };
+    }
+    match dom {
+        Dom::Any => rng.random_range(-3.0..3.0),
+        Dom::Pos => rng.random_range(0.25..3.0),
+        Dom::NonZero => {
+            let v = rng.random_range(0.25..3.0);
+            if rng.random() {
+                v
+            } else {
+                -v
+            }
+        }
+        Dom::Grid => rng.random_range(-2..=2) as f64,
+        Dom::Unit => {
+            let v = rng.random_range(0.5..1.5);
+            if rng.random() {
+                v
+            } else {
+                -v
+            }
+        }
+    }
+}
+
+/// Builds an input of `shape` through `steps` with values from `dom`.
+fn input(shape: &[usize], steps: &[Step], dt: DType, dom: Dom, rng: &mut StdRng) -> (Tensor, Arr) {
+    build(shape, steps, dt, &mut || sample(rng, dom, dt))
+}
+
+/// `out` with the leading `drop` dims removed and the masked dims set to 1 (a shape that
+/// broadcasts to `out`).
+fn derive(out: &[usize], drop: usize, mask: u8) -> Vec<usize> {
+    let drop = drop.min(out.len());
+    (drop..out.len())
+        .map(|d| if mask >> d & 1 == 1 { 1 } else { out[d] })
+        .collect()
+}
+
+/// The relative tolerance of one rounding to `dt` plus a few of its compute type's.
+fn tol(dt: DType) -> f64 {
+    match dt {
+        F64 => 1e-10,
+        F32 => 3e-5,
+        F16 => 4e-3,
+        BF16 => 3e-2,
+        _ => 0.0,
+    }
+}
+
+/// PyTorch's promotion (the oracle for `DType::promote`).
+fn promote(a: DType, b: DType) -> DType {
+    let order = [DType::Bool, DType::U8, I32, I64, F16, F32, F64];
+    let pos = |d: DType| {
+        if d == BF16 {
+            4
+        } else {
+            order.iter().position(|&x| x == d).unwrap()
+        }
+    };
+    if a == b {
+        a
+    } else if matches!((a, b), (F16, BF16) | (BF16, F16)) {
+        F32
+    } else if pos(a) >= pos(b) {
+        a
+    } else {
+        b
+    }
+}
+
+fn to_float(d: DType) -> DType {
+    if d.is_float() {
+        d
+    } else {
+        F32
+    }
+}
+
+#[track_caller]
+fn check_amp(what: &str, got: &Tensor, want: &Arr, dt: DType, tol: f64, amp: &[f64]) {
+    assert_eq!(got.dims(), &want.shape[..], "{what}: shape");
+    assert_eq!(got.dtype(), dt, "{what}: dtype");
+    let g = got.to_f64_vec().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(g.len(), want.data.len(), "{what}: element count");
+    for (i, (&x, &y)) in g.iter().zip(&want.data).enumerate() {
+        let t = tol * (1.0 + y.abs()) * amp.get(i).copied().unwrap_or(1.0);
+        let ok = (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= t;
+        assert!(
+            ok,
+            "{what} ({dt}): element {i}: got {x}, want {y} (tol {t})\n got {g:?}\nwant {:?}",
+            want.data
+        );
+    }
+}
+
+#[track_caller]
+fn check(what: &str, got: &Tensor, want: &Arr, dt: DType) {
+    check_amp(what, got, want, dt, tol(dt), &[]);
+}
+
+// ---- strategies -----------------------------------------------------------------------------
+
+/// A dim: 0 with weight 1 in 4.
+fn dim() -> impl Strategy<Value = usize> {
+    prop_oneof![1 => Just(0usize), 3 => 1usize..=4]
+}
+
+fn shape(ranks: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(dim(), ranks)
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0usize..4, 0usize..4).prop_map(|(a, b)| Step::T(a, b)),
+        (0usize..4, 0usize..3, 0usize..3).prop_map(|(d, p, q)| Step::N(d, p, q)),
+        any::<u8>().prop_map(Step::B),
+    ]
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    prop::collection::vec(step(), 0..=3)
+}
+
+/// A derived operand: leading dims dropped, masked dims set to 1, and the view steps.
+fn operand() -> impl Strategy<Value = (usize, u8, Vec<Step>)> {
+    (0usize..=3, any::<u8>(), steps())
+}
+
+fn dtype() -> impl Strategy<Value = DType> {
+    prop_oneof![3 => Just(F32), 3 => Just(F64), 1 => Just(F16), 1 => Just(BF16), 1 => Just(I64), 1 => Just(I32)]
+}
+
+fn float_dtype() -> impl Strategy<Value = DType> {
+    prop_oneof![3 => Just(F32), 3 => Just(F64), 1 => Just(F16), 1 => Just(BF16)]
+}
+
+fn cfg() -> ProptestConfig {
+    ProptestConfig::with_cases(64)
+}
+
+// ---- op tables --------------------------------------------------------------------------------
+
+type UnaryT = fn(&Tensor) -> R<Tensor>;
+type UnaryF = fn(f64) -> f64;
+
+/// (name, input domain, whether integer inputs stay integer, op, reference)
+fn unary_table() -> Vec<(&'static str, Dom, bool, UnaryT, UnaryF)> {
+    vec![
+        ("neg", Dom::Any, true, Tensor::neg, |x| -x),
+        ("abs", Dom::Any, true, Tensor::abs, f64::abs),
+        ("exp", Dom::Any, false, Tensor::exp, f64::exp),
+        ("log", Dom::Pos, false, Tensor::log, f64::ln),
+        ("sqrt", Dom::Pos, false, Tensor::sqrt, f64::sqrt),
+        ("rsqrt", Dom::Pos, false, Tensor::rsqrt, |x| 1.0 / x.sqrt()),
+        ("sin", Dom::Any, false, Tensor::sin, f64::sin),
+        ("cos", Dom::Any, false, Tensor::cos, f64::cos),
+        ("tanh", Dom::Any, false, Tensor::tanh, f64::tanh),
+        ("sigmoid", Dom::Any, false, Tensor::sigmoid, |x| {
+            1.0 / (1.0 + (-x).exp())
+        }),
+        ("relu", Dom::Any, true, Tensor::relu, |x| x.max(0.0)),
+        ("gelu", Dom::Any, false, Tensor::gelu, |x| {
+            0.5 * x * (1.0 + reference::erf(x / std::f64::consts::SQRT_2))
+        }),
+        ("silu", Dom::Any, false, Tensor::silu, |x| {
+            x / (1.0 + (-x).exp())
+        }),
+        ("recip", Dom::NonZero, false, Tensor::recip, |x| 1.0 / x),
+        ("square", Dom::Any, true, Tensor::square, |x| x * x),
+        ("sign", Dom::Any, true, Tensor::sign, |x| {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                0.0
+            }
+        }),
+    ]
+}
+
+type BinaryT = fn(&Tensor, &Tensor) -> R<Tensor>;
+type BinaryF = fn(f64, f64) -> f64;
+
+/// (name, lhs domain, rhs domain, op, reference)
+fn binary_table() -> Vec<(&'static str, Dom, Dom, BinaryT, BinaryF)> {
+    vec![
+        ("add", Dom::Any, Dom::Any, Tensor::add, |x, y| x + y),
+        ("sub", Dom::Any, Dom::Any, Tensor::sub, |x, y| x - y),
+        ("mul", Dom::Any, Dom::Any, Tensor::mul, |x, y| x * y),
+        ("div", Dom::Any, Dom::NonZero, Tensor::div, |x, y| x / y),
+        ("pow", Dom::Pos, Dom::Pos, Tensor::pow, f64::powf),
+        ("maximum", Dom::Grid, Dom::Any, Tensor::maximum, f64::max),
+        ("minimum", Dom::Grid, Dom::Any, Tensor::minimum, f64::min),
+    ]
+}
+
+type CmpF = fn(f64, f64) -> bool;
+
+fn cmp_table() -> Vec<(&'static str, BinaryT, CmpF)> {
+    vec![
+        ("eq", Tensor::eq, |x, y| x == y),
+        ("ne", Tensor::ne, |x, y| x != y),
+        ("lt", Tensor::lt, |x, y| x < y),
+        ("le", Tensor::le, |x, y| x <= y),
+        ("gt", Tensor::gt, |x, y| x > y),
+        ("ge", Tensor::ge, |x, y| x >= y),
+    ]
+}
+
+// ---- properties -------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(cfg())]
+
+    /// Every unary op, any rank and layout; integer inputs stay integer for the ops that keep
+    /// them and compute in `f32` otherwise.
+    #[test]
+    fn unary_ops_match_reference(shape in shape(0..=3), steps in steps(), dt in dtype(), seed in any::<u64>()) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        for (name, dom, keeps_int, op, f) in unary_table() {
+            let (t, a) = input(&shape, &steps, dt, dom, &mut rng);
+            let out_dt = if dt.is_float() || keeps_int { dt } else { F32 };
+            check(name, &op(&t).unwrap(), &a.map(f), out_dt);
+        }
+    }
+
+    /// `x ⊕ c` for the scalar ops and `clamp`; integer tensors stay integer for integral `c`.
+    #[test]
+    fn scalar_ops_match_reference(shape in shape(0..=3), steps in steps(), dt in dtype(), ci in 0usize..6, seed in any::<u64>()) {
+        let c: f64 = [2.0, -1.0, 0.5, -1.5, 3.0, 0.0][ci];
+        let mut rng = StdRng::seed_from_u64(seed);
+        let int_c = c.fract() == 0.0;
+        type S = (&'static str, Dom, bool, Box<dyn Fn(&Tensor) -> R<Tensor>>, Box<dyn Fn(f64) -> f64>);
+        let table: Vec<S> = vec![
+            ("add_scalar", Dom::Any, int_c, Box::new(move |t| t.add_scalar(c)), Box::new(move |x| x + c)),
+            ("sub_scalar", Dom::Any, int_c, Box::new(move |t| t.sub_scalar(c)), Box::new(move |x| x - c)),
+            ("rsub_scalar", Dom::Any, int_c, Box::new(move |t| t.rsub_scalar(c)), Box::new(move |x| c - x)),
+            ("mul_scalar", Dom::Any, int_c, Box::new(move |t| t.mul_scalar(c)), Box::new(move |x| x * c)),
+            ("div_scalar", Dom::Any, false, Box::new(move |t| t.div_scalar(c + 4.0)), Box::new(move |x| x / (c + 4.0))),
+            ("pow_scalar", Dom::Pos, false, Box::new(move |t| t.pow_scalar(c)), Box::new(move |x| x.powf(c))),
+            ("clamp_min", Dom::Any, int_c, Box::new(move |t| t.clamp(Some(c), None)), Box::new(move |x| x.max(c))),
+            ("clamp_max", Dom::Any, int_c, Box::new(move |t| t.clamp(None, Some(c))), Box::new(move |x| x.min(c))),
+            ("clamp", Dom::Any, int_c, Box::new(move |t| t.clamp(Some(c - 1.0), Some(c + 1.0))), Box::new(move |x| x.max(c - 1.0).min(c + 1.0))),
+        ];
+        for (name, dom, keeps_int, op, f) in table {
+            let (t, a) = input(&shape, &steps, dt, dom, &mut rng);
+            let out_dt = if dt.is_float() || keeps_int { dt } else { F32 };
+            check(name, &op(&t).unwrap(), &a.map(f), out_dt);
+        }
+    }
+
+    /// Binary ops with broadcasting between non-contiguous operands, with dtype promotion.
+    #[test]
+    fn binary_ops_match_reference(
+        out in shape(0..=3), sa in operand(), sb in operand(),
+        dta in dtype(), dtb in prop::option::weighted(0.3, dtype()), seed in any::<u64>(),
+    ) {
+        let dtb = dtb.unwrap_or(dta);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (sha, shb) = (derive(&out, sa.0, sa.1), derive(&out, sb.0, sb.1));
+        for (name, da, db, op, f) in binary_table() {
+            let (ta, aa) = input(&sha, &sa.2, dta, da, &mut rng);
+            let (tb, ab) = input(&shb, &sb.2, dtb, db, &mut rng);
+            let mut odt = promote(dta, dtb);
+            if name == "div" {
+                odt = to_float(odt);
+            }
+            let want = aa.zip(&ab, f).unwrap();
+            check(&format!("{name} {sha:?} {dta} {shb:?} {dtb}"), &op(&ta, &tb).unwrap(), &want, odt);
+        }
+    }
+
+    /// Shape errors: `add` accepts exactly the pairs a plain broadcast oracle accepts, with its
+    /// output shape, and names both operands otherwise (F1, F3: `[0]` with `[1]` gives `[0]`).
+    #[test]
+    fn broadcasting_accepts_iff_the_oracle_does(
+        a in prop::collection::vec(prop_oneof![Just(0usize), Just(1), 2usize..=3], 0..=3),
+        b in prop::collection::vec(prop_oneof![Just(0usize), Just(1), 2usize..=3], 0..=3),
+    ) {
+        let ta = Tensor::zeros(a.clone(), F32).unwrap();
+        let tb = Tensor::ones(b.clone(), F32).unwrap();
+        match (broadcast_shape(&a, &b), ta.add(&tb)) {
+            (Some(s), Ok(t)) => {
+                prop_assert_eq!(t.dims(), &s[..]);
+                prop_assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0; numel(&s)]);
+            }
+            (None, Err(Error::ShapeMismatch { op, lhs, rhs })) => {
+                prop_assert_eq!(op, "add");
+                prop_assert_eq!((lhs, rhs), (a.clone(), b.clone()));
+            }
+            (want, got) => prop_assert!(false, "{a:?} + {b:?}: oracle {want:?}, engine {got:?}"),
+        }
+        // The in-place form accepts only a source that broadcasts to the destination itself.
+        let r = ta.add_(&tb);
+        let ok = broadcast_shape(&a, &b).is_some_and(|s| s == a);
+        prop_assert_eq!(r.is_ok(), ok, "{:?}.add_({:?}): {:?}", a, b, r.err());
+    }
+
+    /// Comparisons (tensor and scalar forms) give `Bool`, with ties from small integer values.
+    #[test]
+    fn comparisons_match_reference(
+        out in shape(0..=3), sa in operand(), sb in operand(),
+        dta in dtype(), dtb in prop::option::weighted(0.3, dtype()), seed in any::<u64>(),
+    ) {
+        let dtb = dtb.unwrap_or(dta);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (sha, shb) = (derive(&out, sa.0, sa.1), derive(&out, sb.0, sb.1));
+        let (ta, aa) = input(&sha, &sa.2, dta, Dom::Grid, &mut rng);
+        let (tb, ab) = input(&shb, &sb.2, dtb, Dom::Grid, &mut rng);
+        for (name, op, f) in cmp_table() {
+            let want = aa.zip(&ab, |x, y| f(x, y) as u8 as f64).unwrap();
+            check(name, &op(&ta, &tb).unwrap(), &want, DType::Bool);
+        }
+        for c in [0.0, 1.0, -0.5] {
+            let s = |f: fn(f64, f64) -> bool| aa.map(move |x| f(x, c) as u8 as f64);
+            check("eq_scalar", &ta.eq_scalar(c).unwrap(), &s(|x, y| x == y), DType::Bool);
+            check("ne_scalar", &ta.ne_scalar(c).unwrap(), &s(|x, y| x != y), DType::Bool);
+            check("lt_scalar", &ta.lt_scalar(c).unwrap(), &s(|x, y| x < y), DType::Bool);
+            check("le_scalar", &ta.le_scalar(c).unwrap(), &s(|x, y| x <= y), DType::Bool);
+            check("gt_scalar", &ta.gt_scalar(c).unwrap(), &s(|x, y| x > y), DType::Bool);
+            check("ge_scalar", &ta.ge_scalar(c).unwrap(), &s(|x, y| x >= y), DType::Bool);
+        }
+    }
+
+    /// `where_` with three operands broadcasting to one shape.
+    #[test]
+    fn where_matches_reference(
+        out in shape(0..=3), sc in operand(), sa in operand(), sb in operand(),
+        dta in dtype(), dtb in prop::option::weighted(0.3, dtype()), seed in any::<u64>(),
+    ) {
+        let dtb = dtb.unwrap_or(dta);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let shc = derive(&out, sc.0, sc.1);
+        let (tc, ac) = build(&shc, &sc.2, DType::Bool, &mut || rng.random_bool(0.5) as u8 as f64);
+        let (ta, aa) = input(&derive(&out, sa.0, sa.1), &sa.2, dta, Dom::Any, &mut rng);
+        let (tb, ab) = input(&derive(&out, sb.0, sb.1), &sb.2, dtb, Dom::Any, &mut rng);
+        let s = broadcast_shape(&broadcast_shape(&ac.shape, &aa.shape).unwrap(), &ab.shape).unwrap();
+        let (c, x, y) = (ac.broadcast_to(&s), aa.broadcast_to(&s), ab.broadcast_to(&s));
+        let want = Arr::new(&s, (0..numel(&s)).map(|i| if c.data[i] != 0.0 { x.data[i] } else { y.data[i] }).collect());
+        check("where", &tc.where_(&ta, &tb).unwrap(), &want, promote(dta, dtb));
+        // A condition that is not Bool is refused.
+        assert!(matches!(ta.where_(&ta, &tb), Err(Error::UnsupportedDType { op: "where", .. })));
+    }
+
+    /// Reductions over random dim sets (negative dims too), with and without `keepdim`: empty
+    /// reductions give the identity; `max`/`min`/`argmax`/`argmin` over an empty dim are
+    /// `EmptyTensor`.
+    #[test]
+    fn reductions_match_reference(
+        shape in shape(0..=3), steps in steps(), dt in dtype(), mask in any::<u8>(),
+        keepdim in any::<bool>(), grid in any::<bool>(), seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let rank = shape.len();
+        let dims: Vec<usize> = (0..rank).filter(|d| mask >> d & 1 == 1).collect();
+        let neg = mask & 0x80 != 0;
+        let idims: Vec<isize> = dims.iter().map(|&d| if neg { d as isize - rank as isize } else { d as isize }).collect();
+        let dom = if grid { Dom::Grid } else { Dom::Any };
+        let (t, a) = input(&shape, &steps, dt, dom, &mut rng);
+        let sum_dt = if dt.is_float() { dt } else { I64 };
+        let sum = |g: &[f64]| g.iter().sum::<f64>();
+        let mean = |g: &[f64]| g.iter().sum::<f64>() / g.len() as f64;
+        check("sum", &t.sum(&idims, keepdim).unwrap(), &a.reduce(&dims, keepdim, sum), sum_dt);
+        check("sum_all", &t.sum_all().unwrap(), &a.reduce(&(0..rank).collect::<Vec<_>>(), false, sum), sum_dt);
+        if dt.is_float() {
+            check("mean", &t.mean(&idims, keepdim).unwrap(), &a.reduce(&dims, keepdim, mean), dt);
+            check("mean_all", &t.mean_all().unwrap(), &a.reduce(&(0..rank).collect::<Vec<_>>(), false, mean), dt);
+        } else {
+            let r = t.mean(&idims, keepdim);
+            assert!(matches!(r, Err(Error::UnsupportedDType { op: "mean", .. })), "{:?}", r);
+        }
+        let (tp, ap) = input(&shape, &steps, dt, Dom::Unit, &mut rng);
+        check("prod", &tp.prod(&idims, keepdim).unwrap(), &ap.reduce(&dims, keepdim, |g| g.iter().product()), sum_dt);
+
+        let all: Vec<usize> = (0..rank).collect();
+        let fmax = |g: &[f64]| g.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let fmin = |g: &[f64]| g.iter().cloned().fold(f64::INFINITY, f64::min);
+        for (name, got, f) in [
+            ("max_all", t.max_all(), &fmax as &dyn Fn(&[f64]) -> f64),
+            ("min_all", t.min_all(), &fmin),
+        ] {
+            if a.data.is_empty() {
+                assert!(matches!(got, Err(Error::EmptyTensor { .. })), "{}: {:?}", name, got);
+            } else {
+                check(name, &got.unwrap(), &a.reduce(&all, false, f), dt);
+            }
+        }
+        if rank == 0 {
+            return Ok(());
+        }
+        let d = (mask as usize >> 3) % rank;
+        let id = if neg { d as isize - rank as isize } else { d as isize };
+        let argmax = |g: &[f64]| (0..g.len()).fold(0, |b, k| if g[k] > g[b] { k } else { b }) as f64;
+        let argmin = |g: &[f64]| (0..g.len()).fold(0, |b, k| if g[k] < g[b] { k } else { b }) as f64;
+        type Red = (&'static str, R<Tensor>, Box<dyn Fn(&[f64]) -> f64>, DType);
+        let cases: Vec<Red> = vec![
+            ("max", t.max(id, keepdim), Box::new(fmax), dt),
+            ("min", t.min(id, keepdim), Box::new(fmin), dt),
+            ("argmax", t.argmax(id, keepdim), Box::new(argmax), I64),
+            ("argmin", t.argmin(id, keepdim), Box::new(argmin), I64),
+        ];
+        for (name, got, f, odt) in cases {
+            if shape[d] == 0 {
+                prop_assert!(
+                    matches!(&got, Err(Error::EmptyTensor { op }) if *op == name),
+                    "{} over the empty dim {} of {:?}: {:?}", name, d, shape, got
+                );
+            } else {
+                check(name, &got.unwrap(), &a.reduce(&[d], keepdim, f), odt);
+            }
+        }
+    }
+
+    /// `matmul`: 1-D promotion, batched with broadcast batch dims, non-contiguous operands
+    /// (including stride-0 broadcast matrices), every dtype it takes.
+    #[test]
+    fn matmul_matches_reference(
+        batch in shape(0..=2), da in (0usize..=2, any::<u8>()), db in (0usize..=2, any::<u8>()),
+        mkn in (dim(), dim(), dim()), ones in (prop::bool::weighted(0.2), prop::bool::weighted(0.2)),
+        sa in steps(), sb in steps(), dt in dtype(), seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (m, k, n) = mkn;
+        let sha = if ones.0 { vec![k] } else { let mut s = derive(&batch, da.0, da.1); s.extend([m, k]); s };
+        let shb = if ones.1 { vec![k] } else { let mut s = derive(&batch, db.0, db.1); s.extend([k, n]); s };
+        let (ta, aa) = input(&sha, &sa, dt, Dom::Any, &mut rng);
+        let (tb, ab) = input(&shb, &sb, dt, Dom::Any, &mut rng);
+        let want = aa.matmul(&ab).unwrap();
+        let got = ta.matmul(&tb);
+        prop_assert!(got.is_ok(), "{:?} @ {:?}: {:?}", sha, shb, got.as_ref().err());
+        check(&format!("matmul {sha:?} @ {shb:?}"), &got.unwrap(), &want, dt);
+    }
+
+    /// `softmax` and `log_softmax` over any dim.
+    #[test]
+    fn softmax_matches_reference(shape in shape(0..=3), steps in steps(), dt in float_dtype(), d in 0usize..4, neg in any::<bool>(), seed in any::<u64>()) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (t, a) = input(&shape, &steps, dt, Dom::Any, &mut rng);
+        let rank = shape.len();
+        let (d, id) = if rank == 0 { (0, 0) } else { let d = d % rank; (d, if neg { d as isize - rank as isize } else { d as isize }) };
+        let (ws, wl) = if rank == 0 {
+            (a.map(|_| 1.0), a.map(|_| 0.0))
+        } else {
+            (a.softmax(d, false), a.softmax(d, true))
+        };
+        check("softmax", &t.softmax(id).unwrap(), &ws, dt);
+        check("log_softmax", &t.log_softmax(id).unwrap(), &wl, dt);
+    }
+
+    /// `cross_entropy`, `nll_loss` and `mse_loss` (the mean over an empty batch is NaN).
+    #[test]
+    fn losses_match_reference(
+        nc in (dim(), 1usize..=4), steps in steps(), dt in float_dtype(), i32_idx in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (n, c) = nc;
+        let (x, ax) = input(&[n, c], &steps, dt, Dom::Any, &mut rng);
+        let tg: Vec<usize> = (0..n).map(|_| rng.random_range(0..c)).collect();
+        let tt = if i32_idx {
+            Tensor::from_vec(tg.iter().map(|&v| v as i32).collect::<Vec<_>>(), [n]).unwrap()
+        } else {
+            Tensor::from_vec(tg.iter().map(|&v| v as i64).collect::<Vec<_>>(), [n]).unwrap()
+        };
+        let ls = if n == 0 { ax.clone() } else { ax.softmax(1, true) };
+        let ce = -(0..n).map(|i| ls.at(&[i, tg[i]])).sum::<f64>() / n as f64;
+        let nll = -(0..n).map(|i| ax.at(&[i, tg[i]])).sum::<f64>() / n as f64;
+        check("cross_entropy", &x.cross_entropy(&tt).unwrap(), &Arr::new(&[], vec![ce]), dt);
+        check("nll_loss", &x.nll_loss(&tt).unwrap(), &Arr::new(&[], vec![nll]), dt);
+        let (y, ay) = input(&[n, c], &[], dt, Dom::Any, &mut rng);
+        let mse = ax.data.iter().zip(&ay.data).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / (n * c) as f64;
+        check("mse_loss", &x.mse_loss(&y).unwrap(), &Arr::new(&[], vec![mse]), dt);
+    }
+
+    /// `layer_norm` over the last 1..=rank dims, with and without the affine terms.
+    #[test]
+    fn layer_norm_matches_reference(
+        shape in shape(1..=3), steps in steps(), k in 1usize..=3, wb in (any::<bool>(), any::<bool>()),
+        dt in prop_oneof![Just(F32), Just(F64)], seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let k = 1 + (k - 1) % shape.len();
+        let (x, ax) = input(&shape, &steps, dt, Dom::Any, &mut rng);
+        let tail = shape[shape.len() - k..].to_vec();
+        let w = wb.0.then(|| input(&tail, &[], dt, Dom::Any, &mut rng));
+        let b = wb.1.then(|| input(&tail, &[], dt, Dom::Any, &mut rng));
+        let (want, amp) = ax.layer_norm(k, w.as_ref().map(|p| &p.1), b.as_ref().map(|p| &p.1), 1e-5);
+        let got = x.layer_norm(k, w.as_ref().map(|p| &p.0), b.as_ref().map(|p| &p.0), 1e-5).unwrap();
+        // Rounding of the centred input is amplified by 1/σ; scale the tolerance by it.
+        let amp: Vec<f64> = amp.iter().map(|a| 1.0 + 3.0 * a).collect();
+        check_amp("layer_norm", &got, &want, dt, tol(dt), &amp);
+    }
+
+    /// `index_select` (negative indices count from the end), `embedding` and `gather`.
+    #[test]
+    fn indexing_matches_reference(
+        shape in shape(1..=3), steps in steps(), dt in dtype(), d in 0usize..3,
+        i32_idx in any::<bool>(), seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let rank = shape.len();
+        let d = d % rank;
+        let (t, a) = input(&shape, &steps, dt, Dom::Any, &mut rng);
+        let size = shape[d];
+        let nidx = if size == 0 { 0 } else { rng.random_range(0..=4) };
+        let raw: Vec<i64> = (0..nidx).map(|_| rng.random_range(-(size as i64)..size as i64)).collect();
+        let pos: Vec<usize> = raw.iter().map(|&i| if i < 0 { (i + size as i64) as usize } else { i as usize }).collect();
+        let idx_t = |v: &[i64], s: Vec<usize>| if i32_idx {
+            Tensor::from_vec(v.iter().map(|&x| x as i32).collect::<Vec<_>>(), s).unwrap()
+        } else {
+            Tensor::from_vec(v.to_vec(), s).unwrap()
+        };
+        let id = if rng.random() { d as isize } else { d as isize - rank as isize };
+        check("index_select", &t.index_select(id, &idx_t(&raw, vec![nidx])).unwrap(), &a.index_select(d, &pos), dt);
+
+        // gather: the index may be smaller than the source in every dim but `d`.
+        let ishape: Vec<usize> = (0..rank).map(|i| if i == d {
+            if size == 0 { 0 } else { rng.random_range(0..=4) }
+        } else {
+            rng.random_range(0..=shape[i])
+        }).collect();
+        let gi: Vec<i64> = (0..numel(&ishape)).map(|_| rng.random_range(0..size.max(1) as i64)).collect();
+        let gidx = Arr::new(&ishape, gi.iter().map(|&v| v as f64).collect());
+        check("gather", &t.gather(id, &idx_t(&gi, ishape.clone())).unwrap(), &a.gather(d, &gidx), dt);
+
+        // embedding: rows of a 2-D weight for ids of any shape.
+        if rank == 2 && shape[0] > 0 {
+            let ids_shape: Vec<usize> = (0..rng.random_range(0..=2)).map(|_| rng.random_range(0..=3)).collect();
+            let ids: Vec<i64> = (0..numel(&ids_shape)).map(|_| rng.random_range(0..shape[0] as i64)).collect();
+            let rows = a.index_select(0, &ids.iter().map(|&i| i as usize).collect::<Vec<_>>());
+            let mut out_shape = ids_shape.clone();
+            out_shape.push(shape[1]);
+            check("embedding", &t.embedding(&idx_t(&ids, ids_shape)).unwrap(), &rows.reshape(&out_shape), dt);
+        }
+    }
+
+    /// `cat` of 1..=3 non-contiguous parts along any dim, and `stack`.
+    #[test]
+    fn cat_and_stack_match_reference(
+        shape in shape(1..=3), parts in prop::collection::vec((dim(), steps()), 1..=3),
+        d in 0usize..4, dt in dtype(), seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let rank = shape.len();
+        let d = d % rank;
+        let built: Vec<(Tensor, Arr)> = parts.iter().map(|(n, st)| {
+            let mut s = shape.clone();
+            s[d] = *n;
+            input(&s, st, dt, Dom::Any, &mut rng)
+        }).collect();
+        let ts: Vec<&Tensor> = built.iter().map(|p| &p.0).collect();
+        let arrs: Vec<Arr> = built.iter().map(|p| p.1.clone()).collect();
+        check("cat", &Tensor::cat(&ts, d as isize - rank as isize).unwrap(), &Arr::cat(&arrs, d), dt);
+
+        let same: Vec<(Tensor, Arr)> = parts.iter().map(|(_, st)| input(&shape, st, dt, Dom::Any, &mut rng)).collect();
+        let ts: Vec<&Tensor> = same.iter().map(|p| &p.0).collect();
+        let sd = d % (rank + 1);
+        let arrs: Vec<Arr> = same.iter().map(|p| {
+            let mut s = shape.clone();
+            s.insert(sd, 1);
+            p.1.reshape(&s)
+        }).collect();
+        check("stack", &Tensor::stack(&ts, sd as isize).unwrap(), &Arr::cat(&arrs, sd), dt);
+    }
+
+    /// Chains of view ops on non-contiguous inputs: values, shapes, and which results share
+    /// storage with their input.
+    #[test]
+    fn views_match_reference(
+        shape in shape(0..=3), steps in steps(), ops in prop::collection::vec((0usize..14, any::<u64>()), 1..=4),
+        dt in dtype(), seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (mut t, mut a) = input(&shape, &steps, dt, Dom::Any, &mut rng);
+        for (op, p) in ops {
+            let rank = a.rank();
+            let pick = |k: u64, n: usize| (p >> (8 * k)) as usize % n.max(1);
+            let (nt, na, shares): (Tensor, Arr, Option<bool>) = match op {
+                0 => {
+                    // reshape to a regrouping with the same element count
+                    let n = numel(&a.shape);
+                    let target: Vec<usize> = match pick(0, 4) {
+                        0 => vec![n],
+                        1 => a.shape.iter().rev().cloned().collect(),
+                        2 => { let mut s = a.shape.clone(); s.insert(pick(1, rank + 1), 1); s }
+                        _ if rank >= 2 => { let mut s = vec![a.shape[0] * a.shape[1]]; s.extend(&a.shape[2..]); s }
+                        _ => vec![],
+                    };
+                    if numel(&target) != n {
+                        assert!(matches!(t.reshape(target.clone()), Err(Error::ElementCountMismatch { .. })));
+                        continue;
+                    }
+                    let contig = t.is_contiguous();
+                    (t.reshape(target.clone()).unwrap(), a.reshape(&target), Some(contig))
+                }
+                1 if rank >= 1 => {
+                    let (i, j) = (pick(0, rank), pick(1, rank));
+                    (t.transpose(i as isize - rank as isize, j as isize).unwrap(), a.transpose(i, j), Some(true))
+                }
+                2 => {
+                    let mut perm: Vec<usize> = (0..rank).collect();
+                    for i in (1..rank).rev() { perm.swap(i, pick(i as u64, i + 1)); }
+                    let ip: Vec<isize> = perm.iter().map(|&x| x as isize).collect();
+                    (t.permute(&ip).unwrap(), a.permute(&perm), Some(true))
+                }
+                3 => {
+                    if rank < 2 {
+                        assert!(matches!(t.t(), Err(Error::InvalidArgument { op: "t", .. })));
+                        continue;
+                    }
+                    (t.t().unwrap(), a.transpose(rank - 2, rank - 1), Some(true))
+                }
+                4 | 5 if rank >= 1 => {
+                    let d = pick(0, rank);
+                    let size = a.shape[d];
+                    let start = pick(1, size + 1);
+                    let len = pick(2, size - start + 1);
+                    let v = if op == 4 { t.narrow(d as isize, start, len) } else { t.slice(d as isize, start..start + len) };
+                    (v.unwrap(), a.narrow(d, start, len), Some(true))
+                }
+                6 if rank >= 1 && a.shape[pick(0, rank)] > 0 => {
+                    let d = pick(0, rank);
+                    let i = pick(1, a.shape[d]);
+                    let mut s = a.shape.clone();
+                    s.remove(d);
+                    (t.select(d as isize, i).unwrap(), a.narrow(d, i, 1).reshape(&s), Some(true))
+                }
+                7 if rank >= 1 => {
+                    let d = pick(0, rank);
+                    let mut s = a.shape.clone();
+                    if s[d] == 1 { s.remove(d); }
+                    (t.squeeze(d as isize).unwrap(), a.reshape(&s), Some(true))
+                }
+                8 => {
+                    let d = pick(0, rank + 1);
+                    let mut s = a.shape.clone();
+                    s.insert(d, 1);
+                    let id = if pick(1, 2) == 0 { d as isize } else { d as isize - rank as isize - 1 };
+                    (t.unsqueeze(id).unwrap(), a.reshape(&s), Some(true))
+                }
+                9 => {
+                    // expand size-1 dims (to 0..=3) and maybe prepend one
+                    let mut s: Vec<usize> = a.shape.iter().enumerate()
+                        .map(|(i, &x)| if x == 1 { pick(i as u64, 4) } else { x }).collect();
+                    if pick(5, 2) == 1 { s.insert(0, pick(6, 3)); }
+                    let v = if pick(7, 2) == 0 { t.broadcast_to(s.clone()) } else { t.expand(s.clone()) };
+                    (v.unwrap(), a.broadcast_to(&s), Some(true))
+                }
+                10 => {
+                    let c = t.contiguous().unwrap();
+                    prop_assert!(c.is_contiguous());
+                    let was = t.is_contiguous();
+                    (c, a.clone(), Some(was))
+                }
+                11 => {
+                    let n = numel(&a.shape);
+                    (t.flatten_all().unwrap(), a.reshape(&[n]), None)
+                }
+                12 => {
+                    let n = numel(&a.shape);
+                    if !t.is_contiguous() {
+                        assert!(matches!(t.view([n]), Err(Error::InvalidArgument { op: "view", .. })));
+                        continue;
+                    }
+                    (t.view([n]).unwrap(), a.reshape(&[n]), Some(true))
+                }
+                13 if rank == 2 => {
+                    let rows = t.to_f64_vec().unwrap();
+                    let v2 = dispatch!(dt, T => t.to_vec2::<T>().unwrap().into_iter().map(|r| r.into_iter().map(Elem::to_f64).collect::<Vec<_>>()).collect::<Vec<_>>());
+                    prop_assert_eq!(v2.len(), a.shape[0]);
+                    prop_assert_eq!(v2.concat(), rows);
+                    continue;
+                }
+                _ => continue,
+            };
+            check(&format!("view op {op} -> {:?}", na.shape), &nt, &na, dt);
+            if let Some(s) = shares {
+                prop_assert_eq!(nt.shares_storage(&t), s, "view op {} storage sharing", op);
+            }
+            t = nt;
+            a = na;
+        }
+    }
+
+    /// In-place ops through views (transposed, narrowed; expanded views are refused) with
+    /// broadcast sources: the base sees exactly the writes the view's elements map to.
+    #[test]
+    fn inplace_ops_through_views_match_reference(
+        base_shape in shape(1..=3), vsteps in steps(), src in operand(), op in 0usize..10,
+        dt in prop_oneof![Just(F32), Just(F64), Just(I64)], seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let base_a = Arr::new(&base_shape, (0..numel(&base_shape)).map(|_| round(dt, sample(&mut rng, Dom::Any, dt))).collect());
+        let base = tensor(&base_a, dt);
+        // Apply the view steps forwards, to the tensor and to a map of base positions.
+        let mut v = base.clone();
+        let mut ids = Arr::new(&base_shape, (0..numel(&base_shape)).map(|i| i as f64).collect());
+        for st in &vsteps {
+            let rank = ids.rank();
+            match *st {
+                Step::T(i, j) if rank >= 2 => {
+                    let (i, j) = (i % rank, j % rank);
+                    v = v.transpose(i as isize, j as isize).unwrap();
+                    ids = ids.transpose(i, j);
+                }
+                Step::N(d, p, q) => {
+                    let d = d % rank;
+                    let size = ids.shape[d];
+                    let start = p.min(size);
+                    let len = (size - start).saturating_sub(q);
+                    v = v.narrow(d as isize, start, len).unwrap();
+                    ids = ids.narrow(d, start, len);
+                }
+                Step::B(mask) => {
+                    let mut s: Vec<usize> = ids.shape.iter().enumerate()
+                        .map(|(i, &x)| if x == 1 && mask >> i & 1 == 1 { 2 } else { x }).collect();
+                    if mask & 0x80 != 0 { s.insert(0, 2); }
+                    v = v.broadcast_to(s.clone()).unwrap();
+                    ids = ids.broadcast_to(&s);
+                }
+                _ => {}
+            }
+        }
+        let vshape = ids.shape.clone();
+        let sdom = if op == 3 { Dom::NonZero } else { Dom::Any };
+        let (s, sa) = input(&derive(&vshape, src.0, src.1), &src.2, dt, sdom, &mut rng);
+        let sb = sa.broadcast_to(&vshape);
+        let c = [2.0, -0.5, 3.0][seed as usize % 3];
+        type F = Box<dyn Fn(f64, f64) -> f64>;
+        let (r, f, float_only): (R<Tensor>, F, bool) = match op {
+            0 => (v.add_(&s), Box::new(|d, x| d + x), false),
+            1 => (v.sub_(&s), Box::new(|d, x| d - x), false),
+            2 => (v.mul_(&s), Box::new(|d, x| d * x), false),
+            3 => (v.div_(&s), Box::new(|d, x| d / x), true),
+            4 => (v.copy_(&s), Box::new(|_, x| x), false),
+            5 => (v.fill_(c), Box::new(move |_, _| c), false),
+            6 => (v.zero_(), Box::new(|_, _| 0.0), false),
+            7 => (v.add_scaled_(&s, c), Box::new(move |d, x| d + c * x), c.fract() != 0.0),
+            8 => (v.mul_scalar_(c), Box::new(move |d, _| d * c), c.fract() != 0.0),
+            _ => (v.add_scalar_(c), Box::new(move |d, _| d + c), c.fract() != 0.0),
+        };
+        let mut seen = std::collections::HashSet::new();
+        let overlapping = ids.data.iter().any(|&i| !seen.insert(i as usize));
+        let mut want = base_a.clone();
+        if overlapping {
+            assert!(matches!(r, Err(Error::OverlappingWrite { .. })), "write into an expanded view: {:?}", r);
+        } else if ids.data.is_empty() && matches!(r, Err(Error::OverlappingWrite { .. })) {
+            // An expanded view without elements: refusing it is fine too.
+        } else if float_only && !dt.is_float() {
+            assert!(matches!(r, Err(Error::DTypeMismatch { lhs: DType::I64, .. })), "float result into i64: {:?}", r);
+        } else {
+            prop_assert!(r.is_ok(), "op {}: {:?}", op, r.err());
+            for (k, &i) in ids.data.iter().enumerate() {
+                let i = i as usize;
+                want.data[i] = round(dt, f(want.data[i], sb.data[k]));
+            }
+        }
+        check(&format!("base after in-place op {op}"), &base, &want, dt);
+        let through_view = Arr::new(&vshape, ids.data.iter().map(|&i| want.data[i as usize]).collect());
+        check(&format!("view after in-place op {op}"), &v, &through_view, dt);
+    }
+
+    /// Casts between every pair of dtypes follow `as` (floats truncate toward zero and
+    /// saturate into integers; anything non-zero is `true`).
+    #[test]
+    fn casts_match_reference(shape in shape(0..=3), steps in steps(), from in dtype(), to in dtype(), to_bool in any::<bool>(), seed in any::<u64>()) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (t, a) = build(&shape, &steps, from, &mut || rng.random_range(-300.0..300.0));
+        let to = if to_bool { DType::Bool } else { to };
+        check(&format!("{from} -> {to}"), &t.to_dtype(to).unwrap(), &a.map(|v| round(to, v)), to);
+        // And back from bool.
+        let b = t.ne_scalar(0.0).unwrap().to_dtype(from).unwrap();
+        check("bool ->", &b, &a.map(|v| (v != 0.0) as u8 as f64), from);
+    }
+
+    /// Zero-sized views of zero-sized tensors (narrowing a dim of a tensor that has no
+    /// elements) work with every kind of kernel.
+    #[test]
+    fn zero_sized_views_work_everywhere(shape in shape(2..=3), d in 0usize..3, dt in float_dtype()) {
+        let mut shape = shape;
+        let zero = (d + 1) % shape.len();
+        shape[zero] = 0;
+        let d = d % shape.len();
+        if d == zero || shape[d] == 0 {
+            return Ok(());
+        }
+        let t = Tensor::zeros(shape.clone(), dt).unwrap();
+        let size = shape[d];
+        let v = t.narrow(d as isize, size - 1, 1).unwrap();
+        let mut vs = shape.clone();
+        vs[d] = 1;
+        let e = Arr::new(&vs, vec![]);
+        check("exp", &v.exp().unwrap(), &e, dt);
+        check("add", &v.add(&v).unwrap(), &e, dt);
+        check("copy", &v.contiguous().unwrap(), &e, dt);
+        check("sum", &v.sum(&[0], true).unwrap(), &Arr::new(&{ let mut s = vs.clone(); s[0] = 1; s }, vec![0.0; numel(&{ let mut s = vs.clone(); s[0] = 1; s })]), dt);
+        check("softmax", &v.softmax(-1).unwrap(), &e, dt);
+        v.fill_(1.0).unwrap();
+        v.add_(&Tensor::ones([1], dt).unwrap()).unwrap();
+        check("after in place", &t, &Arr::new(&shape, vec![]), dt);
+        let idx = Tensor::from_vec(Vec::<i64>::new(), [0]).unwrap();
+        check("index_select", &v.index_select(d as isize, &idx).unwrap(), &Arr::new(&{ let mut s = vs.clone(); s[d] = 0; s }, vec![]), dt);
+    }
+}
+
+// ---- zero-sized tensors and other fixed cases (F3) ---------------------------------------------
+
+fn f32s(t: &Tensor) -> Vec<f32> {
+    t.to_vec::<f32>().unwrap()
+}
+
+#[test]
+fn broadcasting_zero_with_one_gives_zero() {
+    let a = Tensor::zeros([0], F32).unwrap();
+    let b = Tensor::ones([1], F32).unwrap();
+    for t in [
+        a.add(&b).unwrap(),
+        b.mul(&a).unwrap(),
+        a.maximum(&b).unwrap(),
+    ] {
+        assert_eq!(t.dims(), &[0]);
+        assert!(f32s(&t).is_empty());
+    }
+    assert_eq!(a.lt(&b).unwrap().dims(), &[0]);
+    let c = Tensor::ones([3, 1], F32).unwrap();
+    assert_eq!(c.add(&a).unwrap().dims(), &[3, 0]);
+    assert!(matches!(
+        a.add(&Tensor::ones([2], F32).unwrap()),
+        Err(Error::ShapeMismatch { op: "add", .. })
+    ));
+    // `[1]` cannot be broadcast *to* `[0]`'s partner `[2]`, and `[0]` not to `[1]`.
+    assert!(a.broadcast_to([1]).is_err());
+    assert_eq!(b.broadcast_to([0]).unwrap().dims(), &[0]);
+}
+
+#[test]
+fn empty_reductions_return_the_identity() {
+    for dt in [F32, F64, F16, BF16] {
+        let e = Tensor::zeros([0, 3], dt).unwrap();
+        assert_eq!(e.sum_all().unwrap().to_scalar().unwrap(), 0.0);
+        assert_eq!(e.prod(&[0, 1], false).unwrap().to_scalar().unwrap(), 1.0);
+        assert_eq!(
+            e.sum(&[0], false).unwrap().to_f64_vec().unwrap(),
+            vec![0.0; 3]
+        );
+        assert_eq!(
+            e.prod(&[0], true).unwrap().to_f64_vec().unwrap(),
+            vec![1.0; 3]
+        );
+        assert!(e.mean_all().unwrap().to_scalar().unwrap().is_nan());
+        assert_eq!(e.sum(&[1], false).unwrap().dims(), &[0]);
+    }
+    let ei = Tensor::zeros([2, 0], I32).unwrap();
+    let s = ei.sum(&[1], false).unwrap();
+    assert_eq!(s.dtype(), I64);
+    assert_eq!(s.to_vec::<i64>().unwrap(), vec![0, 0]);
+    assert_eq!(
+        ei.prod(&[1], false).unwrap().to_vec::<i64>().unwrap(),
+        vec![1, 1]
+    );
+    assert_eq!(
+        Tensor::scalar(5.0f32)
+            .unwrap()
+            .sum(&[], false)
+            .unwrap()
+            .item::<f32>()
+            .unwrap(),
+        5.0
+    );
+}
+
+#[test]
+fn max_over_an_empty_dim_is_an_empty_tensor_error() {
+    let cases: [(&[usize], isize); 5] = [
+        (&[0], 0),
+        (&[0, 3], 0),
+        (&[3, 0], -1),
+        (&[0, 0], 1),
+        (&[2, 0, 2], 1),
+    ];
+    for (shape, d) in cases {
+        let t = Tensor::zeros(shape, F32).unwrap();
+        for (name, r) in [
+            ("max", t.max(d, false)),
+            ("min", t.min(d, true)),
+            ("argmax", t.argmax(d, false)),
+            ("argmin", t.argmin(d, false)),
+        ] {
+            assert!(
+                matches!(&r, Err(Error::EmptyTensor { op }) if *op == name),
+                "{name} over dim {d} of {shape:?}: {r:?}"
+            );
+        }
+        assert!(matches!(t.max_all(), Err(Error::EmptyTensor { op: "max" })));
+        assert!(matches!(t.min_all(), Err(Error::EmptyTensor { op: "min" })));
+    }
+    // A non-empty reduced dim of a tensor with no elements is fine.
+    let t = Tensor::zeros([0, 3], F32).unwrap();
+    assert_eq!(t.max(1, false).unwrap().dims(), &[0]);
+    assert_eq!(t.argmin(1, true).unwrap().dims(), &[0, 1]);
+}
+
+#[test]
+fn zero_sized_matmul_softmax_cat_and_indexing() {
+    let a = Tensor::ones([2, 0], F32).unwrap();
+    let b = Tensor::ones([0, 3], F32).unwrap();
+    let c = a.matmul(&b).unwrap();
+    assert_eq!(c.dims(), &[2, 3]);
+    assert_eq!(f32s(&c), vec![0.0; 6]);
+    assert_eq!(
+        b.matmul(&Tensor::ones([3, 2], F32).unwrap())
+            .unwrap()
+            .dims(),
+        &[0, 2]
+    );
+    assert_eq!(
+        Tensor::zeros([0], F32).unwrap().softmax(0).unwrap().dims(),
+        &[0]
+    );
+    let x = Tensor::from_vec(vec![1f32, 2.], [1, 2]).unwrap();
+    let cat = Tensor::cat(
+        &[
+            &Tensor::zeros([0, 2], F32).unwrap(),
+            &x,
+            &Tensor::zeros([0, 2], F32).unwrap(),
+        ],
+        0,
+    )
+    .unwrap();
+    assert_eq!(f32s(&cat), vec![1.0, 2.0]);
+    let none = Tensor::from_vec(Vec::<i64>::new(), [0]).unwrap();
+    assert_eq!(x.index_select(1, &none).unwrap().dims(), &[1, 0]);
+    assert!(Tensor::from_vec(Vec::<f32>::new(), [0, 5])
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn creation_ops() {
+    assert_eq!(
+        Tensor::arange(0.0, 5.0, 2.0, I64)
+            .unwrap()
+            .to_vec::<i64>()
+            .unwrap(),
+        vec![0, 2, 4]
+    );
+    assert_eq!(
+        Tensor::arange(3.0, 0.0, -1.0, F32)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![3., 2., 1.]
+    );
+    assert_eq!(Tensor::arange(1.0, 1.0, 1.0, F32).unwrap().dims(), &[0]);
+    assert!(matches!(
+        Tensor::arange(0.0, 1.0, 0.0, F32),
+        Err(Error::InvalidArgument { op: "arange", .. })
+    ));
+    assert!(matches!(
+        Tensor::arange(0.0, 1.0, -1.0, F32),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert_eq!(
+        Tensor::linspace(0.0, 1.0, 5, F64)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap(),
+        vec![0., 0.25, 0.5, 0.75, 1.]
+    );
+    assert_eq!(
+        Tensor::linspace(2.0, 3.0, 1, F32)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![2.0]
+    );
+    assert_eq!(Tensor::linspace(2.0, 3.0, 0, F32).unwrap().dims(), &[0]);
+    assert_eq!(
+        Tensor::eye(3, I32).unwrap().to_vec::<i32>().unwrap(),
+        vec![1, 0, 0, 0, 1, 0, 0, 0, 1]
+    );
+    assert_eq!(Tensor::eye(0, F32).unwrap().dims(), &[0, 0]);
+    for dt in [F32, F64, F16, BF16, I64, I32, DType::U8, DType::Bool] {
+        let t = Tensor::full([2, 0, 3], 1.0, dt).unwrap();
+        assert_eq!((t.dims(), t.dtype()), (&[2, 0, 3][..], dt));
+        assert_eq!(
+            Tensor::full([2], 3.0, dt).unwrap().to_f64_vec().unwrap(),
+            vec![round(dt, 3.0); 2]
+        );
+        assert_eq!(
+            Tensor::zeros([], dt).unwrap().to_f64_vec().unwrap(),
+            vec![0.0]
+        );
+        assert_eq!(
+            Tensor::ones([3], dt)
+                .unwrap()
+                .ones_like()
+                .unwrap()
+                .to_f64_vec()
+                .unwrap(),
+            vec![1.0; 3]
+        );
+        assert_eq!(
+            Tensor::ones([3], dt)
+                .unwrap()
+                .zeros_like()
+                .unwrap()
+                .to_f64_vec()
+                .unwrap(),
+            vec![0.0; 3]
+        );
+    }
+    eddy::tensor::manual_seed(11);
+    let r = Tensor::rand([1000], F64).unwrap().to_vec::<f64>().unwrap();
+    assert!(r.iter().all(|v| (0.0..1.0).contains(v)));
+    let mean = r.iter().sum::<f64>() / 1000.0;
+    assert!((mean - 0.5).abs() < 0.05, "uniform mean {mean}");
+    let u = Tensor::uniform([500], -2.0, -1.0, F32)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    assert!(u.iter().all(|v| (-2.0..-1.0).contains(v)));
+    let n = Tensor::randn([2000], 3.0, 2.0, F64)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let m = n.iter().sum::<f64>() / 2000.0;
+    let sd = (n.iter().map(|x| (x - m).powi(2)).sum::<f64>() / 2000.0).sqrt();
+    assert!(
+        (m - 3.0).abs() < 0.2 && (sd - 2.0).abs() < 0.2,
+        "normal mean {m} std {sd}"
+    );
+    assert!(matches!(
+        Tensor::rand([2], I64),
+        Err(Error::UnsupportedDType { op: "rand", .. })
+    ));
+    assert_eq!(Tensor::scalar(7i64).unwrap().item::<i64>().unwrap(), 7);
+    assert_eq!(
+        Tensor::from_slice(&[1.5f64, 2.5], [2, 1])
+            .unwrap()
+            .to_vec2::<f64>()
+            .unwrap(),
+        vec![vec![1.5], vec![2.5]]
+    );
+}
+
+#[test]
+fn bool_tensors_refuse_arithmetic() {
+    let b = Tensor::ones([2], F32).unwrap().gt_scalar(0.0).unwrap();
+    assert_eq!(b.dtype(), DType::Bool);
+    assert!(matches!(
+        b.neg(),
+        Err(Error::UnsupportedDType {
+            op: "neg",
+            dtype: DType::Bool
+        })
+    ));
+    assert!(matches!(
+        b.add(&b),
+        Err(Error::UnsupportedDType { op: "add", .. })
+    ));
+    // Bool sums count the true elements.
+    assert_eq!(b.sum_all().unwrap().to_vec::<i64>().unwrap(), vec![2]);
+}
+
+#[test]
+fn integer_arithmetic_wraps_as_documented() {
+    let t = Tensor::from_vec(vec![i32::MAX, i32::MIN], [2]).unwrap();
+    assert_eq!(
+        t.add_scalar(1.0).unwrap().to_vec::<i32>().unwrap(),
+        vec![i32::MIN, i32::MIN + 1]
+    );
+    assert_eq!(
+        t.neg().unwrap().to_vec::<i32>().unwrap(),
+        vec![-i32::MAX, i32::MIN]
+    );
+    let u = Tensor::from_vec(vec![i64::MAX], [1]).unwrap();
+    assert_eq!(u.mul(&u).unwrap().to_vec::<i64>().unwrap(), vec![1]);
+    // Integer division is true division.
+    let a = Tensor::from_vec(vec![7i64, -7], [2]).unwrap();
+    let q = a
+        .div(&Tensor::from_vec(vec![2i64, 2], [2]).unwrap())
+        .unwrap();
+    assert_eq!(
+        (q.dtype(), q.to_vec::<f32>().unwrap()),
+        (F32, vec![3.5, -3.5])
+    );
+}
+
+#[test]
+fn in_place_ops_read_their_source_before_writing_when_it_aliases() {
+    // x += xᵀ: every element of the source is the old value.
+    let x = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2]).unwrap();
+    x.add_(&x.t().unwrap()).unwrap();
+    assert_eq!(f32s(&x), vec![2., 5., 5., 8.]);
+    // An overlapping shift (memmove semantics).
+    let y = Tensor::arange(0.0, 5.0, 1.0, F32).unwrap();
+    y.narrow(0, 1, 4)
+        .unwrap()
+        .copy_(&y.narrow(0, 0, 4).unwrap())
+        .unwrap();
+    assert_eq!(f32s(&y), vec![0., 0., 1., 2., 3.]);
+    let z = Tensor::arange(0.0, 5.0, 1.0, F32).unwrap();
+    z.narrow(0, 0, 4)
+        .unwrap()
+        .mul_(&z.narrow(0, 1, 4).unwrap())
+        .unwrap();
+    assert_eq!(f32s(&z), vec![0., 2., 6., 12., 4.]);
+    // In-place ops return `self`, sharing storage.
+    let r = z.mul_scalar_(2.0).unwrap();
+    assert!(r.shares_storage(&z));
+    assert_eq!(f32s(&r), vec![0., 4., 12., 24., 8.]);
+}
+
+#[test]
+fn display_prints_values_and_dtype() {
+    let t = Tensor::from_vec(vec![1f32, 2.5], [2]).unwrap();
+    let s = t.to_string();
+    assert!(
+        s.contains("1.0000") && s.contains("2.5000") && s.contains("f32"),
+        "{s}"
+    );
+    let b = Tensor::from_vec(vec![1i64, 0], [1, 2])
+        .unwrap()
+        .ne_scalar(0.0)
+        .unwrap();
+    let s = b.to_string();
+    assert!(s.contains("True") && s.contains("False"), "{s}");
+}
+
+// ---- nn and optim against hand-written reference updates -----------------------------------------
+
+#[test]
+fn linear_and_sequential_forward() {
+    use eddy::tensor::nn::{Func, Init, Linear, Module, Sequential};
+    let w = Arr::new(&[3, 2], vec![0.5, -1.0, 2.0, 0.25, -0.75, 1.5]);
+    let b = Arr::new(&[3], vec![0.1, -0.2, 0.3]);
+    let x = Arr::new(&[4, 2], vec![1.0, 2.0, -1.0, 0.5, 0.0, 3.0, 2.5, -2.0]);
+    let lin = Linear {
+        weight: tensor(&w, F64).requires_grad_(true),
+        bias: Some(tensor(&b, F64).requires_grad_(true)),
+    };
+    let want = x
+        .matmul(&w.transpose(0, 1))
+        .unwrap()
+        .zip(&b, |p, q| p + q)
+        .unwrap();
+    check(
+        "linear",
+        &lin.forward(&tensor(&x, F64)).unwrap(),
+        &want,
+        F64,
+    );
+    assert_eq!(lin.parameters().len(), 2);
+    let w2 = Arr::new(&[1, 3], vec![1.0, -2.0, 0.5]);
+    let mlp = Sequential::new()
+        .add(lin)
+        .add(Func::new(Tensor::relu))
+        .add(Linear {
+            weight: tensor(&w2, F64).requires_grad_(true),
+            bias: None,
+        });
+    assert_eq!((mlp.len(), mlp.parameters().len()), (3, 3));
+    let want2 = want
+        .map(|v| v.max(0.0))
+        .matmul(&w2.transpose(0, 1))
+        .unwrap();
+    check(
+        "sequential",
+        &mlp.forward(&tensor(&x, F64)).unwrap(),
+        &want2,
+        F64,
+    );
+    // Initialisers: shapes, bounds and spread.
+    let (fi, fo) = (50usize, 30usize);
+    let ku = Init::KaimingUniform
+        .tensor(&[fo, fi], fi, fo, F64)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let b = 1.0 / (fi as f64).sqrt();
+    assert!(ku.iter().all(|v| v.abs() <= b) && ku.iter().any(|v| v.abs() > b / 2.0));
+    let xu = Init::XavierUniform
+        .tensor(&[fo, fi], fi, fo, F64)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let b = (6.0 / (fi + fo) as f64).sqrt();
+    assert!(xu.iter().all(|v| v.abs() <= b) && xu.iter().any(|v| v.abs() > b / 2.0));
+    let kn = Init::KaimingNormal
+        .tensor(&[fo, fi], fi, fo, F64)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let sd = (kn.iter().map(|v| v * v).sum::<f64>() / kn.len() as f64).sqrt();
+    assert!(
+        (sd - (2.0 / fi as f64).sqrt()).abs() < 0.03,
+        "kaiming normal std {sd}"
+    );
+    assert!(Init::Zeros
+        .tensor(&[3], 1, 3, F32)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .all(|&v| v == 0.0));
+    let l = Linear::new(5, 7, false, F32).unwrap();
+    assert_eq!((l.weight.dims(), l.bias.is_none()), (&[7, 5][..], true));
+}
+
+/// Three optimizer steps on `L = Σ (w − t)²` (so `∂L/∂w = 2(w − t)`), against `update`,
+/// which maps (weights, gradients, step) to the new weights.
+fn optimizer_matches(
+    name: &str,
+    make: impl Fn(Vec<Tensor>) -> Box<dyn eddy::tensor::optim::Optimizer>,
+    mut update: impl FnMut(&mut [f64], &[f64], i32),
+) {
+    let w0 = vec![0.5, -1.5, 2.0, 0.0];
+    let t = vec![1.0, 1.0, -1.0, 0.5];
+    let w = Tensor::from_vec(w0.clone(), [4])
+        .unwrap()
+        .requires_grad_(true);
+    let target = Tensor::from_vec(t.clone(), [4]).unwrap();
+    let mut opt = make(vec![w.clone()]);
+    let mut rw = w0;
+    for step in 1..=3 {
+        opt.zero_grad();
+        w.sub(&target)
+            .unwrap()
+            .square()
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        opt.step().unwrap();
+        let g: Vec<f64> = rw.iter().zip(&t).map(|(a, b)| 2.0 * (a - b)).collect();
+        update(&mut rw, &g, step);
+        let got = w.to_vec::<f64>().unwrap();
+        for (a, b) in got.iter().zip(&rw) {
+            assert!(
+                (a - b).abs() < 1e-12,
+                "{name} step {step}: got {got:?}, want {rw:?}"
+            );
+        }
+    }
+    assert!(
+        w.is_leaf() && w.requires_grad(),
+        "{name}: the parameter stays a leaf"
+    );
+}
+
+#[test]
+fn optimizers_match_their_update_rules() {
+    use eddy::tensor::optim::{Adam, Sgd};
+    optimizer_matches(
+        "sgd",
+        |p| Box::new(Sgd::new(p, 0.1).unwrap()),
+        |w, g, _| {
+            for (w, g) in w.iter_mut().zip(g) {
+                *w -= 0.1 * g;
+            }
+        },
+    );
+    let mut buf = [0.0; 4];
+    optimizer_matches(
+        "sgd momentum + weight decay",
+        |p| Box::new(Sgd::new(p, 0.05).unwrap().momentum(0.9).weight_decay(0.1)),
+        |w, g, step| {
+            for i in 0..4 {
+                let gi = g[i] + 0.1 * w[i];
+                buf[i] = if step == 1 { gi } else { 0.9 * buf[i] + gi };
+                w[i] -= 0.05 * buf[i];
+            }
+        },
+    );
+    for (decoupled, wd) in [(false, 0.0), (false, 0.2), (true, 0.2)] {
+        let (mut m, mut v) = ([0.0; 4], [0.0; 4]);
+        optimizer_matches(
+            &format!("adam decoupled={decoupled} wd={wd}"),
+            |p| {
+                let mut a = if decoupled {
+                    Adam::adamw(p, 0.01, wd).unwrap()
+                } else {
+                    Adam::new(p, 0.01).unwrap()
+                };
+                a.weight_decay = wd;
+                Box::new(a)
+            },
+            |w, g, step| {
+                let (b1, b2, lr, eps) = (0.9f64, 0.999f64, 0.01, 1e-8);
+                for i in 0..4 {
+                    let mut gi = g[i];
+                    if decoupled {
+                        w[i] *= 1.0 - lr * wd;
+                    } else {
+                        gi += wd * w[i];
+                    }
+                    m[i] = b1 * m[i] + (1.0 - b1) * gi;
+                    v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
+                    let mh = m[i] / (1.0 - b1.powi(step));
+                    let vh = v[i] / (1.0 - b2.powi(step));
+                    w[i] -= lr * mh / (vh.sqrt() + eps);
+                }
+            },
+        );
+    }
+    // Optimizers take only leaves that require grad.
+    let x = Tensor::ones([2], F32).unwrap();
+    assert!(matches!(
+        Sgd::new(vec![x.clone()], 0.1),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let y = x.requires_grad_(true).mul_scalar(2.0).unwrap();
+    assert!(matches!(
+        Adam::new(vec![y], 0.1),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
