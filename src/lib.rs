@@ -17,6 +17,9 @@
 pub mod bench;
 pub mod data;
 pub mod models;
+pub mod plot;
+pub mod repl;
+pub mod train;
 
 pub use eddy_ops as ops;
 pub use eddy_tensor as tensor;

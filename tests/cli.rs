@@ -1,13 +1,47 @@
-//! The `eddy` command: the benchmark JSON has the shape of BENCHMARKS.md, bad options fail with
-//! a message, and `train` trains.
+//! The `eddy` command, run as a user runs it: the benchmark JSON has the shape of
+//! BENCHMARKS.md; `train` trains, writes a real PNG, is reproducible and rejects bad data with
+//! exit code 2 and one line naming file and row; `repl` runs scripts and survives errors;
+//! `trace` writes parseable chrome-trace JSON and an SVG.
 
-use std::process::Command;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 fn eddy(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_eddy"))
         .args(args)
         .output()
         .expect("run eddy")
+}
+
+/// Runs `eddy args` with `stdin` piped in.
+fn eddy_stdin(args: &[&str], stdin: &str) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_eddy"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run eddy");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A fresh directory for one test's files.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("eddy-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }
 
 #[test]
@@ -56,35 +90,299 @@ fn bench_json_has_the_documented_shape() {
 }
 
 #[test]
-fn bad_options_fail_with_a_message() {
-    let out = eddy(&["bench", "--only", "no_such_key"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown key `no_such_key`"));
-    let out = eddy(&["frobnicate"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown command"));
-    let out = eddy(&["train", "--epochs", "many"]);
-    assert!(!out.status.success());
+fn bad_options_exit_with_code_2_and_a_message() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["bench", "--only", "no_such_key"],
+            "unknown key `no_such_key`",
+        ),
+        (&["frobnicate"], "unknown command"),
+        (&[], "no command"),
+        (
+            &["train", "--epochs", "many"],
+            "bad value for --epochs: `many`",
+        ),
+        (&["train", "--hidden", "12,x"], "bad value for --hidden"),
+        (&["train", "--lr", "-1"], "--lr must be a positive number"),
+        (&["train", "--batch-size", "0"], "must be at least 1"),
+        (&["train", "--bogus"], "unknown option `--bogus`"),
+        (&["train", "--seed"], "--seed needs a value"),
+        (&["trace", "--steps", "2", "--script", "x"], "not both"),
+    ];
+    for (args, msg) in cases {
+        let out = eddy(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+    }
+}
+
+/// The PNG decodes to the expected size and is a picture, not a blank canvas.
+fn check_png(path: &std::path::Path) {
+    let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut reader = dec.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (960, 400));
+    let px = info.color_type.samples();
+    let colours: std::collections::HashSet<&[u8]> = buf[..info.buffer_size()].chunks(px).collect();
+    let non_white = buf[..info.buffer_size()]
+        .chunks(px)
+        .filter(|c| c.iter().take(3).any(|&v| v < 200))
+        .count();
+    assert!(colours.len() > 20, "{} colours", colours.len());
+    assert!(non_white > 2000, "{non_white} dark pixels");
 }
 
 #[test]
-fn train_runs_and_reports_accuracy() {
-    let out = eddy(&["train", "--epochs", "3"]);
+fn train_one_epoch_reports_and_writes_its_png() {
+    let dir = scratch("train");
+    let png = dir.join("curve.png");
+    let out = eddy(&["train", "--epochs", "1", "--plot", png.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let acc_line = stdout
+        .lines()
+        .find(|l| l.starts_with("test accuracy"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let acc: f64 = acc_line.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!(acc > 80.0, "{stdout}");
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        stdout.contains("engine: ") && stdout.contains("instructions"),
+        "{stdout}"
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let last = text.lines().last().unwrap();
-    let acc: f64 = last
-        .split("accuracy")
-        .nth(1)
-        .unwrap()
-        .trim()
-        .trim_end_matches('%')
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(acc > 80.0, "{text}");
+    assert!(
+        stdout.contains("OOM retries") && stdout.contains("peak memory"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("curves to {}", png.display())),
+        "{stdout}"
+    );
+    check_png(&png);
+}
+
+#[test]
+fn train_is_reproducible_and_takes_its_options() {
+    let dir = scratch("seed");
+    let run = |seed: &str, extra: &[&str]| {
+        let png = dir.join(format!("c{seed}.png"));
+        let mut args = vec![
+            "train",
+            "--epochs",
+            "2",
+            "--seed",
+            seed,
+            "--plot",
+            png.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = eddy(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        // Epoch lines without the steps/s figure, which is a timing.
+        text(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("epoch"))
+            .map(|l| {
+                l.split("steps/s")
+                    .next()
+                    .unwrap()
+                    .rsplit_once("  ")
+                    .unwrap()
+                    .0
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+    };
+    let a = run("7", &[]);
+    assert_eq!(a.len(), 2);
+    assert_eq!(
+        a,
+        run("7", &["--threads", "1"]),
+        "same seed, another thread count"
+    );
+    assert_eq!(
+        a,
+        run("7", &["--sync-mode"]),
+        "same seed, synchronous engine"
+    );
+    assert_ne!(a, run("8", &[]), "another seed");
+    let b = run(
+        "7",
+        &["--hidden", "32,16", "--batch-size", "100", "--lr", "0.005"],
+    );
+    assert_ne!(a, b);
+}
+
+#[test]
+fn train_reads_any_csv_and_writes_a_trace() {
+    let dir = scratch("csv");
+    // Three well-separated classes in 3 features, with a header row.
+    let mut csv = String::from("x,y,z,label\n");
+    for i in 0..150 {
+        let c = i % 3;
+        let j = (i * 7 % 10) as f64 / 10.0;
+        csv += &format!("{},{},{},{c}\n", c as f64 * 3.0 + j, -(c as f64) + j, j,);
+    }
+    let data = dir.join("three.csv");
+    std::fs::write(&data, csv).unwrap();
+    let trace = dir.join("t.json");
+    let png = dir.join("p.png");
+    let out = eddy(&[
+        "train",
+        "--data",
+        data.to_str().unwrap(),
+        "--epochs",
+        "30",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("MLP 3-128-3"), "{stdout}");
+    assert!(stdout.contains("test accuracy 100.00 %"), "{stdout}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    assert!(v["traceEvents"].as_array().unwrap().len() > 100);
+}
+
+#[test]
+fn bad_data_files_give_one_line_naming_file_and_row() {
+    let dir = scratch("bad");
+    let cases = [
+        (
+            "ragged.csv",
+            "1,2,0\n3,4,1\n5,1\n",
+            "ragged.csv: row 3: 2 cells, but the first row has 3",
+        ),
+        (
+            "text.csv",
+            "1,2,0\n3,abc,1\n",
+            "text.csv: row 2: column 2: `abc` is not a finite number",
+        ),
+        (
+            "label.csv",
+            "1,2,0\n3,4,-2\n",
+            "label.csv: row 2: label `-2` is not an integer",
+        ),
+        (
+            "frac.csv",
+            "1,2,0\n3,4,1.5\n",
+            "frac.csv: row 2: label `1.5` is not an integer",
+        ),
+        ("empty.csv", "", "empty.csv: no data rows"),
+        ("few.csv", "1,2,0\n", "rows are too few"),
+    ];
+    for (name, body, msg) in cases {
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        let out = eddy(&["train", "--data", p.to_str().unwrap(), "--epochs", "1"]);
+        let err = text(&out.stderr);
+        let want = if name == "few.csv" { 1 } else { 2 };
+        assert_eq!(out.status.code(), Some(want), "{name}: {err}");
+        assert!(err.contains(msg), "{name}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+    }
+    let missing = dir.join("missing.csv");
+    let out = eddy(&["train", "--data", missing.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("missing.csv: cannot read"), "{err}");
+}
+
+#[test]
+fn repl_runs_a_script_and_survives_errors() {
+    let script = "\
+let a = tensor([[1., 2.], [3., 4.]])
+a.matmul(a.t()).relu().sum(1)
+a.frobnicate()
+let b = randn(3, 4)
+b.matmul(b)
+(a * 2 - 1)[1]
+a.sum(0, keepdim=true).shape
+tensor([1, 2, 3]).index_select(0, tensor([5]))
+:sync
+a.max().item()
+:stats
+:quit
+a.sum()
+";
+    let out = eddy_stdin(&["repl"], script);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let o = text(&out.stdout);
+    let lines: Vec<&str> = o.lines().collect();
+    assert_eq!(lines[0], "tensor([16.0000, 36.0000], dtype=f32)", "{o}");
+    assert!(
+        lines[1].starts_with("error: stdin:3: a tensor has no method `frobnicate`"),
+        "{o}"
+    );
+    assert!(
+        lines[2].starts_with("error: stdin:5: ") && lines[2].contains("matmul"),
+        "{o}"
+    );
+    assert_eq!(lines[3], "tensor([5.0000, 7.0000], dtype=f32)", "{o}");
+    assert_eq!(lines[4], "[1, 2]", "{o}");
+    assert!(
+        lines[5].starts_with("error: stdin:8: ") && lines[5].contains("index_select"),
+        "{o}"
+    );
+    assert!(lines.contains(&"4"), "{o}");
+    assert!(o.contains("instructions inserted"), "{o}");
+    assert!(!o.contains("tensor(10."), ":quit stops the script: {o}");
+}
+
+/// Each stream named in the trace's metadata has at least one instruction.
+fn check_trace(path: &std::path::Path) -> usize {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let ev = v["traceEvents"].as_array().unwrap();
+    let streams: Vec<&serde_json::Value> = ev
+        .iter()
+        .filter(|e| e["ph"] == "M")
+        .map(|e| &e["tid"])
+        .collect();
+    assert!(!streams.is_empty());
+    for s in streams {
+        assert!(
+            ev.iter().any(|e| e["ph"] == "X"
+                && &e["tid"] == s
+                && e["name"].as_str().is_some_and(|n| !n.is_empty())),
+            "no instruction on stream {s}"
+        );
+    }
+    ev.iter().filter(|e| e["ph"] == "X").count()
+}
+
+#[test]
+fn trace_writes_json_and_svg_for_training_and_scripts() {
+    let dir = scratch("trace");
+    let json = dir.join("train.json");
+    let out = eddy(&["trace", "--steps", "2", "--out", json.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(check_trace(&json) > 50);
+    let svg = std::fs::read_to_string(dir.join("train.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("matmul") && svg.trim_end().ends_with("</svg>")
+    );
+
+    let script = dir.join("s.eddy");
+    std::fs::write(
+        &script,
+        "let x = randn(64, 64)\nx.matmul(x).softmax(-1).sum()\n",
+    )
+    .unwrap();
+    let (json, svg) = (dir.join("s.json"), dir.join("pic.svg"));
+    let out = eddy(&[
+        "trace",
+        "--script",
+        script.to_str().unwrap(),
+        "--out",
+        json.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(check_trace(&json) >= 3);
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("softmax"));
 }

@@ -1,10 +1,16 @@
-//! The `eddy` command: `eddy bench --json`, `eddy train`.
+//! The `eddy` command: `train` (the main job), `bench`, `repl` and `trace`.
+//!
+//! Exit codes: 0 on success, 2 for bad input (options, data files, scripts that cannot be
+//! read), 1 when the engine fails.
 
-use eddy::bench;
-use eddy::data::{default_path, Digits};
-use eddy::models::{accuracy, mlp, train_step};
-use eddy::tensor::nn::Module;
-use eddy::tensor::optim::Adam;
+use eddy::data::{default_path, Dataset};
+use eddy::repl::{Outcome, Session};
+use eddy::train::{train, Progress, TrainOptions};
+use eddy::{bench, plot, Vm};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::BTreeMap;
+use std::io::{BufRead, IsTerminal};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// mimalloc: frees made on the scheduler thread of memory allocated on the user thread are
@@ -14,124 +20,450 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "\
 usage:
+  eddy train [options]     train an MLP on the bundled digits data (the main job)
+      --epochs N (20)  --batch-size N (64)  --lr X (0.01)  --hidden N[,N..] (128)
+      --seed S (0)  --data FILE.csv[.gz]  --threads N  --sync-mode
+      --trace FILE.json  --plot FILE.png (eddy-train.png)
   eddy bench [--json] [--threads N] [--only KEY,...]   run the benchmark workloads
-  eddy train [--epochs N] [--data PATH] [--seed S]      train an MLP on the digits data set";
+  eddy repl                interactive tensor expressions (:help inside); also `eddy repl < script`
+  eddy trace [--steps N (3) | --script FILE] [--out FILE.json (eddy-trace.json)]
+             [--svg FILE.svg (next to --out)] [--sync-mode]
+                           record the instruction timeline of a workload";
+
+/// A failure and its exit code.
+enum Fail {
+    /// Bad input: exit code 2.
+    Usage(String),
+    /// The engine or the system failed: exit code 1.
+    Run(String),
+}
+
+impl From<eddy::Error> for Fail {
+    fn from(e: eddy::Error) -> Self {
+        Fail::Run(e.to_string())
+    }
+}
+
+impl From<eddy::vm::Error> for Fail {
+    fn from(e: eddy::vm::Error) -> Self {
+        Fail::Run(e.to_string())
+    }
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let rest = args.get(1..).unwrap_or(&[]);
     let r = match args.first().map(String::as_str) {
-        Some("bench") => cmd_bench(&args[1..]),
-        Some("train") => cmd_train(&args[1..]),
-        Some("-h" | "--help" | "help") | None => {
+        Some("train") => cmd_train(rest),
+        Some("bench") => cmd_bench(rest),
+        Some("repl") => cmd_repl(rest),
+        Some("trace") => cmd_trace(rest),
+        Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
-        Some(other) => Err(format!("unknown command `{other}`\n{USAGE}")),
+        None => Err(Fail::Usage(format!("no command given\n{USAGE}"))),
+        Some(other) => Err(Fail::Usage(format!("unknown command `{other}`\n{USAGE}"))),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("eddy: {e}");
+        Err(Fail::Usage(m)) => {
+            eprintln!("eddy: {m}");
+            ExitCode::from(2)
+        }
+        Err(Fail::Run(m)) => {
+            eprintln!("eddy: {m}");
             ExitCode::FAILURE
         }
     }
 }
 
-/// Returns the value after flag `name`, if present.
-fn flag<'a>(args: &'a [String], name: &str) -> Result<Option<&'a str>, String> {
-    match args.iter().position(|a| a == name) {
-        None => Ok(None),
-        Some(i) => args
-            .get(i + 1)
-            .map(|s| Some(s.as_str()))
-            .ok_or(format!("{name} needs a value")),
-    }
-}
+/// Parsed `--name value` and `--flag` options.
+struct Opts(BTreeMap<&'static str, Option<String>>);
 
-fn parse<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> Result<T, String> {
-    match flag(args, name)? {
-        None => Ok(default),
-        Some(v) => v
-            .parse()
-            .map_err(|_| format!("bad value for {name}: `{v}`")),
+impl Opts {
+    /// `spec` lists each option and whether it takes a value.
+    fn parse(args: &[String], spec: &[(&'static str, bool)]) -> Result<Opts, Fail> {
+        let mut m = BTreeMap::new();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let (name, inline) = match a.split_once('=') {
+                Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+                _ => (a.as_str(), None),
+            };
+            let Some(&(key, takes)) = spec.iter().find(|(k, _)| *k == name) else {
+                return Err(Fail::Usage(format!("unknown option `{a}`\n{USAGE}")));
+            };
+            let v = if takes {
+                match inline.or_else(|| it.next().cloned()) {
+                    Some(v) => Some(v),
+                    None => return Err(Fail::Usage(format!("{key} needs a value"))),
+                }
+            } else {
+                None
+            };
+            m.insert(key, v);
+        }
+        Ok(Opts(m))
     }
-}
 
-fn cmd_bench(args: &[String]) -> Result<(), String> {
-    let known = ["--json", "--threads", "--only", "--child"];
-    for (i, a) in args.iter().enumerate() {
-        let is_value = i > 0 && matches!(args[i - 1].as_str(), "--threads" | "--only");
-        if !is_value && !known.contains(&a.as_str()) {
-            return Err(format!("unknown option `{a}`\n{USAGE}"));
+    fn has(&self, k: &str) -> bool {
+        self.0.contains_key(k)
+    }
+
+    fn str(&self, k: &str) -> Option<&str> {
+        self.0.get(k).and_then(|v| v.as_deref())
+    }
+
+    fn get<T: std::str::FromStr>(&self, k: &str, default: T) -> Result<T, Fail> {
+        match self.str(k) {
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| Fail::Usage(format!("bad value for {k}: `{v}`"))),
         }
     }
-    let threads: usize = parse(
-        args,
+}
+
+fn set_threads(o: &Opts) -> Result<usize, Fail> {
+    let threads: usize = o.get(
         "--threads",
         std::thread::available_parallelism().map_or(2, |n| n.get()),
     )?;
+    if threads == 0 {
+        return Err(Fail::Usage("--threads must be at least 1".into()));
+    }
     rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.max(1))
+        .num_threads(threads)
         .build_global()
-        .map_err(|e| e.to_string())?;
-    let child = args.iter().any(|a| a == "--child");
-    let report = if child {
-        bench::run_train_child().map_err(|e| e.to_string())?
-    } else {
-        let only: Vec<String> = flag(args, "--only")?
-            .map(|s| s.split(',').map(str::to_string).collect())
-            .unwrap_or_default();
-        if let Some(k) = only.iter().find(|k| !bench::KEYS.contains(&k.as_str())) {
-            return Err(format!(
-                "unknown key `{k}`; keys: {}",
-                bench::KEYS.join(", ")
-            ));
-        }
-        let exe = std::env::current_exe().ok();
-        bench::run(&only, exe.as_deref(), threads).map_err(|e| e.to_string())?
+        .map_err(|e| Fail::Run(e.to_string()))?;
+    Ok(threads)
+}
+
+fn mib(b: usize) -> String {
+    format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+}
+
+fn cmd_train(args: &[String]) -> Result<(), Fail> {
+    let o = Opts::parse(
+        args,
+        &[
+            ("--epochs", true),
+            ("--batch-size", true),
+            ("--lr", true),
+            ("--hidden", true),
+            ("--seed", true),
+            ("--data", true),
+            ("--threads", true),
+            ("--sync-mode", false),
+            ("--trace", true),
+            ("--plot", true),
+        ],
+    )?;
+    let d = TrainOptions::default();
+    let hidden = match o.str("--hidden") {
+        None => d.hidden.clone(),
+        Some(h) => h
+            .split(',')
+            .map(|w| w.trim().parse::<usize>().ok().filter(|&w| w > 0))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                Fail::Usage(format!(
+                    "bad value for --hidden: `{h}` (widths like 128 or 256,128)"
+                ))
+            })?,
     };
-    let notes = "CPU, f32; medians of 7 repetitions (training: of 50 steps)";
-    let json = report.to_json(threads, notes);
-    if args.iter().any(|a| a == "--json") {
-        println!("{json}");
-    } else {
-        for (k, v) in &report.metrics {
-            println!("{k:32} {v:>12.3}");
+    let opts = TrainOptions {
+        epochs: o.get("--epochs", d.epochs)?,
+        batch_size: o.get("--batch-size", d.batch_size)?,
+        lr: o.get("--lr", d.lr)?,
+        hidden,
+        seed: o.get("--seed", d.seed)?,
+        ..d
+    };
+    if opts.epochs == 0 || opts.batch_size == 0 {
+        return Err(Fail::Usage(
+            "--epochs and --batch-size must be at least 1".into(),
+        ));
+    }
+    if !(opts.lr > 0.0 && opts.lr.is_finite()) {
+        return Err(Fail::Usage(format!(
+            "--lr must be a positive number, got {}",
+            opts.lr
+        )));
+    }
+    let threads = set_threads(&o)?;
+    let path = o.str("--data").map_or_else(default_path, PathBuf::from);
+    let plot_path = PathBuf::from(o.str("--plot").unwrap_or("eddy-train.png"));
+    let trace = o.str("--trace").map(PathBuf::from);
+    let data = Dataset::load(&path).map_err(|e| Fail::Usage(e.to_string()))?;
+    let vm = Vm::builder()
+        .sync_mode(o.has("--sync-mode"))
+        .trace(trace.is_some())
+        .build()?;
+    let (n_test, n_train) = {
+        let t = (data.len() as f64 * opts.test_fraction).round() as usize;
+        (t, data.len() - t)
+    };
+    let arch: Vec<String> = std::iter::once(data.n_features)
+        .chain(opts.hidden.iter().copied())
+        .chain([data.n_classes.max(2)])
+        .map(|w| w.to_string())
+        .collect();
+    println!(
+        "training an MLP {} on {} ({n_train} rows, {n_test} held out), Adam lr {}, batch {}, seed {}, {threads} threads{}",
+        arch.join("-"),
+        path.file_name().map_or(path.display().to_string(), |f| f.to_string_lossy().into()),
+        opts.lr,
+        opts.batch_size,
+        opts.seed,
+        if o.has("--sync-mode") { ", synchronous mode" } else { "" }
+    );
+    let mut bar: Option<ProgressBar> = None;
+    let style = ProgressStyle::with_template("{prefix} [{bar:30.cyan/blue}] {pos}/{len} {msg}")
+        .expect("a valid template")
+        .progress_chars("=> ");
+    let epochs = opts.epochs;
+    let report = train(&opts, &data, &vm, |p| match p {
+        Progress::Step {
+            epoch,
+            step,
+            steps,
+            loss,
+        } => {
+            let b = bar.get_or_insert_with(|| {
+                let b =
+                    ProgressBar::with_draw_target(Some(steps as u64), ProgressDrawTarget::stderr());
+                b.set_style(style.clone());
+                b.set_prefix(format!("epoch {epoch:>3}/{epochs}"));
+                b
+            });
+            b.set_position(step as u64);
+            if let Some(l) = loss {
+                b.set_message(format!("loss {l:.4}"));
+            }
         }
+        Progress::Epoch(e) => {
+            if let Some(b) = bar.take() {
+                b.finish_and_clear();
+            }
+            println!(
+                "epoch {:>3}/{epochs}  loss {:.4}  test accuracy {:6.2} %  {:7.1} steps/s",
+                e.epoch,
+                e.loss,
+                e.test_accuracy * 100.0,
+                e.steps_per_s
+            );
+        }
+    })?;
+    let s = &report.stats;
+    println!(
+        "test accuracy {:.2} % after {} epochs in {:.2} s",
+        report.test_accuracy * 100.0,
+        epochs,
+        report.seconds
+    );
+    println!(
+        "engine: {} instructions ({} fused into others), {} OOM retries, peak memory {} (cached {})",
+        s.inserted,
+        s.fused,
+        s.oom_retries,
+        mib(s.alloc.peak_in_use),
+        mib(s.alloc.cached)
+    );
+    plot::training_curve_png(&report.epochs, &plot_path, (960, 400)).map_err(Fail::Run)?;
+    println!(
+        "wrote the loss and accuracy curves to {}",
+        plot_path.display()
+    );
+    if let Some(t) = trace {
+        write_trace(&vm, &t, None)?;
     }
     Ok(())
 }
 
-fn cmd_train(args: &[String]) -> Result<(), String> {
-    let epochs: usize = parse(args, "--epochs", 30)?;
-    let seed: u64 = parse(args, "--seed", 0)?;
-    let path = flag(args, "--data")?.map_or_else(default_path, Into::into);
-    let e = |e: eddy::Error| e.to_string();
-    let data = Digits::load(&path).map_err(e)?;
-    let (train, test) = data.split(0.2, seed);
-    eddy::tensor::manual_seed(seed);
-    let model = mlp(&[64, 128, 10]).map_err(e)?;
-    let mut opt = Adam::new(model.parameters(), 1e-2).map_err(e)?;
-    let (tx, _) = test.batch(0..test.len()).map_err(e)?;
-    let batch = 64;
-    for epoch in 0..epochs {
-        let mut sum = 0.0;
-        let mut n = 0;
-        for s in (0..train.len()).step_by(batch) {
-            let (x, y) = train.batch(s..(s + batch).min(train.len())).map_err(e)?;
-            sum += train_step(&model, &mut opt, &x, &y)
-                .map_err(e)?
-                .item::<f32>()
-                .map_err(e)? as f64;
-            n += 1;
-        }
-        let acc = accuracy(&model, &tx, &test.labels).map_err(e)?;
-        println!(
-            "epoch {:>3}  loss {:.4}  test accuracy {:.2} %",
-            epoch + 1,
-            sum / n as f64,
-            acc * 100.0
-        );
+/// Writes the chrome-trace JSON to `json` and, if given, the SVG timeline to `svg`.
+fn write_trace(vm: &Vm, json: &Path, svg: Option<&Path>) -> Result<(), Fail> {
+    vm.sync()?;
+    let events = vm.trace_events();
+    let io = |p: &Path, e: std::io::Error| Fail::Run(format!("{}: {e}", p.display()));
+    std::fs::File::create(json)
+        .and_then(|f| vm.write_chrome_trace(std::io::BufWriter::new(f)))
+        .map_err(|e| io(json, e))?;
+    let streams: std::collections::BTreeSet<u32> = events.iter().map(|e| e.stream).collect();
+    println!(
+        "wrote {} instructions on {} stream(s) to {} (open it in ui.perfetto.dev or chrome://tracing)",
+        events.len(),
+        streams.len(),
+        json.display()
+    );
+    if let Some(svg) = svg {
+        let names: Vec<String> = (0..vm.stream_count())
+            .map(|i| {
+                vm.stream_policy(eddy::vm::StreamId(i as u32))
+                    .map_or("?".into(), |p| p.name().to_string())
+            })
+            .collect();
+        std::fs::write(svg, plot::timeline_svg(&events, &names)).map_err(|e| io(svg, e))?;
+        println!("wrote the timeline picture to {}", svg.display());
     }
     Ok(())
+}
+
+fn cmd_bench(args: &[String]) -> Result<(), Fail> {
+    let o = Opts::parse(
+        args,
+        &[
+            ("--json", false),
+            ("--threads", true),
+            ("--only", true),
+            ("--child", false),
+        ],
+    )?;
+    let threads = set_threads(&o)?;
+    let report = if o.has("--child") {
+        bench::run_train_child()?
+    } else {
+        let only: Vec<String> = o
+            .str("--only")
+            .map(|s| s.split(',').map(str::to_string).collect())
+            .unwrap_or_default();
+        if let Some(k) = only.iter().find(|k| !bench::KEYS.contains(&k.as_str())) {
+            return Err(Fail::Usage(format!(
+                "unknown key `{k}`; keys: {}",
+                bench::KEYS.join(", ")
+            )));
+        }
+        let exe = std::env::current_exe().ok();
+        bench::run(&only, exe.as_deref(), threads)?
+    };
+    let notes = "CPU, f32; medians of 7 repetitions (training: of 50 steps)";
+    if o.has("--json") {
+        println!("{}", report.to_json(threads, notes));
+    } else {
+        println!("{:34} {:>12}", "metric", "value");
+        for (k, v) in &report.metrics {
+            println!("{k:34} {v:>12.3}");
+        }
+        println!("({notes}; {threads} threads; --json for the machine-readable report)");
+    }
+    Ok(())
+}
+
+/// Runs REPL lines from `input`; with `echo` (a script), errors name their line. Returns the
+/// number of lines that failed.
+fn run_script(session: &mut Session, input: impl BufRead, name: &str) -> Result<usize, Fail> {
+    let mut failed = 0;
+    for (i, line) in input.lines().enumerate() {
+        let line = line.map_err(|e| Fail::Usage(format!("{name}: {e}")))?;
+        match session.eval_line(&line) {
+            Ok(Outcome::Quit) => break,
+            Ok(Outcome::Print(p)) if p.is_empty() => {}
+            Ok(Outcome::Print(p)) => println!("{p}"),
+            Err(e) => {
+                failed += 1;
+                println!("error: {name}:{}: {e}", i + 1);
+            }
+        }
+    }
+    Ok(failed)
+}
+
+fn cmd_repl(args: &[String]) -> Result<(), Fail> {
+    let o = Opts::parse(args, &[("--threads", true), ("--sync-mode", false)])?;
+    set_threads(&o)?;
+    let vm = Vm::builder().sync_mode(o.has("--sync-mode")).build()?;
+    let mut session = Session::new(vm);
+    if !std::io::stdin().is_terminal() {
+        run_script(&mut session, std::io::stdin().lock(), "stdin")?;
+        return Ok(());
+    }
+    println!("eddy repl: tensor expressions, :help for the list, :quit to leave");
+    let mut rl = rustyline::DefaultEditor::new().map_err(|e| Fail::Run(e.to_string()))?;
+    let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".eddy_history"));
+    if let Some(h) = &history {
+        let _ = rl.load_history(h);
+    }
+    loop {
+        match rl.readline(">>> ") {
+            Ok(line) => {
+                if !line.trim().is_empty() {
+                    let _ = rl.add_history_entry(line.as_str());
+                }
+                match session.eval_line(&line) {
+                    Ok(Outcome::Quit) => break,
+                    Ok(Outcome::Print(p)) if p.is_empty() => {}
+                    Ok(Outcome::Print(p)) => println!("{p}"),
+                    Err(e) => println!("error: {e}"),
+                }
+            }
+            Err(rustyline::error::ReadlineError::Interrupted) => continue,
+            Err(rustyline::error::ReadlineError::Eof) => break,
+            Err(e) => return Err(Fail::Run(e.to_string())),
+        }
+    }
+    if let Some(h) = &history {
+        let _ = rl.save_history(h);
+    }
+    Ok(())
+}
+
+fn cmd_trace(args: &[String]) -> Result<(), Fail> {
+    let o = Opts::parse(
+        args,
+        &[
+            ("--steps", true),
+            ("--script", true),
+            ("--out", true),
+            ("--svg", true),
+            ("--sync-mode", false),
+            ("--threads", true),
+        ],
+    )?;
+    if o.has("--steps") && o.has("--script") {
+        return Err(Fail::Usage("give --steps or --script, not both".into()));
+    }
+    set_threads(&o)?;
+    let json = PathBuf::from(o.str("--out").unwrap_or("eddy-trace.json"));
+    let svg = o
+        .str("--svg")
+        .map_or_else(|| json.with_extension("svg"), PathBuf::from);
+    let vm = Vm::builder()
+        .sync_mode(o.has("--sync-mode"))
+        .trace(true)
+        .build()?;
+    if let Some(script) = o.str("--script") {
+        let f = std::fs::File::open(script)
+            .map_err(|e| Fail::Usage(format!("{script}: cannot read: {e}")))?;
+        let mut session = Session::new(vm.clone());
+        let failed = run_script(&mut session, std::io::BufReader::new(f), script)?;
+        if failed > 0 {
+            eprintln!("eddy: {failed} line(s) of {script} failed; tracing what ran");
+        }
+    } else {
+        let steps: usize = o.get("--steps", 3)?;
+        if steps == 0 {
+            return Err(Fail::Usage("--steps must be at least 1".into()));
+        }
+        let data = Dataset::load(&default_path()).map_err(|e| Fail::Usage(e.to_string()))?;
+        // `steps` training steps of the digits MLP: one epoch cut to that many batches.
+        let opts = TrainOptions {
+            epochs: 1,
+            ..TrainOptions::default()
+        };
+        // 80 rows per step: 64 train (one batch), 16 held out.
+        let rows = (steps * 80).min(data.len());
+        let small = Dataset {
+            features: data.features[..rows * data.n_features].to_vec(),
+            labels: data.labels[..rows].to_vec(),
+            ..data
+        };
+        let r = train(&opts, &small, &vm, |_| {})?;
+        println!(
+            "traced {} training step(s) of the digits MLP (loss {:.4})",
+            r.sizes.0.div_ceil(opts.batch_size),
+            r.epochs[0].loss
+        );
+    }
+    write_trace(&vm, &json, Some(&svg))
 }

@@ -140,7 +140,6 @@ impl fmt::Display for Tensor {
             }
         };
         let strs: Vec<String> = vals.iter().map(|&v| fmt_v(v)).collect();
-        let width = strs.iter().map(String::len).max().unwrap_or(0);
         let summarize = self.numel() > 1000;
         let mut out = String::from("tensor(");
         fn rec(
@@ -148,12 +147,13 @@ impl fmt::Display for Tensor {
             dims: &[usize],
             strs: &[String],
             base: usize,
-            width: usize,
+            width: &mut usize,
             summarize: bool,
             indent: usize,
         ) {
             if dims.is_empty() {
                 out.push_str(&strs[base]);
+                *width = (*width).max(strs[base].len());
                 return;
             }
             let n = dims[0];
@@ -181,7 +181,9 @@ impl fmt::Display for Tensor {
                 match i {
                     None => out.push_str("..."),
                     Some(i) if dims.len() == 1 => {
-                        out.push_str(&format!("{:>width$}", strs[base + i]))
+                        let w = *width;
+                        out.push_str(&format!("{:>w$}", strs[base + i]));
+                        *width = w.max(strs[base + i].len());
                     }
                     Some(i) => rec(
                         out,
@@ -196,7 +198,22 @@ impl fmt::Display for Tensor {
             }
             out.push(']');
         }
-        rec(&mut out, self.dims(), &strs, 0, width, summarize, 7);
-        write!(f, "{out}, dtype={})", self.dtype())
+        // The first pass measures the widest entry shown; the second pads every entry to it.
+        let mut width = 0;
+        rec(
+            &mut String::new(),
+            self.dims(),
+            &strs,
+            0,
+            &mut width,
+            summarize,
+            7,
+        );
+        rec(&mut out, self.dims(), &strs, 0, &mut width, summarize, 7);
+        write!(f, "{out}, dtype={}", self.dtype())?;
+        if self.device() != crate::Device::Cpu {
+            write!(f, ", device={}", self.device())?;
+        }
+        write!(f, ")")
     }
 }

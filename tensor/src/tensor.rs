@@ -167,15 +167,27 @@ impl Tensor {
     }
 }
 
+/// Shape, dtype, device, whether it requires grad, and the values (printed as `Display` does,
+/// which waits for the tensor): what a REPL such as evcxr shows for a tensor.
+///
+/// ```
+/// let t = eddy_tensor::Tensor::from_vec(vec![1i64, 2], [2]).unwrap();
+/// assert_eq!(format!("{t:?}"), "Tensor[dims [2], i64, cpu] tensor([1, 2], dtype=i64)");
+/// ```
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "Tensor[{:?}, {}, id {}{}]",
+            "Tensor[dims {:?}, {}, {}{}] {}",
             self.dims(),
             self.dtype(),
-            self.id(),
-            if self.requires_grad() { ", grad" } else { "" }
+            self.device(),
+            if self.requires_grad() {
+                ", requires_grad"
+            } else {
+                ""
+            },
+            self
         )
     }
 }

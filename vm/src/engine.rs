@@ -56,7 +56,9 @@ pub(crate) struct Shared {
     abandoned: AtomicBool,
     /// Set when an engine thread failed (`EngineFailed`).
     failed: Mutex<Option<Error>>,
-    trace: Option<Mutex<Vec<TraceEvent>>>,
+    trace: Mutex<Vec<TraceEvent>>,
+    /// Whether instructions are recorded on the timeline (`Vm::set_trace`).
+    tracing: AtomicBool,
     trace_origin: Instant,
     /// The scheduler thread has exited.
     sched_exited: Mutex<bool>,
@@ -70,22 +72,20 @@ impl Shared {
     }
 
     pub(crate) fn trace_now(&self) -> Option<Instant> {
-        self.trace.as_ref().map(|_| Instant::now())
+        self.tracing.load(Ordering::Relaxed).then(Instant::now)
     }
 
     pub(crate) fn trace_record(&self, name: &str, id: u64, stream: StreamId, start: Instant) {
-        if let Some(t) = &self.trace {
-            let end = Instant::now();
-            let thread = std::thread::current().name().unwrap_or("user").to_string();
-            t.lock().push(TraceEvent {
-                name: name.to_string(),
-                id,
-                stream: stream.0,
-                thread,
-                start_us: (start - self.trace_origin).as_secs_f64() * 1e6,
-                dur_us: (end - start).as_secs_f64() * 1e6,
-            });
-        }
+        let end = Instant::now();
+        let thread = std::thread::current().name().unwrap_or("user").to_string();
+        self.trace.lock().push(TraceEvent {
+            name: name.to_string(),
+            id,
+            stream: stream.0,
+            thread,
+            start_us: (start - self.trace_origin).as_secs_f64() * 1e6,
+            dur_us: (end - start).as_secs_f64() * 1e6,
+        });
     }
 
     /// Wakes submitters blocked on the high-water mark once at most `low_water` are in flight.
@@ -155,7 +155,8 @@ impl Vm {
         let any_async_stream = streams.iter().any(|s| s.policy.done_means_launched());
         let config = b.config.clone();
         let shared = Arc::new(Shared {
-            trace: config.trace.then(|| Mutex::new(Vec::new())),
+            trace: Mutex::new(Vec::new()),
+            tracing: AtomicBool::new(config.trace),
             config,
             streams,
             any_async_stream,
@@ -607,20 +608,35 @@ impl Vm {
             .unwrap_or_default()
     }
 
-    /// The recorded timeline (empty unless tracing is on).
+    /// The recorded timeline (empty unless tracing was on).
     pub fn trace_events(&self) -> Vec<TraceEvent> {
-        self.shared()
-            .trace
-            .as_ref()
-            .map(|t| t.lock().clone())
-            .unwrap_or_default()
+        self.shared().trace.lock().clone()
     }
 
     /// Clears the recorded timeline.
     pub fn clear_trace(&self) {
-        if let Some(t) = &self.shared().trace {
-            t.lock().clear();
-        }
+        self.shared().trace.lock().clear();
+    }
+
+    /// Turns recording of the timeline on or off from now on (the builder's `trace` switch,
+    /// `EDDY_VM_TRACE`, sets it at start). Instructions already running are not affected.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// assert!(!vm.is_tracing());
+    /// vm.set_trace(true);
+    /// assert!(vm.is_tracing());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn set_trace(&self, on: bool) {
+        self.shared().tracing.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether the timeline is being recorded.
+    pub fn is_tracing(&self) -> bool {
+        self.shared().tracing.load(Ordering::Relaxed)
     }
 
     /// Writes the timeline as chrome-trace / Perfetto JSON.

@@ -1,0 +1,1569 @@
+//! The interpreter behind `eddy repl`: tensor expressions in a small Python-like syntax, evaluated
+//! eagerly on one engine.
+//!
+//! ```text
+//! let a = randn(3, 4)
+//! a.matmul(a.t()).relu().sum(1)
+//! (a + 1) * 2 @ a.t()          # operators: + - * / ** @, comparisons == != < <= > >=
+//! a[0, 1:3]                    # indexing: integers select, ranges narrow
+//! :stats  :mem  :trace on|off|save FILE  :sync  :vars  :help  :quit
+//! ```
+//!
+//! [`Session::eval_line`] returns the text to print; errors are returned as text too and leave
+//! the session usable.
+
+use crate::plot::timeline_svg;
+use crate::{DType, Tensor};
+use eddy_vm::Vm;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The help text of `:help`.
+pub const HELP: &str = "\
+expressions:
+  let NAME = EXPR              bind a value (no output)
+  EXPR                         evaluate and print
+  numbers, [lists], \"strings\", f32 f64 f16 bf16 i64 i32 u8 bool, true false
+  operators: + - * / ** @ (matmul) == != < <= > >=, unary -, (...), a[i, j:k, :]
+functions:
+  randn(dims..) rand(dims..) zeros(dims..) ones(dims..) full([dims], v) eye(n)
+  arange(end) arange(start, end[, step]) linspace(start, end, steps) tensor([[..]])
+  cat([a, b], dim) stack([a, b], dim) where(cond, a, b) manual_seed(n)
+  creation functions take dtype=f64 etc.
+methods (a.NAME(..)):
+  neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu silu recip square sign
+  add sub mul div pow maximum minimum eq ne lt le gt ge matmul (tensor or number)
+  sum mean prod (dims.., keepdim=true)  max min argmax argmin (dim, keepdim=true)
+  softmax(dim) log_softmax(dim) cross_entropy(t) nll_loss(t) mse_loss(t)
+  reshape view permute expand (dims..)  transpose(a, b) t() narrow(dim, start, len)
+  select(dim, i) squeeze(dim) unsqueeze(dim) flatten() contiguous() clamp(lo, hi)
+  index_select(dim, idx) gather(dim, idx) to(dtype) float() long() detach()
+  add_ sub_ mul_ div_ copy_ fill_ zero_ (in place) requires_grad_() backward()
+  item() tolist() sync()     attributes: .shape .dtype .device .grad .T .ndim .numel
+commands:
+  :stats  engine counters          :mem   allocator figures
+  :trace on|off|save FILE(.json|.svg)   :sync  wait for all work, report errors
+  :vars   list bindings            :help  this text      :quit  leave";
+
+/// A value of the expression language.
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// A tensor.
+    Tensor(Tensor),
+    /// A number; `true` if it was written or computed as an integer.
+    Num(f64, bool),
+    /// A boolean.
+    Bool(bool),
+    /// A list.
+    List(Vec<Value>),
+    /// A dtype name.
+    DType(DType),
+    /// A string.
+    Str(String),
+    /// No value (`backward()`, `let`).
+    Unit,
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Tensor(t) => write!(f, "{t}"),
+            Value::Num(v, true) => write!(f, "{}", *v as i64),
+            Value::Num(v, false) => write!(f, "{v}"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::List(l) => {
+                write!(f, "[")?;
+                for (i, v) in l.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                write!(f, "]")
+            }
+            Value::DType(d) => write!(f, "{d}"),
+            Value::Str(s) => write!(f, "{s:?}"),
+            Value::Unit => Ok(()),
+        }
+    }
+}
+
+/// What a line asks of the caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Print this (possibly empty) text.
+    Print(String),
+    /// Leave the session.
+    Quit,
+}
+
+/// An interactive session: variables and the engine they live on.
+pub struct Session {
+    vm: Vm,
+    vars: BTreeMap<String, Value>,
+}
+
+type R<T> = Result<T, String>;
+
+impl Session {
+    /// A session whose tensors live on `vm`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::repl::{Outcome, Session};
+    /// let mut s = Session::new(eddy::Vm::builder().build()?);
+    /// s.eval_line("let a = tensor([[1., 2.], [3., 4.]])").unwrap();
+    /// let out = s.eval_line("a.matmul(a.t()).relu().sum(1)").unwrap();
+    /// assert_eq!(out, Outcome::Print("tensor([16.0000, 36.0000], dtype=f32)".into()));
+    /// # Ok::<(), eddy::vm::Error>(())
+    /// ```
+    pub fn new(vm: Vm) -> Session {
+        Session {
+            vm,
+            vars: BTreeMap::new(),
+        }
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Vm {
+        &self.vm
+    }
+
+    /// Evaluates one line: a `let`, an expression, a `:command`, or a blank or `#` comment.
+    ///
+    /// # Errors
+    ///
+    /// A message (syntax, unknown name, or the op's typed error); the session stays usable.
+    pub fn eval_line(&mut self, line: &str) -> R<Outcome> {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            return Ok(Outcome::Print(String::new()));
+        }
+        if let Some(cmd) = line.strip_prefix(':') {
+            return self.command(cmd);
+        }
+        let vm = self.vm.clone();
+        eddy_tensor::with_engine(&vm, || {
+            let toks = lex(line)?;
+            let mut p = Parser { toks, pos: 0 };
+            let stmt = p.statement()?;
+            p.expect_end()?;
+            match stmt {
+                Stmt::Let(name, e) => {
+                    let v = self.eval(&e)?;
+                    self.vars.insert(name, v);
+                    Ok(Outcome::Print(String::new()))
+                }
+                Stmt::Expr(e) => {
+                    let v = self.eval(&e)?;
+                    // Printing waits for the value: an asynchronous error surfaces here.
+                    if let Value::Tensor(t) = &v {
+                        t.sync().map_err(|e| e.to_string())?;
+                    }
+                    Ok(Outcome::Print(v.to_string()))
+                }
+            }
+        })
+    }
+
+    fn command(&mut self, cmd: &str) -> R<Outcome> {
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        let out = match words.as_slice() {
+            ["q" | "quit" | "exit"] => return Ok(Outcome::Quit),
+            ["help" | "h"] => HELP.to_string(),
+            ["stats"] => {
+                let s = self.vm.stats();
+                format!(
+                    "instructions inserted {}, erased {}, fused {}, dispatched {}, in flight {}, OOM retries {}, OOMs {}",
+                    s.inserted, s.erased, s.fused, s.dispatched, s.in_flight, s.oom_retries, s.ooms
+                )
+            }
+            ["mem"] => {
+                let a = self.vm.alloc_stats();
+                format!(
+                    "in use {}, cached {}, reserved {}, peak in use {}, allocations {}, from the system {}",
+                    bytes(a.in_use),
+                    bytes(a.cached),
+                    bytes(a.reserved),
+                    bytes(a.peak_in_use),
+                    a.allocations,
+                    a.system_allocations
+                )
+            }
+            ["sync"] => {
+                let r = self.vm.sync();
+                self.vm.clear_errors();
+                match r {
+                    Ok(()) => "ok".into(),
+                    Err(e) => return Err(format!("asynchronous error: {e}")),
+                }
+            }
+            ["trace", "on"] => {
+                self.vm.set_trace(true);
+                "tracing on".into()
+            }
+            ["trace", "off"] => {
+                self.vm.set_trace(false);
+                "tracing off".into()
+            }
+            ["trace", "save", file] => {
+                self.vm.sync().ok();
+                let n = self.vm.trace_events().len();
+                save_trace(&self.vm, std::path::Path::new(file))?;
+                format!("wrote {n} instructions to {file}")
+            }
+            ["vars"] => {
+                let mut s = String::new();
+                for (k, v) in &self.vars {
+                    let desc = match v {
+                        Value::Tensor(t) => format!("tensor {:?} {}", t.dims(), t.dtype()),
+                        other => other.to_string(),
+                    };
+                    let _ = writeln!(s, "{k} = {desc}");
+                }
+                s.trim_end().to_string()
+            }
+            _ => return Err(format!("unknown command `:{cmd}` (try :help)")),
+        };
+        Ok(Outcome::Print(out))
+    }
+
+    fn eval(&mut self, e: &Expr) -> R<Value> {
+        Ok(match e {
+            Expr::Num(v, int) => Value::Num(*v, *int),
+            Expr::Str(s) => Value::Str(s.clone()),
+            Expr::Var(name) => self.var(name)?,
+            Expr::List(items) => {
+                Value::List(items.iter().map(|i| self.eval(i)).collect::<R<Vec<_>>>()?)
+            }
+            Expr::Neg(x) => match self.eval(x)? {
+                Value::Num(v, i) => Value::Num(-v, i),
+                Value::Tensor(t) => Value::Tensor(t.neg().map_err(err)?),
+                v => return Err(format!("cannot negate {}", kind(&v))),
+            },
+            Expr::Bin(op, a, b) => {
+                let (a, b) = (self.eval(a)?, self.eval(b)?);
+                binary(*op, a, b)?
+            }
+            Expr::Call(name, args) => {
+                let args = self.eval_args(args)?;
+                call(name, args)?
+            }
+            Expr::Method(recv, name, args) => {
+                let recv = self.eval(recv)?;
+                let args = self.eval_args(args)?;
+                method(recv, name, args)?
+            }
+            Expr::Attr(recv, name) => {
+                let recv = self.eval(recv)?;
+                attr(recv, name)?
+            }
+            Expr::Index(recv, items) => {
+                let t = as_tensor(self.eval(recv)?, "indexing")?;
+                let mut dim = 0isize;
+                let mut t = t;
+                for it in items {
+                    match it {
+                        IndexItem::All => dim += 1,
+                        IndexItem::At(e) => {
+                            let i = as_int(&self.eval(e)?, "index")?;
+                            let size = t.dim(dim).map_err(err)? as i64;
+                            let i = if i < 0 { i + size } else { i };
+                            if i < 0 || i >= size {
+                                return Err(format!(
+                                    "index {i} out of range for dim {dim} of size {size}"
+                                ));
+                            }
+                            t = t.select(dim, i as usize).map_err(err)?;
+                        }
+                        IndexItem::Range(lo, hi) => {
+                            let size = t.dim(dim).map_err(err)? as i64;
+                            let bound = |e: &Option<Expr>, s: &mut Self, d: i64| -> R<i64> {
+                                let v = match e {
+                                    None => d,
+                                    Some(e) => as_int(&s.eval(e)?, "slice bound")?,
+                                };
+                                Ok((if v < 0 { v + size } else { v }).clamp(0, size))
+                            };
+                            let lo = bound(lo, self, 0)?;
+                            let hi = bound(hi, self, size)?.max(lo);
+                            t = t
+                                .narrow(dim, lo as usize, (hi - lo) as usize)
+                                .map_err(err)?;
+                            dim += 1;
+                        }
+                    }
+                }
+                Value::Tensor(t)
+            }
+        })
+    }
+
+    fn var(&self, name: &str) -> R<Value> {
+        if let Some(v) = self.vars.get(name) {
+            return Ok(v.clone());
+        }
+        Ok(match name {
+            "true" | "True" => Value::Bool(true),
+            "false" | "False" => Value::Bool(false),
+            "pi" => Value::Num(std::f64::consts::PI, false),
+            n => match parse_dtype(n) {
+                Some(d) => Value::DType(d),
+                None => return Err(format!("unknown name `{n}`")),
+            },
+        })
+    }
+
+    fn eval_args(&mut self, args: &[(Option<String>, Expr)]) -> R<Args> {
+        let mut out = Args::default();
+        for (name, e) in args {
+            let v = self.eval(e)?;
+            match name {
+                None if !out.named.is_empty() => {
+                    return Err("a positional argument after a named one".into())
+                }
+                None => out.pos.push(v),
+                Some(n) => {
+                    out.named.insert(n.clone(), v);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Writes the engine's timeline as chrome-trace JSON, or as an SVG picture if `path` ends in
+/// `.svg`.
+fn save_trace(vm: &Vm, path: &std::path::Path) -> R<()> {
+    let res = if path.extension().is_some_and(|e| e == "svg") {
+        let names: Vec<String> = (0..vm.stream_count())
+            .map(|i| {
+                vm.stream_policy(eddy_vm::StreamId(i as u32))
+                    .map_or("?".into(), |p| p.name().to_string())
+            })
+            .collect();
+        std::fs::write(path, timeline_svg(&vm.trace_events(), &names))
+    } else {
+        std::fs::File::create(path).and_then(|f| vm.write_chrome_trace(std::io::BufWriter::new(f)))
+    };
+    res.map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn bytes(n: usize) -> String {
+    if n >= 1 << 20 {
+        format!("{:.1} MiB", n as f64 / (1 << 20) as f64)
+    } else if n >= 1 << 10 {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    } else {
+        format!("{n} B")
+    }
+}
+
+fn err(e: crate::Error) -> String {
+    e.to_string()
+}
+
+fn parse_dtype(n: &str) -> Option<DType> {
+    Some(match n {
+        "f32" | "float32" | "float" => DType::F32,
+        "f64" | "float64" | "double" => DType::F64,
+        "f16" | "float16" | "half" => DType::F16,
+        "bf16" | "bfloat16" => DType::BF16,
+        "i64" | "int64" | "long" => DType::I64,
+        "i32" | "int32" | "int" => DType::I32,
+        "u8" | "uint8" => DType::U8,
+        "bool" => DType::Bool,
+        _ => return None,
+    })
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Tensor(_) => "a tensor",
+        Value::Num(..) => "a number",
+        Value::Bool(_) => "a boolean",
+        Value::List(_) => "a list",
+        Value::DType(_) => "a dtype",
+        Value::Str(_) => "a string",
+        Value::Unit => "nothing",
+    }
+}
+
+fn as_tensor(v: Value, what: &str) -> R<Tensor> {
+    match v {
+        Value::Tensor(t) => Ok(t),
+        Value::Num(x, true) => Tensor::scalar(x as i64).map_err(err),
+        Value::Num(x, false) => Tensor::scalar(x as f32).map_err(err),
+        Value::Bool(b) => Tensor::scalar(eddy_ops::Bool8(u8::from(b))).map_err(err),
+        Value::List(_) => list_tensor(&v, None),
+        v => Err(format!("{what}: expected a tensor, got {}", kind(&v))),
+    }
+}
+
+fn as_num(v: &Value, what: &str) -> R<f64> {
+    match v {
+        Value::Num(x, _) => Ok(*x),
+        Value::Bool(b) => Ok(f64::from(u8::from(*b))),
+        Value::Tensor(t) if t.numel() == 1 => t.to_scalar().map_err(err),
+        v => Err(format!("{what}: expected a number, got {}", kind(v))),
+    }
+}
+
+fn as_int(v: &Value, what: &str) -> R<i64> {
+    let x = as_num(v, what)?;
+    if x.fract() != 0.0 {
+        return Err(format!("{what}: expected an integer, got {x}"));
+    }
+    Ok(x as i64)
+}
+
+fn as_usize(v: &Value, what: &str) -> R<usize> {
+    let x = as_int(v, what)?;
+    usize::try_from(x).map_err(|_| format!("{what}: expected a non-negative integer, got {x}"))
+}
+
+fn as_bool(v: &Value, what: &str) -> R<bool> {
+    match v {
+        Value::Bool(b) => Ok(*b),
+        Value::Num(x, _) => Ok(*x != 0.0),
+        v => Err(format!("{what}: expected true or false, got {}", kind(v))),
+    }
+}
+
+/// Positional and named arguments.
+#[derive(Default)]
+struct Args {
+    pos: Vec<Value>,
+    named: BTreeMap<String, Value>,
+}
+
+impl Args {
+    fn named(&mut self, k: &str) -> Option<Value> {
+        self.named.remove(k)
+    }
+    fn done(&self, f: &str) -> R<()> {
+        match self.named.keys().next() {
+            Some(k) => Err(format!("{f}: unknown argument `{k}`")),
+            None => Ok(()),
+        }
+    }
+    fn arity(&self, f: &str, lo: usize, hi: usize) -> R<()> {
+        let n = self.pos.len();
+        if n < lo || n > hi {
+            let want = if lo == hi {
+                format!("{lo}")
+            } else {
+                format!("{lo} to {hi}")
+            };
+            return Err(format!("{f}: expected {want} arguments, got {n}"));
+        }
+        Ok(())
+    }
+    /// The positional arguments as a list of sizes: `f(2, 3)` or `f([2, 3])`.
+    fn dims(&self, f: &str) -> R<Vec<usize>> {
+        match self.pos.as_slice() {
+            [Value::List(l)] => l.iter().map(|v| as_usize(v, f)).collect(),
+            vs => vs.iter().map(|v| as_usize(v, f)).collect(),
+        }
+    }
+    /// As [`dims`](Self::dims) but signed (permute, reshape with -1, reductions).
+    fn idims(&self, f: &str) -> R<Vec<i64>> {
+        match self.pos.as_slice() {
+            [Value::List(l)] => l.iter().map(|v| as_int(v, f)).collect(),
+            vs => vs.iter().map(|v| as_int(v, f)).collect(),
+        }
+    }
+    fn dtype(&mut self, f: &str, default: DType) -> R<DType> {
+        match self.named("dtype") {
+            None => Ok(default),
+            Some(Value::DType(d)) => Ok(d),
+            Some(v) => Err(format!("{f}: dtype= expects a dtype, got {}", kind(&v))),
+        }
+    }
+    fn keepdim(&mut self, f: &str) -> R<bool> {
+        self.named("keepdim").map_or(Ok(false), |v| as_bool(&v, f))
+    }
+}
+
+/// Builds a tensor from a (nested) list; integers give `i64` unless `dtype` says otherwise.
+fn list_tensor(v: &Value, dtype: Option<DType>) -> R<Tensor> {
+    fn walk(
+        v: &Value,
+        depth: usize,
+        shape: &mut Vec<usize>,
+        out: &mut Vec<f64>,
+        int: &mut bool,
+    ) -> R<()> {
+        match v {
+            Value::List(items) => {
+                if shape.len() == depth {
+                    shape.push(items.len());
+                } else if shape[depth] != items.len() {
+                    return Err(format!(
+                        "tensor: ragged list (length {} where {} was expected)",
+                        items.len(),
+                        shape[depth]
+                    ));
+                }
+                for i in items {
+                    walk(i, depth + 1, shape, out, int)?;
+                }
+                Ok(())
+            }
+            Value::Num(x, i) if shape.len() == depth => {
+                *int &= *i;
+                out.push(*x);
+                Ok(())
+            }
+            Value::Bool(b) if shape.len() == depth => {
+                out.push(f64::from(u8::from(*b)));
+                Ok(())
+            }
+            _ => Err("tensor: expected a nested list of numbers of one depth".into()),
+        }
+    }
+    let (mut shape, mut vals, mut int) = (Vec::new(), Vec::new(), true);
+    walk(v, 0, &mut shape, &mut vals, &mut int)?;
+    let dtype = dtype.unwrap_or(if int { DType::I64 } else { DType::F32 });
+    Tensor::from_vec(vals, shape)
+        .and_then(|t| t.to_dtype(dtype))
+        .map_err(err)
+}
+
+fn call(name: &str, mut a: Args) -> R<Value> {
+    let f = name;
+    let t = |r: crate::Result<Tensor>| r.map(Value::Tensor).map_err(err);
+    let v = match name {
+        "randn" | "rand" | "zeros" | "ones" => {
+            let dt = a.dtype(f, DType::F32)?;
+            a.done(f)?;
+            let dims = a.dims(f)?;
+            match name {
+                "randn" => t(Tensor::randn(dims, 0.0, 1.0, dt))?,
+                "rand" => t(Tensor::rand(dims, dt))?,
+                "zeros" => t(Tensor::zeros(dims, dt))?,
+                _ => t(Tensor::ones(dims, dt))?,
+            }
+        }
+        "full" => {
+            let dt = a.dtype(f, DType::F32)?;
+            a.done(f)?;
+            a.arity(f, 2, 2)?;
+            let dims = Args {
+                pos: vec![a.pos[0].clone()],
+                named: BTreeMap::new(),
+            }
+            .dims(f)?;
+            t(Tensor::full(dims, as_num(&a.pos[1], f)?, dt))?
+        }
+        "eye" => {
+            let dt = a.dtype(f, DType::F32)?;
+            a.done(f)?;
+            a.arity(f, 1, 1)?;
+            t(Tensor::eye(as_usize(&a.pos[0], f)?, dt))?
+        }
+        "arange" => {
+            let all_int = a.pos.iter().all(|v| matches!(v, Value::Num(_, true)));
+            let dt = a.dtype(f, if all_int { DType::I64 } else { DType::F32 })?;
+            a.done(f)?;
+            a.arity(f, 1, 3)?;
+            let n: Vec<f64> = a.pos.iter().map(|v| as_num(v, f)).collect::<R<_>>()?;
+            let (s, e, st) = match n.as_slice() {
+                [e] => (0.0, *e, 1.0),
+                [s, e] => (*s, *e, 1.0),
+                [s, e, st] => (*s, *e, *st),
+                _ => unreachable!("arity checked"),
+            };
+            t(Tensor::arange(s, e, st, dt))?
+        }
+        "linspace" => {
+            let dt = a.dtype(f, DType::F32)?;
+            a.done(f)?;
+            a.arity(f, 3, 3)?;
+            t(Tensor::linspace(
+                as_num(&a.pos[0], f)?,
+                as_num(&a.pos[1], f)?,
+                as_usize(&a.pos[2], f)?,
+                dt,
+            ))?
+        }
+        "tensor" => {
+            let dt = match a.named("dtype") {
+                None => None,
+                Some(Value::DType(d)) => Some(d),
+                Some(v) => return Err(format!("tensor: dtype= expects a dtype, got {}", kind(&v))),
+            };
+            a.done(f)?;
+            a.arity(f, 1, 1)?;
+            match &a.pos[0] {
+                Value::Num(..) | Value::Bool(_) => {
+                    let v = a.pos[0].clone();
+                    let s = as_tensor(v, f)?;
+                    Value::Tensor(match dt {
+                        Some(d) => s.to_dtype(d).map_err(err)?,
+                        None => s,
+                    })
+                }
+                v => Value::Tensor(list_tensor(v, dt)?),
+            }
+        }
+        "cat" | "stack" => {
+            let dim = a.named("dim").map(|v| as_int(&v, f)).transpose()?;
+            a.done(f)?;
+            a.arity(f, 1, 2)?;
+            let dim = match (dim, a.pos.get(1)) {
+                (Some(d), None) => d,
+                (None, Some(v)) => as_int(v, f)?,
+                (None, None) => 0,
+                (Some(_), Some(_)) => return Err(format!("{f}: dim given twice")),
+            } as isize;
+            let Value::List(items) = a.pos[0].clone() else {
+                return Err(format!("{f}: expected a list of tensors"));
+            };
+            let ts: Vec<Tensor> = items
+                .into_iter()
+                .map(|v| as_tensor(v, f))
+                .collect::<R<_>>()?;
+            let refs: Vec<&Tensor> = ts.iter().collect();
+            if name == "cat" {
+                t(Tensor::cat(&refs, dim))?
+            } else {
+                t(Tensor::stack(&refs, dim))?
+            }
+        }
+        "where" => {
+            a.done(f)?;
+            a.arity(f, 3, 3)?;
+            let mut it = a.pos.into_iter();
+            let c = as_tensor(it.next().expect("3"), f)?;
+            let x = as_tensor(it.next().expect("3"), f)?;
+            let y = as_tensor(it.next().expect("3"), f)?;
+            t(c.where_(&x, &y))?
+        }
+        "matmul" => {
+            a.done(f)?;
+            a.arity(f, 2, 2)?;
+            let mut it = a.pos.into_iter();
+            let x = as_tensor(it.next().expect("2"), f)?;
+            let y = as_tensor(it.next().expect("2"), f)?;
+            t(x.matmul(&y))?
+        }
+        "manual_seed" => {
+            a.done(f)?;
+            a.arity(f, 1, 1)?;
+            eddy_tensor::manual_seed(as_int(&a.pos[0], f)? as u64);
+            Value::Unit
+        }
+        _ => {
+            // Any unary method also works as a function: relu(x), exp(x), ...
+            if a.pos.len() == 1 && a.named.is_empty() && is_unary(name) {
+                let x = a.pos.pop().expect("1");
+                return method(x, name, Args::default());
+            }
+            return Err(format!("unknown function `{name}` (try :help)"));
+        }
+    };
+    Ok(v)
+}
+
+fn is_unary(name: &str) -> bool {
+    matches!(
+        name,
+        "neg"
+            | "abs"
+            | "exp"
+            | "log"
+            | "sqrt"
+            | "rsqrt"
+            | "sin"
+            | "cos"
+            | "tanh"
+            | "sigmoid"
+            | "relu"
+            | "gelu"
+            | "silu"
+            | "recip"
+            | "square"
+            | "sign"
+    )
+}
+
+fn unary(t: &Tensor, name: &str) -> crate::Result<Tensor> {
+    match name {
+        "neg" => t.neg(),
+        "abs" => t.abs(),
+        "exp" => t.exp(),
+        "log" => t.log(),
+        "sqrt" => t.sqrt(),
+        "rsqrt" => t.rsqrt(),
+        "sin" => t.sin(),
+        "cos" => t.cos(),
+        "tanh" => t.tanh(),
+        "sigmoid" => t.sigmoid(),
+        "relu" => t.relu(),
+        "gelu" => t.gelu(),
+        "silu" => t.silu(),
+        "recip" => t.recip(),
+        "square" => t.square(),
+        _ => t.sign(),
+    }
+}
+
+fn attr(recv: Value, name: &str) -> R<Value> {
+    let Value::Tensor(t) = recv else {
+        return Err(format!("{} has no attribute `{name}`", kind(&recv)));
+    };
+    Ok(match name {
+        "shape" => Value::List(
+            t.dims()
+                .iter()
+                .map(|&d| Value::Num(d as f64, true))
+                .collect(),
+        ),
+        "dtype" => Value::DType(t.dtype()),
+        "device" => Value::Str(t.device().to_string()),
+        "ndim" => Value::Num(t.rank() as f64, true),
+        "numel" => Value::Num(t.numel() as f64, true),
+        "T" => Value::Tensor(t.t().map_err(err)?),
+        "grad" => t.grad().map_or(Value::Unit, Value::Tensor),
+        "requires_grad" => Value::Bool(t.requires_grad()),
+        _ => return Err(format!("a tensor has no attribute `{name}`")),
+    })
+}
+
+fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
+    let f = name;
+    if !matches!(recv, Value::Tensor(_)) {
+        return Err(format!("{} has no method `{name}`", kind(&recv)));
+    }
+    if matches!(
+        name,
+        "shape" | "dtype" | "device" | "ndim" | "numel" | "grad"
+    ) {
+        a.done(f)?;
+        a.arity(f, 0, 0)?;
+        return attr(recv, name);
+    }
+    let x = as_tensor(recv, f)?;
+    let t = |r: crate::Result<Tensor>| r.map(Value::Tensor).map_err(err);
+    let dim_arg = |a: &Args, i: usize| -> R<isize> {
+        a.pos
+            .get(i)
+            .ok_or(format!("{f}: expected a dim"))
+            .and_then(|v| as_int(v, f))
+            .map(|d| d as isize)
+    };
+    let v = match name {
+        _ if is_unary(name) => {
+            a.done(f)?;
+            a.arity(f, 0, 0)?;
+            t(unary(&x, name))?
+        }
+        "add" | "sub" | "mul" | "div" | "pow" | "maximum" | "minimum" | "eq" | "ne" | "lt"
+        | "le" | "gt" | "ge" | "matmul" => {
+            a.done(f)?;
+            a.arity(f, 1, 1)?;
+            let op = match name {
+                "add" => Op::Add,
+                "sub" => Op::Sub,
+                "mul" => Op::Mul,
+                "div" => Op::Div,
+                "pow" => Op::Pow,
+                "maximum" => Op::Max,
+                "minimum" => Op::Min,
+                "eq" => Op::Eq,
+                "ne" => Op::Ne,
+                "lt" => Op::Lt,
+                "le" => Op::Le,
+                "gt" => Op::Gt,
+                "ge" => Op::Ge,
+                _ => Op::Matmul,
+            };
+            binary(op, Value::Tensor(x), a.pos.pop().expect("1"))?
+        }
+        "add_" | "sub_" | "mul_" | "div_" | "copy_" => {
+            a.done(f)?;
+            a.arity(f, 1, 1)?;
+            let arg = a.pos.pop().expect("1");
+            if let (Value::Num(c, _), "add_" | "sub_" | "mul_") = (&arg, name) {
+                return t(match name {
+                    "add_" => x.add_scalar_(*c),
+                    "sub_" => x.add_scalar_(-*c),
+                    _ => x.mul_scalar_(*c),
+                });
+            }
+            let y = as_tensor(arg, f)?;
+            t(match name {
+                "add_" => x.add_(&y),
+                "sub_" => x.sub_(&y),
+                "mul_" => x.mul_(&y),
+                "div_" => x.div_(&y),
+                _ => x.copy_(&y),
+            })?
+        }
+        "fill_" => {
+            a.done(f)?;
+            a.arity(f, 1, 1)?;
+            t(x.fill_(as_num(&a.pos[0], f)?))?
+        }
+        "zero_" => {
+            a.done(f)?;
+            a.arity(f, 0, 0)?;
+            t(x.zero_())?
+        }
+        "sum" | "mean" | "prod" => {
+            let keep = a.keepdim(f)?;
+            if let Some(d) = a.named("dim") {
+                a.pos.push(d);
+            }
+            a.done(f)?;
+            let dims: Vec<isize> = a.idims(f)?.into_iter().map(|d| d as isize).collect();
+            match (name, dims.is_empty() && !keep) {
+                ("sum", true) => t(x.sum_all())?,
+                ("mean", true) => t(x.mean_all())?,
+                (_, true) => t(x.prod(&(0..x.rank() as isize).collect::<Vec<_>>(), false))?,
+                ("sum", false) => t(x.sum(&dims, keep))?,
+                ("mean", false) => t(x.mean(&dims, keep))?,
+                _ => t(x.prod(&dims, keep))?,
+            }
+        }
+        "max" | "min" | "argmax" | "argmin" => {
+            let keep = a.keepdim(f)?;
+            if let Some(d) = a.named("dim") {
+                a.pos.push(d);
+            }
+            a.done(f)?;
+            a.arity(f, 0, 1)?;
+            if a.pos.is_empty() {
+                match name {
+                    "max" => t(x.max_all())?,
+                    "min" => t(x.min_all())?,
+                    "argmax" => t(x.flatten_all().and_then(|v| v.argmax(0, false)))?,
+                    _ => t(x.flatten_all().and_then(|v| v.argmin(0, false)))?,
+                }
+            } else {
+                let d = dim_arg(&a, 0)?;
+                match name {
+                    "max" => t(x.max(d, keep))?,
+                    "min" => t(x.min(d, keep))?,
+                    "argmax" => t(x.argmax(d, keep))?,
+                    _ => t(x.argmin(d, keep))?,
+                }
+            }
+        }
+        "softmax" | "log_softmax" => {
+            if let Some(d) = a.named("dim") {
+                a.pos.push(d);
+            }
+            a.done(f)?;
+            a.arity(f, 0, 1)?;
+            let d = if a.pos.is_empty() {
+                -1
+            } else {
+                dim_arg(&a, 0)?
+            };
+            t(if name == "softmax" {
+                x.softmax(d)
+            } else {
+                x.log_softmax(d)
+            })?
+        }
+        "cross_entropy" | "nll_loss" | "mse_loss" | "where_" | "embedding" => {
+            a.done(f)?;
+            let n = if name == "where_" { 2 } else { 1 };
+            a.arity(f, n, n)?;
+            let mut it = a.pos.into_iter();
+            let y = as_tensor(it.next().expect("arity"), f)?;
+            match name {
+                "cross_entropy" => t(x.cross_entropy(&y))?,
+                "nll_loss" => t(x.nll_loss(&y))?,
+                "mse_loss" => t(x.mse_loss(&y))?,
+                "embedding" => t(x.embedding(&y))?,
+                _ => {
+                    let z = as_tensor(it.next().expect("arity"), f)?;
+                    t(x.where_(&y, &z))?
+                }
+            }
+        }
+        "reshape" | "view" | "expand" | "broadcast_to" => {
+            a.done(f)?;
+            let dims = a.idims(f)?;
+            // One -1 in reshape/view is inferred from the element count.
+            let known: i64 = dims.iter().filter(|&&d| d != -1).product();
+            let n_infer = dims.iter().filter(|&&d| d == -1).count();
+            let dims: Vec<usize> = if n_infer == 1 && matches!(name, "reshape" | "view") {
+                if known == 0 || x.numel() as i64 % known != 0 {
+                    return Err(format!(
+                        "{f}: cannot infer -1 in {dims:?} for {} elements",
+                        x.numel()
+                    ));
+                }
+                dims.iter()
+                    .map(|&d| if d == -1 { x.numel() as i64 / known } else { d } as usize)
+                    .collect()
+            } else {
+                dims.iter()
+                    .map(|&d| usize::try_from(d).map_err(|_| format!("{f}: bad size {d}")))
+                    .collect::<R<_>>()?
+            };
+            match name {
+                "reshape" => t(x.reshape(dims))?,
+                "view" => t(x.view(dims))?,
+                _ => t(x.expand(dims))?,
+            }
+        }
+        "permute" => {
+            a.done(f)?;
+            let p: Vec<isize> = a.idims(f)?.into_iter().map(|d| d as isize).collect();
+            t(x.permute(&p))?
+        }
+        "transpose" => {
+            a.done(f)?;
+            a.arity(f, 2, 2)?;
+            t(x.transpose(dim_arg(&a, 0)?, dim_arg(&a, 1)?))?
+        }
+        "t" => {
+            a.done(f)?;
+            a.arity(f, 0, 0)?;
+            t(x.t())?
+        }
+        "narrow" => {
+            a.done(f)?;
+            a.arity(f, 3, 3)?;
+            t(x.narrow(
+                dim_arg(&a, 0)?,
+                as_usize(&a.pos[1], f)?,
+                as_usize(&a.pos[2], f)?,
+            ))?
+        }
+        "select" => {
+            a.done(f)?;
+            a.arity(f, 2, 2)?;
+            t(x.select(dim_arg(&a, 0)?, as_usize(&a.pos[1], f)?))?
+        }
+        "squeeze" | "unsqueeze" => {
+            a.done(f)?;
+            a.arity(f, 1, 1)?;
+            let d = dim_arg(&a, 0)?;
+            t(if name == "squeeze" {
+                x.squeeze(d)
+            } else {
+                x.unsqueeze(d)
+            })?
+        }
+        "flatten" => {
+            a.done(f)?;
+            t(x.flatten_all())?
+        }
+        "contiguous" => t(x.contiguous())?,
+        "detach" => Value::Tensor(x.detach()),
+        "clamp" => {
+            let lo = a.named("min").map(|v| as_num(&v, f)).transpose()?;
+            let hi = a.named("max").map(|v| as_num(&v, f)).transpose()?;
+            a.done(f)?;
+            a.arity(f, 0, 2)?;
+            let lo = lo.or(a.pos.first().map(|v| as_num(v, f)).transpose()?);
+            let hi = hi.or(a.pos.get(1).map(|v| as_num(v, f)).transpose()?);
+            t(x.clamp(lo, hi))?
+        }
+        "index_select" | "gather" => {
+            a.done(f)?;
+            a.arity(f, 2, 2)?;
+            let d = dim_arg(&a, 0)?;
+            let idx = as_tensor(a.pos.pop().expect("2"), f)?;
+            t(if name == "gather" {
+                x.gather(d, &idx)
+            } else {
+                x.index_select(d, &idx)
+            })?
+        }
+        "to" | "to_dtype" | "type" => {
+            let dt = a.dtype(f, x.dtype())?;
+            a.done(f)?;
+            a.arity(f, 0, 1)?;
+            let dt = match a.pos.first() {
+                None => dt,
+                Some(Value::DType(d)) => *d,
+                Some(v) => return Err(format!("{f}: expected a dtype, got {}", kind(v))),
+            };
+            t(x.to_dtype(dt))?
+        }
+        "float" => t(x.to_dtype(DType::F32))?,
+        "double" => t(x.to_dtype(DType::F64))?,
+        "long" => t(x.to_dtype(DType::I64))?,
+        "half" => t(x.to_dtype(DType::F16))?,
+        "requires_grad_" => {
+            a.done(f)?;
+            a.arity(f, 0, 1)?;
+            let on = a.pos.first().map_or(Ok(true), |v| as_bool(v, f))?;
+            Value::Tensor(x.requires_grad_(on))
+        }
+        "backward" => {
+            a.done(f)?;
+            a.arity(f, 0, 0)?;
+            x.backward().map_err(err)?;
+            Value::Unit
+        }
+        "item" => {
+            a.done(f)?;
+            a.arity(f, 0, 0)?;
+            if x.numel() != 1 {
+                return Err(format!(
+                    "item: the tensor has {} elements, not 1",
+                    x.numel()
+                ));
+            }
+            let v = x.to_scalar().map_err(err)?;
+            match x.dtype() {
+                DType::Bool => Value::Bool(v != 0.0),
+                d => Value::Num(v, !d.is_float()),
+            }
+        }
+        "tolist" | "to_vec" => {
+            a.done(f)?;
+            let vals = x.to_f64_vec().map_err(err)?;
+            let int = !x.dtype().is_float();
+            fn nest(dims: &[usize], vals: &[f64], int: bool) -> Value {
+                match dims.split_first() {
+                    None => Value::Num(vals[0], int),
+                    Some((&n, rest)) => {
+                        let inner: usize = rest.iter().product();
+                        Value::List(
+                            (0..n)
+                                .map(|i| nest(rest, &vals[i * inner..(i + 1) * inner], int))
+                                .collect(),
+                        )
+                    }
+                }
+            }
+            nest(x.dims(), &vals, int)
+        }
+        "sync" => {
+            x.sync().map_err(err)?;
+            Value::Tensor(x)
+        }
+        _ => return Err(format!("a tensor has no method `{name}` (try :help)")),
+    };
+    Ok(v)
+}
+
+/// Binary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Matmul,
+    Max,
+    Min,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+fn binary(op: Op, a: Value, b: Value) -> R<Value> {
+    use Op::*;
+    let t = |r: crate::Result<Tensor>| r.map(Value::Tensor).map_err(err);
+    match (a, b) {
+        (Value::Num(x, xi), Value::Num(y, yi)) => {
+            let int = xi && yi;
+            Ok(match op {
+                Add => Value::Num(x + y, int),
+                Sub => Value::Num(x - y, int),
+                Mul => Value::Num(x * y, int),
+                Div => Value::Num(x / y, false),
+                Pow => Value::Num(x.powf(y), int && y >= 0.0),
+                Max => Value::Num(x.max(y), int),
+                Min => Value::Num(x.min(y), int),
+                Eq => Value::Bool(x == y),
+                Ne => Value::Bool(x != y),
+                Lt => Value::Bool(x < y),
+                Le => Value::Bool(x <= y),
+                Gt => Value::Bool(x > y),
+                Ge => Value::Bool(x >= y),
+                Matmul => return Err("@ needs tensors".into()),
+            })
+        }
+        (Value::Tensor(x), Value::Num(c, _)) if op != Matmul && op != Max && op != Min => {
+            t(match op {
+                Add => x.add_scalar(c),
+                Sub => x.sub_scalar(c),
+                Mul => x.mul_scalar(c),
+                Div => x.div_scalar(c),
+                Pow => x.pow_scalar(c),
+                Eq => x.eq_scalar(c),
+                Ne => x.ne_scalar(c),
+                Lt => x.lt_scalar(c),
+                Le => x.le_scalar(c),
+                Gt => x.gt_scalar(c),
+                _ => x.ge_scalar(c),
+            })
+        }
+        (Value::Num(c, _), Value::Tensor(y)) if matches!(op, Add | Sub | Mul) => t(match op {
+            Add => y.add_scalar(c),
+            Sub => y.rsub_scalar(c),
+            _ => y.mul_scalar(c),
+        }),
+        (a, b) => {
+            let x = as_tensor(a, "operator")?;
+            // A number meets the tensor's dtype (`2 / t` stays f32 for an f32 `t`).
+            let y = match b {
+                Value::Num(c, _) => x.full_like(c).map_err(err)?,
+                b => as_tensor(b, "operator")?,
+            };
+            let x = if x.rank() == 0 && y.dtype() != x.dtype() && x.dtype() != DType::Bool {
+                x.to_dtype(y.dtype()).map_err(err)?
+            } else {
+                x
+            };
+            t(match op {
+                Add => x.add(&y),
+                Sub => x.sub(&y),
+                Mul => x.mul(&y),
+                Div => x.div(&y),
+                Pow => x.pow(&y),
+                Matmul => x.matmul(&y),
+                Max => x.maximum(&y),
+                Min => x.minimum(&y),
+                Eq => x.eq(&y),
+                Ne => x.ne(&y),
+                Lt => x.lt(&y),
+                Le => x.le(&y),
+                Gt => x.gt(&y),
+                Ge => x.ge(&y),
+            })
+        }
+    }
+}
+
+// ---- syntax ----
+
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    Ident(String),
+    Num(f64, bool),
+    Str(String),
+    Sym(&'static str),
+}
+
+fn lex(s: &str) -> R<Vec<Tok>> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut out = Vec::new();
+    const SYMS: [&str; 20] = [
+        "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "@", "<", ">", "(", ")", "[", "]", ",",
+        ".", "=", ":",
+    ];
+    while i < b.len() {
+        let c = b[i] as char;
+        if c.is_whitespace() {
+            i += 1;
+        } else if c == '#' {
+            break;
+        } else if c.is_ascii_digit() || (c == '.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+            let st = i;
+            let mut int = true;
+            while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.' || b[i] == b'_') {
+                if b[i] == b'.' {
+                    // `1.relu()` is not a thing; `1.5` and `1.` are numbers.
+                    if b.get(i + 1).is_some_and(|c| c.is_ascii_alphabetic()) {
+                        break;
+                    }
+                    int = false;
+                }
+                i += 1;
+            }
+            if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+                let mut j = i + 1;
+                if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
+                    j += 1;
+                }
+                if j < b.len() && b[j].is_ascii_digit() {
+                    int = false;
+                    i = j;
+                    while i < b.len() && b[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                }
+            }
+            let text: String = s[st..i].chars().filter(|&c| c != '_').collect();
+            let v: f64 = text
+                .parse()
+                .map_err(|_| format!("bad number `{}`", &s[st..i]))?;
+            out.push(Tok::Num(v, int));
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let st = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            out.push(Tok::Ident(s[st..i].to_string()));
+        } else if c == '"' || c == '\'' {
+            let end = s[i + 1..].find(c).ok_or("unterminated string")?;
+            out.push(Tok::Str(s[i + 1..i + 1 + end].to_string()));
+            i += end + 2;
+        } else if let Some(sym) = SYMS.iter().find(|p| s[i..].starts_with(**p)) {
+            out.push(Tok::Sym(sym));
+            i += sym.len();
+        } else {
+            let ch = s[i..].chars().next().unwrap_or('?');
+            return Err(format!("unexpected character `{ch}` at column {}", i + 1));
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Clone, Debug)]
+enum Expr {
+    Num(f64, bool),
+    Str(String),
+    Var(String),
+    List(Vec<Expr>),
+    Neg(Box<Expr>),
+    Bin(Op, Box<Expr>, Box<Expr>),
+    Call(String, Vec<(Option<String>, Expr)>),
+    Method(Box<Expr>, String, Vec<(Option<String>, Expr)>),
+    Attr(Box<Expr>, String),
+    Index(Box<Expr>, Vec<IndexItem>),
+}
+
+#[derive(Clone, Debug)]
+enum IndexItem {
+    All,
+    At(Expr),
+    Range(Option<Expr>, Option<Expr>),
+}
+
+enum Stmt {
+    Let(String, Expr),
+    Expr(Expr),
+}
+
+struct Parser {
+    toks: Vec<Tok>,
+    pos: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.pos)
+    }
+    fn is(&self, sym: &str) -> bool {
+        matches!(self.peek(), Some(Tok::Sym(s)) if *s == sym)
+    }
+    fn eat(&mut self, sym: &str) -> bool {
+        if self.is(sym) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn expect(&mut self, sym: &str) -> R<()> {
+        if self.eat(sym) {
+            Ok(())
+        } else {
+            Err(format!("expected `{sym}`, found {}", self.found()))
+        }
+    }
+    fn found(&self) -> String {
+        match self.peek() {
+            None => "the end of the line".into(),
+            Some(Tok::Ident(s)) => format!("`{s}`"),
+            Some(Tok::Num(v, _)) => format!("`{v}`"),
+            Some(Tok::Str(s)) => format!("{s:?}"),
+            Some(Tok::Sym(s)) => format!("`{s}`"),
+        }
+    }
+    fn expect_end(&self) -> R<()> {
+        match self.peek() {
+            None => Ok(()),
+            Some(_) => Err(format!("unexpected {}", self.found())),
+        }
+    }
+    fn ident(&mut self) -> R<String> {
+        match self.peek() {
+            Some(Tok::Ident(s)) => {
+                let s = s.clone();
+                self.pos += 1;
+                Ok(s)
+            }
+            _ => Err(format!("expected a name, found {}", self.found())),
+        }
+    }
+    fn statement(&mut self) -> R<Stmt> {
+        if matches!(self.peek(), Some(Tok::Ident(s)) if s == "let") {
+            self.pos += 1;
+            let name = self.ident()?;
+            self.expect("=")?;
+            return Ok(Stmt::Let(name, self.expr()?));
+        }
+        // `a = expr` also binds.
+        if let (Some(Tok::Ident(name)), Some(Tok::Sym("="))) = (self.toks.first(), self.toks.get(1))
+        {
+            let name = name.clone();
+            self.pos = 2;
+            return Ok(Stmt::Let(name, self.expr()?));
+        }
+        Ok(Stmt::Expr(self.expr()?))
+    }
+    fn expr(&mut self) -> R<Expr> {
+        let a = self.additive()?;
+        let op = match self.peek() {
+            Some(Tok::Sym("==")) => Op::Eq,
+            Some(Tok::Sym("!=")) => Op::Ne,
+            Some(Tok::Sym("<")) => Op::Lt,
+            Some(Tok::Sym("<=")) => Op::Le,
+            Some(Tok::Sym(">")) => Op::Gt,
+            Some(Tok::Sym(">=")) => Op::Ge,
+            _ => return Ok(a),
+        };
+        self.pos += 1;
+        let b = self.additive()?;
+        Ok(Expr::Bin(op, Box::new(a), Box::new(b)))
+    }
+    fn additive(&mut self) -> R<Expr> {
+        let mut a = self.term()?;
+        loop {
+            let op = if self.eat("+") {
+                Op::Add
+            } else if self.eat("-") {
+                Op::Sub
+            } else {
+                return Ok(a);
+            };
+            let b = self.term()?;
+            a = Expr::Bin(op, Box::new(a), Box::new(b));
+        }
+    }
+    fn term(&mut self) -> R<Expr> {
+        let mut a = self.unary()?;
+        loop {
+            let op = if self.eat("*") {
+                Op::Mul
+            } else if self.eat("/") {
+                Op::Div
+            } else if self.eat("@") {
+                Op::Matmul
+            } else {
+                return Ok(a);
+            };
+            let b = self.unary()?;
+            a = Expr::Bin(op, Box::new(a), Box::new(b));
+        }
+    }
+    fn unary(&mut self) -> R<Expr> {
+        if self.eat("-") {
+            return Ok(Expr::Neg(Box::new(self.unary()?)));
+        }
+        if self.eat("+") {
+            return self.unary();
+        }
+        let base = self.postfix()?;
+        if self.eat("**") {
+            // Right-associative and tighter than unary minus on its left: -2**2 == -4.
+            let exp = self.unary()?;
+            return Ok(Expr::Bin(Op::Pow, Box::new(base), Box::new(exp)));
+        }
+        Ok(base)
+    }
+    fn postfix(&mut self) -> R<Expr> {
+        let mut e = self.primary()?;
+        loop {
+            if self.eat(".") {
+                let name = self.ident()?;
+                if self.eat("(") {
+                    let args = self.args(")")?;
+                    e = Expr::Method(Box::new(e), name, args);
+                } else {
+                    e = Expr::Attr(Box::new(e), name);
+                }
+            } else if self.eat("[") {
+                let mut items = Vec::new();
+                loop {
+                    items.push(self.index_item()?);
+                    if !self.eat(",") {
+                        break;
+                    }
+                }
+                self.expect("]")?;
+                e = Expr::Index(Box::new(e), items);
+            } else {
+                return Ok(e);
+            }
+        }
+    }
+    fn index_item(&mut self) -> R<IndexItem> {
+        let lo = if self.is(":") {
+            None
+        } else {
+            Some(self.expr()?)
+        };
+        if !self.eat(":") {
+            return lo.map(IndexItem::At).ok_or("empty index".into());
+        }
+        let hi = if self.is(",") || self.is("]") {
+            None
+        } else {
+            Some(self.expr()?)
+        };
+        Ok(match (lo, hi) {
+            (None, None) => IndexItem::All,
+            (lo, hi) => IndexItem::Range(lo, hi),
+        })
+    }
+    fn args(&mut self, close: &str) -> R<Vec<(Option<String>, Expr)>> {
+        let mut out = Vec::new();
+        if self.eat(close) {
+            return Ok(out);
+        }
+        loop {
+            let named = match (self.peek(), self.toks.get(self.pos + 1)) {
+                (Some(Tok::Ident(n)), Some(Tok::Sym("="))) => Some(n.clone()),
+                _ => None,
+            };
+            if named.is_some() {
+                self.pos += 2;
+            }
+            out.push((named, self.expr()?));
+            if self.eat(close) {
+                return Ok(out);
+            }
+            self.expect(",")?;
+            if self.eat(close) {
+                return Ok(out);
+            }
+        }
+    }
+    fn primary(&mut self) -> R<Expr> {
+        match self.peek().cloned() {
+            Some(Tok::Num(v, int)) => {
+                self.pos += 1;
+                Ok(Expr::Num(v, int))
+            }
+            Some(Tok::Str(s)) => {
+                self.pos += 1;
+                Ok(Expr::Str(s))
+            }
+            Some(Tok::Ident(name)) => {
+                self.pos += 1;
+                if self.eat("(") {
+                    let args = self.args(")")?;
+                    Ok(Expr::Call(name, args))
+                } else {
+                    Ok(Expr::Var(name))
+                }
+            }
+            Some(Tok::Sym("(")) => {
+                self.pos += 1;
+                let e = self.expr()?;
+                self.expect(")")?;
+                Ok(e)
+            }
+            Some(Tok::Sym("[")) => {
+                self.pos += 1;
+                let items = self.args("]")?;
+                if items.iter().any(|(n, _)| n.is_some()) {
+                    return Err("a list cannot have named items".into());
+                }
+                Ok(Expr::List(items.into_iter().map(|(_, e)| e).collect()))
+            }
+            _ => Err(format!("expected a value, found {}", self.found())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> Session {
+        Session::new(Vm::builder().build().unwrap())
+    }
+
+    fn out(s: &mut Session, line: &str) -> String {
+        match s.eval_line(line) {
+            Ok(Outcome::Print(p)) => p,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn evaluates_expressions_like_pytorch() {
+        let mut s = session();
+        out(&mut s, "let a = tensor([[1., 2.], [3., 4.]])");
+        assert_eq!(out(&mut s, "a.sum()"), "tensor(10.0000, dtype=f32)");
+        assert_eq!(
+            out(&mut s, "(a @ a.t()).sum(1)"),
+            "tensor([16.0000, 36.0000], dtype=f32)"
+        );
+        assert_eq!(out(&mut s, "a[1, 0].item()"), "3");
+        assert_eq!(out(&mut s, "a[:, 1:].shape"), "[2, 1]");
+        assert_eq!(out(&mut s, "-2 ** 2 + 10 / 4"), "-1.5");
+        assert_eq!(out(&mut s, "(1 - a).max()"), "tensor(0.0000, dtype=f32)");
+        assert_eq!(out(&mut s, "a.gt(2).sum().item()"), "2");
+        assert_eq!(out(&mut s, "relu(a - 3).tolist()"), "[[0, 0], [0, 1]]");
+        assert_eq!(out(&mut s, "arange(4).reshape(2, -1).dtype"), "i64");
+        assert_eq!(out(&mut s, "zeros(2, 3, dtype=f64).dtype"), "f64");
+    }
+
+    #[test]
+    fn errors_are_messages_and_the_session_goes_on() {
+        let mut s = session();
+        out(&mut s, "let a = randn(3, 4)");
+        let e = s.eval_line("a.matmul(a)").unwrap_err();
+        assert!(e.contains("matmul"), "{e}");
+        assert!(s
+            .eval_line("b + 1")
+            .unwrap_err()
+            .contains("unknown name `b`"));
+        assert!(s
+            .eval_line("a.sum(")
+            .unwrap_err()
+            .contains("expected a value"));
+        assert!(s.eval_line("a[7]").unwrap_err().contains("out of range"));
+        assert!(s
+            .eval_line(":bogus")
+            .unwrap_err()
+            .contains("unknown command"));
+        assert_eq!(out(&mut s, "a.shape"), "[3, 4]");
+        assert_eq!(s.eval_line(":quit").unwrap(), Outcome::Quit);
+    }
+
+    #[test]
+    fn asynchronous_index_errors_surface_when_printed() {
+        let mut s = session();
+        out(&mut s, "let e = randn(4, 2)");
+        out(&mut s, "let i = tensor([1, 9])");
+        let msg = s.eval_line("e.index_select(0, i)").unwrap_err();
+        assert!(msg.contains("index_select") && msg.contains('9'), "{msg}");
+        assert_eq!(
+            out(&mut s, "e.index_select(0, tensor([3])).shape"),
+            "[1, 2]"
+        );
+    }
+
+    #[test]
+    fn autograd_and_commands() {
+        let mut s = session();
+        out(&mut s, "let w = tensor([1., 2., 3.]).requires_grad_()");
+        out(&mut s, "(w * w).sum().backward()");
+        assert_eq!(out(&mut s, "w.grad.tolist()"), "[2, 4, 6]");
+        assert!(out(&mut s, ":stats").contains("instructions inserted"));
+        assert!(out(&mut s, ":mem").contains("peak in use"));
+        assert_eq!(out(&mut s, ":trace on"), "tracing on");
+        out(&mut s, "randn(8, 8).exp().sum()");
+        let path = std::env::temp_dir().join(format!("eddy-repl-{}.json", std::process::id()));
+        let msg = out(&mut s, &format!(":trace save {}", path.display()));
+        assert!(msg.starts_with("wrote "), "{msg}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"exp\""), "{text}");
+        std::fs::remove_file(&path).unwrap();
+        assert!(out(&mut s, ":vars").contains("w = tensor [3] f32"));
+    }
+}

@@ -1,0 +1,222 @@
+//! The main job: training an MLP classifier on a [`Dataset`], with progress reported through a
+//! callback (the CLI draws bars from it) and a summary of the engine's work at the end.
+
+use crate::data::Dataset;
+use crate::models::mlp;
+use crate::tensor::nn::Module;
+use crate::tensor::optim::{Adam, Optimizer};
+use crate::{Result, Tensor};
+use eddy_vm::{Vm, VmStats};
+use std::time::Instant;
+
+/// What to train and how.
+#[derive(Clone, Debug)]
+pub struct TrainOptions {
+    /// Passes over the training rows.
+    pub epochs: usize,
+    /// Rows per step.
+    pub batch_size: usize,
+    /// Adam's learning rate.
+    pub lr: f64,
+    /// Hidden layer widths (`[128]`: one hidden layer).
+    pub hidden: Vec<usize>,
+    /// Seeds the split, the shuffles and the initial weights: the same seed gives the same
+    /// result.
+    pub seed: u64,
+    /// The fraction of rows held out for testing.
+    pub test_fraction: f64,
+}
+
+impl Default for TrainOptions {
+    fn default() -> Self {
+        TrainOptions {
+            epochs: 20,
+            batch_size: 64,
+            lr: 1e-2,
+            hidden: vec![128],
+            seed: 0,
+            test_fraction: 0.2,
+        }
+    }
+}
+
+/// What one epoch reached.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EpochStats {
+    /// 1-based.
+    pub epoch: usize,
+    /// The mean training loss over the epoch's steps.
+    pub loss: f64,
+    /// Accuracy on the held-out rows after the epoch, in `[0, 1]`.
+    pub test_accuracy: f64,
+    /// Training steps per second over the epoch.
+    pub steps_per_s: f64,
+}
+
+/// Progress events, in order: for each epoch, `Step`s then one `Epoch`.
+#[derive(Clone, Copy, Debug)]
+pub enum Progress {
+    /// A step was enqueued. `loss` is the running mean loss of the epoch, read every few steps
+    /// (reading it waits for the engine).
+    Step {
+        /// 1-based epoch.
+        epoch: usize,
+        /// Steps enqueued so far in the epoch.
+        step: usize,
+        /// Steps in an epoch.
+        steps: usize,
+        /// The running mean loss, when it was read at this step.
+        loss: Option<f64>,
+    },
+    /// An epoch finished.
+    Epoch(EpochStats),
+}
+
+/// The result of [`train`].
+#[derive(Clone, Debug)]
+pub struct TrainReport {
+    /// One entry per epoch.
+    pub epochs: Vec<EpochStats>,
+    /// The final held-out accuracy.
+    pub test_accuracy: f64,
+    /// Wall time of the whole run, in seconds.
+    pub seconds: f64,
+    /// The engine's counters at the end.
+    pub stats: VmStats,
+    /// Training rows, held-out rows, features and classes.
+    pub sizes: (usize, usize, usize, usize),
+}
+
+/// Trains an MLP (`features → hidden… → classes`, ReLU, cross-entropy, Adam) on `data` with
+/// `vm` as the engine, calling `progress` as it goes.
+///
+/// # Errors
+///
+/// `InvalidArgument` for a zero batch size, epochs or hidden width, or a data set too small to
+/// hold out a test set; any engine error.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::{data::Dataset, train::{train, TrainOptions}, Vm};
+/// let data = Dataset::load(&eddy::data::default_path())?;
+/// let vm = Vm::builder().build()?;
+/// let opts = TrainOptions { epochs: 2, ..Default::default() };
+/// let report = train(&opts, &data, &vm, |_| {})?;
+/// assert!(report.test_accuracy > 0.8);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn train(
+    opts: &TrainOptions,
+    data: &Dataset,
+    vm: &Vm,
+    mut progress: impl FnMut(Progress),
+) -> Result<TrainReport> {
+    let bad = |m: String| crate::Error::invalid("train", m);
+    if opts.batch_size == 0 || opts.epochs == 0 || opts.hidden.contains(&0) {
+        return Err(bad(format!(
+            "batch size, epochs and hidden widths must be positive (got {}, {}, {:?})",
+            opts.batch_size, opts.epochs, opts.hidden
+        )));
+    }
+    if !(opts.lr > 0.0 && opts.lr.is_finite()) {
+        return Err(bad(format!(
+            "the learning rate must be positive, got {}",
+            opts.lr
+        )));
+    }
+    let (train_set, test_set) = data.split(opts.test_fraction, opts.seed);
+    if train_set.is_empty() || test_set.is_empty() {
+        return Err(bad(format!(
+            "{} rows are too few to hold out {} % for testing",
+            data.len(),
+            opts.test_fraction * 100.0
+        )));
+    }
+    let start = Instant::now();
+    eddy_tensor::with_engine(vm, || {
+        eddy_tensor::manual_seed(opts.seed);
+        let mut sizes = vec![data.n_features];
+        sizes.extend(&opts.hidden);
+        sizes.push(data.n_classes.max(2));
+        let model = mlp(&sizes)?;
+        let mut opt = Adam::new(model.parameters(), opts.lr)?;
+        let (tx, _) = test_set.batch(0..test_set.len())?;
+        let steps = train_set.len().div_ceil(opts.batch_size);
+        let mut order: Vec<usize> = (0..train_set.len()).collect();
+        let mut rng = opts.seed ^ 0x5eed_5eed;
+        let mut epochs = Vec::new();
+        for epoch in 1..=opts.epochs {
+            let t0 = Instant::now();
+            // Reshuffle the training rows every epoch (seeded).
+            for i in (1..order.len()).rev() {
+                rng = eddy_ops::cpu::copy::splitmix64(rng);
+                order.swap(i, (rng % (i as u64 + 1)) as usize);
+            }
+            let mut loss_sum: Option<Tensor> = None;
+            for step in 0..steps {
+                let rows =
+                    &order[step * opts.batch_size..((step + 1) * opts.batch_size).min(order.len())];
+                let (x, y) = gather_rows(&train_set, rows)?;
+                opt.zero_grad();
+                let loss = model.forward(&x)?.cross_entropy(&y)?;
+                loss.backward()?;
+                opt.step()?;
+                let l = loss.detach();
+                loss_sum = Some(match loss_sum {
+                    None => l,
+                    Some(s) => s.add(&l)?,
+                });
+                let read = (step + 1) % 8 == 0 || step + 1 == steps;
+                let mean = if read {
+                    Some(loss_sum.as_ref().expect("a step ran").to_scalar()? / (step + 1) as f64)
+                } else {
+                    None
+                };
+                progress(Progress::Step {
+                    epoch,
+                    step: step + 1,
+                    steps,
+                    loss: mean,
+                });
+            }
+            let loss = loss_sum.expect("at least one step").to_scalar()? / steps as f64;
+            let test_accuracy = crate::models::accuracy(&model, &tx, &test_set.labels)?;
+            let e = EpochStats {
+                epoch,
+                loss,
+                test_accuracy,
+                steps_per_s: steps as f64 / t0.elapsed().as_secs_f64(),
+            };
+            progress(Progress::Epoch(e));
+            epochs.push(e);
+        }
+        vm.sync()?;
+        Ok(TrainReport {
+            test_accuracy: epochs.last().map_or(0.0, |e| e.test_accuracy),
+            epochs,
+            seconds: start.elapsed().as_secs_f64(),
+            stats: vm.stats(),
+            sizes: (
+                train_set.len(),
+                test_set.len(),
+                data.n_features,
+                data.n_classes,
+            ),
+        })
+    })
+}
+
+/// Rows `rows` of `d` as a batch.
+fn gather_rows(d: &Dataset, rows: &[usize]) -> Result<(Tensor, Tensor)> {
+    let nf = d.n_features;
+    let mut x = Vec::with_capacity(rows.len() * nf);
+    for &r in rows {
+        x.extend_from_slice(&d.features[r * nf..(r + 1) * nf]);
+    }
+    let y: Vec<i64> = rows.iter().map(|&r| d.labels[r]).collect();
+    Ok((
+        Tensor::from_vec(x, [rows.len(), nf])?,
+        Tensor::from_vec(y, [rows.len()])?,
+    ))
+}
