@@ -27,7 +27,35 @@ pub use eddy_tensor::{no_grad, DType, Device, Error, Result, Shape, Tensor};
 pub use eddy_vm as vm;
 pub use eddy_vm::{Vm, VmBuilder};
 
-/// The README's example, compiled and run as a doctest.
+/// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The book's Rust snippets, compiled and run as doctests, so the book cannot drift from the
+/// code (`cargo test --doc -p eddy`).
+#[cfg(doctest)]
+pub mod book {
+    macro_rules! chapters {
+        ($($name:ident => $file:literal),* $(,)?) => {
+            $(
+                #[doc = include_str!(concat!("../book/src/", $file))]
+                pub struct $name;
+            )*
+        };
+    }
+    chapters! {
+        Introduction => "introduction.md",
+        GettingStarted => "getting-started.md",
+        Tensors => "tensors.md",
+        Autograd => "autograd.md",
+        AddingAnOp => "adding-an-op.md",
+        Architecture => "architecture.md",
+        Lifecycle => "lifecycle.md",
+        Memory => "memory.md",
+        Errors => "errors.md",
+        Switches => "switches.md",
+        Testing => "testing.md",
+        Benchmarks => "benchmarks.md",
+    }
+}

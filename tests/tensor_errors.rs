@@ -692,6 +692,90 @@ fn writes_through_views_are_ordered_against_reads_of_the_base() {
     });
 }
 
+// ---- index errors: at the call where the values are known, else at sync ------------------------
+
+/// An index tensor computed by an op, so its values are known only on the engine.
+fn unknown(v: Vec<i64>) -> Tensor {
+    let n = v.len();
+    let t = Tensor::from_vec(v, [n]).unwrap();
+    t.add(&t.zeros_like().unwrap()).unwrap()
+}
+
+#[test]
+fn host_known_indices_out_of_range_fail_at_the_call() {
+    let vm = Vm::builder().build().unwrap();
+    with_engine(&vm, || {
+        let src = Tensor::arange(0.0, 6.0, 1.0, F32)
+            .unwrap()
+            .reshape([3, 2])
+            .unwrap();
+        let idx = |v: Vec<i64>| Tensor::from_vec(v.clone(), [v.len()]).unwrap();
+        let before = vm.stats().inserted;
+        let cases: Vec<(&str, i64, usize, R<Tensor>)> = vec![
+            ("index_select", 7, 3, src.index_select(0, &idx(vec![0, 7]))),
+            (
+                "index_select",
+                -4,
+                3,
+                src.index_select(0, &idx(vec![-4, 1])),
+            ),
+            ("index_select", 2, 2, src.index_select(1, &idx(vec![2]))),
+            (
+                "embedding",
+                3,
+                3,
+                src.embedding(&Tensor::from_vec(vec![0i64, 1, 2, 3], [2, 2]).unwrap()),
+            ),
+            (
+                "gather",
+                5,
+                2,
+                src.gather(1, &Tensor::from_vec(vec![0i64, 5, 1], [3, 1]).unwrap()),
+            ),
+            (
+                "cross_entropy",
+                2,
+                2,
+                src.cross_entropy(&idx(vec![0, 1, 2])),
+            ),
+            ("nll_loss", -9, 2, src.nll_loss(&idx(vec![-9, 1, 0]))),
+        ];
+        for (op, index, size, r) in cases {
+            let e = r.unwrap_err();
+            assert!(
+                matches!(e, Error::IndexOutOfRange { op: o, index: i, size: s } if o == op && i == index && s == size),
+                "{op}: {e:?}"
+            );
+        }
+        // Only the index tensors themselves were enqueued: no op of a failed call.
+        let made = vm.stats().inserted - before;
+        assert!(made <= 7, "{made} instructions");
+
+        // Views that read every element keep the check; a view that skips the bad element,
+        // or an index tensor written since it was made, does not fail: the kernel checks it.
+        let bad = idx(vec![2, 9]);
+        assert!(src
+            .index_select(0, &bad.unsqueeze(0).unwrap().squeeze(0).unwrap())
+            .is_err());
+        assert!(src
+            .index_select(0, &bad.expand([2, 2]).unwrap().flatten_all().unwrap())
+            .is_err());
+        let first = bad.narrow(0, 0, 1).unwrap();
+        assert_eq!(f32s(&src.index_select(0, &first).unwrap()), vec![4., 5.]);
+        bad.copy_(&idx(vec![1, 0])).unwrap();
+        assert_eq!(
+            f32s(&src.index_select(0, &bad).unwrap()),
+            vec![2., 3., 0., 1.]
+        );
+        // In range, negative included, succeeds.
+        assert_eq!(
+            f32s(&src.index_select(0, &idx(vec![-1, 0])).unwrap()),
+            vec![4., 5., 0., 1.]
+        );
+        vm.sync().unwrap();
+    });
+}
+
 // ---- asynchronous kernel errors ---------------------------------------------------------------
 
 #[test]
@@ -704,7 +788,8 @@ fn an_out_of_range_index_fails_at_the_read_and_poisons_only_its_dependents() {
                 .reshape([3, 2])
                 .unwrap();
             let unrelated_before = src.mul_scalar(2.0).unwrap();
-            let idx = Tensor::from_vec(vec![0i64, 7], [2]).unwrap();
+            // Computed on the engine, so its values are not known on the host.
+            let idx = unknown(vec![0i64, 7]);
             // The call itself succeeds: the index is only read on the stream.
             let out = src.index_select(0, &idx).unwrap();
             let dependent = out.add_scalar(1.0).unwrap().sum_all().unwrap();
@@ -741,9 +826,7 @@ fn an_out_of_range_index_fails_at_the_read_and_poisons_only_its_dependents() {
             vm.clear_errors();
             vm.sync().unwrap();
             // A negative index out of range names it too.
-            let neg = src
-                .index_select(0, &Tensor::from_vec(vec![-4i64], [1]).unwrap())
-                .unwrap();
+            let neg = src.index_select(0, &unknown(vec![-4i64])).unwrap();
             let e = neg.to_vec::<f32>().unwrap_err();
             assert!(e.to_string().contains("index -4"), "{e}");
             vm.clear_errors();
@@ -759,7 +842,7 @@ fn an_out_of_range_class_in_cross_entropy_fails_at_the_read() {
             let logits = Tensor::from_vec(vec![0.1f32, 0.2, 0.3, 0.4, 0.5, 0.6], [2, 3])
                 .unwrap()
                 .requires_grad_(true);
-            let target = Tensor::from_vec(vec![0i64, 5], [2]).unwrap();
+            let target = unknown(vec![0i64, 5]);
             let loss = logits.cross_entropy(&target).unwrap();
             let e = loss.item::<f32>().unwrap_err();
             assert!(

@@ -257,7 +257,18 @@ impl Tensor {
         }
         let t = Tensor::empty_on(&current()?, shape, T::DTYPE)?;
         if !data.is_empty() {
+            // Integer data may be indices: remember their range so index ops can check them
+            // on the calling thread instead of failing later in the kernel.
+            let range = matches!(T::DTYPE, DType::I64 | DType::I32 | DType::U8).then(|| {
+                data.iter().fold((i64::MAX, i64::MIN), |(lo, hi), v| {
+                    let v = v.to_f64() as i64;
+                    (lo.min(v), hi.max(v))
+                })
+            });
             Tensor::launch(from_host(data), &[], &[&t])?;
+            if let Some((lo, hi)) = range {
+                t.set_host_range(lo, hi);
+            }
         }
         Ok(t)
     }

@@ -105,6 +105,7 @@ impl Tensor {
             });
         }
         Tensor::check_index(op, target)?;
+        Tensor::check_index_values(op, target, self.dims()[1])?;
         self.same_device(op, target)
     }
 
@@ -201,8 +202,31 @@ impl Tensor {
         Ok(())
     }
 
-    /// The entries `index` (1-D, `i64`/`i32`) of dim `dim`. Out-of-range indices fail the kernel
-    /// (reported at the next sync, naming the index).
+    /// Where `idx`'s values are known on the host (made by `from_vec` and not written since),
+    /// checks them against `-size..size` (negative indices count from the end) now, so the
+    /// error comes from the call; otherwise the kernel checks them and a bad one surfaces at
+    /// the next sync.
+    fn check_index_values(op: &'static str, idx: &Tensor, size: usize) -> Result<()> {
+        let n = i64::try_from(size).unwrap_or(i64::MAX);
+        match idx.known_range() {
+            Some((lo, _)) if lo < -n => Err(Error::IndexOutOfRange {
+                op,
+                index: lo,
+                size,
+            }),
+            Some((_, hi)) if hi >= n => Err(Error::IndexOutOfRange {
+                op,
+                index: hi,
+                size,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The entries `index` (1-D, `i64`/`i32`) of dim `dim`. Out-of-range indices are an error
+    /// from the call where their values are known on the host (an index tensor made by
+    /// `from_vec` and not written since); otherwise they fail the kernel, reported at the next
+    /// sync, naming the index.
     ///
     /// # Errors
     ///
@@ -228,6 +252,7 @@ impl Tensor {
             });
         }
         let d = norm_dim("index_select", dim, self.rank())?;
+        Tensor::check_index_values("index_select", index, self.dims()[d])?;
         let x = {
             let _g = crate::no_grad();
             self.contiguous()?
@@ -284,6 +309,7 @@ impl Tensor {
         }
         // Checked before flattening, which copies strided ids.
         Tensor::check_index("embedding", ids)?;
+        Tensor::check_index_values("embedding", ids, self.dims()[0])?;
         let rows = self.index_select(0, &ids.flatten_all()?)?;
         let mut shape = ids.shape().clone();
         shape.0.push(self.dims()[1]);
@@ -314,6 +340,7 @@ impl Tensor {
                 rhs: index.dims().to_vec(),
             });
         }
+        Tensor::check_index_values("gather", index, self.dims()[d])?;
         let idx = index.contiguous()?;
         let mut ls = self.layout().clone();
         ls.shape = idx.shape().clone();

@@ -16,6 +16,11 @@ pub(crate) struct Storage {
     pub(crate) blob: Arc<Blob>,
     pub(crate) vm: Vm,
     pub(crate) dtype: DType,
+    /// The smallest and largest value of an integer storage filled from host data, so index
+    /// ops can check their indices on the calling thread (`from_vec`).
+    pub(crate) host_range: OnceLock<(i64, i64)>,
+    /// Whether `host_range` still describes the values: cleared when any op writes the storage.
+    pub(crate) host_range_valid: AtomicBool,
 }
 
 impl Drop for Storage {
@@ -71,6 +76,8 @@ impl Tensor {
             blob: vm.new_blob(bytes),
             vm: vm.clone(),
             dtype,
+            host_range: OnceLock::new(),
+            host_range_valid: AtomicBool::new(false),
         });
         Ok(Tensor::from_parts(storage, Layout::contiguous(shape)))
     }
@@ -78,6 +85,35 @@ impl Tensor {
     /// A fresh tensor on the same engine as `self`.
     pub(crate) fn empty_like_shape(&self, shape: Shape, dtype: DType) -> Result<Tensor> {
         Tensor::empty_on(self.engine(), shape, dtype)
+    }
+
+    /// Records that this fresh storage holds host values between `lo` and `hi`.
+    pub(crate) fn set_host_range(&self, lo: i64, hi: i64) {
+        let s = &self.0.storage;
+        if s.host_range.set((lo, hi)).is_ok() {
+            s.host_range_valid.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The smallest and largest value of this tensor, if they are known on the host without
+    /// waiting: the storage was filled from host data, no op has written it since, and this
+    /// view reads every element of it (a narrow or select might skip the extremes).
+    pub(crate) fn known_range(&self) -> Option<(i64, i64)> {
+        let s = &self.0.storage;
+        if !s.host_range_valid.load(Ordering::Relaxed) {
+            return None;
+        }
+        let l = self.layout();
+        let distinct: usize = l
+            .shape
+            .dims()
+            .iter()
+            .zip(&l.strides)
+            .filter(|(_, &st)| st != 0)
+            .map(|(&d, _)| d)
+            .product();
+        let elems = s.blob.bytes() / s.dtype.size_in_bytes().max(1);
+        (l.offset == 0 && distinct == elems).then(|| *s.host_range.get().expect("set before valid"))
     }
 
     /// A view of the same storage with another layout (no autograd record).
@@ -159,6 +195,13 @@ impl Tensor {
 
     /// Enqueues `kernel` reading `ins` and writing `outs` on the tensors' engine.
     pub(crate) fn launch(kernel: impl Kernel, ins: &[&Tensor], outs: &[&Tensor]) -> Result<()> {
+        for t in outs {
+            let s = &t.0.storage;
+            if s.host_range_valid.load(Ordering::Relaxed) {
+                // Written by an op: the values are no longer known on the host.
+                s.host_range_valid.store(false, Ordering::Relaxed);
+            }
+        }
         let vm = outs.first().or(ins.first()).expect("an operand").engine();
         let i = ins.iter().map(|t| t.blob().clone()).collect();
         let o = outs.iter().map(|t| t.blob().clone()).collect();

@@ -298,6 +298,10 @@ impl Tensor {
             out.dtype(),
         );
         Tensor::launch(k, &[self], &[&out])?;
+        if let Some((lo, hi)) = self.known_range() {
+            // A copy of every element: the values known on the host stay known.
+            out.set_host_range(lo, hi);
+        }
         Ok(out.record("contiguous", &[self], |g, _, _| Ok(vec![Some(g.clone())])))
     }
 }
