@@ -3,6 +3,7 @@
 //! Outputs are fresh and contiguous; inputs come with any layout already broadcast to the
 //! output's shape. Floats compute in their accumulation type (`f32` for the 16-bit floats).
 
+use super::fastmath::Transcendental;
 use crate::kernel::{input, output, par_out, walk, FnKernel};
 use crate::{Bool8, DType, Elem, Layout};
 use eddy_vm::{instruction::Kernel, Blob};
@@ -13,7 +14,7 @@ use std::sync::Arc;
 /// A float element type and the type it computes in.
 pub trait FloatElem: Elem {
     /// The type arithmetic happens in.
-    type A: NumFloat + Send + Sync + std::iter::Sum;
+    type A: NumFloat + Transcendental + Send + Sync + std::iter::Sum;
     /// Widens.
     fn up(self) -> Self::A;
     /// Narrows.
@@ -357,23 +358,31 @@ impl UnaryOp {
     }
 }
 
-const SQRT_2: f64 = std::f64::consts::SQRT_2;
+const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
+/// `1/√(2π)`.
+const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
+
+/// An `f64` constant in the compute type (exact for `f64`, rounded once for `f32`).
+#[inline(always)]
+fn konst<A: NumFloat>(v: f64) -> A {
+    A::from(v).unwrap_or_else(A::nan)
+}
 
 #[inline(always)]
-fn apply_float<A: NumFloat>(op: UnaryOp, x: A, c: A, d: A) -> A {
+fn apply_float<A: NumFloat + Transcendental>(op: UnaryOp, x: A, c: A, d: A) -> A {
     use UnaryOp::*;
     let one = A::one();
     match op {
         Neg => -x,
         Abs => x.abs(),
-        Exp => x.exp(),
+        Exp => x.exp_(),
         Log => x.ln(),
         Sqrt => x.sqrt(),
         Rsqrt => one / x.sqrt(),
         Sin => x.sin(),
         Cos => x.cos(),
-        Tanh => x.tanh(),
-        Sigmoid => one / (one + (-x).exp()),
+        Tanh => x.tanh_(),
+        Sigmoid => one / (one + (-x).exp_()),
         Relu => {
             if x > A::zero() {
                 x
@@ -384,18 +393,18 @@ fn apply_float<A: NumFloat>(op: UnaryOp, x: A, c: A, d: A) -> A {
             }
         }
         Gelu => {
-            let xf = x.to_f64().unwrap_or(f64::NAN);
-            A::from(0.5 * xf * (1.0 + libm::erf(xf / SQRT_2))).unwrap_or(A::nan())
+            let half = konst::<A>(0.5);
+            half * x * (one + (x * konst::<A>(FRAC_1_SQRT_2)).erf_())
         }
         GeluGrad => {
-            let xf = x.to_f64().unwrap_or(f64::NAN);
-            let cdf = 0.5 * (1.0 + libm::erf(xf / SQRT_2));
-            let pdf = (-0.5 * xf * xf).exp() / (2.0 * std::f64::consts::PI).sqrt();
-            A::from(cdf + xf * pdf).unwrap_or(A::nan())
+            let half = konst::<A>(0.5);
+            let cdf = half * (one + (x * konst::<A>(FRAC_1_SQRT_2)).erf_());
+            let pdf = (-half * x * x).exp_() * konst::<A>(FRAC_1_SQRT_2PI);
+            cdf + x * pdf
         }
-        Silu => x / (one + (-x).exp()),
+        Silu => x / (one + (-x).exp_()),
         SiluGrad => {
-            let s = one / (one + (-x).exp());
+            let s = one / (one + (-x).exp_());
             s * (one + x * (one - s))
         }
         Recip => one / x,
@@ -476,7 +485,7 @@ pub fn unary(op: UnaryOp, dtype: DType, la: Layout) -> impl Kernel {
             match op {
                 UnaryOp::AddScalar(_) => map1(a, &la, o, |x: T| T::down(x.up() + c)),
                 UnaryOp::MulScalar(_) => map1(a, &la, o, |x: T| T::down(x.up() * c)),
-                _ => go!(Neg, Relu, Exp, Sqrt, Square, Tanh, Sigmoid),
+                _ => go!(Neg, Relu, Exp, Sqrt, Square, Tanh, Sigmoid, Gelu, Silu),
             }
             Ok(())
         }, else => dispatch_int!(dtype, T => {

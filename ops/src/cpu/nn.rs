@@ -1,12 +1,31 @@
 //! Row-wise kernels over the last dim: softmax and log-softmax.
 
 use super::elementwise::{dispatch_float, FloatElem};
+use super::fastmath::Transcendental;
 use crate::kernel::{input, output, FnKernel};
 use crate::DType;
 use eddy_vm::{instruction::Kernel, Blob};
 use num_traits::{Float, One, Zero};
 use rayon::prelude::*;
 use std::sync::Arc;
+
+/// The sum of `v` in the compute type, over 8 independent lanes (so it vectorises).
+#[inline(always)]
+fn lane_sum<T: FloatElem>(v: &[T]) -> T::A {
+    let mut acc = [T::A::zero(); 8];
+    let chunks = v.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for k in 0..8 {
+            acc[k] = acc[k] + c[k].up();
+        }
+    }
+    let mut s = acc.iter().fold(T::A::zero(), |a, &b| a + b);
+    for r in rest {
+        s = s + r.up();
+    }
+    s
+}
 
 /// Softmax (or log-softmax if `log`) over rows of `cols` elements: input 0 contiguous at
 /// `offset`, output 0 contiguous, both float `dtype`. Numerically stable (subtracts the row max).
@@ -25,19 +44,17 @@ pub fn softmax(dtype: DType, offset: usize, rows: usize, cols: usize, log: bool)
                 type A = <T as FloatElem>::A;
                 let m = x.iter().fold(A::neg_infinity(), |m, v| m.max(v.up()));
                 let m = if m.is_finite() { m } else { A::zero() };
+                // e^(x - m) into the output first: a loop of its own vectorises.
+                for (d, v) in y.iter_mut().zip(x) {
+                    *d = T::down((v.up() - m).exp_());
+                }
+                let s = lane_sum(y);
                 if log {
-                    let s: A = x.iter().map(|v| (v.up() - m).exp()).sum();
                     let ls = s.ln() + m;
                     for (d, v) in y.iter_mut().zip(x) {
                         *d = T::down(v.up() - ls);
                     }
                 } else {
-                    let mut s = A::zero();
-                    for (d, v) in y.iter_mut().zip(x) {
-                        let e = (v.up() - m).exp();
-                        s = s + e;
-                        *d = T::down(e);
-                    }
                     let inv = A::one() / s;
                     for d in y.iter_mut() {
                         *d = T::down(d.up() * inv);

@@ -1,0 +1,187 @@
+//! Branch-free `f32` versions of `exp`, `tanh` and `erf` that the compiler vectorises (the
+//! standard library's call into libm one element at a time), and the [`Transcendental`] trait
+//! that picks them for `f32` arithmetic and the exact libm functions for `f64`.
+//!
+//! Accuracy, checked against `f64` in the tests below over a dense sweep: `exp` within 2 ulp
+//! (results below `f32::MIN_POSITIVE` flush to 0), `tanh` within 2e-7 absolute and 4 ulp
+//! relative, `erf` within 3e-7 absolute.
+
+/// The transcendental functions elementwise kernels use, per compute type.
+pub trait Transcendental: Copy {
+    /// `e^x`.
+    fn exp_(self) -> Self;
+    /// `tanh x`.
+    fn tanh_(self) -> Self;
+    /// The error function.
+    fn erf_(self) -> Self;
+}
+
+impl Transcendental for f64 {
+    #[inline(always)]
+    fn exp_(self) -> f64 {
+        self.exp()
+    }
+    #[inline(always)]
+    fn tanh_(self) -> f64 {
+        self.tanh()
+    }
+    #[inline(always)]
+    fn erf_(self) -> f64 {
+        libm::erf(self)
+    }
+}
+
+impl Transcendental for f32 {
+    #[inline(always)]
+    fn exp_(self) -> f32 {
+        exp_f32(self)
+    }
+    #[inline(always)]
+    fn tanh_(self) -> f32 {
+        tanh_f32(self)
+    }
+    #[inline(always)]
+    fn erf_(self) -> f32 {
+        erf_f32(self)
+    }
+}
+
+/// `e^x`: `x = n·ln 2 + r` with `|r| ≤ ln 2 / 2`, a degree-6 polynomial for `e^r` (Cephes'
+/// coefficients), and `2^n` built in the exponent bits. No branches, no calls.
+#[inline(always)]
+pub fn exp_f32(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // 1.5·2^23: adding it rounds to an integer held in the low mantissa bits.
+    const MAGIC: f32 = 12_582_912.0;
+    let xc = x.clamp(-87.33, 88.37);
+    let t = xc * LOG2E + MAGIC;
+    let n = t - MAGIC;
+    let ni = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
+    let r = xc - n * LN2_HI - n * LN2_LO;
+    let p = 1.987_569_1e-4_f32;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 1.666_666_5e-1;
+    let p = p * r + 5.000_000_1e-1;
+    let er = p * r * r + r + 1.0;
+    let scale = f32::from_bits((ni.wrapping_add(127) as u32) << 23);
+    let y = er * scale;
+    // Out of range: overflow to infinity, underflow to zero; NaN stays NaN (clamp keeps it).
+    let y = if x > 88.72 { f32::INFINITY } else { y };
+    if x < -87.33 {
+        0.0
+    } else {
+        y
+    }
+}
+
+/// `tanh x`: an odd polynomial below 0.625 (Cephes), `1 - 2/(e^{2|x|} + 1)` above.
+#[inline(always)]
+pub fn tanh_f32(x: f32) -> f32 {
+    let a = x.abs();
+    let z = x * x;
+    let small =
+        ((((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z
+            - 3.333_328_2e-1)
+            * z
+            * x
+            + x;
+    let big = 1.0 - 2.0 / (exp_f32(2.0 * a) + 1.0);
+    let big = if x < 0.0 { -big } else { big };
+    if a < 0.625 {
+        small
+    } else if a.is_nan() {
+        x
+    } else {
+        big
+    }
+}
+
+/// `erf x`: its Maclaurin series below 1, Abramowitz & Stegun 7.1.26 (absolute error below
+/// 1.5e-7 plus `exp`'s rounding) above.
+#[inline(always)]
+pub fn erf_f32(x: f32) -> f32 {
+    let a = x.abs();
+    let t = 1.0 / (1.0 + 0.327_591_1 * a);
+    let poly = ((((1.061_405_4 * t - 1.453_152_0) * t + 1.421_413_8) * t - 0.284_496_74) * t
+        + 0.254_829_6)
+        * t;
+    let y = 1.0 - poly * exp_f32(-a * a);
+    // Below 1 the subtraction above cancels: the Maclaurin series (11 terms) is exact there.
+    let z = x * x;
+    let series = x
+        * (((((((((((1.480719282e-08) * z + -1.636584469e-07) * z + 1.646211437e-06) * z
+            + -1.492565036e-05)
+            * z
+            + 1.205533298e-04)
+            * z
+            + -8.548327023e-04)
+            * z
+            + 5.223977625e-03)
+            * z
+            + -2.686617065e-02)
+            * z
+            + 1.128379167e-01)
+            * z
+            + -3.761263890e-01)
+            * z
+            + 1.128379167e+00);
+    let y = if x < 0.0 { -y } else { y };
+    if a < 1.0 {
+        series
+    } else if x.is_nan() {
+        x
+    } else {
+        y
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep() -> impl Iterator<Item = f32> {
+        (-200_000..=200_000).map(|i| i as f32 * 1e-3)
+    }
+
+    #[test]
+    fn exp_is_within_2_ulp() {
+        for x in sweep().filter(|x| x.abs() < 87.0) {
+            let want = (x as f64).exp();
+            let got = exp_f32(x) as f64;
+            let ulp = (want as f32).abs() as f64 * f32::EPSILON as f64;
+            assert!(
+                (got - want).abs() <= 2.0 * ulp.max(f32::MIN_POSITIVE as f64),
+                "exp({x}) = {got}, want {want}"
+            );
+        }
+        assert_eq!(exp_f32(0.0), 1.0);
+        assert_eq!(exp_f32(100.0), f32::INFINITY);
+        assert_eq!(exp_f32(f32::INFINITY), f32::INFINITY);
+        assert_eq!(exp_f32(-100.0), 0.0);
+        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
+        assert!(exp_f32(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn tanh_and_erf_are_close_to_f64() {
+        for x in sweep().chain([1e-6, -1e-6, 1e-20, 0.0]) {
+            let (want, got) = ((x as f64).tanh(), tanh_f32(x) as f64);
+            let err = (got - want).abs();
+            assert!(
+                err <= 2e-7 && err <= 4.0 * f32::EPSILON as f64 * want.abs() + 1e-30,
+                "tanh({x}) = {got}, want {want}"
+            );
+            let (want, got) = (libm::erf(x as f64), erf_f32(x) as f64);
+            assert!((got - want).abs() <= 3e-7, "erf({x}) = {got}, want {want}");
+        }
+        assert_eq!(tanh_f32(f32::INFINITY), 1.0);
+        assert_eq!(tanh_f32(f32::NEG_INFINITY), -1.0);
+        assert!(tanh_f32(f32::NAN).is_nan() && erf_f32(f32::NAN).is_nan());
+        assert_eq!(erf_f32(f32::INFINITY), 1.0);
+        assert_eq!(erf_f32(f32::NEG_INFINITY), -1.0);
+    }
+}
