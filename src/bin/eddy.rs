@@ -220,9 +220,10 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
         if o.has("--sync-mode") { ", synchronous mode" } else { "" }
     );
     let mut bar: Option<ProgressBar> = None;
-    let style = ProgressStyle::with_template("{prefix} [{bar:30.cyan/blue}] {pos}/{len} {msg}")
-        .expect("a valid template")
-        .progress_chars("=> ");
+    let style =
+        ProgressStyle::with_template("{prefix} [{bar:30.cyan/blue}] {pos}/{len} {per_sec} {msg}")
+            .expect("a valid template")
+            .progress_chars("=> ");
     let epochs = opts.epochs;
     let report = train(&opts, &data, &vm, |p| match p {
         Progress::Step {
