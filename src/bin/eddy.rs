@@ -351,20 +351,34 @@ fn cmd_bench(args: &[String]) -> Result<(), Fail> {
     Ok(())
 }
 
+/// Evaluates one REPL line and prints its result, or its error after `place`; `None` if it
+/// failed.
+fn eval_and_print(session: &mut Session, line: &str, place: &str) -> Option<Outcome> {
+    match session.eval_line(line) {
+        Ok(Outcome::Print(p)) => {
+            if !p.is_empty() {
+                println!("{p}");
+            }
+            Some(Outcome::Print(p))
+        }
+        Ok(o) => Some(o),
+        Err(e) => {
+            println!("error: {place}{e}");
+            None
+        }
+    }
+}
+
 /// Runs REPL lines from `input`; with `echo` (a script), errors name their line. Returns the
 /// number of lines that failed.
 fn run_script(session: &mut Session, input: impl BufRead, name: &str) -> Result<usize, Fail> {
     let mut failed = 0;
     for (i, line) in input.lines().enumerate() {
         let line = line.map_err(|e| Fail::Usage(format!("{name}: {e}")))?;
-        match session.eval_line(&line) {
-            Ok(Outcome::Quit) => break,
-            Ok(Outcome::Print(p)) if p.is_empty() => {}
-            Ok(Outcome::Print(p)) => println!("{p}"),
-            Err(e) => {
-                failed += 1;
-                println!("error: {name}:{}: {e}", i + 1);
-            }
+        match eval_and_print(session, &line, &format!("{name}:{}: ", i + 1)) {
+            Some(Outcome::Quit) => break,
+            Some(_) => {}
+            None => failed += 1,
         }
     }
     Ok(failed)
@@ -391,11 +405,8 @@ fn cmd_repl(args: &[String]) -> Result<(), Fail> {
                 if !line.trim().is_empty() {
                     let _ = rl.add_history_entry(line.as_str());
                 }
-                match session.eval_line(&line) {
-                    Ok(Outcome::Quit) => break,
-                    Ok(Outcome::Print(p)) if p.is_empty() => {}
-                    Ok(Outcome::Print(p)) => println!("{p}"),
-                    Err(e) => println!("error: {e}"),
+                if eval_and_print(&mut session, &line, "") == Some(Outcome::Quit) {
+                    break;
                 }
             }
             Err(rustyline::error::ReadlineError::Interrupted) => continue,
