@@ -21,6 +21,7 @@ fn a_failing_engine_thread_fails_waiters_refuses_work_and_still_drops() {
         ("vm::dispatch", true),
     ] {
         let scenario = fail::FailScenario::setup();
+        eddy::vm::testing::arm_failpoints(true);
         watchdog(30, move || {
             let vm = VmBuilder::new()
                 .sync_mode(sync_mode)
@@ -61,6 +62,7 @@ fn a_failing_engine_thread_fails_waiters_refuses_work_and_still_drops() {
 #[test]
 fn an_allocation_that_fails_once_is_retried_invisibly() {
     let scenario = fail::FailScenario::setup();
+    eddy::vm::testing::arm_failpoints(true);
     watchdog(30, || {
         let vm = VmBuilder::new().build().unwrap();
         let x = vm.new_blob(4096);

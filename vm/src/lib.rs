@@ -48,3 +48,22 @@ pub use error::{Error, Result};
 pub use instruction::{Instruction, InstructionPolicy};
 pub use stats::VmStats;
 pub use stream::{Device, StreamId, StreamPolicy};
+
+/// Whether the fail points (feature `failpoints`) are consulted: off until a test arms them
+/// with [`testing::arm_failpoints`], so a build that merely has the feature on (every `cargo
+/// test` and `cargo bench` build, through the dev-dependencies) pays one relaxed load per point
+/// instead of the `fail` crate's registry lookup.
+#[cfg(feature = "failpoints")]
+pub(crate) static FAILPOINTS_ARMED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// `fail::fail_point!`, consulted only while the fail points are armed.
+macro_rules! fail_point {
+    ($($t:tt)*) => {
+        #[cfg(feature = "failpoints")]
+        if $crate::FAILPOINTS_ARMED.load(std::sync::atomic::Ordering::Relaxed) {
+            fail::fail_point!($($t)*);
+        }
+    };
+}
+pub(crate) use fail_point;

@@ -252,3 +252,17 @@ impl InstructionPolicy for DeviceOp {
         Ok(())
     }
 }
+
+/// Arms (or disarms) the engine's fail points (feature `failpoints`) for fault-injection
+/// tests; until then a fail point costs one relaxed load and never consults `fail`'s registry.
+///
+/// ```
+/// eddy_vm::testing::arm_failpoints(true);
+/// eddy_vm::testing::arm_failpoints(false);
+/// ```
+pub fn arm_failpoints(on: bool) {
+    #[cfg(feature = "failpoints")]
+    crate::FAILPOINTS_ARMED.store(on, std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(feature = "failpoints"))]
+    let _ = on;
+}

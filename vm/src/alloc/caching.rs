@@ -6,6 +6,12 @@
 //! a freed piece merges with free neighbours of the same chunk. `shrink` returns chunks that are
 //! one free piece to the backend.
 //!
+//! Small pieces (up to 64 KiB) that are freed go first to a *quick list* of their exact size
+//! (at most 64 per size), still split off and not merged, so the next request of that size
+//! takes one without touching the indexes: the common case of an eager program, which frees
+//! and allocates tensors of the same few small sizes every step. `shrink` (and so the OOM path)
+//! empties the quick lists through the merging path before returning chunks.
+//!
 //! Sizes are rounded up to multiples of 512 B (the smallest bin). Chunks grow by 2 MiB for
 //! requests up to 1 MiB, 20 MiB for requests up to 10 MiB, and the request rounded up to 2 MiB
 //! beyond. A piece from a large chunk is split only if the remainder is at least 1 MiB, which
@@ -24,6 +30,12 @@ const SMALL_CHUNK: usize = 2 << 20;
 const MID_REQUEST: usize = 10 << 20;
 const MID_CHUNK: usize = 20 << 20;
 const ROUND_LARGE: usize = 2 << 20;
+/// The largest piece kept on a quick list.
+const QUICK_MAX: usize = 64 << 10;
+/// Quick lists, one per size from 512 B to `QUICK_MAX`.
+const QUICK_CLASSES: usize = QUICK_MAX / MIN_BLOCK;
+/// At most this many pieces per quick list.
+const QUICK_DEPTH: usize = 64;
 
 #[derive(Clone, Copy, Debug)]
 struct Piece {
@@ -38,8 +50,15 @@ pub struct CachingAllocator {
     pieces: BTreeMap<usize, Piece>,
     free: BTreeSet<(usize, usize)>,
     chunks: HashMap<usize, usize>,
+    /// `quick[k]`: addresses of free pieces of exactly `(k + 1) * MIN_BLOCK` bytes, marked in
+    /// use in `pieces` (neither indexed in `free` nor merged).
+    quick: Vec<Vec<usize>>,
     in_use: usize,
     reserved: usize,
+}
+
+fn quick_class(size: usize) -> Option<usize> {
+    (size <= QUICK_MAX).then(|| size / MIN_BLOCK - 1)
 }
 
 /// Rounds a request up to the allocator's granularity, `None` on overflow.
@@ -83,6 +102,11 @@ impl CachingAllocator {
     /// neither the cache nor the backend can serve it.
     pub fn allocate(&mut self, size: usize, backend: &dyn Backend) -> Option<(NonNull<u8>, usize)> {
         let rounded = round_size(size)?;
+        if let Some(addr) = quick_class(rounded).and_then(|k| self.quick.get_mut(k)?.pop()) {
+            self.in_use += rounded;
+            // Quick-listed addresses are pieces, which are never null.
+            return Some((NonNull::new(addr as *mut u8).expect("non-null piece"), rounded));
+        }
         let addr = match self.take_cached(rounded) {
             Some(a) => a,
             None => {
@@ -170,7 +194,51 @@ impl CachingAllocator {
     ///
     /// If `ptr` is not a piece handed out by this allocator (an engine bug).
     pub fn free(&mut self, ptr: NonNull<u8>) {
-        let mut addr = ptr.as_ptr() as usize;
+        let size = self
+            .pieces
+            .get(&(ptr.as_ptr() as usize))
+            .expect("free of an unknown piece")
+            .size;
+        self.free_sized(ptr, size);
+    }
+
+    /// Returns a piece whose size (as [`allocate`](Self::allocate) returned it) is known: a
+    /// small piece goes to its quick list without an index lookup.
+    ///
+    /// # Panics
+    ///
+    /// If `ptr` is not a piece handed out by this allocator (an engine bug).
+    pub fn free_sized(&mut self, ptr: NonNull<u8>, size: usize) {
+        let addr = ptr.as_ptr() as usize;
+        if let Some(k) = quick_class(size) {
+            if self.quick.is_empty() {
+                self.quick = vec![Vec::new(); QUICK_CLASSES];
+            }
+            if self.quick[k].len() < QUICK_DEPTH {
+                debug_assert!(
+                    self.pieces.get(&addr).is_some_and(|p| !p.free && p.size == size),
+                    "quick free of {addr:#x}: not an in-use piece of {size} bytes"
+                );
+                self.quick[k].push(addr);
+                self.in_use -= size;
+                return;
+            }
+        }
+        self.free_merging(addr);
+    }
+
+    /// Empties the quick lists into the merging path.
+    fn flush_quick(&mut self) {
+        for k in 0..self.quick.len() {
+            while let Some(addr) = self.quick[k].pop() {
+                self.in_use += (k + 1) * MIN_BLOCK; // `free_merging` takes it off again
+                self.free_merging(addr);
+            }
+        }
+    }
+
+    fn free_merging(&mut self, addr: usize) {
+        let mut addr = addr;
         let mut piece = self.pieces.remove(&addr).expect("free of an unknown piece");
         assert!(!piece.free, "double free of piece {addr:#x}");
         self.in_use -= piece.size;
@@ -199,6 +267,7 @@ impl CachingAllocator {
 
     /// Returns every chunk that is entirely free to the backend; returns the bytes released.
     pub fn shrink(&mut self, backend: &dyn Backend) -> usize {
+        self.flush_quick();
         let whole: Vec<(usize, usize)> = self
             .chunks
             .iter()
@@ -232,8 +301,18 @@ impl CachingAllocator {
     /// every free piece is indexed, neighbouring free pieces are merged, and the counters match
     /// a recount.
     pub fn check_invariants(&self) -> Result<(), String> {
+        let mut quick_total = 0;
         let mut in_use = 0;
         let mut reserved = 0;
+        for (k, list) in self.quick.iter().enumerate() {
+            for &addr in list {
+                match self.pieces.get(&addr) {
+                    Some(p) if !p.free && p.size == (k + 1) * MIN_BLOCK => {}
+                    _ => return Err(format!("quick-listed {addr:#x} is not a piece of its size")),
+                }
+                quick_total += (k + 1) * MIN_BLOCK;
+            }
+        }
         for (&base, &size) in &self.chunks {
             reserved += size;
             let mut at = base;
@@ -275,6 +354,8 @@ impl CachingAllocator {
         if self.free.len() != self.pieces.values().filter(|p| p.free).count() {
             return Err("free index out of date".into());
         }
+        // Quick-listed pieces are marked in use in `pieces` but are cached.
+        let in_use = in_use - quick_total;
         if in_use != self.in_use || reserved != self.reserved {
             return Err(format!(
                 "counters {}/{} != recount {in_use}/{reserved}",
@@ -371,6 +452,25 @@ mod tests {
         // Merged back into one free piece covering the chunk: shrink returns it.
         assert_eq!(a.shrink(&backend), 2 << 20);
         assert_eq!(backend.used(), 0);
+    }
+
+    #[test]
+    fn a_small_free_goes_to_its_quick_list_and_serves_the_next_request_of_that_size() {
+        let backend = CpuBackend::new(None);
+        let mut a = CachingAllocator::new();
+        let (p1, s1) = a.allocate(3000, &backend).unwrap();
+        let (p2, _) = a.allocate(3000, &backend).unwrap();
+        a.free(p1);
+        a.check_invariants().unwrap();
+        assert_eq!(a.in_use(), s1, "the quick-listed piece counts as cached");
+        let (p3, s3) = a.allocate(2600, &backend).unwrap();
+        assert_eq!((p3, s3), (p1, s1), "same rounded size: the quick piece comes back");
+        a.free(p3);
+        a.free(p2);
+        // Both pieces sit on a quick list, unmerged; shrink merges them and returns the chunk.
+        assert_eq!(a.shrink(&backend), 2 << 20);
+        assert_eq!((a.reserved(), backend.used()), (0, 0));
+        a.check_invariants().unwrap();
     }
 
     #[test]

@@ -156,7 +156,7 @@ impl DeviceAllocator {
     pub fn allocate(self: &Arc<Self>, size: usize) -> Result<Allocation, AllocError> {
         let mut g = self.inner.lock();
         // Fault injection: "return" makes this attempt fail as if the device were full.
-        fail::fail_point!("vm::alloc", |_| {
+        crate::fail_point!("vm::alloc", |_| {
             let (in_use, reserved) = (self.in_use_locked(&g), self.reserved_locked(&g));
             Err(AllocError {
                 requested: size,
@@ -222,7 +222,7 @@ impl DeviceAllocator {
     fn free(&self, ptr: NonNull<u8>, size: usize) {
         let mut g = self.inner.lock();
         match self.mode {
-            AllocMode::Caching => g.cache.free(ptr),
+            AllocMode::Caching => g.cache.free_sized(ptr, size),
             AllocMode::Passthrough => {
                 g.direct_in_use -= size;
                 // SAFETY: in pass-through mode every allocation's pointer and rounded size came

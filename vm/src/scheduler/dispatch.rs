@@ -38,7 +38,7 @@ impl Scheduler {
     }
 
     fn dispatch(&mut self, s: usize, slot: u32) {
-        fail::fail_point!("vm::dispatch");
+        crate::fail_point!("vm::dispatch");
         let mut node = self.slots[slot as usize]
             .node
             .take()

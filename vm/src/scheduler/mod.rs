@@ -171,7 +171,7 @@ impl Scheduler {
 
     /// One scheduling pass; returns whether anything moved.
     pub(crate) fn pass(&mut self) -> bool {
-        fail::fail_point!("vm::pass");
+        crate::fail_point!("vm::pass");
         if self.shared.dump_request.load(Ordering::Relaxed)
             && self.shared.dump_request.swap(false, Ordering::AcqRel)
         {
