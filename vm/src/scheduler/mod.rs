@@ -230,38 +230,51 @@ impl Scheduler {
     }
 
     /// The scheduler thread's loop: passes while there is progress, a short spin, then sleep.
-    pub(crate) fn run_thread(mut self) {
+    /// The thread holds `cell` while it works and spins and lets go of it only to sleep, so a
+    /// waiting user thread can take it and run the passes itself (`Vm::wait`).
+    pub(crate) fn run_thread(cell: &parking_lot::Mutex<Scheduler>) {
         IN_ENGINE.with(|c| c.set(true));
-        let spin = self.shared.config.spin;
+        let shared = cell.lock().shared.clone();
+        let spin = shared.config.spin;
         let backoff = Backoff::new();
-        let mut last_progress = Instant::now();
+        // Whether to spin after the next quiet pass: after being woken by new work, yes; after
+        // a timed-out poll for device events, no.
+        let mut spin_after = true;
         loop {
-            if self.pass() {
-                last_progress = Instant::now();
-                backoff.reset();
-                continue;
-            }
-            if self.shared.shutdown.load(Ordering::Acquire) && self.is_idle() {
+            let mut s = cell.lock();
+            let mut last_progress = Instant::now();
+            loop {
+                if s.pass() {
+                    last_progress = Instant::now();
+                    spin_after = true;
+                    backoff.reset();
+                    continue;
+                }
+                // Shut down once drained, or at once if the engine failed (a pass that panicked
+                // on a waiting user thread may have left the state inconsistent).
+                if shared.shutdown.load(Ordering::Acquire) && (s.is_idle() || shared.is_failed())
+                {
+                    s.shutdown_workers();
+                    return;
+                }
+                if spin_after && last_progress.elapsed() < spin {
+                    if backoff.is_completed() {
+                        std::thread::yield_now();
+                    } else {
+                        backoff.snooze();
+                    }
+                    continue;
+                }
                 break;
             }
-            if last_progress.elapsed() < spin {
-                if backoff.is_completed() {
-                    std::thread::yield_now();
-                } else {
-                    backoff.snooze();
-                }
-                continue;
-            }
             // Poll device events and probes at a modest rate; otherwise sleep until notified.
-            let poll = self.has_events() || self.shared.has_probes.load(Ordering::Acquire);
+            let poll = s.has_events() || shared.has_probes.load(Ordering::Acquire);
+            drop(s);
             let timeout = poll.then(|| std::time::Duration::from_micros(100));
-            if self.shared.pending.notifier.wait(timeout) {
-                // Woken by new work: spin again after it. A timed-out poll does not.
-                last_progress = Instant::now();
-                backoff.reset();
-            }
+            // Woken by new work: spin again after it. A timed-out poll does not.
+            spin_after = shared.pending.notifier.wait(timeout);
+            backoff.reset();
         }
-        self.shutdown_workers();
     }
 
     pub(crate) fn shutdown_workers(&mut self) {
