@@ -134,6 +134,11 @@ fn matmul(c: &mut Criterion) {
     g.bench_function("gemv_1x784x512", |bench| {
         bench.iter_custom(|i| timed(i, || x.matmul(&w).unwrap()))
     });
+    // `Linear`'s layout: `x @ Wᵀ` with `W` of `[out, in]`, so the columns are contiguous.
+    let wt = randn(&[512, 784]).t().unwrap();
+    g.bench_function("gemv_1x784x512_transposed", |bench| {
+        bench.iter_custom(|i| timed(i, || x.matmul(&wt).unwrap()))
+    });
     g.finish();
 }
 

@@ -948,3 +948,53 @@ fn release_on_a_launch_only_stream_frees_after_the_device_finishes() {
         vm.sync().unwrap();
     });
 }
+
+/// A thread that waits on an engine whose scheduler sleeps runs the passes itself: with a zero
+/// spin the scheduler thread sleeps as soon as it is idle, so after each pause the waiting
+/// thread usually takes the scheduler before the woken thread does. Order and results are
+/// those of the scheduler thread; a failing kernel run there poisons as anywhere else; and a
+/// panic of the engine itself there (not of a kernel) is covered in `vm_failpoints`.
+#[test]
+fn a_waiting_thread_runs_the_passes_while_the_scheduler_sleeps() {
+    watchdog(60, || {
+        let vm = VmBuilder::new()
+            .spin(Duration::ZERO)
+            .trace(true)
+            .build()
+            .unwrap();
+        let log = Log::default();
+        let x = vm.new_blob(8);
+        let me = std::thread::current().name().unwrap_or("user").to_string();
+        for round in 0..50u64 {
+            std::thread::sleep(Duration::from_millis(2));
+            vm.run(CPU, Record::new(2 * round, vec![], vec![x.clone()], &log))
+                .unwrap();
+            vm.run(
+                CPU,
+                Record::new(2 * round + 1, vec![x.clone()], vec![], &log),
+            )
+            .unwrap();
+            vm.sync().unwrap();
+        }
+        assert_eq!(
+            std::mem::take(&mut *log.lock()),
+            (0..100).collect::<Vec<u64>>(),
+            "program order"
+        );
+        let threads: Vec<String> = vm.trace_events().into_iter().map(|e| e.thread).collect();
+        assert!(
+            threads.iter().any(|t| *t == me),
+            "no instruction ran on the waiting thread {me:?}: {threads:?}"
+        );
+        // A failing kernel run by the waiting thread poisons its output and surfaces at sync.
+        std::thread::sleep(Duration::from_millis(2));
+        vm.run(CPU, Fail::new(vec![], vec![x.clone()])).unwrap();
+        let e = vm.sync().unwrap_err();
+        assert_eq!(e.op(), Some("fail_op"), "{e}");
+        assert!(x.is_poisoned());
+        vm.clear_errors();
+        vm.run(CPU, Noop::new(vec![], vec![x.clone()])).unwrap();
+        vm.sync().unwrap();
+        assert!(!x.is_poisoned(), "overwritten by a successful writer");
+    });
+}
