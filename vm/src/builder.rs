@@ -76,6 +76,25 @@ fn track_streams(stream: StreamId, inputs: &[Arc<Blob>], outputs: &[Arc<Blob>]) 
     }
 }
 
+/// Checks `blob`, marks it released, and returns the `ReleaseTensor` for it with the stream
+/// that last used it.
+pub(crate) fn release_policy(sh: &Shared, blob: &Arc<Blob>) -> Result<(StreamId, ReleaseTensor)> {
+    check_blobs(sh, "release_tensor", std::slice::from_ref(blob))?;
+    if !blob.mark_released() {
+        return Err(Error::TensorReleased {
+            op: "release_tensor".into(),
+            id: blob.id(),
+        });
+    }
+    let last = blob.last_used_stream.load(Relaxed);
+    let stream = if last == NO_STREAM {
+        StreamId::CPU
+    } else {
+        StreamId(last)
+    };
+    Ok((stream, ReleaseTensor::new(blob.clone())))
+}
+
 /// Collects instructions and submits them to the engine in one hand-off.
 ///
 /// # Examples
@@ -206,25 +225,9 @@ impl<'a> InstructionsBuilder<'a> {
     ///
     /// `TensorReleased` if `blob` was released before; `ForeignBlob`.
     pub fn release(&mut self, blob: &Arc<Blob>) -> Result<()> {
-        check_blobs(
-            self.vm.shared(),
-            "release_tensor",
-            std::slice::from_ref(blob),
-        )?;
-        if !blob.mark_released() {
-            return Err(Error::TensorReleased {
-                op: "release_tensor".into(),
-                id: blob.id(),
-            });
-        }
-        let last = blob.last_used_stream.load(Relaxed);
-        let stream = if last == NO_STREAM {
-            StreamId::CPU
-        } else {
-            StreamId(last)
-        };
+        let (stream, policy) = release_policy(self.vm.shared(), blob)?;
         self.soft_sync(stream, &[], std::slice::from_ref(blob));
-        self.append(stream, ReleaseTensor::new(blob.clone()));
+        self.append(stream, policy);
         Ok(())
     }
 

@@ -320,9 +320,16 @@ impl Vm {
     ///
     /// `TensorReleased` if it was released before; `ForeignBlob` if it belongs to another engine.
     pub fn release(&self, blob: &Arc<Blob>) -> Result<()> {
-        let mut b = self.instructions();
-        b.release(blob)?;
-        b.submit()
+        if self.shared().any_async_stream || matches!(self.inner.mode, Mode::Sync(_)) {
+            let mut b = self.instructions();
+            b.release(blob)?;
+            return b.submit();
+        }
+        // The fast path, as in `run`: no soft sync can be needed; one node, one push.
+        let (stream, policy) = crate::builder::release_policy(self.shared(), blob)?;
+        let mut node = crate::pool::take_node(self.shared());
+        node.set(stream, policy);
+        self.enqueue(1, |p| p.push_one(node))
     }
 
     /// Hands a built list to the scheduler. Blocks above the high-water mark.

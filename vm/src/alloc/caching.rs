@@ -105,7 +105,10 @@ impl CachingAllocator {
         if let Some(addr) = quick_class(rounded).and_then(|k| self.quick.get_mut(k)?.pop()) {
             self.in_use += rounded;
             // Quick-listed addresses are pieces, which are never null.
-            return Some((NonNull::new(addr as *mut u8).expect("non-null piece"), rounded));
+            return Some((
+                NonNull::new(addr as *mut u8).expect("non-null piece"),
+                rounded,
+            ));
         }
         let addr = match self.take_cached(rounded) {
             Some(a) => a,
@@ -216,7 +219,9 @@ impl CachingAllocator {
             }
             if self.quick[k].len() < QUICK_DEPTH {
                 debug_assert!(
-                    self.pieces.get(&addr).is_some_and(|p| !p.free && p.size == size),
+                    self.pieces
+                        .get(&addr)
+                        .is_some_and(|p| !p.free && p.size == size),
                     "quick free of {addr:#x}: not an in-use piece of {size} bytes"
                 );
                 self.quick[k].push(addr);
@@ -464,7 +469,11 @@ mod tests {
         a.check_invariants().unwrap();
         assert_eq!(a.in_use(), s1, "the quick-listed piece counts as cached");
         let (p3, s3) = a.allocate(2600, &backend).unwrap();
-        assert_eq!((p3, s3), (p1, s1), "same rounded size: the quick piece comes back");
+        assert_eq!(
+            (p3, s3),
+            (p1, s1),
+            "same rounded size: the quick piece comes back"
+        );
         a.free(p3);
         a.free(p2);
         // Both pieces sit on a quick list, unmerged; shrink merges them and returns the chunk.

@@ -252,8 +252,7 @@ impl Scheduler {
                 }
                 // Shut down once drained, or at once if the engine failed (a pass that panicked
                 // on a waiting user thread may have left the state inconsistent).
-                if shared.shutdown.load(Ordering::Acquire) && (s.is_idle() || shared.is_failed())
-                {
+                if shared.shutdown.load(Ordering::Acquire) && (s.is_idle() || shared.is_failed()) {
                     s.shutdown_workers();
                     return;
                 }
