@@ -146,6 +146,9 @@ pub fn norm_dim(op: &'static str, d: isize, rank: usize) -> Result<usize> {
 /// assert!(broadcast_shapes("add", &Shape::from([2]), &Shape::from([3])).is_err());
 /// ```
 pub fn broadcast_shapes(op: &'static str, a: &Shape, b: &Shape) -> Result<Shape> {
+    if a == b {
+        return Ok(a.clone()); // the common case, without the per-dim walk
+    }
     let n = a.rank().max(b.rank());
     let mut out = SmallVec::with_capacity(n);
     for i in 0..n {
@@ -277,6 +280,9 @@ impl Layout {
     ///
     /// The caller checked that the shapes broadcast.
     pub fn broadcast_to(&self, shape: &Shape) -> Layout {
+        if self.shape == *shape {
+            return self.clone(); // no dim is stretched: the same strides
+        }
         let n = shape.rank();
         let k = self.shape.rank();
         let mut strides = SmallVec::with_capacity(n);
