@@ -345,3 +345,77 @@ impl Drop for Scheduler {
         self.shutdown_workers();
     }
 }
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! The hand-off between the scheduler thread and a waiting thread that runs the passes
+    //! itself (`Vm::wait`), reduced to its synchronisation: the scheduler's state is a mutex the
+    //! scheduler thread holds while awake and drops only to sleep on the pending list's
+    //! notifier; a pass takes the pending list and runs what it took.
+    use crate::instruction::{Barrier, Instruction};
+    use crate::pending::PendingStack;
+    use crate::stream::StreamId;
+    use crate::sync::{AtomicBool, Mutex};
+    use loom::sync::Arc;
+    use loom::thread;
+    use std::sync::atomic::Ordering::SeqCst;
+
+    fn pass(state: &mut Vec<u64>, pending: &PendingStack) -> bool {
+        let mut l = pending.take();
+        let any = !l.is_empty();
+        while let Some(i) = l.pop_front() {
+            state.push(i.id);
+        }
+        any
+    }
+
+    fn instr(id: u64) -> crate::instruction::InstrList {
+        let mut l = crate::instruction::InstrList::new(crate::instruction::InstrAdapter::new());
+        let mut i = Instruction::new(StreamId::CPU, Barrier::new(|| {}));
+        i.id = id;
+        l.push_back(i);
+        l
+    }
+
+    /// Whether the waiting thread or the scheduler thread runs it, the submitted instruction
+    /// runs exactly once, the waiter sees it, and the scheduler thread never sleeps through
+    /// work (it would deadlock the model at shutdown).
+    #[test]
+    fn caller_runs_or_scheduler_runs_each_instruction_once() {
+        loom::model(|| {
+            let pending = Arc::new(PendingStack::new());
+            let state = Arc::new(Mutex::new(Vec::new()));
+            let shutdown = Arc::new(AtomicBool::new(false));
+            let sched = {
+                let (pending, state, shutdown) = (pending.clone(), state.clone(), shutdown.clone());
+                thread::spawn(move || loop {
+                    let mut s = state.lock();
+                    while pass(&mut s, &pending) {}
+                    let stop = shutdown.load(SeqCst) && pending.is_empty();
+                    drop(s);
+                    if stop {
+                        break;
+                    }
+                    pending.notifier.wait(None);
+                })
+            };
+            pending.push(instr(1));
+            // Wait: run the passes if the scheduler thread sleeps, else let it work.
+            loop {
+                if let Some(mut s) = state.try_lock() {
+                    while pass(&mut s, &pending) {}
+                    if s.contains(&1) {
+                        break;
+                    }
+                } else if state.lock().contains(&1) {
+                    break;
+                }
+                thread::yield_now();
+            }
+            shutdown.store(true, SeqCst);
+            pending.notifier.notify();
+            sched.join().unwrap();
+            assert_eq!(*state.lock(), vec![1], "run exactly once");
+        });
+    }
+}
