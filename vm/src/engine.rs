@@ -397,14 +397,18 @@ impl Vm {
         let was = IN_ENGINE.with(|c| c.replace(true));
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.run_until_stalled()));
         IN_ENGINE.with(|c| c.set(was));
-        r.map_err(|p| {
-            let e = Error::EngineFailed {
-                cause: crate::exec::panic_message(&*p),
-            };
-            *self.shared().failed.lock() = Some(e.clone());
-            self.shared().shutdown.store(true, Ordering::Release);
-            e
-        })
+        r.map_err(|p| self.fail_engine(&*p))
+    }
+
+    /// Moves the engine to `EngineFailed` after a panic of the engine itself (not of a kernel)
+    /// on a thread that ran passes; returns the error.
+    fn fail_engine(&self, panic: &(dyn std::any::Any + Send)) -> Error {
+        let e = Error::EngineFailed {
+            cause: crate::exec::panic_message(panic),
+        };
+        *self.shared().failed.lock() = Some(e.clone());
+        self.shared().shutdown.store(true, Ordering::Release);
+        e
     }
 
     /// Runs passes on this thread (the scheduler thread is asleep) until `w` is signalled or
@@ -421,12 +425,8 @@ impl Vm {
         }));
         IN_ENGINE.with(|c| c.set(was));
         if let Err(p) = r {
-            let e = Error::EngineFailed {
-                cause: crate::exec::panic_message(&*p),
-            };
-            *sh.failed.lock() = Some(e.clone());
-            sh.shutdown.store(true, Ordering::Release);
-            self.wake();
+            let e = self.fail_engine(&*p);
+            self.wake(); // the scheduler thread sees the failure and exits
             return Err(e);
         }
         if !s.is_idle() {
