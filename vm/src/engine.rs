@@ -71,6 +71,18 @@ impl Shared {
         self.errors.lock().push((id, e));
     }
 
+    /// Moves the engine to `EngineFailed` after a panic of the engine itself (not of a kernel)
+    /// on any thread that ran passes: every waiter wakes with it, new work is refused, and
+    /// `Drop` still returns. Returns the error.
+    pub(crate) fn fail(&self, panic: &(dyn std::any::Any + Send)) -> Error {
+        let cause = crate::exec::panic_message(panic);
+        tracing::error!("the engine failed: {cause}");
+        let e = Error::EngineFailed { cause };
+        *self.failed.lock() = Some(e.clone());
+        self.shutdown.store(true, Ordering::Release);
+        e
+    }
+
     /// Whether an engine thread (or a pass run by a waiting thread) failed.
     pub(crate) fn is_failed(&self) -> bool {
         self.failed.lock().is_some()
@@ -207,17 +219,13 @@ impl Vm {
             let h = std::thread::Builder::new()
                 .name("eddy-scheduler".into())
                 .spawn(move || {
-                    // An engine thread that panics (an internal invariant, not a kernel: those
-                    // are caught per instruction) moves the engine to `Failed`: every waiter
-                    // wakes with `EngineFailed`, new work is refused, and `Drop` still returns.
+                    // A panic of the scheduler itself (an internal invariant, not a kernel:
+                    // those are caught per instruction) fails the engine.
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         Scheduler::run_thread(&cell)
                     }));
                     if let Err(p) = r {
-                        let cause = crate::exec::panic_message(&*p);
-                        tracing::error!("the scheduler thread failed: {cause}");
-                        *sh.failed.lock() = Some(Error::EngineFailed { cause });
-                        sh.shutdown.store(true, Ordering::Release);
+                        sh.fail(&*p);
                     }
                     *sh.sched_exited.lock() = true;
                     sh.sched_exited_cv.notify_all();
@@ -388,51 +396,41 @@ impl Vm {
         }
     }
 
-    /// Runs synchronous-mode passes on this thread. A panic of the engine itself (not of a
-    /// kernel: those are caught per instruction) fails the engine, as on the scheduler thread.
+    /// Runs synchronous-mode passes on this thread until nothing moves.
     fn run_sync_passes(&self, s: &mut Scheduler) -> Result<()> {
-        if let Some(e) = self.shared().failed.lock().clone() {
-            return Err(e);
-        }
-        let was = IN_ENGINE.with(|c| c.replace(true));
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.run_until_stalled()));
-        IN_ENGINE.with(|c| c.set(was));
-        r.map_err(|p| self.fail_engine(&*p))
-    }
-
-    /// Moves the engine to `EngineFailed` after a panic of the engine itself (not of a kernel)
-    /// on a thread that ran passes; returns the error.
-    fn fail_engine(&self, panic: &(dyn std::any::Any + Send)) -> Error {
-        let e = Error::EngineFailed {
-            cause: crate::exec::panic_message(panic),
-        };
-        *self.shared().failed.lock() = Some(e.clone());
-        self.shared().shutdown.store(true, Ordering::Release);
-        e
+        self.run_passes_here(s, || false)
     }
 
     /// Runs passes on this thread (the scheduler thread is asleep) until `w` is signalled or
     /// nothing moves. Work left behind (on a worker, on a device, or submitted meanwhile)
     /// goes back to the scheduler thread, which is woken for it.
     fn run_passes_until(&self, s: &mut Scheduler, w: &Waiter) -> Result<()> {
+        let r = self.run_passes_here(s, || w.is_done());
+        // After a failure the scheduler thread must see it and exit; otherwise it takes over
+        // whatever is left.
+        if r.is_err() || !s.is_idle() {
+            self.wake();
+        }
+        r
+    }
+
+    /// Runs passes on this thread, as engine code, until `stop()` or nothing moves. A panic of
+    /// the engine itself (not of a kernel: those are caught per instruction) fails the engine,
+    /// as on the scheduler thread.
+    fn run_passes_here(&self, s: &mut Scheduler, stop: impl Fn() -> bool) -> Result<()> {
         let sh = self.shared();
         if let Some(e) = sh.failed.lock().clone() {
             return Err(e);
         }
         let was = IN_ENGINE.with(|c| c.replace(true));
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            while !w.is_done() && s.pass() {}
-        }));
+        let r =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+                || {
+                    while !stop() && s.pass() {}
+                },
+            ));
         IN_ENGINE.with(|c| c.set(was));
-        if let Err(p) = r {
-            let e = self.fail_engine(&*p);
-            self.wake(); // the scheduler thread sees the failure and exits
-            return Err(e);
-        }
-        if !s.is_idle() {
-            self.wake();
-        }
-        Ok(())
+        r.map_err(|p| sh.fail(&*p))
     }
 
     /// Wakes the scheduler (for devices that complete work outside the engine).
