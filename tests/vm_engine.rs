@@ -998,3 +998,92 @@ fn a_waiting_thread_runs_the_passes_while_the_scheduler_sleeps() {
         assert!(!x.is_poisoned(), "overwritten by a successful writer");
     });
 }
+
+/// A cheap instruction submitted to an idle engine runs before `run` returns, on the
+/// submitting thread, with the same errors, poison and reentrancy rules as on the scheduler;
+/// one submitted while earlier work is live is queued behind it.
+#[test]
+fn an_idle_engine_runs_a_cheap_instruction_on_the_submitting_thread() {
+    use eddy::vm::testing::Cheap;
+    watchdog(60, || {
+        let vm = VmBuilder::new().trace(true).build().unwrap();
+        let me = std::thread::current().name().unwrap_or("user").to_string();
+        let log = Log::default();
+        let x = vm.new_blob(8);
+        vm.sync().unwrap();
+        let before = vm.stats().inlined;
+        vm.run(CPU, Cheap(Record::new(1, vec![], vec![x.clone()], &log)))
+            .unwrap();
+        assert_eq!(log_now(&log), vec![1], "ran before `run` returned");
+        assert!(x.is_allocated(), "prepared");
+        assert_eq!(vm.stats().inlined, before + 1);
+        let ev = vm.trace_events();
+        assert_eq!(ev.last().map(|e| e.thread.as_str()), Some(me.as_str()));
+
+        // Live work ahead of it: queued, and run in order after it.
+        let (vm2, s1, _) = vm3(VmBuilder::new());
+        let y = vm2.new_blob(8);
+        let gate = Gate::new();
+        let g = gate.clone();
+        vm2.run(
+            s1,
+            Record::new(2, vec![], vec![y.clone()], &log).with_body(move || g.wait()),
+        )
+        .unwrap();
+        vm2.run(CPU, Cheap(Record::new(3, vec![y.clone()], vec![], &log)))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(log_now(&log), vec![1], "ran ahead of the writer it reads");
+        gate.open();
+        vm2.sync().unwrap();
+        assert_eq!(log_now(&log), vec![1, 2, 3]);
+        assert_eq!(vm2.stats().inlined, 0);
+
+        // A failure poisons at once and surfaces at sync; a dependent is skipped.
+        vm.run(CPU, Cheap(Fail::new(vec![], vec![x.clone()])))
+            .unwrap();
+        assert!(x.is_poisoned());
+        vm.run(CPU, Cheap(Record::new(4, vec![x.clone()], vec![], &log)))
+            .unwrap();
+        let e = vm.sync().unwrap_err();
+        assert_eq!(e.op(), Some("fail_op"), "{e}");
+        assert_eq!(log_now(&log), vec![1, 2, 3], "the dependent was skipped");
+        vm.clear_errors();
+        vm.run(CPU, Cheap(Noop::new(vec![], vec![x.clone()])))
+            .unwrap();
+        assert!(!x.is_poisoned(), "overwritten by a successful writer");
+
+        // A panic is caught and reported with the op's name.
+        let z = vm.new_blob(8);
+        vm.run(CPU, Cheap(Panic::new(vec![z.clone()]))).unwrap();
+        assert!(matches!(vm.sync(), Err(Error::KernelPanic { .. })));
+        vm.clear_errors();
+
+        // A kernel that waits on its engine gets `ReentrantWait`, as on the scheduler thread.
+        let (vm3_, got) = (vm.clone(), Arc::new(parking_lot::Mutex::new(None)));
+        let got2 = got.clone();
+        vm.run(
+            CPU,
+            Cheap(
+                Record::new(5, vec![], vec![z.clone()], &log)
+                    .with_body(move || *got2.lock() = Some(vm3_.sync())),
+            ),
+        )
+        .unwrap();
+        vm.sync().unwrap();
+        assert!(matches!(
+            got.lock().take(),
+            Some(Err(Error::ReentrantWait { .. }))
+        ));
+
+        // A released blob is refused at the call, as on the queued path.
+        vm.release(&z).unwrap();
+        assert!(matches!(
+            vm.run(CPU, Cheap(Noop::new(vec![z.clone()], vec![]))),
+            Err(Error::TensorReleased { .. })
+        ));
+        let st = vm.stats();
+        assert_eq!(st.inserted, st.erased);
+        assert_eq!(st.in_flight, 0);
+    });
+}

@@ -14,8 +14,17 @@ use smallvec::SmallVec;
 /// assert_eq!(s.numel(), 6);
 /// assert!(Shape::from([usize::MAX, 2]).checked_bytes(DType::F32).is_err());
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash, Default)]
+#[derive(PartialEq, Eq, Hash, Default)]
 pub struct Shape(pub SmallVec<[usize; 4]>);
+
+// By hand: `SmallVec`'s derived `clone` goes element by element through an iterator, which the
+// per-op paths (every op clones a shape or a layout) showed in profiles; `from_slice` copies.
+impl Clone for Shape {
+    #[inline]
+    fn clone(&self) -> Self {
+        Shape(SmallVec::from_slice(&self.0))
+    }
+}
 
 impl std::fmt::Debug for Shape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -190,7 +199,7 @@ pub fn broadcast_shapes(op: &'static str, a: &Shape, b: &Shape) -> Result<Shape>
 /// assert_eq!(t.strides.as_slice(), &[1, 3]);
 /// assert!(!t.is_contiguous());
 /// ```
-#[derive(Clone, PartialEq, Eq, Debug)]
+#[derive(PartialEq, Eq, Debug)]
 pub struct Layout {
     /// The dims.
     pub shape: Shape,
@@ -198,6 +207,17 @@ pub struct Layout {
     pub strides: SmallVec<[usize; 4]>,
     /// The first element's index in the storage.
     pub offset: usize,
+}
+
+impl Clone for Layout {
+    #[inline]
+    fn clone(&self) -> Self {
+        Layout {
+            shape: self.shape.clone(),
+            strides: SmallVec::from_slice(&self.strides),
+            offset: self.offset,
+        }
+    }
 }
 
 impl Layout {

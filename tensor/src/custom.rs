@@ -89,7 +89,8 @@ impl Tensor {
             f(&slices, o)
         });
         let refs: Vec<&Tensor> = ins.iter().collect();
-        Tensor::launch(kernel, &refs, &[&out])?;
+        // A user's kernel: its cost is unknown, so it is never run on the calling thread.
+        Tensor::launch_with_work(kernel, &refs, &[&out], None)?;
         Ok(out)
     }
 

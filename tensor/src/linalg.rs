@@ -93,7 +93,8 @@ impl Tensor {
         let la = self.layout().broadcast_to(&full(m, k));
         let lb = rhs.layout().broadcast_to(&full(k, n));
         let out = self.empty_like_shape(full(m, n), dt)?;
-        Tensor::launch(km::matmul(dt, la, lb), &[self, rhs], &[&out])?;
+        let macs = batch.0.iter().product::<usize>() * m * n * k;
+        Tensor::launch_with_work(km::matmul(dt, la, lb), &[self, rhs], &[&out], Some(macs))?;
         Ok(out.record("matmul", &[self, rhs], |g, ins, _| {
             let (a, b) = (&ins[0], &ins[1]);
             // A column-major 2-D operand (a transposed view, as `Linear`'s `w.t()`) gets its

@@ -193,8 +193,23 @@ impl Tensor {
         Ok(())
     }
 
-    /// Enqueues `kernel` reading `ins` and writing `outs` on the tensors' engine.
+    /// Enqueues `kernel` reading `ins` and writing `outs` on the tensors' engine. Its work is
+    /// taken as the elements it reads and writes (see [`launch_with_work`](Self::launch_with_work)).
     pub(crate) fn launch(kernel: impl Kernel, ins: &[&Tensor], outs: &[&Tensor]) -> Result<()> {
+        let work = ins.iter().chain(outs).map(|t| t.numel()).sum();
+        Tensor::launch_with_work(kernel, ins, outs, Some(work))
+    }
+
+    /// Enqueues `kernel` reading `ins` and writing `outs` on the tensors' engine. `work` is
+    /// roughly how many element touches (or multiply-adds) it costs, if known: at most
+    /// [`CHEAP_WORK`] makes the call cheap, so an idle engine runs it at once on this thread
+    /// (`InstructionPolicy::cheap`). `None` leaves the choice to the kernel.
+    pub(crate) fn launch_with_work(
+        kernel: impl Kernel,
+        ins: &[&Tensor],
+        outs: &[&Tensor],
+        work: Option<usize>,
+    ) -> Result<()> {
         for t in outs {
             let s = &t.0.storage;
             if s.host_range_valid.load(Ordering::Relaxed) {
@@ -205,10 +220,20 @@ impl Tensor {
         let vm = outs.first().or(ins.first()).expect("an operand").engine();
         let i = ins.iter().map(|t| t.blob().clone()).collect();
         let o = outs.iter().map(|t| t.blob().clone()).collect();
-        vm.run(StreamId::CPU, OpCall::new(kernel, i, o))?;
+        let call = OpCall::new(kernel, i, o);
+        let call = match work {
+            Some(w) => call.with_cheap(w <= CHEAP_WORK),
+            None => call,
+        };
+        vm.run(StreamId::CPU, call)?;
         Ok(())
     }
 }
+
+/// The most work (element touches, or multiply-adds for a product) for which an op counts as
+/// cheap: at about a nanosecond per element it costs less than handing it to the scheduler
+/// thread (a few hundred nanoseconds), so an idle engine runs it on the calling thread.
+pub(crate) const CHEAP_WORK: usize = 8192;
 
 /// Shape, dtype, device, whether it requires grad, and the values (printed as `Display` does,
 /// which waits for the tensor): what a REPL such as evcxr shows for a tensor.

@@ -226,9 +226,14 @@ impl<'a> InstructionsBuilder<'a> {
     /// `TensorReleased` if `blob` was released before; `ForeignBlob`.
     pub fn release(&mut self, blob: &Arc<Blob>) -> Result<()> {
         let (stream, policy) = release_policy(self.vm.shared(), blob)?;
-        self.soft_sync(stream, &[], std::slice::from_ref(blob));
-        self.append(stream, policy);
+        self.push_release(stream, policy);
         Ok(())
+    }
+
+    /// Adds a `ReleaseTensor` made (and its blob checked) by [`release_policy`].
+    pub(crate) fn push_release(&mut self, stream: StreamId, policy: ReleaseTensor) {
+        self.soft_sync(stream, &[], policy.outputs());
+        self.append(stream, policy);
     }
 
     /// Hands everything to the engine.

@@ -301,8 +301,21 @@ impl Vm {
     /// # Errors
     ///
     /// As [`InstructionsBuilder::push`] and [`InstructionsBuilder::submit`].
-    pub fn run<P: InstructionPolicy>(&self, stream: StreamId, policy: P) -> Result<()> {
+    pub fn run<P: InstructionPolicy>(&self, stream: StreamId, mut policy: P) -> Result<()> {
         let sh = self.shared();
+        if policy.cheap() && !policy.is_barrier() && !sh.any_async_stream {
+            crate::builder::check_and_track(
+                sh,
+                policy.name(),
+                stream,
+                policy.inputs(),
+                policy.outputs(),
+            )?;
+            if self.run_now(stream, &mut policy)? {
+                crate::scheduler::drop_policy(policy);
+                return Ok(());
+            }
+        }
         if sh.any_async_stream || policy.is_barrier() || matches!(self.inner.mode, Mode::Sync(_)) {
             let mut b = self.instructions();
             b.push(stream, policy)?;
@@ -328,16 +341,52 @@ impl Vm {
     ///
     /// `TensorReleased` if it was released before; `ForeignBlob` if it belongs to another engine.
     pub fn release(&self, blob: &Arc<Blob>) -> Result<()> {
-        if self.shared().any_async_stream || matches!(self.inner.mode, Mode::Sync(_)) {
+        let sh = self.shared();
+        let (stream, mut policy) = crate::builder::release_policy(sh, blob)?;
+        if !sh.any_async_stream && self.run_now(stream, &mut policy)? {
+            crate::scheduler::drop_policy(policy);
+            return Ok(());
+        }
+        if sh.any_async_stream || matches!(self.inner.mode, Mode::Sync(_)) {
             let mut b = self.instructions();
-            b.release(blob)?;
+            b.push_release(stream, policy);
             return b.submit();
         }
-        // The fast path, as in `run`: no soft sync can be needed; one node, one push.
-        let (stream, policy) = crate::builder::release_policy(self.shared(), blob)?;
-        let mut node = crate::pool::take_node(self.shared());
+        // The fast path, as in `run`: one node, one push (no soft sync can be needed).
+        let mut node = crate::pool::take_node(sh);
         node.set(stream, policy);
         self.enqueue(1, |p| p.push_one(node))
+    }
+
+    /// The scheduler, if no thread holds it (the scheduler thread sleeps, or in synchronous
+    /// mode no other thread is submitting).
+    fn try_sched(&self) -> Option<parking_lot::MutexGuard<'_, Scheduler>> {
+        match &self.inner.mode {
+            Mode::Threaded { sched, .. } => sched.try_lock(),
+            Mode::Sync(s) => s.try_lock(),
+        }
+    }
+
+    /// Runs a checked, cheap `policy` at once on this thread if the engine is idle and its
+    /// scheduler free (see `scheduler/inline.rs`); gives it back otherwise, to be queued.
+    #[inline]
+    fn run_now(&self, stream: StreamId, policy: &mut dyn InstructionPolicy) -> Result<bool> {
+        let sh = self.shared();
+        if sh.shutdown.load(Ordering::Acquire) || in_engine() {
+            return Ok(false);
+        }
+        let Some(mut s) = self.try_sched() else {
+            return Ok(false);
+        };
+        if !s.try_run_now(stream, policy) {
+            return Ok(false);
+        }
+        // A kernel that submitted work queued it; synchronous mode runs it now (the scheduler
+        // thread was woken by the push).
+        if matches!(self.inner.mode, Mode::Sync(_)) && !s.is_idle() {
+            self.run_sync_passes(&mut s)?;
+        }
+        Ok(true)
     }
 
     /// Hands a built list to the scheduler. Blocks above the high-water mark.
@@ -544,6 +593,13 @@ impl Vm {
         if in_engine() {
             return Err(Error::ReentrantWait { op: "sync".into() });
         }
+        if !self.is_shut_down() {
+            if let Some(mut s) = self.try_sched() {
+                if s.pass_idle_barrier() {
+                    return Ok(()); // nothing received is still live
+                }
+            }
+        }
         let w = Arc::new(Waiter::new());
         let w2 = w.clone();
         self.run(StreamId::CPU, Barrier::new(move || w2.signal()))?;
@@ -597,7 +653,8 @@ impl Vm {
             let out = r.map(|b| f(unsafe { b.bytes_ref() }));
             *s2.lock() = Some(out);
             w2.signal();
-        });
+        })
+        .waited();
         self.run(StreamId::CPU, access)?; // host reads run on the main CPU stream; soft sync orders them
         self.wait(&w, "read_blob")?;
         let r = slot.lock().take();
@@ -631,7 +688,8 @@ impl Vm {
             });
             *s2.lock() = Some(out);
             w2.signal();
-        });
+        })
+        .waited();
         self.run(StreamId::CPU, access)?;
         self.wait(&w, "write_blob")?;
         let r = slot.lock().take();

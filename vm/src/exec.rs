@@ -4,8 +4,8 @@
 use crate::alloc::DeviceAllocator;
 use crate::engine::Shared;
 use crate::error::Error;
-use crate::instruction::{ComputeCtx, InstrList, Instruction};
-use crate::stream::{StreamId, StreamPolicy};
+use crate::instruction::{ComputeCtx, InstrList, Instruction, InstructionPolicy};
+use crate::stream::{Event, StreamId, StreamPolicy};
 use std::any::Any;
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -61,68 +61,82 @@ pub(crate) fn run_unit(node: &mut Instruction, env: &ExecEnv<'_>) {
     node.followers = back;
 }
 
-fn poison_outputs(m: &Instruction, e: &Error) {
-    for o in m.p().outputs() {
+fn poison_outputs(p: &dyn InstructionPolicy, e: &Error) {
+    for o in p.outputs() {
         o.set_poison(e);
     }
 }
 
 fn run_member(m: &mut Instruction, env: &ExecEnv<'_>) {
-    if let Some(e) = m.prep_error.take() {
-        poison_outputs(m, &e);
-        env.shared.record_error(m.id, e);
-        if !m.p().handles_poison() {
-            return;
+    let prep_error = m.prep_error.take();
+    let id = m.id;
+    if let Some(c) = run_policy(m.p_mut(), id, prep_error, env) {
+        m.completion = Some(c);
+    }
+}
+
+/// Runs one policy's compute as instruction `id`: a failed `prepare` (`prep_error`) or a
+/// poisoned input poisons the outputs and skips it (unless it handles poison); an error or a
+/// panic poisons the outputs and is recorded for the next sync. Returns the event the compute
+/// declared its completion by, if any.
+pub(crate) fn run_policy(
+    p: &mut dyn InstructionPolicy,
+    id: u64,
+    prep_error: Option<Error>,
+    env: &ExecEnv<'_>,
+) -> Option<Arc<dyn Event>> {
+    if let Some(e) = prep_error {
+        poison_outputs(p, &e);
+        env.shared.record_error(id, e);
+        if !p.handles_poison() {
+            return None;
         }
         // Host accesses and releases run anyway and see the poison (a waiting callback
         // learns of the OOM instead of being dropped).
     }
-    if !m.p().handles_poison() {
-        if let Some(e) = m.p().inputs().iter().find_map(|b| b.poison()) {
+    if !p.handles_poison() {
+        if let Some(e) = p.inputs().iter().find_map(|b| b.poison()) {
             // A dependent of a failure: skipped, poisoned with the root error, not re-reported.
-            poison_outputs(m, &e);
-            return;
+            poison_outputs(p, &e);
+            return None;
         }
     }
     let trace_start = env.shared.trace_now();
     let mut ctx = ComputeCtx {
-        instr_id: m.id,
+        instr_id: id,
         stream_id: env.stream_id,
         stream: env.policy,
         allocator: env.allocator,
         completion: None,
     };
     let r = {
-        let _span = tracing::trace_span!("instr", id = m.id, stream = env.stream_id.0).entered();
-        catch_unwind(AssertUnwindSafe(|| m.p_mut().compute(&mut ctx)))
+        let _span = tracing::trace_span!("instr", id, stream = env.stream_id.0).entered();
+        catch_unwind(AssertUnwindSafe(|| p.compute(&mut ctx)))
     };
     let completion = ctx.completion.take();
     let r = match r {
-        Ok(r) => r.map_err(|e| e.with_instr_id(m.id)),
-        Err(p) => Err(Error::KernelPanic {
-            op: m.p().name().to_string(),
-            instr_id: m.id,
-            message: panic_message(&*p),
+        Ok(r) => r.map_err(|e| e.with_instr_id(id)),
+        Err(panic) => Err(Error::KernelPanic {
+            op: p.name().to_string(),
+            instr_id: id,
+            message: panic_message(&*panic),
         }),
     };
     match r {
         Ok(()) => {
-            if !m.p().handles_poison() {
-                for o in m.p().outputs() {
+            if !p.handles_poison() {
+                for o in p.outputs() {
                     o.clear_poison();
                 }
             }
         }
         Err(e) => {
-            poison_outputs(m, &e);
-            env.shared.record_error(m.id, e);
+            poison_outputs(p, &e);
+            env.shared.record_error(id, e);
         }
     }
-    if completion.is_some() {
-        m.completion = completion;
-    }
     if let Some(t0) = trace_start {
-        env.shared
-            .trace_record(m.p().name(), m.id, env.stream_id, t0);
+        env.shared.trace_record(p.name(), id, env.stream_id, t0);
     }
+    completion
 }

@@ -1,20 +1,25 @@
 //! A coalescing notifier: many `notify` calls between two waits wake the waiter once.
 //!
-//! Protocol. `pending` is set by `notify` and consumed by `wait`. The waiter announces that it is
-//! about to block by setting `sleeping` under the mutex, re-checks `pending`, and blocks on the
-//! condvar. `notify` sets `pending` (SeqCst) and, only if it then sees `sleeping`, takes the mutex
-//! and signals. Because the waiter re-checks `pending` after publishing `sleeping` (both SeqCst),
-//! either the notifier sees `sleeping == true` or the waiter sees `pending == true`: no lost
-//! wake-up. A notify that finds no sleeper costs one atomic swap and one load.
+//! Protocol. `pending` is set by `notify` and consumed by `wait`. A waiter announces that it is
+//! about to block by counting itself in `sleepers` under the mutex, re-checks `pending`, and
+//! blocks on the condvar. `notify` sets `pending` (SeqCst) and, only if it then sees a sleeper,
+//! takes the mutex and wakes them all. Because a waiter re-checks `pending` after publishing
+//! itself (both SeqCst), either the notifier sees the sleeper or the waiter sees `pending`: no
+//! lost wake-up. A notify that finds no sleeper costs one atomic swap and one load.
+//!
+//! The scheduler thread is the usual waiter, but a user thread running the passes itself (a
+//! `sync` while the scheduler sleeps) may wait here too, inside the OOM path: hence a count, not a
+//! flag. (With a flag, the user thread's return cleared it while the scheduler thread still slept,
+//! and the next notify, the engine's shutdown, woke nobody.)
 
-use crate::sync::{AtomicBool, Condvar, Mutex};
+use crate::sync::{AtomicBool, AtomicUsize, Condvar, Mutex};
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 /// Wakes one waiting thread; notifications that arrive while it is awake coalesce into one.
 pub(crate) struct Notifier {
     pending: AtomicBool,
-    sleeping: AtomicBool,
+    sleepers: AtomicUsize,
     lock: Mutex<()>,
     cv: Condvar,
 }
@@ -23,7 +28,7 @@ impl Notifier {
     pub(crate) fn new() -> Self {
         Notifier {
             pending: AtomicBool::new(false),
-            sleeping: AtomicBool::new(false),
+            sleepers: AtomicUsize::new(0),
             lock: Mutex::new(()),
             cv: Condvar::new(),
         }
@@ -34,9 +39,9 @@ impl Notifier {
         if self.pending.swap(true, SeqCst) {
             return; // already pending: the waiter will see it
         }
-        if self.sleeping.load(SeqCst) {
+        if self.sleepers.load(SeqCst) > 0 {
             let _g = self.lock.lock();
-            self.cv.notify_one();
+            self.cv.notify_all();
         }
     }
 
@@ -52,7 +57,7 @@ impl Notifier {
             return true;
         }
         let mut g = self.lock.lock();
-        self.sleeping.store(true, SeqCst);
+        self.sleepers.fetch_add(1, SeqCst);
         let mut got = self.try_take();
         while !got {
             match timeout {
@@ -69,7 +74,7 @@ impl Notifier {
                 }
             }
         }
-        self.sleeping.store(false, SeqCst);
+        self.sleepers.fetch_sub(1, SeqCst);
         got
     }
 }
@@ -89,6 +94,33 @@ mod loom_tests {
             let t = thread::spawn(move || n2.notify());
             assert!(n.wait(None));
             t.join().unwrap();
+        });
+    }
+
+    /// Two waiters (the scheduler thread, and a user thread running the passes whose OOM path
+    /// waits here): the second notify still wakes the one the first left asleep.
+    #[test]
+    fn a_second_waiter_does_not_hide_the_first() {
+        loom::model(|| {
+            let n = Arc::new(Notifier::new());
+            let woke = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
+            let waiters: Vec<_> = (0..2)
+                .map(|_| {
+                    let (n, woke) = (n.clone(), woke.clone());
+                    thread::spawn(move || {
+                        n.wait(None);
+                        woke.fetch_add(1, SeqCst);
+                    })
+                })
+                .collect();
+            n.notify();
+            while woke.load(SeqCst) == 0 {
+                thread::yield_now();
+            }
+            n.notify();
+            for w in waiters {
+                w.join().unwrap();
+            }
         });
     }
 

@@ -9,6 +9,7 @@ pub(crate) struct StatCounters {
     pub erased: AtomicU64,
     pub fused: AtomicU64,
     pub dispatched: AtomicU64,
+    pub inlined: AtomicU64,
     pub oom_retries: AtomicU64,
     pub ooms: AtomicU64,
 }
@@ -20,6 +21,7 @@ impl StatCounters {
             erased: self.erased.load(Relaxed),
             fused: self.fused.load(Relaxed),
             dispatched: self.dispatched.load(Relaxed),
+            inlined: self.inlined.load(Relaxed),
             in_flight,
             oom_retries: self.oom_retries.load(Relaxed),
             ooms: self.ooms.load(Relaxed),
@@ -43,6 +45,9 @@ pub struct VmStats {
     pub fused: u64,
     /// Instructions dispatched to a stream.
     pub dispatched: u64,
+    /// Of those, cheap ones an idle engine ran at once on the submitting thread (counted in
+    /// `inserted`, `dispatched` and `erased` too).
+    pub inlined: u64,
     /// Received and not yet released.
     pub in_flight: u64,
     /// Allocations that succeeded on the retry after shrinking.

@@ -5,10 +5,10 @@
 #[cfg(not(loom))]
 pub(crate) use parking_lot::{Condvar, Mutex};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize};
 #[cfg(loom)]
 pub(crate) use shim::{Condvar, Mutex};
 

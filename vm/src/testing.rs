@@ -5,6 +5,7 @@
 //! - [`Gate`]: blocks its worker until the test opens it (test-controlled completion on CPU).
 //! - [`Fail`] and [`Panic`]: a kernel that returns an error or panics.
 //! - [`DeviceOp`]: launches its work on an [`AsyncStream`](crate::stream::async_device::AsyncStream).
+//! - [`Cheap`]: any of these, marked cheap (an idle engine runs it on the submitting thread).
 
 use crate::blob::Blob;
 use crate::error::{Error, Result};
@@ -41,6 +42,49 @@ impl InstructionPolicy for Noop {
     }
     fn compute(&mut self, _ctx: &mut ComputeCtx<'_>) -> Result<()> {
         Ok(())
+    }
+}
+
+/// Marks a policy [cheap](InstructionPolicy::cheap): an idle engine runs it at once on the
+/// submitting thread.
+///
+/// ```
+/// use eddy_vm::{testing::{Cheap, Noop}, StreamId, Vm};
+/// let vm = Vm::builder().build().unwrap();
+/// let x = vm.new_blob(8);
+/// vm.sync().unwrap(); // the engine is idle
+/// vm.run(StreamId::CPU, Cheap(Noop::new(vec![], vec![x.clone()]))).unwrap();
+/// assert!(x.is_allocated(), "ran before `run` returned");
+/// ```
+pub struct Cheap<P>(pub P);
+
+impl<P: InstructionPolicy> InstructionPolicy for Cheap<P> {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn inputs(&self) -> &[Arc<Blob>] {
+        self.0.inputs()
+    }
+    fn outputs(&self) -> &[Arc<Blob>] {
+        self.0.outputs()
+    }
+    fn fusable(&self) -> bool {
+        self.0.fusable()
+    }
+    fn handles_poison(&self) -> bool {
+        self.0.handles_poison()
+    }
+    fn cheap(&self) -> bool {
+        true
+    }
+    fn prepare(
+        &mut self,
+        ctx: &mut crate::instruction::PrepareCtx<'_>,
+    ) -> Result<(), crate::instruction::PrepareError> {
+        self.0.prepare(ctx)
+    }
+    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
+        self.0.compute(ctx)
     }
 }
 

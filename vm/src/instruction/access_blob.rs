@@ -14,6 +14,9 @@ pub struct AccessBlobByCallback {
     blob: [Arc<Blob>; 1],
     mutable: bool,
     callback: Option<AccessCallback>,
+    /// The submitter waits for it (`read_blob`, `write_blob`): running it at once on an idle
+    /// engine is then never worse (see [`InstructionPolicy::cheap`]).
+    waited: bool,
 }
 
 impl AccessBlobByCallback {
@@ -27,7 +30,14 @@ impl AccessBlobByCallback {
             blob: [blob],
             mutable,
             callback: Some(Box::new(f)),
+            waited: false,
         }
+    }
+
+    /// Marks the access as one its submitter waits for.
+    pub(crate) fn waited(mut self) -> Self {
+        self.waited = true;
+        self
     }
 }
 
@@ -47,6 +57,9 @@ impl InstructionPolicy for AccessBlobByCallback {
     }
     fn handles_poison(&self) -> bool {
         true
+    }
+    fn cheap(&self) -> bool {
+        self.waited
     }
     fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {
         if self.mutable {

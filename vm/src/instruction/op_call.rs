@@ -41,6 +41,11 @@ pub trait Kernel: Send + 'static {
     fn fusable(&self) -> bool {
         true
     }
+    /// Whether the kernel is about as cheap as queueing it (see
+    /// [`InstructionPolicy::cheap`]); default: no. [`OpCall::cheap`] overrides it per call.
+    fn cheap(&self) -> bool {
+        false
+    }
 }
 
 /// Operand lists, inline for up to four blobs.
@@ -51,16 +56,37 @@ pub struct OpCall<K: Kernel> {
     kernel: K,
     inputs: Blobs,
     outputs: Blobs,
+    cheap: bool,
 }
 
 impl<K: Kernel> OpCall<K> {
     /// An op call of `kernel` reading `inputs` and writing `outputs`.
     pub fn new(kernel: K, inputs: Blobs, outputs: Blobs) -> Self {
         OpCall {
+            cheap: kernel.cheap(),
             kernel,
             inputs,
             outputs,
         }
+    }
+
+    /// Marks the call cheap or not (for a kernel whose cost depends on its operands' sizes,
+    /// which the caller knows): see [`InstructionPolicy::cheap`].
+    ///
+    /// ```
+    /// use eddy_vm::instruction::{ComputeCtx, InstructionPolicy, Kernel, OpCall};
+    /// struct Nothing;
+    /// impl Kernel for Nothing {
+    ///     fn name(&self) -> &str { "nothing" }
+    ///     fn compute(&mut self, _: &[std::sync::Arc<eddy_vm::Blob>], _: &[std::sync::Arc<eddy_vm::Blob>], _: &mut ComputeCtx<'_>) -> eddy_vm::Result<()> { Ok(()) }
+    /// }
+    /// let call = OpCall::new(Nothing, Default::default(), Default::default());
+    /// assert!(!call.cheap());
+    /// assert!(call.with_cheap(true).cheap());
+    /// ```
+    pub fn with_cheap(mut self, cheap: bool) -> Self {
+        self.cheap = cheap;
+        self
     }
 }
 
@@ -76,6 +102,9 @@ impl<K: Kernel> InstructionPolicy for OpCall<K> {
     }
     fn fusable(&self) -> bool {
         self.kernel.fusable()
+    }
+    fn cheap(&self) -> bool {
+        self.cheap
     }
     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
         self.kernel.compute(&self.inputs, &self.outputs, ctx)

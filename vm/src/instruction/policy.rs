@@ -58,6 +58,14 @@ pub trait InstructionPolicy: Send + 'static {
         false
     }
 
+    /// Whether the work is about as cheap as queueing it (well under a microsecond). An idle
+    /// engine then runs the instruction at once on the submitting thread instead of handing it
+    /// to the scheduler: nothing is live to order it against, and a hand-off between threads
+    /// costs more than the work (see the book's lifecycle chapter). Default: no.
+    fn cheap(&self) -> bool {
+        false
+    }
+
     /// Whether this is a barrier: it then runs on the scheduler thread once everything received
     /// before it is released, and takes part in no dependence.
     fn is_barrier(&self) -> bool {
@@ -149,6 +157,9 @@ impl InstructionPolicy for Box<dyn InstructionPolicy> {
     }
     fn handles_poison(&self) -> bool {
         (**self).handles_poison()
+    }
+    fn cheap(&self) -> bool {
+        (**self).cheap()
     }
     fn is_barrier(&self) -> bool {
         (**self).is_barrier()

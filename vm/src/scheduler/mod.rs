@@ -32,7 +32,10 @@
 
 mod dispatch;
 mod ingest;
+mod inline;
 mod release;
+
+pub(crate) use inline::drop_policy;
 
 use crate::alloc::DeviceAllocator;
 use crate::engine::Shared;
@@ -230,8 +233,10 @@ impl Scheduler {
     }
 
     /// The scheduler thread's loop: passes while there is progress, a short spin, then sleep.
-    /// The thread holds `cell` while it works and spins and lets go of it only to sleep, so a
-    /// waiting user thread can take it and run the passes itself (`Vm::wait`).
+    /// The thread holds `cell` only while it runs passes: when it runs out of work it lets go,
+    /// so a waiting user thread can take it and run the passes itself (`Vm::wait`), and a
+    /// submitting thread can run a cheap instruction at once on the idle engine
+    /// (`scheduler/inline.rs`); it then spins on the notifier, and finally sleeps on it.
     pub(crate) fn run_thread(cell: &parking_lot::Mutex<Scheduler>) {
         IN_ENGINE.with(|c| c.set(true));
         let shared = cell.lock().shared.clone();
@@ -240,38 +245,42 @@ impl Scheduler {
         // Whether to spin after the next quiet pass: after being woken by new work, yes; after
         // a timed-out poll for device events, no.
         let mut spin_after = true;
+        let mut last_progress = Instant::now();
         loop {
             let mut s = cell.lock();
-            let mut last_progress = Instant::now();
-            loop {
-                if s.pass() {
-                    last_progress = Instant::now();
-                    spin_after = true;
-                    backoff.reset();
-                    continue;
-                }
-                // Shut down once drained, or at once if the engine failed (a pass that panicked
-                // on a waiting user thread may have left the state inconsistent).
-                if shared.shutdown.load(Ordering::Acquire) && (s.is_idle() || shared.is_failed()) {
-                    s.shutdown_workers();
-                    return;
-                }
-                if spin_after && last_progress.elapsed() < spin {
-                    if backoff.is_completed() {
-                        std::thread::yield_now();
-                    } else {
-                        backoff.snooze();
-                    }
-                    continue;
-                }
-                break;
+            let mut progressed = false;
+            while s.pass() {
+                progressed = true;
             }
-            // Poll device events and probes at a modest rate; otherwise sleep until notified.
+            if progressed {
+                last_progress = Instant::now();
+                backoff.reset();
+            }
+            // Shut down once drained, or at once if the engine failed (a pass that panicked
+            // on a waiting user thread may have left the state inconsistent).
+            if shared.shutdown.load(Ordering::Acquire) && (s.is_idle() || shared.is_failed()) {
+                s.shutdown_workers();
+                return;
+            }
+            // Device events and probes are polled, not notified.
             let poll = s.has_events() || shared.has_probes.load(Ordering::Acquire);
             drop(s);
+            if spin_after && last_progress.elapsed() < spin {
+                if poll {
+                    snooze(&backoff);
+                    continue;
+                }
+                if spin_until_notified(&shared, last_progress + spin, &backoff) {
+                    continue;
+                }
+            }
+            // Poll device events and probes at a modest rate; otherwise sleep until notified.
             let timeout = poll.then(|| std::time::Duration::from_micros(100));
             // Woken by new work: spin again after it. A timed-out poll does not.
             spin_after = shared.pending.notifier.wait(timeout);
+            if spin_after {
+                last_progress = Instant::now();
+            }
             backoff.reset();
         }
     }
@@ -337,6 +346,29 @@ impl Scheduler {
             out.push_str("  (none)\n");
         }
         out
+    }
+}
+
+/// One step of a spin: busy-wait, then yield once the backoff is spent.
+fn snooze(backoff: &Backoff) {
+    if backoff.is_completed() {
+        std::thread::yield_now();
+    } else {
+        backoff.snooze();
+    }
+}
+
+/// Spins, without the scheduler, until something notifies it (new work, a completion, a wake)
+/// or `deadline`; returns whether it was notified (the notification is consumed).
+fn spin_until_notified(shared: &Shared, deadline: Instant, backoff: &Backoff) -> bool {
+    loop {
+        if shared.pending.notifier.try_take() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        snooze(backoff);
     }
 }
 

@@ -15,6 +15,7 @@ pub(super) struct Counts {
     pub erased: u64,
     pub fused: u64,
     pub dispatched: u64,
+    pub inlined: u64,
     pub unpublished_releases: usize,
 }
 
@@ -96,11 +97,7 @@ impl Scheduler {
 
     /// Publishes the counters and the in-flight count; wakes submitters blocked on back-pressure.
     pub(super) fn publish(&mut self) {
-        let st = &self.shared.stats;
-        st.inserted.store(self.counts.inserted, Relaxed);
-        st.fused.store(self.counts.fused, Relaxed);
-        st.dispatched.store(self.counts.dispatched, Relaxed);
-        st.erased.store(self.counts.erased, Relaxed);
+        self.publish_counters();
         if !self.recycle.is_empty() {
             if self.shared.free_count.load(Relaxed) < crate::pool::POOL_CAP {
                 let n = self.recycle.iter().count();
@@ -117,6 +114,16 @@ impl Scheduler {
             self.counts.unpublished_releases = 0;
             self.shared.wake_submitters();
         }
+    }
+
+    /// Publishes the counters.
+    pub(super) fn publish_counters(&self) {
+        let st = &self.shared.stats;
+        st.inserted.store(self.counts.inserted, Relaxed);
+        st.fused.store(self.counts.fused, Relaxed);
+        st.dispatched.store(self.counts.dispatched, Relaxed);
+        st.erased.store(self.counts.erased, Relaxed);
+        st.inlined.store(self.counts.inlined, Relaxed);
     }
 
     /// Runs, in order, every barrier whose earlier instructions are all released.

@@ -1,0 +1,94 @@
+//! Running a cheap instruction at once, on the submitting thread, when the engine is idle.
+//!
+//! A submitting thread that holds the scheduler (its mutex is free whenever the scheduler
+//! thread sleeps) and finds nothing live or queued may run a cheap instruction itself: with no
+//! earlier instruction alive there is nothing to order it against, so running it now is what
+//! the scheduler would do next anyway, minus the hand-off between threads, which costs more
+//! than the work. The instruction goes through the same steps (prepare, compute with its poison
+//! checks, panic capture and error recording, release) and the same counters; it only skips
+//! the slot, the access lists and the queues, which would be created and erased at once.
+
+use super::Scheduler;
+use crate::exec::{run_policy, ExecEnv, IN_ENGINE};
+use crate::instruction::{InstructionPolicy, PrepareCtx};
+use crate::stream::{Exec, StreamId};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+impl Scheduler {
+    /// Runs `policy` now on this thread if the engine is idle, `stream` computes inline with
+    /// synchronous completion, and `prepare` succeeds; returns whether it did. Otherwise the
+    /// caller queues the policy as usual (a failing `prepare` then takes the scheduler's OOM
+    /// path and errors). The caller drops the policy after a run (its drop glue is user code:
+    /// drop it outside the scheduler, see [`drop_policy`]).
+    pub(crate) fn try_run_now(
+        &mut self,
+        stream: StreamId,
+        policy: &mut dyn InstructionPolicy,
+    ) -> bool {
+        let Some(st) = self.streams.get(stream.0 as usize) else {
+            return false;
+        };
+        if !self.is_idle() || st.exec != Exec::Inline || st.policy.done_means_launched() {
+            return false;
+        }
+        let mut ctx = PrepareCtx {
+            allocator: &st.allocator,
+        };
+        if !matches!(
+            catch_unwind(AssertUnwindSafe(|| policy.prepare(&mut ctx))),
+            Ok(Ok(()))
+        ) {
+            return false;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let env = ExecEnv {
+            stream_id: stream,
+            policy: &*st.policy,
+            allocator: &st.allocator,
+            shared: &self.shared,
+        };
+        // As on the scheduler thread: a kernel that waits on the engine gets `ReentrantWait`.
+        let was = IN_ENGINE.with(|c| c.replace(true));
+        let completion = run_policy(policy, id, None, &env);
+        if let Some(ev) = completion {
+            // A synchronous stream's events are complete when recorded; a kernel may still
+            // declare one of its own. Released means done: wait for it here.
+            while !ev.is_complete() {
+                std::thread::yield_now();
+            }
+        }
+        IN_ENGINE.with(|c| c.set(was));
+        let c = &mut self.counts;
+        c.inserted += 1;
+        c.dispatched += 1;
+        c.erased += 1;
+        c.inlined += 1;
+        self.publish_counters();
+        true
+    }
+
+    /// Counts a barrier that found the engine idle: nothing to wait for.
+    pub(crate) fn pass_idle_barrier(&mut self) -> bool {
+        if !self.is_idle() {
+            return false;
+        }
+        self.next_id += 1;
+        self.counts.inserted += 1;
+        self.counts.erased += 1;
+        self.publish_counters();
+        true
+    }
+}
+
+/// Drops a policy that ran at once. Its drop glue is user code (as in `recycle_node`): a panic
+/// there is logged, not propagated.
+#[inline]
+pub(crate) fn drop_policy<P>(policy: P) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(|| drop(policy))) {
+        tracing::error!(
+            "an instruction's drop panicked: {}",
+            crate::exec::panic_message(&*p)
+        );
+    }
+}
