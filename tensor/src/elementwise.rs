@@ -61,6 +61,16 @@ unary_methods! {
 
 impl Tensor {
     /// Casts to `dtype` if it differs (an op recorded for autograd).
+    /// `self` if it already has `dtype` (borrowed: no reference-count traffic on the per-op
+    /// path), else a converted copy.
+    pub(crate) fn cast_ref(&self, dtype: DType) -> Result<std::borrow::Cow<'_, Tensor>> {
+        if self.dtype() == dtype {
+            Ok(std::borrow::Cow::Borrowed(self))
+        } else {
+            self.to_dtype(dtype).map(std::borrow::Cow::Owned)
+        }
+    }
+
     pub(crate) fn cast(&self, dtype: DType) -> Result<Tensor> {
         if self.dtype() == dtype {
             Ok(self.clone())
@@ -256,7 +266,8 @@ impl Tensor {
         if op == BinaryOp::Div {
             dt = dt.to_float();
         }
-        let (a, b) = (self.cast(dt)?, rhs.cast(dt)?);
+        let (a, b) = (self.cast_ref(dt)?, rhs.cast_ref(dt)?);
+        let (a, b) = (&*a, &*b);
         let out = self.empty_like_shape(shape.clone(), dt)?;
         let k = ew::binary(
             op,
@@ -264,11 +275,11 @@ impl Tensor {
             a.layout().broadcast_to(&shape),
             b.layout().broadcast_to(&shape),
         );
-        Tensor::launch(k, &[&a, &b], &[&out])?;
+        Tensor::launch(k, &[a, b], &[&out])?;
         if !dt.is_float() || op == BinaryOp::ReluBackward {
             return Ok(out);
         }
-        Ok(out.record(op.name(), &[&a, &b], move |g, ins, y| {
+        Ok(out.record(op.name(), &[a, b], move |g, ins, y| {
             let (a, b) = (&ins[0], &ins[1]);
             let need = |t: &Tensor| t.requires_grad();
             let (ga, gb) = match op {
@@ -308,7 +319,8 @@ impl Tensor {
 
     fn compare(&self, rhs: &Tensor, op: CmpOp) -> Result<Tensor> {
         let (shape, dt) = self.binary_prep(op.name(), rhs)?;
-        let (a, b) = (self.cast(dt)?, rhs.cast(dt)?);
+        let (a, b) = (self.cast_ref(dt)?, rhs.cast_ref(dt)?);
+        let (a, b) = (&*a, &*b);
         let out = self.empty_like_shape(shape.clone(), DType::Bool)?;
         let k = ew::compare(
             op,
@@ -316,7 +328,7 @@ impl Tensor {
             a.layout().broadcast_to(&shape),
             b.layout().broadcast_to(&shape),
         );
-        Tensor::launch(k, &[&a, &b], &[&out])?;
+        Tensor::launch(k, &[a, b], &[&out])?;
         Ok(out)
     }
 

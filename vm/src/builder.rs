@@ -79,6 +79,13 @@ fn track_streams(stream: StreamId, inputs: &[Arc<Blob>], outputs: &[Arc<Blob>]) 
 /// Checks `blob`, marks it released, and returns the `ReleaseTensor` for it with the stream
 /// that last used it.
 pub(crate) fn release_policy(sh: &Shared, blob: &Arc<Blob>) -> Result<(StreamId, ReleaseTensor)> {
+    let stream = mark_released(sh, blob)?;
+    Ok((stream, ReleaseTensor::new(blob.clone())))
+}
+
+/// Checks `blob` and marks it released; returns the stream that last used it (where its
+/// `ReleaseTensor` runs).
+pub(crate) fn mark_released(sh: &Shared, blob: &Arc<Blob>) -> Result<StreamId> {
     check_blobs(sh, "release_tensor", std::slice::from_ref(blob))?;
     if !blob.mark_released() {
         return Err(Error::TensorReleased {
@@ -87,12 +94,11 @@ pub(crate) fn release_policy(sh: &Shared, blob: &Arc<Blob>) -> Result<(StreamId,
         });
     }
     let last = blob.last_used_stream.load(Relaxed);
-    let stream = if last == NO_STREAM {
+    Ok(if last == NO_STREAM {
         StreamId::CPU
     } else {
         StreamId(last)
-    };
-    Ok((stream, ReleaseTensor::new(blob.clone())))
+    })
 }
 
 /// Collects instructions and submits them to the engine in one hand-off.

@@ -342,11 +342,16 @@ impl Vm {
     /// `TensorReleased` if it was released before; `ForeignBlob` if it belongs to another engine.
     pub fn release(&self, blob: &Arc<Blob>) -> Result<()> {
         let sh = self.shared();
-        let (stream, mut policy) = crate::builder::release_policy(sh, blob)?;
-        if !sh.any_async_stream && self.run_now(stream, &mut policy)? {
-            crate::scheduler::drop_policy(policy);
-            return Ok(());
+        let stream = crate::builder::mark_released(sh, blob)?;
+        // At once on an idle engine: every earlier access is done, so free the memory now.
+        if !sh.any_async_stream && !sh.shutdown.load(Ordering::Acquire) && !in_engine() {
+            if let Some(mut s) = self.try_sched() {
+                if s.try_release_now(stream, blob) {
+                    return Ok(());
+                }
+            }
         }
+        let policy = crate::instruction::ReleaseTensor::new(blob.clone());
         if sh.any_async_stream || matches!(self.inner.mode, Mode::Sync(_)) {
             let mut b = self.instructions();
             b.push_release(stream, policy);

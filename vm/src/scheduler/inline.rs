@@ -9,6 +9,7 @@
 //! the slot, the access lists and the queues, which would be created and erased at once.
 
 use super::Scheduler;
+use crate::blob::Blob;
 use crate::exec::{run_policy, ExecEnv, IN_ENGINE};
 use crate::instruction::{InstructionPolicy, PrepareCtx};
 use crate::stream::{Exec, StreamId};
@@ -59,6 +60,32 @@ impl Scheduler {
             }
         }
         IN_ENGINE.with(|c| c.set(was));
+        let c = &mut self.counts;
+        c.inserted += 1;
+        c.dispatched += 1;
+        c.erased += 1;
+        c.inlined += 1;
+        self.publish_counters();
+        true
+    }
+
+    /// Frees `blob`'s memory now if the engine is idle and `stream`, its last user, computes
+    /// inline with synchronous completion: what its `ReleaseTensor` would do, minus the
+    /// instruction. Returns whether it did.
+    pub(crate) fn try_release_now(&mut self, stream: StreamId, blob: &Blob) -> bool {
+        let Some(st) = self.streams.get(stream.0 as usize) else {
+            return false;
+        };
+        if !self.is_idle() || st.exec != Exec::Inline || st.policy.done_means_launched() {
+            return false;
+        }
+        let t0 = self.shared.trace_now();
+        blob.free_memory();
+        let id = self.next_id;
+        self.next_id += 1;
+        if let Some(t0) = t0 {
+            self.shared.trace_record("release_tensor", id, stream, t0);
+        }
         let c = &mut self.counts;
         c.inserted += 1;
         c.dispatched += 1;
