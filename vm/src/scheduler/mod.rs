@@ -450,4 +450,51 @@ mod loom_tests {
             assert_eq!(*state.lock(), vec![1], "run exactly once");
         });
     }
+
+    /// A cheap instruction that its submitter runs itself when it holds the scheduler's state
+    /// and nothing is queued (`scheduler/inline.rs`), after one it queued: both run exactly
+    /// once, in submission order, whichever thread runs each.
+    #[test]
+    fn an_inline_run_keeps_submission_order_with_the_scheduler() {
+        loom::model(|| {
+            let pending = Arc::new(PendingStack::new());
+            let state = Arc::new(Mutex::new(Vec::new()));
+            let shutdown = Arc::new(AtomicBool::new(false));
+            let sched = {
+                let (pending, state, shutdown) = (pending.clone(), state.clone(), shutdown.clone());
+                thread::spawn(move || loop {
+                    let mut s = state.lock();
+                    while pass(&mut s, &pending) {}
+                    let stop = shutdown.load(SeqCst) && pending.is_empty();
+                    drop(s);
+                    if stop {
+                        break;
+                    }
+                    pending.notifier.wait(None);
+                })
+            };
+            pending.push(instr(1));
+            // The cheap one: at once if the state is free and the engine idle, else queued.
+            let ran_inline = match state.try_lock() {
+                Some(mut s) if pending.is_empty() => {
+                    s.push(2);
+                    true
+                }
+                _ => false,
+            };
+            if !ran_inline {
+                pending.push(instr(2));
+            }
+            loop {
+                if state.lock().contains(&2) {
+                    break;
+                }
+                thread::yield_now();
+            }
+            shutdown.store(true, SeqCst);
+            pending.notifier.notify();
+            sched.join().unwrap();
+            assert_eq!(*state.lock(), vec![1, 2], "once each, in order");
+        });
+    }
 }
