@@ -117,9 +117,11 @@ impl Shared {
 }
 
 enum Mode {
-    /// The scheduler thread holds `sched` while it works and spins, and lets go of it while it
-    /// sleeps; a thread that waits on an engine whose scheduler sleeps takes it and runs the
-    /// passes itself (see [`Vm::wait`]), instead of paying for waking the scheduler thread.
+    /// The scheduler thread holds `sched` only while it runs passes, and lets go of it to spin
+    /// and to sleep; a thread that waits on an engine whose scheduler is out of work takes it
+    /// and runs the passes itself (see [`Vm::wait`]), instead of paying for waking the
+    /// scheduler thread, and a thread that submits a cheap instruction to an idle engine runs
+    /// it at once (`scheduler/inline.rs`).
     Threaded {
         handle: Mutex<Option<JoinHandle<()>>>,
         sched: Arc<Mutex<Scheduler>>,
@@ -508,9 +510,9 @@ impl Vm {
             return Err(Error::ReentrantWait { op: op.to_string() });
         }
         if let Mode::Threaded { sched, .. } = &self.inner.mode {
-            // The scheduler thread sleeps (it holds `sched` whenever it is awake): run the
-            // passes here rather than wait for it to wake, which costs tens of microseconds on
-            // an idle machine.
+            // The scheduler thread is out of work (it holds `sched` whenever it runs passes):
+            // run the passes here rather than wait for it to wake, which costs tens of
+            // microseconds on an idle machine.
             if let Some(mut s) = sched.try_lock() {
                 self.run_passes_until(&mut s, w)?;
             }

@@ -381,9 +381,11 @@ impl Drop for Scheduler {
 #[cfg(all(test, loom))]
 mod loom_tests {
     //! The hand-off between the scheduler thread and a waiting thread that runs the passes
-    //! itself (`Vm::wait`), reduced to its synchronisation: the scheduler's state is a mutex the
-    //! scheduler thread holds while awake and drops only to sleep on the pending list's
-    //! notifier; a pass takes the pending list and runs what it took.
+    //! itself (`Vm::wait`), and with a submitter that runs a cheap instruction at once
+    //! (`inline.rs`), reduced to its synchronisation: the scheduler's state is a mutex the
+    //! scheduler thread holds while it runs passes and drops to wait on the pending list's
+    //! notifier (its spin is an unlocked poll of the same notifier); a pass takes the pending
+    //! list and runs what it took.
     use crate::instruction::{Barrier, Instruction};
     use crate::pending::PendingStack;
     use crate::stream::StreamId;
