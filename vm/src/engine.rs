@@ -305,26 +305,14 @@ impl Vm {
     /// As [`InstructionsBuilder::push`] and [`InstructionsBuilder::submit`].
     pub fn run<P: InstructionPolicy>(&self, stream: StreamId, mut policy: P) -> Result<()> {
         let sh = self.shared();
-        if policy.cheap() && !policy.is_barrier() && !sh.any_async_stream {
-            crate::builder::check_and_track(
-                sh,
-                policy.name(),
-                stream,
-                policy.inputs(),
-                policy.outputs(),
-            )?;
-            if self.run_now(stream, &mut policy)? {
-                crate::scheduler::drop_policy(policy);
-                return Ok(());
-            }
-        }
-        if sh.any_async_stream || policy.is_barrier() || matches!(self.inner.mode, Mode::Sync(_)) {
+        if sh.any_async_stream || policy.is_barrier() {
+            // The builder inserts the soft sync an asynchronous stream may need.
             let mut b = self.instructions();
             b.push(stream, policy)?;
             return b.submit();
         }
-        // The fast path for one instruction on synchronous-completion streams (no soft sync can
-        // be needed): check and track the operands in one pass, push one node.
+        // Synchronous-completion streams (no soft sync can be needed): check and track the
+        // operands in one pass; then at once on an idle engine if cheap, else one node.
         crate::builder::check_and_track(
             sh,
             policy.name(),
@@ -332,6 +320,17 @@ impl Vm {
             policy.inputs(),
             policy.outputs(),
         )?;
+        if policy.cheap() && self.run_now(stream, &mut policy)? {
+            crate::scheduler::drop_policy(policy);
+            return Ok(());
+        }
+        if let Mode::Sync(_) = self.inner.mode {
+            let mut list = InstrList::new(crate::instruction::InstrAdapter::new());
+            let mut node = crate::pool::take_node(sh);
+            node.set(stream, policy);
+            list.push_back(node);
+            return self.receive(list, 1);
+        }
         let mut node = crate::pool::take_node(sh);
         node.set(stream, policy);
         self.enqueue(1, |p| p.push_one(node))

@@ -60,12 +60,7 @@ impl Scheduler {
             }
         }
         IN_ENGINE.with(|c| c.set(was));
-        let c = &mut self.counts;
-        c.inserted += 1;
-        c.dispatched += 1;
-        c.erased += 1;
-        c.inlined += 1;
-        self.publish_counters();
+        self.count_inlined();
         true
     }
 
@@ -86,13 +81,18 @@ impl Scheduler {
         if let Some(t0) = t0 {
             self.shared.trace_record("release_tensor", id, stream, t0);
         }
+        self.count_inlined();
+        true
+    }
+
+    /// Counts one instruction run at once: inserted, dispatched and released in one go.
+    fn count_inlined(&mut self) {
         let c = &mut self.counts;
         c.inserted += 1;
         c.dispatched += 1;
         c.erased += 1;
         c.inlined += 1;
         self.publish_counters();
-        true
     }
 
     /// Counts a barrier that found the engine idle: nothing to wait for.

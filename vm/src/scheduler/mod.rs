@@ -411,28 +411,50 @@ mod loom_tests {
         l
     }
 
+    type State = Arc<Mutex<Vec<u64>>>;
+
+    /// The scheduler thread, reduced: under the state's mutex, passes until none moves; then
+    /// let go and wait on the notifier; exit at shutdown once nothing is pending.
+    fn spawn_scheduler() -> (
+        Arc<PendingStack>,
+        State,
+        Arc<AtomicBool>,
+        thread::JoinHandle<()>,
+    ) {
+        let pending = Arc::new(PendingStack::new());
+        let state: State = Arc::new(Mutex::new(Vec::new()));
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let (p, st, sd) = (pending.clone(), state.clone(), shutdown.clone());
+        let sched = thread::spawn(move || loop {
+            let mut s = st.lock();
+            while pass(&mut s, &p) {}
+            let stop = sd.load(SeqCst) && p.is_empty();
+            drop(s);
+            if stop {
+                break;
+            }
+            p.notifier.wait(None);
+        });
+        (pending, state, shutdown, sched)
+    }
+
+    fn stop_scheduler(
+        pending: &PendingStack,
+        shutdown: &AtomicBool,
+        sched: thread::JoinHandle<()>,
+    ) {
+        shutdown.store(true, SeqCst);
+        pending.notifier.notify();
+        sched.join().unwrap();
+    }
+
     /// Whether the waiting thread or the scheduler thread runs it, the submitted instruction
     /// runs exactly once, the waiter sees it, and the scheduler thread never sleeps through
     /// work (it would deadlock the model at shutdown).
     #[test]
     fn caller_runs_or_scheduler_runs_each_instruction_once() {
         loom::model(|| {
-            let pending = Arc::new(PendingStack::new());
-            let state = Arc::new(Mutex::new(Vec::new()));
-            let shutdown = Arc::new(AtomicBool::new(false));
-            let sched = {
-                let (pending, state, shutdown) = (pending.clone(), state.clone(), shutdown.clone());
-                thread::spawn(move || loop {
-                    let mut s = state.lock();
-                    while pass(&mut s, &pending) {}
-                    let stop = shutdown.load(SeqCst) && pending.is_empty();
-                    drop(s);
-                    if stop {
-                        break;
-                    }
-                    pending.notifier.wait(None);
-                })
-            };
+            let (pending, state, shutdown, sched) = spawn_scheduler();
             pending.push(instr(1));
             // Wait: run the passes if the scheduler thread sleeps, else let it work.
             loop {
@@ -446,9 +468,7 @@ mod loom_tests {
                 }
                 thread::yield_now();
             }
-            shutdown.store(true, SeqCst);
-            pending.notifier.notify();
-            sched.join().unwrap();
+            stop_scheduler(&pending, &shutdown, sched);
             assert_eq!(*state.lock(), vec![1], "run exactly once");
         });
     }
@@ -459,22 +479,7 @@ mod loom_tests {
     #[test]
     fn an_inline_run_keeps_submission_order_with_the_scheduler() {
         loom::model(|| {
-            let pending = Arc::new(PendingStack::new());
-            let state = Arc::new(Mutex::new(Vec::new()));
-            let shutdown = Arc::new(AtomicBool::new(false));
-            let sched = {
-                let (pending, state, shutdown) = (pending.clone(), state.clone(), shutdown.clone());
-                thread::spawn(move || loop {
-                    let mut s = state.lock();
-                    while pass(&mut s, &pending) {}
-                    let stop = shutdown.load(SeqCst) && pending.is_empty();
-                    drop(s);
-                    if stop {
-                        break;
-                    }
-                    pending.notifier.wait(None);
-                })
-            };
+            let (pending, state, shutdown, sched) = spawn_scheduler();
             pending.push(instr(1));
             // The cheap one: at once if the state is free and the engine idle, else queued.
             let ran_inline = match state.try_lock() {
@@ -493,9 +498,7 @@ mod loom_tests {
                 }
                 thread::yield_now();
             }
-            shutdown.store(true, SeqCst);
-            pending.notifier.notify();
-            sched.join().unwrap();
+            stop_scheduler(&pending, &shutdown, sched);
             assert_eq!(*state.lock(), vec![1, 2], "once each, in order");
         });
     }
