@@ -345,7 +345,7 @@ impl Vm {
         let sh = self.shared();
         let stream = crate::builder::mark_released(sh, blob)?;
         // At once on an idle engine: every earlier access is done, so free the memory now.
-        if !sh.any_async_stream && !sh.shutdown.load(Ordering::Acquire) && !in_engine() {
+        if !sh.any_async_stream {
             if let Some(mut s) = self.try_sched() {
                 if s.try_release_now(stream, blob) {
                     return Ok(());
@@ -364,9 +364,13 @@ impl Vm {
         self.enqueue(1, |p| p.push_one(node))
     }
 
-    /// The scheduler, if no thread holds it (the scheduler thread sleeps, or in synchronous
-    /// mode no other thread is submitting).
+    /// The scheduler, for running work at once on this thread: if the engine is not shutting
+    /// down, this is not engine code, and no thread holds it (the scheduler thread runs no
+    /// passes; in synchronous mode no other thread is submitting).
     fn try_sched(&self) -> Option<parking_lot::MutexGuard<'_, Scheduler>> {
+        if self.shared().shutdown.load(Ordering::Acquire) || in_engine() {
+            return None;
+        }
         match &self.inner.mode {
             Mode::Threaded { sched, .. } => sched.try_lock(),
             Mode::Sync(s) => s.try_lock(),
@@ -374,13 +378,10 @@ impl Vm {
     }
 
     /// Runs a checked, cheap `policy` at once on this thread if the engine is idle and its
-    /// scheduler free (see `scheduler/inline.rs`); gives it back otherwise, to be queued.
+    /// scheduler free (see `scheduler/inline.rs`); returns whether it did (if not, the caller
+    /// queues it).
     #[inline]
     fn run_now(&self, stream: StreamId, policy: &mut dyn InstructionPolicy) -> Result<bool> {
-        let sh = self.shared();
-        if sh.shutdown.load(Ordering::Acquire) || in_engine() {
-            return Ok(false);
-        }
         let Some(mut s) = self.try_sched() else {
             return Ok(false);
         };
@@ -599,11 +600,9 @@ impl Vm {
         if in_engine() {
             return Err(Error::ReentrantWait { op: "sync".into() });
         }
-        if !self.is_shut_down() {
-            if let Some(mut s) = self.try_sched() {
-                if s.pass_idle_barrier() {
-                    return Ok(()); // nothing received is still live
-                }
+        if let Some(mut s) = self.try_sched() {
+            if s.pass_idle_barrier() {
+                return Ok(()); // nothing received is still live
             }
         }
         let w = Arc::new(Waiter::new());

@@ -16,6 +16,16 @@ use crate::stream::{Exec, StreamId};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 impl Scheduler {
+    /// Whether work on `stream` may run now, on this thread: nothing is live or queued, and
+    /// the stream computes inline with synchronous completion.
+    fn can_run_now(&self, stream: StreamId) -> bool {
+        self.is_idle()
+            && self
+                .streams
+                .get(stream.0 as usize)
+                .is_some_and(|st| st.exec == Exec::Inline && !st.policy.done_means_launched())
+    }
+
     /// Runs `policy` now on this thread if the engine is idle, `stream` computes inline with
     /// synchronous completion, and `prepare` succeeds; returns whether it did. Otherwise the
     /// caller queues the policy as usual (a failing `prepare` then takes the scheduler's OOM
@@ -26,12 +36,10 @@ impl Scheduler {
         stream: StreamId,
         policy: &mut dyn InstructionPolicy,
     ) -> bool {
-        let Some(st) = self.streams.get(stream.0 as usize) else {
-            return false;
-        };
-        if !self.is_idle() || st.exec != Exec::Inline || st.policy.done_means_launched() {
+        if !self.can_run_now(stream) {
             return false;
         }
+        let st = &self.streams[stream.0 as usize];
         let mut ctx = PrepareCtx {
             allocator: &st.allocator,
         };
@@ -68,10 +76,7 @@ impl Scheduler {
     /// inline with synchronous completion: what its `ReleaseTensor` would do, minus the
     /// instruction. Returns whether it did.
     pub(crate) fn try_release_now(&mut self, stream: StreamId, blob: &Blob) -> bool {
-        let Some(st) = self.streams.get(stream.0 as usize) else {
-            return false;
-        };
-        if !self.is_idle() || st.exec != Exec::Inline || st.policy.done_means_launched() {
+        if !self.can_run_now(stream) {
             return false;
         }
         let t0 = self.shared.trace_now();
