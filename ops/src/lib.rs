@@ -8,7 +8,7 @@
 //! # Examples
 //!
 //! ```
-//! use eddy_ops::{cpu::elementwise::{binary, BinaryOp}, DType, Layout};
+//! use eddy_ops::{cpu::elementwise::{binary, BinaryOp, Lay}, DType, Layout};
 //! use eddy_vm::{instruction::OpCall, StreamId, Vm};
 //! let vm = Vm::builder().build().unwrap();
 //! let (a, b, c) = (vm.new_blob(8), vm.new_blob(8), vm.new_blob(8));
@@ -16,7 +16,7 @@
 //!     vm.write_blob(blob, move |m| m.chunks_mut(4).for_each(|c| c.copy_from_slice(&v.to_ne_bytes()))).unwrap();
 //! }
 //! let l = Layout::contiguous([2]);
-//! let k = binary(BinaryOp::Add, DType::F32, l.clone(), l);
+//! let k = binary(BinaryOp::Add, DType::F32, Lay::of(l.clone()), Lay::of(l));
 //! vm.run(StreamId::CPU, OpCall::new(k, [a, b].into_iter().collect(), [c.clone()].into_iter().collect())).unwrap();
 //! let out = vm.read_blob(&c, |m| f32::from_ne_bytes(m[..4].try_into().unwrap())).unwrap();
 //! assert_eq!(out, 3.0);

@@ -139,7 +139,11 @@ impl Tensor {
             return self.to_dtype(dt.to_float())?.unary(op);
         }
         let out = self.empty_like_shape(self.shape().clone(), dt)?;
-        Tensor::launch(ew::unary(op, dt, self.layout().clone()), &[self], &[&out])?;
+        Tensor::launch(
+            ew::unary(op, dt, self.lay_for(self.shape())),
+            &[self],
+            &[&out],
+        )?;
         if !dt.is_float() {
             return Ok(out);
         }
@@ -268,13 +272,8 @@ impl Tensor {
         }
         let (a, b) = (self.cast_ref(dt)?, rhs.cast_ref(dt)?);
         let (a, b) = (&*a, &*b);
-        let out = self.empty_like_shape(shape.clone(), dt)?;
-        let k = ew::binary(
-            op,
-            dt,
-            a.layout().broadcast_to(&shape),
-            b.layout().broadcast_to(&shape),
-        );
+        let out = self.empty_like_shape(shape, dt)?;
+        let k = ew::binary(op, dt, a.lay_for(out.shape()), b.lay_for(out.shape()));
         Tensor::launch(k, &[a, b], &[&out])?;
         if !dt.is_float() || op == BinaryOp::ReluBackward {
             return Ok(out);
@@ -322,12 +321,7 @@ impl Tensor {
         let (a, b) = (self.cast_ref(dt)?, rhs.cast_ref(dt)?);
         let (a, b) = (&*a, &*b);
         let out = self.empty_like_shape(shape.clone(), DType::Bool)?;
-        let k = ew::compare(
-            op,
-            dt,
-            a.layout().broadcast_to(&shape),
-            b.layout().broadcast_to(&shape),
-        );
+        let k = ew::compare(op, dt, a.lay_for(&shape), b.lay_for(&shape));
         Tensor::launch(k, &[a, b], &[&out])?;
         Ok(out)
     }

@@ -116,6 +116,19 @@ impl Tensor {
         (l.offset == 0 && distinct == elems).then(|| *s.host_range.get().expect("set before valid"))
     }
 
+    /// This operand's layout for an elementwise kernel whose output has `shape` (which it
+    /// broadcasts to): dense when it already has that shape and is contiguous, without
+    /// building a layout.
+    pub(crate) fn lay_for(&self, shape: &Shape) -> eddy_ops::cpu::elementwise::Lay {
+        use eddy_ops::cpu::elementwise::Lay;
+        let l = self.layout();
+        if l.shape == *shape && l.is_contiguous() {
+            Lay::Dense(l.offset)
+        } else {
+            Lay::of(l.broadcast_to(shape))
+        }
+    }
+
     /// A view of the same storage with another layout (no autograd record).
     pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
         Tensor::from_parts(self.0.storage.clone(), layout)

@@ -119,6 +119,90 @@ macro_rules! dispatch_int {
 }
 pub(crate) use dispatch_int;
 
+/// An elementwise operand's layout as a kernel keeps it: `Dense(offset)` when its elements are
+/// stored in the output's row-major order from `offset` (the common case: a word to move and
+/// nothing to walk), else the layout broadcast to the output's shape, boxed so that the kernel,
+/// which the engine moves a few times per op, stays small.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lay {
+    /// Contiguous, the output's shape, starting at this element offset.
+    Dense(usize),
+    /// Any layout of the output's shape.
+    Strided(Box<Layout>),
+}
+
+impl Lay {
+    /// `l` (already of the output's shape), as dense when it is contiguous.
+    ///
+    /// ```
+    /// use eddy_ops::{Layout, cpu::elementwise::Lay};
+    /// assert_eq!(Lay::of(Layout::contiguous([2, 3])), Lay::Dense(0));
+    /// assert!(matches!(Lay::of(Layout::contiguous([2, 3]).transpose(0, 1)), Lay::Strided(_)));
+    /// ```
+    pub fn of(l: Layout) -> Lay {
+        if l.is_contiguous() {
+            Lay::Dense(l.offset)
+        } else {
+            Lay::Strided(Box::new(l))
+        }
+    }
+
+    /// The full layout, given the output's shape (taken from a strided operand's layout).
+    fn layout(&self, shape: &crate::Shape) -> std::borrow::Cow<'_, Layout> {
+        match self {
+            Lay::Dense(off) => {
+                let mut l = Layout::contiguous(shape.clone());
+                l.offset = *off;
+                std::borrow::Cow::Owned(l)
+            }
+            Lay::Strided(l) => std::borrow::Cow::Borrowed(l),
+        }
+    }
+}
+
+/// [`map1`] over an operand kept as a [`Lay`]; `out` holds exactly the output's elements.
+pub fn map1_lay<S: Elem, D: Elem>(a: &[S], la: &Lay, out: &mut [D], f: impl Fn(S) -> D + Sync) {
+    match la {
+        Lay::Dense(off) => {
+            let a = &a[*off..*off + out.len()];
+            par_out(out, |st, c| {
+                let e = st + c.len();
+                for (o, &x) in c.iter_mut().zip(&a[st..e]) {
+                    *o = f(x);
+                }
+            });
+        }
+        Lay::Strided(l) => map1(a, l, out, f),
+    }
+}
+
+/// [`map2`] over operands kept as [`Lay`]s; `out` holds exactly the output's elements.
+pub fn map2_lay<A: Elem, B: Elem, D: Elem>(
+    a: &[A],
+    la: &Lay,
+    b: &[B],
+    lb: &Lay,
+    out: &mut [D],
+    f: impl Fn(A, B) -> D + Sync,
+) {
+    match (la, lb) {
+        (Lay::Dense(oa), Lay::Dense(ob)) => {
+            let n = out.len();
+            let (a, b) = (&a[*oa..*oa + n], &b[*ob..*ob + n]);
+            par_out(out, |st, c| {
+                let e = st + c.len();
+                for ((o, &x), &y) in c.iter_mut().zip(&a[st..e]).zip(&b[st..e]) {
+                    *o = f(x, y);
+                }
+            });
+        }
+        (Lay::Strided(l), _) | (_, Lay::Strided(l)) => {
+            let shape = &l.shape;
+            map2(a, &la.layout(shape), b, &lb.layout(shape), out, f);
+        }
+    }
+}
+
 /// `out[i] = f(a[i])` over a contiguous output, `a` in any layout of the same shape.
 pub fn map1<S: Elem, D: Elem>(a: &[S], la: &Layout, out: &mut [D], f: impl Fn(S) -> D + Sync) {
     let n = la.numel();
@@ -462,9 +546,9 @@ fn params(op: UnaryOp) -> (f64, f64) {
     }
 }
 
-/// `out = op(a)`: input 0 in layout `la`, output 0 contiguous; both of `dtype`. The op
+/// `out = op(a)`: input 0 laid out as `la` (of the output's shape), output 0 contiguous; both of `dtype`. The op
 /// definition checked that `dtype` is float, or integer with `op.keeps_int()`.
-pub fn unary(op: UnaryOp, dtype: DType, la: Layout) -> impl Kernel {
+pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> impl Kernel {
     FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
         let (c, d) = params(op);
         dispatch_float!(dtype, T => {
@@ -474,17 +558,17 @@ pub fn unary(op: UnaryOp, dtype: DType, la: Layout) -> impl Kernel {
             macro_rules! go {
                 ($($v:ident),*) => {
                     match op {
-                        $(UnaryOp::$v { .. } => map1(a, &la, o, |x: T| {
+                        $(UnaryOp::$v { .. } => map1_lay(a, &la, o, |x: T| {
                             T::down(apply_float(UnaryOp::$v, x.up(), c, d))
                         }),)*
-                        other => map1(a, &la, o, |x: T| T::down(apply_float(other, x.up(), c, d))),
+                        other => map1_lay(a, &la, o, |x: T| T::down(apply_float(other, x.up(), c, d))),
                     }
                 };
             }
             // The common ops get a loop each (so the op's match is hoisted and it vectorises).
             match op {
-                UnaryOp::AddScalar(_) => map1(a, &la, o, |x: T| T::down(x.up() + c)),
-                UnaryOp::MulScalar(_) => map1(a, &la, o, |x: T| T::down(x.up() * c)),
+                UnaryOp::AddScalar(_) => map1_lay(a, &la, o, |x: T| T::down(x.up() + c)),
+                UnaryOp::MulScalar(_) => map1_lay(a, &la, o, |x: T| T::down(x.up() * c)),
                 _ => go!(Neg, Relu, Exp, Sqrt, Square, Tanh, Sigmoid, Gelu, Silu),
             }
             Ok(())
@@ -492,7 +576,7 @@ pub fn unary(op: UnaryOp, dtype: DType, la: Layout) -> impl Kernel {
             // SAFETY: as above.
             let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
             let (c, d) = (c as i64, d as i64);
-            map1(a, &la, o, |x: T| T::from_i64(apply_int(op, x.to_i64(), c, d)));
+            map1_lay(a, &la, o, |x: T| T::from_i64(apply_int(op, x.to_i64(), c, d)));
             Ok(())
         }, else => Err(format!("unsupported dtype {dtype}"))))
     })
@@ -547,14 +631,14 @@ fn nan_min<A: PartialOrd + Copy>(x: A, y: A) -> A {
     }
 }
 
-/// `out = a op b`: inputs 0 and 1 in layouts already broadcast to the output shape, all of
+/// `out = a op b`: inputs 0 and 1 laid out as `la`, `lb`, already broadcast to the output shape, all of
 /// `dtype` (the op definition promoted them). Integer `div` is not defined (it promotes to float).
-pub fn binary(op: BinaryOp, dtype: DType, la: Layout, lb: Layout) -> impl Kernel {
+pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
     FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
         dispatch_float!(dtype, T => {
             // SAFETY: inputs 0 and 1 are read, output 0 written; the output is a fresh blob.
             let (a, b, o) = unsafe { (input::<T>(&ins[0]), input::<T>(&ins[1]), output::<T>(&outs[0])) };
-            macro_rules! go { ($f:expr) => { map2(a, &la, b, &lb, o, |x: T, y: T| T::down($f(x.up(), y.up()))) }; }
+            macro_rules! go { ($f:expr) => { map2_lay(a, &la, b, &lb, o, |x: T, y: T| T::down($f(x.up(), y.up()))) }; }
             type A = <T as FloatElem>::A;
             match op {
                 BinaryOp::Add => go!(|x: A, y: A| x + y),
@@ -570,7 +654,7 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Layout, lb: Layout) -> impl Kernel
         }, else => dispatch_int!(dtype, T => {
             // SAFETY: as above.
             let (a, b, o) = unsafe { (input::<T>(&ins[0]), input::<T>(&ins[1]), output::<T>(&outs[0])) };
-            macro_rules! go { ($f:expr) => { map2(a, &la, b, &lb, o, |x: T, y: T| T::from_i64($f(x.to_i64(), y.to_i64()))) }; }
+            macro_rules! go { ($f:expr) => { map2_lay(a, &la, b, &lb, o, |x: T, y: T| T::from_i64($f(x.to_i64(), y.to_i64()))) }; }
             match op {
                 BinaryOp::Add => go!(|x: i64, y: i64| x.wrapping_add(y)),
                 BinaryOp::Sub => go!(|x: i64, y: i64| x.wrapping_sub(y)),
@@ -612,12 +696,12 @@ impl CmpOp {
 }
 
 /// `out = a cmp b` (as `Bool`), inputs of one `dtype` broadcast to the output shape.
-pub fn compare(op: CmpOp, dtype: DType, la: Layout, lb: Layout) -> impl Kernel {
+pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
     FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
         crate::dispatch!(dtype, T => {
             // SAFETY: inputs 0 and 1 are read, output 0 written; the output is a fresh blob.
             let (a, b, o) = unsafe { (input::<T>(&ins[0]), input::<T>(&ins[1]), output::<Bool8>(&outs[0])) };
-            macro_rules! go { ($f:expr) => { map2(a, &la, b, &lb, o, |x: T, y: T| Bool8($f(x, y) as u8)) }; }
+            macro_rules! go { ($f:expr) => { map2_lay(a, &la, b, &lb, o, |x: T, y: T| Bool8($f(x, y) as u8)) }; }
             match op {
                 CmpOp::Eq => go!(|x: T, y: T| x == y),
                 CmpOp::Ne => go!(|x: T, y: T| x != y),
