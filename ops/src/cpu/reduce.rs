@@ -214,6 +214,12 @@ pub fn sum_leading(dtype: DType, offset: usize, rows_n: usize, cols: usize) -> i
             // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
             let (a, o) = unsafe { (input::<F>(&ins[0]), output::<F>(&outs[0])) };
             let a = &a[offset..offset + rows_n * cols];
+            if cols == 1 {
+                // A full reduction: one column, summed with independent accumulators (a running
+                // sum in `acc[0]` would wait on the previous addition at every element).
+                o[0] = F::down(sum_float(a));
+                return Ok(());
+            }
             let mut acc = vec![<F as FloatElem>::A::zero(); cols];
             for row in a.chunks_exact(cols.max(1)) {
                 for (s, &v) in acc.iter_mut().zip(row) {
