@@ -163,15 +163,7 @@ impl Lay {
 /// [`map1`] over an operand kept as a [`Lay`]; `out` holds exactly the output's elements.
 pub fn map1_lay<S: Elem, D: Elem>(a: &[S], la: &Lay, out: &mut [D], f: impl Fn(S) -> D + Sync) {
     match la {
-        Lay::Dense(off) => {
-            let a = &a[*off..*off + out.len()];
-            par_out(out, |st, c| {
-                let e = st + c.len();
-                for (o, &x) in c.iter_mut().zip(&a[st..e]) {
-                    *o = f(x);
-                }
-            });
-        }
+        Lay::Dense(off) => dense1(&a[*off..*off + out.len()], out, f),
         Lay::Strided(l) => map1(a, l, out, f),
     }
 }
@@ -188,13 +180,7 @@ pub fn map2_lay<A: Elem, B: Elem, D: Elem>(
     match (la, lb) {
         (Lay::Dense(oa), Lay::Dense(ob)) => {
             let n = out.len();
-            let (a, b) = (&a[*oa..*oa + n], &b[*ob..*ob + n]);
-            par_out(out, |st, c| {
-                let e = st + c.len();
-                for ((o, &x), &y) in c.iter_mut().zip(&a[st..e]).zip(&b[st..e]) {
-                    *o = f(x, y);
-                }
-            });
+            dense2(&a[*oa..*oa + n], &b[*ob..*ob + n], out, f);
         }
         (Lay::Strided(l), _) | (_, Lay::Strided(l)) => {
             let shape = &l.shape;
@@ -203,18 +189,37 @@ pub fn map2_lay<A: Elem, B: Elem, D: Elem>(
     }
 }
 
+/// `out[i] = f(a[i])`, all three dense and of one length.
+fn dense1<S: Elem, D: Elem>(a: &[S], out: &mut [D], f: impl Fn(S) -> D + Sync) {
+    par_out(out, |st, c| {
+        let e = st + c.len();
+        for (o, &x) in c.iter_mut().zip(&a[st..e]) {
+            *o = f(x);
+        }
+    });
+}
+
+/// `out[i] = f(a[i], b[i])`, all dense and of one length.
+fn dense2<A: Elem, B: Elem, D: Elem>(
+    a: &[A],
+    b: &[B],
+    out: &mut [D],
+    f: impl Fn(A, B) -> D + Sync,
+) {
+    par_out(out, |st, c| {
+        let e = st + c.len();
+        for ((o, &x), &y) in c.iter_mut().zip(&a[st..e]).zip(&b[st..e]) {
+            *o = f(x, y);
+        }
+    });
+}
+
 /// `out[i] = f(a[i])` over a contiguous output, `a` in any layout of the same shape.
 pub fn map1<S: Elem, D: Elem>(a: &[S], la: &Layout, out: &mut [D], f: impl Fn(S) -> D + Sync) {
     let n = la.numel();
     let out = &mut out[..n];
     if let Some(r) = la.contiguous_range() {
-        let a = &a[r];
-        par_out(out, |st, c| {
-            let e = st + c.len();
-            for (o, &x) in c.iter_mut().zip(&a[st..e]) {
-                *o = f(x);
-            }
-        });
+        dense1(&a[r], out, f);
     } else {
         par_out(out, |st, c| {
             walk(
@@ -248,15 +253,7 @@ pub fn map2<A: Elem, B: Elem, D: Elem>(
     }
     let out = &mut out[..n];
     match (la.contiguous_range(), lb.contiguous_range()) {
-        (Some(ra), Some(rb)) => {
-            let (a, b) = (&a[ra], &b[rb]);
-            par_out(out, |st, c| {
-                let e = st + c.len();
-                for ((o, &x), &y) in c.iter_mut().zip(&a[st..e]).zip(&b[st..e]) {
-                    *o = f(x, y);
-                }
-            });
-        }
+        (Some(ra), Some(rb)) => dense2(&a[ra], &b[rb], out, f),
         (Some(ra), None) if scalar_of(lb) => {
             let (a, y) = (&a[ra], b[lb.offset]);
             par_out(out, |st, c| {
