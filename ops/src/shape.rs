@@ -110,22 +110,10 @@ impl Shape {
     /// They saturate: only a shape without elements can have strides past `usize::MAX` (its
     /// other dims may be huge, as `[0, usize::MAX, 2]`), and such strides never address memory.
     pub fn contiguous_strides(&self) -> SmallVec<[usize; 4]> {
-        let d = self.dims();
-        let fill = |s: &mut [usize]| {
-            let mut acc = 1usize;
-            for i in (0..d.len()).rev() {
-                s[i] = acc;
-                acc = acc.saturating_mul(d[i].max(1));
-            }
-        };
-        if d.len() <= 4 {
-            // The common ranks: computed in place, no generic fill of the vector first.
-            let mut buf = [0usize; 4];
-            fill(&mut buf[..d.len()]);
-            return SmallVec::from_buf_and_len(buf, d.len());
+        let mut s: SmallVec<[usize; 4]> = SmallVec::from_elem(1, self.rank());
+        for i in (0..self.rank().saturating_sub(1)).rev() {
+            s[i] = s[i + 1].saturating_mul(self.0[i + 1].max(1));
         }
-        let mut s: SmallVec<[usize; 4]> = SmallVec::from_elem(1, d.len());
-        fill(&mut s);
         s
     }
     /// Normalises a possibly negative dim (`-1` is the last) for `op`.

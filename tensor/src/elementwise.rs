@@ -320,8 +320,8 @@ impl Tensor {
         let (shape, dt) = self.binary_prep(op.name(), rhs)?;
         let (a, b) = (self.cast_ref(dt)?, rhs.cast_ref(dt)?);
         let (a, b) = (&*a, &*b);
-        let out = self.empty_like_shape(shape.clone(), DType::Bool)?;
-        let k = ew::compare(op, dt, a.lay_for(&shape), b.lay_for(&shape));
+        let out = self.empty_like_shape(shape, DType::Bool)?;
+        let k = ew::compare(op, dt, a.lay_for(out.shape()), b.lay_for(out.shape()));
         Tensor::launch(k, &[a, b], &[&out])?;
         Ok(out)
     }

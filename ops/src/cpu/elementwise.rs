@@ -543,8 +543,9 @@ fn params(op: UnaryOp) -> (f64, f64) {
     }
 }
 
-/// `out = op(a)`: input 0 laid out as `la` (of the output's shape), output 0 contiguous; both of `dtype`. The op
-/// definition checked that `dtype` is float, or integer with `op.keeps_int()`.
+/// `out = op(a)`: input 0 laid out as `la` (of the output's shape), output 0 contiguous; both
+/// of `dtype`. The op definition checked that `dtype` is float, or integer with
+/// `op.keeps_int()`.
 pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> impl Kernel {
     FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
         let (c, d) = params(op);
@@ -628,8 +629,8 @@ fn nan_min<A: PartialOrd + Copy>(x: A, y: A) -> A {
     }
 }
 
-/// `out = a op b`: inputs 0 and 1 laid out as `la`, `lb`, already broadcast to the output shape, all of
-/// `dtype` (the op definition promoted them). Integer `div` is not defined (it promotes to float).
+/// `out = a op b`: inputs 0 and 1 laid out as `la`, `lb`, already broadcast to the output
+/// shape, all of `dtype` (the op definition promoted them). Integer `div` is not defined (it promotes to float).
 pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
     FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
         dispatch_float!(dtype, T => {
