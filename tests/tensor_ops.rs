@@ -1743,3 +1743,123 @@ fn optimizers_match_their_update_rules() {
         Err(Error::InvalidArgument { .. })
     ));
 }
+
+/// Sizes above the parallel thresholds, so the kernel pool splits the work (matmul in column
+/// bands when `n ≥ m`, row bands otherwise; elementwise, in-place, reduction and softmax loops
+/// in chunks): every result against plain loops over `f64`, several times, so a chunk the
+/// pool ran twice or dropped shows.
+#[test]
+fn parallel_kernels_match_reference() {
+    fn vals(n: usize, seed: u64) -> Vec<f32> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+    }
+    fn close(what: &str, got: &[f32], want: &[f64], tol: f64) {
+        assert_eq!(got.len(), want.len(), "{what}: length");
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g as f64 - w).abs() <= tol * (1.0 + w.abs()),
+                "{what}: element {i}: {g} against {w}"
+            );
+        }
+    }
+    // (m, k, n, a given transposed, b given transposed)
+    for &(m, k, n, ta, tb) in &[
+        (40, 100, 200, false, false), // column bands
+        (300, 50, 40, false, true),   // row bands, `b` a transposed view
+        (128, 70, 130, true, false),  // `a` a transposed view, bands not a multiple of 16
+        (17, 300, 97, true, true),
+    ] {
+        let (a, b) = (vals(m * k, 1), vals(k * n, 2));
+        let ta_ = if ta {
+            Tensor::from_vec(a.clone(), [k, m]).unwrap().t().unwrap()
+        } else {
+            Tensor::from_vec(a.clone(), [m, k]).unwrap()
+        };
+        let tb_ = if tb {
+            Tensor::from_vec(b.clone(), [n, k]).unwrap().t().unwrap()
+        } else {
+            Tensor::from_vec(b.clone(), [k, n]).unwrap()
+        };
+        let at = |i: usize, p: usize| (if ta { a[p * m + i] } else { a[i * k + p] }) as f64;
+        let bt = |p: usize, j: usize| (if tb { b[j * k + p] } else { b[p * n + j] }) as f64;
+        let want: Vec<f64> = (0..m * n)
+            .map(|ij| (0..k).map(|p| at(ij / n, p) * bt(p, ij % n)).sum())
+            .collect();
+        for _ in 0..3 {
+            let got = ta_.matmul(&tb_).unwrap().to_vec::<f32>().unwrap();
+            close(
+                &format!("matmul {m}x{k}x{n} ta={ta} tb={tb}"),
+                &got,
+                &want,
+                1e-4,
+            );
+        }
+    }
+
+    let n = 100_003; // above the elementwise threshold, not a multiple of any chunk size
+    let (x, y) = (vals(n, 3), vals(n, 4));
+    let tx = Tensor::from_vec(x.clone(), [n]).unwrap();
+    let ty = Tensor::from_vec(y.clone(), [n]).unwrap();
+    let f64s = |v: &[f32]| v.iter().map(|&v| v as f64).collect::<Vec<_>>();
+    for _ in 0..3 {
+        let want: Vec<f64> = x
+            .iter()
+            .zip(&y)
+            .map(|(&a, &b)| a as f64 + b as f64)
+            .collect();
+        close(
+            "add",
+            &tx.add(&ty).unwrap().to_vec::<f32>().unwrap(),
+            &want,
+            1e-6,
+        );
+        let want: Vec<f64> = x.iter().map(|&a| a as f64 * -0.5).collect();
+        close(
+            "mul_scalar",
+            &tx.mul_scalar(-0.5).unwrap().to_vec::<f32>().unwrap(),
+            &want,
+            1e-6,
+        );
+        let want: Vec<f64> = x.iter().map(|&a| (a as f64).max(0.0)).collect();
+        close(
+            "relu",
+            &tx.relu().unwrap().to_vec::<f32>().unwrap(),
+            &want,
+            0.0,
+        );
+        let p = Tensor::from_vec(x.clone(), [n]).unwrap();
+        p.add_scaled_(&ty, -0.25).unwrap();
+        let want: Vec<f64> = x
+            .iter()
+            .zip(&y)
+            .map(|(&a, &b)| a as f64 - 0.25 * b as f64)
+            .collect();
+        close("add_scaled_", &p.to_vec::<f32>().unwrap(), &want, 1e-6);
+        let s = tx.sum_all().unwrap().to_vec::<f32>().unwrap();
+        close("sum_all", &s, &[f64s(&x).iter().sum::<f64>()], 1e-4);
+    }
+
+    let (rows, cols) = (600, 70); // 42,000 elements: rows split across the pool
+    let z = vals(rows * cols, 5);
+    let tz = Tensor::from_vec(z.clone(), [rows, cols]).unwrap();
+    let mut want = Vec::with_capacity(rows * cols);
+    let mut sums = Vec::with_capacity(rows);
+    for r in z.chunks(cols) {
+        let mx = r.iter().fold(f64::MIN, |m, &v| m.max(v as f64));
+        let e: Vec<f64> = r.iter().map(|&v| (v as f64 - mx).exp()).collect();
+        let s: f64 = e.iter().sum();
+        want.extend(e.iter().map(|v| v / s));
+        sums.push(r.iter().map(|&v| v as f64).sum::<f64>());
+    }
+    for _ in 0..3 {
+        close(
+            "softmax",
+            &tz.softmax(1).unwrap().to_vec::<f32>().unwrap(),
+            &want,
+            1e-5,
+        );
+        let got = tz.sum(&[1], false).unwrap().to_vec::<f32>().unwrap();
+        close("row sums", &got, &sums, 1e-5);
+    }
+}

@@ -4,7 +4,6 @@
 use crate::{Elem, Layout};
 use eddy_vm::instruction::{ComputeCtx, Kernel};
 use eddy_vm::Blob;
-use rayon::prelude::*;
 use std::sync::Arc;
 
 /// A kernel made of a name and a closure over the instruction's input and output blobs.
@@ -110,17 +109,21 @@ pub unsafe fn output<T: Elem>(b: &Blob) -> &mut [T] {
 /// Below this many elements a kernel runs on one core: waking the pool costs more.
 pub const PAR_MIN: usize = 1 << 15;
 
-/// Runs `f(start, chunk)` over `out` split in chunks, on both cores when `out` is large.
+/// How many chunks a parallel loop is cut into per thread: more than one, so that a thread
+/// that starts late (a helper waking up) takes fewer and nobody waits long for it.
+pub const CHUNKS_PER_THREAD: usize = 4;
+
+/// Runs `f(start, chunk)` over `out` split in chunks, on every core of the kernel pool
+/// ([`eddy_vm::par`]) when `out` is large.
 pub fn par_out<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync + Send) {
     let n = out.len();
-    if n < PAR_MIN || rayon::current_num_threads() < 2 {
+    let threads = eddy_vm::par::threads();
+    if n < PAR_MIN || threads < 2 {
         f(0, out);
         return;
     }
-    let chunk = n.div_ceil(rayon::current_num_threads() * 4).max(4096);
-    out.par_chunks_mut(chunk)
-        .enumerate()
-        .for_each(|(i, c)| f(i * chunk, c));
+    let chunk = n.div_ceil(threads * CHUNKS_PER_THREAD).max(4096);
+    eddy_vm::par::for_each_chunk_mut(out, chunk, f);
 }
 
 /// Storage offsets of the elements `start..end` (row-major order) of `N` layouts sharing one

@@ -136,10 +136,9 @@ fn set_threads(o: &Opts) -> Result<usize, Fail> {
     if threads == 0 {
         return Err(Fail::Usage("--threads must be at least 1".into()));
     }
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build_global()
-        .map_err(|e| Fail::Run(e.to_string()))?;
+    if !eddy::vm::par::set_threads(threads) {
+        return Err(Fail::Run("the kernel pool was already started".into()));
+    }
     Ok(threads)
 }
 

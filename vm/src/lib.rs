@@ -30,6 +30,7 @@ mod exec;
 mod handoff;
 pub mod instruction;
 mod notifier;
+pub mod par;
 mod pending;
 mod pool;
 mod scheduler;

@@ -4,7 +4,6 @@
 use crate::kernel::{input, output, walk, FnKernel};
 use crate::{DType, Elem, Layout};
 use eddy_vm::{instruction::Kernel, Blob};
-use gemm::Parallelism;
 use std::sync::Arc;
 
 /// `out[b] = a[b] @ b[b]` for every batch index: input 0 of layout `la` (`[batch.., m, k]`),
@@ -46,10 +45,10 @@ fn run<T: Elem + num_traits::Zero>(
         o[..nb * m * n].fill(T::ZERO);
         return Ok(());
     }
-    let par = if m * n * k >= 64 * 64 * 64 {
-        Parallelism::Rayon(0)
+    let parts = if m * n * k >= PAR_MNK {
+        eddy_vm::par::threads()
     } else {
-        Parallelism::None
+        1
     };
     let (a_rs, a_cs) = (la.strides[r - 2] as isize, la.strides[r - 1] as isize);
     let (b_rs, b_cs) = (lb.strides[r - 2] as isize, lb.strides[r - 1] as isize);
@@ -72,29 +71,105 @@ fn run<T: Elem + num_traits::Zero>(
             // operand's dims, lies inside its slice (the last one was checked just above; strides
             // are non-negative); `dst` is a dense `m × n` row-major slice that only gemm writes.
             unsafe {
-                gemm::gemm(
+                gemm_parts(
+                    parts,
+                    Mat {
+                        p: dst.as_mut_ptr(),
+                        rs: n as isize,
+                        cs: 1,
+                    },
+                    Mat {
+                        p: a.as_ptr().add(oa).cast_mut(),
+                        rs: a_rs,
+                        cs: a_cs,
+                    },
+                    Mat {
+                        p: b.as_ptr().add(ob).cast_mut(),
+                        rs: b_rs,
+                        cs: b_cs,
+                    },
                     m,
                     n,
                     k,
-                    dst.as_mut_ptr(),
-                    1,
-                    n as isize,
-                    false,
-                    a.as_ptr().add(oa),
-                    a_cs,
-                    a_rs,
-                    b.as_ptr().add(ob),
-                    b_cs,
-                    b_rs,
-                    T::ZERO,
-                    T::from_f64(1.0),
-                    false,
-                    false,
-                    false,
-                    par,
                 )
             }
         },
     );
     err.map_or(Ok(()), Err)
+}
+
+/// From this many multiply-adds on, a product is split over the kernel pool's threads.
+const PAR_MNK: usize = 64 * 64 * 64;
+
+/// A strided matrix operand: element `(i, j)` at `p + i*rs + j*cs`.
+#[derive(Clone, Copy)]
+struct Mat<T> {
+    p: *mut T,
+    rs: isize,
+    cs: isize,
+}
+// SAFETY: `gemm_parts` hands each thread a disjoint block of the output and read-only operands.
+unsafe impl<T> Send for Mat<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for Mat<T> {}
+
+/// `dst = a @ b` (`m × k` by `k × n`) as `parts` single-threaded gemm calls on the kernel pool,
+/// each computing a band of the output: columns when `n ≥ m`, else rows, in multiples of 16 so
+/// every band keeps whole micro-kernel tiles. One band per thread, each packing its own
+/// operands, measured faster than gemm's own rayon split from a non-rayon thread for every
+/// shape of the MLP workload (the hand-off to rayon's sleeping threads cost 15–20 µs a call).
+///
+/// # Safety
+///
+/// As `gemm::gemm`: every element of the three matrices is in bounds, `dst` is written by
+/// nothing else, and `a`, `b` are not written during the call.
+unsafe fn gemm_parts<T: Elem + num_traits::Zero>(
+    parts: usize,
+    dst: Mat<T>,
+    a: Mat<T>,
+    b: Mat<T>,
+    m: usize,
+    n: usize,
+    k: usize,
+) {
+    // SAFETY: the caller's guarantee, for the block of `rows × cols` at `(i0, j0)`.
+    let block = |i0: usize, j0: usize, rows: usize, cols: usize| unsafe {
+        let (dst, a, b) = (dst, a, b); // whole operands (`Sync`), not their raw pointer fields
+        gemm::gemm(
+            rows,
+            cols,
+            k,
+            dst.p.offset(i0 as isize * dst.rs + j0 as isize * dst.cs),
+            dst.cs,
+            dst.rs,
+            false,
+            a.p.offset(i0 as isize * a.rs),
+            a.cs,
+            a.rs,
+            b.p.offset(j0 as isize * b.cs),
+            b.cs,
+            b.rs,
+            T::ZERO,
+            T::from_f64(1.0),
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        )
+    };
+    let split_cols = n >= m;
+    let len = if split_cols { n } else { m };
+    let band = len.div_ceil(parts.max(1)).next_multiple_of(16);
+    if parts < 2 || band >= len {
+        block(0, 0, m, n);
+        return;
+    }
+    eddy_vm::par::for_each(len.div_ceil(band), |p| {
+        let (s, w) = (p * band, band.min(len - p * band));
+        if split_cols {
+            block(0, s, m, w)
+        } else {
+            block(s, 0, w, n)
+        }
+    });
 }

@@ -6,7 +6,6 @@ use crate::kernel::{input, output, FnKernel};
 use crate::DType;
 use eddy_vm::{instruction::Kernel, Blob};
 use num_traits::{Float, One, Zero};
-use rayon::prelude::*;
 use std::sync::Arc;
 
 /// The sum of `v` in the compute type, over 8 independent lanes (so it vectorises).
@@ -62,7 +61,12 @@ pub fn softmax(dtype: DType, offset: usize, rows: usize, cols: usize, log: bool)
                 }
             };
             if rows * cols >= crate::kernel::PAR_MIN && rows > 1 {
-                o.par_chunks_mut(cols).zip(a.par_chunks(cols)).for_each(|(y, x)| row(x, y));
+                let per = rows.div_ceil(eddy_vm::par::threads() * crate::kernel::CHUNKS_PER_THREAD);
+                eddy_vm::par::for_each_chunk_mut(o, per * cols, |start, ys| {
+                    for (y, x) in ys.chunks_mut(cols).zip(a[start..].chunks(cols)) {
+                        row(x, y);
+                    }
+                });
             } else {
                 for (y, x) in o.chunks_mut(cols).zip(a.chunks(cols)) {
                     row(x, y);

@@ -89,8 +89,12 @@ fn par_out_rows<O: Send>(out: &mut [O], r: usize, f: impl Fn(usize, &mut O) + Sy
             f(j, o);
         }
     } else {
-        use rayon::prelude::*;
-        out.par_iter_mut().enumerate().for_each(|(j, o)| f(j, o));
+        let per = n.div_ceil(eddy_vm::par::threads() * crate::kernel::CHUNKS_PER_THREAD);
+        eddy_vm::par::for_each_chunk_mut(out, per, |start, c| {
+            for (k, o) in c.iter_mut().enumerate() {
+                f(start + k, o);
+            }
+        });
     }
 }
 
