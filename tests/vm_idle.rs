@@ -1,5 +1,6 @@
-//! An idle engine must not burn a core (OneFlow's VM keeps ~1.9 cores busy here). Its own test
-//! binary, so no other test's threads run while the process's CPU time is measured.
+//! An idle engine must not burn a core (OneFlow's VM keeps ~1.9 cores busy here), nor must the
+//! kernel pool's helpers once their spin after the last job is over. Its own test binary, so no
+//! other test's threads run while the process's CPU time is measured.
 
 use eddy::vm::stream::{cpu::CpuStream, Exec};
 use eddy::vm::testing::Noop;
@@ -16,7 +17,7 @@ fn cpu_time() -> Duration {
 }
 
 #[test]
-fn an_idle_engine_uses_under_one_percent_of_a_core() {
+fn an_idle_engine_and_kernel_pool_use_under_one_percent_of_a_core() {
     let mut b = VmBuilder::new();
     b.add_stream(Arc::new(CpuStream::new("worker", Exec::Worker)));
     let vm = b.build().unwrap();
@@ -28,6 +29,14 @@ fn an_idle_engine_uses_under_one_percent_of_a_core() {
         }
     }
     vm.sync().unwrap();
+    // Jobs on the kernel pool, so its helpers have started, spun, and must have parked.
+    let hits = std::sync::atomic::AtomicUsize::new(0);
+    for _ in 0..100 {
+        eddy::vm::par::for_each(8, |_| {
+            hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+    assert_eq!(hits.into_inner(), 800);
     std::thread::sleep(Duration::from_millis(100));
     let (c0, t0) = (cpu_time(), Instant::now());
     std::thread::sleep(Duration::from_secs(1));

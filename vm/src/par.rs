@@ -23,8 +23,10 @@
 //! A helper spins on its slot for [`SPIN`] after its last job, then announces `sleeping`
 //! (SeqCst), re-checks its slot (SeqCst), and parks; a caller stores the offer (SeqCst) and then
 //! reads `sleeping` (SeqCst) to decide whether to unpark. One of the two sees the other's
-//! write, so no offer is left asleep (the loom model below checks it); park's token covers an
-//! unpark that comes before the park.
+//! write, so no offer is left asleep; park's token covers an unpark that comes before the park.
+//! (A lost wake-up would cost speed, not correctness: the caller runs every chunk nobody took.
+//! The loom model below checks the part correctness rests on: the caller never returns while a
+//! helper still runs one of the job's chunks.)
 //!
 //! A job started while another holds the helpers (two engines' schedulers), or from inside a
 //! chunk, runs its chunks on the calling thread alone. A panic in a chunk stops further claims

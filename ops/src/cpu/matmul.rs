@@ -109,9 +109,9 @@ struct Mat<T> {
     cs: isize,
 }
 // SAFETY: `gemm_parts` hands each thread a disjoint block of the output and read-only operands.
-unsafe impl<T> Send for Mat<T> {}
+unsafe impl<T: Send + Sync> Send for Mat<T> {}
 // SAFETY: as above.
-unsafe impl<T> Sync for Mat<T> {}
+unsafe impl<T: Send + Sync> Sync for Mat<T> {}
 
 /// `dst = a @ b` (`m × k` by `k × n`) as `parts` single-threaded gemm calls on the kernel pool,
 /// each computing a band of the output: columns when `n ≥ m`, else rows, in multiples of 16 so
