@@ -1769,6 +1769,10 @@ fn parallel_kernels_match_reference() {
         (300, 50, 40, false, true),   // row bands, `b` a transposed view
         (128, 70, 130, true, false),  // `a` a transposed view, bands not a multiple of 16
         (17, 300, 97, true, true),
+        // One row (a batch-1 forward): the streaming loops, in bands over the pool.
+        (1, 784, 512, false, true),  // `x @ Wᵀ`, the `Linear` layout
+        (1, 300, 200, false, false), // `x @ B`, `B` row-major
+        (1, 37, 10, true, true),     // below the parallel threshold, tails in both dims
     ] {
         let (a, b) = (vals(m * k, 1), vals(k * n, 2));
         let ta_ = if ta {

@@ -13,8 +13,8 @@ pub fn matmul(dtype: DType, la: Layout, lb: Layout) -> impl Kernel {
     FnKernel::new(
         "matmul",
         move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| match dtype {
-            DType::F32 => run::<f32>(&la, &lb, ins, outs),
-            DType::F64 => run::<f64>(&la, &lb, ins, outs),
+            DType::F32 => run::<f32>(&la, &lb, ins, outs, single_row_f32),
+            DType::F64 => run::<f64>(&la, &lb, ins, outs, |_, _, _, _, _| false),
             d => Err(format!("matmul kernel does not take {d}")),
         },
     )
@@ -25,6 +25,7 @@ fn run<T: Elem + num_traits::Zero>(
     lb: &Layout,
     ins: &[Arc<Blob>],
     outs: &[Arc<Blob>],
+    single_row: SingleRow<T>,
 ) -> Result<(), String> {
     let r = la.shape.rank();
     let (m, k, n) = (la.dims()[r - 2], la.dims()[r - 1], lb.dims()[r - 1]);
@@ -67,6 +68,12 @@ fn run<T: Elem + num_traits::Zero>(
                 err = Some("matmul operand out of its storage".to_string());
                 return;
             }
+            if m == 1
+                && a_cs == 1
+                && single_row(&a[oa..oa + k], &b[ob..], b_rs as usize, b_cs as usize, dst)
+            {
+                return;
+            }
             // SAFETY: every element gemm reads, `base + i*rs + j*cs` for i, j within the
             // operand's dims, lies inside its slice (the last one was checked just above; strides
             // are non-negative); `dst` is a dense `m × n` row-major slice that only gemm writes.
@@ -96,6 +103,16 @@ fn run<T: Elem + num_traits::Zero>(
         },
     );
     err.map_or(Ok(()), Err)
+}
+
+/// `y = x @ B` for one row `x` (`B` at the slice's start with row and column strides
+/// `rs`, `cs`), if the dtype has a kernel for it and `B` has contiguous rows or columns;
+/// returns whether it ran.
+type SingleRow<T> = fn(x: &[T], b: &[T], rs: usize, cs: usize, y: &mut [T]) -> bool;
+
+/// [`SingleRow`] for `f32`: the streaming loops of [`gemv`](super::gemv) where the CPU has them.
+fn single_row_f32(x: &[f32], b: &[f32], rs: usize, cs: usize, y: &mut [f32]) -> bool {
+    super::gemv::gemv(x, b, rs, cs, y)
 }
 
 /// From this many multiply-adds on, a product is split over the kernel pool's threads.
