@@ -44,11 +44,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         vm.release(&b).unwrap();
     });
     let (a, c) = (vm.new_blob(64), vm.new_blob(64));
-    time("a cheap no-op op call: 2 blobs in, a 0-byte blob out", || {
-        let ins = [a.clone(), c.clone()].into_iter().collect();
-        let call = OpCall::new(nop(), ins, [vm.new_blob(0)].into_iter().collect());
-        vm.run(StreamId::CPU, call.with_cheap(true)).unwrap();
-    });
+    time(
+        "a cheap no-op op call: 2 blobs in, a 0-byte blob out",
+        || {
+            let ins = [a.clone(), c.clone()].into_iter().collect();
+            let call = OpCall::new(nop(), ins, [vm.new_blob(0)].into_iter().collect());
+            vm.run(StreamId::CPU, call.with_cheap(true)).unwrap();
+        },
+    );
     time("x.reshape([4, 4]) (a view), dropped", || {
         let _ = x.reshape([4, 4]).unwrap();
     });
