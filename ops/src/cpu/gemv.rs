@@ -149,12 +149,15 @@ mod avx2 {
     ///
     /// # Safety
     ///
-    /// The CPU has AVX2 and FMA, and `b` holds `(x.len() - 1) * ld + start + y.len()` elements.
+    /// The CPU has AVX2 and FMA. (Bounds are checked once per band, below.)
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn axpy_band(x: &[f32], b: &[f32], ld: usize, start: usize, y: &mut [f32]) {
         let n = y.len();
         let k = x.len();
-        debug_assert!(k == 0 || (k - 1) * ld + start + n <= b.len());
+        assert!(
+            k == 0 || n == 0 || (k - 1) * ld + start + n <= b.len(),
+            "gemv: B past its storage"
+        );
         let bp = b.as_ptr();
         let mut c = 0;
         while c + COLS <= n {
@@ -162,7 +165,7 @@ mod avx2 {
             for (i, &xi) in x.iter().enumerate() {
                 let xv = _mm256_set1_ps(xi);
                 // SAFETY: columns `start + c .. start + c + COLS` of row `i < k` are in `b`
-                // (the caller's bound).
+                // (asserted above: `i * ld + start + c + COLS <= (k - 1) * ld + start + n`).
                 unsafe {
                     let p = bp.add(i * ld + start + c);
                     for (v, a) in acc.iter_mut().enumerate() {
@@ -233,7 +236,7 @@ mod tests {
                     assert!(close(got, want), "{k}x{n} rs {rs} [{j}]: {got} vs {want}");
                 }
                 let mut serial = vec![0f32; n];
-                // SAFETY: the features were detected above; `b` holds every element of `B`.
+                // SAFETY: the features were detected above.
                 unsafe {
                     if rs == 1 {
                         avx2::dot_band(&x, &b, cs, 0, &mut serial)
