@@ -4,7 +4,7 @@
 //! `cargo run --release --example dispatch_parts`
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: eddy::Malloc = eddy::Malloc;
 
 use eddy::ops::FnKernel;
 use eddy::tensor::{DType, Tensor};

@@ -16,6 +16,7 @@
 
 pub mod bench;
 pub mod data;
+pub mod malloc;
 pub mod models;
 pub mod plot;
 pub mod repl;
@@ -26,6 +27,7 @@ pub use eddy_tensor as tensor;
 pub use eddy_tensor::{no_grad, DType, Device, Error, Result, Shape, Tensor};
 pub use eddy_vm as vm;
 pub use eddy_vm::{Vm, VmBuilder};
+pub use malloc::Malloc;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

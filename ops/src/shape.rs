@@ -96,14 +96,24 @@ impl Shape {
     /// # Errors
     ///
     /// `ShapeOverflow` (F2): the allocator is never asked for such a size.
+    #[inline]
     pub fn checked_bytes(&self, dtype: DType) -> Result<usize> {
-        self.checked_numel()
+        match self
+            .checked_numel()
             .and_then(|n| n.checked_mul(dtype.size_in_bytes()))
-            .filter(|&b| b <= isize::MAX as usize)
-            .ok_or_else(|| Error::ShapeOverflow {
-                shape: self.0.to_vec(),
-                dtype,
-            })
+        {
+            Some(b) if b <= isize::MAX as usize => Ok(b),
+            _ => Err(self.overflow(dtype)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn overflow(&self, dtype: DType) -> Error {
+        Error::ShapeOverflow {
+            shape: self.0.to_vec(),
+            dtype,
+        }
     }
     /// Row-major (C-contiguous) strides, in elements.
     ///
@@ -154,10 +164,17 @@ pub fn norm_dim(op: &'static str, d: isize, rank: usize) -> Result<usize> {
 /// assert_eq!(broadcast_shapes("add", &Shape::from([0]), &Shape::from([1])).unwrap(), Shape::from([0]));
 /// assert!(broadcast_shapes("add", &Shape::from([2]), &Shape::from([3])).is_err());
 /// ```
+#[inline]
 pub fn broadcast_shapes(op: &'static str, a: &Shape, b: &Shape) -> Result<Shape> {
     if a == b {
         return Ok(a.clone()); // the common case, without the per-dim walk
     }
+    broadcast_walk(op, a, b)
+}
+
+/// [`broadcast_shapes`] of different shapes: dim by dim from the right.
+#[inline(never)]
+fn broadcast_walk(op: &'static str, a: &Shape, b: &Shape) -> Result<Shape> {
     let n = a.rank().max(b.rank());
     let mut out = SmallVec::with_capacity(n);
     for i in 0..n {

@@ -13,13 +13,9 @@ use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// mimalloc: frees made on the scheduler thread of memory allocated on the user thread are
-/// cheap (glibc malloc takes the owning arena's lock for each, which serialises the threads).
-/// Built with `no_thp` (Cargo.toml): with transparent huge pages, each arena region mimalloc
-/// touches becomes resident in 2 MiB pieces, which took the training workload's peak RSS from
-/// 19 MiB to 32 MiB; speed is the same either way (the caching allocator keeps its memory).
+/// mimalloc, through its fast entry points (see [`eddy::Malloc`]).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: eddy::Malloc = eddy::Malloc;
 
 const USAGE: &str = "\
 usage:

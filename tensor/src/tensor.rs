@@ -2,13 +2,12 @@
 
 use crate::autograd::Node;
 use crate::{DType, Device, Error, Layout, Result, Shape};
-use eddy_vm::instruction::{Kernel, OpCall};
+use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, StreamId, Vm};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use smallvec::SmallVec;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A tensor's bytes: one engine blob, shared by every view. When the last view drops, the
 /// storage asks the engine to release the blob (freed after every earlier access).
@@ -51,6 +50,9 @@ pub struct Tensor(pub(crate) Arc<Inner>);
 pub(crate) struct Inner {
     pub(crate) storage: Arc<Storage>,
     pub(crate) layout: Layout,
+    /// `layout.numel()` and `layout.is_contiguous()`, worked out once: every op asks.
+    numel: usize,
+    contiguous: bool,
     pub(crate) id: u64,
     pub(crate) requires_grad: AtomicBool,
     pub(crate) node: OnceLock<Node>,
@@ -59,10 +61,28 @@ pub(crate) struct Inner {
 
 impl Tensor {
     pub(crate) fn from_parts(storage: Arc<Storage>, layout: Layout) -> Tensor {
+        let (numel, contiguous) = (layout.numel(), layout.is_contiguous());
+        Tensor::from_known_parts(storage, layout, numel, contiguous)
+    }
+
+    /// As [`from_parts`](Self::from_parts), with the layout's element count and contiguity
+    /// known to the caller.
+    fn from_known_parts(
+        storage: Arc<Storage>,
+        layout: Layout,
+        numel: usize,
+        contiguous: bool,
+    ) -> Tensor {
+        debug_assert_eq!(
+            (numel, contiguous),
+            (layout.numel(), layout.is_contiguous())
+        );
         Tensor(Arc::new(Inner {
             storage,
             layout,
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            numel,
+            contiguous,
+            id: eddy_vm::unique_id(),
             requires_grad: AtomicBool::new(false),
             node: OnceLock::new(),
             grad: Mutex::new(None),
@@ -72,6 +92,7 @@ impl Tensor {
     /// A fresh contiguous tensor whose memory `Prepare` allocates when its producer runs.
     pub(crate) fn empty_on(vm: &Vm, shape: Shape, dtype: DType) -> Result<Tensor> {
         let bytes = shape.checked_bytes(dtype)?;
+        let numel = bytes / dtype.size_in_bytes(); // every dtype has a size
         let storage = Arc::new(Storage {
             blob: vm.new_blob(bytes),
             vm: vm.clone(),
@@ -79,7 +100,12 @@ impl Tensor {
             host_range: OnceLock::new(),
             host_range_valid: AtomicBool::new(false),
         });
-        Ok(Tensor::from_parts(storage, Layout::contiguous(shape)))
+        Ok(Tensor::from_known_parts(
+            storage,
+            Layout::contiguous(shape),
+            numel,
+            true,
+        ))
     }
 
     /// A fresh tensor on the same engine as `self`.
@@ -122,7 +148,7 @@ impl Tensor {
     pub(crate) fn lay_for(&self, shape: &Shape) -> eddy_ops::cpu::elementwise::Lay {
         use eddy_ops::cpu::elementwise::Lay;
         let l = self.layout();
-        if l.shape == *shape && l.is_contiguous() {
+        if self.0.contiguous && l.shape == *shape {
             Lay::Dense(l.offset)
         } else {
             Lay::of(l.broadcast_to(shape))
@@ -156,7 +182,7 @@ impl Tensor {
     }
     /// The element count.
     pub fn numel(&self) -> usize {
-        self.0.layout.numel()
+        self.0.numel
     }
     /// The element type.
     pub fn dtype(&self) -> DType {
@@ -172,7 +198,7 @@ impl Tensor {
     }
     /// Whether the elements are dense and row-major.
     pub fn is_contiguous(&self) -> bool {
-        self.0.layout.is_contiguous()
+        self.0.contiguous
     }
     /// The engine the tensor lives on.
     pub fn engine(&self) -> &Vm {
@@ -191,19 +217,26 @@ impl Tensor {
     }
 
     /// Checks that `other` is on the same device and engine, for `op`.
+    #[inline]
     pub(crate) fn same_device(&self, op: &'static str, other: &Tensor) -> Result<()> {
         if !self.engine().same_engine(other.engine()) {
-            return Err(Error::DeviceMismatch {
-                op,
-                lhs: format!("{:?} (engine of tensor {})", self.device(), self.id()),
-                rhs: format!(
-                    "{:?} (another engine, tensor {})",
-                    other.device(),
-                    other.id()
-                ),
-            });
+            return Err(self.device_mismatch(op, other));
         }
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn device_mismatch(&self, op: &'static str, other: &Tensor) -> Error {
+        Error::DeviceMismatch {
+            op,
+            lhs: format!("{:?} (engine of tensor {})", self.device(), self.id()),
+            rhs: format!(
+                "{:?} (another engine, tensor {})",
+                other.device(),
+                other.id()
+            ),
+        }
     }
 
     /// Enqueues `kernel` reading `ins` and writing `outs` on the tensors' engine. Its work is
@@ -231,15 +264,31 @@ impl Tensor {
             }
         }
         let vm = outs.first().or(ins.first()).expect("an operand").engine();
-        let i = ins.iter().map(|t| t.blob().clone()).collect();
-        let o = outs.iter().map(|t| t.blob().clone()).collect();
-        let call = OpCall::new(kernel, i, o);
-        let call = match work {
-            Some(w) => call.with_cheap(w <= CHEAP_WORK),
-            None => call,
+        let cheap = match work {
+            Some(w) => w <= CHEAP_WORK,
+            None => kernel.cheap(),
         };
-        vm.run(StreamId::CPU, call)?;
+        vm.run_op(
+            StreamId::CPU,
+            kernel,
+            &blob_refs(ins),
+            &blob_refs(outs),
+            cheap,
+        )?;
         Ok(())
+    }
+}
+
+/// The blobs of `ts`, in order.
+fn blob_refs<'a>(ts: &[&'a Tensor]) -> SmallVec<[&'a Arc<Blob>; 4]> {
+    match ts {
+        [] => SmallVec::new(),
+        // The usual case, without `collect`'s capacity checks: a full buffer, `len` used.
+        [.., last] if ts.len() <= 4 => SmallVec::from_buf_and_len(
+            std::array::from_fn(|k| ts.get(k).unwrap_or(last).blob()),
+            ts.len(),
+        ),
+        _ => ts.iter().map(|t| t.blob()).collect(),
     }
 }
 

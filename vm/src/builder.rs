@@ -37,33 +37,45 @@ pub(crate) fn check_and_track(
 }
 
 /// The stream exists.
+#[inline]
 fn check_stream(sh: &Shared, op: &str, stream: StreamId) -> Result<()> {
     if stream.0 as usize >= sh.streams.len() {
-        return Err(Error::UnknownStream {
-            op: op.to_string(),
-            stream: stream.0 as usize,
-        });
+        return Err(stream_error(op, stream));
     }
     Ok(())
 }
 
+#[cold]
+#[inline(never)]
+fn stream_error(op: &str, stream: StreamId) -> Error {
+    Error::UnknownStream {
+        op: op.to_string(),
+        stream: stream.0 as usize,
+    }
+}
+
 /// Every blob belongs to this engine and is not released.
+#[inline]
 fn check_blobs(sh: &Shared, op: &str, blobs: &[Arc<Blob>]) -> Result<()> {
     for b in blobs {
-        if b.engine != sh.owner_id {
-            return Err(Error::ForeignBlob {
-                op: op.to_string(),
-                id: b.id(),
-            });
-        }
-        if b.is_released() {
-            return Err(Error::TensorReleased {
-                op: op.to_string(),
-                id: b.id(),
-            });
+        if b.engine != sh.owner_id || b.is_released() {
+            return Err(blob_error(sh, op, b));
         }
     }
     Ok(())
+}
+
+/// The error for a blob that [`check_blobs`] refused; out of line, so that the checks' fast
+/// path does not pay for building it (the prologue it needs cost more than the checks).
+#[cold]
+#[inline(never)]
+fn blob_error(sh: &Shared, op: &str, b: &Blob) -> Error {
+    let (op, id) = (op.to_string(), b.id());
+    if b.engine != sh.owner_id {
+        Error::ForeignBlob { op, id }
+    } else {
+        Error::TensorReleased { op, id }
+    }
 }
 
 /// Records `stream` as the operands' last user.

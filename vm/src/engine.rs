@@ -7,7 +7,10 @@ use crate::config::{Config, VmBuilder};
 use crate::error::{Error, Result};
 use crate::exec::{in_engine, IN_ENGINE};
 use crate::handoff::HandOff;
-use crate::instruction::{AccessBlobByCallback, Barrier, InstrList, InstructionPolicy};
+use crate::instruction::op_call::InlineCall;
+use crate::instruction::{
+    AccessBlobByCallback, Barrier, InstrList, InstructionPolicy, Kernel, OpCall,
+};
 use crate::pending::PendingStack;
 use crate::scheduler::Scheduler;
 use crate::stats::{StatCounters, VmStats};
@@ -324,15 +327,80 @@ impl Vm {
             crate::scheduler::drop_policy(policy);
             return Ok(());
         }
+        self.submit_checked(stream, policy)
+    }
+
+    /// Submits an op call of `kernel` reading `inputs` and writing `outputs`: what
+    /// `run(stream, OpCall::new(kernel, inputs, outputs).with_cheap(cheap))` does, except
+    /// that a call run at once (cheap, on an idle engine) takes no new handles to the blobs.
+    /// The tensor layer submits every op this way.
+    ///
+    /// # Errors
+    ///
+    /// As [`run`](Self::run).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Blob, Result, StreamId, Vm, instruction::{ComputeCtx, Kernel}};
+    /// use std::sync::Arc;
+    /// struct Fill(u8);
+    /// impl Kernel for Fill {
+    ///     fn name(&self) -> &str { "fill" }
+    ///     fn compute(&mut self, _: &[Arc<Blob>], outs: &[Arc<Blob>], _: &mut ComputeCtx<'_>) -> Result<()> {
+    ///         // SAFETY: the engine runs this kernel with exclusive access to its outputs.
+    ///         unsafe { outs[0].bytes_mut().fill(self.0) };
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let vm = Vm::builder().build()?;
+    /// let b = vm.new_blob(4);
+    /// vm.run_op(StreamId::CPU, Fill(7), &[], &[&b], true)?;
+    /// assert_eq!(vm.read_blob(&b, |bytes| bytes.to_vec())?, vec![7; 4]);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn run_op<K: Kernel>(
+        &self,
+        stream: StreamId,
+        kernel: K,
+        inputs: &[&Arc<Blob>],
+        outputs: &[&Arc<Blob>],
+        cheap: bool,
+    ) -> Result<()> {
+        let owned = |bs: &[&Arc<Blob>]| bs.iter().map(|&b| b.clone()).collect();
+        if !cheap || self.shared().any_async_stream {
+            let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(cheap);
+            return self.run(stream, call);
+        }
+        // SAFETY: `call` stays in this frame, which holds the borrows of `inputs` and
+        // `outputs`; its kernel is moved out below and the rest dropped before returning.
+        let mut call = unsafe { InlineCall::new(kernel, inputs, outputs, true) };
+        crate::builder::check_and_track(
+            self.shared(),
+            call.name(),
+            stream,
+            call.inputs(),
+            call.outputs(),
+        )?;
+        if self.run_now(stream, &mut call)? {
+            crate::scheduler::drop_policy(call.kernel);
+            return Ok(());
+        }
+        // Not idle: queue an ordinary call with its own handles (already checked).
+        let call = OpCall::new(call.kernel, owned(inputs), owned(outputs)).with_cheap(true);
+        self.submit_checked(stream, call)
+    }
+
+    /// Queues a checked and tracked policy as one node (no soft sync can be needed).
+    fn submit_checked<P: InstructionPolicy>(&self, stream: StreamId, policy: P) -> Result<()> {
+        let sh = self.shared();
+        let mut node = crate::pool::take_node(sh);
+        node.set(stream, policy);
         if let Mode::Sync(_) = self.inner.mode {
             let mut list = InstrList::new(crate::instruction::InstrAdapter::new());
-            let mut node = crate::pool::take_node(sh);
-            node.set(stream, policy);
             list.push_back(node);
             return self.receive(list, 1);
         }
-        let mut node = crate::pool::take_node(sh);
-        node.set(stream, policy);
         self.enqueue(1, |p| p.push_one(node))
     }
 

@@ -4,6 +4,7 @@ use super::policy::{ComputeCtx, InstructionPolicy};
 use crate::blob::Blob;
 use crate::error::Result;
 use smallvec::SmallVec;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 /// A kernel: the op-specific part of an [`OpCall`]. The ops crate implements it; kernels see
@@ -91,6 +92,85 @@ impl<K: Kernel> OpCall<K> {
 }
 
 impl<K: Kernel> InstructionPolicy for OpCall<K> {
+    fn name(&self) -> &str {
+        self.kernel.name()
+    }
+    fn inputs(&self) -> &[Arc<Blob>] {
+        &self.inputs
+    }
+    fn outputs(&self) -> &[Arc<Blob>] {
+        &self.outputs
+    }
+    fn fusable(&self) -> bool {
+        self.kernel.fusable()
+    }
+    fn cheap(&self) -> bool {
+        self.cheap
+    }
+    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
+        self.kernel.compute(&self.inputs, &self.outputs, ctx)
+    }
+}
+
+/// An op call run at once by [`Vm::run_op`](crate::Vm::run_op), whose operand lists are
+/// bitwise copies of the caller's handles: running a cheap op on an idle engine then takes no
+/// reference-count traffic (six locked operations for a binary op) and builds no owned lists.
+///
+/// The copies share their originals' reference counts and are never dropped (`ManuallyDrop`),
+/// so the counts are neither raised nor lowered; a kernel that clones one raises the shared
+/// count, as it should. A value lives only inside `run_op`, while the caller's borrows of the
+/// originals keep every blob alive.
+pub(crate) struct InlineCall<K: Kernel> {
+    pub(crate) kernel: K,
+    inputs: ManuallyDrop<Blobs>,
+    outputs: ManuallyDrop<Blobs>,
+    cheap: bool,
+}
+
+impl<K: Kernel> InlineCall<K> {
+    /// # Safety
+    ///
+    /// The value must be dropped (or its kernel moved out) before any of the borrowed handles
+    /// `inputs` and `outputs` is dropped, and it must not be sent to another thread or stored.
+    pub(crate) unsafe fn new(
+        kernel: K,
+        inputs: &[&Arc<Blob>],
+        outputs: &[&Arc<Blob>],
+        cheap: bool,
+    ) -> Self {
+        InlineCall {
+            kernel,
+            // SAFETY: forwarded from this function's contract.
+            inputs: unsafe { shallow_copies(inputs) },
+            outputs: unsafe { shallow_copies(outputs) },
+            cheap,
+        }
+    }
+}
+
+/// Bitwise copies of `blobs`, in a list that is never dropped.
+///
+/// # Safety
+///
+/// As [`InlineCall::new`]: the copies must not be used after any original is dropped.
+unsafe fn shallow_copies(blobs: &[&Arc<Blob>]) -> ManuallyDrop<Blobs> {
+    // SAFETY: `ptr::read` makes a bitwise copy of a live `Arc`; the copies are never dropped
+    // (the list is `ManuallyDrop`, and `from_buf_and_len` leaks the slots past `len`, which
+    // repeat the last handle), so the allocation's count stays balanced, and the caller keeps
+    // the originals, hence the blobs, alive for as long as the copies are used.
+    let copy = |b: &&Arc<Blob>| unsafe { std::ptr::read(*b) };
+    ManuallyDrop::new(match blobs {
+        [] => Blobs::new(),
+        // The usual case, without `collect`'s capacity checks: a full buffer, `len` used.
+        [.., last] if blobs.len() <= 4 => Blobs::from_buf_and_len(
+            std::array::from_fn(|k| copy(blobs.get(k).unwrap_or(last))),
+            blobs.len(),
+        ),
+        _ => blobs.iter().map(copy).collect(),
+    })
+}
+
+impl<K: Kernel> InstructionPolicy for InlineCall<K> {
     fn name(&self) -> &str {
         self.kernel.name()
     }

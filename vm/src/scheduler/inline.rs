@@ -12,7 +12,7 @@ use super::Scheduler;
 use crate::blob::Blob;
 use crate::exec::{run_policy, ExecEnv, IN_ENGINE};
 use crate::instruction::{InstructionPolicy, PrepareCtx};
-use crate::stream::{Exec, StreamId};
+use crate::stream::StreamId;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 impl Scheduler {
@@ -23,7 +23,7 @@ impl Scheduler {
             && self
                 .streams
                 .get(stream.0 as usize)
-                .is_some_and(|st| st.exec == Exec::Inline && !st.policy.done_means_launched())
+                .is_some_and(|st| st.runs_now)
     }
 
     /// Runs `policy` now on this thread if the engine is idle, `stream` computes inline with

@@ -89,6 +89,9 @@ struct StreamState {
     device: Device,
     exec: Exec,
     fusion: bool,
+    /// Computes inline with synchronous completion: work may run at once on a submitting
+    /// thread (`inline.rs`).
+    runs_now: bool,
     /// Units received, not yet dispatched, in submission order.
     waiting: VecDeque<u32>,
     /// Units dispatched, not yet released, in dispatch order.
@@ -143,6 +146,7 @@ impl Scheduler {
                 device: s.policy.device(),
                 exec,
                 fusion: s.policy.fusion() && shared.config.fusion,
+                runs_now: exec == Exec::Inline && !s.policy.done_means_launched(),
                 waiting: VecDeque::new(),
                 running: VecDeque::new(),
                 worker_batch: InstrList::new(InstrAdapter::new()),
