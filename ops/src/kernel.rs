@@ -117,12 +117,14 @@ pub const CHUNKS_PER_THREAD: usize = 4;
 /// ([`eddy_vm::par`]) when `out` is large.
 pub fn par_out<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync + Send) {
     let n = out.len();
-    let threads = eddy_vm::par::threads();
-    if n < PAR_MIN || threads < 2 {
+    // The size first: a small op does not look up the pool.
+    if n < PAR_MIN || eddy_vm::par::threads() < 2 {
         f(0, out);
         return;
     }
-    let chunk = n.div_ceil(threads * CHUNKS_PER_THREAD).max(4096);
+    let chunk = n
+        .div_ceil(eddy_vm::par::threads() * CHUNKS_PER_THREAD)
+        .max(4096);
     eddy_vm::par::for_each_chunk_mut(out, chunk, f);
 }
 

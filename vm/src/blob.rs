@@ -71,6 +71,17 @@ impl std::fmt::Debug for Blob {
 }
 
 impl Blob {
+    /// A blob in a fresh `Arc`, built in place: `Arc::new(Blob { .. })` built the 352 bytes
+    /// on the stack and copied them (a `memcpy` per blob in profiles of small ops).
+    pub(crate) fn new_arc(engine: QCellOwnerID, bytes: usize) -> Arc<Self> {
+        let mut a = Arc::<Blob>::new_uninit();
+        Arc::get_mut(&mut a)
+            .expect("a fresh Arc is unique")
+            .write(Blob::new(engine, bytes));
+        // SAFETY: initialised by the `write` above.
+        unsafe { a.assume_init() }
+    }
+
     pub(crate) fn new(engine: QCellOwnerID, bytes: usize) -> Self {
         Blob {
             id: crate::unique_id(),

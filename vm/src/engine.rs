@@ -258,7 +258,7 @@ impl Vm {
 
     /// A new blob of `bytes` bytes (memory is allocated by the first instruction that writes it).
     pub fn new_blob(&self, bytes: usize) -> Arc<Blob> {
-        Arc::new(Blob::new(self.shared().owner_id, bytes))
+        Blob::new_arc(self.shared().owner_id, bytes)
     }
 
     /// Number of streams (the main CPU stream is `StreamId::CPU`).
