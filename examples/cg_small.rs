@@ -1,0 +1,37 @@
+//! A small-op loop to count instructions with callgrind: `y = y.add(&x)` on 16 floats, `N`
+//! times (add `m` to also run `y = y.relu()` each time). The difference of two runs' totals
+//! divided by the difference of their `N` is the cost of one op, start-up excluded:
+//!
+//! ```text
+//! cargo build --release --example cg_small
+//! valgrind --tool=callgrind ./target/release/examples/cg_small 10000
+//! valgrind --tool=callgrind ./target/release/examples/cg_small 20000
+//! ```
+//!
+//! The host's noise does not move these counts, which is why the book's benchmarks chapter
+//! judges changes to the small-op path by them.
+
+#[global_allocator]
+static GLOBAL: eddy::Malloc = eddy::Malloc;
+
+use eddy::tensor::{DType, Tensor};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let n: usize = match std::env::args().nth(1) {
+        Some(s) => s.parse()?,
+        None => 20_000,
+    };
+    let mixed = std::env::args().nth(2).is_some_and(|a| a == "m");
+    let x = Tensor::ones([16], DType::F32)?;
+    let mut y = Tensor::zeros([16], DType::F32)?;
+    y.sync()?;
+    for _ in 0..n {
+        y = y.add(&x)?;
+        if mixed {
+            y = y.relu()?;
+        }
+    }
+    // 0 + 1 + 1 + … stays positive, so relu keeps it: n either way.
+    assert_eq!(y.to_vec::<f32>()?[0], n as f32, "every op ran once");
+    Ok(())
+}
