@@ -373,21 +373,16 @@ impl Vm {
             return self.run(stream, call);
         }
         // SAFETY: `call` stays in this frame, which holds the borrows of `inputs` and
-        // `outputs`; its kernel is moved out below and the rest dropped before returning.
+        // `outputs`; it is dropped or turned into its kernel before returning.
         let mut call = unsafe { InlineCall::new(kernel, inputs, outputs, true) };
-        crate::builder::check_and_track(
-            self.shared(),
-            call.name(),
-            stream,
-            call.inputs(),
-            call.outputs(),
-        )?;
-        if self.run_now(stream, &mut call)? {
-            crate::scheduler::drop_policy(call.kernel);
+        let c = call.call();
+        crate::builder::check_and_track(self.shared(), c.name(), stream, c.inputs(), c.outputs())?;
+        if self.run_now(stream, c)? {
+            crate::scheduler::drop_policy(call.into_kernel());
             return Ok(());
         }
         // Not idle: queue an ordinary call with its own handles (already checked).
-        let call = OpCall::new(call.kernel, owned(inputs), owned(outputs)).with_cheap(true);
+        let call = OpCall::new(call.into_kernel(), owned(inputs), owned(outputs)).with_cheap(true);
         self.submit_checked(stream, call)
     }
 

@@ -116,50 +116,68 @@ impl<K: Kernel> InstructionPolicy for OpCall<K> {
 /// bitwise copies of the caller's handles: running a cheap op on an idle engine then takes no
 /// reference-count traffic (six locked operations for a binary op) and builds no owned lists.
 ///
-/// The copies share their originals' reference counts and are never dropped (`ManuallyDrop`),
-/// so the counts are neither raised nor lowered; a kernel that clones one raises the shared
-/// count, as it should. A value lives only inside `run_op`, while the caller's borrows of the
-/// originals keep every blob alive.
-pub(crate) struct InlineCall<K: Kernel> {
-    pub(crate) kernel: K,
-    inputs: ManuallyDrop<Blobs>,
-    outputs: ManuallyDrop<Blobs>,
-    cheap: bool,
-}
+/// The copies share their originals' reference counts and are never dropped (only the kernel
+/// is), so the counts are neither raised nor lowered; a kernel that clones one raises the
+/// shared count, as it should. A value lives only inside `run_op`, while the caller's borrows
+/// of the originals keep every blob alive.
+pub(crate) struct InlineCall<K: Kernel>(ManuallyDrop<OpCall<K>>);
 
 impl<K: Kernel> InlineCall<K> {
     /// # Safety
     ///
-    /// The value must be dropped (or its kernel moved out) before any of the borrowed handles
-    /// `inputs` and `outputs` is dropped, and it must not be sent to another thread or stored.
+    /// The value must be dropped (or turned [`into_kernel`](Self::into_kernel)) before any of
+    /// the borrowed handles `inputs` and `outputs` is dropped, and it must not be sent to
+    /// another thread or stored.
     pub(crate) unsafe fn new(
         kernel: K,
         inputs: &[&Arc<Blob>],
         outputs: &[&Arc<Blob>],
         cheap: bool,
     ) -> Self {
-        InlineCall {
+        // SAFETY: forwarded from this function's contract.
+        let (inputs, outputs) = unsafe { (shallow_copies(inputs), shallow_copies(outputs)) };
+        InlineCall(ManuallyDrop::new(OpCall {
             kernel,
-            // SAFETY: forwarded from this function's contract.
-            inputs: unsafe { shallow_copies(inputs) },
-            outputs: unsafe { shallow_copies(outputs) },
+            inputs,
+            outputs,
             cheap,
-        }
+        }))
+    }
+
+    /// The call, to run as an instruction.
+    pub(crate) fn call(&mut self) -> &mut OpCall<K> {
+        &mut self.0
+    }
+
+    /// The kernel; the copied lists are forgotten.
+    pub(crate) fn into_kernel(self) -> K {
+        let mut me = ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped, so the kernel is read out exactly once and the lists
+        // (bitwise copies) are never dropped.
+        unsafe { std::ptr::read(&me.0.kernel) }
     }
 }
 
-/// Bitwise copies of `blobs`, in a list that is never dropped.
+impl<K: Kernel> Drop for InlineCall<K> {
+    fn drop(&mut self) {
+        // SAFETY: the kernel is dropped once, here (`into_kernel` skips this drop); the lists
+        // are bitwise copies that must not be dropped.
+        unsafe { std::ptr::drop_in_place(&mut self.0.kernel) }
+    }
+}
+
+/// Bitwise copies of `blobs`, in a list whose elements must never be dropped.
 ///
 /// # Safety
 ///
 /// As [`InlineCall::new`]: the copies must not be used after any original is dropped.
-unsafe fn shallow_copies(blobs: &[&Arc<Blob>]) -> ManuallyDrop<Blobs> {
+unsafe fn shallow_copies(blobs: &[&Arc<Blob>]) -> Blobs {
     // SAFETY: `ptr::read` makes a bitwise copy of a live `Arc`; the copies are never dropped
-    // (the list is `ManuallyDrop`, and `from_buf_and_len` leaks the slots past `len`, which
-    // repeat the last handle), so the allocation's count stays balanced, and the caller keeps
-    // the originals, hence the blobs, alive for as long as the copies are used.
+    // (`InlineCall` never drops its lists, and `from_buf_and_len` leaks the slots past `len`,
+    // which repeat the last handle), so the allocation's count stays balanced, and the caller
+    // keeps the originals, hence the blobs, alive for as long as the copies are used.
     let copy = |b: &&Arc<Blob>| unsafe { std::ptr::read(*b) };
-    ManuallyDrop::new(match blobs {
+    match blobs {
         [] => Blobs::new(),
         // The usual case, without `collect`'s capacity checks: a full buffer, `len` used.
         [.., last] if blobs.len() <= 4 => Blobs::from_buf_and_len(
@@ -167,26 +185,5 @@ unsafe fn shallow_copies(blobs: &[&Arc<Blob>]) -> ManuallyDrop<Blobs> {
             blobs.len(),
         ),
         _ => blobs.iter().map(copy).collect(),
-    })
-}
-
-impl<K: Kernel> InstructionPolicy for InlineCall<K> {
-    fn name(&self) -> &str {
-        self.kernel.name()
-    }
-    fn inputs(&self) -> &[Arc<Blob>] {
-        &self.inputs
-    }
-    fn outputs(&self) -> &[Arc<Blob>] {
-        &self.outputs
-    }
-    fn fusable(&self) -> bool {
-        self.kernel.fusable()
-    }
-    fn cheap(&self) -> bool {
-        self.cheap
-    }
-    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
-        self.kernel.compute(&self.inputs, &self.outputs, ctx)
     }
 }
