@@ -151,7 +151,7 @@ impl<K: Kernel> InlineCall<K> {
 
     /// The kernel; the copied lists are forgotten.
     pub(crate) fn into_kernel(self) -> K {
-        let mut me = ManuallyDrop::new(self);
+        let me = ManuallyDrop::new(self);
         // SAFETY: `me` is never dropped, so the kernel is read out exactly once and the lists
         // (bitwise copies) are never dropped.
         unsafe { std::ptr::read(&me.0.kernel) }
