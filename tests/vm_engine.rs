@@ -1087,3 +1087,43 @@ fn an_idle_engine_runs_a_cheap_instruction_on_the_submitting_thread() {
         assert_eq!(st.in_flight, 0);
     });
 }
+
+/// `Vm::run_op` borrows its operands: run at once (bitwise copies of the handles, never
+/// dropped) or queued behind busy work (owned clones, dropped on release), every blob's handle
+/// count is back where it started once the engine is idle, and the kernel saw its operands.
+#[test]
+fn run_op_keeps_handle_counts_balanced() {
+    watchdog(30, || {
+        use eddy::ops::FnKernel;
+        let vm = Vm::builder().build().unwrap();
+        let (a, b, out) = (vm.new_blob(4), vm.new_blob(4), vm.new_blob(4));
+        let counts = || [&a, &b, &out].map(Arc::strong_count);
+        let before = counts();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let count_run = || {
+            let ran = ran.clone();
+            FnKernel::new("count", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+                assert_eq!((ins.len(), outs.len()), (2, 1));
+                ran.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+        };
+        // Idle engine, cheap: runs at once on this thread.
+        vm.run_op(StreamId::CPU, count_run(), &[&a, &b], &[&out], true)
+            .unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        assert_eq!(counts(), before);
+        assert_eq!(vm.stats().inlined, 1);
+        // Busy engine: queued with its own handles, which it holds until it runs.
+        let gate = Gate::new();
+        vm.run(StreamId::CPU, gate.hold(vec![a.clone()])).unwrap();
+        vm.run_op(StreamId::CPU, count_run(), &[&a, &b], &[&out], true)
+            .unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "queued behind the gate");
+        assert!(counts()[1] > before[1], "the queued call holds b");
+        gate.open();
+        vm.sync().unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 2);
+        assert!(eventually(5_000, || counts() == before));
+    });
+}
