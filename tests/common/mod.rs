@@ -6,7 +6,10 @@ use std::time::Duration;
 
 /// Runs `f` on its own thread and fails the test if it does not finish within `secs`
 /// (so a hang fails instead of stalling CI). Panics inside `f` propagate.
+///
+/// Under Miri, which interprets about a hundred times slower, the limit is a hundred times longer.
 pub fn watchdog<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let secs = if cfg!(miri) { secs * 100 } else { secs };
     let (tx, rx) = mpsc::channel();
     let h = std::thread::Builder::new()
         .stack_size(8 << 20)

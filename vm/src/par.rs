@@ -296,7 +296,7 @@ fn helper_loop(sh: &Shared, k: usize) {
                 return;
             }
             spins += 1;
-            if cfg!(loom) || (spins % 64 == 0 && t0.elapsed() > SPIN) {
+            if cfg!(loom) || (spins.is_multiple_of(64) && t0.elapsed() > SPIN) {
                 break None;
             }
             std::hint::spin_loop();
@@ -333,7 +333,7 @@ fn default_threads() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|&n| n > 0)
-        .unwrap_or_else(|| thread_count_of_machine())
+        .unwrap_or_else(thread_count_of_machine)
 }
 
 #[cfg(not(loom))]

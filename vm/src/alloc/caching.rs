@@ -44,15 +44,41 @@ struct Piece {
     chunk: usize,
 }
 
+/// A pointer the allocator owns, movable between threads with the allocator.
+///
+/// The tables index pieces by address (`usize`), but a pointer handed out is always derived
+/// from the pointer the backend returned (its chunk's) or one handed back by `free`, never cast
+/// from an integer, so it keeps its provenance (Miri checks this with strict provenance).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Owned(NonNull<u8>);
+
+// SAFETY: an `Owned` is a plain address of memory this allocator holds; it is dereferenced only
+// by whoever the piece is handed to, and the allocator is used under its owner's lock.
+unsafe impl Send for Owned {}
+// SAFETY: as for `Send`: sharing an `&Owned` shares only the address.
+unsafe impl Sync for Owned {}
+
+impl Owned {
+    fn addr(self) -> usize {
+        self.0.as_ptr() as usize
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    size: usize,
+    base: Owned,
+}
+
 /// Best-fit, splitting and merging allocator over backend chunks. Not thread-safe.
 #[derive(Debug, Default)]
 pub struct CachingAllocator {
     pieces: BTreeMap<usize, Piece>,
     free: BTreeSet<(usize, usize)>,
-    chunks: HashMap<usize, usize>,
-    /// `quick[k]`: addresses of free pieces of exactly `(k + 1) * MIN_BLOCK` bytes, marked in
-    /// use in `pieces` (neither indexed in `free` nor merged).
-    quick: Vec<Vec<usize>>,
+    chunks: HashMap<usize, Chunk>,
+    /// `quick[k]`: free pieces of exactly `(k + 1) * MIN_BLOCK` bytes, marked in use in
+    /// `pieces` (neither indexed in `free` nor merged).
+    quick: Vec<Vec<Owned>>,
     in_use: usize,
     reserved: usize,
 }
@@ -102,15 +128,11 @@ impl CachingAllocator {
     /// neither the cache nor the backend can serve it.
     pub fn allocate(&mut self, size: usize, backend: &dyn Backend) -> Option<(NonNull<u8>, usize)> {
         let rounded = round_size(size)?;
-        if let Some(addr) = quick_class(rounded).and_then(|k| self.quick.get_mut(k)?.pop()) {
+        if let Some(p) = quick_class(rounded).and_then(|k| self.quick.get_mut(k)?.pop()) {
             self.in_use += rounded;
-            // Quick-listed addresses are pieces, which are never null.
-            return Some((
-                NonNull::new(addr as *mut u8).expect("non-null piece"),
-                rounded,
-            ));
+            return Some((p.0, rounded));
         }
-        let addr = match self.take_cached(rounded) {
+        let (addr, ptr) = match self.take_cached(rounded) {
             Some(a) => a,
             None => {
                 // Grow by a whole chunk; near the capacity, by just the request.
@@ -123,8 +145,9 @@ impl CachingAllocator {
                     }
                     None => return None,
                 };
-                let base = base.as_ptr() as usize;
-                self.chunks.insert(base, chunk);
+                let base = Owned(base);
+                self.chunks.insert(base.addr(), Chunk { size: chunk, base });
+                let base = base.addr();
                 self.reserved += chunk;
                 self.pieces.insert(
                     base,
@@ -142,16 +165,20 @@ impl CachingAllocator {
         // The piece may be larger than asked when the remainder was too small to split.
         let size = self.pieces[&addr].size;
         self.in_use += rounded;
-        // The address came from the backend, which never returns null.
-        Some((NonNull::new(addr as *mut u8).expect("non-null piece"), size))
+        Some((ptr, size))
     }
 
-    fn take_cached(&mut self, rounded: usize) -> Option<usize> {
+    /// Takes the best-fitting free piece for `rounded` bytes; returns its address and a pointer
+    /// to it derived from its chunk's.
+    fn take_cached(&mut self, rounded: usize) -> Option<(usize, NonNull<u8>)> {
         let &(fsize, addr) = self.free.range((rounded, 0)..).next()?;
         let piece = self.pieces[&addr];
         let rest = fsize - rounded;
-        let chunk_size = self.chunks[&piece.chunk];
-        let min_split = if chunk_size > SMALL_CHUNK {
+        let chunk = self.chunks[&piece.chunk];
+        // SAFETY: the piece lies inside its chunk (`pieces` tile the chunks), so the offset
+        // stays within the backend's allocation; the result is non-null like the base.
+        let ptr = unsafe { NonNull::new_unchecked(chunk.base.0.as_ptr().add(addr - piece.chunk)) };
+        let min_split = if chunk.size > SMALL_CHUNK {
             SMALL_REQUEST
         } else {
             MIN_BLOCK
@@ -188,7 +215,7 @@ impl CachingAllocator {
             // The whole piece is used; account for the slack as in use.
             self.in_use += rest;
         }
-        Some(addr)
+        Some((addr, ptr))
     }
 
     /// Returns a piece; merges it with free neighbours of the same chunk.
@@ -224,7 +251,7 @@ impl CachingAllocator {
                         .is_some_and(|p| !p.free && p.size == size),
                     "quick free of {addr:#x}: not an in-use piece of {size} bytes"
                 );
-                self.quick[k].push(addr);
+                self.quick[k].push(Owned(ptr));
                 self.in_use -= size;
                 return;
             }
@@ -235,9 +262,9 @@ impl CachingAllocator {
     /// Empties the quick lists into the merging path.
     fn flush_quick(&mut self) {
         for k in 0..self.quick.len() {
-            while let Some(addr) = self.quick[k].pop() {
+            while let Some(p) = self.quick[k].pop() {
                 self.in_use += (k + 1) * MIN_BLOCK; // `free_merging` takes it off again
-                self.free_merging(addr);
+                self.free_merging(p.addr());
             }
         }
     }
@@ -273,18 +300,19 @@ impl CachingAllocator {
     /// Returns every chunk that is entirely free to the backend; returns the bytes released.
     pub fn shrink(&mut self, backend: &dyn Backend) -> usize {
         self.flush_quick();
-        let whole: Vec<(usize, usize)> = self
+        let whole: Vec<Chunk> = self
             .chunks
             .iter()
-            .filter(|&(base, &size)| {
+            .filter(|&(base, c)| {
                 self.pieces
                     .get(base)
-                    .is_some_and(|p| p.free && p.size == size)
+                    .is_some_and(|p| p.free && p.size == c.size)
             })
-            .map(|(&b, &s)| (b, s))
+            .map(|(_, &c)| c)
             .collect();
         let mut released = 0;
-        for (base, size) in whole {
+        for Chunk { size, base: ptr } in whole {
+            let base = ptr.addr();
             self.pieces.remove(&base);
             self.free.remove(&(size, base));
             self.chunks.remove(&base);
@@ -292,7 +320,7 @@ impl CachingAllocator {
             released += size;
             // SAFETY: `base` was obtained from `backend.allocate(size)` when the chunk was
             // created and is freed only here, once, after removing the chunk from the tables.
-            unsafe { backend.free(NonNull::new(base as *mut u8).expect("non-null chunk"), size) };
+            unsafe { backend.free(ptr.0, size) };
         }
         released
     }
@@ -310,7 +338,7 @@ impl CachingAllocator {
         let mut in_use = 0;
         let mut reserved = 0;
         for (k, list) in self.quick.iter().enumerate() {
-            for &addr in list {
+            for addr in list.iter().map(|p| p.addr()) {
                 match self.pieces.get(&addr) {
                     Some(p) if !p.free && p.size == (k + 1) * MIN_BLOCK => {}
                     _ => return Err(format!("quick-listed {addr:#x} is not a piece of its size")),
@@ -318,7 +346,8 @@ impl CachingAllocator {
                 quick_total += (k + 1) * MIN_BLOCK;
             }
         }
-        for (&base, &size) in &self.chunks {
+        for (&base, c) in &self.chunks {
+            let size = c.size;
             reserved += size;
             let mut at = base;
             let mut prev_free = false;
@@ -402,7 +431,7 @@ mod tests {
         fn random_traces_keep_the_invariants(steps in proptest::collection::vec(step(), 1..120)) {
             let backend = CpuBackend::new(Some(256 << 20));
             let mut a = CachingAllocator::new();
-            let mut live: Vec<(usize, usize)> = Vec::new(); // (addr, rounded) — the model
+            let mut live: Vec<(NonNull<u8>, usize)> = Vec::new(); // (piece, rounded) — the model
             for s in steps {
                 match s {
                     Step::Alloc(n) => {
@@ -411,14 +440,15 @@ mod tests {
                             prop_assert_eq!(addr % 64, 0);
                             prop_assert!(rounded >= n);
                             for &(b, sz) in &live {
+                                let b = b.as_ptr() as usize;
                                 prop_assert!(addr + rounded <= b || b + sz <= addr, "overlap");
                             }
-                            live.push((addr, rounded));
+                            live.push((p, rounded));
                         }
                     }
                     Step::Free(i) if !live.is_empty() => {
-                        let (addr, _) = live.swap_remove(i % live.len());
-                        a.free(NonNull::new(addr as *mut u8).unwrap());
+                        let (p, _) = live.swap_remove(i % live.len());
+                        a.free(p);
                     }
                     Step::Free(_) => {}
                     Step::Shrink => {
@@ -429,8 +459,8 @@ mod tests {
                 prop_assert_eq!(a.in_use(), live.iter().map(|l| l.1).sum::<usize>());
                 prop_assert_eq!(backend.used(), a.reserved());
             }
-            for (addr, _) in live.drain(..) {
-                a.free(NonNull::new(addr as *mut u8).unwrap());
+            for (p, _) in live.drain(..) {
+                a.free(p);
             }
             a.shrink(&backend);
             prop_assert_eq!(a.reserved(), 0);
@@ -486,14 +516,16 @@ mod tests {
     fn near_capacity_grows_by_the_request_only() {
         let backend = CpuBackend::new(Some(1 << 20));
         let mut a = CachingAllocator::new();
-        assert!(
-            a.allocate(600 << 10, &backend).is_some(),
-            "a 2 MiB chunk does not fit; the request does"
-        );
+        let (p, _) = a
+            .allocate(600 << 10, &backend)
+            .expect("a 2 MiB chunk does not fit; the request does");
         assert!(a.allocate(600 << 10, &backend).is_none());
         assert!(
             a.allocate(usize::MAX, &backend).is_none(),
             "overflow is a failure, not a panic"
         );
+        a.free(p);
+        assert_eq!(a.shrink(&backend), 600 << 10);
+        assert_eq!(backend.used(), 0);
     }
 }
