@@ -244,6 +244,52 @@ fn fusion_groups_consecutive_fusable_same_stream_instructions_in_order() {
     });
 }
 
+/// Fusion steps over instructions of other streams to reach a follower, but only when no
+/// blob orders the two: a follower that reads what a stepped-over instruction writes stays
+/// queued behind it, and so does everything after it on its stream.
+#[test]
+fn fusion_steps_over_other_streams_only_when_nothing_orders_them() {
+    watchdog(30, || {
+        let (vm, s1, _) = vm3(VmBuilder::new().window(16));
+        let log = Log::default();
+        // Alternating streams, a blob each: both streams' runs fuse.
+        let own: Vec<Arc<Blob>> = (0..8).map(|_| vm.new_blob(8)).collect();
+        let mut b = vm.instructions();
+        for (i, x) in own.iter().enumerate() {
+            let s = if i % 2 == 0 { CPU } else { s1 };
+            b.push(s, Record::new(i as u64, vec![], vec![x.clone()], &log))
+                .unwrap();
+        }
+        b.submit().unwrap();
+        vm.sync().unwrap();
+        assert_eq!(vm.stats().fused, 6, "two groups of four");
+        let l = log_now(&log);
+        let pos = |l: &[u64], t| l.iter().position(|&v| v == t).unwrap();
+        for w in [(0, 2), (2, 4), (4, 6), (1, 3), (3, 5), (5, 7)] {
+            assert!(pos(&l, w.0) < pos(&l, w.1), "stream order: {l:?}");
+        }
+        // 12 reads the blob 11 (another stream) writes: it may not jump 11, and 13 may not
+        // jump 12 on their stream; 13 joins 12 once 11 is out of the way.
+        let before = vm.stats().fused;
+        let (x, y, z) = (vm.new_blob(8), vm.new_blob(8), vm.new_blob(8));
+        let mut b = vm.instructions();
+        b.push(CPU, Record::new(10, vec![], vec![x.clone()], &log))
+            .unwrap();
+        b.push(s1, Record::new(11, vec![], vec![y.clone()], &log))
+            .unwrap();
+        b.push(CPU, Record::new(12, vec![y.clone()], vec![z.clone()], &log))
+            .unwrap();
+        b.push(CPU, Record::new(13, vec![], vec![x.clone()], &log))
+            .unwrap();
+        b.submit().unwrap();
+        vm.sync().unwrap();
+        assert_eq!(vm.stats().fused - before, 1, "only 13 joins 12");
+        let l = log_now(&log);
+        assert!(pos(&l, 11) < pos(&l, 12), "read after write: {l:?}");
+        assert!(pos(&l, 10) < pos(&l, 12) && pos(&l, 12) < pos(&l, 13));
+    });
+}
+
 #[test]
 fn every_instruction_is_released_exactly_once_and_counters_balance() {
     watchdog(60, || {

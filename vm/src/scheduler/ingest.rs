@@ -1,8 +1,64 @@
 //! Step 3: take a window of received instructions, fuse, give slots, build edges.
 
 use super::{Scheduler, Slot};
+use crate::blob::Blob;
 use crate::dependence::Access;
-use crate::instruction::Instruction;
+use crate::instruction::{InstrAdapter, InstrList, Instruction};
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// How many instructions of other streams fusion may step over to reach a follower.
+pub(crate) const LOOK_AHEAD: usize = 16;
+
+/// The blobs that the stepped-over instructions read and write, with a one-word filter for
+/// each set so that most candidates are cleared without a scan.
+#[derive(Default)]
+struct Footprint {
+    count: usize,
+    read_bits: u64,
+    write_bits: u64,
+    reads: SmallVec<[*const Blob; 16]>,
+    writes: SmallVec<[*const Blob; 16]>,
+}
+
+fn bit(p: *const Blob) -> u64 {
+    // Blobs are separate allocations of over 256 bytes: bits 8.. of their addresses differ.
+    1 << ((p as usize >> 8) & 63)
+}
+
+impl Footprint {
+    fn add(&mut self, n: &Instruction) {
+        n.for_each_member(|m| {
+            for b in m.p().inputs() {
+                self.read_bits |= bit(Arc::as_ptr(b));
+                self.reads.push(Arc::as_ptr(b));
+            }
+            for b in m.p().outputs() {
+                self.write_bits |= bit(Arc::as_ptr(b));
+                self.writes.push(Arc::as_ptr(b));
+            }
+        });
+        self.count += 1;
+    }
+
+    /// Whether `n` must stay after the stepped-over instructions: it reads a blob they write,
+    /// or writes one they read or write.
+    fn orders(&self, n: &Instruction) -> bool {
+        if self.count == 0 {
+            return false;
+        }
+        let p = n.p();
+        let hit = |bits: u64, set: &[*const Blob], b: &Arc<Blob>| {
+            bits & bit(Arc::as_ptr(b)) != 0 && set.contains(&Arc::as_ptr(b))
+        };
+        p.inputs()
+            .iter()
+            .any(|b| hit(self.write_bits, &self.writes, b))
+            || p.outputs().iter().any(|b| {
+                hit(self.write_bits, &self.writes, b) || hit(self.read_bits, &self.reads, b)
+            })
+    }
+}
 
 impl Scheduler {
     /// Ingests at most one window of received instructions; returns whether any was taken.
@@ -15,8 +71,7 @@ impl Scheduler {
                 break;
             };
             taken += 1;
-            head.id = self.next_id;
-            self.next_id += 1;
+            self.number(&mut head);
             if head.p().is_barrier() {
                 let epoch = self.first_epoch + self.epochs.len() as u64 - 1;
                 self.barriers.push_back((epoch, head));
@@ -26,27 +81,68 @@ impl Scheduler {
             }
             let s = head.stream.0 as usize;
             if self.streams[s].fusion && head.p().fusable() {
-                while taken < window {
-                    let fits = self.local.front().get().is_some_and(|n| {
-                        n.stream == head.stream && n.p().fusable() && !n.p().is_barrier()
-                    });
-                    if !fits {
-                        break;
-                    }
-                    let mut m = self.local.pop_front().expect("front exists");
-                    m.id = self.next_id;
-                    self.next_id += 1;
-                    head.followers.push_back(m);
-                    taken += 1;
-                    fused += 1;
-                }
+                let n = self.fuse_into(&mut head, window - taken);
+                taken += n;
+                fused += n;
             }
             self.insert(head);
         }
-        self.counts.fused += fused;
+        self.counts.fused += fused as u64;
         taken > 0
     }
 
+    /// Gives `node` its id, in submission order, unless a look-ahead already did.
+    fn number(&mut self, node: &mut Instruction) {
+        if node.id == 0 {
+            node.id = self.next_id;
+            self.next_id += 1;
+        }
+    }
+
+    /// Moves into `head.followers` at most `room` of the received instructions that may run
+    /// as part of it, and returns how many it moved.
+    ///
+    /// A follower is fusable, on `head`'s stream, and comes before any barrier, any
+    /// instruction that is not fusable, and any same-stream instruction that may not join (so
+    /// each stream still runs in submission order). Fusable instructions of other streams in
+    /// between are stepped over (at most [`LOOK_AHEAD`]) and stay queued, in order, if they
+    /// share no blob with the follower in a way that orders them (one writes what the other
+    /// reads or writes): then running the follower before them is what the edges allow anyway.
+    /// Without the look-ahead, ops alternating between two streams never fused at all.
+    fn fuse_into(&mut self, head: &mut Instruction, room: usize) -> usize {
+        let mut moved = 0;
+        let mut stepped = InstrList::new(InstrAdapter::new());
+        let mut over = Footprint::default();
+        while moved < room {
+            let Some(n) = self.local.front().get() else {
+                break;
+            };
+            if n.p().is_barrier() || !n.p().fusable() {
+                break;
+            }
+            if n.stream == head.stream {
+                if over.orders(n) {
+                    break;
+                }
+                let mut m = self.local.pop_front().expect("front exists");
+                self.number(&mut m);
+                head.followers.push_back(m);
+                moved += 1;
+            } else {
+                if over.count == LOOK_AHEAD {
+                    break;
+                }
+                let mut m = self.local.pop_front().expect("front exists");
+                self.number(&mut m);
+                over.add(&m);
+                stepped.push_back(m);
+            }
+        }
+        if !stepped.is_empty() {
+            self.local.front_mut().splice_before(stepped);
+        }
+        moved
+    }
     /// Gives `node` a slot, registers its accesses and edges, and queues it on its stream.
     fn insert(&mut self, mut node: Box<Instruction>) {
         let slot = match self.free_slots.pop() {

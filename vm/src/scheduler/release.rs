@@ -88,6 +88,7 @@ impl Scheduler {
                 node.followers.take()
             }
         };
+        node.id = 0; // unnumbered: `ingest` numbers it when it comes back
         self.recycle.push_back(node);
         let mut followers = followers;
         while let Some(f) = followers.pop_front() {

@@ -1,0 +1,77 @@
+//! The loops of `vm_chain` and `vm_fanout` for callgrind: `N` no-op chain instructions (each
+//! reads blob i-1 and writes blob i of its chain's ring of 4). Modes: the default (one chain,
+//! one stream, threaded, fusion on), `sync`, `nofuse`, and `fan` (64 chains round-robin on two
+//! inline streams, as `vm_fanout`). The difference of two runs' totals over the difference of
+//! their `N` is the cost of one instruction:
+//!
+//! ```text
+//! cargo build --release --example cg_chain
+//! valgrind --tool=callgrind ./target/release/examples/cg_chain 20000 fan
+//! valgrind --tool=callgrind ./target/release/examples/cg_chain 40000 fan
+//! ```
+//!
+//! `STATS=1` prints the engine's counters (how many instructions fused) at the end.
+
+#[global_allocator]
+static GLOBAL: eddy::Malloc = eddy::Malloc;
+
+use eddy::vm::instruction::{ComputeCtx, InstructionPolicy};
+use eddy::vm::{Blob, StreamId, VmBuilder};
+use std::sync::Arc;
+
+struct ChainOp {
+    b: [Arc<Blob>; 2],
+}
+
+impl InstructionPolicy for ChainOp {
+    fn name(&self) -> &str {
+        "chain_op"
+    }
+    fn inputs(&self) -> &[Arc<Blob>] {
+        &self.b[..1]
+    }
+    fn outputs(&self) -> &[Arc<Blob>] {
+        &self.b[1..]
+    }
+    fn fusable(&self) -> bool {
+        true
+    }
+    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::vm::Result<()> {
+        Ok(())
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let n: usize = std::env::args().nth(1).map_or(Ok(100_000), |s| s.parse())?;
+    let mode = std::env::args().nth(2).unwrap_or_default();
+    let mut b = match mode.as_str() {
+        "sync" => VmBuilder::new().sync_mode(true),
+        "nofuse" => VmBuilder::new().fusion(false),
+        _ => VmBuilder::new(),
+    };
+    let fan = mode == "fan";
+    let s1 = b.add_stream(Arc::new(eddy::vm::stream::cpu::CpuStream::new(
+        "cpu-2",
+        eddy::vm::stream::Exec::Inline,
+    )));
+    let vm = b.build()?;
+    let chains = if fan { 64 } else { 1 };
+    let blobs: Vec<Vec<Arc<Blob>>> = (0..chains)
+        .map(|_| (0..4).map(|_| vm.new_blob(0)).collect())
+        .collect();
+    let mut pos = vec![0usize; chains];
+    for i in 0..n {
+        let c = i % chains;
+        let k = pos[c];
+        pos[c] += 1;
+        let op = ChainOp {
+            b: [blobs[c][k % 4].clone(), blobs[c][(k + 1) % 4].clone()],
+        };
+        vm.run(if c % 2 == 0 { StreamId::CPU } else { s1 }, op)?;
+    }
+    vm.sync()?;
+    if std::env::var_os("STATS").is_some() {
+        eprintln!("{:?}", vm.stats());
+    }
+    Ok(())
+}
