@@ -128,7 +128,7 @@ pub fn erf_f32(x: f32) -> f32 {
             * z
             + -3.761263890e-01)
             * z
-            + 1.128379167e+00);
+            + std::f32::consts::FRAC_2_SQRT_PI); // 1.128379167, the series' first coefficient
     let y = if x < 0.0 { -y } else { y };
     if a < 1.0 {
         series
