@@ -9,34 +9,11 @@
 //!
 //! Each figure is the median of 5 repetitions, printed with the spread (min..max).
 
-use eddy::vm::instruction::{ComputeCtx, InstructionPolicy};
 use eddy::vm::stream::{cpu::CpuStream, Exec};
+use eddy::vm::testing::Link;
 use eddy::vm::{Blob, StreamId, Vm, VmBuilder};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Reads `b[0]`, writes `b[1]`, does nothing.
-struct ChainOp {
-    b: [Arc<Blob>; 2],
-}
-
-impl InstructionPolicy for ChainOp {
-    fn name(&self) -> &str {
-        "chain_op"
-    }
-    fn inputs(&self) -> &[Arc<Blob>] {
-        &self.b[..1]
-    }
-    fn outputs(&self) -> &[Arc<Blob>] {
-        &self.b[1..]
-    }
-    fn fusable(&self) -> bool {
-        true
-    }
-    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::vm::Result<()> {
-        Ok(())
-    }
-}
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -68,9 +45,7 @@ fn chain(vm: &Vm, n: usize, chains: usize, streams: &[StreamId]) -> f64 {
         let c = i % chains;
         let k = pos[c];
         pos[c] += 1;
-        let op = ChainOp {
-            b: [blobs[c][k % ring].clone(), blobs[c][(k + 1) % ring].clone()],
-        };
+        let op = Link([blobs[c][k % ring].clone(), blobs[c][(k + 1) % ring].clone()]);
         vm.run(streams[c % streams.len()], op).unwrap();
     }
     vm.sync().unwrap();
@@ -126,7 +101,7 @@ fn main() {
         let b = [vm.new_blob(0), vm.new_blob(0)];
         let mut lat = Vec::new();
         for i in 0..(if quick { 2_000 } else { 10_000 }) {
-            let op = ChainOp { b: b.clone() };
+            let op = Link(b.clone());
             let t0 = Instant::now();
             vm.run(StreamId::CPU, op).unwrap();
             vm.sync().unwrap();
@@ -154,7 +129,7 @@ fn main() {
         let mut cold = Vec::new();
         for _ in 0..(if quick { 100 } else { 400 }) {
             std::thread::sleep(Duration::from_millis(3));
-            let op = ChainOp { b: b.clone() };
+            let op = Link(b.clone());
             let t0 = Instant::now();
             vm.run(StreamId::CPU, op).unwrap();
             vm.sync().unwrap();

@@ -15,31 +15,9 @@
 #[global_allocator]
 static GLOBAL: eddy::Malloc = eddy::Malloc;
 
-use eddy::vm::instruction::{ComputeCtx, InstructionPolicy};
+use eddy::vm::testing::Link;
 use eddy::vm::{Blob, StreamId, VmBuilder};
 use std::sync::Arc;
-
-struct ChainOp {
-    b: [Arc<Blob>; 2],
-}
-
-impl InstructionPolicy for ChainOp {
-    fn name(&self) -> &str {
-        "chain_op"
-    }
-    fn inputs(&self) -> &[Arc<Blob>] {
-        &self.b[..1]
-    }
-    fn outputs(&self) -> &[Arc<Blob>] {
-        &self.b[1..]
-    }
-    fn fusable(&self) -> bool {
-        true
-    }
-    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::vm::Result<()> {
-        Ok(())
-    }
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = std::env::args().nth(1).map_or(Ok(100_000), |s| s.parse())?;
@@ -64,9 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let c = i % chains;
         let k = pos[c];
         pos[c] += 1;
-        let op = ChainOp {
-            b: [blobs[c][k % 4].clone(), blobs[c][(k + 1) % 4].clone()],
-        };
+        let op = Link([blobs[c][k % 4].clone(), blobs[c][(k + 1) % 4].clone()]);
         vm.run(if c % 2 == 0 { StreamId::CPU } else { s1 }, op)?;
     }
     vm.sync()?;

@@ -1,6 +1,7 @@
 //! Mock policies for testing the engine without real kernels (also used by benches).
 //!
 //! - [`Noop`]: reads and writes blobs, does nothing (fusable).
+//! - [`Link`]: reads one blob and writes another, with no list to allocate (the benchmarks').
 //! - [`Record`]: appends its tag to a shared log when it computes (optionally running a body).
 //! - [`Gate`]: blocks its worker until the test opens it (test-controlled completion on CPU).
 //! - [`Fail`] and [`Panic`]: a kernel that returns an error or panics.
@@ -36,6 +37,37 @@ impl InstructionPolicy for Noop {
     }
     fn outputs(&self) -> &[Arc<Blob>] {
         &self.outputs
+    }
+    fn fusable(&self) -> bool {
+        true
+    }
+    fn compute(&mut self, _ctx: &mut ComputeCtx<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Reads `0[0]`, writes `0[1]`, does nothing; fusable. The two handles live in the policy
+/// itself, which fits in an instruction node, so submitting one allocates nothing: the engine
+/// benchmarks (`vm_chain`, `vm_fanout`) and `examples/cg_chain.rs` measure the engine alone.
+///
+/// ```
+/// use eddy_vm::{testing::Link, StreamId, Vm};
+/// let vm = Vm::builder().build().unwrap();
+/// let (a, b) = (vm.new_blob(0), vm.new_blob(0));
+/// vm.run(StreamId::CPU, Link([a, b])).unwrap();
+/// vm.sync().unwrap();
+/// ```
+pub struct Link(pub [Arc<Blob>; 2]);
+
+impl InstructionPolicy for Link {
+    fn name(&self) -> &str {
+        "chain_op"
+    }
+    fn inputs(&self) -> &[Arc<Blob>] {
+        &self.0[..1]
+    }
+    fn outputs(&self) -> &[Arc<Blob>] {
+        &self.0[1..]
     }
     fn fusable(&self) -> bool {
         true
