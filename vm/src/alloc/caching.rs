@@ -55,8 +55,6 @@ struct Owned(NonNull<u8>);
 // SAFETY: an `Owned` is a plain address of memory this allocator holds; it is dereferenced only
 // by whoever the piece is handed to, and the allocator is used under its owner's lock.
 unsafe impl Send for Owned {}
-// SAFETY: as for `Send`: sharing an `&Owned` shares only the address.
-unsafe impl Sync for Owned {}
 
 impl Owned {
     fn addr(self) -> usize {
@@ -176,8 +174,8 @@ impl CachingAllocator {
         let rest = fsize - rounded;
         let chunk = self.chunks[&piece.chunk];
         // SAFETY: the piece lies inside its chunk (`pieces` tile the chunks), so the offset
-        // stays within the backend's allocation; the result is non-null like the base.
-        let ptr = unsafe { NonNull::new_unchecked(chunk.base.0.as_ptr().add(addr - piece.chunk)) };
+        // stays within the backend's allocation.
+        let ptr = unsafe { chunk.base.0.add(addr - piece.chunk) };
         let min_split = if chunk.size > SMALL_CHUNK {
             SMALL_REQUEST
         } else {

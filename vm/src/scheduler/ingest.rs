@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// How many instructions of other streams fusion may step over to reach a follower.
-pub(crate) const LOOK_AHEAD: usize = 16;
+const LOOK_AHEAD: usize = 16;
 
 /// The blobs that the stepped-over instructions read and write, with a one-word filter for
 /// each set so that most candidates are cleared without a scan.
