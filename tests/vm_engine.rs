@@ -554,6 +554,54 @@ fn release_frees_only_after_an_in_flight_reader_on_another_stream() {
 // ---- memory (F9, F10) -----------------------------------------------------------------------
 
 #[test]
+fn small_blobs_keep_their_bytes_inside_and_bigger_ones_use_the_allocator() {
+    watchdog(30, || {
+        use eddy::vm::blob::INLINE_BYTES;
+        let vm = VmBuilder::new().build().unwrap();
+        let small = vm.new_blob(INLINE_BYTES);
+        let big = vm.new_blob(INLINE_BYTES + 1);
+        let fill = |b: &Arc<Blob>, v: u8| vm.write_blob(b, move |m| m.fill(v)).unwrap();
+        fill(&small, 7);
+        assert!(small.is_allocated());
+        assert_eq!(vm.alloc_stats().allocations, 0, "a small blob asked the allocator");
+        assert_eq!(vm.alloc_stats().in_use, 0);
+        let p = small.as_ptr() as usize;
+        assert_eq!(p % 16, 0, "inline bytes are 16-byte aligned");
+        let inside = Arc::as_ptr(&small) as usize;
+        assert!(
+            (inside..inside + std::mem::size_of::<Blob>()).contains(&p),
+            "the bytes live inside the blob"
+        );
+        fill(&big, 9);
+        assert_eq!(vm.alloc_stats().allocations, 1);
+        assert!(vm.alloc_stats().in_use > INLINE_BYTES);
+        // Both hold what was written, and a second write reuses the inline bytes.
+        assert_eq!(vm.read_blob(&small, |m| m.to_vec()).unwrap(), vec![7; INLINE_BYTES]);
+        assert_eq!(vm.read_blob(&big, |m| m.to_vec()).unwrap(), vec![9; INLINE_BYTES + 1]);
+        fill(&small, 3);
+        assert_eq!(small.as_ptr() as usize, p);
+        assert_eq!(vm.read_blob(&small, |m| m[INLINE_BYTES - 1]).unwrap(), 3);
+        // The release takes the memory away from kernels; the big one goes back to the cache.
+        vm.release(&small).unwrap();
+        vm.release(&big).unwrap();
+        vm.sync().unwrap();
+        assert!(!small.is_allocated() && !big.is_allocated());
+        assert_eq!(vm.alloc_stats().in_use, 0);
+        // Pass-through mode (for valgrind) gives every blob its own heap block.
+        let vm = VmBuilder::new()
+            .alloc_mode(eddy::vm::alloc::AllocMode::Passthrough)
+            .build()
+            .unwrap();
+        let small = vm.new_blob(16);
+        vm.write_blob(&small, |m| m.fill(1)).unwrap();
+        assert_eq!(vm.alloc_stats().allocations, 1);
+        vm.release(&small).unwrap();
+        vm.sync().unwrap();
+    });
+}
+
+
+#[test]
 fn oom_retry_after_shrinking_the_cache_is_invisible() {
     watchdog(30, || {
         let vm = VmBuilder::new().capacity(Some(4 << 20)).build().unwrap();

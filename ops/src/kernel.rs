@@ -64,7 +64,8 @@ where
 /// # Safety
 ///
 /// Call only inside a kernel whose instruction reads `b`, while it runs; the blob's memory is
-/// 64-byte aligned and its size a multiple of `size_of::<T>()` for the dtype it was made for.
+/// at least 16-byte aligned (64 from the allocator, 16 inside a small blob) and its size a
+/// multiple of `size_of::<T>()` for the dtype it was made for.
 /// No output of the same instruction may be the same blob.
 pub unsafe fn input<T: Elem>(b: &Blob) -> &[T] {
     // SAFETY: forwarded to the caller: the engine orders this read against every writer.
@@ -73,7 +74,7 @@ pub unsafe fn input<T: Elem>(b: &Blob) -> &[T] {
         return &[];
     }
     debug_assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<T>(), 0);
-    // SAFETY: the pointer is aligned (allocations are 64-byte aligned) and the bytes were
+    // SAFETY: the pointer is aligned (blob memory is at least 16-byte aligned) and the bytes were
     // written as `T`s by earlier kernels (every dtype's bit patterns are valid, `Bool8` included).
     unsafe {
         std::slice::from_raw_parts(
@@ -227,7 +228,7 @@ pub fn gather_host<T: Elem>(bytes: &[u8], layout: &Layout) -> Vec<T> {
     let len = bytes.len() / std::mem::size_of::<T>();
     assert!(layout.storage_extent() <= len, "layout past its storage");
     assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<T>(), 0);
-    // SAFETY: the bytes are aligned for `T` (checked above; storage is 64-byte aligned) and
+    // SAFETY: the bytes are aligned for `T` (checked above; storage is at least 16-byte aligned) and
     // hold `len` initialised `T`s written by kernels; every bit pattern is a valid `Elem`.
     let s: &[T] = unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const T, len) };
     if let Some(r) = layout.contiguous_range() {

@@ -10,12 +10,19 @@ use crate::dependence::AccessList;
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use qcell::{QCell, QCellOwnerID};
+use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// No stream has used the blob yet.
 pub(crate) const NO_STREAM: u32 = u32::MAX;
+
+/// The most bytes a blob keeps inside itself, on a host device, instead of asking the
+/// allocator: 64 `f32`s. A small op's output then costs no allocator call, lock or atomic
+/// reference count; its memory comes and goes with the blob (see
+/// [`DeviceAllocator::inline_max`](crate::alloc::DeviceAllocator::inline_max)).
+pub const INLINE_BYTES: usize = 256;
 
 /// Storage tracked by the engine: bytes, a dependence, memory, poison.
 ///
@@ -59,10 +66,21 @@ struct LinePad(#[allow(dead_code)] [MaybeUninit<u8>; 64]);
 struct ComputeSide {
     bytes: usize,
     memory: Mutex<Option<Allocation>>,
+    /// The memory kernels see: the allocation's, the inline buffer, or null (none).
     ptr: std::sync::atomic::AtomicPtr<u8>,
     poisoned: AtomicBool,
     poison: Mutex<Option<Error>>,
+    inline: InlineBytes,
 }
+
+/// A small blob's memory, inside the blob (16-byte aligned, as the global allocator's blocks).
+#[repr(C, align(16))]
+struct InlineBytes(UnsafeCell<[MaybeUninit<u8>; INLINE_BYTES]>);
+
+// SAFETY: the bytes are only reached through `Blob::bytes_ref` / `bytes_mut` (unsafe, with the
+// engine's ordering as their contract: one writer at a time, no reader beside it), exactly as
+// memory from the allocator is; the cell itself is never borrowed.
+unsafe impl Sync for InlineBytes {}
 
 impl std::fmt::Debug for Blob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -74,33 +92,32 @@ impl std::fmt::Debug for Blob {
 }
 
 impl Blob {
-    /// A blob in a fresh `Arc`, built in place: `Arc::new(Blob { .. })` built the 352 bytes
-    /// on the stack and copied them (a `memcpy` per blob in profiles of small ops).
+    /// A blob in a fresh `Arc`, built in place: `Arc::new(Blob { .. })` built the blob on the
+    /// stack and copied it (a `memcpy` per blob in profiles of small ops), and even a `write`
+    /// of a whole `Blob` copies the padding and the inline buffer. Only the fields that hold
+    /// values are written; the padding and the inline bytes stay uninitialised.
     pub(crate) fn new_arc(engine: QCellOwnerID, bytes: usize) -> Arc<Self> {
         let mut a = Arc::<Blob>::new_uninit();
-        Arc::get_mut(&mut a)
+        let p = Arc::get_mut(&mut a)
             .expect("a fresh Arc is unique")
-            .write(Blob::new(engine, bytes));
-        // SAFETY: initialised by the `write` above.
-        unsafe { a.assume_init() }
-    }
-
-    pub(crate) fn new(engine: QCellOwnerID, bytes: usize) -> Self {
-        Blob {
-            id: crate::unique_id(),
-            access: QCell::new(engine, AccessList::default()),
-            engine,
-            _pad0: LinePad([MaybeUninit::uninit(); 64]),
-            _pad1: LinePad([MaybeUninit::uninit(); 64]),
-            compute: ComputeSide {
-                bytes,
-                memory: Mutex::new(None),
-                ptr: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
-                poisoned: AtomicBool::new(false),
-                poison: Mutex::new(None),
-            },
-            released: AtomicBool::new(false),
-            last_used_stream: AtomicU32::new(NO_STREAM),
+            .as_mut_ptr();
+        // SAFETY: `p` points to a unique, writable, properly aligned `Blob`; every field
+        // except `_pad0`, `_pad1` and `compute.inline` (all `MaybeUninit` bytes, valid
+        // uninitialised) is written exactly once before `assume_init`.
+        unsafe {
+            use std::ptr::addr_of_mut;
+            addr_of_mut!((*p).id).write(crate::unique_id());
+            addr_of_mut!((*p).engine).write(engine);
+            addr_of_mut!((*p).released).write(AtomicBool::new(false));
+            addr_of_mut!((*p).last_used_stream).write(AtomicU32::new(NO_STREAM));
+            addr_of_mut!((*p).access).write(QCell::new(engine, AccessList::default()));
+            let c = addr_of_mut!((*p).compute);
+            addr_of_mut!((*c).bytes).write(bytes);
+            addr_of_mut!((*c).memory).write(Mutex::new(None));
+            addr_of_mut!((*c).ptr).write(std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()));
+            addr_of_mut!((*c).poisoned).write(AtomicBool::new(false));
+            addr_of_mut!((*c).poison).write(Mutex::new(None));
+            a.assume_init()
         }
     }
 
@@ -116,16 +133,31 @@ impl Blob {
 
     /// Whether `Prepare` has given the blob memory (zero-byte blobs never need any).
     pub fn is_allocated(&self) -> bool {
-        self.compute.memory.lock().is_some()
+        !self.as_ptr().is_null()
     }
 
-    /// Allocates the blob's memory from `alloc` if it has none yet. Zero-byte blobs get none.
+    /// The inline buffer's address (whether or not the blob uses it).
+    fn inline_ptr(&self) -> *mut u8 {
+        self.compute.inline.0.get().cast()
+    }
+
+    /// Allocates the blob's memory if it has none yet: inside the blob when it is small and
+    /// `alloc` allows it ([`DeviceAllocator::inline_max`]), else from `alloc`. Zero-byte blobs
+    /// get none.
+    ///
+    /// The engine calls this and [`free_memory`](Self::free_memory) in the blob's access
+    /// order (prepare before the first writer runs, the release after the last access), so
+    /// the lock below is uncontended; it keeps even a misordered pair memory-safe.
     pub(crate) fn ensure_allocated(
         &self,
         alloc: &Arc<DeviceAllocator>,
     ) -> Result<(), crate::alloc::AllocError> {
         let bytes = self.compute.bytes;
-        if bytes == 0 {
+        if bytes == 0 || !self.as_ptr().is_null() {
+            return Ok(());
+        }
+        if bytes <= alloc.inline_max() {
+            self.compute.ptr.store(self.inline_ptr(), Ordering::Release);
             return Ok(());
         }
         let mut m = self.compute.memory.lock();
@@ -138,8 +170,19 @@ impl Blob {
     }
 
     /// Frees the blob's memory (the `ReleaseTensor` instruction calls this once every earlier
-    /// access has completed). Idempotent.
+    /// access has completed). Idempotent. Inline memory needs no free: kernels stop seeing
+    /// it, and it goes with the blob.
     pub(crate) fn free_memory(&self) {
+        let p = self.as_ptr();
+        if p.is_null() {
+            return;
+        }
+        if p == self.inline_ptr() {
+            self.compute
+                .ptr
+                .store(std::ptr::null_mut(), Ordering::Release);
+            return;
+        }
         let a = self.compute.memory.lock().take();
         self.compute
             .ptr

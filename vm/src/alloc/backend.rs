@@ -19,6 +19,13 @@ pub trait Backend: Send + Sync + 'static {
     fn capacity(&self) -> Option<usize>;
     /// Bytes currently handed out.
     fn used(&self) -> usize;
+    /// Whether the memory is host memory that kernels reach through an ordinary pointer. Then
+    /// a blob of at most [`INLINE_BYTES`](crate::blob::INLINE_BYTES) keeps its bytes inside
+    /// itself instead of asking the allocator (see [`DeviceAllocator::inline_max`](super::DeviceAllocator::inline_max)).
+    /// Default: no (device memory).
+    fn is_host(&self) -> bool {
+        false
+    }
 }
 
 /// Host memory from the global allocator, optionally capped at `capacity` bytes.
@@ -93,5 +100,9 @@ impl Backend for CpuBackend {
 
     fn used(&self) -> usize {
         self.used.load(Ordering::Acquire)
+    }
+
+    fn is_host(&self) -> bool {
+        true
     }
 }

@@ -76,6 +76,7 @@ struct Inner {
 pub struct DeviceAllocator {
     backend: Box<dyn Backend>,
     mode: AllocMode,
+    inline_max: usize,
     inner: Mutex<Inner>,
 }
 
@@ -132,9 +133,15 @@ impl Drop for DeviceAllocator {
 impl DeviceAllocator {
     /// An allocator over `backend`.
     pub fn new(backend: Box<dyn Backend>, mode: AllocMode) -> Arc<Self> {
+        let inline_max = if mode == AllocMode::Caching && backend.is_host() {
+            crate::blob::INLINE_BYTES
+        } else {
+            0
+        };
         Arc::new(DeviceAllocator {
             backend,
             mode,
+            inline_max,
             inner: Mutex::new(Inner {
                 cache: CachingAllocator::new(),
                 stats: AllocStats::default(),
@@ -146,6 +153,26 @@ impl DeviceAllocator {
     /// The mode.
     pub fn mode(&self) -> AllocMode {
         self.mode
+    }
+
+    /// The largest blob that keeps its bytes inside itself instead of asking this allocator:
+    /// [`INLINE_BYTES`](crate::blob::INLINE_BYTES) over host memory in caching mode, else 0
+    /// (device memory cannot live in a host struct, and pass-through mode exists so that
+    /// valgrind sees every tensor's memory as its own heap block).
+    ///
+    /// Such a blob costs no allocator call, lock or statistics entry: a 16-float tensor's
+    /// memory comes and goes with its blob. Its bytes are not counted in [`stats`](Self::stats)
+    /// and not bounded by the capacity, like the rest of the blob's host-side struct.
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+    /// let a = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+    /// assert_eq!(a.inline_max(), eddy_vm::blob::INLINE_BYTES);
+    /// let p = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Passthrough);
+    /// assert_eq!(p.inline_max(), 0);
+    /// ```
+    pub fn inline_max(&self) -> usize {
+        self.inline_max
     }
 
     /// Allocates `size > 0` bytes (one attempt; the engine's OOM path shrinks and retries).
