@@ -563,7 +563,11 @@ fn small_blobs_keep_their_bytes_inside_and_bigger_ones_use_the_allocator() {
         let fill = |b: &Arc<Blob>, v: u8| vm.write_blob(b, move |m| m.fill(v)).unwrap();
         fill(&small, 7);
         assert!(small.is_allocated());
-        assert_eq!(vm.alloc_stats().allocations, 0, "a small blob asked the allocator");
+        assert_eq!(
+            vm.alloc_stats().allocations,
+            0,
+            "a small blob asked the allocator"
+        );
         assert_eq!(vm.alloc_stats().in_use, 0);
         let p = small.as_ptr() as usize;
         assert_eq!(p % 16, 0, "inline bytes are 16-byte aligned");
@@ -576,8 +580,14 @@ fn small_blobs_keep_their_bytes_inside_and_bigger_ones_use_the_allocator() {
         assert_eq!(vm.alloc_stats().allocations, 1);
         assert!(vm.alloc_stats().in_use > INLINE_BYTES);
         // Both hold what was written, and a second write reuses the inline bytes.
-        assert_eq!(vm.read_blob(&small, |m| m.to_vec()).unwrap(), vec![7; INLINE_BYTES]);
-        assert_eq!(vm.read_blob(&big, |m| m.to_vec()).unwrap(), vec![9; INLINE_BYTES + 1]);
+        assert_eq!(
+            vm.read_blob(&small, |m| m.to_vec()).unwrap(),
+            vec![7; INLINE_BYTES]
+        );
+        assert_eq!(
+            vm.read_blob(&big, |m| m.to_vec()).unwrap(),
+            vec![9; INLINE_BYTES + 1]
+        );
         fill(&small, 3);
         assert_eq!(small.as_ptr() as usize, p);
         assert_eq!(vm.read_blob(&small, |m| m[INLINE_BYTES - 1]).unwrap(), 3);
@@ -599,7 +609,6 @@ fn small_blobs_keep_their_bytes_inside_and_bigger_ones_use_the_allocator() {
         vm.sync().unwrap();
     });
 }
-
 
 #[test]
 fn oom_retry_after_shrinking_the_cache_is_invisible() {

@@ -120,10 +120,22 @@ impl Shape {
     /// They saturate: only a shape without elements can have strides past `usize::MAX` (its
     /// other dims may be huge, as `[0, usize::MAX, 2]`), and such strides never address memory.
     pub fn contiguous_strides(&self) -> SmallVec<[usize; 4]> {
-        let mut s: SmallVec<[usize; 4]> = SmallVec::from_elem(1, self.rank());
-        for i in (0..self.rank().saturating_sub(1)).rev() {
-            s[i] = s[i + 1].saturating_mul(self.0[i + 1].max(1));
+        let dims = self.dims();
+        let fill = |s: &mut [usize]| {
+            let mut acc = 1usize;
+            for (st, &d) in s.iter_mut().zip(dims).rev() {
+                *st = acc;
+                acc = acc.saturating_mul(d.max(1));
+            }
+        };
+        // Up to 4 dims (every small op) in the inline buffer, without `from_elem`'s loop.
+        if dims.len() <= 4 {
+            let mut buf = [0usize; 4];
+            fill(&mut buf[..dims.len()]);
+            return SmallVec::from_buf_and_len(buf, dims.len());
         }
+        let mut s: SmallVec<[usize; 4]> = SmallVec::from_elem(1, dims.len());
+        fill(&mut s);
         s
     }
     /// Normalises a possibly negative dim (`-1` is the last) for `op`.
@@ -339,6 +351,40 @@ impl Layout {
             shape: shape.clone(),
             strides,
             offset: self.offset,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Strides by the definition: each is the product of the (at least 1) dims after it.
+    fn naive(dims: &[usize]) -> Vec<usize> {
+        (0..dims.len())
+            .map(|i| {
+                dims[i + 1..]
+                    .iter()
+                    .fold(1usize, |a, &d| a.saturating_mul(d.max(1)))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn contiguous_strides_match_the_definition_at_every_rank() {
+        for dims in [
+            &[][..],
+            &[5],
+            &[2, 3],
+            &[2, 0, 4],
+            &[2, 3, 4, 5],
+            &[2, 3, 4, 5, 6],
+            &[1, 2, 1, 3, 1, 4],
+            &[0, usize::MAX, 2],
+            &[3, usize::MAX, usize::MAX, 2, 2],
+        ] {
+            let s = Shape::from(dims.to_vec());
+            assert_eq!(s.contiguous_strides().as_slice(), naive(dims), "{dims:?}");
         }
     }
 }

@@ -8,7 +8,6 @@ use crate::{Error, Result, Tensor};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 /// Gradients of an op's inputs, `None` where an input gets none.
 pub(crate) type Grads = Vec<Option<Tensor>>;
@@ -234,7 +233,7 @@ impl Drop for Inner {
         let Some(node) = self.node.take() else { return };
         let mut stack = node.inputs;
         while let Some(t) = stack.pop() {
-            if let Ok(mut inner) = Arc::try_unwrap(t.0) {
+            if let Ok(mut inner) = triomphe::Arc::try_unwrap(t.0) {
                 if let Some(n) = inner.node.take() {
                     stack.extend(n.inputs);
                 }

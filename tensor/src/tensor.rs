@@ -8,6 +8,10 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
+/// The handles' own reference count: `triomphe`'s `Arc` has no weak count, so dropping the
+/// last handle takes one locked instruction instead of two (a tensor and its storage are
+/// dropped once per small op).
+use triomphe::Arc as TArc;
 
 /// A tensor's bytes: one engine blob, shared by every view. When the last view drops, the
 /// storage asks the engine to release the blob (freed after every earlier access).
@@ -45,10 +49,10 @@ impl Drop for Storage {
 /// # Ok::<(), eddy_tensor::Error>(())
 /// ```
 #[derive(Clone)]
-pub struct Tensor(pub(crate) Arc<Inner>);
+pub struct Tensor(pub(crate) TArc<Inner>);
 
 pub(crate) struct Inner {
-    pub(crate) storage: Arc<Storage>,
+    pub(crate) storage: TArc<Storage>,
     pub(crate) layout: Layout,
     /// `layout.numel()` and `layout.is_contiguous()`, worked out once: every op asks.
     numel: usize,
@@ -60,7 +64,7 @@ pub(crate) struct Inner {
 }
 
 impl Tensor {
-    pub(crate) fn from_parts(storage: Arc<Storage>, layout: Layout) -> Tensor {
+    pub(crate) fn from_parts(storage: TArc<Storage>, layout: Layout) -> Tensor {
         let (numel, contiguous) = (layout.numel(), layout.is_contiguous());
         Tensor::from_known_parts(storage, layout, numel, contiguous)
     }
@@ -68,7 +72,7 @@ impl Tensor {
     /// As [`from_parts`](Self::from_parts), with the layout's element count and contiguity
     /// known to the caller.
     fn from_known_parts(
-        storage: Arc<Storage>,
+        storage: TArc<Storage>,
         layout: Layout,
         numel: usize,
         contiguous: bool,
@@ -77,7 +81,7 @@ impl Tensor {
             (numel, contiguous),
             (layout.numel(), layout.is_contiguous())
         );
-        Tensor(Arc::new(Inner {
+        Tensor(TArc::new(Inner {
             storage,
             layout,
             numel,
@@ -93,7 +97,7 @@ impl Tensor {
     pub(crate) fn empty_on(vm: &Vm, shape: Shape, dtype: DType) -> Result<Tensor> {
         let bytes = shape.checked_bytes(dtype)?;
         let numel = bytes / dtype.size_in_bytes(); // every dtype has a size
-        let storage = Arc::new(Storage {
+        let storage = TArc::new(Storage {
             blob: vm.new_blob(bytes),
             vm: vm.clone(),
             dtype,
@@ -210,7 +214,7 @@ impl Tensor {
     }
     /// Whether `self` and `other` share storage.
     pub fn shares_storage(&self, other: &Tensor) -> bool {
-        Arc::ptr_eq(&self.0.storage, &other.0.storage)
+        TArc::ptr_eq(&self.0.storage, &other.0.storage)
     }
     pub(crate) fn blob(&self) -> &Arc<Blob> {
         &self.0.storage.blob
