@@ -1,5 +1,6 @@
 //! A small-op loop to count instructions with callgrind: `y = y.add(&x)` on 16 floats, `N`
-//! times (add `m` to also run `y = y.relu()` each time). The difference of two runs' totals
+//! times (add `m` to also run `y = y.relu()` each time, or `x` to run `dispatch_mixed`'s cycle on
+//! 64 floats instead: add, mul, relu, and a sum broadcast back). The difference of two runs' totals
 //! divided by the difference of their `N` is the cost of one op, start-up excluded:
 //!
 //! ```text
@@ -21,7 +22,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(s) => s.parse()?,
         None => 20_000,
     };
-    let mixed = std::env::args().nth(2).is_some_and(|a| a == "m");
+    let mode = std::env::args().nth(2).unwrap_or_default();
+    if mode == "x" {
+        let x = Tensor::full([64], 1.0 / 64.0, DType::F32)?;
+        let mut y = Tensor::ones([64], DType::F32)?;
+        y.sync()?;
+        for _ in 0..n {
+            y = y.add(&x)?;
+            y = y.mul(&x)?;
+            y = y.relu()?;
+            y = y.sum_all()?.broadcast_to([64])?;
+        }
+        assert!(y.to_vec::<f32>()?.iter().all(|v| v.is_finite() && *v > 0.0));
+        return Ok(());
+    }
+    let mixed = mode == "m";
     let x = Tensor::ones([16], DType::F32)?;
     let mut y = Tensor::zeros([16], DType::F32)?;
     y.sync()?;

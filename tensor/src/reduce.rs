@@ -5,12 +5,16 @@
 use crate::{Error, Result, Shape, Tensor};
 use eddy_ops::cpu::reduce::{self as kr, ReduceOp};
 use eddy_ops::norm_dim;
+use smallvec::SmallVec;
+
+/// A list of dims: inline up to 4, so that a small reduction allocates only its output.
+type Dims<T> = SmallVec<[T; 4]>;
 
 impl Tensor {
     fn reduce(&self, op: ReduceOp, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         let name = op.name();
         let r = self.rank();
-        let mut red = vec![false; r];
+        let mut red: SmallVec<[bool; 8]> = SmallVec::from_elem(false, r);
         for &d in dims {
             red[norm_dim(name, d, r)?] = true;
         }
@@ -18,8 +22,8 @@ impl Tensor {
             op: name,
             dtype: self.dtype(),
         })?;
-        let kept: Vec<usize> = (0..r).filter(|&d| !red[d]).collect();
-        let reduced: Vec<usize> = (0..r).filter(|&d| red[d]).collect();
+        let kept: Dims<usize> = (0..r).filter(|&d| !red[d]).collect();
+        let reduced: Dims<usize> = (0..r).filter(|&d| red[d]).collect();
         let n_red: usize = reduced.iter().map(|&d| self.dims()[d]).product();
         let out_numel: usize = kept.iter().map(|&d| self.dims()[d]).product();
         if op.needs_elements() && n_red == 0 {
@@ -46,7 +50,7 @@ impl Tensor {
             let k = kr::sum_leading(self.dtype(), self.layout().offset, n_red, out_numel);
             Tensor::launch(k, &[self], &[&out])?;
         } else {
-            let perm: Vec<usize> = kept.iter().chain(&reduced).copied().collect();
+            let perm: Dims<usize> = kept.iter().chain(&reduced).copied().collect();
             let k = kr::reduce(op, self.dtype(), self.layout().permute(&perm), n_red);
             Tensor::launch(k, &[self], &[&out])?;
         }
@@ -226,6 +230,6 @@ impl Tensor {
     }
 }
 
-fn all(rank: usize) -> Vec<isize> {
+fn all(rank: usize) -> Dims<isize> {
     (0..rank as isize).collect()
 }

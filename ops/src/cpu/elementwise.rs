@@ -127,6 +127,9 @@ pub(crate) use dispatch_int;
 pub enum Lay {
     /// Contiguous, the output's shape, starting at this element offset.
     Dense(usize),
+    /// One element, at this offset, read for every element of the output (a scalar broadcast
+    /// to the output's shape, as `sum(y).broadcast_to(..)`): the kernel loads it once.
+    Splat(usize),
     /// Any layout of the output's shape.
     Strided(Box<Layout>),
 }
@@ -138,10 +141,18 @@ impl Lay {
     /// use eddy_ops::{Layout, cpu::elementwise::Lay};
     /// assert_eq!(Lay::of(Layout::contiguous([2, 3])), Lay::Dense(0));
     /// assert!(matches!(Lay::of(Layout::contiguous([2, 3]).transpose(0, 1)), Lay::Strided(_)));
+    /// assert_eq!(Lay::of(Layout::contiguous([1]).broadcast_to(&[4, 3].into())), Lay::Splat(0));
     /// ```
     pub fn of(l: Layout) -> Lay {
         if l.is_contiguous() {
             Lay::Dense(l.offset)
+        } else if l.numel() > 0
+            && l.strides
+                .iter()
+                .zip(l.dims())
+                .all(|(&st, &d)| st == 0 || d == 1)
+        {
+            Lay::Splat(l.offset)
         } else {
             Lay::Strided(Box::new(l))
         }
@@ -155,6 +166,11 @@ impl Lay {
                 l.offset = *off;
                 std::borrow::Cow::Owned(l)
             }
+            Lay::Splat(off) => std::borrow::Cow::Owned(Layout {
+                strides: smallvec::smallvec![0; shape.rank()],
+                shape: shape.clone(),
+                offset: *off,
+            }),
             Lay::Strided(l) => std::borrow::Cow::Borrowed(l),
         }
     }
@@ -164,6 +180,10 @@ impl Lay {
 pub fn map1_lay<S: Elem, D: Elem>(a: &[S], la: &Lay, out: &mut [D], f: impl Fn(S) -> D + Sync) {
     match la {
         Lay::Dense(off) => dense1(&a[*off..*off + out.len()], out, f),
+        Lay::Splat(off) => {
+            let v = f(a[*off]);
+            par_out(out, |_, c| c.fill(v));
+        }
         Lay::Strided(l) => map1(a, l, out, f),
     }
 }
@@ -181,6 +201,18 @@ pub fn map2_lay<A: Elem, B: Elem, D: Elem>(
         (Lay::Dense(oa), Lay::Dense(ob)) => {
             let n = out.len();
             dense2(&a[*oa..*oa + n], &b[*ob..*ob + n], out, f);
+        }
+        (Lay::Dense(oa), Lay::Splat(ob)) => {
+            let y = b[*ob];
+            dense1(&a[*oa..*oa + out.len()], out, move |x| f(x, y));
+        }
+        (Lay::Splat(oa), Lay::Dense(ob)) => {
+            let x = a[*oa];
+            dense1(&b[*ob..*ob + out.len()], out, move |y| f(x, y));
+        }
+        (Lay::Splat(oa), Lay::Splat(ob)) => {
+            let v = f(a[*oa], b[*ob]);
+            par_out(out, |_, c| c.fill(v));
         }
         (Lay::Strided(l), _) | (_, Lay::Strided(l)) => {
             let shape = &l.shape;
