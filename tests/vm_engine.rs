@@ -489,7 +489,8 @@ fn released_foreign_and_unknown_operands_are_rejected_at_submission() {
     watchdog(30, || {
         let vm = VmBuilder::new().build().unwrap();
         let other = VmBuilder::new().build().unwrap();
-        let x = vm.new_blob(8);
+        // Bigger than a blob keeps inside, so its release is an instruction.
+        let x = vm.new_blob(1024);
         vm.run(CPU, Noop::new(vec![], vec![x.clone()])).unwrap();
         vm.sync().unwrap();
         let before = vm.stats();
@@ -591,11 +592,25 @@ fn small_blobs_keep_their_bytes_inside_and_bigger_ones_use_the_allocator() {
         fill(&small, 3);
         assert_eq!(small.as_ptr() as usize, p);
         assert_eq!(vm.read_blob(&small, |m| m[INLINE_BYTES - 1]).unwrap(), 3);
-        // The release takes the memory away from kernels; the big one goes back to the cache.
+        // Releasing inline memory frees nothing (the bytes go with the blob), so it is no
+        // instruction; the big blob's release is one, and its memory goes back to the cache.
+        vm.sync().unwrap();
+        let before = vm.stats();
         vm.release(&small).unwrap();
+        assert_eq!(
+            vm.stats().inserted,
+            before.inserted,
+            "an instruction for inline memory"
+        );
+        assert!(!small.is_allocated());
+        assert!(matches!(
+            vm.write_blob(&small, |m| m.fill(0)),
+            Err(Error::TensorReleased { .. })
+        ));
         vm.release(&big).unwrap();
         vm.sync().unwrap();
-        assert!(!small.is_allocated() && !big.is_allocated());
+        assert!(vm.stats().inserted > before.inserted);
+        assert!(!big.is_allocated());
         assert_eq!(vm.alloc_stats().in_use, 0);
         // Pass-through mode (for valgrind) gives every blob its own heap block.
         let vm = VmBuilder::new()

@@ -131,9 +131,16 @@ impl Blob {
         self.compute.bytes
     }
 
-    /// Whether `Prepare` has given the blob memory (zero-byte blobs never need any).
+    /// Whether `Prepare` has given the blob memory and no release has taken it away
+    /// (zero-byte blobs never need any).
     pub fn is_allocated(&self) -> bool {
-        !self.as_ptr().is_null()
+        !self.as_ptr().is_null() && !(self.is_released() && self.has_inline_memory())
+    }
+
+    /// Whether the blob's memory is its inline buffer. Once it is, it stays so: only the
+    /// release could change it, and releasing inline memory frees nothing (see `Vm::release`).
+    pub(crate) fn has_inline_memory(&self) -> bool {
+        self.as_ptr() == self.inline_ptr()
     }
 
     /// The inline buffer's address (whether or not the blob uses it).

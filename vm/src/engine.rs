@@ -407,6 +407,11 @@ impl Vm {
     pub fn release(&self, blob: &Arc<Blob>) -> Result<()> {
         let sh = self.shared();
         let stream = crate::builder::mark_released(sh, blob)?;
+        // Inline memory has nothing to free: it goes with the blob, whose last handle drops
+        // only after every instruction that uses it is released. So no instruction and no lock.
+        if blob.has_inline_memory() {
+            return Ok(());
+        }
         // At once on an idle engine: every earlier access is done, so free the memory now.
         if !sh.any_async_stream {
             if let Some(mut s) = self.try_sched() {
