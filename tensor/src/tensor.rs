@@ -8,9 +8,9 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-/// The handles' own reference count: `triomphe`'s `Arc` has no weak count, so dropping the
-/// last handle takes one locked instruction instead of two (a tensor and its storage are
-/// dropped once per small op).
+// The handles' own reference count: `triomphe`'s `Arc` has no weak count, so dropping the
+// last handle takes one locked instruction instead of two (a tensor and its storage are
+// dropped once per small op).
 use triomphe::Arc as TArc;
 
 /// A tensor's bytes: one engine blob, shared by every view. When the last view drops, the
