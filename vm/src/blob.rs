@@ -243,14 +243,24 @@ impl Blob {
     }
 
     /// The error that poisoned this blob, if any.
+    #[inline]
     pub fn poison(&self) -> Option<Error> {
         if !self.compute.poisoned.load(Ordering::Acquire) {
             return None;
         }
+        self.poison_slow()
+    }
+
+    /// The poison itself, out of line: every instruction asks about each input, and the
+    /// answer is almost always no.
+    #[cold]
+    #[inline(never)]
+    fn poison_slow(&self) -> Option<Error> {
         self.compute.poison.lock().clone()
     }
 
     /// Whether the blob is poisoned (cheap check).
+    #[inline]
     pub fn is_poisoned(&self) -> bool {
         self.compute.poisoned.load(Ordering::Acquire)
     }
@@ -262,11 +272,18 @@ impl Blob {
     }
 
     /// Clears the poison (the blob is being overwritten by a successful writer).
+    #[inline]
     pub(crate) fn clear_poison(&self) {
         if self.compute.poisoned.load(Ordering::Acquire) {
-            *self.compute.poison.lock() = None;
-            self.compute.poisoned.store(false, Ordering::Release);
+            self.clear_poison_slow();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn clear_poison_slow(&self) {
+        *self.compute.poison.lock() = None;
+        self.compute.poisoned.store(false, Ordering::Release);
     }
 
     /// Whether `release` was already called on the blob.

@@ -7,7 +7,7 @@ use crate::config::{Config, VmBuilder};
 use crate::error::{Error, Result};
 use crate::exec::{in_engine, IN_ENGINE};
 use crate::handoff::HandOff;
-use crate::instruction::op_call::InlineCall;
+use crate::instruction::op_call::{KernelCall, Shallow, SHALLOW_MAX};
 use crate::instruction::{
     AccessBlobByCallback, Barrier, InstrList, InstructionPolicy, Kernel, OpCall,
 };
@@ -372,17 +372,32 @@ impl Vm {
             let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(cheap);
             return self.run(stream, call);
         }
-        // SAFETY: `call` stays in this frame, which holds the borrows of `inputs` and
-        // `outputs`; it is dropped or turned into its kernel before returning.
-        let mut call = unsafe { InlineCall::new(kernel, inputs, outputs, true) };
-        let c = call.call();
-        crate::builder::check_and_track(self.shared(), c.name(), stream, c.inputs(), c.outputs())?;
-        if self.run_now(stream, c)? {
-            crate::scheduler::drop_policy(call.into_kernel());
+        if inputs.len() > SHALLOW_MAX || outputs.len() > SHALLOW_MAX {
+            let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(true);
+            return self.run(stream, call);
+        }
+        let mut kernel = kernel;
+        // SAFETY: the copies stay in this frame, which holds the borrows of `inputs` and
+        // `outputs`; they are gone before it returns.
+        let (ins, outs) = unsafe { (Shallow::new(inputs), Shallow::new(outputs)) };
+        let mut call = KernelCall {
+            kernel: &mut kernel,
+            inputs: ins.as_slice(),
+            outputs: outs.as_slice(),
+        };
+        crate::builder::check_and_track(
+            self.shared(),
+            call.kernel.name(),
+            stream,
+            call.inputs,
+            call.outputs,
+        )?;
+        if self.run_now(stream, &mut call)? {
+            crate::scheduler::drop_policy(kernel);
             return Ok(());
         }
         // Not idle: queue an ordinary call with its own handles (already checked).
-        let call = OpCall::new(call.into_kernel(), owned(inputs), owned(outputs)).with_cheap(true);
+        let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(true);
         self.submit_checked(stream, call)
     }
 
@@ -449,7 +464,11 @@ impl Vm {
     /// scheduler free (see `scheduler/inline.rs`); returns whether it did (if not, the caller
     /// queues it).
     #[inline]
-    fn run_now(&self, stream: StreamId, policy: &mut dyn InstructionPolicy) -> Result<bool> {
+    fn run_now<P: crate::exec::Run + ?Sized>(
+        &self,
+        stream: StreamId,
+        policy: &mut P,
+    ) -> Result<bool> {
         let Some(mut s) = self.try_sched() else {
             return Ok(false);
         };

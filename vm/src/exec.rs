@@ -2,9 +2,12 @@
 //! Shared by inline streams (on the scheduler thread) and worker threads.
 
 use crate::alloc::DeviceAllocator;
+use crate::blob::Blob;
 use crate::engine::Shared;
 use crate::error::Error;
-use crate::instruction::{ComputeCtx, InstrList, Instruction, InstructionPolicy};
+use crate::instruction::{
+    ComputeCtx, InstrList, Instruction, InstructionPolicy, PrepareCtx, PrepareError,
+};
 use crate::stream::{Event, StreamId, StreamPolicy};
 use std::any::Any;
 use std::cell::Cell;
@@ -28,6 +31,47 @@ pub(crate) struct ExecEnv<'a> {
     pub policy: &'a dyn StreamPolicy,
     pub allocator: &'a Arc<DeviceAllocator>,
     pub shared: &'a Shared,
+}
+
+/// What running an instruction needs of it: the hooks of [`InstructionPolicy`] that
+/// [`run_policy`] and the submitting thread's run at once (`scheduler/inline.rs`) call. Every
+/// policy has them; so does a kernel borrowed with its operands
+/// ([`KernelCall`](crate::instruction::op_call::KernelCall)), which `Vm::run_op` runs at once
+/// without building a policy.
+pub(crate) trait Run {
+    fn name(&self) -> &str;
+    fn inputs(&self) -> &[Arc<Blob>];
+    fn outputs(&self) -> &[Arc<Blob>];
+    fn handles_poison(&self) -> bool;
+    fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError>;
+    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> crate::error::Result<()>;
+}
+
+impl<P: InstructionPolicy + ?Sized> Run for P {
+    #[inline]
+    fn name(&self) -> &str {
+        InstructionPolicy::name(self)
+    }
+    #[inline]
+    fn inputs(&self) -> &[Arc<Blob>] {
+        InstructionPolicy::inputs(self)
+    }
+    #[inline]
+    fn outputs(&self) -> &[Arc<Blob>] {
+        InstructionPolicy::outputs(self)
+    }
+    #[inline]
+    fn handles_poison(&self) -> bool {
+        InstructionPolicy::handles_poison(self)
+    }
+    #[inline]
+    fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {
+        InstructionPolicy::prepare(self, ctx)
+    }
+    #[inline]
+    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> crate::error::Result<()> {
+        InstructionPolicy::compute(self, ctx)
+    }
 }
 
 /// Turns a panic payload into a message.
@@ -61,7 +105,7 @@ pub(crate) fn run_unit(node: &mut Instruction, env: &ExecEnv<'_>) {
     node.followers = back;
 }
 
-fn poison_outputs(p: &dyn InstructionPolicy, e: &Error) {
+fn poison_outputs<P: Run + ?Sized>(p: &P, e: &Error) {
     for o in p.outputs() {
         o.set_poison(e);
     }
@@ -79,8 +123,12 @@ fn run_member(m: &mut Instruction, env: &ExecEnv<'_>) {
 /// poisoned input poisons the outputs and skips it (unless it handles poison); an error or a
 /// panic poisons the outputs and is recorded for the next sync. Returns the event the compute
 /// declared its completion by, if any.
-pub(crate) fn run_policy(
-    p: &mut dyn InstructionPolicy,
+///
+/// Generic, so that the submitting thread's run of a cheap op call (`scheduler/inline.rs`)
+/// reaches the hooks by direct, inlinable calls; the scheduler's instructions use it with
+/// `dyn InstructionPolicy`.
+pub(crate) fn run_policy<P: Run + ?Sized>(
+    p: &mut P,
     id: u64,
     prep_error: Option<Error>,
     env: &ExecEnv<'_>,

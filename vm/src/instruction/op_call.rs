@@ -1,10 +1,10 @@
 //! `OpCall`: run a kernel over input and output blobs.
 
-use super::policy::{ComputeCtx, InstructionPolicy};
+use super::policy::{allocate_outputs, ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError};
 use crate::blob::Blob;
 use crate::error::Result;
 use smallvec::SmallVec;
-use std::mem::ManuallyDrop;
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 /// A kernel: the op-specific part of an [`OpCall`]. The ops crate implements it; kernels see
@@ -112,78 +112,84 @@ impl<K: Kernel> InstructionPolicy for OpCall<K> {
     }
 }
 
-/// An op call run at once by [`Vm::run_op`](crate::Vm::run_op), whose operand lists are
-/// bitwise copies of the caller's handles: running a cheap op on an idle engine then takes no
+/// Bitwise copies of up to [`SHALLOW_MAX`] of a caller's blob handles, as one slice: what
+/// [`Vm::run_op`](crate::Vm::run_op) hands a kernel it runs at once, so that the run takes no
 /// reference-count traffic (six locked operations for a binary op) and builds no owned lists.
 ///
-/// The copies share their originals' reference counts and are never dropped (only the kernel
-/// is), so the counts are neither raised nor lowered; a kernel that clones one raises the
-/// shared count, as it should. A value lives only inside `run_op`, while the caller's borrows
-/// of the originals keep every blob alive.
-pub(crate) struct InlineCall<K: Kernel>(ManuallyDrop<OpCall<K>>);
+/// The copies share their originals' reference counts and are never dropped, so the counts
+/// are neither raised nor lowered; a kernel that clones one raises the shared count, as it
+/// should. A value lives only inside `run_op`, while the caller's borrows of the originals
+/// keep every blob alive.
+pub(crate) struct Shallow {
+    buf: [MaybeUninit<Arc<Blob>>; SHALLOW_MAX],
+    len: usize,
+}
 
-impl<K: Kernel> InlineCall<K> {
+/// The most operands of one kind [`Shallow`] holds; calls with more take owned handles.
+pub(crate) const SHALLOW_MAX: usize = 4;
+
+impl Shallow {
     /// # Safety
     ///
-    /// The value must be dropped (or turned [`into_kernel`](Self::into_kernel)) before any of
-    /// the borrowed handles `inputs` and `outputs` is dropped, and it must not be sent to
-    /// another thread or stored.
-    pub(crate) unsafe fn new(
-        kernel: K,
-        inputs: &[&Arc<Blob>],
-        outputs: &[&Arc<Blob>],
-        cheap: bool,
-    ) -> Self {
-        // SAFETY: forwarded from this function's contract.
-        let (inputs, outputs) = unsafe { (shallow_copies(inputs), shallow_copies(outputs)) };
-        InlineCall(ManuallyDrop::new(OpCall {
-            kernel,
-            inputs,
-            outputs,
-            cheap,
-        }))
+    /// The value (and every slice it lends) must be gone before any of the borrowed handles
+    /// `blobs` is dropped, and it must not be sent to another thread or stored. `blobs` holds
+    /// at most [`SHALLOW_MAX`] handles (more panics).
+    #[inline]
+    pub(crate) unsafe fn new(blobs: &[&Arc<Blob>]) -> Self {
+        let mut me = Shallow {
+            buf: [const { MaybeUninit::uninit() }; SHALLOW_MAX],
+            len: blobs.len(),
+        };
+        for (slot, b) in me.buf.iter_mut().zip(blobs) {
+            // SAFETY: `ptr::read` makes a bitwise copy of a live `Arc`, never dropped (the
+            // slots are `MaybeUninit`), so the allocation's count stays balanced; the caller
+            // keeps the original, hence the blob, alive for as long as the copy is used.
+            slot.write(unsafe { std::ptr::read(*b) });
+        }
+        assert!(me.len <= SHALLOW_MAX, "at most {SHALLOW_MAX} operands");
+        me
     }
 
-    /// The call, to run as an instruction.
-    pub(crate) fn call(&mut self) -> &mut OpCall<K> {
-        &mut self.0
-    }
-
-    /// The kernel; the copied lists are forgotten.
-    pub(crate) fn into_kernel(self) -> K {
-        let me = ManuallyDrop::new(self);
-        // SAFETY: `me` is never dropped, so the kernel is read out exactly once and the lists
-        // (bitwise copies) are never dropped.
-        unsafe { std::ptr::read(&me.0.kernel) }
+    /// The copies.
+    #[inline]
+    pub(crate) fn as_slice(&self) -> &[Arc<Blob>] {
+        // SAFETY: the first `len` slots were written in `new` (`MaybeUninit<T>` has `T`'s
+        // layout); they stay valid while the originals live, which `new`'s caller guarantees.
+        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<Arc<Blob>>(), self.len) }
     }
 }
 
-impl<K: Kernel> Drop for InlineCall<K> {
-    fn drop(&mut self) {
-        // SAFETY: the kernel is dropped once, here (`into_kernel` skips this drop); the lists
-        // are bitwise copies that must not be dropped.
-        unsafe { std::ptr::drop_in_place(&mut self.0.kernel) }
-    }
+/// A kernel borrowed with its operands, run at once by [`Vm::run_op`](crate::Vm::run_op) as
+/// an instruction would run (see `exec::Run`): no policy object is built or moved.
+pub(crate) struct KernelCall<'a, K: Kernel> {
+    pub(crate) kernel: &'a mut K,
+    pub(crate) inputs: &'a [Arc<Blob>],
+    pub(crate) outputs: &'a [Arc<Blob>],
 }
 
-/// Bitwise copies of `blobs`, in a list whose elements must never be dropped.
-///
-/// # Safety
-///
-/// As [`InlineCall::new`]: the copies must not be used after any original is dropped.
-unsafe fn shallow_copies(blobs: &[&Arc<Blob>]) -> Blobs {
-    // SAFETY: `ptr::read` makes a bitwise copy of a live `Arc`; the copies are never dropped
-    // (`InlineCall` never drops its lists, and `from_buf_and_len` leaks the slots past `len`,
-    // which repeat the last handle), so the allocation's count stays balanced, and the caller
-    // keeps the originals, hence the blobs, alive for as long as the copies are used.
-    let copy = |b: &&Arc<Blob>| unsafe { std::ptr::read(*b) };
-    match blobs {
-        [] => Blobs::new(),
-        // The usual case, without `collect`'s capacity checks: a full buffer, `len` used.
-        [.., last] if blobs.len() <= 4 => Blobs::from_buf_and_len(
-            std::array::from_fn(|k| copy(blobs.get(k).unwrap_or(last))),
-            blobs.len(),
-        ),
-        _ => blobs.iter().map(copy).collect(),
+impl<K: Kernel> crate::exec::Run for KernelCall<'_, K> {
+    #[inline]
+    fn name(&self) -> &str {
+        self.kernel.name()
+    }
+    #[inline]
+    fn inputs(&self) -> &[Arc<Blob>] {
+        self.inputs
+    }
+    #[inline]
+    fn outputs(&self) -> &[Arc<Blob>] {
+        self.outputs
+    }
+    #[inline]
+    fn handles_poison(&self) -> bool {
+        false
+    }
+    #[inline]
+    fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {
+        allocate_outputs(self.outputs, ctx)
+    }
+    #[inline]
+    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
+        self.kernel.compute(self.inputs, self.outputs, ctx)
     }
 }

@@ -78,11 +78,7 @@ pub trait InstructionPolicy: Send + 'static {
     ///
     /// [`PrepareError::OutOfMemory`] starts the engine's OOM path (wait, shrink, retry once).
     fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {
-        for o in self.outputs() {
-            o.ensure_allocated(ctx.allocator)
-                .map_err(PrepareError::OutOfMemory)?;
-        }
-        Ok(())
+        allocate_outputs(self.outputs(), ctx)
     }
 
     /// Does the work on the stream.
@@ -91,6 +87,19 @@ pub trait InstructionPolicy: Send + 'static {
     ///
     /// Any error poisons the outputs and is reported at the next sync.
     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()>;
+}
+
+/// The default `prepare`: gives every output memory.
+#[inline]
+pub(crate) fn allocate_outputs(
+    outputs: &[Arc<Blob>],
+    ctx: &mut PrepareCtx<'_>,
+) -> Result<(), PrepareError> {
+    for o in outputs {
+        o.ensure_allocated(ctx.allocator)
+            .map_err(PrepareError::OutOfMemory)?;
+    }
+    Ok(())
 }
 
 /// Why `prepare` failed.

@@ -10,8 +10,8 @@
 
 use super::Scheduler;
 use crate::blob::Blob;
-use crate::exec::{run_policy, ExecEnv, IN_ENGINE};
-use crate::instruction::{InstructionPolicy, PrepareCtx};
+use crate::exec::{run_policy, ExecEnv, Run, IN_ENGINE};
+use crate::instruction::PrepareCtx;
 use crate::stream::StreamId;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -31,10 +31,10 @@ impl Scheduler {
     /// caller queues the policy as usual (a failing `prepare` then takes the scheduler's OOM
     /// path and errors). The caller drops the policy after a run (its drop glue is user code:
     /// drop it outside the scheduler, see [`drop_policy`]).
-    pub(crate) fn try_run_now(
+    pub(crate) fn try_run_now<P: Run + ?Sized>(
         &mut self,
         stream: StreamId,
-        policy: &mut dyn InstructionPolicy,
+        policy: &mut P,
     ) -> bool {
         if !self.can_run_now(stream) {
             return false;
