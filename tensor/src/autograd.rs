@@ -226,17 +226,16 @@ fn topo_order(root: &Tensor) -> Vec<Tensor> {
     order
 }
 
-/// Dropping a long chain of recorded ops iteratively (F17): a tensor's node holds its inputs,
-/// whose nodes hold theirs; a recursive drop of 100k links would overflow the stack.
-impl Drop for Inner {
-    fn drop(&mut self) {
-        let Some(node) = self.node.take() else { return };
-        let mut stack = node.inputs;
-        while let Some(t) = stack.pop() {
-            if let Ok(mut inner) = triomphe::Arc::try_unwrap(t.0) {
-                if let Some(n) = inner.node.take() {
-                    stack.extend(n.inputs);
-                }
+/// Drops a handle's autograd record iteratively (F17), from `Inner`'s drop: a tensor's node
+/// holds its inputs, whose nodes hold theirs; a recursive drop of 100k links would overflow the
+/// stack.
+pub(crate) fn drop_graph(inner: &mut Inner) {
+    let Some(node) = inner.node.take() else { return };
+    let mut stack = node.inputs;
+    while let Some(t) = stack.pop() {
+        if let Ok(mut inner) = triomphe::Arc::try_unwrap(t.0) {
+            if let Some(n) = inner.node.take() {
+                stack.extend(n.inputs);
             }
         }
     }

@@ -255,20 +255,19 @@ impl Tensor {
                 to: shape.dims().to_vec(),
             });
         }
-        let t = Tensor::empty_on(&current()?, shape, T::DTYPE)?;
-        if !data.is_empty() {
-            // Integer data may be indices: remember their range so index ops can check them
-            // on the calling thread instead of failing later in the kernel.
-            let range = matches!(T::DTYPE, DType::I64 | DType::I32 | DType::U8).then(|| {
+        // Integer data may be indices: remember their range so index ops can check them on
+        // the calling thread instead of failing later in the kernel.
+        let range = (!data.is_empty() && matches!(T::DTYPE, DType::I64 | DType::I32 | DType::U8))
+            .then(|| {
                 data.iter().fold((i64::MAX, i64::MIN), |(lo, hi), v| {
                     let v = v.to_f64() as i64;
                     (lo.min(v), hi.max(v))
                 })
             });
+        let t = Tensor::empty_with_range(&current()?, shape, T::DTYPE, range)?;
+        if !data.is_empty() {
             Tensor::launch(from_host(data), &[], &[&t])?;
-            if let Some((lo, hi)) = range {
-                t.set_host_range(lo, hi);
-            }
+            t.range_is_filled();
         }
         Ok(t)
     }

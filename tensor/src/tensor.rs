@@ -13,24 +13,14 @@ use std::sync::{Arc, OnceLock};
 // dropped once per small op).
 use triomphe::Arc as TArc;
 
-/// A tensor's bytes: one engine blob, shared by every view. When the last view drops, the
-/// storage asks the engine to release the blob (freed after every earlier access).
-pub(crate) struct Storage {
-    pub(crate) blob: Arc<Blob>,
-    pub(crate) vm: Vm,
-    pub(crate) dtype: DType,
-    /// The smallest and largest value of an integer storage filled from host data, so index
-    /// ops can check their indices on the calling thread (`from_vec`).
-    pub(crate) host_range: OnceLock<(i64, i64)>,
-    /// Whether `host_range` still describes the values: cleared when any op writes the storage.
-    pub(crate) host_range_valid: AtomicBool,
-}
-
-impl Drop for Storage {
-    fn drop(&mut self) {
-        // An engine that is shut down has freed everything already; nothing to report.
-        let _ = self.vm.release(&self.blob);
-    }
+/// The smallest and largest value of an integer tensor filled from host data, so index ops can
+/// check their indices on the calling thread (`from_vec`). Shared by every view of the
+/// storage (a write through any of them makes it stale), and absent for almost every tensor.
+pub(crate) struct HostRange {
+    range: (i64, i64),
+    /// Whether `range` still describes the values: set once the fill is queued, cleared when
+    /// any op writes the storage.
+    valid: AtomicBool,
 }
 
 /// An n-dimensional array on an engine: every op call returns at once, after checking its
@@ -51,32 +41,65 @@ impl Drop for Storage {
 #[derive(Clone)]
 pub struct Tensor(pub(crate) TArc<Inner>);
 
+/// A tensor handle. Its storage is its blob: every view holds the blob and counts itself among
+/// the blob's holders ([`Blob::hold`]), and the handle that drops last releases it (the engine
+/// frees the memory after every earlier access). No allocation of its own: a fresh tensor
+/// costs this handle and the blob.
 pub(crate) struct Inner {
-    pub(crate) storage: TArc<Storage>,
+    blob: Arc<Blob>,
+    vm: Vm,
+    dtype: DType,
     pub(crate) layout: Layout,
     /// `layout.numel()` and `layout.is_contiguous()`, worked out once: every op asks.
     numel: usize,
     contiguous: bool,
+    host_range: Option<TArc<HostRange>>,
     pub(crate) id: u64,
     pub(crate) requires_grad: AtomicBool,
     pub(crate) node: OnceLock<Node>,
     pub(crate) grad: Mutex<Option<Tensor>>,
 }
 
+/// The storage's holders: the last handle of a tensor and its views releases the blob.
+impl Drop for Inner {
+    fn drop(&mut self) {
+        crate::autograd::drop_graph(self);
+        if self.blob.unhold() {
+            // An engine that is shut down has freed everything already; nothing to report.
+            let _ = self.vm.release(&self.blob);
+        }
+    }
+}
+
+/// What a new handle shares with the storage it views.
+struct Parts<'a> {
+    blob: Arc<Blob>,
+    vm: &'a Vm,
+    dtype: DType,
+    host_range: Option<&'a TArc<HostRange>>,
+}
+
 impl Tensor {
-    pub(crate) fn from_parts(storage: TArc<Storage>, layout: Layout) -> Tensor {
+    /// A new handle (no autograd record) on the storage `self` views, with `layout`.
+    pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
         let (numel, contiguous) = (layout.numel(), layout.is_contiguous());
-        Tensor::from_known_parts(storage, layout, numel, contiguous)
+        self.0.blob.hold();
+        Tensor::from_parts(
+            Parts {
+                blob: self.0.blob.clone(),
+                vm: &self.0.vm,
+                dtype: self.0.dtype,
+                host_range: self.0.host_range.as_ref(),
+            },
+            layout,
+            numel,
+            contiguous,
+        )
     }
 
-    /// As [`from_parts`](Self::from_parts), with the layout's element count and contiguity
-    /// known to the caller.
-    fn from_known_parts(
-        storage: TArc<Storage>,
-        layout: Layout,
-        numel: usize,
-        contiguous: bool,
-    ) -> Tensor {
+    /// The handle over `parts` (whose blob already counts it as a holder) with `layout`, of
+    /// `numel` elements, contiguous or not.
+    fn from_parts(parts: Parts<'_>, layout: Layout, numel: usize, contiguous: bool) -> Tensor {
         debug_assert_eq!(
             (numel, contiguous),
             (layout.numel(), layout.is_contiguous())
@@ -89,10 +112,13 @@ impl Tensor {
         // every field is written exactly once before `assume_init`.
         unsafe {
             use std::ptr::addr_of_mut;
-            addr_of_mut!((*p).storage).write(storage);
+            addr_of_mut!((*p).blob).write(parts.blob);
+            addr_of_mut!((*p).vm).write(parts.vm.clone());
+            addr_of_mut!((*p).dtype).write(parts.dtype);
             addr_of_mut!((*p).layout).write(layout);
             addr_of_mut!((*p).numel).write(numel);
             addr_of_mut!((*p).contiguous).write(contiguous);
+            addr_of_mut!((*p).host_range).write(parts.host_range.cloned());
             addr_of_mut!((*p).id).write(eddy_vm::unique_id());
             addr_of_mut!((*p).requires_grad).write(AtomicBool::new(false));
             addr_of_mut!((*p).node).write(OnceLock::new());
@@ -103,17 +129,33 @@ impl Tensor {
 
     /// A fresh contiguous tensor whose memory `Prepare` allocates when its producer runs.
     pub(crate) fn empty_on(vm: &Vm, shape: Shape, dtype: DType) -> Result<Tensor> {
+        Tensor::empty_with_range(vm, shape, dtype, None)
+    }
+
+    /// As [`empty_on`](Self::empty_on), for a tensor that will hold host values between `lo`
+    /// and `hi` (`range`); [`range_is_filled`](Self::range_is_filled) says when they are queued.
+    pub(crate) fn empty_with_range(
+        vm: &Vm,
+        shape: Shape,
+        dtype: DType,
+        range: Option<(i64, i64)>,
+    ) -> Result<Tensor> {
         let bytes = shape.checked_bytes(dtype)?;
         let numel = bytes / dtype.size_in_bytes(); // every dtype has a size
-        let storage = TArc::new(Storage {
-            blob: vm.new_blob(bytes),
-            vm: vm.clone(),
-            dtype,
-            host_range: OnceLock::new(),
-            host_range_valid: AtomicBool::new(false),
+        let host_range = range.map(|range| {
+            TArc::new(HostRange {
+                range,
+                valid: AtomicBool::new(false),
+            })
         });
-        Ok(Tensor::from_known_parts(
-            storage,
+        Ok(Tensor::from_parts(
+            Parts {
+                // The blob counts its creator as its first holder: this handle.
+                blob: vm.new_blob(bytes),
+                vm,
+                dtype,
+                host_range: host_range.as_ref(),
+            },
             Layout::contiguous(shape),
             numel,
             true,
@@ -125,11 +167,11 @@ impl Tensor {
         Tensor::empty_on(self.engine(), shape, dtype)
     }
 
-    /// Records that this fresh storage holds host values between `lo` and `hi`.
-    pub(crate) fn set_host_range(&self, lo: i64, hi: i64) {
-        let s = &self.0.storage;
-        if s.host_range.set((lo, hi)).is_ok() {
-            s.host_range_valid.store(true, Ordering::Relaxed);
+    /// Marks the host values given to [`empty_with_range`](Self::empty_with_range) as the
+    /// storage's: call once the op filling it is queued.
+    pub(crate) fn range_is_filled(&self) {
+        if let Some(h) = &self.0.host_range {
+            h.valid.store(true, Ordering::Relaxed);
         }
     }
 
@@ -137,8 +179,8 @@ impl Tensor {
     /// waiting: the storage was filled from host data, no op has written it since, and this
     /// view reads every element of it (a narrow or select might skip the extremes).
     pub(crate) fn known_range(&self) -> Option<(i64, i64)> {
-        let s = &self.0.storage;
-        if !s.host_range_valid.load(Ordering::Relaxed) {
+        let h = self.0.host_range.as_ref()?;
+        if !h.valid.load(Ordering::Relaxed) {
             return None;
         }
         let l = self.layout();
@@ -150,8 +192,8 @@ impl Tensor {
             .filter(|(_, &st)| st != 0)
             .map(|(&d, _)| d)
             .product();
-        let elems = s.blob.bytes() / s.dtype.size_in_bytes().max(1);
-        (l.offset == 0 && distinct == elems).then(|| *s.host_range.get().expect("set before valid"))
+        let elems = self.0.blob.bytes() / self.0.dtype.size_in_bytes().max(1);
+        (l.offset == 0 && distinct == elems).then_some(h.range)
     }
 
     /// This operand's layout for an elementwise kernel whose output has `shape` (which it
@@ -165,11 +207,6 @@ impl Tensor {
         } else {
             Lay::of(l.broadcast_to(shape))
         }
-    }
-
-    /// A view of the same storage with another layout (no autograd record).
-    pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
-        Tensor::from_parts(self.0.storage.clone(), layout)
     }
 
     /// The dims.
@@ -198,7 +235,7 @@ impl Tensor {
     }
     /// The element type.
     pub fn dtype(&self) -> DType {
-        self.0.storage.dtype
+        self.0.dtype
     }
     /// The device.
     pub fn device(&self) -> Device {
@@ -214,7 +251,7 @@ impl Tensor {
     }
     /// The engine the tensor lives on.
     pub fn engine(&self) -> &Vm {
-        &self.0.storage.vm
+        &self.0.vm
     }
     /// A process-unique id of this handle's tensor (views have their own).
     pub fn id(&self) -> u64 {
@@ -222,10 +259,10 @@ impl Tensor {
     }
     /// Whether `self` and `other` share storage.
     pub fn shares_storage(&self, other: &Tensor) -> bool {
-        TArc::ptr_eq(&self.0.storage, &other.0.storage)
+        Arc::ptr_eq(&self.0.blob, &other.0.blob)
     }
     pub(crate) fn blob(&self) -> &Arc<Blob> {
-        &self.0.storage.blob
+        &self.0.blob
     }
 
     /// Checks that `other` is on the same device and engine, for `op`.
@@ -269,10 +306,9 @@ impl Tensor {
         work: Option<usize>,
     ) -> Result<()> {
         for t in outs {
-            let s = &t.0.storage;
-            if s.host_range_valid.load(Ordering::Relaxed) {
+            if let Some(h) = &t.0.host_range {
                 // Written by an op: the values are no longer known on the host.
-                s.host_range_valid.store(false, Ordering::Relaxed);
+                h.valid.store(false, Ordering::Relaxed);
             }
         }
         let vm = outs.first().or(ins.first()).expect("an operand").engine();

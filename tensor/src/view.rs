@@ -290,7 +290,13 @@ impl Tensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
-        let out = self.empty_like_shape(self.shape().clone(), self.dtype())?;
+        // A copy of every element: the values known on the host stay known.
+        let out = Tensor::empty_with_range(
+            self.engine(),
+            self.shape().clone(),
+            self.dtype(),
+            self.known_range(),
+        )?;
         let k = eddy_ops::cpu::copy::copy(
             self.layout().clone(),
             self.dtype(),
@@ -298,10 +304,7 @@ impl Tensor {
             out.dtype(),
         );
         Tensor::launch(k, &[self], &[&out])?;
-        if let Some((lo, hi)) = self.known_range() {
-            // A copy of every element: the values known on the host stay known.
-            out.set_host_range(lo, hi);
-        }
+        out.range_is_filled();
         Ok(out.record("contiguous", &[self], |g, _, _| Ok(vec![Some(g.clone())])))
     }
 }

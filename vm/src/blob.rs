@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use qcell::{QCell, QCellOwnerID};
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// No stream has used the blob yet.
@@ -49,6 +49,8 @@ pub struct Blob {
     pub(crate) engine: QCellOwnerID,
     released: AtomicBool,
     pub(crate) last_used_stream: AtomicU32,
+    /// User handles sharing the blob (a tensor and its views): see [`hold`](Blob::hold).
+    holders: AtomicUsize,
     _pad0: LinePad,
     pub(crate) access: QCell<AccessList>,
     _pad1: LinePad,
@@ -110,6 +112,7 @@ impl Blob {
             addr_of_mut!((*p).engine).write(engine);
             addr_of_mut!((*p).released).write(AtomicBool::new(false));
             addr_of_mut!((*p).last_used_stream).write(AtomicU32::new(NO_STREAM));
+            addr_of_mut!((*p).holders).write(AtomicUsize::new(1));
             addr_of_mut!((*p).access).write(QCell::new(engine, AccessList::default()));
             let c = addr_of_mut!((*p).compute);
             addr_of_mut!((*c).bytes).write(bytes);
@@ -284,6 +287,44 @@ impl Blob {
     fn clear_poison_slow(&self) {
         *self.compute.poison.lock() = None;
         self.compute.poisoned.store(false, Ordering::Release);
+    }
+
+    /// Counts one more user handle to the blob. A blob starts with one, its creator's. A layer
+    /// that shares one blob between several handles of its own (a tensor and its views) counts
+    /// them here instead of in an allocation of its own, and releases the blob
+    /// ([`Vm::release`](crate::Vm::release)) when [`unhold`](Self::unhold) says the last one
+    /// went. The engine itself never reads the count.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// let b = vm.new_blob(16);
+    /// b.hold(); // a second handle
+    /// assert!(!b.unhold(), "one handle is left");
+    /// if b.unhold() {
+    ///     vm.release(&b).unwrap(); // the last one: release the memory
+    /// }
+    /// assert!(b.is_released());
+    /// ```
+    #[inline]
+    pub fn hold(&self) {
+        // Relaxed, as `Arc::clone`: a new handle is made from an existing one, which the
+        // caller's thread already sees.
+        self.holders.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops one user handle counted by [`hold`](Self::hold) (or the creator's); returns whether
+    /// it was the last.
+    #[inline]
+    pub fn unhold(&self) -> bool {
+        // Release, then Acquire on the last, as `Arc`'s drop: every use through the other
+        // handles happens before the last holder releases the blob.
+        if self.holders.fetch_sub(1, Ordering::Release) != 1 {
+            return false;
+        }
+        std::sync::atomic::fence(Ordering::Acquire);
+        true
     }
 
     /// Whether `release` was already called on the blob.
