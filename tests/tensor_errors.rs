@@ -901,3 +901,36 @@ fn a_100k_long_autograd_chain_backwards_and_drops_in_a_small_stack() {
         .unwrap();
     h.join().expect("the chain overflowed the stack or failed");
 }
+
+/// A storage lives as long as any view of it: dropping the base keeps the memory and the values
+/// for the views; the last view to drop releases it, and only then (1 KiB, from the allocator).
+#[test]
+fn the_last_view_releases_the_storage() {
+    let vm = private();
+    let in_use = || vm.alloc_stats().in_use;
+    let idle = in_use();
+    let (row, col) = on(&vm, || {
+        let base = Tensor::arange(0.0, 256.0, 1.0, DType::F32)?.reshape([16, 16])?;
+        base.sync()?;
+        let row = base.narrow(0, 3, 1)?;
+        let col = base.t()?.narrow(0, 5, 1)?;
+        drop(base);
+        Ok((row, col))
+    });
+    vm.sync().unwrap();
+    assert!(in_use() >= idle + 1024, "the views keep the storage");
+    assert_eq!(
+        row.to_vec::<f32>().unwrap(),
+        (48..64).map(|v| v as f32).collect::<Vec<_>>()
+    );
+    drop(row);
+    vm.sync().unwrap();
+    assert!(in_use() >= idle + 1024, "one view is left");
+    assert_eq!(
+        col.to_vec::<f32>().unwrap(),
+        (0..16).map(|r| (r * 16 + 5) as f32).collect::<Vec<_>>()
+    );
+    drop(col);
+    vm.sync().unwrap();
+    assert_eq!(in_use(), idle, "the last view released the storage");
+}

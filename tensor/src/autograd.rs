@@ -230,7 +230,9 @@ fn topo_order(root: &Tensor) -> Vec<Tensor> {
 /// holds its inputs, whose nodes hold theirs; a recursive drop of 100k links would overflow the
 /// stack.
 pub(crate) fn drop_graph(inner: &mut Inner) {
-    let Some(node) = inner.node.take() else { return };
+    let Some(node) = inner.node.take() else {
+        return;
+    };
     let mut stack = node.inputs;
     while let Some(t) = stack.pop() {
         if let Ok(mut inner) = triomphe::Arc::try_unwrap(t.0) {
