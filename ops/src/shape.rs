@@ -346,17 +346,13 @@ impl Layout {
         }
         let n = shape.rank();
         let k = self.shape.rank();
-        let mut strides = SmallVec::with_capacity(n);
-        for i in 0..n {
-            if i + k < n {
-                strides.push(0);
-            } else {
-                let j = i + k - n;
-                strides.push(if self.shape.0[j] == 1 && shape.0[i] != 1 {
-                    0
-                } else {
-                    self.strides[j]
-                });
+        // New leading dims and stretched ones step 0; the rest keep their strides (dims are
+        // aligned from the right). Filled in place: pushes cost a capacity check each.
+        let mut strides: SmallVec<[usize; 4]> = SmallVec::from_elem(0, n);
+        for j in k.saturating_sub(n)..k {
+            let i = j + n - k;
+            if self.shape.0[j] != 1 || shape.0[i] == 1 {
+                strides[i] = self.strides[j];
             }
         }
         Layout {

@@ -32,6 +32,13 @@ pub fn is_grad_enabled() -> bool {
     GRAD_ENABLED.with(|g| g.get())
 }
 
+/// Whether an op over `inputs` records a node here: autograd is on and an input requires grad.
+/// Ops whose backward needs data they would build only for it ask first.
+#[inline]
+pub(crate) fn records(inputs: &[&Tensor]) -> bool {
+    is_grad_enabled() && inputs.iter().any(|t| t.requires_grad())
+}
+
 /// Disables autograd recording on this thread until the guard drops (PyTorch's `no_grad`).
 ///
 /// # Examples
@@ -96,7 +103,7 @@ impl Tensor {
         inputs: &[&Tensor],
         backward: impl Fn(&Tensor, &[Tensor], &Tensor) -> Result<Grads> + Send + Sync + 'static,
     ) -> Tensor {
-        if !is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
+        if !records(inputs) {
             return self;
         }
         self.0.requires_grad.store(true, Ordering::Relaxed);

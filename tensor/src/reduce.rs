@@ -22,41 +22,54 @@ impl Tensor {
             op: name,
             dtype: self.dtype(),
         })?;
-        let kept: Dims<usize> = (0..r).filter(|&d| !red[d]).collect();
-        let reduced: Dims<usize> = (0..r).filter(|&d| red[d]).collect();
-        let n_red: usize = reduced.iter().map(|&d| self.dims()[d]).product();
-        let out_numel: usize = kept.iter().map(|&d| self.dims()[d]).product();
+        // One pass over the dims: the sizes, the output's dims, and whether the reduced dims
+        // are the leading ones (then a contiguous sum is one dense kernel). Plain pushes: the
+        // filtered `collect`s this replaces cost more than a small reduction's kernel.
+        let src = self.dims();
+        let (mut n_red, mut out_numel, mut n_reduced) = (1usize, 1usize, 0usize);
+        let mut prefix = true;
+        let mut out_dims: Dims<usize> = SmallVec::new();
+        for (d, &size) in src.iter().enumerate() {
+            if red[d] {
+                n_red *= size;
+                prefix &= n_reduced == d;
+                n_reduced += 1;
+                if keepdim {
+                    out_dims.push(1);
+                }
+            } else {
+                out_numel *= size;
+                out_dims.push(size);
+            }
+        }
         if op.needs_elements() && n_red == 0 {
             return Err(Error::EmptyTensor { op: name });
         }
-        let keep_shape: Shape = Shape(
-            (0..r)
-                .map(|d| if red[d] { 1 } else { self.dims()[d] })
-                .collect(),
-        );
-        let out_shape: Shape = if keepdim {
-            keep_shape.clone()
-        } else {
-            Shape(kept.iter().map(|&d| self.dims()[d]).collect())
-        };
-        let out = self.empty_like_shape(out_shape, out_dtype)?;
-        let prefix = reduced.iter().enumerate().all(|(i, &d)| i == d);
+        let out = self.empty_like_shape(Shape(out_dims), out_dtype)?;
         if op == ReduceOp::Sum
             && self.dtype().is_float()
             && self.is_contiguous()
             && prefix
-            && !reduced.is_empty()
+            && n_reduced > 0
         {
             let k = kr::sum_leading(self.dtype(), self.layout().offset, n_red, out_numel);
             Tensor::launch(k, &[self], &[&out])?;
         } else {
-            let perm: Dims<usize> = kept.iter().chain(&reduced).copied().collect();
+            // The kept dims first, then the reduced ones.
+            let perm: Dims<usize> = (0..r)
+                .filter(|&d| !red[d])
+                .chain((0..r).filter(|&d| red[d]))
+                .collect();
             let k = kr::reduce(op, self.dtype(), self.layout().permute(&perm), n_red);
             Tensor::launch(k, &[self], &[&out])?;
         }
-        if !self.dtype().is_float() || matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) {
+        if !self.dtype().is_float()
+            || matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin)
+            || !crate::autograd::records(&[self])
+        {
             return Ok(out);
         }
+        let keep_shape = Shape((0..r).map(|d| if red[d] { 1 } else { src[d] }).collect());
         let in_shape = self.shape().clone();
         Ok(out.record(name, &[self], move |g, ins, y| {
             let g = g.reshape(keep_shape.clone())?;

@@ -264,12 +264,14 @@ impl Tensor {
         if &shape == self.shape() {
             return Ok(self.clone());
         }
+        let view = self.with_layout(self.layout().broadcast_to(&shape));
+        if !crate::autograd::records(&[self]) {
+            return Ok(view);
+        }
         let in_shape = self.shape().clone();
-        Ok(self.with_layout(self.layout().broadcast_to(&shape)).record(
-            "expand",
-            &[self],
-            move |g, _, _| Ok(vec![Some(g.sum_to(&in_shape)?)]),
-        ))
+        Ok(view.record("expand", &[self], move |g, _, _| {
+            Ok(vec![Some(g.sum_to(&in_shape)?)])
+        }))
     }
 
     /// PyTorch's name for [`broadcast_to`](Self::broadcast_to).
