@@ -1276,3 +1276,44 @@ fn run_op_keeps_handle_counts_balanced() {
         assert!(eventually(5_000, || counts() == before));
     });
 }
+
+/// `run_op` with more operands than its borrowed copies hold (`SHALLOW_MAX`, 4) takes owned
+/// handles instead: the kernel sees every operand in order, writes every output, and the
+/// handle counts are balanced once it ran, whether it ran at once or was queued.
+#[test]
+fn run_op_with_many_operands_sees_them_all() {
+    watchdog(30, || {
+        use eddy::ops::FnKernel;
+        let vm = Vm::builder().build().unwrap();
+        let ins: Vec<_> = (0..6).map(|_| vm.new_blob(1)).collect();
+        let outs: Vec<_> = (0..5).map(|_| vm.new_blob(1)).collect();
+        for (k, b) in ins.iter().enumerate() {
+            vm.write_blob(b, move |m| m[0] = k as u8 + 1).unwrap();
+        }
+        let counts = || {
+            ins.iter()
+                .chain(&outs)
+                .map(Arc::strong_count)
+                .collect::<Vec<_>>()
+        };
+        vm.sync().unwrap();
+        let before = counts();
+        let k = FnKernel::new("sum_each", |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+            // SAFETY: the engine runs this kernel with its inputs readable and its (distinct)
+            // outputs exclusively writable.
+            let total: u8 = ins.iter().map(|b| unsafe { b.bytes_ref()[0] }).sum();
+            for (j, o) in outs.iter().enumerate() {
+                unsafe { o.bytes_mut()[0] = total + j as u8 };
+            }
+            Ok(())
+        });
+        let (ri, ro): (Vec<&Arc<Blob>>, Vec<&Arc<Blob>>) =
+            (ins.iter().collect(), outs.iter().collect());
+        vm.run_op(StreamId::CPU, k, &ri, &ro, true).unwrap();
+        for (j, o) in outs.iter().enumerate() {
+            assert_eq!(vm.read_blob(o, |m| m[0]).unwrap(), 21 + j as u8);
+        }
+        vm.sync().unwrap();
+        assert!(eventually(5_000, || counts() == before));
+    });
+}

@@ -99,11 +99,13 @@ impl Blob {
     /// of a whole `Blob` copies the padding and the inline buffer. Only the fields that hold
     /// values are written; the padding and the inline bytes stay uninitialised.
     pub(crate) fn new_arc(engine: QCellOwnerID, bytes: usize) -> Arc<Self> {
-        let mut a = Arc::<Blob>::new_uninit();
-        let p = Arc::get_mut(&mut a)
-            .expect("a fresh Arc is unique")
-            .as_mut_ptr();
-        // SAFETY: `p` points to a unique, writable, properly aligned `Blob`; every field
+        let a = Arc::<Blob>::new_uninit();
+        // Not `Arc::get_mut`: its uniqueness check is a locked compare-exchange, and a fresh
+        // `Arc` is unique by construction. `as_ptr` derives the pointer from the allocation's
+        // own (writable) pointer, as `get_mut` does, not from a shared reference.
+        let p = Arc::as_ptr(&a).cast_mut().cast::<Blob>();
+        // SAFETY: `p` points to the unique (no other handle or reference to the fresh
+        // allocation exists), writable, properly aligned `Blob`; every field
         // except `_pad0`, `_pad1` and `compute.inline` (all `MaybeUninit` bytes, valid
         // uninitialised) is written exactly once before `assume_init`.
         unsafe {
