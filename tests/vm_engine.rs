@@ -1303,6 +1303,7 @@ fn run_op_with_many_operands_sees_them_all() {
             // outputs exclusively writable.
             let total: u8 = ins.iter().map(|b| unsafe { b.bytes_ref()[0] }).sum();
             for (j, o) in outs.iter().enumerate() {
+                // SAFETY: as above; each output is a distinct blob, written once.
                 unsafe { o.bytes_mut()[0] = total + j as u8 };
             }
             Ok(())

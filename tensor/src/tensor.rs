@@ -9,8 +9,8 @@ use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 // The handles' own reference count: `triomphe`'s `Arc` has no weak count, so dropping the
-// last handle takes one locked instruction instead of two (a tensor and its storage are
-// dropped once per small op).
+// last handle takes one locked instruction instead of two (a tensor handle is dropped once per
+// small op).
 use triomphe::Arc as TArc;
 
 /// The smallest and largest value of an integer tensor filled from host data, so index ops can
@@ -43,8 +43,8 @@ pub struct Tensor(pub(crate) TArc<Inner>);
 
 /// A tensor handle. Its storage is its blob: every view holds the blob and counts itself among
 /// the blob's holders ([`Blob::hold`]), and the handle that drops last releases it (the engine
-/// frees the memory after every earlier access). No allocation of its own: a fresh tensor
-/// costs this handle and the blob.
+/// frees the memory after every earlier access). The storage has no allocation of its own: a
+/// fresh tensor costs this handle and the blob.
 pub(crate) struct Inner {
     blob: Arc<Blob>,
     vm: Vm,

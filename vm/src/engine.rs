@@ -368,12 +368,12 @@ impl Vm {
         cheap: bool,
     ) -> Result<()> {
         let owned = |bs: &[&Arc<Blob>]| bs.iter().map(|&b| b.clone()).collect();
-        if !cheap || self.shared().any_async_stream {
+        // Owned handles unless the call may run at once with borrowed copies (cheap, no
+        // asynchronous stream, few enough operands for `Shallow`); `run` still runs a cheap
+        // call at once on an idle engine.
+        let borrowable = inputs.len() <= SHALLOW_MAX && outputs.len() <= SHALLOW_MAX;
+        if !cheap || self.shared().any_async_stream || !borrowable {
             let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(cheap);
-            return self.run(stream, call);
-        }
-        if inputs.len() > SHALLOW_MAX || outputs.len() > SHALLOW_MAX {
-            let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(true);
             return self.run(stream, call);
         }
         let mut kernel = kernel;

@@ -136,6 +136,7 @@ impl Shallow {
     /// at most [`SHALLOW_MAX`] handles (more panics).
     #[inline]
     pub(crate) unsafe fn new(blobs: &[&Arc<Blob>]) -> Self {
+        assert!(blobs.len() <= SHALLOW_MAX, "at most {SHALLOW_MAX} operands");
         let mut me = Shallow {
             buf: [const { MaybeUninit::uninit() }; SHALLOW_MAX],
             len: blobs.len(),
@@ -146,7 +147,6 @@ impl Shallow {
             // keeps the original, hence the blob, alive for as long as the copy is used.
             slot.write(unsafe { std::ptr::read(*b) });
         }
-        assert!(me.len <= SHALLOW_MAX, "at most {SHALLOW_MAX} operands");
         me
     }
 
