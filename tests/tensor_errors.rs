@@ -934,3 +934,29 @@ fn the_last_view_releases_the_storage() {
     vm.sync().unwrap();
     assert_eq!(in_use(), idle, "the last view released the storage");
 }
+
+/// A tensor holds its engine: an explicit engine whose caller dropped its last handle still runs
+/// the ops of its tensors and their views. Tensors of the default engine (a static, which they
+/// reference without a count) and their views stay on it.
+#[test]
+fn tensors_keep_their_explicit_engine_alive() {
+    let vm = Vm::builder().build().unwrap();
+    let (x, v) = on(&vm, || {
+        let x = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+        let v = x.t()?;
+        Ok((x, v))
+    });
+    drop(vm);
+    let y = x.add(&v.t().unwrap()).unwrap().mul_scalar(0.5).unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![0., 1., 2., 3., 4., 5.]);
+    assert!(y.engine().same_engine(x.engine()) && v.engine().same_engine(x.engine()));
+
+    let d = eddy::tensor::default_engine().unwrap();
+    let a = Tensor::ones([4], DType::F32).unwrap();
+    let b = a.narrow(0, 1, 2).unwrap().add_scalar(1.0).unwrap();
+    for t in [&a, &b] {
+        assert!(t.engine().same_engine(&d) && !t.engine().same_engine(x.engine()));
+    }
+    drop(a);
+    assert_eq!(b.to_vec::<f32>().unwrap(), vec![2., 2.]);
+}

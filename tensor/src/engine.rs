@@ -4,6 +4,7 @@
 use crate::Result;
 use eddy_vm::Vm;
 use std::cell::RefCell;
+use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
 
 static DEFAULT: OnceLock<Vm> = OnceLock::new();
@@ -56,10 +57,76 @@ pub fn with_engine<R>(vm: &Vm, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// A tensor's engine handle. For the process-wide default engine it is an uncounted copy of
+/// the static handle (the static is never dropped, so the engine outlives every tensor): two
+/// locked instructions fewer per tensor, the count's increment and decrement. Any other engine
+/// is held by a counted handle, which keeps it alive as long as its tensors.
+pub(crate) struct VmRef {
+    vm: ManuallyDrop<Vm>,
+    counted: bool,
+}
+
+impl VmRef {
+    /// The handle for `vm`: the uncounted one if `vm` is the default engine.
+    pub(crate) fn of(vm: &Vm) -> VmRef {
+        match DEFAULT.get() {
+            Some(d) if d.same_engine(vm) => VmRef::default_engine(d),
+            _ => VmRef {
+                vm: ManuallyDrop::new(vm.clone()),
+                counted: true,
+            },
+        }
+    }
+
+    fn default_engine(d: &'static Vm) -> VmRef {
+        VmRef {
+            // SAFETY: a bitwise copy of the static's handle, never dropped (`counted` is
+            // false): the static holds its count for the life of the process.
+            vm: ManuallyDrop::new(unsafe { std::ptr::read(d) }),
+            counted: false,
+        }
+    }
+
+    /// Another handle to the same engine.
+    #[inline]
+    pub(crate) fn share(&self) -> VmRef {
+        VmRef {
+            vm: if self.counted {
+                ManuallyDrop::new((*self.vm).clone())
+            } else {
+                // SAFETY: as in `default_engine`: an uncounted copy of the static's handle.
+                ManuallyDrop::new(unsafe { std::ptr::read(&*self.vm) })
+            },
+            counted: self.counted,
+        }
+    }
+}
+
+impl Drop for VmRef {
+    #[inline]
+    fn drop(&mut self) {
+        if self.counted {
+            // SAFETY: a counted handle, dropped once, here.
+            unsafe { ManuallyDrop::drop(&mut self.vm) }
+        }
+    }
+}
+
+impl std::ops::Deref for VmRef {
+    type Target = Vm;
+    #[inline]
+    fn deref(&self) -> &Vm {
+        &self.vm
+    }
+}
+
 /// The engine new tensors on this thread go to.
-pub(crate) fn current() -> Result<Vm> {
-    if let Some(vm) = SCOPED.with(|s| s.borrow().last().cloned()) {
+pub(crate) fn current() -> Result<VmRef> {
+    if let Some(vm) = SCOPED.with(|s| s.borrow().last().map(VmRef::of)) {
         return Ok(vm);
     }
-    default_engine()
+    if let Some(vm) = DEFAULT.get() {
+        return Ok(VmRef::default_engine(vm));
+    }
+    default_engine().map(|vm| VmRef::of(&vm))
 }

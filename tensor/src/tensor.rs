@@ -1,6 +1,7 @@
 //! [`Tensor`]: a cheap handle to a layout over shared storage, plus its autograd record.
 
 use crate::autograd::Node;
+use crate::engine::VmRef;
 use crate::{DType, Device, Error, Layout, Result, Shape};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, StreamId, Vm};
@@ -47,7 +48,7 @@ pub struct Tensor(pub(crate) TArc<Inner>);
 /// fresh tensor costs this handle and the blob.
 pub(crate) struct Inner {
     blob: Arc<Blob>,
-    vm: Vm,
+    vm: VmRef,
     dtype: DType,
     pub(crate) layout: Layout,
     /// `layout.numel()` and `layout.is_contiguous()`, worked out once: every op asks.
@@ -74,7 +75,7 @@ impl Drop for Inner {
 /// What a new handle shares with the storage it views.
 struct Parts<'a> {
     blob: Arc<Blob>,
-    vm: &'a Vm,
+    vm: VmRef,
     dtype: DType,
     host_range: Option<&'a TArc<HostRange>>,
 }
@@ -87,7 +88,7 @@ impl Tensor {
         Tensor::from_parts(
             Parts {
                 blob: self.0.blob.clone(),
-                vm: &self.0.vm,
+                vm: self.0.vm.share(),
                 dtype: self.0.dtype,
                 host_range: self.0.host_range.as_ref(),
             },
@@ -113,7 +114,7 @@ impl Tensor {
         unsafe {
             use std::ptr::addr_of_mut;
             addr_of_mut!((*p).blob).write(parts.blob);
-            addr_of_mut!((*p).vm).write(parts.vm.clone());
+            addr_of_mut!((*p).vm).write(parts.vm);
             addr_of_mut!((*p).dtype).write(parts.dtype);
             addr_of_mut!((*p).layout).write(layout);
             addr_of_mut!((*p).numel).write(numel);
@@ -127,15 +128,11 @@ impl Tensor {
         }
     }
 
-    /// A fresh contiguous tensor whose memory `Prepare` allocates when its producer runs.
-    pub(crate) fn empty_on(vm: &Vm, shape: Shape, dtype: DType) -> Result<Tensor> {
-        Tensor::empty_with_range(vm, shape, dtype, None)
-    }
-
-    /// As [`empty_on`](Self::empty_on), for a tensor that will hold host values between `lo`
-    /// and `hi` (`range`); [`range_is_filled`](Self::range_is_filled) says when they are queued.
+    /// A fresh contiguous tensor on `vm` whose memory `Prepare` allocates when its producer
+    /// runs. With `range`, it will hold host values between `lo` and `hi`;
+    /// [`range_is_filled`](Self::range_is_filled) says when they are queued.
     pub(crate) fn empty_with_range(
-        vm: &Vm,
+        vm: VmRef,
         shape: Shape,
         dtype: DType,
         range: Option<(i64, i64)>,
@@ -164,7 +161,7 @@ impl Tensor {
 
     /// A fresh tensor on the same engine as `self`.
     pub(crate) fn empty_like_shape(&self, shape: Shape, dtype: DType) -> Result<Tensor> {
-        Tensor::empty_on(self.engine(), shape, dtype)
+        Tensor::empty_with_range(self.0.vm.share(), shape, dtype, None)
     }
 
     /// Marks the host values given to [`empty_with_range`](Self::empty_with_range) as the
@@ -251,6 +248,10 @@ impl Tensor {
     }
     /// The engine the tensor lives on.
     pub fn engine(&self) -> &Vm {
+        &self.0.vm
+    }
+    /// The engine, as the handle new tensors on it take.
+    pub(crate) fn engine_ref(&self) -> &VmRef {
         &self.0.vm
     }
     /// A process-unique id of this handle's tensor (views have their own).

@@ -294,7 +294,7 @@ impl Tensor {
         }
         // A copy of every element: the values known on the host stay known.
         let out = Tensor::empty_with_range(
-            self.engine(),
+            self.engine_ref().share(),
             self.shape().clone(),
             self.dtype(),
             self.known_range(),

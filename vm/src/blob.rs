@@ -295,7 +295,8 @@ impl Blob {
     /// that shares one blob between several handles of its own (a tensor and its views) counts
     /// them here instead of in an allocation of its own, and releases the blob
     /// ([`Vm::release`](crate::Vm::release)) when [`unhold`](Self::unhold) says the last one
-    /// went. The engine itself never reads the count.
+    /// went. The engine itself never reads the count. Only a holder may call `hold` (a new
+    /// handle is made from an existing one), so a count of one is the caller's own.
     ///
     /// # Examples
     ///
@@ -320,6 +321,13 @@ impl Blob {
     /// it was the last.
     #[inline]
     pub fn unhold(&self) -> bool {
+        // The only holder (the usual case: a tensor without views): no other handle exists to
+        // `hold` again, so a plain store ends the count, without a locked instruction. Acquire
+        // pairs with the Release of the other holders' `unhold`s, as the fence below does.
+        if self.holders.load(Ordering::Acquire) == 1 {
+            self.holders.store(0, Ordering::Relaxed);
+            return true;
+        }
         // Release, then Acquire on the last, as `Arc`'s drop: every use through the other
         // handles happens before the last holder releases the blob.
         if self.holders.fetch_sub(1, Ordering::Release) != 1 {
