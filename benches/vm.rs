@@ -4,13 +4,13 @@
 //! |---|---|
 //! | `vm_chain` | 1,000,000 no-op instructions, each writing one dependence and reading the previous one's, one stream, one submitting thread; ns per instruction from first submit to last release (fusion on, fusion off, compute on a worker thread, synchronous mode) |
 //! | `vm_fanout` | the same over 64 independent chains round-robin on 2 streams |
-//! | `vm_roundtrip` | one tiny instruction plus a sync; p50 and p99, back to back (warm) and after the engine went to sleep (idle) |
+//! | `vm_roundtrip` | one tiny instruction plus a sync; p50 and p99, back to back (warm) and after the engine went to sleep (idle), the idle one also for a cheap instruction (run at once) and beside the operating system's floor (wake a parked thread, wait for its answer) |
 //! | `vm_idle_cpu` | CPU time an idle engine burns per second |
 //!
 //! Each figure is the median of 5 repetitions, printed with the spread (min..max).
 
 use eddy::vm::stream::{cpu::CpuStream, Exec};
-use eddy::vm::testing::Link;
+use eddy::vm::testing::{Cheap, Link};
 use eddy::vm::{Blob, StreamId, Vm, VmBuilder};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -126,7 +126,13 @@ fn main() {
         };
         line("vm_roundtrip p50 (warm)", &lat);
         // Idle: the scheduler has stopped spinning and sleeps on its notifier before each op.
-        let mut cold = Vec::new();
+        // Interleaved with the same round trip for a cheap instruction (which an idle engine
+        // runs at once on the submitting thread, as it does a small tensor op) and with the
+        // operating system's floor for any hand-off to a sleeping thread: wake a parked thread
+        // through a mutex and condvar and wait for its answer. On a virtual machine that wake
+        // is an interrupt to a halted virtual CPU, and it bounds the first figure.
+        let os = OsPingPong::new();
+        let (mut cold, mut cheap, mut floor) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..(if quick { 100 } else { 400 }) {
             std::thread::sleep(Duration::from_millis(3));
             let op = Link(b.clone());
@@ -134,9 +140,23 @@ fn main() {
             vm.run(StreamId::CPU, op).unwrap();
             vm.sync().unwrap();
             cold.push(t0.elapsed().as_nanos() as f64 / 1e3);
+
+            std::thread::sleep(Duration::from_millis(3));
+            let op = Cheap(Link(b.clone()));
+            let t0 = Instant::now();
+            vm.run(StreamId::CPU, op).unwrap();
+            vm.sync().unwrap();
+            cheap.push(t0.elapsed().as_nanos() as f64 / 1e3);
+
+            std::thread::sleep(Duration::from_millis(3));
+            floor.push(os.round_trip().as_nanos() as f64 / 1e3);
         }
-        cold.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        for v in [&mut cold, &mut cheap, &mut floor] {
+            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        }
         line("vm_roundtrip p50 (idle)", &cold);
+        line("vm_roundtrip p50 (idle, cheap)", &cheap);
+        line("os wake round trip p50", &floor);
     }
     if want("vm_idle_cpu") {
         let vm = builder().build().unwrap();
@@ -152,6 +172,69 @@ fn main() {
             .collect();
         report("vm_idle_cpu", v, "ms/s");
         drop(vm);
+    }
+}
+
+/// A helper thread parked on a condvar, for the operating system's floor under a hand-off to a
+/// sleeping thread: `round_trip` wakes it and waits (spinning, as `Vm::sync` first does) for its
+/// answer.
+struct OsPingPong {
+    state: Arc<(
+        parking_lot::Mutex<u64>,
+        parking_lot::Condvar,
+        std::sync::atomic::AtomicU64,
+    )>,
+    next: std::cell::Cell<u64>,
+}
+
+impl OsPingPong {
+    fn new() -> Self {
+        let state = Arc::new((
+            parking_lot::Mutex::new(0u64),
+            parking_lot::Condvar::new(),
+            std::sync::atomic::AtomicU64::new(0),
+        ));
+        let s = state.clone();
+        std::thread::spawn(move || {
+            let (m, cv, done) = &*s;
+            let mut seen = 0;
+            loop {
+                let mut g = m.lock();
+                while *g == seen {
+                    cv.wait(&mut g);
+                }
+                seen = *g;
+                drop(g);
+                if seen == u64::MAX {
+                    return;
+                }
+                done.store(seen, std::sync::atomic::Ordering::Release);
+            }
+        });
+        OsPingPong {
+            state,
+            next: std::cell::Cell::new(0),
+        }
+    }
+
+    fn round_trip(&self) -> Duration {
+        let (m, cv, done) = &*self.state;
+        let n = self.next.get() + 1;
+        self.next.set(n);
+        let t0 = Instant::now();
+        *m.lock() = n;
+        cv.notify_one();
+        while done.load(std::sync::atomic::Ordering::Acquire) != n {
+            std::hint::spin_loop();
+        }
+        t0.elapsed()
+    }
+}
+
+impl Drop for OsPingPong {
+    fn drop(&mut self) {
+        *self.state.0.lock() = u64::MAX;
+        self.state.1.notify_one();
     }
 }
 
