@@ -50,7 +50,7 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn full(shape: impl Into<Shape>, value: f64, dtype: DType) -> Result<Tensor> {
-        let t = Tensor::empty_with_range(current()?, shape.into(), dtype, None)?;
+        let t = Tensor::empty_on(current()?, shape.into(), dtype)?;
         Tensor::launch(copy::fill(dtype, t.layout().clone(), value), &[], &[&t])?;
         Ok(t)
     }
@@ -141,7 +141,7 @@ impl Tensor {
             ));
         }
         let n = ((end - start) / step).ceil().max(0.0) as usize;
-        let t = Tensor::empty_with_range(current()?, Shape::from([n]), dtype, None)?;
+        let t = Tensor::empty_on(current()?, Shape::from([n]), dtype)?;
         Tensor::launch(
             copy::generate("arange", dtype, move |i| start + i as f64 * step),
             &[],
@@ -159,7 +159,7 @@ impl Tensor {
         if !(start.is_finite() && end.is_finite()) {
             return Err(Error::invalid("linspace", "bounds must be finite"));
         }
-        let t = Tensor::empty_with_range(current()?, Shape::from([steps]), dtype, None)?;
+        let t = Tensor::empty_on(current()?, Shape::from([steps]), dtype)?;
         let step = if steps > 1 {
             (end - start) / (steps - 1) as f64
         } else {
@@ -185,7 +185,7 @@ impl Tensor {
     ///
     /// `ShapeOverflow` for huge `n`.
     pub fn eye(n: usize, dtype: DType) -> Result<Tensor> {
-        let t = Tensor::empty_with_range(current()?, Shape::from([n, n]), dtype, None)?;
+        let t = Tensor::empty_on(current()?, Shape::from([n, n]), dtype)?;
         Tensor::launch(
             copy::generate("eye", dtype, move |i| (i / n == i % n) as u8 as f64),
             &[],
@@ -225,7 +225,7 @@ impl Tensor {
         if !dtype.is_float() {
             return Err(Error::UnsupportedDType { op: "rand", dtype });
         }
-        let t = Tensor::empty_with_range(current()?, shape, dtype, None)?;
+        let t = Tensor::empty_on(current()?, shape, dtype)?;
         let (seed, offset) = take_counters(t.numel() as u64);
         Tensor::launch(copy::random(dtype, dist, seed, offset), &[], &[&t])?;
         Ok(t)

@@ -129,8 +129,13 @@ impl Tensor {
     }
 
     /// A fresh contiguous tensor on `vm` whose memory `Prepare` allocates when its producer
-    /// runs. With `range`, it will hold host values between `lo` and `hi`;
-    /// [`range_is_filled`](Self::range_is_filled) says when they are queued.
+    /// runs.
+    pub(crate) fn empty_on(vm: VmRef, shape: Shape, dtype: DType) -> Result<Tensor> {
+        Tensor::empty_with_range(vm, shape, dtype, None)
+    }
+
+    /// As [`empty_on`](Self::empty_on), for a tensor that will hold host values between `lo`
+    /// and `hi` (`range`); [`range_is_filled`](Self::range_is_filled) says when they are queued.
     pub(crate) fn empty_with_range(
         vm: VmRef,
         shape: Shape,
@@ -161,7 +166,7 @@ impl Tensor {
 
     /// A fresh tensor on the same engine as `self`.
     pub(crate) fn empty_like_shape(&self, shape: Shape, dtype: DType) -> Result<Tensor> {
-        Tensor::empty_with_range(self.0.vm.share(), shape, dtype, None)
+        Tensor::empty_on(self.0.vm.share(), shape, dtype)
     }
 
     /// Marks the host values given to [`empty_with_range`](Self::empty_with_range) as the
