@@ -53,7 +53,8 @@ fn chain(vm: &Vm, n: usize, chains: usize, streams: &[StreamId]) -> f64 {
 }
 
 fn builder() -> VmBuilder {
-    VmBuilder::new()
+    // The defaults, unless `EDDY_VM_*` variables override them (to compare settings).
+    VmBuilder::from_env()
 }
 
 fn main() {

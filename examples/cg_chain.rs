@@ -23,9 +23,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = std::env::args().nth(1).map_or(Ok(100_000), |s| s.parse())?;
     let mode = std::env::args().nth(2).unwrap_or_default();
     let mut b = match mode.as_str() {
-        "sync" => VmBuilder::new().sync_mode(true),
-        "nofuse" => VmBuilder::new().fusion(false),
-        _ => VmBuilder::new(),
+        "sync" => VmBuilder::from_env().sync_mode(true),
+        "nofuse" => VmBuilder::from_env().fusion(false),
+        _ => VmBuilder::from_env(),
     };
     let fan = mode == "fan";
     let s1 = b.add_stream(Arc::new(eddy::vm::stream::cpu::CpuStream::new(

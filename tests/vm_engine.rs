@@ -753,7 +753,11 @@ fn dropping_the_engine_drains_100k_instructions_in_flight() {
         let drops = Arc::new(AtomicUsize::new(0));
         let computes = Arc::new(AtomicUsize::new(0));
         {
-            let vm = VmBuilder::new().build().unwrap();
+            // Water marks above 100,000, so that all of them can be in flight at the drop.
+            let vm = VmBuilder::new()
+                .water_marks(200_000, 100_000)
+                .build()
+                .unwrap();
             let xs: Vec<Arc<Blob>> = (0..16).map(|_| vm.new_blob(16)).collect();
             for i in 0..100_000usize {
                 let op = Counted {

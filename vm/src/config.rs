@@ -17,9 +17,11 @@ pub struct Config {
     pub sync_mode: bool,
     /// Received instructions ingested per scheduler pass (`EDDY_VM_WINDOW`, default 10).
     pub window: usize,
-    /// `receive` blocks once this many instructions are in flight (`EDDY_VM_HIGH_WATER`).
+    /// `receive` blocks once this many instructions are in flight (`EDDY_VM_HIGH_WATER`,
+    /// default 4096). Low enough that the instructions in flight stay in the caches: a
+    /// submitter far ahead of the scheduler makes it read every node cold from memory.
     pub high_water: usize,
-    /// ... until no more than this many are (`EDDY_VM_LOW_WATER`).
+    /// ... until no more than this many are (`EDDY_VM_LOW_WATER`, default 2048).
     pub low_water: usize,
     /// Fuse runs of fusable same-stream instructions (`EDDY_VM_FUSION=0` to turn off).
     pub fusion: bool,
@@ -46,8 +48,8 @@ impl Default for Config {
         Config {
             sync_mode: false,
             window: 10,
-            high_water: 200_000,
-            low_water: 100_000,
+            high_water: 4096,
+            low_water: 2048,
             fusion: true,
             capacity: None,
             timeout: Duration::from_secs(600),
