@@ -32,8 +32,16 @@ impl AccessList {
     /// Registers a read by `a`, calling `edge(from)` for the edge it needs.
     #[inline]
     pub fn read(&mut self, a: Access, mut edge: impl FnMut(u32)) {
+        if self.readers.last() == Some(&a) {
+            return; // read just before by the same unit: edged then
+        }
         if let Some(w) = self.writer {
-            if w.stream != a.stream && w.slot != a.slot {
+            if w.slot == a.slot {
+                // The same unit (a fused group) wrote it: its write already orders every later
+                // access, and leaves with it.
+                return;
+            }
+            if w.stream != a.stream {
                 edge(w.slot);
             }
         }
@@ -62,7 +70,9 @@ impl AccessList {
         if self.writer.is_some_and(|w| w.slot == slot) {
             self.writer = None;
         }
-        self.readers.retain(|r| r.slot != slot);
+        if self.readers.iter().any(|r| r.slot == slot) {
+            self.readers.retain(|r| r.slot != slot);
+        }
     }
 
     #[cfg(test)]
@@ -97,6 +107,23 @@ mod tests {
         assert_eq!(got, vec![1, 3, 4]);
         assert_eq!(l.writer, Some(Access { slot: 5, stream: 1 }));
         assert!(l.readers.is_empty());
+    }
+
+    #[test]
+    fn a_unit_reading_what_it_wrote_or_read_adds_nothing() {
+        let mut l = AccessList::default();
+        let a = Access { slot: 1, stream: 0 };
+        l.write(a, |_| {});
+        l.read(a, |_| panic!("no edge to itself"));
+        assert!(l.readers.is_empty(), "covered by its own write");
+        let b = Access { slot: 2, stream: 1 };
+        assert_eq!(edges(|e| l.read(b, e)), vec![1]);
+        assert!(edges(|e| l.read(b, e)).is_empty(), "no second edge");
+        assert_eq!(l.readers.len(), 1, "no duplicate reader");
+        // A writer on a third stream still waits for both, once each.
+        let mut got = edges(|e| l.write(Access { slot: 3, stream: 2 }, e));
+        got.sort();
+        assert_eq!(got, vec![1, 2]);
     }
 
     #[test]

@@ -114,15 +114,17 @@ fn poison_outputs<P: Run + ?Sized>(p: &P, e: &Error) {
 fn run_member(m: &mut Instruction, env: &ExecEnv<'_>) {
     let prep_error = m.prep_error.take();
     let id = m.id;
-    if let Some(c) = run_policy(m.p_mut(), id, prep_error, env) {
+    let handles_poison = m.flags.handles_poison;
+    if let Some(c) = run_policy(m.p_mut(), id, prep_error, handles_poison, env) {
         m.completion = Some(c);
     }
 }
 
 /// Runs one policy's compute as instruction `id`: a failed `prepare` (`prep_error`) or a
-/// poisoned input poisons the outputs and skips it (unless it handles poison); an error or a
-/// panic poisons the outputs and is recorded for the next sync. Returns the event the compute
-/// declared its completion by, if any.
+/// poisoned input poisons the outputs and skips it (unless it handles poison: `handles_poison`
+/// is the policy's answer, which callers already have); an error or a panic poisons the
+/// outputs and is recorded for the next sync. Returns the event the compute declared its
+/// completion by, if any.
 ///
 /// Generic, so that the submitting thread's run of a cheap op call (`scheduler/inline.rs`)
 /// reaches the hooks by direct, inlinable calls; the scheduler's instructions use it with
@@ -131,18 +133,19 @@ pub(crate) fn run_policy<P: Run + ?Sized>(
     p: &mut P,
     id: u64,
     prep_error: Option<Error>,
+    handles_poison: bool,
     env: &ExecEnv<'_>,
 ) -> Option<Arc<dyn Event>> {
     if let Some(e) = prep_error {
         poison_outputs(p, &e);
         env.shared.record_error(id, e);
-        if !p.handles_poison() {
+        if !handles_poison {
             return None;
         }
         // Host accesses and releases run anyway and see the poison (a waiting callback
         // learns of the OOM instead of being dropped).
     }
-    if !p.handles_poison() {
+    if !handles_poison {
         if let Some(e) = p.inputs().iter().find_map(|b| b.poison()) {
             // A dependent of a failure: skipped, poisoned with the root error, not re-reported.
             poison_outputs(p, &e);
@@ -172,7 +175,7 @@ pub(crate) fn run_policy<P: Run + ?Sized>(
     };
     match r {
         Ok(()) => {
-            if !p.handles_poison() {
+            if !handles_poison {
                 for o in p.outputs() {
                     o.clear_poison();
                 }

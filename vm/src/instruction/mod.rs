@@ -62,6 +62,29 @@ pub struct Instruction {
     pub(crate) prep_error: Option<Error>,
     /// Set by a kernel through [`ComputeCtx::complete_when`]: done only when this completes.
     pub(crate) completion: Option<Arc<dyn Event>>,
+    /// The policy's constant answers ([`Flags`]), asked once when the node is filled, where the
+    /// policy's type is known, instead of through its vtable at every step.
+    pub(crate) flags: Flags,
+}
+
+/// A policy's answers to [`InstructionPolicy::fusable`], [`handles_poison`](
+/// InstructionPolicy::handles_poison) and [`is_barrier`](InstructionPolicy::is_barrier), which
+/// do not change while it is live.
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct Flags {
+    pub fusable: bool,
+    pub handles_poison: bool,
+    pub barrier: bool,
+}
+
+impl Flags {
+    fn of<P: InstructionPolicy + ?Sized>(p: &P) -> Self {
+        Flags {
+            fusable: p.fusable(),
+            handles_poison: p.handles_poison(),
+            barrier: p.is_barrier(),
+        }
+    }
 }
 
 /// A policy, stored inline in the instruction when it fits in 16 words (no allocation).
@@ -93,6 +116,7 @@ impl Instruction {
             followers: LinkedList::new(InstrAdapter::new()),
             prep_error: None,
             completion: None,
+            flags: Flags::default(),
         })
     }
 
@@ -100,6 +124,7 @@ impl Instruction {
     pub(crate) fn set<P: InstructionPolicy>(&mut self, stream: StreamId, policy: P) {
         debug_assert!(self.policy.is_none() && self.followers.is_empty());
         self.stream = stream;
+        self.flags = Flags::of(&policy);
         self.policy = Some(smallbox!(policy));
     }
 

@@ -72,7 +72,7 @@ impl Scheduler {
             };
             taken += 1;
             self.number(&mut head);
-            if head.p().is_barrier() {
+            if head.flags.barrier {
                 let epoch = self.first_epoch + self.epochs.len() as u64 - 1;
                 self.barriers.push_back((epoch, head));
                 self.counts.inserted += 1;
@@ -80,7 +80,7 @@ impl Scheduler {
                 continue;
             }
             let s = head.stream.0 as usize;
-            if self.streams[s].fusion && head.p().fusable() {
+            if self.streams[s].fusion && head.flags.fusable {
                 let n = self.fuse_into(&mut head, window - taken);
                 taken += n;
                 fused += n;
@@ -117,7 +117,7 @@ impl Scheduler {
             let Some(n) = self.local.front().get() else {
                 break;
             };
-            if n.p().is_barrier() || !n.p().fusable() {
+            if n.flags.barrier || !n.flags.fusable {
                 break;
             }
             if n.stream == head.stream {

@@ -59,7 +59,8 @@ impl Scheduler {
         };
         // As on the scheduler thread: a kernel that waits on the engine gets `ReentrantWait`.
         let was = IN_ENGINE.with(|c| c.replace(true));
-        let completion = run_policy(policy, id, None, &env);
+        let handles_poison = policy.handles_poison();
+        let completion = run_policy(policy, id, None, handles_poison, &env);
         if let Some(ev) = completion {
             // A synchronous stream's events are complete when recorded; a kernel may still
             // declare one of its own. Released means done: wait for it here.
