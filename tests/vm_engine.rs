@@ -356,6 +356,68 @@ impl Drop for Counted {
     }
 }
 
+/// Like [`Counted`], but its drop panics when `panic_on_drop` is set.
+struct DropPanics {
+    out: Arc<Blob>,
+    panic_on_drop: bool,
+    drops: Arc<AtomicUsize>,
+}
+impl InstructionPolicy for DropPanics {
+    fn name(&self) -> &str {
+        "drop_panics"
+    }
+    fn outputs(&self) -> &[Arc<Blob>] {
+        std::slice::from_ref(&self.out)
+    }
+    fn fusable(&self) -> bool {
+        true
+    }
+    fn compute(&mut self, _: &mut ComputeCtx<'_>) -> eddy::vm::Result<()> {
+        Ok(())
+    }
+}
+impl Drop for DropPanics {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, Ordering::SeqCst);
+        if self.panic_on_drop {
+            panic!("drop glue panics");
+        }
+    }
+}
+
+/// A policy whose drop panics in the middle of a fused group: the engine logs it and goes on,
+/// every other member of the group is dropped exactly once, and later work runs.
+#[test]
+fn a_panicking_drop_inside_a_fused_group_spares_the_other_members() {
+    watchdog(30, || {
+        let vm = VmBuilder::new().window(16).build().unwrap();
+        let x = vm.new_blob(8);
+        let drops = Arc::new(AtomicUsize::new(0));
+        let fused_before = vm.stats().fused;
+        let mut b = vm.instructions();
+        for i in 0..10 {
+            let op = DropPanics {
+                out: x.clone(),
+                panic_on_drop: i == 0 || i == 4,
+                drops: drops.clone(),
+            };
+            b.push(CPU, op).unwrap();
+        }
+        b.submit().unwrap();
+        vm.sync().unwrap();
+        assert!(vm.stats().fused > fused_before, "the ten must have fused");
+        assert_eq!(drops.load(Ordering::SeqCst), 10, "each dropped once");
+        // The engine, and its node pool, still work.
+        let log = Log::default();
+        for i in 0..100u64 {
+            vm.run(CPU, Record::new(i, vec![], vec![x.clone()], &log))
+                .unwrap();
+        }
+        vm.sync().unwrap();
+        assert_eq!(log_now(&log), (0..100).collect::<Vec<_>>());
+    });
+}
+
 // ---- errors (F6, F8) -------------------------------------------------------------------------
 
 #[test]

@@ -99,7 +99,10 @@ impl PendingStack {
             // published by a Release CAS that our Acquire swap synchronises with; the swap made
             // this thread the chain's only owner, so each node is turned back into a `Box` once.
             let node = unsafe { Box::from_raw(p) };
-            p = node.pending_next.swap(ptr::null_mut(), Relaxed);
+            // A plain load and store, not a swap: the node is this thread's alone now, so a
+            // locked exchange per instruction would buy nothing.
+            p = node.pending_next.load(Relaxed);
+            node.pending_next.store(ptr::null_mut(), Relaxed);
             list.push_front(node); // newest-first chain → oldest-first list
         }
         list

@@ -128,14 +128,14 @@ impl Instruction {
         self.policy = Some(smallbox!(policy));
     }
 
-    /// Empties a node for reuse; returns its followers (to recycle them too). Drops the policy,
-    /// which runs user drop glue: callers guard against panics.
-    pub(crate) fn clear(&mut self) -> InstrList {
+    /// Empties a node for reuse (its followers must have been taken). Drops the policy, which
+    /// runs user drop glue: callers guard against panics.
+    pub(crate) fn clear(&mut self) {
+        debug_assert!(self.followers.is_empty());
         self.policy = None;
         self.prep_error = None;
         self.completion = None;
         self.slot = u32::MAX;
-        self.followers.take()
     }
 
     pub(crate) fn p(&self) -> &dyn InstructionPolicy {

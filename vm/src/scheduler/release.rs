@@ -3,7 +3,7 @@
 
 use super::Scheduler;
 use crate::exec::{panic_message, ExecEnv};
-use crate::instruction::{ComputeCtx, Instruction};
+use crate::instruction::{ComputeCtx, InstrAdapter, InstrList, Instruction};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{AcqRel, Relaxed};
 
@@ -77,22 +77,30 @@ impl Scheduler {
         self.counts.unpublished_releases += members as usize;
     }
 
-    /// Empties a released node (and its fused followers) and keeps it for the pool.
-    fn recycle_node(&mut self, mut node: Box<Instruction>) {
+    /// Empties a released node and its fused followers and keeps them for the pool.
+    fn recycle_node(&mut self, node: Box<Instruction>) {
+        let mut rest = InstrList::new(InstrAdapter::new());
+        rest.push_back(node);
         // A policy's drop glue is user code: a panic there must not take the scheduler down.
-        let followers = match catch_unwind(AssertUnwindSafe(|| node.clear())) {
-            Ok(f) => f,
-            Err(p) => {
-                tracing::error!("an instruction's drop panicked: {}", panic_message(&*p));
-                node.policy = None; // already dropped (or partly) by the unwinding `clear`
-                node.followers.take()
+        // One guard for the whole unit; after a panic, the nodes left get a new one.
+        loop {
+            let recycle = &mut self.recycle;
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                while let Some(mut n) = rest.pop_front() {
+                    // The followers first, onto `rest`: if the policy's drop panics, the node
+                    // unwinding out of this loop takes no other node with it.
+                    rest.cursor_mut().splice_after(n.followers.take());
+                    n.clear();
+                    n.id = 0; // unnumbered: `ingest` numbers it when it comes back
+                    recycle.push_back(n);
+                }
+            }));
+            match r {
+                Ok(()) => return,
+                // The node whose drop panicked is freed (its policy already dropped, or
+                // partly, by the unwinding); the rest are recycled as usual.
+                Err(p) => tracing::error!("an instruction's drop panicked: {}", panic_message(&*p)),
             }
-        };
-        node.id = 0; // unnumbered: `ingest` numbers it when it comes back
-        self.recycle.push_back(node);
-        let mut followers = followers;
-        while let Some(f) = followers.pop_front() {
-            self.recycle_node(f);
         }
     }
 
