@@ -49,11 +49,13 @@ pub trait InstructionPolicy: Send + 'static {
     }
 
     /// Whether the instruction is cheap enough to be fused with its same-stream neighbours.
+    /// Asked once, when the instruction is submitted.
     fn fusable(&self) -> bool {
         false
     }
 
     /// Whether `compute` runs even when an input is poisoned (release and host access do).
+    /// Asked once, when the instruction is submitted.
     fn handles_poison(&self) -> bool {
         false
     }
@@ -67,7 +69,8 @@ pub trait InstructionPolicy: Send + 'static {
     }
 
     /// Whether this is a barrier: it then runs on the scheduler thread once everything received
-    /// before it is released, and takes part in no dependence.
+    /// before it is released, and takes part in no dependence. Asked once, when the
+    /// instruction is submitted.
     fn is_barrier(&self) -> bool {
         false
     }
