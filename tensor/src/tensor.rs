@@ -199,16 +199,11 @@ impl Tensor {
     }
 
     /// This operand's layout for an elementwise kernel whose output has `shape` (which it
-    /// broadcasts to): dense when it already has that shape and is contiguous, without
-    /// building a layout.
+    /// broadcasts to): dense or a splat without building a layout ([`Lay::for_shape`]).
+    ///
+    /// [`Lay::for_shape`]: eddy_ops::cpu::elementwise::Lay::for_shape
     pub(crate) fn lay_for(&self, shape: &Shape) -> eddy_ops::cpu::elementwise::Lay {
-        use eddy_ops::cpu::elementwise::Lay;
-        let l = self.layout();
-        if self.0.contiguous && l.shape == *shape {
-            Lay::Dense(l.offset)
-        } else {
-            Lay::of(l.broadcast_to(shape))
-        }
+        eddy_ops::cpu::elementwise::Lay::for_shape(self.layout(), self.0.contiguous, shape)
     }
 
     /// The dims.

@@ -158,6 +158,42 @@ impl Lay {
         }
     }
 
+    /// `l` broadcast to `shape` (the output's), without building the broadcast layout when it
+    /// is not kept: dense when `l` is contiguous (`contiguous`, which the caller knows) and of
+    /// that shape, a splat when it holds one element or steps 0 along every dim longer than 1.
+    ///
+    /// ```
+    /// use eddy_ops::{Layout, cpu::elementwise::Lay};
+    /// let s = [2, 3].into();
+    /// assert_eq!(Lay::for_shape(&Layout::contiguous([2, 3]), true, &s), Lay::Dense(0));
+    /// assert_eq!(Lay::for_shape(&Layout::contiguous([1]), true, &s), Lay::Splat(0));
+    /// let stretched = Layout::contiguous([1]).broadcast_to(&s);
+    /// assert_eq!(Lay::for_shape(&stretched, false, &s), Lay::Splat(0));
+    /// let t = Layout::contiguous([3, 2]).transpose(0, 1);
+    /// assert!(matches!(Lay::for_shape(&t, false, &s), Lay::Strided(_)));
+    /// ```
+    pub fn for_shape(l: &Layout, contiguous: bool, shape: &crate::Shape) -> Lay {
+        if l.shape != *shape {
+            if l.shape.dims().iter().all(|&d| d == 1) {
+                return Lay::Splat(l.offset); // one element, read for every output element
+            }
+            return Lay::of(l.broadcast_to(shape));
+        }
+        if contiguous {
+            return Lay::Dense(l.offset);
+        }
+        let splat = l
+            .strides
+            .iter()
+            .zip(l.dims())
+            .all(|(&st, &d)| st == 0 || d == 1);
+        if splat && l.dims().iter().all(|&d| d > 0) {
+            Lay::Splat(l.offset)
+        } else {
+            Lay::Strided(Box::new(l.clone()))
+        }
+    }
+
     /// The full layout, given the output's shape (taken from a strided operand's layout).
     fn layout(&self, shape: &crate::Shape) -> std::borrow::Cow<'_, Layout> {
         match self {
