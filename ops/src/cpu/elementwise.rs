@@ -146,12 +146,7 @@ impl Lay {
     pub fn of(l: Layout) -> Lay {
         if l.is_contiguous() {
             Lay::Dense(l.offset)
-        } else if l.numel() > 0
-            && l.strides
-                .iter()
-                .zip(l.dims())
-                .all(|(&st, &d)| st == 0 || d == 1)
-        {
+        } else if Lay::is_splat(&l) {
             Lay::Splat(l.offset)
         } else {
             Lay::Strided(Box::new(l))
@@ -182,16 +177,21 @@ impl Lay {
         if contiguous {
             return Lay::Dense(l.offset);
         }
-        let splat = l
-            .strides
-            .iter()
-            .zip(l.dims())
-            .all(|(&st, &d)| st == 0 || d == 1);
-        if splat && l.dims().iter().all(|&d| d > 0) {
+        if Lay::is_splat(l) {
             Lay::Splat(l.offset)
         } else {
             Lay::Strided(Box::new(l.clone()))
         }
+    }
+
+    /// Whether `l` has elements and reads one of them everywhere: it steps 0 along every dim
+    /// longer than 1.
+    fn is_splat(l: &Layout) -> bool {
+        l.numel() > 0
+            && l.strides
+                .iter()
+                .zip(l.dims())
+                .all(|(&st, &d)| st == 0 || d == 1)
     }
 
     /// The full layout, given the output's shape (taken from a strided operand's layout).
