@@ -35,6 +35,8 @@ pub mod par;
 mod pending;
 mod pool;
 mod scheduler;
+#[cfg(all(test, shuttle))]
+mod shuttle_tests;
 pub mod stats;
 pub mod stream;
 mod sync;

@@ -44,7 +44,9 @@ use std::time::{Duration, Instant};
 
 #[cfg(loom)]
 use loom::thread;
-#[cfg(not(loom))]
+#[cfg(shuttle)]
+use shuttle::thread;
+#[cfg(not(any(loom, shuttle)))]
 use std::thread;
 
 /// How long a helper spins for the next job before it parks. Kernels of one training step
@@ -296,7 +298,8 @@ fn helper_loop(sh: &Shared, k: usize) {
                 return;
             }
             spins += 1;
-            if cfg!(loom) || (spins.is_multiple_of(64) && t0.elapsed() > SPIN) {
+            // Under a model checker, park at once: time is not modelled.
+            if cfg!(any(loom, shuttle)) || (spins.is_multiple_of(64) && t0.elapsed() > SPIN) {
                 break None;
             }
             std::hint::spin_loop();
@@ -336,11 +339,11 @@ fn default_threads() -> usize {
         .unwrap_or_else(thread_count_of_machine)
 }
 
-#[cfg(not(loom))]
+#[cfg(not(any(loom, shuttle)))]
 fn thread_count_of_machine() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
-#[cfg(loom)]
+#[cfg(any(loom, shuttle))]
 fn thread_count_of_machine() -> usize {
     2
 }

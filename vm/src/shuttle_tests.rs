@@ -1,0 +1,328 @@
+//! Randomised schedules of the hand-off protocols with more threads than loom can explore
+//! (failure modes F14, F15 and F23 of the reliability plan).
+//!
+//! loom checks every interleaving of two or three threads; these run the same real types
+//! (`PendingStack`, `HandOff`, `Notifier`, the kernel pool) under `shuttle` with four to six
+//! threads, thousands of random schedules (`check_random`) and schedules that drive threads
+//! into rare orders on purpose (`check_pct`, which finds bugs of a given depth with a known
+//! probability). A lost wake-up shows up as a deadlock (every thread blocked), which shuttle
+//! reports with the schedule that reproduces it.
+//!
+//! Run with
+//! `RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target/shuttle cargo test -p eddy-vm --lib --release shuttle`.
+
+use crate::handoff::HandOff;
+use crate::instruction::{Barrier, InstrAdapter, InstrList, Instruction};
+use crate::notifier::Notifier;
+use crate::par::Pool;
+use crate::pending::PendingStack;
+use crate::stream::StreamId;
+use crate::sync::{AtomicBool, AtomicUsize, Mutex};
+use shuttle::sync::Arc;
+use shuttle::thread;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+
+/// Random schedules per test, and PCT schedules (depth 3) per test.
+const RANDOM: usize = 20_000;
+const PCT: usize = 10_000;
+
+/// Runs `f` under both schedulers.
+fn check(f: impl Fn() + Send + Sync + Clone + 'static) {
+    shuttle::check_random(f.clone(), RANDOM);
+    shuttle::check_pct(f, PCT, 3);
+}
+
+fn batch(ids: &[u64]) -> InstrList {
+    let mut l = InstrList::new(InstrAdapter::new());
+    for &id in ids {
+        let mut i = Instruction::new(StreamId::CPU, Barrier::new(|| {}));
+        i.id = id;
+        l.push_back(i);
+    }
+    l
+}
+
+/// Producer `p`'s three batches: ids `p * 100 + k`, k = 0..5, in submission order.
+fn batches_of(p: u64) -> [Vec<u64>; 3] {
+    let id = |k| p * 100 + k;
+    [vec![id(0), id(1)], vec![id(2)], vec![id(3), id(4)]]
+}
+
+/// Every id of `producers` arrived exactly once, and each producer's ids in order.
+fn assert_once_in_order(seen: &[u64], producers: u64) {
+    let mut sorted = seen.to_vec();
+    sorted.sort();
+    let want: Vec<u64> = (0..producers)
+        .flat_map(|p| batches_of(p).into_iter().flatten())
+        .collect();
+    assert_eq!(sorted, want, "every instruction exactly once");
+    for p in 0..producers {
+        let mine: Vec<u64> = seen.iter().copied().filter(|&i| i / 100 == p).collect();
+        assert!(
+            mine.windows(2).all(|w| w[0] < w[1]),
+            "producer {p}'s order: {seen:?}"
+        );
+    }
+}
+
+/// Four producers and a consumer that sleeps on the notifier whenever it finds the stack
+/// empty: everything arrives once, in each producer's order, and the consumer is never left
+/// asleep with work queued (that would be a deadlock at the end).
+#[test]
+fn shuttle_pending_stack_with_four_producers() {
+    check(|| {
+        let q = Arc::new(PendingStack::new());
+        let producers: Vec<_> = (0..4)
+            .map(|p| {
+                let q = q.clone();
+                thread::spawn(move || {
+                    for b in batches_of(p) {
+                        q.push(batch(&b));
+                    }
+                })
+            })
+            .collect();
+        let mut seen = vec![];
+        while seen.len() < 20 {
+            let mut l = q.take();
+            if l.is_empty() {
+                q.notifier.wait(None);
+                continue;
+            }
+            while let Some(i) = l.pop_front() {
+                seen.push(i.id);
+            }
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        assert!(q.is_empty());
+        assert_once_in_order(&seen, 4);
+    });
+}
+
+/// The same for the mutexed hand-off list (completions, the workers' queues, free nodes).
+#[test]
+fn shuttle_handoff_with_four_producers() {
+    check(|| {
+        let q = Arc::new(HandOff::new());
+        let producers: Vec<_> = (0..4)
+            .map(|p| {
+                let q = q.clone();
+                thread::spawn(move || {
+                    for b in batches_of(p) {
+                        q.push(batch(&b));
+                    }
+                })
+            })
+            .collect();
+        let mut seen = vec![];
+        while seen.len() < 20 {
+            let mut l = q.take();
+            if l.is_empty() {
+                q.notifier.wait(None);
+                continue;
+            }
+            while let Some(i) = l.pop_front() {
+                seen.push(i.id);
+            }
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        assert_once_in_order(&seen, 4);
+    });
+}
+
+/// Five notifying threads and one waiter that sleeps until it has seen all their work: the
+/// notifications coalesce, but none is lost.
+#[test]
+fn shuttle_notifier_with_five_notifiers() {
+    check(|| {
+        let n = Arc::new(Notifier::new());
+        let done = Arc::new(AtomicUsize::new(0));
+        let notifiers: Vec<_> = (0..5)
+            .map(|_| {
+                let (n, done) = (n.clone(), done.clone());
+                thread::spawn(move || {
+                    done.fetch_add(1, SeqCst);
+                    n.notify();
+                })
+            })
+            .collect();
+        while done.load(SeqCst) < 5 {
+            n.wait(None);
+        }
+        for t in notifiers {
+            t.join().unwrap();
+        }
+    });
+}
+
+/// The scheduler's round trip with two workers: it hands each worker its instructions, both
+/// report completions on one list with the scheduler's notifier, and closing a worker wakes it
+/// so it exits.
+#[test]
+fn shuttle_two_workers_round_trip() {
+    check(|| {
+        let done = Arc::new(HandOff::new());
+        let sched = Arc::new(Notifier::new());
+        let works: Vec<Arc<HandOff>> = (0..2).map(|_| Arc::new(HandOff::new())).collect();
+        let workers: Vec<_> = works
+            .iter()
+            .map(|work| {
+                let (work, done, sched) = (work.clone(), done.clone(), sched.clone());
+                thread::spawn(move || loop {
+                    let l = work.take();
+                    if l.is_empty() {
+                        if work.is_closed() {
+                            break;
+                        }
+                        work.notifier.wait(None);
+                        continue;
+                    }
+                    done.push_to(l, &sched);
+                })
+            })
+            .collect();
+        for id in 0..6u64 {
+            works[id as usize % 2].push(batch(&[id]));
+        }
+        let mut got = vec![];
+        while got.len() < 6 {
+            let mut l = done.take();
+            if l.is_empty() {
+                sched.wait(None);
+                continue;
+            }
+            while let Some(i) = l.pop_front() {
+                got.push(i.id);
+            }
+        }
+        for w in &works {
+            w.close();
+        }
+        for w in workers {
+            w.join().unwrap();
+        }
+        let per_worker =
+            |k: u64| -> Vec<u64> { got.iter().copied().filter(|i| i % 2 == k).collect() };
+        assert_eq!(per_worker(0), vec![0, 2, 4], "worker 0 in order: {got:?}");
+        assert_eq!(per_worker(1), vec![1, 3, 5], "worker 1 in order: {got:?}");
+    });
+}
+
+/// The scheduler thread against three user threads, reduced as in the loom model of
+/// `scheduler/mod.rs`: the scheduler's state is a mutex the scheduler thread holds while it
+/// runs passes and drops to sleep on the pending stack's notifier. Each user thread submits
+/// two instructions, the second cheap (run at once by its submitter when it holds the state
+/// and nothing is queued, as `scheduler/inline.rs` does), then waits for both: by running the
+/// passes itself if the state is free (`Vm::wait`), else by letting the scheduler thread work.
+/// Every instruction runs exactly once, each thread's in submission order, and the scheduler
+/// thread never sleeps through work (it would deadlock at shutdown).
+#[test]
+fn shuttle_scheduler_and_three_waiting_threads() {
+    check(|| {
+        let pending = Arc::new(PendingStack::new());
+        let state: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::new()));
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let pass = |s: &mut Vec<u64>, p: &PendingStack| {
+            let mut l = p.take();
+            let any = !l.is_empty();
+            while let Some(i) = l.pop_front() {
+                s.push(i.id);
+            }
+            any
+        };
+        let sched = {
+            let (p, st, sd) = (pending.clone(), state.clone(), shutdown.clone());
+            thread::spawn(move || loop {
+                let mut s = st.lock();
+                while pass(&mut s, &p) {}
+                let stop = sd.load(SeqCst) && p.is_empty();
+                drop(s);
+                if stop {
+                    break;
+                }
+                p.notifier.wait(None);
+            })
+        };
+        let users: Vec<_> = (0..3u64)
+            .map(|u| {
+                let (p, st) = (pending.clone(), state.clone());
+                thread::spawn(move || {
+                    let (first, cheap) = (u * 100, u * 100 + 1);
+                    p.push(batch(&[first]));
+                    let ran_inline = match st.try_lock() {
+                        Some(mut s) if p.is_empty() => {
+                            s.push(cheap);
+                            true
+                        }
+                        _ => false,
+                    };
+                    if !ran_inline {
+                        p.push(batch(&[cheap]));
+                    }
+                    loop {
+                        if let Some(mut s) = st.try_lock() {
+                            while pass(&mut s, &p) {}
+                            if s.contains(&cheap) {
+                                break;
+                            }
+                        } else if st.lock().contains(&cheap) {
+                            break;
+                        }
+                        thread::yield_now();
+                    }
+                })
+            })
+            .collect();
+        for u in users {
+            u.join().unwrap();
+        }
+        shutdown.store(true, SeqCst);
+        pending.notifier.notify();
+        sched.join().unwrap();
+        let ran = state.lock().clone();
+        let mut sorted = ran.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![0, 1, 100, 101, 200, 201], "once each: {ran:?}");
+        for u in 0..3u64 {
+            let a = ran.iter().position(|&i| i == u * 100).unwrap();
+            let b = ran.iter().position(|&i| i == u * 100 + 1).unwrap();
+            assert!(a < b, "thread {u}'s order: {ran:?}");
+        }
+    });
+}
+
+/// The kernel pool with three helpers and two callers at once: a caller that finds a helper
+/// busy with the other's job runs those chunks itself; every chunk of both jobs runs exactly
+/// once, and neither caller returns while one of its chunks still runs on a helper.
+#[test]
+fn shuttle_kernel_pool_two_callers_three_helpers() {
+    check(|| {
+        let pool = Arc::new(Pool::new(4));
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let pool = pool.clone();
+                thread::spawn(move || {
+                    let hits: Vec<AtomicUsize> = (0..4).map(|_| AtomicUsize::new(0)).collect();
+                    let inside = AtomicUsize::new(0);
+                    pool.for_each(4, |i| {
+                        inside.fetch_add(1, Relaxed);
+                        hits[i].fetch_add(1, Relaxed);
+                        inside.fetch_sub(1, SeqCst);
+                    });
+                    assert_eq!(inside.load(SeqCst), 0, "a chunk still runs after for_each");
+                    for (i, h) in hits.iter().enumerate() {
+                        assert_eq!(h.load(Relaxed), 1, "chunk {i} ran once");
+                    }
+                })
+            })
+            .collect();
+        for c in callers {
+            c.join().unwrap();
+        }
+        drop(pool);
+    });
+}
