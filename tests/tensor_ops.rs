@@ -1554,6 +1554,27 @@ fn display_prints_values_and_dtype() {
     assert!(s.contains("True") && s.contains("False"), "{s}");
 }
 
+/// Empty tensors print as PyTorch prints them, and without walking their other dims: `[2^62,
+/// 0]` is a valid empty tensor, and printing it once tried to allocate 2^62 entries (found by
+/// the `shape_program` fuzz target).
+#[test]
+fn display_of_empty_tensors() {
+    let e = Tensor::zeros([0], DType::F32).unwrap();
+    assert_eq!(e.to_string(), "tensor([], dtype=f32)");
+    let e = Tensor::zeros([3, 0], DType::I64).unwrap();
+    assert_eq!(e.to_string(), "tensor([], size=(3, 0), dtype=i64)");
+    let huge = Tensor::zeros([1 << 62, 0], DType::F32).unwrap();
+    assert_eq!(
+        huge.to_string(),
+        format!("tensor([], size=({}, 0), dtype=f32)", 1usize << 62)
+    );
+    // Summing out the empty dim leaves 2^62 zeros: too many bytes, a typed error.
+    assert!(matches!(
+        huge.sum(&[1], false),
+        Err(Error::ShapeOverflow { .. })
+    ));
+}
+
 // ---- nn and optim against hand-written reference updates -----------------------------------------
 
 #[test]

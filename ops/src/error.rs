@@ -29,7 +29,10 @@ pub enum Error {
         rhs: Vec<usize>,
     },
     /// The element counts of a reshape differ.
-    #[error("`{op}`: cannot view {from:?} ({} elements) as {to:?}", from.iter().product::<usize>())]
+    #[error(
+        "`{op}`: cannot view {from:?} ({} elements) as {to:?}",
+        crate::numel_of(from)
+    )]
     ElementCountMismatch {
         op: &'static str,
         from: Vec<usize>,

@@ -86,6 +86,22 @@ impl From<usize> for Shape {
     }
 }
 
+/// The element count of `dims`, saturating: a zero-sized tensor may have other dims whose
+/// product overflows (`[2^63, 4, 0]`), and a 0 anywhere makes the count 0 whatever came
+/// before it. Ops use it for the outer and inner extents around an axis.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::numel_of;
+/// assert_eq!(numel_of(&[2, 3]), 6);
+/// assert_eq!(numel_of(&[usize::MAX, 4, 0]), 0);
+/// ```
+#[inline]
+pub fn numel_of(dims: &[usize]) -> usize {
+    dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))
+}
+
 impl Shape {
     /// The dims.
     pub fn dims(&self) -> &[usize] {
@@ -96,8 +112,9 @@ impl Shape {
         self.0.len()
     }
     /// The element count (call [`checked_numel`](Self::checked_numel) for untrusted shapes).
+    /// Saturating, as [`numel_of`].
     pub fn numel(&self) -> usize {
-        self.0.iter().product()
+        numel_of(&self.0)
     }
     /// The element count, or `None` on overflow.
     pub fn checked_numel(&self) -> Option<usize> {

@@ -113,9 +113,26 @@ impl Tensor {
 
 /// PyTorch-like printing: `tensor([[1.0000, 2.0000], …], dtype=f32)`; dims longer than 6
 /// show their first and last 3 entries around `...` once the tensor has over 1000 elements.
-/// A tensor whose ops failed prints the error instead of values.
+/// A tensor whose ops failed prints the error instead of values. An empty tensor prints as
+/// PyTorch prints it, `tensor([], size=(3, 0), dtype=f32)` (no size for one dim), without
+/// walking its other dims, which may be huge (`[2^62, 0]` is a valid empty tensor).
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.numel() == 0 {
+            if let Err(e) = self.sync() {
+                return write!(f, "tensor(<error: {e}>)");
+            }
+            write!(f, "tensor([]")?;
+            if self.rank() != 1 {
+                let dims: Vec<String> = self.dims().iter().map(|d| d.to_string()).collect();
+                write!(f, ", size=({})", dims.join(", "))?;
+            }
+            write!(f, ", dtype={}", self.dtype())?;
+            if self.device() != crate::Device::Cpu {
+                write!(f, ", device={}", self.device())?;
+            }
+            return write!(f, ")");
+        }
         let vals = match self.to_f64_vec() {
             Ok(v) => v,
             Err(e) => return write!(f, "tensor(<error: {e}>)"),
@@ -157,7 +174,7 @@ impl fmt::Display for Tensor {
                 return;
             }
             let n = dims[0];
-            let inner: usize = dims[1..].iter().product();
+            let inner = eddy_ops::numel_of(&dims[1..]);
             out.push('[');
             let idx: Vec<Option<usize>> = if summarize && n > 6 {
                 (0..3)

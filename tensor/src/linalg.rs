@@ -93,7 +93,7 @@ impl Tensor {
         let la = self.layout().broadcast_to(&full(m, k));
         let lb = rhs.layout().broadcast_to(&full(k, n));
         let out = self.empty_like_shape(full(m, n), dt)?;
-        let macs = batch.0.iter().product::<usize>() * m * n * k;
+        let macs = eddy_ops::numel_of(&[batch.numel(), m, n, k]);
         Tensor::launch_with_work(km::matmul(dt, la, lb), &[self, rhs], &[&out], Some(macs))?;
         Ok(out.record("matmul", &[self, rhs], |g, ins, _| {
             let (a, b) = (&ins[0], &ins[1]);

@@ -3,7 +3,7 @@
 
 use crate::{DType, Error, Result, Tensor};
 use eddy_ops::cpu::{index as ki, nn as kn};
-use eddy_ops::norm_dim;
+use eddy_ops::{norm_dim, numel_of};
 
 impl Tensor {
     /// Moves `dim` last and makes the tensor contiguous (for row-wise kernels).
@@ -258,8 +258,8 @@ impl Tensor {
             self.contiguous()?
         };
         let idx = index.contiguous()?;
-        let (outer, size): (usize, usize) = (self.dims()[..d].iter().product(), self.dims()[d]);
-        let inner: usize = self.dims()[d + 1..].iter().product();
+        let (outer, size) = (numel_of(&self.dims()[..d]), self.dims()[d]);
+        let inner = numel_of(&self.dims()[d + 1..]);
         let nidx = index.numel();
         let mut shape = self.shape().clone();
         shape.0[d] = nidx;

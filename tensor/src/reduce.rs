@@ -29,16 +29,19 @@ impl Tensor {
         let (mut n_red, mut out_numel, mut n_reduced) = (1usize, 1usize, 0usize);
         let mut prefix = true;
         let mut out_dims: Dims<usize> = SmallVec::new();
+        // Saturating products: a zero-sized tensor may have other dims whose product overflows;
+        // then a 0 among them makes the product 0 (as it should), and otherwise it has no
+        // elements on the other side, so the kernel never uses the saturated count.
         for (d, &size) in src.iter().enumerate() {
             if red[d] {
-                n_red *= size;
+                n_red = n_red.saturating_mul(size);
                 prefix &= n_reduced == d;
                 n_reduced += 1;
                 if keepdim {
                     out_dims.push(1);
                 }
             } else {
-                out_numel *= size;
+                out_numel = out_numel.saturating_mul(size);
                 out_dims.push(size);
             }
         }

@@ -192,8 +192,7 @@ impl Tensor {
             .iter()
             .zip(&l.strides)
             .filter(|(_, &st)| st != 0)
-            .map(|(&d, _)| d)
-            .product();
+            .fold(1usize, |a, (&d, _)| a.saturating_mul(d));
         let elems = self.0.blob.bytes() / self.0.dtype.size_in_bytes().max(1);
         (l.offset == 0 && distinct == elems).then_some(h.range)
     }
@@ -292,7 +291,10 @@ impl Tensor {
     /// Enqueues `kernel` reading `ins` and writing `outs` on the tensors' engine. Its work is
     /// taken as the elements it reads and writes (see [`launch_with_work`](Self::launch_with_work)).
     pub(crate) fn launch(kernel: impl Kernel, ins: &[&Tensor], outs: &[&Tensor]) -> Result<()> {
-        let work = ins.iter().chain(outs).map(|t| t.numel()).sum();
+        let work = ins
+            .iter()
+            .chain(outs)
+            .fold(0usize, |a, t| a.saturating_add(t.numel()));
         Tensor::launch_with_work(kernel, ins, outs, Some(work))
     }
 
@@ -306,6 +308,12 @@ impl Tensor {
         outs: &[&Tensor],
         work: Option<usize>,
     ) -> Result<()> {
+        // A kernel whose outputs are all empty has nothing to do. Not launching it also keeps
+        // kernels from looping over the huge outer dims a zero-sized tensor may have
+        // (`[2^62, 0]`), and saturated extents from reaching them.
+        if !outs.is_empty() && outs.iter().all(|t| t.numel() == 0) {
+            return Ok(());
+        }
         for t in outs {
             if let Some(h) = &t.0.host_range {
                 // Written by an op: the values are no longer known on the host.

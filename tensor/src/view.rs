@@ -227,8 +227,9 @@ impl Tensor {
     pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
         let d = norm_dim("unsqueeze", dim, self.rank() + 1)?;
         let mut l = self.layout().clone();
+        // Saturating, as `contiguous_strides`: a zero-sized tensor may have huge other dims.
         let stride = if d < self.rank() {
-            l.strides[d] * l.shape.0[d]
+            l.strides[d].saturating_mul(l.shape.0[d])
         } else {
             1
         };

@@ -29,8 +29,13 @@ fn indices(
     };
     raw.into_iter()
         .map(|i| {
-            let j = if i < 0 { i + size as i64 } else { i };
-            if j < 0 || j >= size as i64 {
+            // In i128: a dim may have 2^63 elements or more when another is 0.
+            let j = if i < 0 {
+                i as i128 + size as i128
+            } else {
+                i as i128
+            };
+            if j < 0 || j >= size as i128 {
                 Err(format!(
                     "{op}: index {i} out of range for a dim of size {size}"
                 ))

@@ -38,7 +38,7 @@ fn run<T: Elem + num_traits::Zero>(
         )
     };
     let batch = &la.dims()[..r - 2];
-    let nb: usize = batch.iter().product();
+    let nb = crate::numel_of(batch);
     if nb == 0 || m == 0 || n == 0 {
         return Ok(());
     }
