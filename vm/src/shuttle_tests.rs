@@ -65,73 +65,87 @@ fn assert_once_in_order(seen: &[u64], producers: u64) {
     }
 }
 
-/// Four producers and a consumer that sleeps on the notifier whenever it finds the stack
-/// empty: everything arrives once, in each producer's order, and the consumer is never left
-/// asleep with work queued (that would be a deadlock at the end).
-#[test]
-fn shuttle_pending_stack_with_four_producers() {
-    check(|| {
-        let q = Arc::new(PendingStack::new());
-        let producers: Vec<_> = (0..4)
-            .map(|p| {
-                let q = q.clone();
-                thread::spawn(move || {
-                    for b in batches_of(p) {
-                        q.push(batch(&b));
-                    }
-                })
-            })
-            .collect();
-        let mut seen = vec![];
-        while seen.len() < 20 {
-            let mut l = q.take();
-            if l.is_empty() {
-                q.notifier.wait(None);
-                continue;
-            }
-            while let Some(i) = l.pop_front() {
-                seen.push(i.id);
-            }
-        }
-        for p in producers {
-            p.join().unwrap();
-        }
-        assert!(q.is_empty());
-        assert_once_in_order(&seen, 4);
-    });
+/// The two submission queues, as the models use them.
+trait Queue: Send + Sync + 'static {
+    fn new() -> Self;
+    fn push(&self, l: InstrList);
+    fn take(&self) -> InstrList;
+    fn notifier(&self) -> &Notifier;
 }
 
-/// The same for the mutexed hand-off list (completions, the workers' queues, free nodes).
+impl Queue for PendingStack {
+    fn new() -> Self {
+        PendingStack::new()
+    }
+    fn push(&self, l: InstrList) {
+        PendingStack::push(self, l)
+    }
+    fn take(&self) -> InstrList {
+        PendingStack::take(self)
+    }
+    fn notifier(&self) -> &Notifier {
+        &self.notifier
+    }
+}
+
+impl Queue for HandOff {
+    fn new() -> Self {
+        HandOff::new()
+    }
+    fn push(&self, l: InstrList) {
+        HandOff::push(self, l)
+    }
+    fn take(&self) -> InstrList {
+        HandOff::take(self)
+    }
+    fn notifier(&self) -> &Notifier {
+        &self.notifier
+    }
+}
+
+/// Four producers of three batches each and a consumer that sleeps on the queue's notifier
+/// whenever it finds the queue empty: everything arrives once, in each producer's order, and
+/// the consumer is never left asleep with work queued (that would be a deadlock at the end).
+fn four_producers_one_sleeping_consumer<Q: Queue>() {
+    let q = Arc::new(Q::new());
+    let producers: Vec<_> = (0..4)
+        .map(|p| {
+            let q = q.clone();
+            thread::spawn(move || {
+                for b in batches_of(p) {
+                    q.push(batch(&b));
+                }
+            })
+        })
+        .collect();
+    let mut seen = vec![];
+    while seen.len() < 20 {
+        let mut l = q.take();
+        if l.is_empty() {
+            q.notifier().wait(None);
+            continue;
+        }
+        while let Some(i) = l.pop_front() {
+            seen.push(i.id);
+        }
+    }
+    for p in producers {
+        p.join().unwrap();
+    }
+    assert!(q.take().is_empty());
+    assert_once_in_order(&seen, 4);
+}
+
+/// The lock-free pending stack (user threads to the scheduler).
+#[test]
+fn shuttle_pending_stack_with_four_producers() {
+    check(four_producers_one_sleeping_consumer::<PendingStack>);
+}
+
+/// The mutexed hand-off list (completions, the workers' queues, free nodes).
 #[test]
 fn shuttle_handoff_with_four_producers() {
-    check(|| {
-        let q = Arc::new(HandOff::new());
-        let producers: Vec<_> = (0..4)
-            .map(|p| {
-                let q = q.clone();
-                thread::spawn(move || {
-                    for b in batches_of(p) {
-                        q.push(batch(&b));
-                    }
-                })
-            })
-            .collect();
-        let mut seen = vec![];
-        while seen.len() < 20 {
-            let mut l = q.take();
-            if l.is_empty() {
-                q.notifier.wait(None);
-                continue;
-            }
-            while let Some(i) = l.pop_front() {
-                seen.push(i.id);
-            }
-        }
-        for p in producers {
-            p.join().unwrap();
-        }
-        assert_once_in_order(&seen, 4);
-    });
+    check(four_producers_one_sleeping_consumer::<HandOff>);
 }
 
 /// Five notifying threads and one waiter that sleeps until it has seen all their work: the
