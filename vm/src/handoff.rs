@@ -83,17 +83,11 @@ impl HandOff {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use crate::instruction::{Barrier, Instruction};
-    use crate::stream::StreamId;
     use loom::sync::Arc;
     use loom::thread;
 
     fn one(id: u64) -> InstrList {
-        let mut l = InstrList::new(InstrAdapter::new());
-        let mut i = Instruction::new(StreamId::CPU, Barrier::new(|| {}));
-        i.id = id;
-        l.push_back(i);
-        l
+        crate::instruction::model_batch(&[id])
     }
 
     /// Two producers, one consumer that sleeps on the notifier: every item arrives exactly once,

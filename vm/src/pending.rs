@@ -122,20 +122,9 @@ impl Drop for PendingStack {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use crate::instruction::Barrier;
-    use crate::stream::StreamId;
+    use crate::instruction::model_batch as batch;
     use loom::sync::Arc;
     use loom::thread;
-
-    fn batch(ids: &[u64]) -> InstrList {
-        let mut l = InstrList::new(InstrAdapter::new());
-        for &id in ids {
-            let mut i = Instruction::new(StreamId::CPU, Barrier::new(|| {}));
-            i.id = id;
-            l.push_back(i);
-        }
-        l
-    }
 
     /// Two producers and a sleeping consumer: everything arrives exactly once, each producer's
     /// order is kept, and the consumer is never left asleep with work queued.

@@ -12,11 +12,10 @@
 //! `RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target/shuttle cargo test -p eddy-vm --lib --release shuttle`.
 
 use crate::handoff::HandOff;
-use crate::instruction::{Barrier, InstrAdapter, InstrList, Instruction};
+use crate::instruction::{model_batch as batch, InstrList};
 use crate::notifier::Notifier;
 use crate::par::Pool;
 use crate::pending::PendingStack;
-use crate::stream::StreamId;
 use crate::sync::{AtomicBool, AtomicUsize, Mutex};
 use shuttle::sync::Arc;
 use shuttle::thread;
@@ -30,16 +29,6 @@ const PCT: usize = 10_000;
 fn check(f: impl Fn() + Send + Sync + Clone + 'static) {
     shuttle::check_random(f.clone(), RANDOM);
     shuttle::check_pct(f, PCT, 3);
-}
-
-fn batch(ids: &[u64]) -> InstrList {
-    let mut l = InstrList::new(InstrAdapter::new());
-    for &id in ids {
-        let mut i = Instruction::new(StreamId::CPU, Barrier::new(|| {}));
-        i.id = id;
-        l.push_back(i);
-    }
-    l
 }
 
 /// Producer `p`'s three batches: ids `p * 100 + k`, k = 0..5, in submission order.

@@ -173,3 +173,15 @@ impl Instruction {
         1 + self.followers.iter().count()
     }
 }
+
+/// For the model checkers' tests (loom, shuttle): a list of no-op instructions with `ids`.
+#[cfg(all(test, any(loom, shuttle)))]
+pub(crate) fn model_batch(ids: &[u64]) -> InstrList {
+    let mut l = InstrList::new(InstrAdapter::new());
+    for &id in ids {
+        let mut i = Instruction::new(StreamId::CPU, Barrier::new(|| {}));
+        i.id = id;
+        l.push_back(i);
+    }
+    l
+}

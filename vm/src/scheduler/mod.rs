@@ -390,9 +390,7 @@ mod loom_tests {
     //! scheduler thread holds while it runs passes and drops to wait on the pending list's
     //! notifier (its spin is an unlocked poll of the same notifier); a pass takes the pending
     //! list and runs what it took.
-    use crate::instruction::{Barrier, Instruction};
     use crate::pending::PendingStack;
-    use crate::stream::StreamId;
     use crate::sync::{AtomicBool, Mutex};
     use loom::sync::Arc;
     use loom::thread;
@@ -408,11 +406,7 @@ mod loom_tests {
     }
 
     fn instr(id: u64) -> crate::instruction::InstrList {
-        let mut l = crate::instruction::InstrList::new(crate::instruction::InstrAdapter::new());
-        let mut i = Instruction::new(StreamId::CPU, Barrier::new(|| {}));
-        i.id = id;
-        l.push_back(i);
-        l
+        crate::instruction::model_batch(&[id])
     }
 
     type State = Arc<Mutex<Vec<u64>>>;
