@@ -1888,3 +1888,36 @@ fn parallel_kernels_match_reference() {
         close("row sums", &got, &sums, 1e-5);
     }
 }
+
+/// Outputs of at least `STREAM_MIN_BYTES` are written with streaming stores from a stack
+/// buffer: binary (`dense2`) and unary (`dense1`) kernels, a scalar operand, a widening cast, and
+/// an input view whose offset is not a multiple of the buffer, all against plain loops.
+#[test]
+fn outputs_above_the_streaming_threshold_match_plain_loops() {
+    use eddy::ops::cpu::stream_store::STREAM_MIN_BYTES;
+    let n = STREAM_MIN_BYTES / 4 + 37; // f32 elements: over the threshold, ragged tail
+    let x: Vec<f32> = (0..n + 3)
+        .map(|i| (i % 1009) as f32 * 0.25 - 100.0)
+        .collect();
+    let y: Vec<f32> = (0..n).map(|i| (i % 997) as f32 * 0.5).collect();
+    let tx = Tensor::from_vec(x.clone(), [n + 3])
+        .unwrap()
+        .narrow(0, 3, n) // offset 3: the input is not aligned like the output
+        .unwrap();
+    let ty = Tensor::from_vec(y.clone(), [n]).unwrap();
+    let xs = &x[3..];
+    let sum = tx.add(&ty).unwrap().to_vec::<f32>().unwrap();
+    assert!(sum.iter().zip(xs).zip(&y).all(|((&s, &a), &b)| s == a + b));
+    let relu = tx.relu().unwrap().to_vec::<f32>().unwrap();
+    assert!(relu.iter().zip(xs).all(|(&r, &a)| r == a.max(0.0)));
+    let scaled = tx.mul_scalar(3.0).unwrap().to_vec::<f32>().unwrap();
+    assert!(scaled.iter().zip(xs).all(|(&s, &a)| s == a * 3.0));
+    let wide = ty
+        .narrow(0, 0, STREAM_MIN_BYTES / 8 + 5)
+        .unwrap()
+        .to_dtype(DType::F64)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    assert!(wide.iter().zip(&y).all(|(&w, &b)| w == b as f64));
+}

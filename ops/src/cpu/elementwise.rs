@@ -4,6 +4,7 @@
 //! output's shape. Floats compute in their accumulation type (`f32` for the 16-bit floats).
 
 use super::fastmath::Transcendental;
+use super::stream_store::{wants_streaming, write_chunk};
 use crate::kernel::{input, output, par_out, walk, FnKernel};
 use crate::{Bool8, DType, Elem, Layout};
 use eddy_vm::{instruction::Kernel, Blob};
@@ -258,8 +259,17 @@ pub fn map2_lay<A: Elem, B: Elem, D: Elem>(
 }
 
 /// `out[i] = f(a[i])`, all three dense and of one length.
+///
+/// An output too large for the caches is written with streaming stores
+/// ([`stream_store`](super::stream_store)).
 fn dense1<S: Elem, D: Elem>(a: &[S], out: &mut [D], f: impl Fn(S) -> D + Sync) {
-    par_out(out, |st, c| dense1_run(&a[st..st + c.len()], c, &f));
+    let streaming = wants_streaming::<D>(out.len());
+    par_out(out, |st, c| {
+        write_chunk(c, streaming, |i, dst| {
+            let s = st + i;
+            dense1_run(&a[s..s + dst.len()], dst, &f)
+        })
+    });
 }
 
 /// The loop of [`dense1`], a function of its own so that its arguments carry their no-alias
@@ -280,16 +290,19 @@ fn dense2_run<A: Elem, B: Elem, D: Elem>(a: &[A], b: &[B], out: &mut [D], f: &im
     }
 }
 
-/// `out[i] = f(a[i], b[i])`, all dense and of one length.
+/// `out[i] = f(a[i], b[i])`, all dense and of one length (streaming stores as in [`dense1`]).
 fn dense2<A: Elem, B: Elem, D: Elem>(
     a: &[A],
     b: &[B],
     out: &mut [D],
     f: impl Fn(A, B) -> D + Sync,
 ) {
+    let streaming = wants_streaming::<D>(out.len());
     par_out(out, |st, c| {
-        let e = st + c.len();
-        dense2_run(&a[st..e], &b[st..e], c, &f)
+        write_chunk(c, streaming, |i, dst| {
+            let (s, e) = (st + i, st + i + dst.len());
+            dense2_run(&a[s..e], &b[s..e], dst, &f)
+        })
     });
 }
 

@@ -9,3 +9,4 @@ pub mod index;
 pub mod matmul;
 pub mod nn;
 pub mod reduce;
+pub mod stream_store;
