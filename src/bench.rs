@@ -39,6 +39,9 @@ pub struct Report {
     pub metrics: BTreeMap<String, f64>,
     /// Key → every repetition.
     pub samples: BTreeMap<String, Vec<f64>>,
+    /// With `--roof`: matmul key → the `gemm` crate's own samples, each taken right after the
+    /// same repetition of Eddy's (see [`matmul_with_roof`]).
+    pub roof: BTreeMap<String, Vec<f64>>,
 }
 
 impl Report {
@@ -62,12 +65,24 @@ impl Report {
                     .map(|v| (k.to_string(), serde_json::json!(v)))
             })
             .collect();
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "framework": "eddy",
             "meta": {"version": env!("CARGO_PKG_VERSION"), "threads": threads, "notes": notes},
             "metrics": order(&self.metrics),
             "samples": samples,
-        })
+        });
+        if !self.roof.is_empty() {
+            let medians: serde_json::Map<_, _> = (self.roof.iter())
+                .map(|(k, s)| (k.clone(), median(s).into()))
+                .collect();
+            v["roof"] = serde_json::json!({
+                "what": "the gemm crate called directly on plain buffers (its own rayon split), \
+                         each repetition right after Eddy's",
+                "metrics": medians,
+                "samples": self.roof,
+            });
+        }
+        v
     }
 }
 
@@ -174,6 +189,91 @@ pub fn matmul(n: usize) -> Result<Vec<f64>> {
         c.expect("one iteration").sync()?;
         Ok(2.0 * (n * n * n) as f64 * iters as f64 / t.elapsed().as_secs_f64() / 1e9)
     })
+}
+
+/// [`matmul`] with the `gemm` crate's roof measured side by side: each repetition of Eddy's
+/// `a.matmul(b)` loop is followed by the same loop of direct `gemm::gemm` calls on plain
+/// buffers, split over `threads` by gemm's own rayon parallelism, with the same iteration
+/// count. Returns (Eddy's samples, gemm's samples). The ratio of one repetition to the next
+/// is what the host's noise moves least.
+pub fn matmul_with_roof(n: usize, threads: usize) -> Result<(Vec<f64>, Vec<f64>)> {
+    let a = Tensor::randn([n, n], 0.0, 1.0, DType::F32)?;
+    let b = Tensor::randn([n, n], 0.0, 1.0, DType::F32)?;
+    let (av, bv) = (a.to_vec::<f32>()?, b.to_vec::<f32>()?);
+    let mut cv = vec![0.0f32; n * n];
+    let par = if threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    let mut direct = |iters: usize| {
+        for _ in 0..iters {
+            // SAFETY: three row-major n × n buffers (row stride n, column stride 1), all in
+            // bounds; `cv` is borrowed mutably for the call and read by nothing else.
+            unsafe {
+                gemm::gemm(
+                    n,
+                    n,
+                    n,
+                    cv.as_mut_ptr(),
+                    1,
+                    n as isize,
+                    false,
+                    av.as_ptr(),
+                    1,
+                    n as isize,
+                    bv.as_ptr(),
+                    1,
+                    n as isize,
+                    0.0f32,
+                    1.0f32,
+                    false,
+                    false,
+                    false,
+                    par,
+                )
+            }
+        }
+    };
+    let eddy = |iters: usize| -> Result<()> {
+        let mut c = None;
+        for _ in 0..iters {
+            c = Some(a.matmul(&b)?);
+        }
+        c.expect("one iteration").sync()
+    };
+    eddy(1)?; // warm-up: the pool's threads and the output's memory
+    direct(1); // and rayon's
+    let t = Instant::now();
+    eddy(1)?;
+    let iters = ((0.25 / t.elapsed().as_secs_f64().max(1e-6)) as usize).clamp(1, 10_000);
+    let gflops = |secs: f64| 2.0 * (n * n * n) as f64 * iters as f64 / secs / 1e9;
+    let (mut es, mut gs) = (Vec::new(), Vec::new());
+    for rep in 0..=REPS {
+        let t = Instant::now();
+        eddy(iters)?;
+        let e = gflops(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        direct(iters);
+        let g = gflops(t.elapsed().as_secs_f64());
+        if rep > 0 {
+            // Repetition 0 is the warm-up.
+            es.push(e);
+            gs.push(g);
+        }
+    }
+    // Both computed the same product: a check that the roof measured real work.
+    let ce = a.matmul(&b)?.to_vec::<f32>()?;
+    let worst = ce
+        .iter()
+        .zip(&cv)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0f32, f32::max);
+    check(
+        worst <= 1e-3 * n as f32,
+        "matmul roof: gemm and Eddy disagree",
+    )?;
+    Ok((es, gs))
 }
 
 /// The fixed MLP, batch and optimizer of the training workloads.
@@ -283,7 +383,15 @@ pub fn run_train_child() -> Result<Report> {
 /// # Errors
 ///
 /// A workload's error, or the child process failing.
-pub fn run(only: &[String], exe: Option<&std::path::Path>, threads: usize) -> Result<Report> {
+///
+/// With `roof`, each matmul workload is measured side by side with the `gemm` crate called
+/// directly ([`matmul_with_roof`]); its figures go to [`Report::roof`].
+pub fn run(
+    only: &[String],
+    exe: Option<&std::path::Path>,
+    threads: usize,
+    roof: bool,
+) -> Result<Report> {
     let want = |k: &str| only.is_empty() || only.iter().any(|o| o == k);
     let mut r = Report::default();
     if want("dispatch_small_ns_per_op") {
@@ -297,7 +405,11 @@ pub fn run(only: &[String], exe: Option<&std::path::Path>, threads: usize) -> Re
     }
     for n in [256, 512, 1024] {
         let k = format!("matmul_{n}_gflops");
-        if want(&k) {
+        if want(&k) && roof {
+            let (e, g) = matmul_with_roof(n, threads)?;
+            r.put(&k, e);
+            r.roof.insert(k, g);
+        } else if want(&k) {
             r.put(&k, matmul(n)?);
         }
     }

@@ -89,6 +89,34 @@ fn bench_json_has_the_documented_shape() {
     );
 }
 
+/// `--roof` adds the gemm crate's figures for the matmul keys asked for, one sample per
+/// repetition of Eddy's, and nothing for the others; without it there is no `roof`.
+#[test]
+fn bench_roof_measures_gemm_beside_each_matmul() {
+    let out = eddy(&[
+        "bench",
+        "--json",
+        "--roof",
+        "--only",
+        "matmul_256_gflops,dispatch_small_ns_per_op",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let roof = &v["roof"];
+    let samples = roof["samples"]["matmul_256_gflops"].as_array().unwrap();
+    assert_eq!(samples.len(), 7);
+    assert!(samples.iter().all(|s| s.as_f64().unwrap() > 0.0));
+    assert!(roof["metrics"]["matmul_256_gflops"].as_f64().unwrap() > 0.0);
+    assert_eq!(roof["metrics"].as_object().unwrap().len(), 1);
+    assert_eq!(
+        v["samples"]["matmul_256_gflops"].as_array().unwrap().len(),
+        7
+    );
+    let plain = eddy(&["bench", "--json", "--only", "dispatch_small_ns_per_op"]);
+    let v: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
+    assert!(v.get("roof").is_none());
+}
+
 #[test]
 fn bad_options_exit_with_code_2_and_a_message() {
     let cases: &[(&[&str], &str)] = &[

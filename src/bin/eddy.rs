@@ -23,7 +23,9 @@ usage:
       --epochs N (20)  --batch-size N (64)  --lr X (0.01)  --hidden N[,N..] (128)
       --seed S (0)  --data FILE.csv[.gz]  --threads N  --sync-mode
       --trace FILE.json  --plot FILE.png (eddy-train.png)
-  eddy bench [--json] [--threads N] [--only KEY,...]   run the benchmark workloads
+  eddy bench [--json] [--threads N] [--only KEY,...] [--roof]
+                           run the benchmark workloads (--roof: matmul beside the gemm
+                           crate called directly, repetition by repetition)
   eddy repl                interactive tensor expressions (:help inside); also `eddy repl < script`
   eddy trace [--steps N (3) | --script FILE] [--out FILE.json (eddy-trace.json)]
              [--svg FILE.svg (next to --out)] [--sync-mode]
@@ -317,6 +319,7 @@ fn cmd_bench(args: &[String]) -> Result<(), Fail> {
             ("--threads", true),
             ("--only", true),
             ("--child", false),
+            ("--roof", false),
         ],
     )?;
     let threads = set_threads(&o)?;
@@ -334,7 +337,7 @@ fn cmd_bench(args: &[String]) -> Result<(), Fail> {
             )));
         }
         let exe = std::env::current_exe().ok();
-        bench::run(&only, exe.as_deref(), threads)?
+        bench::run(&only, exe.as_deref(), threads, o.has("--roof"))?
     };
     let notes = "CPU, f32; medians of 7 repetitions (training: of 50 steps)";
     if o.has("--json") {
@@ -343,6 +346,13 @@ fn cmd_bench(args: &[String]) -> Result<(), Fail> {
         println!("{:34} {:>12}", "metric", "value");
         for (k, v) in &report.metrics {
             println!("{k:34} {v:>12.3}");
+        }
+        for (k, s) in &report.roof {
+            println!(
+                "{:34} {:>12.3}",
+                format!("(gemm roof) {k}"),
+                bench::median(s)
+            );
         }
         println!("({notes}; {threads} threads; --json for the machine-readable report)");
     }
