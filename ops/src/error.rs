@@ -24,8 +24,11 @@ pub enum Error {
     /// The operands' shapes do not fit (broadcast, matmul inner dims, cat, …).
     #[error("shape mismatch in `{op}`, lhs: {lhs:?}, rhs: {rhs:?}")]
     ShapeMismatch {
+        /// The op's name.
         op: &'static str,
+        /// The first shape compared, usually the first operand's.
         lhs: Vec<usize>,
+        /// The second shape compared: usually the other operand's, or the shape to fit.
         rhs: Vec<usize>,
     },
     /// The element counts of a reshape differ.
@@ -34,67 +37,111 @@ pub enum Error {
         crate::numel_of(from)
     )]
     ElementCountMismatch {
+        /// The op's name.
         op: &'static str,
+        /// The shape being viewed (for `from_vec`, the data's length).
         from: Vec<usize>,
+        /// The shape asked for.
         to: Vec<usize>,
     },
     /// A dim is out of range for the tensor's rank.
     #[error("`{op}`: dim {dim} out of range for a tensor of rank {rank}")]
     InvalidDim {
+        /// The op's name.
         op: &'static str,
+        /// The dim as given (negative counts from the end).
         dim: isize,
+        /// The tensor's number of dims.
         rank: usize,
     },
     /// The element count or byte size overflows (F2); the allocator was not asked.
     #[error("shape {shape:?} of {dtype} overflows the address space")]
-    ShapeOverflow { shape: Vec<usize>, dtype: DType },
+    ShapeOverflow {
+        /// The shape whose element count or byte size overflows (for `cat`, the first input's).
+        shape: Vec<usize>,
+        /// The element type.
+        dtype: DType,
+    },
     /// An index is out of range.
     #[error("`{op}`: index {index} out of range for a dim of size {size}")]
     IndexOutOfRange {
+        /// The op's name.
         op: &'static str,
+        /// The index as given (may be negative; for `narrow`, `start + len`).
         index: i64,
+        /// The size of the dim it indexes.
         size: usize,
     },
     /// A reduction without identity (max, argmax, …) over an empty dim.
     #[error("`{op}` over an empty dim has no identity")]
-    EmptyTensor { op: &'static str },
+    EmptyTensor {
+        /// The op's name.
+        op: &'static str,
+    },
     /// An in-place write into a view where several elements share memory (an expanded view).
     #[error("`{op}`: in-place write into a view whose elements overlap (an expanded view)")]
-    OverlappingWrite { op: &'static str },
+    OverlappingWrite {
+        /// The op's name.
+        op: &'static str,
+    },
 
     // ---- dtypes and devices --------------------------------------------------------------------
     /// The operands' dtypes must be equal (or the result cannot be stored in place).
     #[error("dtype mismatch in `{op}`, lhs: {lhs}, rhs: {rhs}")]
     DTypeMismatch {
+        /// The op's name.
         op: &'static str,
+        /// The first dtype compared, usually the first operand's (an in-place op's destination).
         lhs: DType,
+        /// The second dtype compared: usually the other operand's, or the dtype that was required.
         rhs: DType,
     },
     /// The op does not support this dtype.
     #[error("`{op}` does not support dtype {dtype}")]
-    UnsupportedDType { op: &'static str, dtype: DType },
+    UnsupportedDType {
+        /// The op's name.
+        op: &'static str,
+        /// The dtype it was given.
+        dtype: DType,
+    },
     /// The operands live on different devices or engines.
     #[error("device mismatch in `{op}`: expected all tensors on the same device and engine, found {lhs} and {rhs}")]
     DeviceMismatch {
+        /// The op's name.
         op: &'static str,
+        /// The first tensor's device and engine, in words.
         lhs: String,
+        /// The other tensor's device and engine, in words.
         rhs: String,
     },
     /// The device is not available in this build or on this machine.
     #[error("`{op}`: device {device} is not available ({reason})")]
     DeviceUnavailable {
+        /// The op's name.
         op: &'static str,
+        /// The device asked for, in its `Debug` form.
         device: String,
+        /// Why it is not available.
         reason: &'static str,
     },
 
     // ---- arguments and autograd ------------------------------------------------------------------
     /// Any other bad argument.
     #[error("invalid argument to `{op}`: {message}")]
-    InvalidArgument { op: &'static str, message: String },
+    InvalidArgument {
+        /// The op's name.
+        op: &'static str,
+        /// What is wrong with the argument.
+        message: String,
+    },
     /// `backward` on a tensor that does not require grad, or on a non-scalar without a gradient.
     #[error("`{op}`: {message}")]
-    Autograd { op: &'static str, message: String },
+    Autograd {
+        /// The op's name.
+        op: &'static str,
+        /// What is wrong.
+        message: String,
+    },
 
     // ---- the engine ----------------------------------------------------------------------------
     /// An engine error: a kernel that failed asynchronously (surfaced at this sync), out of

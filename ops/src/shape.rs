@@ -14,18 +14,24 @@ use smallvec::SmallVec;
 /// assert_eq!(s.numel(), 6);
 /// assert!(Shape::from([usize::MAX, 2]).checked_bytes(DType::F32).is_err());
 /// ```
-#[derive(Eq, Hash, Default)]
+#[derive(Eq, Default)]
 pub struct Shape(pub SmallVec<[usize; 4]>);
 
 // By hand: the derived comparison of the dims calls `memcmp`, about 25 instructions for a
 // one-dim shape, and every elementwise op compares shapes three times (broadcast, and each
-// operand's layout); a plain loop over a handful of dims is a few. Same meaning as derived,
-// so `Hash` stays consistent.
+// operand's layout); a plain loop over a handful of dims is a few. Same meaning as derived.
 impl PartialEq for Shape {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         let (a, b) = (&self.0[..], &other.0[..]);
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+    }
+}
+
+// By hand beside the hand-written `eq`: the dims as a slice, so equal shapes hash equally.
+impl std::hash::Hash for Shape {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.as_slice().hash(state);
     }
 }
 

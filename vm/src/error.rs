@@ -29,15 +29,21 @@ pub enum Error {
     /// A kernel returned an error.
     #[error("kernel `{op}` (instruction {instr_id}) failed: {message}")]
     KernelFailed {
+        /// The op's name.
         op: String,
+        /// The id of the instruction that ran the kernel.
         instr_id: u64,
+        /// What went wrong, as the kernel reported it.
         message: String,
     },
     /// A kernel panicked; the panic was caught on the thread that ran it.
     #[error("kernel `{op}` (instruction {instr_id}) panicked: {message}")]
     KernelPanic {
+        /// The op's name.
         op: String,
+        /// The id of the instruction that ran the kernel.
         instr_id: u64,
+        /// The panic's message (its payload, if a string).
         message: String,
     },
     /// `Prepare` could not allocate an output even after waiting for running work, shrinking
@@ -48,44 +54,83 @@ pub enum Error {
         fmt_capacity(*capacity)
     )]
     OutOfMemory {
+        /// The op whose output could not be allocated.
         op: String,
+        /// Bytes asked for.
         requested: usize,
+        /// Bytes the allocator had handed out at the time.
         in_use: usize,
+        /// Bytes the allocator held but had free at the time.
         cached: usize,
+        /// The backend's capacity in bytes; `None` if unlimited.
         capacity: Option<usize>,
     },
 
     // ---- synchronous failures at submission ------------------------------------------------
     /// A blob was used after it was released.
     #[error("`{op}`: blob {id} was already released")]
-    TensorReleased { op: String, id: u64 },
+    TensorReleased {
+        /// The op that was given the blob.
+        op: String,
+        /// The blob's id.
+        id: u64,
+    },
     /// A blob belongs to another engine.
     #[error("`{op}`: blob {id} belongs to another engine")]
-    ForeignBlob { op: String, id: u64 },
+    ForeignBlob {
+        /// The op that was given the blob.
+        op: String,
+        /// The blob's id.
+        id: u64,
+    },
     /// A stream id that the engine does not know.
     #[error("`{op}`: unknown stream {stream}")]
-    UnknownStream { op: String, stream: usize },
+    UnknownStream {
+        /// The op that was given the stream.
+        op: String,
+        /// The stream's index, as given.
+        stream: usize,
+    },
     /// A configuration value or argument is invalid.
     #[error("invalid argument to `{op}`: {message}")]
-    InvalidArgument { op: String, message: String },
+    InvalidArgument {
+        /// The op or engine call that reported it.
+        op: String,
+        /// What is wrong.
+        message: String,
+    },
 
     // ---- waiting and lifecycle --------------------------------------------------------------
     /// A wait saw no instruction released for a whole timeout.
     #[error("deadlock: no instruction was released for {timeout_ms} ms while waiting; live instructions:\n{dump}")]
-    Deadlock { timeout_ms: u64, dump: String },
+    Deadlock {
+        /// The engine's deadlock timeout, in milliseconds.
+        timeout_ms: u64,
+        /// A dump of the live instructions when the wait gave up.
+        dump: String,
+    },
     /// A blocking engine call was made from code that the engine itself runs (a kernel or a
     /// callback); it would wait for itself.
     #[error("`{op}` called from inside the engine (a kernel or callback) would deadlock")]
-    ReentrantWait { op: String },
+    ReentrantWait {
+        /// The blocking call that was made.
+        op: String,
+    },
     /// An engine thread (not a kernel) failed; the engine accepts no more work.
     #[error("the engine failed: {cause}")]
-    EngineFailed { cause: String },
+    EngineFailed {
+        /// The message of the panic that failed the engine thread.
+        cause: String,
+    },
     /// The engine was shut down.
     #[error("the engine is shut down")]
     EngineShutDown,
     /// `shutdown_timeout` gave up with instructions still live.
     #[error("shutdown timed out with {pending} instructions still live")]
-    ShutdownTimeout { pending: u64 },
+    ShutdownTimeout {
+        /// Instructions received and not yet released when it gave up.
+        pending: u64,
+    },
 }
 
 fn fmt_capacity(capacity: Option<usize>) -> String {

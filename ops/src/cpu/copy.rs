@@ -110,9 +110,19 @@ pub fn generate(
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Distribution {
     /// Uniform on `[lo, hi)`.
-    Uniform { lo: f64, hi: f64 },
+    Uniform {
+        /// The lower bound, included.
+        lo: f64,
+        /// The upper bound, excluded.
+        hi: f64,
+    },
     /// Normal with this mean and standard deviation.
-    Normal { mean: f64, std: f64 },
+    Normal {
+        /// The mean.
+        mean: f64,
+        /// The standard deviation.
+        std: f64,
+    },
 }
 
 /// SplitMix64: a counter-based hash, so element `i` of a random tensor depends only on the seed

@@ -434,21 +434,35 @@ fn rows2<A: Elem, B: Elem, D: Elem>(
 /// A unary elementwise op. Parameterised ops carry their scalar.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum UnaryOp {
+    /// `-x`
     Neg,
+    /// `|x|`
     Abs,
+    /// `e^x`
     Exp,
+    /// `ln x`
     Log,
+    /// `√x`
     Sqrt,
+    /// `1 / √x`
     Rsqrt,
+    /// `sin x` (radians)
     Sin,
+    /// `cos x` (radians)
     Cos,
+    /// `tanh x`
     Tanh,
+    /// `1 / (1 + e^-x)`
     Sigmoid,
+    /// `max(x, 0)` (NaN stays NaN).
     Relu,
     /// The exact (erf) GELU, as PyTorch's default.
     Gelu,
+    /// `x * sigmoid(x)`
     Silu,
+    /// `1 / x`
     Recip,
+    /// `x * x`
     Square,
     /// `-1`, `0` or `1` (NaN stays NaN).
     Sign,
@@ -669,12 +683,19 @@ pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> impl Kernel {
 /// A binary elementwise op on two operands of one dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BinaryOp {
+    /// `a + b`
     Add,
+    /// `a - b`
     Sub,
+    /// `a * b`
     Mul,
+    /// `a / b` (floats only: integer operands are promoted to float).
     Div,
+    /// `a ^ b` (for integers, a negative `b` gives `0`).
     Pow,
+    /// The larger of `a` and `b` (a NaN wins).
     Maximum,
+    /// The smaller of `a` and `b` (a NaN wins).
     Minimum,
     /// `a > 0 ? b : 0` (ReLU's backward: `a` the input, `b` the gradient).
     ReluBackward,
@@ -757,11 +778,17 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
 /// A comparison; the result is `Bool`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CmpOp {
+    /// `a == b`
     Eq,
+    /// `a != b`
     Ne,
+    /// `a < b`
     Lt,
+    /// `a <= b`
     Le,
+    /// `a > b`
     Gt,
+    /// `a >= b`
     Ge,
 }
 

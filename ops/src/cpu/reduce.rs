@@ -11,12 +11,21 @@ use std::sync::Arc;
 /// A reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReduceOp {
+    /// The sum (`I64` for integer and `Bool` inputs).
     Sum,
+    /// The arithmetic mean (float inputs only).
     Mean,
+    /// The product (`I64` for integer and `Bool` inputs).
     Prod,
+    /// The largest element (a NaN wins).
     Max,
+    /// The smallest element (a NaN wins).
     Min,
+    /// The position of the largest element in the reduced row, as `I64` (the first on ties; a
+    /// NaN wins).
     ArgMax,
+    /// The position of the smallest element in the reduced row, as `I64` (the first on ties; a
+    /// NaN wins).
     ArgMin,
 }
 
