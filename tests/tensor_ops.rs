@@ -1890,8 +1890,9 @@ fn parallel_kernels_match_reference() {
 }
 
 /// Outputs of at least `STREAM_MIN_BYTES` are written with streaming stores from a stack
-/// buffer: binary (`dense2`) and unary (`dense1`) kernels, a scalar operand, a widening cast, and
-/// an input view whose offset is not a multiple of the buffer, all against plain loops.
+/// buffer: binary (`dense2`) and unary (`dense1`) kernels, a scalar operand, a widening cast, an
+/// input view whose offset is not a multiple of the buffer, and the copy and fill kernels, all
+/// against plain loops.
 #[test]
 fn outputs_above_the_streaming_threshold_match_plain_loops() {
     use eddy::ops::cpu::stream_store::STREAM_MIN_BYTES;
@@ -1920,4 +1921,33 @@ fn outputs_above_the_streaming_threshold_match_plain_loops() {
         .to_vec::<f64>()
         .unwrap();
     assert!(wide.iter().zip(&y).all(|(&w, &b)| w == b as f64));
+
+    // The copy and fill kernels: a fill, a cast, a strided source made contiguous, a `cat`
+    // (each half above the threshold on its own) and a `copy_` into a view.
+    let full = Tensor::full([n], 1.5, DType::F32).unwrap();
+    assert!(full.to_vec::<f32>().unwrap().iter().all(|&v| v == 1.5));
+    let ints = tx.to_dtype(DType::I32).unwrap().to_vec::<i32>().unwrap();
+    assert!(ints.iter().zip(xs).all(|(&i, &a)| i == a as i32));
+    let rows = n / 1000;
+    let grid = ty
+        .narrow(0, 0, rows * 1000)
+        .unwrap()
+        .reshape([rows, 1000])
+        .unwrap();
+    let cols = grid.narrow(1, 3, 997).unwrap().contiguous().unwrap();
+    let got = cols.to_vec::<f32>().unwrap();
+    assert_eq!(got.len(), rows * 997);
+    assert!(got
+        .iter()
+        .enumerate()
+        .all(|(i, &v)| v == y[(i / 997) * 1000 + 3 + i % 997]));
+    let both = Tensor::cat(&[&tx, &ty], 0)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    assert!(both[..n] == *xs && both[n..] == *y);
+    let dst = Tensor::zeros([n + 5], DType::F32).unwrap();
+    dst.narrow(0, 5, n).unwrap().copy_(&tx).unwrap();
+    let got = dst.to_vec::<f32>().unwrap();
+    assert!(got[..5].iter().all(|&v| v == 0.0) && got[5..] == *xs);
 }

@@ -1,6 +1,7 @@
 //! Copies and casts between layouts and dtypes, and the creation kernels (fill, arange,
 //! linspace, eye, seeded random).
 
+use super::stream_store::{wants_streaming, write_chunk};
 use crate::kernel::{input, output, par_out, walk, FnKernel};
 use crate::{dispatch, DType, Elem, Layout};
 use eddy_vm::{instruction::Kernel, Blob};
@@ -37,25 +38,32 @@ fn copy_typed<S: Elem, D: Elem>(s: &[S], sl: &Layout, d: &mut [D], dl: &Layout) 
     }
     if let (Some(sr), Some(dr)) = (sl.contiguous_range(), dl.contiguous_range()) {
         let (s, d) = (&s[sr], &mut d[dr]);
+        let streaming = wants_streaming::<D>(d.len());
         par_out(d, |start, chunk| {
-            let e = start + chunk.len();
-            for (o, &v) in chunk.iter_mut().zip(&s[start..e]) {
-                *o = conv(v);
-            }
+            write_chunk(chunk, streaming, |i, dst| {
+                let (st, len) = (start + i, dst.len());
+                for (o, &v) in dst.iter_mut().zip(&s[st..st + len]) {
+                    *o = conv(v);
+                }
+            })
         });
         return;
     }
     if let Some(dr) = dl.contiguous_range() {
         let d = &mut d[dr];
+        let streaming = wants_streaming::<D>(d.len());
         par_out(d, |start, chunk| {
-            walk(
-                sl.dims(),
-                [&sl.strides],
-                [sl.offset],
-                start,
-                start + chunk.len(),
-                |i, [o]| chunk[i - start] = conv(s[o]),
-            );
+            write_chunk(chunk, streaming, |i, dst| {
+                let st = start + i;
+                walk(
+                    sl.dims(),
+                    [&sl.strides],
+                    [sl.offset],
+                    st,
+                    st + dst.len(),
+                    |j, [o]| dst[j - st] = conv(s[o]),
+                );
+            })
         });
         return;
     }
@@ -77,7 +85,8 @@ pub fn fill(dtype: DType, layout: Layout, value: f64) -> impl Kernel {
             let o = unsafe { output::<T>(&outs[0]) };
             let v = T::from_f64(value);
             if let Some(r) = layout.contiguous_range() {
-                par_out(&mut o[r], |_, c| c.fill(v));
+                let streaming = wants_streaming::<T>(r.len());
+                par_out(&mut o[r], |_, c| write_chunk(c, streaming, |_, dst| dst.fill(v)));
             } else {
                 walk(layout.dims(), [&layout.strides], [layout.offset], 0, layout.numel(), |_, [i]| o[i] = v);
             }
