@@ -63,13 +63,15 @@ pub fn training_curve_png(
         .fold(100.0, f64::min);
     let acc_lo = ((min_acc - 5.0) / 10.0).floor().clamp(0.0, 9.0) * 10.0;
     let max_loss = epochs.iter().map(|s| s.loss).fold(0.0, f64::max).max(1e-6) * 1.05;
-    let panels: [(
-        &DrawingArea<_, _>,
-        &str,
+    // (area, title, y range, colour, the value plotted)
+    type Panel<'a, A> = (
+        &'a A,
+        &'a str,
         std::ops::Range<f64>,
         RGBColor,
         fn(&EpochStats) -> f64,
-    ); 2] = [
+    );
+    let panels: [Panel<DrawingArea<_, _>>; 2] = [
         (
             &left,
             "training loss",

@@ -1180,7 +1180,7 @@ fn a_waiting_thread_runs_the_passes_while_the_scheduler_sleeps() {
         );
         let threads: Vec<String> = vm.trace_events().into_iter().map(|e| e.thread).collect();
         assert!(
-            threads.iter().any(|t| *t == me),
+            threads.contains(&me),
             "no instruction ran on the waiting thread {me:?}: {threads:?}"
         );
         // A failing kernel run by the waiting thread poisons its output and surfaces at sync.

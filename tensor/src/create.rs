@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 
 /// The global generator: a seed and a counter. Each random tensor takes `numel` (×2 for normal)
 /// counters, so values depend only on the seed and the order of calls, never on threads.
+#[allow(clippy::unusual_byte_groupings)] // the groups spell "seed of Eddy"
 static GENERATOR: Mutex<(u64, u64)> = Mutex::new((0x5EED_0F_EDD7, 0));
 
 /// Seeds the global generator (PyTorch's `manual_seed`): the random tensors that follow are

@@ -88,8 +88,7 @@ impl Tensor {
     ///
     /// As [`item`](Self::item).
     pub fn to_scalar(&self) -> Result<f64> {
-        Ok(self
-            .to_f64_vec()?
+        self.to_f64_vec()?
             .first()
             .copied()
             .filter(|_| self.numel() == 1)
@@ -98,7 +97,7 @@ impl Tensor {
                     "to_scalar",
                     format!("needs one element, got shape {:?}", self.dims()),
                 )
-            })?)
+            })
     }
 
     /// The elements converted to `f64` (any dtype).

@@ -132,7 +132,10 @@ impl Module for Linear {
 }
 
 /// A parameter-free module from a function (activations: `Func::new(Tensor::relu)`).
-pub struct Func(Box<dyn Fn(&Tensor) -> Result<Tensor> + Send + Sync>);
+pub struct Func(Box<FuncFn>);
+
+/// The function a [`Func`] applies.
+type FuncFn = dyn Fn(&Tensor) -> Result<Tensor> + Send + Sync;
 
 impl Func {
     /// Wraps `f`.

@@ -139,7 +139,7 @@ impl Blob {
     /// Whether `Prepare` has given the blob memory and no release has taken it away
     /// (zero-byte blobs never need any).
     pub fn is_allocated(&self) -> bool {
-        !self.as_ptr().is_null() && !(self.is_released() && self.has_inline_memory())
+        !(self.as_ptr().is_null() || self.is_released() && self.has_inline_memory())
     }
 
     /// Whether the blob's memory is its inline buffer. Once it is, it stays so: only the

@@ -564,10 +564,9 @@ fn apply_float<A: NumFloat + Transcendental>(op: UnaryOp, x: A, c: A, d: A) -> A
         Cos => x.cos(),
         Tanh => x.tanh_(),
         Sigmoid => one / (one + (-x).exp_()),
+        // NaN passes through, as in PyTorch.
         Relu => {
-            if x > A::zero() {
-                x
-            } else if x.is_nan() {
+            if x > A::zero() || x.is_nan() {
                 x
             } else {
                 A::zero()

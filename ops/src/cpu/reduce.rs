@@ -236,7 +236,7 @@ pub fn sum_leading(dtype: DType, offset: usize, rows_n: usize, cols: usize) -> i
             let mut acc = vec![<F as FloatElem>::A::zero(); cols];
             for row in a.chunks_exact(cols.max(1)) {
                 for (s, &v) in acc.iter_mut().zip(row) {
-                    *s = *s + v.up();
+                    *s += v.up();
                 }
             }
             for (d, s) in o[..cols].iter_mut().zip(acc) {
