@@ -347,16 +347,12 @@ pub fn map2<A: Elem, B: Elem, D: Elem>(
     match (la.contiguous_range(), lb.contiguous_range()) {
         (Some(ra), Some(rb)) => dense2(&a[ra], &b[rb], out, f),
         (Some(ra), None) if scalar_of(lb) => {
-            let (a, y) = (&a[ra], b[lb.offset]);
-            par_out(out, |st, c| {
-                dense1_run(&a[st..st + c.len()], c, &|x| f(x, y))
-            });
+            let y = b[lb.offset];
+            dense1(&a[ra], out, move |x| f(x, y));
         }
         (None, Some(rb)) if scalar_of(la) => {
-            let (x, b) = (a[la.offset], &b[rb]);
-            par_out(out, |st, c| {
-                dense1_run(&b[st..st + c.len()], c, &|y| f(x, y))
-            });
+            let x = a[la.offset];
+            dense1(&b[rb], out, move |y| f(x, y));
         }
         _ => rows2(a, la, b, lb, out, f),
     }
