@@ -17,6 +17,38 @@
 //! assert_eq!(w.grad().unwrap().dims(), &[4, 1]);
 //! # Ok::<(), eddy_tensor::Error>(())
 //! ```
+//!
+//! # Operators
+//!
+//! `+ - * /` and unary `-` work on tensors and scalars. An op can fail (shapes that do not
+//! broadcast, dtypes, devices), so every operator returns `Result<Tensor>`, and a
+//! `Result<Tensor>` is itself an operand on the left, or on the right of a tensor: an
+//! expression of tensors needs one `?` at its end.
+//!
+//! | operands | same as |
+//! |---|---|
+//! | tensor `+ - * /` tensor | [`add`](Tensor::add), [`sub`](Tensor::sub), [`mul`](Tensor::mul), [`div`](Tensor::div) (broadcasting, promotion) |
+//! | tensor `+ - * /` scalar | [`add_scalar`](Tensor::add_scalar), [`sub_scalar`](Tensor::sub_scalar), [`mul_scalar`](Tensor::mul_scalar), [`div_scalar`](Tensor::div_scalar) |
+//! | scalar `+ - *` tensor | [`add_scalar`](Tensor::add_scalar), [`rsub_scalar`](Tensor::rsub_scalar), [`mul_scalar`](Tensor::mul_scalar) |
+//! | scalar `/` tensor | a 0-dim tensor of the scalar (in the tensor's float dtype, else `f32`) divided by the tensor: one rounding |
+//! | `-` tensor | [`neg`](Tensor::neg) |
+//!
+//! A tensor operand is a `Tensor`, a `&Tensor` or a `Result<Tensor>`; a scalar is an `f64` or
+//! an `i32`, one float and one integer type so that a bare literal (`2.0`, `2`) needs no
+//! suffix. An error operand is returned as it is, the left one first. Rust's orphan rules leave
+//! out `Result<Tensor>` beside a scalar or another `Result`, and `-Result<Tensor>`: put a `?`
+//! on the inner expression there.
+//!
+//! ```
+//! use eddy_tensor::Tensor;
+//! let x = Tensor::from_vec(vec![1f32, 2.0], [1, 2])?;
+//! let w = Tensor::from_vec(vec![0.5f32, -1.0, 1.0, 2.0], [2, 2])?;
+//! let b = Tensor::from_vec(vec![0.25f32, 0.0], [2])?;
+//! let y = (x.matmul(&w)? + &b)?;
+//! let z = ((2.0 * &y)? - &y * &y)?;
+//! assert_eq!(z.to_vec::<f32>()?, [2.0 * 2.75 - 2.75 * 2.75, 6.0 - 9.0]);
+//! # Ok::<(), eddy_tensor::Error>(())
+//! ```
 
 mod autograd;
 mod create;
@@ -27,6 +59,7 @@ mod host;
 mod linalg;
 pub mod nn;
 mod nn_ops;
+mod operators;
 pub mod optim;
 mod reduce;
 mod tensor;
