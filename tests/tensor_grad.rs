@@ -500,6 +500,24 @@ fn loss_grads() {
 }
 
 #[test]
+fn var_and_std_grads() {
+    let mut rng = seeded(11);
+    let x = rnd(&mut rng, &[3, 4], Dom::Any);
+    grad_check("var over dim 1", std::slice::from_ref(&x), |xs| {
+        xs[0].var(&[1], 1, false)
+    });
+    grad_check("var over all, keepdim", std::slice::from_ref(&x), |xs| {
+        xs[0].var(&[0, 1], 0, true)
+    });
+    grad_check("std over dim 0", std::slice::from_ref(&x), |xs| {
+        xs[0].std(&[0], 1, false)
+    });
+    grad_check("std of a transposed view", std::slice::from_ref(&x), |xs| {
+        xs[0].t()?.std(&[-1], 0, true)
+    });
+}
+
+#[test]
 fn layer_norm_grads() {
     let mut rng = seeded(5);
     let x = rnd(&mut rng, &[3, 2, 4], Dom::Any);

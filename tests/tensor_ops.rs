@@ -789,9 +789,20 @@ proptest! {
         if dt.is_float() {
             check("mean", &t.mean(&idims, keepdim).unwrap(), &a.reduce(&dims, keepdim, mean), dt);
             check("mean_all", &t.mean_all().unwrap(), &a.reduce(&(0..rank).collect::<Vec<_>>(), false, mean), dt);
+            // Bessel's correction 0, 1 or 2; at N <= correction the divisor is 0 (inf, or NaN
+            // for a zero sum), as in PyTorch.
+            let corr = (mask as usize >> 5 & 3) % 3;
+            let var = |g: &[f64]| {
+                let m = g.iter().sum::<f64>() / g.len() as f64;
+                g.iter().map(|v| (v - m).powi(2)).sum::<f64>() / g.len().saturating_sub(corr) as f64
+            };
+            check("var", &t.var(&idims, corr, keepdim).unwrap(), &a.reduce(&dims, keepdim, var), dt);
+            check("std", &t.std(&idims, corr, keepdim).unwrap(), &a.reduce(&dims, keepdim, |g| var(g).sqrt()), dt);
         } else {
             let r = t.mean(&idims, keepdim);
             assert!(matches!(r, Err(Error::UnsupportedDType { op: "mean", .. })), "{:?}", r);
+            let r = t.std(&idims, 1, keepdim);
+            assert!(matches!(r, Err(Error::UnsupportedDType { op: "std", .. })), "{:?}", r);
         }
         let (tp, ap) = input(&shape, &steps, dt, Dom::Unit, &mut rng);
         check("prod", &tp.prod(&idims, keepdim).unwrap(), &ap.reduce(&dims, keepdim, |g| g.iter().product()), sum_dt);

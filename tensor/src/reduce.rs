@@ -1,5 +1,5 @@
 //! Reductions over dims, with `keepdim`: `sum`, `mean`, `prod`, `max`, `min`, `argmax`,
-//! `argmin`. Empty reductions return the identity (sum 0, prod 1); `max`/`min`/`arg*` over an
+//! `argmin`, and `var`/`std` composed of them. Empty reductions return the identity (sum 0, prod 1); `max`/`min`/`arg*` over an
 //! empty dim are `EmptyTensor` errors.
 
 use crate::{Error, Result, Shape, Tensor};
@@ -201,6 +201,83 @@ impl Tensor {
     /// As [`max`](Self::max).
     pub fn argmin(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::ArgMin, &[dim], keepdim)
+    }
+
+    /// Variance over `dims`: `Σ (x - mean)² / max(N - correction, 0)`, where `N` is the number
+    /// of elements each output value reduces (as PyTorch's `var(dims, correction=…)`).
+    /// `correction` 1 is the unbiased estimate, 0 the population variance. `N ≤ correction`
+    /// divides by zero: `inf`, or NaN where the squared deviations sum to 0 (an empty or
+    /// single-element reduction), as PyTorch. Like [`sum`](Self::sum), an empty `dims`
+    /// reduces nothing. `f16` and `bf16` compute in `f32`. Differentiable.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`; `UnsupportedDType` for integer and bool tensors (as [`mean`](Self::mean)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1f32, 2.0, 3.0, 4.0, 6.0, 8.0], [2, 3])?;
+    /// assert_eq!(x.var(&[1], 1, false)?.to_vec::<f32>()?, [1.0, 4.0]);
+    /// assert_eq!(x.var(&[1], 0, true)?.dims(), &[2, 1]);
+    /// assert_eq!(x.std(&[0, 1], 0, false)?.item::<f32>()?, (34.0f32 / 6.0).sqrt());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn var(&self, dims: &[isize], correction: usize, keepdim: bool) -> Result<Tensor> {
+        self.var_named("var", dims, correction, keepdim)
+    }
+
+    /// Standard deviation over `dims`: the square root of [`var`](Self::var), with its
+    /// arguments and edge cases.
+    ///
+    /// # Errors
+    ///
+    /// As [`var`](Self::var).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![2f64, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0], [8])?;
+    /// assert_eq!(x.std(&[0], 0, false)?.item::<f64>()?, 2.0);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn std(&self, dims: &[isize], correction: usize, keepdim: bool) -> Result<Tensor> {
+        self.var_named("std", dims, correction, keepdim)?.sqrt()
+    }
+
+    /// [`var`](Self::var), its errors naming `op`: two passes (the mean, then the squared
+    /// deviations from it), which keeps the rounding of a large mean out of the result.
+    fn var_named(
+        &self,
+        op: &'static str,
+        dims: &[isize],
+        correction: usize,
+        keepdim: bool,
+    ) -> Result<Tensor> {
+        let dtype = self.dtype();
+        if !dtype.is_float() {
+            return Err(Error::UnsupportedDType { op, dtype });
+        }
+        let r = self.rank();
+        let mut red: SmallVec<[bool; 8]> = SmallVec::from_elem(false, r);
+        for &d in dims {
+            red[norm_dim(op, d, r)?] = true;
+        }
+        if matches!(dtype, crate::DType::F16 | crate::DType::BF16) {
+            return self
+                .to_dtype(crate::DType::F32)?
+                .var_named(op, dims, correction, keepdim)?
+                .to_dtype(dtype);
+        }
+        let n = (0..r)
+            .filter(|&d| red[d])
+            .fold(1usize, |n, d| n.saturating_mul(self.dims()[d]));
+        let dev = self.sub(&self.mean(dims, true)?)?;
+        dev.square()?
+            .sum(dims, keepdim)?
+            .div_scalar(n.saturating_sub(correction) as f64)
     }
 
     /// Sums a broadcast gradient back to `shape` (the inverse of broadcasting).
