@@ -828,6 +828,32 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
                 _ => t(x.prod(&dims, keep))?,
             }
         }
+        "var" | "std" => {
+            // PyTorch's defaults: every dim, correction 1.
+            let keep = a.keepdim(f)?;
+            let correction = a.named("correction").map_or(Ok(1), |v| as_usize(&v, f))?;
+            if let Some(d) = a.named("dim") {
+                a.pos.push(d);
+            }
+            a.done(f)?;
+            let mut dims: Vec<isize> = a.idims(f)?.into_iter().map(|d| d as isize).collect();
+            if dims.is_empty() {
+                dims = (0..x.rank() as isize).collect();
+            }
+            t(if name == "var" {
+                x.var(&dims, correction, keep)
+            } else {
+                x.std(&dims, correction, keep)
+            })?
+        }
+        "cumsum" => {
+            if let Some(d) = a.named("dim") {
+                a.pos.push(d);
+            }
+            a.done(f)?;
+            a.arity(f, 1, 1)?;
+            t(x.cumsum(dim_arg(&a, 0)?))?
+        }
         "max" | "min" | "argmax" | "argmin" => {
             let keep = a.keepdim(f)?;
             if let Some(d) = a.named("dim") {
@@ -1510,6 +1536,12 @@ mod tests {
         assert_eq!(out(&mut s, "relu(a - 3).tolist()"), "[[0, 0], [0, 1]]");
         assert_eq!(out(&mut s, "arange(4).reshape(2, -1).dtype"), "i64");
         assert_eq!(out(&mut s, "zeros(2, 3, dtype=f64).dtype"), "f64");
+        assert_eq!(out(&mut s, "a.var().item()"), format!("{}", (5.0f32 / 3.0) as f64));
+        assert_eq!(
+            out(&mut s, "a.std(1, correction=0, keepdim=true).tolist()"),
+            "[[0.5], [0.5]]"
+        );
+        assert_eq!(out(&mut s, "a.cumsum(dim=0).tolist()"), "[[1, 2], [4, 6]]");
     }
 
     #[test]

@@ -518,6 +518,25 @@ fn var_and_std_grads() {
 }
 
 #[test]
+fn cumsum_grads() {
+    let mut rng = seeded(12);
+    let x = rnd(&mut rng, &[3, 4], Dom::Any);
+    grad_check("cumsum over dim 1", std::slice::from_ref(&x), |xs| {
+        xs[0].cumsum(1)
+    });
+    grad_check("cumsum over dim -2", std::slice::from_ref(&x), |xs| {
+        xs[0].cumsum(-2)
+    });
+    grad_check(
+        "cumsum of a transposed view",
+        std::slice::from_ref(&x),
+        |xs| xs[0].t()?.cumsum(1),
+    );
+    let s = rnd(&mut rng, &[], Dom::Any);
+    grad_check("cumsum of a 0-dim tensor", &[s], |xs| xs[0].cumsum(0));
+}
+
+#[test]
 fn layer_norm_grads() {
     let mut rng = seeded(5);
     let x = rnd(&mut rng, &[3, 2, 4], Dom::Any);

@@ -2123,3 +2123,38 @@ fn gradients_flow_through_operators() -> R<()> {
     }
     Ok(())
 }
+
+proptest! {
+    #![proptest_config(cfg())]
+
+    /// `cumsum` along every dim (negative ones too) of random shapes, views and dtypes:
+    /// floats keep their dtype, integers sum to `i64`; a dim out of range is `InvalidDim`.
+    #[test]
+    fn cumsum_matches_reference(
+        shape in shape(0..=3), steps in steps(), dt in dtype(), pick in any::<u8>(),
+        seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (t, a) = input(&shape, &steps, dt, Dom::Any, &mut rng);
+        let rank = shape.len();
+        let out_dt = if dt.is_float() { dt } else { I64 };
+        let span = rank.max(1);
+        let d = pick as usize % span;
+        let dim = if pick & 0x80 != 0 { d as isize - span as isize } else { d as isize };
+        let got = t.cumsum(dim).unwrap();
+        // The reference: a running sum that restarts at index 0 of `d`.
+        let stride: usize = shape.iter().skip(d + 1).product();
+        let size = shape.get(d).copied().unwrap_or(1);
+        let mut want = a.data.clone();
+        for i in 0..want.len() {
+            if !(i / stride).is_multiple_of(size) {
+                want[i] += want[i - stride];
+            }
+        }
+        check("cumsum", &got, &Arr { shape: shape.clone(), data: want }, out_dt);
+        assert!(got.is_contiguous());
+        let bad = span as isize + (pick % 3) as isize;
+        let e = t.cumsum(bad).unwrap_err();
+        assert!(matches!(e, Error::InvalidDim { op: "cumsum", dim, .. } if dim == bad), "{e}");
+    }
+}

@@ -247,6 +247,59 @@ impl Tensor {
         self.var_named("std", dims, correction, keepdim)?.sqrt()
     }
 
+    /// Running sums along `dim`: `out[.., i, ..] = Σ_{j ≤ i} self[.., j, ..]`, of `self`'s
+    /// shape (contiguous). Floats keep their dtype (`f16`/`bf16` accumulate in `f32`);
+    /// integers and bools sum to `i64`, as PyTorch. A 0-dim tensor takes `dim` 0 or -1 and is
+    /// its own sum. Differentiable for floats: the gradient is the running sum of the output
+    /// gradient from the other end.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{DType, Tensor};
+    /// let x = Tensor::from_vec(vec![1f32, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3])?;
+    /// assert_eq!(x.cumsum(1)?.to_vec::<f32>()?, [1.0, 3.0, 6.0, 4.0, 9.0, 15.0]);
+    /// assert_eq!(x.cumsum(0)?.to_vec::<f32>()?, [1.0, 2.0, 3.0, 5.0, 7.0, 9.0]);
+    /// let ones = Tensor::ones([4], DType::Bool)?;
+    /// assert_eq!(ones.cumsum(-1)?.to_vec::<i64>()?, [1, 2, 3, 4]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn cumsum(&self, dim: isize) -> Result<Tensor> {
+        let r = self.rank();
+        if r == 0 {
+            norm_dim("cumsum", dim, 1)?;
+            return self.reshape([1])?.cumsum(0)?.reshape(Shape::default());
+        }
+        let d = norm_dim("cumsum", dim, r)?;
+        let dtype = self.dtype();
+        let out_dtype = if dtype.is_float() {
+            dtype
+        } else {
+            crate::DType::I64
+        };
+        let out = self.empty_like_shape(self.shape().clone(), out_dtype)?;
+        let perm: Dims<usize> = (0..r).filter(|&k| k != d).chain([d]).collect();
+        let k = kr::cumsum(
+            dtype,
+            self.layout().permute(&perm),
+            out.layout().permute(&perm),
+        );
+        Tensor::launch(k, &[self], &[&out])?;
+        if !dtype.is_float() || !crate::autograd::records(&[self]) {
+            return Ok(out);
+        }
+        let d = d as isize;
+        Ok(out.record("cumsum", &[self], move |g, _, _| {
+            // Σ_{j ≥ i} g_j = Σ_j g_j - Σ_{j < i} g_j = total - cumsum(g)_i + g_i.
+            let total = g.sum(&[d], true)?;
+            Ok(vec![Some(total.sub(&g.cumsum(d)?)?.add(g)?)])
+        }))
+    }
+
     /// [`var`](Self::var), its errors naming `op`: two passes (the mean, then the squared
     /// deviations from it), which keeps the rounding of a large mean out of the result.
     fn var_named(

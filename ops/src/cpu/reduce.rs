@@ -219,6 +219,60 @@ fn reduce_arith<T: Elem>(
     })
 }
 
+/// Running sums along the last dim of `la` (the op permutes the scanned dim last), written
+/// through `lo`, the output's layout permuted the same way: `out[.., i] = Σ_{j ≤ i} a[.., j]`.
+/// Floats accumulate in their compute type (`f32` for `f16`/`bf16`) and keep their dtype;
+/// integers and bools sum to `i64`, wrapping.
+pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> impl Kernel {
+    FnKernel::new("cumsum", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        let r = la.dims().last().copied().unwrap_or(1).max(1);
+        let n = crate::numel_of(la.dims());
+        let both = |f: &mut dyn FnMut(usize, [usize; 2])| {
+            walk(
+                la.dims(),
+                [&la.strides, &lo.strides],
+                [la.offset, lo.offset],
+                0,
+                n,
+                f,
+            )
+        };
+        crate::dispatch!(dtype, T => {
+            // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
+            let a = unsafe { input::<T>(&ins[0]) };
+            dispatch_float!(dtype, F => {
+                // SAFETY: T is F (dispatched on the same dtype).
+                let a: &[F] = unsafe { std::slice::from_raw_parts(a.as_ptr() as *const F, a.len()) };
+                // SAFETY: output 0 is written only by this instruction and is not an input.
+                let o = unsafe { output::<F>(&outs[0]) };
+                let mut s = <F as FloatElem>::A::zero();
+                both(&mut |i, [ia, io]| {
+                    s = if i % r == 0 { a[ia].up() } else { s + a[ia].up() };
+                    o[io] = F::down(s);
+                });
+            }, else => {
+                // SAFETY: output 0 is written only by this instruction and is not an input.
+                let o = unsafe { output::<i64>(&outs[0]) };
+                let to_i64 = |v: T| -> i64 {
+                    dispatch_int!(dtype, I => {
+                        // SAFETY: T is I (dispatched on the same dtype).
+                        unsafe { std::mem::transmute_copy::<T, I>(&v) }.to_i64()
+                    }, else => {
+                        // SAFETY: the only other non-float dtype is Bool, whose type is Bool8.
+                        (unsafe { std::mem::transmute_copy::<T, Bool8>(&v) }.0 != 0) as i64
+                    })
+                };
+                let mut s = 0i64;
+                both(&mut |i, [ia, io]| {
+                    s = if i % r == 0 { to_i64(a[ia]) } else { s.wrapping_add(to_i64(a[ia])) };
+                    o[io] = s;
+                });
+            });
+        });
+        Ok(())
+    })
+}
+
 /// Column sums of a contiguous `[rows, cols]` float input at `offset`: `out[j] = Σ_i a[i, j]`
 /// (a bias gradient). Accumulates whole rows at a time, so it streams the input once.
 pub fn sum_leading(dtype: DType, offset: usize, rows_n: usize, cols: usize) -> impl Kernel {
