@@ -1536,7 +1536,10 @@ mod tests {
         assert_eq!(out(&mut s, "relu(a - 3).tolist()"), "[[0, 0], [0, 1]]");
         assert_eq!(out(&mut s, "arange(4).reshape(2, -1).dtype"), "i64");
         assert_eq!(out(&mut s, "zeros(2, 3, dtype=f64).dtype"), "f64");
-        assert_eq!(out(&mut s, "a.var().item()"), format!("{}", (5.0f32 / 3.0) as f64));
+        assert_eq!(
+            out(&mut s, "a.var().item()"),
+            format!("{}", (5.0f32 / 3.0) as f64)
+        );
         assert_eq!(
             out(&mut s, "a.std(1, correction=0, keepdim=true).tolist()"),
             "[[0.5], [0.5]]"
