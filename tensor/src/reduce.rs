@@ -1,6 +1,7 @@
 //! Reductions over dims, with `keepdim`: `sum`, `mean`, `prod`, `max`, `min`, `argmax`,
-//! `argmin`, and `var`/`std` composed of them. Empty reductions return the identity (sum 0, prod 1); `max`/`min`/`arg*` over an
-//! empty dim are `EmptyTensor` errors.
+//! `argmin`, `var`/`std` composed of them, and the running sum `cumsum`. Empty reductions
+//! return the identity (sum 0, prod 1); `max`/`min`/`arg*` over an empty dim are `EmptyTensor`
+//! errors.
 
 use crate::{Error, Result, Shape, Tensor};
 use eddy_ops::cpu::reduce::{self as kr, ReduceOp};
