@@ -178,6 +178,18 @@ pub fn reduce(op: ReduceOp, dtype: DType, la: Layout, r: usize) -> impl Kernel {
     })
 }
 
+/// `v`, an element of the integer or bool `dtype` (whose element type is `T`), as an `i64`.
+#[inline]
+fn int_to_i64<T: Elem>(dtype: DType, v: T) -> i64 {
+    dispatch_int!(dtype, I => {
+        // SAFETY: T is I (dispatched on the same dtype).
+        unsafe { std::mem::transmute_copy::<T, I>(&v) }.to_i64()
+    }, else => {
+        // SAFETY: the only other non-float dtype is Bool, whose type is Bool8.
+        (unsafe { std::mem::transmute_copy::<T, Bool8>(&v) }.0 != 0) as i64
+    })
+}
+
 fn reduce_arith<T: Elem>(
     op: ReduceOp,
     dtype: DType,
@@ -201,15 +213,7 @@ fn reduce_arith<T: Elem>(
     }, else => {
         // SAFETY: output 0 is written only by this instruction and is not an input.
         let o = unsafe { output::<i64>(out) };
-        let to_i64 = |v: T| -> i64 {
-            dispatch_int!(dtype, I => {
-                // SAFETY: T is I (dispatched on the same dtype).
-                unsafe { std::mem::transmute_copy::<T, I>(&v) }.to_i64()
-            }, else => {
-                // SAFETY: the only other non-float dtype is Bool, whose type is Bool8.
-                (unsafe { std::mem::transmute_copy::<T, Bool8>(&v) }.0 != 0) as i64
-            })
-        };
+        let to_i64 = |v: T| int_to_i64(dtype, v);
         match op {
             ReduceOp::Sum => rows(a, la, r, o, |row| row.iter().fold(0i64, |s, &v| s.wrapping_add(to_i64(v)))),
             ReduceOp::Prod => rows(a, la, r, o, |row| row.iter().fold(1i64, |s, &v| s.wrapping_mul(to_i64(v)))),
@@ -253,15 +257,7 @@ pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> impl Kernel {
             }, else => {
                 // SAFETY: output 0 is written only by this instruction and is not an input.
                 let o = unsafe { output::<i64>(&outs[0]) };
-                let to_i64 = |v: T| -> i64 {
-                    dispatch_int!(dtype, I => {
-                        // SAFETY: T is I (dispatched on the same dtype).
-                        unsafe { std::mem::transmute_copy::<T, I>(&v) }.to_i64()
-                    }, else => {
-                        // SAFETY: the only other non-float dtype is Bool, whose type is Bool8.
-                        (unsafe { std::mem::transmute_copy::<T, Bool8>(&v) }.0 != 0) as i64
-                    })
-                };
+                let to_i64 = |v: T| int_to_i64(dtype, v);
                 let mut s = 0i64;
                 both(&mut |i, [ia, io]| {
                     s = if i % r == 0 { to_i64(a[ia]) } else { s.wrapping_add(to_i64(a[ia])) };
