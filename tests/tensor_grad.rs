@@ -537,6 +537,29 @@ fn cumsum_grads() {
 }
 
 #[test]
+fn sort_topk_and_median_grads() {
+    // Distinct random values, so each ordering is locally fixed and finite differences apply.
+    let mut rng = seeded(13);
+    let x = rnd(&mut rng, &[3, 5], Dom::Any);
+    grad_check("sort over dim 1", std::slice::from_ref(&x), |xs| {
+        Ok(xs[0].sort(1, false)?.0)
+    });
+    grad_check(
+        "sort descending over dim 0",
+        std::slice::from_ref(&x),
+        |xs| Ok(xs[0].sort(0, true)?.0),
+    );
+    grad_check(
+        "topk of a transposed view",
+        std::slice::from_ref(&x),
+        |xs| Ok(xs[0].t()?.topk(2, 0, true)?.0),
+    );
+    grad_check("median over dim 1", std::slice::from_ref(&x), |xs| {
+        Ok(xs[0].median(1, false)?.0)
+    });
+}
+
+#[test]
 fn layer_norm_grads() {
     let mut rng = seeded(5);
     let x = rnd(&mut rng, &[3, 2, 4], Dom::Any);

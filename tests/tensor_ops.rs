@@ -2158,3 +2158,136 @@ proptest! {
         assert!(matches!(e, Error::InvalidDim { op: "cumsum", dim, .. } if dim == bad), "{e}");
     }
 }
+
+/// Each row of `a` along `d`, stably ordered with NaN largest: `(values, positions)`, the first
+/// `k` of each row, in the layout of `a` with `d` resized to `k`.
+fn sorted_reference(a: &Arr, d: usize, k: usize, descending: bool) -> (Arr, Arr) {
+    let n = a.shape[d];
+    let inner: usize = a.shape[d + 1..].iter().product();
+    let outer: usize = a.shape[..d].iter().product();
+    let mut out_shape = a.shape.clone();
+    out_shape[d] = k;
+    let (mut vals, mut pos) = (vec![0.0; outer * k * inner], vec![0.0; outer * k * inner]);
+    for o in 0..outer {
+        for q in 0..inner {
+            let mut row: Vec<(f64, usize)> = (0..n)
+                .map(|j| (a.data[(o * n + j) * inner + q], j))
+                .collect();
+            // (is NaN, value): NaN above every number; `sort_by` is stable.
+            row.sort_by(|x, y| {
+                let c =
+                    x.0.is_nan()
+                        .cmp(&y.0.is_nan())
+                        .then_with(|| x.0.partial_cmp(&y.0).unwrap_or(std::cmp::Ordering::Equal));
+                if descending {
+                    c.reverse()
+                } else {
+                    c
+                }
+            });
+            for (j, &(v, p)) in row.iter().take(k).enumerate() {
+                vals[(o * k + j) * inner + q] = v;
+                pos[(o * k + j) * inner + q] = p as f64;
+            }
+        }
+    }
+    (Arr::new(&out_shape, vals), Arr::new(&out_shape, pos))
+}
+
+proptest! {
+    #![proptest_config(cfg())]
+
+    /// `sort`, `argsort`, `topk` and `median` along every dim of random shapes, views and
+    /// dtypes, with many ties (small integers) and NaNs in float inputs: values and positions
+    /// against a stable reference sort; `k` past the dim and bad dims are typed errors.
+    #[test]
+    fn sort_and_topk_match_reference(
+        shape in shape(0..=3), steps in steps(), dt in dtype(), pick in any::<u8>(),
+        kpick in any::<u8>(), descending in any::<bool>(), seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let nan_rate = if dt.is_float() { 0.15 } else { 0.0 };
+        let (t, a) = build(&shape, &steps, dt, &mut || {
+            if rng.random_bool(nan_rate) { f64::NAN } else { sample(&mut rng, Dom::Grid, dt) }
+        });
+        let rank = shape.len();
+        let span = rank.max(1);
+        let d = pick as usize % span;
+        let dim = if pick & 0x80 != 0 { d as isize - span as isize } else { d as isize };
+        // The reference works on a rank-1 view of a 0-dim input.
+        let a1 = if rank == 0 { Arr::new(&[1], a.data.clone()) } else { a.clone() };
+        let n = a1.shape[d];
+        let unshape = |r: Arr| if rank == 0 { Arr::new(&[], r.data) } else { r };
+
+        let (v, i) = t.sort(dim, descending).unwrap();
+        let (wv, wi) = sorted_reference(&a1, d, n, descending);
+        let (wv, wi) = (unshape(wv), unshape(wi));
+        check("sort values", &v, &wv, dt);
+        check("sort positions", &i, &wi, I64);
+        prop_assert!(v.is_contiguous() && i.is_contiguous());
+        check("argsort", &t.argsort(dim, descending).unwrap(), &wi, I64);
+
+        let k = kpick as usize % (n + 1);
+        let (v, i) = t.topk(k, dim, descending).unwrap();
+        let (wv, wi) = sorted_reference(&a1, d, k, descending);
+        if rank == 0 && k == 1 {
+            check("topk values", &v, &unshape(wv), dt);
+            check("topk positions", &i, &unshape(wi), I64);
+        } else {
+            check("topk values", &v, &wv, dt);
+            check("topk positions", &i, &wi, I64);
+        }
+        let e = t.topk(n + 1 + k, dim, descending).unwrap_err();
+        prop_assert!(matches!(e, Error::InvalidArgument { op: "topk", .. }), "{e}");
+
+        if n == 0 {
+            let e = t.median(dim, false).unwrap_err();
+            prop_assert!(matches!(e, Error::EmptyTensor { op: "median" }), "{e}");
+        } else if rank > 0 {
+            let (m, mi) = t.median(dim, true).unwrap();
+            let (wv, wi) = sorted_reference(&a1, d, n, false);
+            let at = |r: &Arr| {
+                let mut s = r.shape.clone();
+                s[d] = 1;
+                Arr::from_fn(&s, |ix| {
+                    let mut ix = ix.to_vec();
+                    ix[d] = (n - 1) / 2;
+                    r.data[reference::ravel(&ix, &r.shape)]
+                })
+            };
+            check("median", &m, &at(&wv), dt);
+            check("median positions", &mi, &at(&wi), I64);
+            prop_assert_eq!(t.median(dim, false).unwrap().0.rank(), rank - 1);
+        }
+
+        let bad = span as isize + (pick % 3) as isize;
+        let e = t.sort(bad, descending).unwrap_err();
+        prop_assert!(matches!(e, Error::InvalidDim { op: "sort", dim, .. } if dim == bad), "{e}");
+    }
+}
+
+/// A sort long enough to run on both cores gives the same order as the reference, with
+/// the ties of a coarse value grid in their original order.
+#[test]
+fn a_large_sort_splits_rows_across_cores_and_stays_stable() {
+    let (rows, n) = (64, 1500);
+    let data: Vec<f32> = (0..rows * n).map(|i| ((i * 7919) % 101) as f32).collect();
+    let t = Tensor::from_vec(data.clone(), [rows, n]).unwrap();
+    let a = Arr::new(&[rows, n], data.iter().map(|&v| v as f64).collect());
+    for descending in [false, true] {
+        let (v, i) = t.sort(1, descending).unwrap();
+        let (wv, wi) = sorted_reference(&a, 1, n, descending);
+        check("sort values", &v, &wv, F32);
+        check("sort positions", &i, &wi, I64);
+        let (v, i) = t.t().unwrap().topk(5, 0, !descending).unwrap();
+        let at = Arr::new(
+            &[n, rows],
+            (0..n * rows)
+                .map(|x| a.data[(x % rows) * n + x / rows])
+                .collect(),
+        );
+        let (wv, wi) = sorted_reference(&at, 0, 5, !descending);
+        check("topk values", &v, &wv, F32);
+        check("topk positions", &i, &wi, I64);
+    }
+}

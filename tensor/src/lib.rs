@@ -62,6 +62,7 @@ mod nn_ops;
 mod operators;
 pub mod optim;
 mod reduce;
+mod sort;
 mod tensor;
 mod view;
 

@@ -9,4 +9,5 @@ pub mod index;
 pub mod matmul;
 pub mod nn;
 pub mod reduce;
+pub mod sort;
 pub mod stream_store;
