@@ -346,6 +346,9 @@ fn device_mismatch_between_two_engines() {
         ("where", Box::new(|| cond.where_(&b, &a))),
         ("index_select", Box::new(|| a.index_select(0, &idx))),
         ("gather", Box::new(|| a.gather(0, &gidx))),
+        ("scatter_add", Box::new(|| a.scatter_add(0, &gidx, &a))),
+        ("scatter_add", Box::new(|| b.scatter_add(0, &gidx, &a))),
+        ("index_add", Box::new(|| a.index_add(0, &idx, &a))),
         ("add", Box::new(|| a.add_(&b))),
         ("copy_", Box::new(|| a.copy_(&b))),
     ];

@@ -560,6 +560,26 @@ fn sort_topk_and_median_grads() {
 }
 
 #[test]
+fn scatter_add_and_index_add_grads() {
+    let mut rng = seeded(14);
+    let x = rnd(&mut rng, &[3, 4], Dom::Any);
+    // `src` larger than the index: only the covered part gets a gradient.
+    let src = rnd(&mut rng, &[3, 5], Dom::Any);
+    let idx = Tensor::from_vec(vec![0i64, 2, 2, 1, -1, 0], [2, 3]).unwrap();
+    grad_check("scatter_add along dim 0", &[x.clone(), src.clone()], |xs| {
+        xs[0].scatter_add(0, &idx, &xs[1])
+    });
+    grad_check("scatter_add along dim 1", &[x.clone(), src], |xs| {
+        xs[0].scatter_add(1, &idx, &xs[1])
+    });
+    let rows = rnd(&mut rng, &[5, 4], Dom::Any);
+    let ridx = Tensor::from_vec(vec![2i64, 0, 2, -1, 1], [5]).unwrap();
+    grad_check("index_add along dim 0", &[x, rows], |xs| {
+        xs[0].index_add(0, &ridx, &xs[1])
+    });
+}
+
+#[test]
 fn layer_norm_grads() {
     let mut rng = seeded(5);
     let x = rnd(&mut rng, &[3, 2, 4], Dom::Any);

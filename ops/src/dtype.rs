@@ -133,10 +133,16 @@ pub trait Elem: Copy + Send + Sync + PartialOrd + std::fmt::Debug + 'static {
     fn to_f64(self) -> f64;
     /// Converts from `f64` (saturating and truncating toward zero for integers, as `as` does).
     fn from_f64(v: f64) -> Self;
+    /// `self + v` rounded once to `Self`: integers wrap, booleans or. The default goes through
+    /// `f64`, exact for `f16`/`bf16` (and so rounded once).
+    #[inline(always)]
+    fn acc_add(self, v: Self) -> Self {
+        Self::from_f64(self.to_f64() + v.to_f64())
+    }
 }
 
 macro_rules! elem_prim {
-    ($t:ty, $d:expr) => {
+    ($t:ty, $d:expr, $add:path) => {
         impl Elem for $t {
             const DTYPE: DType = $d;
             const ZERO: Self = 0 as $t;
@@ -148,14 +154,18 @@ macro_rules! elem_prim {
             fn from_f64(v: f64) -> Self {
                 v as $t
             }
+            #[inline(always)]
+            fn acc_add(self, v: Self) -> Self {
+                $add(self, v)
+            }
         }
     };
 }
-elem_prim!(f32, DType::F32);
-elem_prim!(f64, DType::F64);
-elem_prim!(i64, DType::I64);
-elem_prim!(i32, DType::I32);
-elem_prim!(u8, DType::U8);
+elem_prim!(f32, DType::F32, std::ops::Add::add);
+elem_prim!(f64, DType::F64, std::ops::Add::add);
+elem_prim!(i64, DType::I64, i64::wrapping_add);
+elem_prim!(i32, DType::I32, i32::wrapping_add);
+elem_prim!(u8, DType::U8, u8::wrapping_add);
 
 impl Elem for f16 {
     const DTYPE: DType = DType::F16;
@@ -198,6 +208,10 @@ impl Elem for Bool8 {
     #[inline(always)]
     fn from_f64(v: f64) -> Self {
         Bool8((v != 0.0) as u8)
+    }
+    #[inline(always)]
+    fn acc_add(self, v: Self) -> Self {
+        Bool8(((self.0 | v.0) != 0) as u8)
     }
 }
 

@@ -1,7 +1,8 @@
 //! Neural-network ops: softmax family, losses, layer norm, indexing (`index_select`,
-//! `embedding`, `gather`) and joining (`cat`, `stack`).
+//! `embedding`, `gather`, and their scattering inverses `index_add`, `scatter_add`) and joining
+//! (`cat`, `stack`).
 
-use crate::{DType, Error, Result, Tensor};
+use crate::{DType, Error, Result, Shape, Tensor};
 use eddy_ops::cpu::{index as ki, nn as kn};
 use eddy_ops::{norm_dim, numel_of};
 
@@ -277,21 +278,179 @@ impl Tensor {
         Tensor::launch(k, &[&x, &idx], &[&out])?;
         let in_shape = self.shape().clone();
         Ok(out.record("index_select", &[self], move |g, _, _| {
-            let g = g.contiguous()?;
-            let gx = g.empty_like_shape(in_shape.clone(), g.dtype())?;
-            let k = ki::index_add(
-                g.dtype(),
-                idx.dtype(),
-                g.layout().offset,
-                idx.layout().offset,
-                outer,
-                size,
-                inner,
-                nidx,
-            );
-            Tensor::launch(k, &[&g, &idx], &[&gx])?;
-            Ok(vec![Some(gx)])
+            Ok(vec![Some(
+                g.contiguous()?.add_at_index(&idx, &in_shape, d)?,
+            )])
         }))
+    }
+
+    /// `zeros(shape)` with slice `j` of `self` along `d` added at slice `idx[j]`: the
+    /// scattering half of `index_add`, and `index_select`'s backward. `idx` is contiguous.
+    fn add_at_index(&self, idx: &Tensor, shape: &Shape, d: usize) -> Result<Tensor> {
+        let src = self.contiguous()?;
+        let out = self.empty_like_shape(shape.clone(), self.dtype())?;
+        let k = ki::index_add(
+            src.dtype(),
+            idx.dtype(),
+            src.layout().offset,
+            idx.layout().offset,
+            numel_of(&shape.dims()[..d]),
+            shape.dims()[d],
+            numel_of(&shape.dims()[d + 1..]),
+            idx.numel(),
+        );
+        Tensor::launch(k, &[&src, idx], &[&out])?;
+        Ok(out)
+    }
+
+    /// `zeros(shape)` with each element of `self` added at its own position with dim `d`
+    /// replaced by its entry of `idx` (`idx` contiguous, of `self`'s shape): the scattering
+    /// half of `scatter_add`, and `gather`'s backward.
+    fn add_at_gathered(&self, idx: &Tensor, shape: &Shape, d: usize) -> Result<Tensor> {
+        let src = self.contiguous()?;
+        let out = self.empty_like_shape(shape.clone(), self.dtype())?;
+        let mut lo = eddy_ops::Layout::contiguous(shape.clone());
+        lo.shape = idx.shape().clone();
+        let stride_dim = std::mem::replace(&mut lo.strides[d], 0);
+        let k = ki::scatter_add(
+            src.dtype(),
+            idx.dtype(),
+            src.layout().offset,
+            lo,
+            stride_dim,
+            shape.dims()[d],
+            shape.numel(),
+            idx.layout().offset,
+        );
+        Tensor::launch(k, &[&src, idx], &[&out])?;
+        Ok(out)
+    }
+
+    /// Out-of-place `index_add`: `self` with slice `j` of `src` along `dim` added to slice
+    /// `index[j]` (repeated indices add up), as PyTorch's `index_add`. `index` is 1-D (`i64` or
+    /// `i32`, negative entries count from the end); `src` has `self`'s shape except `index.len()`
+    /// at `dim`, and `self`'s dtype. Integers wrap. Differentiable in `self` and `src`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`, `UnsupportedDType` for the index, `DTypeMismatch`, `ShapeMismatch`,
+    /// `DeviceMismatch`; `IndexOutOfRange` where the indices are known on the host (else at
+    /// the next sync).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let x = Tensor::zeros([3, 2], DType::F32)?;
+    /// let src = Tensor::from_vec(vec![1f32, 2.0, 3.0, 4.0, 5.0, 6.0], [3, 2])?;
+    /// let idx = Tensor::from_vec(vec![2i64, 0, 2], [3])?;
+    /// let y = x.index_add(0, &idx, &src)?;
+    /// assert_eq!(y.to_vec::<f32>()?, [3.0, 4.0, 0.0, 0.0, 6.0, 8.0]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn index_add(&self, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+        const OP: &str = "index_add";
+        Tensor::check_index(OP, index)?;
+        self.same_device(OP, index)?;
+        self.same_device(OP, src)?;
+        if self.rank() == 0 {
+            norm_dim(OP, dim, 1)?;
+            return self
+                .reshape([1])?
+                .index_add(0, index, &src.reshape([index.numel()])?)?
+                .reshape(Shape::default());
+        }
+        let d = norm_dim(OP, dim, self.rank())?;
+        self.same_dtype(OP, src)?;
+        let mut want = self.dims().to_vec();
+        if index.rank() == 1 {
+            want[d] = index.numel();
+        }
+        if index.rank() != 1 || src.dims() != want.as_slice() {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: want,
+                rhs: if index.rank() == 1 {
+                    src.dims().to_vec()
+                } else {
+                    index.dims().to_vec()
+                },
+            });
+        }
+        Tensor::check_index_values(OP, index, self.dims()[d])?;
+        let idx = index.contiguous()?;
+        let added = src
+            .add_at_index(&idx, self.shape(), d)?
+            .record(OP, &[src], move |g, _, _| {
+                Ok(vec![Some(g.index_select(d as isize, &idx)?)])
+            });
+        self.add(&added)
+    }
+
+    /// Out-of-place `scatter_add`: `self` with `src[i]` added at `i`'s position with dim `dim`
+    /// replaced by `index[i]`, for every position `i` of `index` (repeated targets add up), as
+    /// PyTorch's `scatter_add`. `index` has `self`'s rank, no dim larger than `src`'s, and
+    /// none larger than `self`'s except at `dim`; only the part of `src` that `index` covers is
+    /// used. Integers wrap. Differentiable in `self` and `src`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`, `UnsupportedDType` for the index, `DTypeMismatch`, `ShapeMismatch`,
+    /// `DeviceMismatch`; `IndexOutOfRange` where the indices are known on the host (else at
+    /// the next sync).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// // A histogram: count each label.
+    /// let labels = Tensor::from_vec(vec![2i64, 0, 2, 2], [4])?;
+    /// let ones = Tensor::ones([4], DType::I64)?;
+    /// let counts = Tensor::zeros([3], DType::I64)?.scatter_add(0, &labels, &ones)?;
+    /// assert_eq!(counts.to_vec::<i64>()?, [1, 0, 3]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn scatter_add(&self, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+        const OP: &str = "scatter_add";
+        Tensor::check_index(OP, index)?;
+        self.same_device(OP, index)?;
+        self.same_device(OP, src)?;
+        if self.rank() == 0 && index.rank() == 0 && src.rank() == 0 {
+            norm_dim(OP, dim, 1)?;
+            return self
+                .reshape([1])?
+                .scatter_add(0, &index.reshape([1])?, &src.reshape([1])?)?
+                .reshape(Shape::default());
+        }
+        let d = norm_dim(OP, dim, self.rank().max(1))?;
+        self.same_dtype(OP, src)?;
+        let r = self.rank();
+        let fits = index.rank() == r
+            && src.rank() == r
+            && (0..r).all(|j| {
+                index.dims()[j] <= src.dims()[j] && (j == d || index.dims()[j] <= self.dims()[j])
+            });
+        if !fits {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: self.dims().to_vec(),
+                rhs: index.dims().to_vec(),
+            });
+        }
+        Tensor::check_index_values(OP, index, self.dims()[d])?;
+        let idx = index.contiguous()?;
+        let mut part = src.clone();
+        for j in 0..r {
+            if part.dims()[j] != idx.dims()[j] {
+                part = part.narrow(j as isize, 0, idx.dims()[j])?;
+            }
+        }
+        let added =
+            part.add_at_gathered(&idx, self.shape(), d)?
+                .record(OP, &[&part], move |g, _, _| {
+                    Ok(vec![Some(g.gather(d as isize, &idx)?)])
+                });
+        self.add(&added)
     }
 
     /// Embedding lookup: rows of `self` (`[vocab, dim]`) for every index in `ids` (any shape);
@@ -358,23 +517,7 @@ impl Tensor {
         Tensor::launch(k, &[self, &idx], &[&out])?;
         let in_shape = self.shape().clone();
         Ok(out.record("gather", &[self], move |g, _, _| {
-            let g = g.contiguous()?;
-            let gx = g.empty_like_shape(in_shape.clone(), g.dtype())?;
-            let mut lo = eddy_ops::Layout::contiguous(in_shape.clone());
-            lo.shape = idx.shape().clone();
-            let sd = std::mem::replace(&mut lo.strides[d], 0);
-            let k = ki::scatter_add(
-                g.dtype(),
-                idx.dtype(),
-                g.layout().offset,
-                lo,
-                sd,
-                size,
-                in_shape.numel(),
-                idx.layout().offset,
-            );
-            Tensor::launch(k, &[&g, &idx], &[&gx])?;
-            Ok(vec![Some(gx)])
+            Ok(vec![Some(g.add_at_gathered(&idx, &in_shape, d)?)])
         }))
     }
 

@@ -274,6 +274,18 @@ impl Tensor {
         Ok(())
     }
 
+    /// Checks that `other` has this tensor's dtype, for `op`.
+    pub(crate) fn same_dtype(&self, op: &'static str, other: &Tensor) -> Result<()> {
+        if self.dtype() != other.dtype() {
+            return Err(Error::DTypeMismatch {
+                op,
+                lhs: self.dtype(),
+                rhs: other.dtype(),
+            });
+        }
+        Ok(())
+    }
+
     #[cold]
     #[inline(never)]
     fn device_mismatch(&self, op: &'static str, other: &Tensor) -> Error {

@@ -80,7 +80,7 @@ pub fn index_select(
 }
 
 /// `out = 0; out[o, idx[j], q] += src[o, j, q]`: input 0 contiguous `[outer, nidx, inner]` at
-/// `offset`, input 1 the indices, output 0 `[outer, size, inner]`. Float dtypes.
+/// `offset`, input 1 the indices, output 0 `[outer, size, inner]`. Any dtype (integers wrap).
 #[allow(clippy::too_many_arguments)]
 pub fn index_add(
     dtype: DType,
@@ -104,7 +104,7 @@ pub fn index_add(
                     let s = offset + (oo * nidx + j) * inner;
                     let d = (oo * size + ix) * inner;
                     for q in 0..inner {
-                        o[d + q] = T::from_f64(o[d + q].to_f64() + a[s + q].to_f64());
+                        o[d + q] = o[d + q].acc_add(a[s + q]);
                     }
                 }
             }
@@ -165,7 +165,7 @@ pub fn scatter_add(
                 o.fill(T::ZERO);
                 walk(lo.dims(), [&lo.strides], [0], 0, n, |i, [off]| {
                     let d = off + idx[i] * stride_dim;
-                    o[d] = T::from_f64(o[d].to_f64() + a[offset + i].to_f64());
+                    o[d] = o[d].acc_add(a[offset + i]);
                 });
             });
             Ok(())
