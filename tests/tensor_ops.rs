@@ -2323,10 +2323,10 @@ proptest! {
         let index = Tensor::from_vec(ivals.clone(), ishape.clone()).unwrap();
         let (src, sa) = input(&sshape, &[], dt, Dom::Grid, &mut rng);
         let mut want = a.clone();
-        for i in 0..numel(&ishape) {
+        for (i, &v) in ivals.iter().enumerate() {
             let ix = reference::unravel(i, &ishape);
             let mut to = ix.clone();
-            to[d] = norm(ivals[i]);
+            to[d] = norm(v);
             want.data[reference::ravel(&to, &shape)] += sa.data[reference::ravel(&ix, &sshape)];
         }
         let want = Arr::new(&shape, want.data.iter().map(|&v| round(dt, v)).collect());
