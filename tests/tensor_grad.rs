@@ -580,6 +580,67 @@ fn scatter_add_and_index_add_grads() {
 }
 
 #[test]
+fn composed_reduction_and_mask_grads() {
+    let mut rng = seeded(15);
+    let x = rnd(&mut rng, &[3, 4], Dom::Any);
+    grad_check("logsumexp over dim 1", std::slice::from_ref(&x), |xs| {
+        xs[0].logsumexp(&[1], false)
+    });
+    grad_check(
+        "logsumexp over both dims, keepdim",
+        std::slice::from_ref(&x),
+        |xs| xs[0].logsumexp(&[0, 1], true),
+    );
+    for p in [2.0, 1.0, 3.0, f64::INFINITY] {
+        grad_check(&format!("norm p={p}"), std::slice::from_ref(&x), |xs| {
+            xs[0].norm(p, &[1], false)
+        });
+    }
+    let mask = Tensor::from_vec(vec![1i64, 0, 0, 1], [4])
+        .unwrap()
+        .gt_scalar(0.0)
+        .unwrap();
+    grad_check("masked_fill", std::slice::from_ref(&x), |xs| {
+        xs[0].masked_fill(&mask, 5.0)
+    });
+    grad_check("tril", std::slice::from_ref(&x), |xs| xs[0].tril(-1));
+    grad_check(
+        "triu of a transposed view",
+        std::slice::from_ref(&x),
+        |xs| xs[0].t()?.triu(0),
+    );
+    grad_check("flip", std::slice::from_ref(&x), |xs| xs[0].flip(&[0, 1]));
+    grad_check("chunk and cat", std::slice::from_ref(&x), |xs| {
+        let c = xs[0].chunk(3, 1)?;
+        Tensor::cat(&[&c[1], &c[0]], 1)
+    });
+}
+
+/// The 2-norm's gradient at a zero vector is 0 (PyTorch's choice), not NaN; `logsumexp` of
+/// rows holding infinities is exact (no ∞ − ∞).
+#[test]
+fn norm_and_logsumexp_at_special_points() {
+    let x = Tensor::from_vec(vec![0f64, 0.0, 3.0, 4.0], [2, 2])
+        .unwrap()
+        .requires_grad_(true);
+    x.norm(2.0, &[1], false)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    assert_eq!(
+        x.grad().unwrap().to_vec::<f64>().unwrap(),
+        [0.0, 0.0, 0.6, 0.8]
+    );
+    let inf = f64::INFINITY;
+    let y = Tensor::from_vec(vec![-inf, -inf, inf, 1.0, 0.0, 0.0], [3, 2]).unwrap();
+    let l = y.logsumexp(&[1], false).unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(l[..2], [-inf, inf]);
+    assert!((l[2] - 2f64.ln()).abs() < 1e-15);
+}
+
+#[test]
 fn layer_norm_grads() {
     let mut rng = seeded(5);
     let x = rnd(&mut rng, &[3, 2, 4], Dom::Any);

@@ -2394,3 +2394,210 @@ fn an_out_of_range_scatter_index_fails_at_sync() {
         [1.0; 3]
     );
 }
+
+/// Reduces `a` over the dims marked in `red` with `f` applied to each group's values (in
+/// row-major order); the result keeps the reduced dims as size 1.
+fn reduce_ref(a: &Arr, red: &[bool], f: impl Fn(&[f64]) -> f64) -> Arr {
+    let kshape: Vec<usize> = a
+        .shape
+        .iter()
+        .zip(red)
+        .map(|(&s, &r)| if r { 1 } else { s })
+        .collect();
+    let mut groups = vec![Vec::new(); numel(&kshape)];
+    for (i, &v) in a.data.iter().enumerate() {
+        let mut ix = reference::unravel(i, &a.shape);
+        for (x, &r) in ix.iter_mut().zip(red) {
+            if r {
+                *x = 0;
+            }
+        }
+        groups[reference::ravel(&ix, &kshape)].push(v);
+    }
+    Arr::new(&kshape, groups.iter().map(|g| f(g)).collect())
+}
+
+proptest! {
+    #![proptest_config(cfg())]
+
+    /// `logsumexp`, `norm` for several `p`, `any`/`all` over random dim sets of random views and
+    /// dtypes, against plain loops; with `keepdim` either way.
+    #[test]
+    fn composed_reductions_match_reference(
+        shape in shape(0..=3), steps in steps(), dt in dtype(), mask in any::<u8>(),
+        keepdim in any::<bool>(), big in any::<bool>(), seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (t, a) = input(&shape, &steps, dt, Dom::Grid, &mut rng);
+        let rank = shape.len();
+        let red: Vec<bool> = (0..rank).map(|d| mask >> d & 1 == 1).collect();
+        let dims: Vec<isize> = (0..rank).filter(|&d| red[d]).map(|d| d as isize).collect();
+        let out_shape = |k: &Arr| -> Arr {
+            if keepdim {
+                k.clone()
+            } else {
+                let s: Vec<usize> = (0..rank).filter(|&d| !red[d]).map(|d| shape[d]).collect();
+                Arr::new(&s, k.data.clone())
+            }
+        };
+        let fdt = to_float(dt);
+
+        // logsumexp, shifted by a large constant in half the cases (it must not overflow).
+        let shift = if big && dt.is_float() && dt != F16 && dt != BF16 { 500.0 } else { 0.0 };
+        let ts = if shift != 0.0 { t.add_scalar(shift).unwrap() } else { t.clone() };
+        let want = reduce_ref(&a, &red, |g| {
+            if g.is_empty() { return f64::NEG_INFINITY; }
+            let m = g.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v + shift));
+            m + g.iter().map(|&v| (v + shift - m).exp()).sum::<f64>().ln()
+        });
+        let got = ts.logsumexp(&dims, keepdim).unwrap();
+        let amp = vec![1.0 + shift.abs(); numel(&want.shape)];
+        check_amp("logsumexp", &got, &out_shape(&want), fdt, tol(fdt) * 4.0, &amp);
+
+        // any / all.
+        let any = reduce_ref(&a, &red, |g| g.iter().any(|&v| v != 0.0) as u8 as f64);
+        let all = reduce_ref(&a, &red, |g| g.iter().all(|&v| v != 0.0) as u8 as f64);
+        check("any", &t.any(&dims, keepdim).unwrap(), &out_shape(&any), DType::Bool);
+        check("all", &t.all(&dims, keepdim).unwrap(), &out_shape(&all), DType::Bool);
+        check("any_all", &t.any_all().unwrap(), &Arr::new(&[], vec![a.data.iter().any(|&v| v != 0.0) as u8 as f64]), DType::Bool);
+        check("all_all", &t.all_all().unwrap(), &Arr::new(&[], vec![a.data.iter().all(|&v| v != 0.0) as u8 as f64]), DType::Bool);
+
+        // Norms.
+        if !dt.is_float() {
+            let e = t.norm(2.0, &dims, keepdim).unwrap_err();
+            prop_assert!(matches!(e, Error::UnsupportedDType { op: "norm", .. }), "{e}");
+        } else {
+            let empty = (0..rank).any(|d| red[d] && shape[d] == 0);
+            for p in [2.0, 1.0, 3.0, 0.5, 0.0, f64::INFINITY, f64::NEG_INFINITY] {
+                let got = t.norm(p, &dims, keepdim);
+                if p.is_infinite() && empty {
+                    prop_assert!(matches!(got, Err(Error::EmptyTensor { .. })), "{got:?}");
+                    continue;
+                }
+                let want = reduce_ref(&a, &red, |g| {
+                    let abs = g.iter().map(|v| v.abs());
+                    if p == f64::INFINITY {
+                        abs.fold(0.0, f64::max)
+                    } else if p == f64::NEG_INFINITY {
+                        abs.fold(f64::INFINITY, f64::min)
+                    } else if p == 0.0 {
+                        abs.filter(|&v| v != 0.0).count() as f64
+                    } else {
+                        abs.map(|v| v.powf(p)).sum::<f64>().powf(1.0 / p)
+                    }
+                });
+                check_amp(&format!("norm p={p}"), &got.unwrap(), &out_shape(&want), dt, tol(dt) * 4.0, &[]);
+            }
+            let e = t.norm(f64::NAN, &dims, keepdim).unwrap_err();
+            prop_assert!(matches!(e, Error::InvalidArgument { op: "norm", .. }), "{e}");
+        }
+        let bad = [rank as isize];
+        for (op, e) in [
+            ("logsumexp", t.logsumexp(&bad, keepdim).unwrap_err()),
+            ("norm", t.norm(2.0, &bad, keepdim).unwrap_err()),
+            ("any", t.any(&bad, keepdim).unwrap_err()),
+            ("all", t.all(&bad, keepdim).unwrap_err()),
+        ] {
+            prop_assert!(matches!(e, Error::InvalidDim { op: o, .. } if o == op), "{e}");
+        }
+    }
+
+    /// `masked_fill`, `tril`/`triu`, `flip` and `split`/`split_sizes`/`chunk`/`unbind` on
+    /// random views and dtypes, against plain loops.
+    #[test]
+    fn masks_flips_and_splits_match_reference(
+        shape in shape(0..=3), steps in steps(), dt in dtype(), pick in any::<u8>(),
+        diag in -3i64..=3, size in 0usize..=3, seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (t, a) = input(&shape, &steps, dt, Dom::Grid, &mut rng);
+        let rank = shape.len();
+
+        // masked_fill with a mask over the trailing dims (it broadcasts).
+        let mshape: Vec<usize> = shape[rank.min(pick as usize % 2)..].to_vec();
+        let mbits: Vec<bool> = (0..numel(&mshape)).map(|_| rng.random()).collect();
+        let m = Tensor::from_vec(mbits.iter().map(|&b| b as i64).collect::<Vec<_>>(), mshape.clone())
+            .unwrap()
+            .gt_scalar(0.0)
+            .unwrap();
+        let fill = -7.0;
+        let want = Arr::from_fn(&shape, |ix| {
+            let mi = &ix[rank - mshape.len()..];
+            if mbits[reference::ravel(mi, &mshape)] { fill } else { a.data[reference::ravel(ix, &shape)] }
+        });
+        check("masked_fill", &t.masked_fill(&m, fill).unwrap(), &want, dt);
+        let e = t.masked_fill(&t, fill);
+        if dt != DType::Bool {
+            prop_assert!(matches!(e, Err(Error::UnsupportedDType { op: "masked_fill", .. })), "{e:?}");
+        }
+        if rank >= 1 {
+            let mut wide = shape.clone();
+            wide[0] += 2;
+            let e = t.masked_fill(&Tensor::zeros(wide, DType::Bool).unwrap(), fill).unwrap_err();
+            prop_assert!(matches!(e, Error::ShapeMismatch { op: "masked_fill", .. }), "{e}");
+        }
+
+        // tril / triu.
+        if rank >= 2 {
+            for (op, lower) in [("tril", true), ("triu", false)] {
+                let want = Arr::from_fn(&shape, |ix| {
+                    let (i, j) = (ix[rank - 2] as i64, ix[rank - 1] as i64);
+                    let keep = if lower { j - i <= diag } else { j - i >= diag };
+                    if keep { a.data[reference::ravel(ix, &shape)] } else { 0.0 }
+                });
+                let got = if lower { t.tril(diag) } else { t.triu(diag) }.unwrap();
+                check(op, &got, &want, dt);
+            }
+        } else {
+            assert!(matches!(t.tril(diag), Err(Error::InvalidArgument { op: "tril", .. })));
+            assert!(matches!(t.triu(diag), Err(Error::InvalidArgument { op: "triu", .. })));
+        }
+
+        // flip over a random set of dims (negative names too).
+        let fl: Vec<usize> = (0..rank).filter(|&d| pick >> (d + 2) & 1 == 1).collect();
+        let names: Vec<isize> = fl.iter().map(|&d| if pick & 1 == 1 { d as isize - rank as isize } else { d as isize }).collect();
+        let want = Arr::from_fn(&shape, |ix| {
+            let mut src = ix.to_vec();
+            for &d in &fl {
+                src[d] = shape[d] - 1 - ix[d];
+            }
+            a.data[reference::ravel(&src, &shape)]
+        });
+        let got = t.flip(&names).unwrap();
+        check("flip", &got, &want, dt);
+        prop_assert!(got.is_contiguous() && !got.shares_storage(&t));
+        if let Some(&d) = names.first() {
+            let e = t.flip(&[d, d]).unwrap_err();
+            prop_assert!(matches!(e, Error::InvalidArgument { op: "flip", .. }), "{e}");
+        }
+
+        // Pieces along a dim put back together give the input.
+        if rank >= 1 {
+            let d = pick as usize % rank;
+            let n = shape[d];
+            let join = |parts: &[Tensor]| {
+                let refs: Vec<&Tensor> = parts.iter().collect();
+                Tensor::cat(&refs, d as isize).unwrap()
+            };
+            if size > 0 || n == 0 {
+                let parts = t.split(size, d as isize).unwrap();
+                prop_assert!(parts.iter().all(|p| p.dims()[d] <= size.max(n.min(size)) || n == 0));
+                check("split", &join(&parts), &a, dt);
+            } else {
+                assert!(matches!(t.split(0, d as isize), Err(Error::InvalidArgument { op: "split", .. })));
+            }
+            let sizes = [n / 3, n - n / 3];
+            check("split_sizes", &join(&t.split_sizes(&sizes, d as isize).unwrap()), &a, dt);
+            assert!(matches!(t.split_sizes(&[n + 1], d as isize), Err(Error::InvalidArgument { .. })));
+            let c = t.chunk(size + 1, d as isize).unwrap();
+            prop_assert!(c.len() <= size + 1);
+            check("chunk", &join(&c), &a, dt);
+            let u = t.unbind(d as isize).unwrap();
+            prop_assert_eq!(u.len(), n);
+            if n > 0 {
+                let us: Vec<Tensor> = u.iter().map(|p| p.unsqueeze(d as isize).unwrap()).collect();
+                check("unbind", &join(&us), &a, dt);
+            }
+        }
+    }
+}

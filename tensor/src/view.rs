@@ -311,3 +311,169 @@ impl Tensor {
         Ok(out.record("contiguous", &[self], |g, _, _| Ok(vec![Some(g.clone())])))
     }
 }
+
+/// Splitting into pieces (views) and reversing (a copy).
+impl Tensor {
+    /// Views of consecutive pieces of `size` along `dim`; the last is shorter when `size` does
+    /// not divide the dim (PyTorch's `split` with an int). Differentiable.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`; `InvalidArgument` for `size` 0 on a non-empty dim.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 5.0, 1.0, DType::F32)?;
+    /// let parts = t.split(2, 0)?;
+    /// assert_eq!(parts.len(), 3);
+    /// assert_eq!(parts[2].to_vec::<f32>()?, [4.0]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn split(&self, size: usize, dim: isize) -> Result<Vec<Tensor>> {
+        let d = norm_dim("split", dim, self.rank())?;
+        let n = self.dims()[d];
+        if size == 0 && n > 0 {
+            return Err(Error::invalid(
+                "split",
+                format!("piece size 0 for dim {d} of size {n}"),
+            ));
+        }
+        if n == 0 {
+            return Ok(vec![self.clone()]);
+        }
+        (0..n)
+            .step_by(size)
+            .map(|s| self.narrow(d as isize, s, size.min(n - s)))
+            .collect()
+    }
+
+    /// Views of consecutive pieces with the given `sizes` along `dim`, which must add up to the
+    /// dim's size (PyTorch's `split` with a list).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`; `InvalidArgument` if the sizes do not add up.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+    /// let parts = t.split_sizes(&[1, 2], 1)?;
+    /// assert_eq!(parts[1].to_vec::<f32>()?, [1.0, 2.0, 4.0, 5.0]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
+        let d = norm_dim("split_sizes", dim, self.rank())?;
+        let n = self.dims()[d];
+        let total = sizes.iter().try_fold(0usize, |a, &s| a.checked_add(s));
+        if total != Some(n) {
+            return Err(Error::invalid(
+                "split_sizes",
+                format!("sizes {sizes:?} do not add up to the size {n} of dim {d}"),
+            ));
+        }
+        let mut start = 0;
+        sizes
+            .iter()
+            .map(|&s| {
+                start += s;
+                self.narrow(d as isize, start - s, s)
+            })
+            .collect()
+    }
+
+    /// At most `chunks` views of equal size `⌈n / chunks⌉` along `dim` (the last may be
+    /// smaller, and there are fewer when the dim is short), as PyTorch's `chunk`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`; `InvalidArgument` for 0 chunks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?;
+    /// let c = t.chunk(4, 0)?;
+    /// assert_eq!(c.iter().map(|p| p.numel()).collect::<Vec<_>>(), [2, 2, 2]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
+        let d = norm_dim("chunk", dim, self.rank())?;
+        if chunks == 0 {
+            return Err(Error::invalid("chunk", "0 chunks"));
+        }
+        self.split(self.dims()[d].div_ceil(chunks), dim)
+    }
+
+    /// The slices along `dim`, each without it (views), as PyTorch's `unbind`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+    /// let cols = t.unbind(1)?;
+    /// assert_eq!(cols[2].to_vec::<f32>()?, [2.0, 5.0]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn unbind(&self, dim: isize) -> Result<Vec<Tensor>> {
+        let d = norm_dim("unbind", dim, self.rank())?;
+        (0..self.dims()[d])
+            .map(|i| self.select(d as isize, i))
+            .collect()
+    }
+
+    /// A copy with the order of elements reversed along each of `dims`. Differentiable.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`; `InvalidArgument` if a dim is named twice.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+    /// assert_eq!(t.flip(&[1])?.to_vec::<f32>()?, [2.0, 1.0, 0.0, 5.0, 4.0, 3.0]);
+    /// assert_eq!(t.flip(&[0, -1])?.to_vec::<f32>()?, [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn flip(&self, dims: &[isize]) -> Result<Tensor> {
+        let r = self.rank();
+        let mut seen = smallvec::SmallVec::<[bool; 8]>::from_elem(false, r);
+        for &dim in dims {
+            let d = norm_dim("flip", dim, r.max(1))?;
+            if r == 0 {
+                continue;
+            }
+            if std::mem::replace(&mut seen[d], true) {
+                return Err(Error::invalid(
+                    "flip",
+                    format!("dim {d} named twice in {dims:?}"),
+                ));
+            }
+        }
+        let mut out = None::<Tensor>;
+        for d in (0..r).filter(|&d| seen[d] && self.dims()[d] > 1) {
+            let n = self.dims()[d] as i64;
+            let rev = crate::with_engine(self.engine(), || {
+                Tensor::from_vec((0..n).rev().collect::<Vec<i64>>(), [n as usize])
+            })?;
+            out = Some(
+                out.as_ref()
+                    .unwrap_or(self)
+                    .index_select(d as isize, &rev)?,
+            );
+        }
+        // Nothing to reverse: still a copy, as PyTorch's `flip`.
+        out.map_or_else(|| self.to_dtype(self.dtype()), Ok)
+    }
+}
