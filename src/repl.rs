@@ -854,6 +854,62 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             a.arity(f, 1, 1)?;
             t(x.cumsum(dim_arg(&a, 0)?))?
         }
+        "logsumexp" | "any" | "all" | "norm" => {
+            // PyTorch's defaults: every dim (logsumexp needs one there), p = 2.
+            let keep = a.keepdim(f)?;
+            let p = if name == "norm" {
+                a.named("p").map_or(Ok(2.0), |v| as_num(&v, f))?
+            } else {
+                0.0
+            };
+            if let Some(d) = a.named("dim") {
+                a.pos.push(d);
+            }
+            a.done(f)?;
+            let mut dims: Vec<isize> = a.idims(f)?.into_iter().map(|d| d as isize).collect();
+            if dims.is_empty() {
+                dims = (0..x.rank() as isize).collect();
+            }
+            t(match name {
+                "logsumexp" => x.logsumexp(&dims, keep),
+                "any" => x.any(&dims, keep),
+                "all" => x.all(&dims, keep),
+                _ => x.norm(p, &dims, keep),
+            })?
+        }
+        "argsort" => {
+            let descending = a
+                .named("descending")
+                .map_or(Ok(false), |v| as_bool(&v, f))?;
+            if let Some(d) = a.named("dim") {
+                a.pos.push(d);
+            }
+            a.done(f)?;
+            a.arity(f, 0, 1)?;
+            let d = if a.pos.is_empty() {
+                -1
+            } else {
+                dim_arg(&a, 0)?
+            };
+            t(x.argsort(d, descending))?
+        }
+        "flip" => {
+            if let Some(d) = a.named("dims") {
+                a.pos.push(d);
+            }
+            a.done(f)?;
+            let dims: Vec<isize> = a.idims(f)?.into_iter().map(|d| d as isize).collect();
+            t(x.flip(&dims))?
+        }
+        "tril" | "triu" => {
+            if let Some(d) = a.named("diagonal") {
+                a.pos.push(d);
+            }
+            a.done(f)?;
+            a.arity(f, 0, 1)?;
+            let k = a.pos.first().map_or(Ok(0), |v| as_int(v, f))?;
+            t(if name == "tril" { x.tril(k) } else { x.triu(k) })?
+        }
         "max" | "min" | "argmax" | "argmin" => {
             let keep = a.keepdim(f)?;
             if let Some(d) = a.named("dim") {
@@ -1545,6 +1601,20 @@ mod tests {
             "[[0.5], [0.5]]"
         );
         assert_eq!(out(&mut s, "a.cumsum(dim=0).tolist()"), "[[1, 2], [4, 6]]");
+        assert_eq!(out(&mut s, "a.flip(1).tolist()"), "[[2, 1], [4, 3]]");
+        assert_eq!(out(&mut s, "a.tril().tolist()"), "[[1, 0], [3, 4]]");
+        assert_eq!(
+            out(&mut s, "a.triu(diagonal=1).tolist()"),
+            "[[0, 2], [0, 0]]"
+        );
+        assert_eq!(
+            out(&mut s, "a.argsort(descending=true).tolist()"),
+            "[[1, 0], [1, 0]]"
+        );
+        assert_eq!(out(&mut s, "a.gt(3).any(dim=1).sum().item()"), "1");
+        assert_eq!(out(&mut s, "a.all().sum().item()"), "1");
+        assert_eq!(out(&mut s, "a.norm(p=1).item()"), "10");
+        assert_eq!(out(&mut s, "a.logsumexp(0, keepdim=true).shape"), "[1, 2]");
     }
 
     #[test]
