@@ -484,6 +484,31 @@ impl Args {
     fn keepdim(&mut self, f: &str) -> R<bool> {
         self.named("keepdim").map_or(Ok(false), |v| as_bool(&v, f))
     }
+    /// Takes a named `dim` as the last positional argument; no other named one may be left.
+    fn take_dim(&mut self, f: &str) -> R<()> {
+        if let Some(d) = self.named("dim") {
+            self.pos.push(d);
+        }
+        self.done(f)
+    }
+    /// The dims given (positionally or as `dim=`), or all `rank` of them when none is.
+    fn dims_or_all(&mut self, f: &str, rank: usize) -> R<Vec<isize>> {
+        self.take_dim(f)?;
+        let dims: Vec<isize> = self.idims(f)?.into_iter().map(|d| d as isize).collect();
+        Ok(if dims.is_empty() {
+            (0..rank as isize).collect()
+        } else {
+            dims
+        })
+    }
+    /// One dim, given positionally or as `dim=`; the last when none is.
+    fn dim_or_last(&mut self, f: &str) -> R<isize> {
+        self.take_dim(f)?;
+        self.arity(f, 0, 1)?;
+        self.pos
+            .first()
+            .map_or(Ok(-1), |v| as_int(v, f).map(|d| d as isize))
+    }
 }
 
 /// Builds a tensor from a (nested) list; integers give `i64` unless `dtype` says otherwise.
@@ -814,10 +839,7 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
         }
         "sum" | "mean" | "prod" => {
             let keep = a.keepdim(f)?;
-            if let Some(d) = a.named("dim") {
-                a.pos.push(d);
-            }
-            a.done(f)?;
+            a.take_dim(f)?;
             let dims: Vec<isize> = a.idims(f)?.into_iter().map(|d| d as isize).collect();
             match (name, dims.is_empty() && !keep) {
                 ("sum", true) => t(x.sum_all())?,
@@ -832,14 +854,7 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             // PyTorch's defaults: every dim, correction 1.
             let keep = a.keepdim(f)?;
             let correction = a.named("correction").map_or(Ok(1), |v| as_usize(&v, f))?;
-            if let Some(d) = a.named("dim") {
-                a.pos.push(d);
-            }
-            a.done(f)?;
-            let mut dims: Vec<isize> = a.idims(f)?.into_iter().map(|d| d as isize).collect();
-            if dims.is_empty() {
-                dims = (0..x.rank() as isize).collect();
-            }
+            let dims = a.dims_or_all(f, x.rank())?;
             t(if name == "var" {
                 x.var(&dims, correction, keep)
             } else {
@@ -847,10 +862,7 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             })?
         }
         "cumsum" => {
-            if let Some(d) = a.named("dim") {
-                a.pos.push(d);
-            }
-            a.done(f)?;
+            a.take_dim(f)?;
             a.arity(f, 1, 1)?;
             t(x.cumsum(dim_arg(&a, 0)?))?
         }
@@ -862,14 +874,7 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             } else {
                 0.0
             };
-            if let Some(d) = a.named("dim") {
-                a.pos.push(d);
-            }
-            a.done(f)?;
-            let mut dims: Vec<isize> = a.idims(f)?.into_iter().map(|d| d as isize).collect();
-            if dims.is_empty() {
-                dims = (0..x.rank() as isize).collect();
-            }
+            let dims = a.dims_or_all(f, x.rank())?;
             t(match name {
                 "logsumexp" => x.logsumexp(&dims, keep),
                 "any" => x.any(&dims, keep),
@@ -881,17 +886,7 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             let descending = a
                 .named("descending")
                 .map_or(Ok(false), |v| as_bool(&v, f))?;
-            if let Some(d) = a.named("dim") {
-                a.pos.push(d);
-            }
-            a.done(f)?;
-            a.arity(f, 0, 1)?;
-            let d = if a.pos.is_empty() {
-                -1
-            } else {
-                dim_arg(&a, 0)?
-            };
-            t(x.argsort(d, descending))?
+            t(x.argsort(a.dim_or_last(f)?, descending))?
         }
         "flip" => {
             if let Some(d) = a.named("dims") {
@@ -912,10 +907,7 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
         }
         "max" | "min" | "argmax" | "argmin" => {
             let keep = a.keepdim(f)?;
-            if let Some(d) = a.named("dim") {
-                a.pos.push(d);
-            }
-            a.done(f)?;
+            a.take_dim(f)?;
             a.arity(f, 0, 1)?;
             if a.pos.is_empty() {
                 match name {
@@ -935,16 +927,7 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             }
         }
         "softmax" | "log_softmax" => {
-            if let Some(d) = a.named("dim") {
-                a.pos.push(d);
-            }
-            a.done(f)?;
-            a.arity(f, 0, 1)?;
-            let d = if a.pos.is_empty() {
-                -1
-            } else {
-                dim_arg(&a, 0)?
-            };
+            let d = a.dim_or_last(f)?;
             t(if name == "softmax" {
                 x.softmax(d)
             } else {
