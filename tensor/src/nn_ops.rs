@@ -305,8 +305,8 @@ impl Tensor {
 
     /// `zeros(shape)` with each element of `self` added at its own position with dim `d`
     /// replaced by its entry of `idx` (`idx` contiguous, of `self`'s shape): the scattering
-    /// half of `scatter_add`, and `gather`'s backward.
-    fn add_at_gathered(&self, idx: &Tensor, shape: &Shape, d: usize) -> Result<Tensor> {
+    /// half of `scatter_add`, and the backward of `gather` and `sort`.
+    pub(crate) fn add_at_gathered(&self, idx: &Tensor, shape: &Shape, d: usize) -> Result<Tensor> {
         let src = self.contiguous()?;
         let out = self.empty_like_shape(shape.clone(), self.dtype())?;
         let mut lo = eddy_ops::Layout::contiguous(shape.clone());

@@ -159,11 +159,14 @@ impl Tensor {
             descending,
         );
         Tensor::launch(kern, &[self], &[&values, &indices])?;
-        if self.dtype().is_float() && crate::autograd::records(&[self]) {
-            // The same values again, taken by a gather, which carries the gradient back to
-            // the positions they came from.
-            return Ok((self.gather(dim, &indices)?, indices));
+        if !self.dtype().is_float() || !crate::autograd::records(&[self]) {
+            return Ok((values, indices));
         }
+        // The gradient goes back to the positions the values came from (a gather's backward).
+        let (idx, in_shape) = (indices.clone(), self.shape().clone());
+        let values = values.record(op, &[self], move |g, _, _| {
+            Ok(vec![Some(g.add_at_gathered(&idx, &in_shape, d)?)])
+        });
         Ok((values, indices))
     }
 }
