@@ -38,6 +38,10 @@ methods (a.NAME(..)):
   reshape view permute expand (dims..)  transpose(a, b) t() narrow(dim, start, len)
   select(dim, i) squeeze(dim) unsqueeze(dim) flatten() contiguous() clamp(lo, hi)
   index_select(dim, idx) gather(dim, idx) to(dtype) float() long() detach()
+  logical_and logical_or logical_xor (tensor) logical_not()
+  cumsum(dim) var std (dims.., correction=1) logsumexp any all norm(p=2) (dims..)
+  sort(dim=-1, descending=false) topk(k, dim=-1, largest=true) median(dim): [values, indices]
+  argsort(dim) flip(dims..) tril(k) triu(k)
   add_ sub_ mul_ div_ copy_ fill_ zero_ (in place) requires_grad_() backward()
   item() tolist() sync()     attributes: .shape .dtype .device .grad .T .ndim .numel
 commands:
@@ -260,7 +264,19 @@ impl Session {
                 attr(recv, name)?
             }
             Expr::Index(recv, items) => {
-                let t = as_tensor(self.eval(recv)?, "indexing")?;
+                let recv = self.eval(recv)?;
+                if let (Value::List(l), [IndexItem::At(e)]) = (&recv, &items[..]) {
+                    // A list (a pair of results) takes one index, as a Python tuple.
+                    let i = as_int(&self.eval(e)?, "index")?;
+                    let n = l.len() as i64;
+                    let j = if i < 0 { i + n } else { i };
+                    return l
+                        .get(j as usize)
+                        .filter(|_| j >= 0)
+                        .cloned()
+                        .ok_or(format!("index {i} out of range for a list of {n}"));
+                }
+                let t = as_tensor(recv, "indexing")?;
                 let mut dim = 0isize;
                 let mut t = t;
                 for it in items {
@@ -772,6 +788,11 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
     }
     let x = as_tensor(recv, f)?;
     let t = |r: crate::Result<Tensor>| r.map(Value::Tensor).map_err(err);
+    // (values, indices) as a two-element list, as PyTorch's tuple: `a.sort()[1]`.
+    let pair = |r: crate::Result<(Tensor, Tensor)>| {
+        r.map(|(v, i)| Value::List(vec![Value::Tensor(v), Value::Tensor(i)]))
+            .map_err(err)
+    };
     let dim_arg = |a: &Args, i: usize| -> R<isize> {
         a.pos
             .get(i)
@@ -887,6 +908,49 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
                 .named("descending")
                 .map_or(Ok(false), |v| as_bool(&v, f))?;
             t(x.argsort(a.dim_or_last(f)?, descending))?
+        }
+        "sort" => {
+            let descending = a
+                .named("descending")
+                .map_or(Ok(false), |v| as_bool(&v, f))?;
+            pair(x.sort(a.dim_or_last(f)?, descending))?
+        }
+        "topk" => {
+            // PyTorch's form: topk(k, dim=-1, largest=True).
+            let largest = a.named("largest").map_or(Ok(true), |v| as_bool(&v, f))?;
+            a.take_dim(f)?;
+            a.arity(f, 1, 2)?;
+            let k = as_usize(&a.pos[0], f)?;
+            let dim = a.pos.get(1).map_or(Ok(-1), |v| as_int(v, f))? as isize;
+            pair(x.topk(k, dim, largest))?
+        }
+        "median" => {
+            // No dim: the median of every element (a value); a dim: (values, indices).
+            let keep = a.keepdim(f)?;
+            a.take_dim(f)?;
+            a.arity(f, 0, 1)?;
+            match a.pos.first() {
+                None => t(x
+                    .flatten_all()
+                    .and_then(|v| v.median(0, false))
+                    .map(|p| p.0))?,
+                Some(d) => pair(x.median(as_int(d, f)? as isize, keep))?,
+            }
+        }
+        "logical_and" | "logical_or" | "logical_xor" => {
+            a.done(f)?;
+            a.arity(f, 1, 1)?;
+            let y = as_tensor(a.pos.pop().expect("1"), f)?;
+            t(match name {
+                "logical_and" => x.logical_and(&y),
+                "logical_or" => x.logical_or(&y),
+                _ => x.logical_xor(&y),
+            })?
+        }
+        "logical_not" => {
+            a.done(f)?;
+            a.arity(f, 0, 0)?;
+            t(x.logical_not())?
         }
         "flip" => {
             if let Some(d) = a.named("dims") {
@@ -1088,21 +1152,26 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
         "tolist" | "to_vec" => {
             a.done(f)?;
             let vals = x.to_f64_vec().map_err(err)?;
-            let int = !x.dtype().is_float();
-            fn nest(dims: &[usize], vals: &[f64], int: bool) -> Value {
+            // Python's element types: bool, int or float.
+            let leaf = match x.dtype() {
+                DType::Bool => |v: f64| Value::Bool(v != 0.0),
+                d if d.is_float() => |v: f64| Value::Num(v, false),
+                _ => |v: f64| Value::Num(v, true),
+            };
+            fn nest(dims: &[usize], vals: &[f64], leaf: fn(f64) -> Value) -> Value {
                 match dims.split_first() {
-                    None => Value::Num(vals[0], int),
+                    None => leaf(vals[0]),
                     Some((&n, rest)) => {
                         let inner: usize = rest.iter().product();
                         Value::List(
                             (0..n)
-                                .map(|i| nest(rest, &vals[i * inner..(i + 1) * inner], int))
+                                .map(|i| nest(rest, &vals[i * inner..(i + 1) * inner], leaf))
                                 .collect(),
                         )
                     }
                 }
             }
-            nest(x.dims(), &vals, int)
+            nest(x.dims(), &vals, leaf)
         }
         "sync" => {
             x.sync().map_err(err)?;
@@ -1593,6 +1662,32 @@ mod tests {
         assert_eq!(
             out(&mut s, "a.argsort(descending=true).tolist()"),
             "[[1, 0], [1, 0]]"
+        );
+        assert_eq!(
+            out(&mut s, "a.sort(0, descending=true)[0].tolist()"),
+            "[[3, 4], [1, 2]]"
+        );
+        assert_eq!(out(&mut s, "a.topk(1, dim=0)[1].tolist()"), "[[1, 1]]");
+        assert_eq!(
+            out(&mut s, "a.topk(1, largest=false)[-2].tolist()"),
+            "[[1], [3]]"
+        );
+        assert_eq!(out(&mut s, "a.median().item()"), "2");
+        assert_eq!(out(&mut s, "a.median(1)[1].tolist()"), "[0, 0]");
+        assert!(s
+            .eval_line("a.sort()[2]")
+            .is_err_and(|e| e.contains("out of range for a list of 2")));
+        assert_eq!(
+            out(&mut s, "a.gt(1).logical_and(a.lt(4)).tolist()"),
+            "[[false, true], [true, false]]"
+        );
+        assert_eq!(
+            out(&mut s, "a.gt(3).logical_or(a.eq(1)).logical_not().tolist()"),
+            "[[false, true], [true, false]]"
+        );
+        assert_eq!(
+            out(&mut s, "a.gt(2).logical_xor(a.gt(1)).sum().item()"),
+            "1"
         );
         assert_eq!(out(&mut s, "a.gt(3).any(dim=1).sum().item()"), "1");
         assert_eq!(out(&mut s, "a.all().sum().item()"), "1");

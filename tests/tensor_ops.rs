@@ -628,6 +628,15 @@ fn cmp_table() -> Vec<(&'static str, BinaryT, CmpF)> {
         ("le", Tensor::le, |x, y| x <= y),
         ("gt", Tensor::gt, |x, y| x > y),
         ("ge", Tensor::ge, |x, y| x >= y),
+        ("logical_and", Tensor::logical_and, |x, y| {
+            x != 0.0 && y != 0.0
+        }),
+        ("logical_or", Tensor::logical_or, |x, y| {
+            x != 0.0 || y != 0.0
+        }),
+        ("logical_xor", Tensor::logical_xor, |x, y| {
+            (x != 0.0) != (y != 0.0)
+        }),
     ]
 }
 
@@ -720,7 +729,8 @@ proptest! {
         prop_assert_eq!(r.is_ok(), ok, "{:?}.add_({:?}): {:?}", a, b, r.err());
     }
 
-    /// Comparisons (tensor and scalar forms) give `Bool`, with ties from small integer values.
+    /// Comparisons (tensor and scalar forms) and logical ops give `Bool`, with ties and zeros
+    /// from small integer values.
     #[test]
     fn comparisons_match_reference(
         out in shape(0..=3), sa in operand(), sb in operand(),
@@ -735,6 +745,7 @@ proptest! {
             let want = aa.zip(&ab, |x, y| f(x, y) as u8 as f64).unwrap();
             check(name, &op(&ta, &tb).unwrap(), &want, DType::Bool);
         }
+        check("logical_not", &ta.logical_not().unwrap(), &aa.map(|x| (x == 0.0) as u8 as f64), DType::Bool);
         for c in [0.0, 1.0, -0.5] {
             let s = |f: fn(f64, f64) -> bool| aa.map(move |x| f(x, c) as u8 as f64);
             check("eq_scalar", &ta.eq_scalar(c).unwrap(), &s(|x, y| x == y), DType::Bool);
@@ -1208,6 +1219,31 @@ proptest! {
         check("bool ->", &b, &a.map(|v| (v != 0.0) as u8 as f64), from);
     }
 
+    /// `bool` host data round-trips through views (`from_vec` in, `to_vec::<bool>` out), and a
+    /// bool tensor from host data behaves as one made by a comparison.
+    #[test]
+    fn bool_host_data_round_trips_through_views(shape in shape(0..=3), steps in steps(), seed in any::<u64>()) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut draws = Vec::new();
+        let (t, a) = build(&shape, &steps, DType::Bool, &mut || {
+            let v = rng.random_range(0..3) as f64; // 0 false; 1 and 2 (stored as 1) true
+            draws.push(v);
+            v
+        });
+        let want: Vec<bool> = a.data.iter().map(|&v| v != 0.0).collect();
+        prop_assert_eq!(&t.to_vec::<bool>().unwrap(), &want);
+        // The same values entered as `bool`s, compared with the ones entered as `Bool8`.
+        let base: Vec<bool> = draws.iter().map(|&v| v != 0.0).collect();
+        let n = base.len();
+        let u = Tensor::from_vec(base, [n]).unwrap();
+        let eight = Tensor::from_vec(draws.iter().map(|&v| eddy::ops::Bool8(v as u8)).collect::<Vec<_>>(), [n]).unwrap();
+        prop_assert!(u.eq(&eight).unwrap().all_all().unwrap().item::<bool>().unwrap());
+        prop_assert_eq!(
+            t.logical_not().unwrap().to_vec::<bool>().unwrap(),
+            want.iter().map(|b| !b).collect::<Vec<_>>()
+        );
+    }
+
     /// Zero-sized views of zero-sized tensors (narrowing a dim of a tensor that has no
     /// elements) work with every kind of kernel.
     #[test]
@@ -1498,6 +1534,66 @@ fn bool_tensors_refuse_arithmetic() {
     ));
     // Bool sums count the true elements.
     assert_eq!(b.sum_all().unwrap().to_vec::<i64>().unwrap(), vec![2]);
+}
+
+#[test]
+fn bool_tensors_from_and_to_host_vectors() {
+    let m = Tensor::from_vec(vec![true, false, false, true], [2, 2]).unwrap();
+    assert_eq!(m.dtype(), DType::Bool);
+    assert_eq!(
+        m.t().unwrap().to_vec2::<bool>().unwrap(),
+        vec![vec![true, false], vec![false, true]]
+    );
+    assert!(Tensor::scalar(true).unwrap().item::<bool>().unwrap());
+    assert_eq!(m.sum_all().unwrap().item::<i64>().unwrap(), 2);
+    // A host mask drives masked_fill as a computed one does.
+    let x = Tensor::arange(0.0, 4.0, 1.0, F32)
+        .unwrap()
+        .reshape([2, 2])
+        .unwrap();
+    let filled = x.masked_fill(&m, -1.0).unwrap();
+    assert_eq!(filled.to_vec::<f32>().unwrap(), vec![-1.0, 1.0, 2.0, -1.0]);
+    // The storage type reads back the same values, as 0 and 1 even when given other bytes.
+    let eight = Tensor::from_vec(vec![eddy::ops::Bool8(0), eddy::ops::Bool8(7)], [2]).unwrap();
+    assert_eq!(eight.to_vec::<bool>().unwrap(), vec![false, true]);
+    assert_eq!(
+        eight.to_vec::<eddy::ops::Bool8>().unwrap(),
+        vec![eddy::ops::Bool8(0), eddy::ops::Bool8(1)]
+    );
+    assert!(eight
+        .eq(&Tensor::from_vec(vec![false, true], [2]).unwrap())
+        .unwrap()
+        .all_all()
+        .unwrap()
+        .item::<bool>()
+        .unwrap());
+    // Typed errors: the wrong dtype either way, and a custom kernel over `bool`.
+    assert!(matches!(
+        x.to_vec::<bool>(),
+        Err(Error::DTypeMismatch {
+            op: "to_vec",
+            lhs: F32,
+            rhs: DType::Bool
+        })
+    ));
+    assert!(matches!(
+        m.to_vec::<u8>(),
+        Err(Error::DTypeMismatch { op: "to_vec", .. })
+    ));
+    let custom = Tensor::custom_map::<bool, _>("flip_bits", &[&m], [2, 2], |i, o| {
+        o.copy_from_slice(i[0]);
+        Ok(())
+    });
+    assert!(matches!(
+        custom,
+        Err(Error::InvalidArgument {
+            op: "flip_bits",
+            ..
+        })
+    ));
+    // Empty bool tensors.
+    let e = Tensor::from_vec(Vec::<bool>::new(), [0, 3]).unwrap();
+    assert_eq!(e.to_vec::<bool>().unwrap(), Vec::<bool>::new());
 }
 
 #[test]

@@ -120,15 +120,38 @@ impl std::fmt::Display for DType {
     }
 }
 
-/// A Rust type that can be a tensor element.
+/// Keeps [`Elem`] to the types of this module: kernels reinterpret storage bytes as `T`, which
+/// is sound only for the types whose layouts this crate knows.
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A Rust type that can be a tensor element: `f32`, `f64`, `f16`, `bf16`, `i64`, `i32`, `u8`,
+/// `bool`, and [`Bool8`] (the storage type of `bool` tensors, which kernels use).
 ///
 /// Conversions go through `f64` (exact for every integer a tensor index needs and for every
-/// float narrower than `f64`).
-pub trait Elem: Copy + Send + Sync + PartialOrd + std::fmt::Debug + 'static {
+/// float narrower than `f64`). The trait is sealed: a dtype is a closed set.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{DType, Elem};
+/// assert_eq!(<bool as Elem>::DTYPE, DType::Bool);
+/// assert!(bool::from_f64(2.0) && !bool::from_f64(0.0));
+/// assert_eq!(i64::from_f64(-3.7), -3);
+/// ```
+pub trait Elem:
+    Copy + Send + Sync + PartialOrd + std::fmt::Debug + 'static + sealed::Sealed
+{
     /// The matching dtype.
     const DTYPE: DType;
     /// Zero.
     const ZERO: Self;
+    /// Whether every bit pattern of `Self` is a valid value, so storage bytes may be read as
+    /// `Self` in place. False only for `bool`: its tensors store [`Bool8`] bytes, which host
+    /// reads and writes convert (a byte other than 0 or 1 read as `bool` would be undefined
+    /// behaviour).
+    const ANY_BITS: bool = true;
     /// Converts to `f64`.
     fn to_f64(self) -> f64;
     /// Converts from `f64` (saturating and truncating toward zero for integers, as `as` does).
@@ -143,6 +166,7 @@ pub trait Elem: Copy + Send + Sync + PartialOrd + std::fmt::Debug + 'static {
 
 macro_rules! elem_prim {
     ($t:ty, $d:expr, $add:path) => {
+        impl sealed::Sealed for $t {}
         impl Elem for $t {
             const DTYPE: DType = $d;
             const ZERO: Self = 0 as $t;
@@ -167,6 +191,7 @@ elem_prim!(i64, DType::I64, i64::wrapping_add);
 elem_prim!(i32, DType::I32, i32::wrapping_add);
 elem_prim!(u8, DType::U8, u8::wrapping_add);
 
+impl sealed::Sealed for f16 {}
 impl Elem for f16 {
     const DTYPE: DType = DType::F16;
     const ZERO: Self = f16::ZERO;
@@ -180,6 +205,7 @@ impl Elem for f16 {
     }
 }
 
+impl sealed::Sealed for bf16 {}
 impl Elem for bf16 {
     const DTYPE: DType = DType::BF16;
     const ZERO: Self = bf16::ZERO;
@@ -198,6 +224,7 @@ impl Elem for bf16 {
 #[repr(transparent)]
 pub struct Bool8(pub u8);
 
+impl sealed::Sealed for Bool8 {}
 impl Elem for Bool8 {
     const DTYPE: DType = DType::Bool;
     const ZERO: Self = Bool8(0);
@@ -212,6 +239,27 @@ impl Elem for Bool8 {
     #[inline(always)]
     fn acc_add(self, v: Self) -> Self {
         Bool8(((self.0 | v.0) != 0) as u8)
+    }
+}
+
+/// `bool` at the host boundary (`from_vec`, `to_vec`, `item`): stored as [`Bool8`] 0/1 bytes,
+/// converted on the way in and out, never read in place.
+impl sealed::Sealed for bool {}
+impl Elem for bool {
+    const DTYPE: DType = DType::Bool;
+    const ZERO: Self = false;
+    const ANY_BITS: bool = false;
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as u8 as f64
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v != 0.0
+    }
+    #[inline(always)]
+    fn acc_add(self, v: Self) -> Self {
+        self | v
     }
 }
 

@@ -65,9 +65,11 @@ where
 ///
 /// Call only inside a kernel whose instruction reads `b`, while it runs; the blob's memory is
 /// at least 16-byte aligned (64 from the allocator, 16 inside a small blob) and its size a
-/// multiple of `size_of::<T>()` for the dtype it was made for.
+/// multiple of `size_of::<T>()` for the dtype it was made for. `T` must be a storage type
+/// (`T::ANY_BITS`: [`Bool8`](crate::Bool8) for `bool` tensors, never `bool`).
 /// No output of the same instruction may be the same blob.
 pub unsafe fn input<T: Elem>(b: &Blob) -> &[T] {
+    debug_assert!(T::ANY_BITS, "bool is read through Bool8");
     // SAFETY: forwarded to the caller: the engine orders this read against every writer.
     let bytes = unsafe { b.bytes_ref() };
     if bytes.is_empty() {
@@ -89,9 +91,10 @@ pub unsafe fn input<T: Elem>(b: &Blob) -> &[T] {
 /// # Safety
 ///
 /// Call only inside a kernel whose instruction writes `b`, while it runs, once per blob; as for
-/// [`input`], and no input of the instruction may be the same blob.
+/// [`input`] (`T` a storage type), and no input of the instruction may be the same blob.
 #[allow(clippy::mut_from_ref)]
 pub unsafe fn output<T: Elem>(b: &Blob) -> &mut [T] {
+    debug_assert!(T::ANY_BITS, "bool is written through Bool8");
     // SAFETY: forwarded to the caller: the engine gives this instruction exclusive access.
     let bytes = unsafe { b.bytes_mut() };
     if bytes.is_empty() {
@@ -225,11 +228,19 @@ pub fn gather_host<T: Elem>(bytes: &[u8], layout: &Layout) -> Vec<T> {
     if n == 0 {
         return Vec::new();
     }
+    if !T::ANY_BITS {
+        // `bool`: read the stored bytes as `Bool8` and convert (any nonzero byte is true).
+        return gather_host::<crate::Bool8>(bytes, layout)
+            .into_iter()
+            .map(|b| T::from_f64(b.to_f64()))
+            .collect();
+    }
     let len = bytes.len() / std::mem::size_of::<T>();
     assert!(layout.storage_extent() <= len, "layout past its storage");
     assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<T>(), 0);
     // SAFETY: the bytes are aligned for `T` (checked above; storage is at least 16-byte aligned) and
-    // hold `len` initialised `T`s written by kernels; every bit pattern is a valid `Elem`.
+    // hold `len` initialised `T`s written by kernels; every bit pattern is a valid `T`
+    // (`T::ANY_BITS`, checked above).
     let s: &[T] = unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const T, len) };
     if let Some(r) = layout.contiguous_range() {
         return s[r].to_vec();
@@ -248,11 +259,34 @@ pub fn gather_host<T: Elem>(bytes: &[u8], layout: &Layout) -> Vec<T> {
 
 /// A kernel that writes host data into output 0 (the tensor's fresh storage); the data moves
 /// into the instruction, so creating a tensor from a `Vec` does not wait.
-pub fn from_host<T: Elem>(data: Vec<T>) -> impl eddy_vm::instruction::Kernel {
+///
+/// `bool` data is stored as [`Bool8`](crate::Bool8) bytes (converted here, on the caller's
+/// thread), and `Bool8` data as 0 or 1 (any nonzero byte is true), as comparisons write them.
+pub fn from_host<T: Elem>(mut data: Vec<T>) -> impl eddy_vm::instruction::Kernel {
+    let bools: Vec<crate::Bool8> = if T::ANY_BITS {
+        if T::DTYPE == crate::DType::Bool {
+            // `Bool8`: any nonzero byte becomes 1.
+            data.iter_mut().for_each(|v| *v = T::from_f64(v.to_f64()));
+        }
+        Vec::new()
+    } else {
+        let b = data
+            .iter()
+            .map(|v| crate::Bool8::from_f64(v.to_f64()))
+            .collect();
+        data = Vec::new();
+        b
+    };
     FnKernel::new("from_vec", move |_: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        // SAFETY: output 0 is written only by this instruction.
-        let o = unsafe { output::<T>(&outs[0]) };
-        o[..data.len()].copy_from_slice(&data);
+        if T::ANY_BITS {
+            // SAFETY: output 0 is written only by this instruction; any bytes are a valid `T`.
+            let o = unsafe { output::<T>(&outs[0]) };
+            o[..data.len()].copy_from_slice(&data);
+        } else {
+            // SAFETY: as above, viewed as the storage type of `bool`.
+            let o = unsafe { output::<crate::Bool8>(&outs[0]) };
+            o[..bools.len()].copy_from_slice(&bools);
+        }
         Ok(())
     })
 }

@@ -233,6 +233,7 @@ impl Tensor {
     }
 
     /// A tensor holding `data` with `shape` (the data moves into the engine; nothing waits).
+    /// The dtype is `T`'s: a `Vec<bool>` gives a `Bool` tensor (stored one byte per element).
     ///
     /// # Errors
     ///
@@ -241,10 +242,12 @@ impl Tensor {
     /// # Examples
     ///
     /// ```
-    /// use eddy_tensor::Tensor;
+    /// use eddy_tensor::{DType, Tensor};
     /// let t = Tensor::from_vec(vec![1i64, 2, 3, 4, 5, 6], [2, 3])?;
     /// assert_eq!(t.dims(), &[2, 3]);
     /// assert!(Tensor::from_vec(vec![1f32], [2]).is_err());
+    /// let mask = Tensor::from_vec(vec![true, false, true], [3])?;
+    /// assert_eq!(mask.dtype(), DType::Bool);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn from_vec<T: Elem>(data: Vec<T>, shape: impl Into<Shape>) -> Result<Tensor> {

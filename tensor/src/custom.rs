@@ -21,7 +21,8 @@ impl Tensor {
     ///
     /// # Errors
     ///
-    /// `InvalidArgument` with no inputs; `DTypeMismatch` if an input is not `T`;
+    /// `InvalidArgument` with no inputs or with `T = bool` (use [`Bool8`](crate::Bool8), the
+    /// storage type of `bool` tensors); `DTypeMismatch` if an input is not `T`;
     /// `DeviceMismatch`; engine errors.
     ///
     /// # Examples
@@ -48,6 +49,13 @@ impl Tensor {
         T: Elem,
         F: FnMut(&[&[T]], &mut [T]) -> std::result::Result<(), String> + Send + 'static,
     {
+        if !T::ANY_BITS {
+            // A kernel over `&[bool]` would view stored bytes as `bool` in place.
+            return Err(Error::invalid(
+                name,
+                "a custom op over bool tensors takes their storage type, Bool8",
+            ));
+        }
         let first = inputs
             .first()
             .ok_or_else(|| Error::invalid(name, "a custom op needs at least one input"))?;

@@ -660,6 +660,56 @@ cmp_methods! {
     ge, ge_scalar => Ge, ">=";
 }
 
+/// Logical ops: every operand is a truth value, true where it is not zero (NaN is true); the
+/// result is `Bool`. Operands of any dtypes broadcast and promote as the comparisons do.
+impl Tensor {
+    /// `a && b` elementwise.
+    ///
+    /// # Errors
+    ///
+    /// `ShapeMismatch`, `DeviceMismatch`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![true, true, false], [3])?;
+    /// let b = Tensor::from_vec(vec![2.0f32, 0.0, f32::NAN], [3])?;
+    /// assert_eq!(a.logical_and(&b)?.to_vec::<bool>()?, [true, false, false]);
+    /// assert_eq!(a.logical_or(&b)?.to_vec::<bool>()?, [true, true, true]);
+    /// assert_eq!(a.logical_xor(&b)?.to_vec::<bool>()?, [false, true, true]);
+    /// assert_eq!(b.logical_not()?.to_vec::<bool>()?, [false, true, false]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn logical_and(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.compare(rhs, CmpOp::And)
+    }
+    /// `a || b` elementwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`logical_and`](Self::logical_and).
+    pub fn logical_or(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.compare(rhs, CmpOp::Or)
+    }
+    /// `a xor b` elementwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`logical_and`](Self::logical_and).
+    pub fn logical_xor(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.compare(rhs, CmpOp::Xor)
+    }
+    /// `!a` elementwise: true where `a` is zero.
+    ///
+    /// # Errors
+    ///
+    /// Engine errors.
+    pub fn logical_not(&self) -> Result<Tensor> {
+        self.eq_scalar(0.0)
+    }
+}
+
 /// Masking: `masked_fill` and the triangles `tril` / `triu`.
 impl Tensor {
     /// `self` with `value` wherever `mask` is true (`mask` is `Bool` and broadcasts to `self`'s

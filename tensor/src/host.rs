@@ -17,7 +17,8 @@ impl Tensor {
         Ok(())
     }
 
-    /// The elements in row-major order.
+    /// The elements in row-major order. A `Bool` tensor reads as `bool` (or as its storage
+    /// type, [`Bool8`](crate::Bool8)).
     ///
     /// # Errors
     ///
@@ -30,6 +31,7 @@ impl Tensor {
     /// let t = Tensor::arange(0.0, 4.0, 1.0, DType::F32)?.reshape([2, 2])?.t()?;
     /// assert_eq!(t.to_vec::<f32>()?, vec![0., 2., 1., 3.]);
     /// assert!(t.to_vec::<i64>().is_err());
+    /// assert_eq!(t.gt_scalar(1.5)?.to_vec::<bool>()?, vec![false, true, false, true]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn to_vec<T: Elem>(&self) -> Result<Vec<T>> {

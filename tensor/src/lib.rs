@@ -69,7 +69,7 @@ mod view;
 pub use autograd::{is_grad_enabled, no_grad, NoGradGuard};
 pub use create::manual_seed;
 pub use custom::CustomBackward;
-pub use eddy_ops::{DType, Elem, Error, Layout, Result, Shape};
+pub use eddy_ops::{Bool8, DType, Elem, Error, Layout, Result, Shape};
 pub use eddy_vm::Device;
 pub use engine::{default_engine, with_engine};
 pub use tensor::Tensor;

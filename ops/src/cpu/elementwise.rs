@@ -785,6 +785,12 @@ pub enum CmpOp {
     Gt,
     /// `a >= b`
     Ge,
+    /// `a && b`, each operand true where it is not zero (NaN is true, as in PyTorch)
+    And,
+    /// `a || b`, as [`And`](Self::And)
+    Or,
+    /// `a != b` as truth values, as [`And`](Self::And)
+    Xor,
 }
 
 impl CmpOp {
@@ -797,6 +803,9 @@ impl CmpOp {
             CmpOp::Le => "le",
             CmpOp::Gt => "gt",
             CmpOp::Ge => "ge",
+            CmpOp::And => "logical_and",
+            CmpOp::Or => "logical_or",
+            CmpOp::Xor => "logical_xor",
         }
     }
 }
@@ -815,6 +824,9 @@ pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
                 CmpOp::Le => go!(|x: T, y: T| x <= y),
                 CmpOp::Gt => go!(|x: T, y: T| x > y),
                 CmpOp::Ge => go!(|x: T, y: T| x >= y),
+                CmpOp::And => go!(|x: T, y: T| (x != T::ZERO) & (y != T::ZERO)),
+                CmpOp::Or => go!(|x: T, y: T| (x != T::ZERO) | (y != T::ZERO)),
+                CmpOp::Xor => go!(|x: T, y: T| (x != T::ZERO) ^ (y != T::ZERO)),
             }
         });
         Ok(())
