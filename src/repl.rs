@@ -32,6 +32,8 @@ functions:
   creation functions take dtype=f64 etc.
 methods (a.NAME(..)):
   neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu silu recip square sign
+  floor ceil round trunc log1p expm1 log2 log10 tan atan erf
+  leaky_relu(negative_slope=0.01) elu(alpha=1) softplus(beta=1, threshold=20)
   add sub mul div pow maximum minimum eq ne lt le gt ge matmul (tensor or number)
   sum mean prod (dims.., keepdim=true)  max min argmax argmin (dim, keepdim=true)
   softmax(dim) log_softmax(dim) cross_entropy(t) nll_loss(t) mse_loss(t)
@@ -411,7 +413,7 @@ fn as_tensor(v: Value, what: &str) -> R<Tensor> {
         Value::Tensor(t) => Ok(t),
         Value::Num(x, true) => Tensor::scalar(x as i64).map_err(err),
         Value::Num(x, false) => Tensor::scalar(x as f32).map_err(err),
-        Value::Bool(b) => Tensor::scalar(eddy_ops::Bool8(u8::from(b))).map_err(err),
+        Value::Bool(b) => Tensor::scalar(b).map_err(err),
         Value::List(_) => list_tensor(&v, None),
         v => Err(format!("{what}: expected a tensor, got {}", kind(&v))),
     }
@@ -727,6 +729,17 @@ fn is_unary(name: &str) -> bool {
             | "recip"
             | "square"
             | "sign"
+            | "floor"
+            | "ceil"
+            | "round"
+            | "trunc"
+            | "log1p"
+            | "expm1"
+            | "log2"
+            | "log10"
+            | "tan"
+            | "atan"
+            | "erf"
     )
 }
 
@@ -747,6 +760,17 @@ fn unary(t: &Tensor, name: &str) -> crate::Result<Tensor> {
         "silu" => t.silu(),
         "recip" => t.recip(),
         "square" => t.square(),
+        "floor" => t.floor(),
+        "ceil" => t.ceil(),
+        "round" => t.round(),
+        "trunc" => t.trunc(),
+        "log1p" => t.log1p(),
+        "expm1" => t.expm1(),
+        "log2" => t.log2(),
+        "log10" => t.log10(),
+        "tan" => t.tan(),
+        "atan" => t.atan(),
+        "erf" => t.erf(),
         _ => t.sign(),
     }
 }
@@ -945,6 +969,30 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
                 "logical_and" => x.logical_and(&y),
                 "logical_or" => x.logical_or(&y),
                 _ => x.logical_xor(&y),
+            })?
+        }
+        "leaky_relu" | "elu" | "softplus" => {
+            // PyTorch's parameter names and defaults.
+            let (key, default) = match name {
+                "leaky_relu" => ("negative_slope", 0.01),
+                "elu" => ("alpha", 1.0),
+                _ => ("beta", 1.0),
+            };
+            let threshold = if name == "softplus" {
+                a.named("threshold").map_or(Ok(20.0), |v| as_num(&v, f))?
+            } else {
+                0.0
+            };
+            if let Some(v) = a.named(key) {
+                a.pos.push(v);
+            }
+            a.done(f)?;
+            a.arity(f, 0, 1)?;
+            let p = a.pos.first().map_or(Ok(default), |v| as_num(v, f))?;
+            t(match name {
+                "leaky_relu" => x.leaky_relu(p),
+                "elu" => x.elu(p),
+                _ => x.softplus(p, threshold),
             })?
         }
         "logical_not" => {
@@ -1688,6 +1736,20 @@ mod tests {
         assert_eq!(
             out(&mut s, "a.gt(2).logical_xor(a.gt(1)).sum().item()"),
             "1"
+        );
+        assert_eq!(
+            out(&mut s, "(a - 2.5).round().tolist()"),
+            "[[-2, -0], [0, 2]]"
+        );
+        assert_eq!(
+            out(&mut s, "(a - 3).leaky_relu(negative_slope=0.5).tolist()"),
+            "[[-1, -0.5], [0, 1]]"
+        );
+        assert_eq!(out(&mut s, "(a - 3).elu(2)[1].tolist()"), "[0, 1]");
+        assert!(out(&mut s, "(a - 3).elu(2)[0, 1].item()").starts_with("-1.264"));
+        assert_eq!(
+            out(&mut s, "(a * 10).softplus(threshold=15).tolist()"),
+            "[[10.000045776367188, 20], [30, 40]]"
         );
         assert_eq!(out(&mut s, "a.gt(3).any(dim=1).sum().item()"), "1");
         assert_eq!(out(&mut s, "a.all().sum().item()"), "1");

@@ -327,6 +327,50 @@ fn dtype_mismatch_is_returned_at_the_call() {
 }
 
 #[test]
+fn bad_activation_parameters_and_bool_operands_fail_at_the_call() {
+    let vm = private();
+    let (x, m) = on(&vm, || {
+        Ok((
+            Tensor::ones([3], F32)?,
+            Tensor::from_vec(vec![true, false, true], [3])?,
+        ))
+    });
+    for beta in [0.0, f64::NAN, f64::INFINITY] {
+        let e = fails_at_call(&[&vm], || x.softplus(beta, 20.0));
+        assert!(
+            matches!(e, Error::InvalidArgument { op: "softplus", ref message } if message.contains("beta")),
+            "{e}"
+        );
+    }
+    for (op, r) in [
+        (
+            "floor",
+            Box::new(|| m.floor()) as Box<dyn Fn() -> R<Tensor>>,
+        ),
+        ("leaky_relu", Box::new(|| m.leaky_relu(0.1))),
+        ("erf", Box::new(|| m.erf())),
+    ] {
+        let e = fails_at_call(&[&vm], r);
+        assert_eq!(
+            e,
+            Error::UnsupportedDType {
+                op,
+                dtype: DType::Bool
+            }
+        );
+    }
+    let e = fails_at_call(&[&vm], || {
+        Tensor::custom_map::<bool, _>("copy_bools", &[&m], [3], |i, o| {
+            o.copy_from_slice(i[0]);
+            Ok(())
+        })
+    });
+    assert!(
+        matches!(e, Error::InvalidArgument { op: "copy_bools", ref message } if message.contains("Bool8"))
+    );
+}
+
+#[test]
 fn device_mismatch_between_two_engines() {
     let (vm1, vm2) = (private(), private());
     let a = on(&vm1, || Tensor::ones([2, 2], F32));

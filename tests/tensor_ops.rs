@@ -412,6 +412,8 @@ enum Dom {
     Grid,
     /// ±[0.5, 1.5) (products stay in range).
     Unit,
+    /// Integers and halves in [-4, 4] (rounding's ties).
+    Halves,
 }
 
 fn sample(rng: &mut StdRng, dom: Dom, dt: DType) -> f64 {
@@ -419,6 +421,7 @@ fn sample(rng: &mut StdRng, dom: Dom, dt: DType) -> f64 {
         return match dom {
             Dom::Pos | Dom::NonZero => rng.random_range(1..=4) as f64,
             Dom::Unit => [-1.0, 1.0, 2.0][rng.random_range(0..3)],
+            Dom::Halves => rng.random_range(-4..=4) as f64,
             _ => rng.random_range(-4..=4) as f64,
         };
     }
@@ -434,6 +437,7 @@ fn sample(rng: &mut StdRng, dom: Dom, dt: DType) -> f64 {
             }
         }
         Dom::Grid => rng.random_range(-2..=2) as f64,
+        Dom::Halves => rng.random_range(-8..=8) as f64 / 2.0,
         Dom::Unit => {
             let v = rng.random_range(0.5..1.5);
             if rng.random() {
@@ -599,6 +603,63 @@ fn unary_table() -> Vec<(&'static str, Dom, bool, UnaryT, UnaryF)> {
                 0.0
             }
         }),
+        ("floor", Dom::Any, true, Tensor::floor, f64::floor),
+        ("ceil", Dom::Any, true, Tensor::ceil, f64::ceil),
+        ("round", Dom::Any, true, Tensor::round, f64::round_ties_even),
+        (
+            "round_halves",
+            Dom::Halves,
+            true,
+            Tensor::round,
+            f64::round_ties_even,
+        ),
+        ("trunc", Dom::Any, true, Tensor::trunc, f64::trunc),
+        ("log1p", Dom::Pos, false, Tensor::log1p, f64::ln_1p),
+        ("expm1", Dom::Any, false, Tensor::expm1, f64::exp_m1),
+        ("log2", Dom::Pos, false, Tensor::log2, f64::log2),
+        ("log10", Dom::Pos, false, Tensor::log10, f64::log10),
+        ("tan", Dom::Unit, false, Tensor::tan, f64::tan),
+        ("atan", Dom::Any, false, Tensor::atan, f64::atan),
+        ("erf", Dom::Any, false, Tensor::erf, reference::erf),
+        (
+            "leaky_relu",
+            Dom::Any,
+            false,
+            |x| x.leaky_relu(0.01),
+            |x| {
+                if x > 0.0 {
+                    x
+                } else {
+                    0.01 * x
+                }
+            },
+        ),
+        (
+            "elu",
+            Dom::Any,
+            false,
+            |x| x.elu(0.5),
+            |x| {
+                if x > 0.0 {
+                    x
+                } else {
+                    0.5 * x.exp_m1()
+                }
+            },
+        ),
+        (
+            "softplus",
+            Dom::Any,
+            false,
+            |x| x.softplus(1.5, 2.0),
+            |x| {
+                if 1.5 * x > 2.0 {
+                    x
+                } else {
+                    (1.5 * x).exp().ln_1p() / 1.5
+                }
+            },
+        ),
     ]
 }
 

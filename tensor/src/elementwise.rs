@@ -57,6 +57,76 @@ unary_methods! {
     square => Square,
     /// The sign: -1, 0 or 1.
     sign => Sign,
+    /// The largest integer `≤ x` (integer tensors are returned unchanged in value).
+    floor => Floor,
+    /// The smallest integer `≥ x` (integer tensors unchanged).
+    ceil => Ceil,
+    /// The nearest integer, halves to even as in PyTorch: `round(2.5) = 2` (integers unchanged).
+    round => Round,
+    /// `x` rounded toward zero (integers unchanged).
+    trunc => Trunc,
+    /// `ln(1 + x)`, accurate for small `x`.
+    log1p => Log1p,
+    /// `e^x − 1`, accurate for small `x`.
+    expm1 => Expm1,
+    /// `log₂ x`
+    log2 => Log2,
+    /// `log₁₀ x`
+    log10 => Log10,
+    /// `tan x`
+    tan => Tan,
+    /// `atan x`
+    atan => Atan,
+    /// The error function.
+    erf => Erf,
+}
+
+/// Activations with a parameter (integer tensors compute in `f32`, as the other float ops).
+impl Tensor {
+    /// `x` where `x > 0`, else `negative_slope · x` (PyTorch's default slope is 0.01).
+    ///
+    /// # Errors
+    ///
+    /// `UnsupportedDType` for `bool`; engine errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![-2.0f32, 3.0], [2])?;
+    /// assert_eq!(x.leaky_relu(0.5)?.to_vec::<f32>()?, [-1.0, 3.0]);
+    /// assert_eq!(x.elu(1.0)?.to_vec::<f32>()?[1], 3.0);
+    /// assert!((x.softplus(1.0, 20.0)?.to_vec::<f32>()?[0] - 0.126_928).abs() < 1e-5);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn leaky_relu(&self, negative_slope: f64) -> Result<Tensor> {
+        self.unary(UnaryOp::LeakyRelu(negative_slope))
+    }
+
+    /// `x` where `x > 0`, else `alpha · (e^x − 1)` (PyTorch's default alpha is 1).
+    ///
+    /// # Errors
+    ///
+    /// As [`leaky_relu`](Self::leaky_relu).
+    pub fn elu(&self, alpha: f64) -> Result<Tensor> {
+        self.unary(UnaryOp::Elu(alpha))
+    }
+
+    /// `ln(1 + e^(βx)) / β`, and `x` itself where `βx > threshold` (PyTorch's defaults: β = 1,
+    /// threshold = 20).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if `beta` is zero or not finite; as [`leaky_relu`](Self::leaky_relu).
+    pub fn softplus(&self, beta: f64, threshold: f64) -> Result<Tensor> {
+        if beta == 0.0 || !beta.is_finite() {
+            return Err(Error::invalid(
+                "softplus",
+                format!("beta must be finite and nonzero, got {beta}"),
+            ));
+        }
+        self.unary(UnaryOp::Softplus(beta, threshold))
+    }
 }
 
 impl Tensor {
@@ -175,6 +245,30 @@ impl Tensor {
                 PowScalar(c) => g.mul(&x.pow_scalar(c - 1.0)?)?.mul_scalar(c)?,
                 RPowScalar(c) => g.mul(y)?.mul_scalar(c.ln())?,
                 Clamp(..) => g.mul(&y.eq(x)?.cast(g.dtype())?)?,
+                Floor | Ceil | Round | Trunc => g.zeros_like()?,
+                Log1p => g.div(&x.add_scalar(1.0)?)?,
+                Expm1 => g.mul(&y.add_scalar(1.0)?)?,
+                Log2 => g.div(x)?.mul_scalar(std::f64::consts::LOG2_E)?,
+                Log10 => g.div(x)?.mul_scalar(std::f64::consts::LOG10_E)?,
+                Tan => g.mul(&y.square()?.add_scalar(1.0)?)?,
+                Atan => g.div(&x.square()?.add_scalar(1.0)?)?,
+                Erf => g
+                    .mul(&x.square()?.neg()?.exp()?)?
+                    .mul_scalar(std::f64::consts::FRAC_2_SQRT_PI)?,
+                // The gradient at 0 is the left side's, as PyTorch (x > 0 is the right side).
+                LeakyRelu(s) => g.mul(
+                    &x.gt_scalar(0.0)?
+                        .where_(&x.ones_like()?, &x.full_like(s)?)?,
+                )?,
+                Elu(a) => {
+                    let left = y.add_scalar(a)?; // a·e^x for x ≤ 0
+                    g.mul(&x.gt_scalar(0.0)?.where_(&x.ones_like()?, &left)?)?
+                }
+                Softplus(b, t) => {
+                    let s = x.mul_scalar(b)?.sigmoid()?;
+                    let linear = x.mul_scalar(b)?.gt_scalar(t)?;
+                    g.mul(&linear.where_(&x.ones_like()?, &s)?)?
+                }
             };
             Ok(vec![Some(gx)])
         }))

@@ -482,6 +482,34 @@ pub enum UnaryOp {
     RPowScalar(f64),
     /// `min(max(x, lo), hi)`
     Clamp(f64, f64),
+    /// The largest integer `≤ x`.
+    Floor,
+    /// The smallest integer `≥ x`.
+    Ceil,
+    /// The nearest integer, halves to even (as PyTorch and IEEE `roundeven`).
+    Round,
+    /// `x` without its fraction (toward zero).
+    Trunc,
+    /// `ln(1 + x)`, exact near 0.
+    Log1p,
+    /// `e^x - 1`, exact near 0.
+    Expm1,
+    /// `log₂ x`
+    Log2,
+    /// `log₁₀ x`
+    Log10,
+    /// `tan x` (radians)
+    Tan,
+    /// `atan x`
+    Atan,
+    /// The error function.
+    Erf,
+    /// `x` if `x > 0`, else `slope · x`.
+    LeakyRelu(f64),
+    /// `x` if `x > 0`, else `alpha · (e^x − 1)`.
+    Elu(f64),
+    /// `ln(1 + e^(βx)) / β`, and `x` where `βx > threshold` (PyTorch's form).
+    Softplus(f64, f64),
 }
 
 impl UnaryOp {
@@ -515,6 +543,20 @@ impl UnaryOp {
             PowScalar(_) => "pow_scalar",
             RPowScalar(_) => "rpow_scalar",
             Clamp(..) => "clamp",
+            Floor => "floor",
+            Ceil => "ceil",
+            Round => "round",
+            Trunc => "trunc",
+            Log1p => "log1p",
+            Expm1 => "expm1",
+            Log2 => "log2",
+            Log10 => "log10",
+            Tan => "tan",
+            Atan => "atan",
+            Erf => "erf",
+            LeakyRelu(_) => "leaky_relu",
+            Elu(_) => "elu",
+            Softplus(..) => "softplus",
         }
     }
 
@@ -531,6 +573,10 @@ impl UnaryOp {
                 | MulScalar(_)
                 | RSubScalar(_)
                 | Clamp(..)
+                | Floor
+                | Ceil
+                | Round
+                | Trunc
         )
     }
 }
@@ -608,6 +654,49 @@ fn apply_float<A: NumFloat + Transcendental>(op: UnaryOp, x: A, c: A, d: A) -> A
                 x.max(c).min(d)
             }
         }
+        Floor => x.floor(),
+        Ceil => x.ceil(),
+        Round => {
+            // Halves go to the even neighbour: 2·round(x/2) is even, and for a half it is the
+            // nearer of the two candidates.
+            let two = one + one;
+            if (x - x.trunc()).abs() == konst::<A>(0.5) {
+                two * (x / two).round()
+            } else {
+                x.round()
+            }
+        }
+        Trunc => x.trunc(),
+        Log1p => x.ln_1p(),
+        Expm1 => x.exp_m1(),
+        Log2 => x.log2(),
+        Log10 => x.log10(),
+        Tan => x.tan(),
+        Atan => x.atan(),
+        Erf => x.erf_(),
+        LeakyRelu(_) => {
+            if x > A::zero() {
+                x
+            } else {
+                x * c
+            }
+        }
+        Elu(_) => {
+            if x > A::zero() {
+                x
+            } else {
+                c * x.exp_m1()
+            }
+        }
+        Softplus(..) => {
+            // c = β, d = threshold; linear above it (e^(βx) would overflow), as PyTorch.
+            let bx = x * c;
+            if bx > d {
+                x
+            } else {
+                bx.exp_().ln_1p() / c
+            }
+        }
     }
 }
 
@@ -624,6 +713,7 @@ fn apply_int(op: UnaryOp, x: i64, c: i64, d: i64) -> i64 {
         MulScalar(_) => x.wrapping_mul(c),
         RSubScalar(_) => c.wrapping_sub(x),
         Clamp(..) => x.max(c).min(d),
+        Floor | Ceil | Round | Trunc => x,
         _ => unreachable!("checked by keeps_int"),
     }
 }
@@ -632,8 +722,8 @@ fn params(op: UnaryOp) -> (f64, f64) {
     use UnaryOp::*;
     match op {
         AddScalar(c) | MulScalar(c) | DivScalar(c) | RSubScalar(c) | RDivScalar(c)
-        | PowScalar(c) | RPowScalar(c) => (c, 0.0),
-        Clamp(lo, hi) => (lo, hi),
+        | PowScalar(c) | RPowScalar(c) | LeakyRelu(c) | Elu(c) => (c, 0.0),
+        Clamp(lo, hi) | Softplus(lo, hi) => (lo, hi),
         _ => (0.0, 0.0),
     }
 }
