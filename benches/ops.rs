@@ -11,6 +11,7 @@
 //! | `reduce` | sum over rows and columns, softmax, argmax, of 1024×1024 f32 |
 //! | `matmul` | square f32 matmul, 64 to 512, and a transposed operand |
 //! | `index` | index_select and gather |
+//! | `order` | sort, topk, argsort along a strided dim, and cumsum, of 1024×1024 f32 |
 //! | `autograd` | forward and backward of an MLP step, batch 64 |
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -181,6 +182,25 @@ fn autograd(c: &mut Criterion) {
     g.finish();
 }
 
+fn order(c: &mut Criterion) {
+    let mut g = c.benchmark_group("order");
+    let m = randn(&[1024, 1024]);
+    g.throughput(Throughput::Bytes((1024 * 1024 * 4) as u64));
+    g.bench_function("sort_rows_1024x1024", |b| {
+        b.iter_custom(|i| timed(i, || m.sort(-1, false).unwrap().0))
+    });
+    g.bench_function("topk_10_rows_1024x1024", |b| {
+        b.iter_custom(|i| timed(i, || m.topk(10, -1, true).unwrap().0))
+    });
+    g.bench_function("argsort_cols_1024x1024", |b| {
+        b.iter_custom(|i| timed(i, || m.argsort(0, false).unwrap()))
+    });
+    g.bench_function("cumsum_rows_1024x1024", |b| {
+        b.iter_custom(|i| timed(i, || m.cumsum(-1).unwrap()))
+    });
+    g.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -194,6 +214,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = dispatch, elementwise, reduce, matmul, index, autograd
+    targets = dispatch, elementwise, reduce, matmul, index, order, autograd
 }
 criterion_main!(benches);

@@ -2426,6 +2426,47 @@ proptest! {
 /// A sort long enough to run on both cores gives the same order as the reference, with
 /// the ties of a coarse value grid in their original order.
 #[test]
+fn a_large_cumsum_splits_rows_across_cores_along_either_dim() {
+    // Small integers in f32: every running sum is exact, so any misplaced row shows.
+    let (rows, cols) = (300usize, 257usize);
+    let data: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 7919) % 13) as f32 - 6.0)
+        .collect();
+    let t = Tensor::from_vec(data.clone(), [rows, cols]).unwrap();
+    for (dim, through) in [(1isize, false), (0, false), (0, true)] {
+        let x = if through { t.t().unwrap() } else { t.clone() };
+        let (r, c) = (x.dims()[0], x.dims()[1]);
+        let at = |i: usize, j: usize| {
+            if through {
+                data[j * cols + i]
+            } else {
+                data[i * cols + j]
+            }
+        };
+        let mut want = vec![0f32; r * c];
+        for i in 0..r {
+            for j in 0..c {
+                let prev = match dim {
+                    1 if j > 0 => want[i * c + j - 1],
+                    0 if i > 0 => want[(i - 1) * c + j],
+                    _ => 0.0,
+                };
+                want[i * c + j] = prev + at(i, j);
+            }
+        }
+        assert_eq!(
+            x.cumsum(dim).unwrap().to_vec::<f32>().unwrap(),
+            want,
+            "dim {dim}, transposed {through}"
+        );
+    }
+    let ints =
+        Tensor::from_vec((0..rows * cols).map(|i| i as i64).collect(), [rows * cols]).unwrap();
+    let last = ints.cumsum(0).unwrap().to_vec::<i64>().unwrap()[rows * cols - 1];
+    assert_eq!(last, (rows * cols * (rows * cols - 1) / 2) as i64);
+}
+
+#[test]
 fn a_large_sort_splits_rows_across_cores_and_stays_stable() {
     let (rows, n) = (64, 1500);
     let data: Vec<f32> = (0..rows * n).map(|i| ((i * 7919) % 101) as f32).collect();

@@ -229,18 +229,7 @@ fn reduce_arith<T: Elem>(
 /// integers and bools sum to `i64`, wrapping.
 pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> impl Kernel {
     FnKernel::new("cumsum", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        let r = la.dims().last().copied().unwrap_or(1).max(1);
-        let n = crate::numel_of(la.dims());
-        let both = |f: &mut dyn FnMut(usize, [usize; 2])| {
-            walk(
-                la.dims(),
-                [&la.strides, &lo.strides],
-                [la.offset, lo.offset],
-                0,
-                n,
-                f,
-            )
-        };
+        let step = la.strides.last().copied().unwrap_or(0);
         crate::dispatch!(dtype, T => {
             // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
             let a = unsafe { input::<T>(&ins[0]) };
@@ -249,24 +238,79 @@ pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> impl Kernel {
                 let a: &[F] = unsafe { std::slice::from_raw_parts(a.as_ptr() as *const F, a.len()) };
                 // SAFETY: output 0 is written only by this instruction and is not an input.
                 let o = unsafe { output::<F>(&outs[0]) };
-                let mut s = <F as FloatElem>::A::zero();
-                both(&mut |i, [ia, io]| {
-                    s = if i % r == 0 { a[ia].up() } else { s + a[ia].up() };
-                    o[io] = F::down(s);
+                per_row(&la, &lo, o, |start, row| {
+                    // The first element as it is (`cumsum([-0.0])` is `-0.0`), then running sums.
+                    let mut acc = a[start].up();
+                    row[0] = F::down(acc);
+                    for (j, d) in row.iter_mut().enumerate().skip(1) {
+                        acc += a[start + j * step].up();
+                        *d = F::down(acc);
+                    }
                 });
             }, else => {
                 // SAFETY: output 0 is written only by this instruction and is not an input.
                 let o = unsafe { output::<i64>(&outs[0]) };
-                let to_i64 = |v: T| int_to_i64(dtype, v);
-                let mut s = 0i64;
-                both(&mut |i, [ia, io]| {
-                    s = if i % r == 0 { to_i64(a[ia]) } else { s.wrapping_add(to_i64(a[ia])) };
-                    o[io] = s;
+                per_row(&la, &lo, o, |start, row| {
+                    let mut acc = 0i64;
+                    for (j, d) in row.iter_mut().enumerate() {
+                        acc = acc.wrapping_add(int_to_i64(dtype, a[start + j * step]));
+                        *d = acc;
+                    }
                 });
             });
         });
         Ok(())
     })
+}
+
+/// Runs `scan(start, out_row)` for every row along the last dim of `la` (`start`: where the
+/// row begins in the input; `out_row`: the row's `r` outputs, in order) and stores the rows
+/// through `lo`. Rows are split over the kernel pool when the input is large; a strided output
+/// (a scan along an inner dim) is gathered in a contiguous buffer first.
+fn per_row<O: Elem>(la: &Layout, lo: &Layout, o: &mut [O], scan: impl Fn(usize, &mut [O]) + Sync) {
+    let rank = la.dims().len();
+    let r = la.dims().last().copied().unwrap_or(1);
+    let outer = &la.dims()[..rank.saturating_sub(1)];
+    let rows = crate::numel_of(outer);
+    if rows == 0 || r == 0 {
+        return;
+    }
+    let mut starts = Vec::with_capacity(rows);
+    walk(
+        outer,
+        [&la.strides[..outer.len()]],
+        [la.offset],
+        0,
+        rows,
+        |_, [s]| starts.push(s),
+    );
+    let threads = eddy_vm::par::threads();
+    let per = if rows * r < crate::kernel::PAR_MIN || threads < 2 {
+        rows
+    } else {
+        rows.div_ceil(threads * crate::kernel::CHUNKS_PER_THREAD)
+    };
+    let run = |first: usize, chunk: &mut [O]| {
+        for (i, row) in chunk.chunks_exact_mut(r).enumerate() {
+            scan(starts[first / r + i], row);
+        }
+    };
+    if lo.is_contiguous() && lo.offset == 0 {
+        eddy_vm::par::for_each_chunk_mut(&mut o[..rows * r], per * r, run);
+    } else {
+        let mut rows_out = vec![O::ZERO; rows * r];
+        eddy_vm::par::for_each_chunk_mut(&mut rows_out, per * r, run);
+        walk(
+            lo.dims(),
+            [&lo.strides],
+            [lo.offset],
+            0,
+            rows * r,
+            |i, [p]| {
+                o[p] = rows_out[i];
+            },
+        );
+    }
 }
 
 /// Column sums of a contiguous `[rows, cols]` float input at `offset`: `out[j] = Σ_i a[i, j]`

@@ -8,40 +8,113 @@
 use crate::kernel::{input, output, walk, FnKernel, CHUNKS_PER_THREAD, PAR_MIN};
 use crate::{dispatch, DType, Elem, Layout};
 use eddy_vm::{instruction::Kernel, Blob};
-use std::cmp::Ordering;
 use std::sync::Arc;
 
-/// `a` against `b` with NaN (any value unequal to itself) above everything and equal to NaN.
-#[inline]
-fn nan_last<T: PartialOrd>(a: &T, b: &T) -> Ordering {
-    a.partial_cmp(b).unwrap_or_else(|| {
-        // Unordered: at least one is NaN.
-        let a_nan = a.partial_cmp(a).is_none();
-        let b_nan = b.partial_cmp(b).is_none();
-        a_nan.cmp(&b_nan)
-    })
+/// A value's place in the sort order as an unsigned integer: keys compare as the values do,
+/// with every NaN equal and above every number, and `-0.0` equal to `0.0` (they compare equal,
+/// so they tie and keep their order). Sorting integers instead of calling a comparator that
+/// looks values up through positions is what makes the kernel fast.
+trait SortKey: Copy {
+    /// Whether the key needs more than 32 bits.
+    const WIDE: bool;
+    fn key(self) -> u64;
 }
 
-/// Orders the positions `0..row.len()` of `row` ascending (or descending) with ties by position,
-/// and leaves the first `k` of that order in `pos[..k]`. `pos` is scratch of `row.len()` entries.
-fn order_row<T: PartialOrd>(row: &[T], pos: &mut Vec<u32>, k: usize, descending: bool) {
-    pos.clear();
-    pos.extend(0..row.len() as u32);
-    let cmp = |i: &u32, j: &u32| {
-        let (a, b) = (&row[*i as usize], &row[*j as usize]);
-        let by_value = if descending {
-            nan_last(b, a)
-        } else {
-            nan_last(a, b)
-        };
-        by_value.then(i.cmp(j))
+#[inline(always)]
+fn f32_key(x: f32) -> u64 {
+    if x.is_nan() {
+        return u32::MAX as u64;
+    }
+    let b = (x + 0.0).to_bits(); // -0.0 + 0.0 is +0.0
+    (if b >> 31 == 1 { !b } else { b | 1 << 31 }) as u64
+}
+
+macro_rules! key_impl {
+    ($t:ty, $wide:expr, |$x:ident| $e:expr) => {
+        impl SortKey for $t {
+            const WIDE: bool = $wide;
+            #[inline(always)]
+            fn key(self) -> u64 {
+                let $x = self;
+                $e
+            }
+        }
     };
-    // The order is total (ties broken by position), so the unstable sorts give one answer.
-    if k < row.len() && k > 0 {
-        pos.select_nth_unstable_by(k - 1, cmp);
-        pos[..k].sort_unstable_by(cmp);
-    } else if k > 0 {
-        pos.sort_unstable_by(cmp);
+}
+key_impl!(f32, false, |x| f32_key(x));
+key_impl!(half::f16, false, |x| f32_key(x.to_f32()));
+key_impl!(half::bf16, false, |x| f32_key(x.to_f32()));
+key_impl!(i32, false, |x| (x as u32 ^ 1 << 31) as u64);
+key_impl!(u8, false, |x| x as u64);
+key_impl!(crate::Bool8, false, |x| x.0 as u64);
+key_impl!(i64, true, |x| x as u64 ^ 1 << 63);
+key_impl!(f64, true, |x| {
+    if x.is_nan() {
+        u64::MAX
+    } else {
+        let b = (x + 0.0).to_bits();
+        if b >> 63 == 1 {
+            !b
+        } else {
+            b | 1 << 63
+        }
+    }
+});
+
+/// Orders the positions `0..row.len()` of `row` ascending (or descending) with ties by position,
+/// and leaves the first `k` of that order in `pos[..k]`. Each position is sorted as one integer,
+/// its key above its position (descending flips the key, not the position, so ties still
+/// keep their order); `scratch` is reused between rows.
+fn order_row<T: SortKey>(
+    row: &[T],
+    pos: &mut Vec<u32>,
+    scratch: &mut Scratch,
+    k: usize,
+    descending: bool,
+) {
+    let flip = if descending { u64::MAX } else { 0 };
+    pos.clear();
+    if T::WIDE {
+        let c = &mut scratch.wide;
+        c.clear();
+        c.extend(
+            row.iter()
+                .enumerate()
+                .map(|(i, v)| ((v.key() ^ flip) as u128) << 64 | i as u128),
+        );
+        select_sorted(c, k);
+        pos.extend(c[..k].iter().map(|&v| v as u32));
+    } else {
+        let c = &mut scratch.narrow;
+        c.clear();
+        c.extend(
+            row.iter()
+                .enumerate()
+                .map(|(i, v)| ((v.key() ^ flip) & 0xffff_ffff) << 32 | i as u64),
+        );
+        select_sorted(c, k);
+        pos.extend(c[..k].iter().map(|&v| v as u32));
+    }
+}
+
+/// Buffers of [`order_row`]'s composite keys.
+#[derive(Default)]
+struct Scratch {
+    narrow: Vec<u64>,
+    wide: Vec<u128>,
+}
+
+/// Sorts the `k` smallest of `v` into `v[..k]` (all of it when `k` is `v.len()`): the keys are
+/// distinct (each holds its position), so the unstable algorithms give the one answer.
+fn select_sorted<C: Ord>(v: &mut [C], k: usize) {
+    if k == 0 {
+        return;
+    }
+    if k < v.len() {
+        v.select_nth_unstable(k - 1);
+        v[..k].sort_unstable();
+    } else {
+        v.sort_unstable();
     }
 }
 
@@ -89,11 +162,12 @@ pub fn sort(dtype: DType, la: Layout, lo: Layout, descending: bool) -> impl Kern
             eddy_vm::par::for_each_chunk_mut(&mut picked, rows_per_chunk * k, |first, chunk| {
                 let mut row = Vec::with_capacity(n);
                 let mut pos = Vec::with_capacity(n);
+                let mut scratch = Scratch::default();
                 for (r, dst) in chunk.chunks_exact_mut(k).enumerate() {
                     let s = starts[first / k + r];
                     row.clear();
                     row.extend((0..n).map(|j| a[s + j * step]));
-                    order_row(&row, &mut pos, k, descending);
+                    order_row(&row, &mut pos, &mut scratch, k, descending);
                     for (d, &p) in dst.iter_mut().zip(&pos[..k]) {
                         *d = (row[p as usize], p as i64);
                     }
@@ -112,19 +186,105 @@ pub fn sort(dtype: DType, la: Layout, lo: Layout, descending: bool) -> impl Kern
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cmp::Ordering;
 
-    fn order(row: &[f32], k: usize, descending: bool) -> Vec<u32> {
+    fn order<T: SortKey>(row: &[T], k: usize, descending: bool) -> Vec<u32> {
         let mut pos = Vec::new();
-        order_row(row, &mut pos, k, descending);
-        pos.truncate(k);
+        order_row(row, &mut pos, &mut Scratch::default(), k, descending);
+        pos
+    }
+
+    /// The order by a comparator: NaN above everything, then a stable sort.
+    fn by_comparator<T: PartialOrd>(row: &[T], descending: bool) -> Vec<u32> {
+        let nan_last = |a: &T, b: &T| {
+            a.partial_cmp(b).unwrap_or_else(|| {
+                let a_nan = a.partial_cmp(a).is_none();
+                a_nan.cmp(&b.partial_cmp(b).is_none())
+            })
+        };
+        let mut pos: Vec<u32> = (0..row.len() as u32).collect();
+        pos.sort_by(|&i, &j| {
+            let (a, b) = (&row[i as usize], &row[j as usize]);
+            if descending {
+                nan_last(b, a)
+            } else {
+                nan_last(a, b)
+            }
+        });
         pos
     }
 
     #[test]
     fn nan_sorts_last_ascending_and_first_descending() {
-        let row = [2.0, f32::NAN, -1.0, 2.0, f32::NAN];
+        let row = [2.0, f32::NAN, -1.0, 2.0, -f32::NAN];
         assert_eq!(order(&row, 5, false), [2, 0, 3, 1, 4]);
         assert_eq!(order(&row, 5, true), [1, 4, 0, 3, 2]);
+    }
+
+    #[test]
+    fn keys_order_as_the_comparator_for_every_dtype() {
+        let f: Vec<f64> = [
+            0.0,
+            -0.0,
+            1.5,
+            -1.5,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -f64::NAN,
+            1e-300,
+            -1e-300,
+            3.0,
+            1.5,
+            0.0,
+            f64::MIN_POSITIVE,
+            -7.25,
+            f64::MAX,
+            f64::MIN,
+        ]
+        .to_vec();
+        let i: Vec<i64> = [0, -1, 1, i64::MIN, i64::MAX, 5, -5, 5, 0].to_vec();
+        for descending in [false, true] {
+            let f32s: Vec<f32> = f.iter().map(|&v| v as f32).collect();
+            assert_eq!(
+                order(&f, f.len(), descending),
+                by_comparator(&f, descending)
+            );
+            assert_eq!(
+                order(&f32s, f.len(), descending),
+                by_comparator(&f32s, descending)
+            );
+            let h: Vec<half::f16> = f.iter().map(|&v| half::f16::from_f64(v)).collect();
+            assert_eq!(
+                order(&h, h.len(), descending),
+                by_comparator(&h, descending)
+            );
+            let b: Vec<half::bf16> = f.iter().map(|&v| half::bf16::from_f64(v)).collect();
+            assert_eq!(
+                order(&b, b.len(), descending),
+                by_comparator(&b, descending)
+            );
+            assert_eq!(
+                order(&i, i.len(), descending),
+                by_comparator(&i, descending)
+            );
+            let i32s: Vec<i32> = i
+                .iter()
+                .map(|&v| v.clamp(i32::MIN as i64, i32::MAX as i64) as i32)
+                .collect();
+            assert_eq!(
+                order(&i32s, i.len(), descending),
+                by_comparator(&i32s, descending)
+            );
+            let u: Vec<u8> = i.iter().map(|&v| v as u8).collect();
+            assert_eq!(
+                order(&u, u.len(), descending),
+                by_comparator(&u, descending)
+            );
+        }
+        assert_eq!(by_comparator(&[0.0, -0.0], false), [0, 1]);
+        assert_eq!(order(&[0.0f32, -0.0], 2, false), [0, 1]);
+        assert_eq!(Some(Ordering::Equal), 0.0f32.partial_cmp(&-0.0));
     }
 
     #[test]
