@@ -290,3 +290,31 @@ pub fn from_host<T: Elem>(mut data: Vec<T>) -> impl eddy_vm::instruction::Kernel
         Ok(())
     })
 }
+
+/// Where each row along the last dim of `l` starts in its storage, rows in row-major order (a
+/// rank-0 layout is one row), for kernels that work a row at a time (sort, cumsum).
+pub(crate) fn row_starts(l: &Layout) -> Vec<usize> {
+    let outer = &l.dims()[..l.dims().len().saturating_sub(1)];
+    let rows = crate::numel_of(outer);
+    let mut starts = Vec::with_capacity(rows);
+    walk(
+        outer,
+        [&l.strides[..outer.len()]],
+        [l.offset],
+        0,
+        rows,
+        |_, [s]| starts.push(s),
+    );
+    starts
+}
+
+/// How many of `rows` rows of `r` elements one pool chunk takes: all of them when the work is
+/// too small to share, else enough for [`CHUNKS_PER_THREAD`] chunks per thread.
+pub(crate) fn rows_per_chunk(rows: usize, r: usize) -> usize {
+    let threads = eddy_vm::par::threads();
+    if rows.saturating_mul(r) < PAR_MIN || threads < 2 {
+        rows
+    } else {
+        rows.div_ceil(threads * CHUNKS_PER_THREAD)
+    }
+}

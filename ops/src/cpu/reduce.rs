@@ -268,28 +268,16 @@ pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> impl Kernel {
 /// through `lo`. Rows are split over the kernel pool when the input is large; a strided output
 /// (a scan along an inner dim) is gathered in a contiguous buffer first.
 fn per_row<O: Elem>(la: &Layout, lo: &Layout, o: &mut [O], scan: impl Fn(usize, &mut [O]) + Sync) {
-    let rank = la.dims().len();
     let r = la.dims().last().copied().unwrap_or(1);
-    let outer = &la.dims()[..rank.saturating_sub(1)];
-    let rows = crate::numel_of(outer);
-    if rows == 0 || r == 0 {
+    if r == 0 {
+        return; // no element (the outer dims may be huge)
+    }
+    let starts = crate::kernel::row_starts(la);
+    let rows = starts.len();
+    if rows == 0 {
         return;
     }
-    let mut starts = Vec::with_capacity(rows);
-    walk(
-        outer,
-        [&la.strides[..outer.len()]],
-        [la.offset],
-        0,
-        rows,
-        |_, [s]| starts.push(s),
-    );
-    let threads = eddy_vm::par::threads();
-    let per = if rows * r < crate::kernel::PAR_MIN || threads < 2 {
-        rows
-    } else {
-        rows.div_ceil(threads * crate::kernel::CHUNKS_PER_THREAD)
-    };
+    let per = crate::kernel::rows_per_chunk(rows, r);
     let run = |first: usize, chunk: &mut [O]| {
         for (i, row) in chunk.chunks_exact_mut(r).enumerate() {
             scan(starts[first / r + i], row);

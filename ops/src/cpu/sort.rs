@@ -5,7 +5,7 @@
 //! is larger than every number (as in PyTorch), and equal values keep their original order
 //! (a stable sort), in both directions.
 
-use crate::kernel::{input, output, walk, FnKernel, CHUNKS_PER_THREAD, PAR_MIN};
+use crate::kernel::{input, output, row_starts, rows_per_chunk, walk, FnKernel};
 use crate::{dispatch, DType, Elem, Layout};
 use eddy_vm::{instruction::Kernel, Blob};
 use std::sync::Arc;
@@ -137,28 +137,14 @@ pub fn sort(dtype: DType, la: Layout, lo: Layout, descending: bool) -> impl Kern
             return Err(format!("sort: a dim of {n} elements is too long to sort"));
         }
         let step = if rank == 0 { 0 } else { la.strides[rank - 1] };
-        // Where each row starts in the input.
-        let mut starts = Vec::with_capacity(rows);
-        let outer = &la.dims()[..rank.saturating_sub(1)];
-        walk(
-            outer,
-            [&la.strides[..outer.len()]],
-            [la.offset],
-            0,
-            rows,
-            |_, [o]| starts.push(o),
-        );
+        let starts = row_starts(&la);
+        let rows_per_chunk = rows_per_chunk(rows, n);
         dispatch!(dtype, T => {
             // SAFETY: input 0 is read and outputs 0 and 1 written by this instruction; the three
             // blobs differ.
             let a = unsafe { input::<T>(&ins[0]) };
             // Each row's first `k` (value, position) pairs, rows in order.
             let mut picked: Vec<(T, i64)> = vec![(T::ZERO, 0); rows * k];
-            let rows_per_chunk = if rows * n < PAR_MIN || eddy_vm::par::threads() < 2 {
-                rows
-            } else {
-                rows.div_ceil(eddy_vm::par::threads() * CHUNKS_PER_THREAD)
-            };
             eddy_vm::par::for_each_chunk_mut(&mut picked, rows_per_chunk * k, |first, chunk| {
                 let mut row = Vec::with_capacity(n);
                 let mut pos = Vec::with_capacity(n);
