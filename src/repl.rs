@@ -34,6 +34,7 @@ methods (a.NAME(..)):
   neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu silu recip square sign
   floor ceil round trunc log1p expm1 log2 log10 tan atan erf
   leaky_relu(negative_slope=0.01) elu(alpha=1) softplus(beta=1, threshold=20)
+  dropout(p=0.5, training=true)
   add sub mul div pow maximum minimum eq ne lt le gt ge matmul (tensor or number)
   sum mean prod (dims.., keepdim=true)  max min argmax argmin (dim, keepdim=true)
   softmax(dim) log_softmax(dim) cross_entropy(t) nll_loss(t) mse_loss(t)
@@ -995,6 +996,17 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
                 _ => x.softplus(p, threshold),
             })?
         }
+        "dropout" => {
+            // PyTorch's `F.dropout(x, p=0.5, training=True)`.
+            let training = a.named("training").map_or(Ok(true), |v| as_bool(&v, f))?;
+            if let Some(v) = a.named("p") {
+                a.pos.push(v);
+            }
+            a.done(f)?;
+            a.arity(f, 0, 1)?;
+            let p = a.pos.first().map_or(Ok(0.5), |v| as_num(v, f))?;
+            t(x.dropout(p, training))?
+        }
         "logical_not" => {
             a.done(f)?;
             a.arity(f, 0, 0)?;
@@ -1755,6 +1767,15 @@ mod tests {
         assert_eq!(out(&mut s, "a.all().sum().item()"), "1");
         assert_eq!(out(&mut s, "a.norm(p=1).item()"), "10");
         assert_eq!(out(&mut s, "a.logsumexp(0, keepdim=true).shape"), "[1, 2]");
+        assert_eq!(
+            out(&mut s, "a.dropout(0.5, training=false).tolist()"),
+            "[[1, 2], [3, 4]]"
+        );
+        assert_eq!(out(&mut s, "a.dropout(p=1).sum().item()"), "0");
+        let kept = out(&mut s, "ones(1000).dropout(0.25).ne(0).sum().item()");
+        let kept: f64 = kept.parse().unwrap();
+        assert!((650.0..850.0).contains(&kept), "{kept}");
+        assert!(s.eval_line("a.dropout(2)").is_err());
     }
 
     #[test]

@@ -1007,3 +1007,45 @@ fn tensors_keep_their_explicit_engine_alive() {
     drop(a);
     assert_eq!(b.to_vec::<f32>().unwrap(), vec![2., 2.]);
 }
+
+#[test]
+fn bad_dropout_probabilities_and_integer_operands_fail_at_the_call() {
+    let vm = private();
+    let (x, i) = on(&vm, || {
+        Ok((
+            Tensor::ones([8], F32)?,
+            Tensor::from_vec(vec![1i64, 2, 3], [3])?,
+        ))
+    });
+    for p in [-0.1, 1.5, f64::NAN, f64::INFINITY] {
+        for train in [true, false] {
+            let e = fails_at_call(&[&vm], || x.dropout(p, train));
+            assert!(
+                matches!(e, Error::InvalidArgument { op: "dropout", ref message } if message.contains("probability")),
+                "{e}"
+            );
+        }
+        let e = eddy::tensor::nn::Dropout::new(p).expect_err("a bad probability");
+        assert!(
+            matches!(e, Error::InvalidArgument { op: "Dropout", .. }),
+            "{e}"
+        );
+    }
+    for train in [true, false] {
+        let e = fails_at_call(&[&vm], || i.dropout(0.5, train));
+        assert_eq!(
+            e,
+            Error::UnsupportedDType {
+                op: "dropout",
+                dtype: I64
+            }
+        );
+    }
+    // Evaluation mode and p = 0 enqueue nothing either: the result is the input.
+    for (p, train) in [(0.5, false), (0.0, true)] {
+        let s0 = vm.stats().inserted;
+        let y = on(&vm, || x.dropout(p, train));
+        assert!(y.shares_storage(&x));
+        assert_eq!(vm.stats().inserted, s0);
+    }
+}

@@ -143,6 +143,18 @@ pub enum Error {
         message: String,
     },
 
+    /// Reading or writing a file failed, or its contents are not in the format expected
+    /// (`safetensors::load`, `nn::load`).
+    #[error("`{op}`: {path}: {message}")]
+    Io {
+        /// The call's name.
+        op: &'static str,
+        /// The file.
+        path: String,
+        /// What went wrong: the operating system's message or the format's complaint.
+        message: String,
+    },
+
     // ---- the engine ----------------------------------------------------------------------------
     /// An engine error: a kernel that failed asynchronously (surfaced at this sync), out of
     /// memory, a released tensor, deadlock, shutdown.
@@ -165,7 +177,8 @@ impl Error {
             | Error::DeviceMismatch { op, .. }
             | Error::DeviceUnavailable { op, .. }
             | Error::InvalidArgument { op, .. }
-            | Error::Autograd { op, .. } => Some(op),
+            | Error::Autograd { op, .. }
+            | Error::Io { op, .. } => Some(op),
             Error::ShapeOverflow { .. } => None,
             Error::Vm(e) => e.op(),
         }

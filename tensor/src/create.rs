@@ -29,7 +29,8 @@ pub fn manual_seed(seed: u64) {
     *GENERATOR.lock() = (seed, 0);
 }
 
-fn take_counters(n: u64) -> (u64, u64) {
+/// The generator's seed and the first of `n` counters, which the caller now owns.
+pub(crate) fn take_counters(n: u64) -> (u64, u64) {
     let mut g = GENERATOR.lock();
     let r = *g;
     g.1 = g.1.wrapping_add(n);

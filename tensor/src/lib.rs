@@ -62,6 +62,7 @@ mod nn_ops;
 mod operators;
 pub mod optim;
 mod reduce;
+pub mod safetensors;
 mod sort;
 mod tensor;
 mod view;
@@ -72,4 +73,7 @@ pub use custom::CustomBackward;
 pub use eddy_ops::{Bool8, DType, Elem, Error, Layout, Result, Shape};
 pub use eddy_vm::Device;
 pub use engine::{default_engine, with_engine};
+/// The half-precision element types of `F16` and `BF16` tensors (from the `half` crate), for
+/// `from_vec` and `to_vec` without a direct dependency.
+pub use half::{bf16, f16};
 pub use tensor::Tensor;

@@ -1,7 +1,11 @@
-//! A small `nn` module: the [`Module`] trait, [`Linear`], activations, [`Sequential`], and init
-//! schemes. Parameters are leaf tensors that require grad.
+//! A small `nn` module: the [`Module`] trait, [`Linear`], [`Embedding`], [`LayerNorm`],
+//! [`Dropout`], activations ([`Func`]), [`Sequential`], init schemes, and [`save`]/[`load`] of
+//! named parameters. Parameters are leaf tensors that require grad.
 
 use crate::{DType, Error, Result, Tensor};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Something with a forward pass and parameters.
 pub trait Module: Send + Sync {
@@ -14,6 +18,21 @@ pub trait Module: Send + Sync {
     /// The trainable tensors, in a stable order.
     fn parameters(&self) -> Vec<Tensor> {
         Vec::new()
+    }
+    /// The trainable tensors with their names, in the order of
+    /// [`parameters`](Self::parameters): PyTorch's `state_dict` keys (`weight`, `bias`, and
+    /// `0.weight`, `2.bias`, … inside a [`Sequential`]). [`save`] and [`load`] use them. The
+    /// default names a module's parameters by their positions.
+    fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        (self.parameters().into_iter().enumerate())
+            .map(|(i, t)| (i.to_string(), t))
+            .collect()
+    }
+    /// Switches between training and evaluation behaviour, as PyTorch's `model.train()` and
+    /// `model.eval()`: [`Dropout`] drops only while training. Modules start in training mode;
+    /// the default does nothing (most modules behave the same in both).
+    fn set_training(&self, training: bool) {
+        let _ = training;
     }
 }
 
@@ -129,6 +148,11 @@ impl Module for Linear {
             .chain(self.bias.clone())
             .collect()
     }
+    fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        std::iter::once(("weight".to_string(), self.weight.clone()))
+            .chain(self.bias.clone().map(|b| ("bias".to_string(), b)))
+            .collect()
+    }
 }
 
 /// A parameter-free module from a function (activations: `Func::new(Tensor::relu)`).
@@ -199,6 +223,280 @@ impl Module for Sequential {
     fn parameters(&self) -> Vec<Tensor> {
         self.0.iter().flat_map(|m| m.parameters()).collect()
     }
+    fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        let mut all = Vec::new();
+        for (i, m) in self.0.iter().enumerate() {
+            let named = m.named_parameters().into_iter();
+            all.extend(named.map(|(n, t)| (format!("{i}.{n}"), t)));
+        }
+        all
+    }
+    fn set_training(&self, training: bool) {
+        for m in &self.0 {
+            m.set_training(training);
+        }
+    }
+}
+
+/// Dropout as a module (PyTorch's `nn.Dropout`): [`Tensor::dropout`] with probability `p`
+/// while training, the input itself after `set_training(false)`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{nn::{Dropout, Module}, Tensor, DType};
+/// let d = Dropout::new(0.5)?;
+/// let x = Tensor::ones([64], DType::F32)?;
+/// let y = d.forward(&x)?.to_vec::<f32>()?;
+/// assert!(y.iter().all(|&v| v == 0.0 || v == 2.0) && y.contains(&0.0));
+/// d.set_training(false);
+/// assert_eq!(d.forward(&x)?.to_vec::<f32>()?, vec![1.0; 64]);
+/// assert!(Dropout::new(1.5).is_err());
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Dropout {
+    p: f64,
+    training: AtomicBool,
+}
+
+impl Dropout {
+    /// A dropout layer, in training mode.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if `p` is not in `[0, 1]`.
+    pub fn new(p: f64) -> Result<Dropout> {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(Error::invalid(
+                "Dropout",
+                format!("probability {p} is not in [0, 1]"),
+            ));
+        }
+        Ok(Dropout {
+            p,
+            training: AtomicBool::new(true),
+        })
+    }
+
+    /// Whether it drops (training mode).
+    pub fn is_training(&self) -> bool {
+        self.training.load(Ordering::Relaxed)
+    }
+}
+
+impl Module for Dropout {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.dropout(self.p, self.is_training())
+    }
+    fn set_training(&self, training: bool) {
+        self.training.store(training, Ordering::Relaxed);
+    }
+}
+
+/// A lookup table (PyTorch's `nn.Embedding`): row `i` of `weight` for every index `i` of the
+/// input (`i64` or `i32`, any shape); the output has the input's shape plus `[dim]`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{nn::{Embedding, Module}, Tensor, DType};
+/// let e = Embedding::new(10, 4, DType::F32)?;
+/// let ids = Tensor::from_vec(vec![1i64, 7, 7], [3])?;
+/// assert_eq!(e.forward(&ids)?.dims(), &[3, 4]);
+/// assert!(e.forward(&Tensor::from_vec(vec![10i64], [1])?).is_err()); // out of range, at the call
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
+pub struct Embedding {
+    /// `[num, dim]`
+    pub weight: Tensor,
+}
+
+impl Embedding {
+    /// `num` rows of `dim` values drawn from `N(0, 1)`, as PyTorch initialises them.
+    ///
+    /// # Errors
+    ///
+    /// Engine errors.
+    pub fn new(num: usize, dim: usize, dtype: DType) -> Result<Embedding> {
+        let weight = Tensor::randn([num, dim], 0.0, 1.0, dtype)?.requires_grad_(true);
+        Ok(Embedding { weight })
+    }
+}
+
+impl Module for Embedding {
+    fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+        self.weight.embedding(ids)
+    }
+    fn parameters(&self) -> Vec<Tensor> {
+        vec![self.weight.clone()]
+    }
+    fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        vec![("weight".to_string(), self.weight.clone())]
+    }
+}
+
+/// Layer normalisation over the trailing dims `shape` (PyTorch's `nn.LayerNorm`), with a
+/// learned scale (`weight`, ones) and shift (`bias`, zeros) when `affine`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{nn::{LayerNorm, Module}, Tensor, DType};
+/// let ln = LayerNorm::new(&[4], 1e-5, true, DType::F32)?;
+/// let y = ln.forward(&Tensor::from_vec(vec![1f32, 2., 3., 4.], [1, 4])?)?;
+/// assert!(y.mean_all()?.item::<f32>()?.abs() < 1e-6);
+/// assert!(ln.forward(&Tensor::ones([2, 3], DType::F32)?).is_err()); // trailing dims differ
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
+pub struct LayerNorm {
+    shape: Vec<usize>,
+    eps: f64,
+    /// The scale, of `shape`, if affine.
+    pub weight: Option<Tensor>,
+    /// The shift, of `shape`, if affine.
+    pub bias: Option<Tensor>,
+}
+
+impl LayerNorm {
+    /// Normalises the trailing dims `shape` (at least one) with `eps` added to the variance.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for an empty `shape` or an `eps` that is negative or not finite.
+    pub fn new(shape: &[usize], eps: f64, affine: bool, dtype: DType) -> Result<LayerNorm> {
+        if shape.is_empty() || !(eps >= 0.0 && eps.is_finite()) {
+            return Err(Error::invalid(
+                "LayerNorm",
+                format!("needs at least one dim and a finite eps >= 0, got {shape:?} and {eps}"),
+            ));
+        }
+        let (weight, bias) = if affine {
+            (
+                Some(Tensor::ones(shape, dtype)?.requires_grad_(true)),
+                Some(Tensor::zeros(shape, dtype)?.requires_grad_(true)),
+            )
+        } else {
+            (None, None)
+        };
+        Ok(LayerNorm {
+            shape: shape.to_vec(),
+            eps,
+            weight,
+            bias,
+        })
+    }
+}
+
+impl Module for LayerNorm {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let n = self.shape.len();
+        if x.rank() < n || x.dims()[x.rank() - n..] != self.shape[..] {
+            return Err(Error::ShapeMismatch {
+                op: "LayerNorm",
+                lhs: x.dims().to_vec(),
+                rhs: self.shape.clone(),
+            });
+        }
+        x.layer_norm(n, self.weight.as_ref(), self.bias.as_ref(), self.eps)
+    }
+    fn parameters(&self) -> Vec<Tensor> {
+        self.weight.iter().chain(&self.bias).cloned().collect()
+    }
+    fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        let w = self
+            .weight
+            .iter()
+            .map(|t| ("weight".to_string(), t.clone()));
+        let b = self.bias.iter().map(|t| ("bias".to_string(), t.clone()));
+        w.chain(b).collect()
+    }
+}
+
+/// Writes `module`'s [named parameters](Module::named_parameters) to a safetensors file at
+/// `path` (PyTorch's `save_file(model.state_dict(), path)`), which [`load`], candle and
+/// `safetensors.torch` read back.
+///
+/// # Errors
+///
+/// As [`safetensors::save`](crate::safetensors::save).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{nn::{self, Func, Linear, Module, Sequential}, Tensor, DType};
+/// let path = std::env::temp_dir().join(format!("eddy-nn-doc-{}.safetensors", std::process::id()));
+/// let mlp = || -> eddy_tensor::Result<Sequential> {
+///     Ok(Sequential::new()
+///         .add(Linear::new(4, 8, true, DType::F32)?)
+///         .add(Func::new(Tensor::relu))
+///         .add(Linear::new(8, 2, true, DType::F32)?))
+/// };
+/// let (a, b) = (mlp()?, mlp()?);                     // two different random inits
+/// let names: Vec<String> = a.named_parameters().into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["0.weight", "0.bias", "2.weight", "2.bias"]);
+/// nn::save(&a, &path)?;
+/// nn::load(&b, &path)?;                              // b now computes what a computes
+/// let x = Tensor::randn([3, 4], 0.0, 1.0, DType::F32)?;
+/// assert_eq!(a.forward(&x)?.to_vec::<f32>()?, b.forward(&x)?.to_vec::<f32>()?);
+/// # std::fs::remove_file(&path).ok();
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
+pub fn save(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
+    let named = module.named_parameters();
+    crate::safetensors::save(named.iter().map(|(n, t)| (n.as_str(), t)), path)
+}
+
+/// Loads a file written by [`save`] (or any safetensors file with the same names) into
+/// `module`'s parameters, in place, so that an optimizer holding them trains on from the
+/// loaded values (PyTorch's `load_state_dict`, strict). Everything is checked before any
+/// parameter changes: on an error the module is as it was.
+///
+/// # Errors
+///
+/// `InvalidArgument` naming the missing and unexpected names if the file's names are not
+/// exactly the module's; `ShapeMismatch` (`lhs` the parameter's, `rhs` the file's) or
+/// `DTypeMismatch` for a tensor that does not fit; the errors of
+/// [`safetensors::load`](crate::safetensors::load).
+pub fn load(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
+    let named = module.named_parameters();
+    let mut file: HashMap<String, Tensor> = crate::safetensors::load(path)?.into_iter().collect();
+    let missing: Vec<&str> = (named.iter().map(|(n, _)| n.as_str()))
+        .filter(|n| !file.contains_key(*n))
+        .collect();
+    let mut unexpected: Vec<&str> = (file.keys().map(String::as_str))
+        .filter(|k| !named.iter().any(|(n, _)| n == k))
+        .collect();
+    unexpected.sort_unstable();
+    if !missing.is_empty() || !unexpected.is_empty() {
+        return Err(Error::invalid(
+            "nn::load",
+            format!("the file's names differ from the module's: missing {missing:?}, unexpected {unexpected:?}"),
+        ));
+    }
+    for (n, p) in &named {
+        let src = &file[n];
+        if src.dims() != p.dims() {
+            return Err(Error::ShapeMismatch {
+                op: "nn::load",
+                lhs: p.dims().to_vec(),
+                rhs: src.dims().to_vec(),
+            });
+        }
+        if src.dtype() != p.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: "nn::load",
+                lhs: p.dtype(),
+                rhs: src.dtype(),
+            });
+        }
+    }
+    let _g = crate::no_grad();
+    for (n, p) in &named {
+        let src = file.remove(n).expect("checked above");
+        p.copy_(&src)?;
+    }
+    Ok(())
 }
 
 /// Checks that `params` are leaves that require grad (for optimizers).

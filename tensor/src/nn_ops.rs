@@ -131,6 +131,69 @@ impl Tensor {
         self.log_softmax(-1)?.nll_loss(target)
     }
 
+    /// Dropout, as PyTorch's `F.dropout(x, p, training)`: when `train`, each element is zeroed
+    /// with probability `p` and the rest are scaled by `1 / (1 - p)`, so every element keeps
+    /// its expected value; otherwise the result is `self` (the same storage, no op). The mask
+    /// comes from the global generator ([`manual_seed`](crate::manual_seed)): the same seed
+    /// drops the same elements, on any thread count. The gradient flows through the kept
+    /// elements with the same scale. `p = 1` zeroes everything (`x * 0`, so an infinite element
+    /// gives NaN, as in PyTorch).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if `p` is not in `[0, 1]` (NaN included), `UnsupportedDType` for an
+    /// integer or bool tensor (checked whether or not `train` is set).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{manual_seed, Tensor, DType};
+    /// let x = Tensor::ones([1000], DType::F32)?;
+    /// manual_seed(3);
+    /// let y = x.dropout(0.25, true)?.to_vec::<f32>()?;
+    /// assert!(y.iter().all(|&v| v == 0.0 || (v - 4.0 / 3.0).abs() < 1e-6));
+    /// let kept = y.iter().filter(|&&v| v != 0.0).count();
+    /// assert!((650..850).contains(&kept));                    // about 750
+    /// manual_seed(3);
+    /// assert_eq!(x.dropout(0.25, true)?.to_vec::<f32>()?, y); // same seed, same mask
+    /// assert!(x.dropout(0.25, false)?.shares_storage(&x));    // evaluation: the input itself
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn dropout(&self, p: f64, train: bool) -> Result<Tensor> {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(Error::invalid(
+                "dropout",
+                format!("probability {p} is not in [0, 1]"),
+            ));
+        }
+        let dt = self.dtype();
+        if !dt.is_float() {
+            return Err(Error::UnsupportedDType {
+                op: "dropout",
+                dtype: dt,
+            });
+        }
+        if !train || p == 0.0 {
+            return Ok(self.clone());
+        }
+        let mask = self.empty_like_shape(self.shape().clone(), dt)?;
+        let (seed, offset) = crate::create::take_counters(mask.numel() as u64);
+        let scale = 1.0 / (1.0 - p);
+        let keep = move |i: usize| {
+            if eddy_ops::cpu::copy::uniform01(seed, offset.wrapping_add(i as u64)) >= p {
+                scale
+            } else {
+                0.0
+            }
+        };
+        Tensor::launch(
+            eddy_ops::cpu::copy::generate("dropout", dt, keep),
+            &[],
+            &[&mask],
+        )?;
+        self.mul(&mask)
+    }
+
     /// Mean squared error against `target` (same shape).
     ///
     /// # Errors

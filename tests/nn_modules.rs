@@ -1,0 +1,532 @@
+//! Dropout, the `nn` modules beyond `Linear` (`Dropout`, `Embedding`, `LayerNorm`), named
+//! parameters, and saving and loading them as safetensors files.
+
+use eddy::tensor::nn::{self, Dropout, Embedding, Func, LayerNorm, Linear, Module, Sequential};
+use eddy::tensor::optim::{Optimizer, Sgd};
+use eddy::tensor::{bf16, f16, manual_seed, safetensors, DType, Error, Tensor};
+use std::path::PathBuf;
+
+type R<T = ()> = eddy::tensor::Result<T>;
+
+/// A fresh file name under the system's temporary directory, removed when dropped.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(tag: &str) -> TempFile {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let name = format!("eddy-test-{}-{tag}-{n}.safetensors", std::process::id());
+        TempFile(std::env::temp_dir().join(name))
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        std::fs::remove_file(&self.0).ok();
+    }
+}
+
+/// Every element of `y` is 0 or `x / (1 - p)`; the count kept is within five standard
+/// deviations of `n (1 - p)`. Returns the kept positions.
+fn check_dropped(x: &[f64], y: &[f64], p: f64, tol: f64) -> Vec<bool> {
+    let scale = 1.0 / (1.0 - p);
+    let kept: Vec<bool> = y.iter().map(|&v| v != 0.0).collect();
+    for (i, (&a, &b)) in x.iter().zip(y).enumerate() {
+        assert!(
+            b == 0.0 || (b - a * scale).abs() <= tol * (a * scale).abs(),
+            "element {i}: {a} became {b}, not 0 or {}",
+            a * scale
+        );
+    }
+    let n = x.len() as f64;
+    let k = kept.iter().filter(|&&k| k).count() as f64;
+    let sd = (n * p * (1.0 - p)).sqrt();
+    assert!(
+        (k - n * (1.0 - p)).abs() <= 5.0 * sd + 1.0,
+        "kept {k} of {n} at p = {p}"
+    );
+    kept
+}
+
+#[test]
+fn dropout_zeroes_a_fraction_p_and_scales_the_rest_in_every_float_dtype() -> R {
+    let n = 20_000;
+    for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        for p in [0.1, 0.5, 0.9] {
+            // Values 1..=4 repeating: exact in every dtype, and never zero.
+            let x = Tensor::arange(0.0, n as f64, 1.0, DType::F64)?
+                .remainder_like(4.0)?
+                .add_scalar(1.0)?
+                .to_dtype(dt)?;
+            let y = x.dropout(p, true)?;
+            assert_eq!(y.dtype(), dt);
+            assert_eq!(y.dims(), x.dims());
+            // The scale is rounded to the dtype once.
+            let tol = match dt {
+                DType::F16 | DType::BF16 => 1e-2,
+                DType::F32 => 1e-6,
+                _ => 1e-12,
+            };
+            check_dropped(&x.to_f64_vec()?, &y.to_f64_vec()?, p, tol);
+        }
+    }
+    Ok(())
+}
+
+/// `x mod m` for non-negative `x`, from the ops there are (a test helper, not API).
+trait RemainderLike: Sized {
+    fn remainder_like(&self, m: f64) -> R<Self>;
+}
+
+impl RemainderLike for Tensor {
+    fn remainder_like(&self, m: f64) -> R<Tensor> {
+        self.sub(&self.div_scalar(m)?.floor()?.mul_scalar(m)?)
+    }
+}
+
+#[test]
+fn dropout_masks_follow_the_seed_and_differ_between_calls() -> R {
+    let x = Tensor::ones([4096], DType::F32)?;
+    manual_seed(11);
+    let a = x.dropout(0.5, true)?.to_vec::<f32>()?;
+    let b = x.dropout(0.5, true)?.to_vec::<f32>()?;
+    manual_seed(11);
+    let a2 = x.dropout(0.5, true)?.to_vec::<f32>()?;
+    let b2 = x.dropout(0.5, true)?.to_vec::<f32>()?;
+    assert_eq!(a, a2, "the same seed must drop the same elements");
+    assert_eq!(b, b2);
+    assert_ne!(a, b, "two calls must draw two masks");
+    manual_seed(12);
+    assert_ne!(x.dropout(0.5, true)?.to_vec::<f32>()?, a);
+    Ok(())
+}
+
+#[test]
+fn dropout_of_views_and_empty_tensors() -> R {
+    // A transposed view: the mask has the view's shape, the values come through the strides.
+    let base = Tensor::arange(1.0, 61.0, 1.0, DType::F32)?.reshape([6, 10])?;
+    let t = base.t()?;
+    let y = t.dropout(0.3, true)?;
+    assert_eq!(y.dims(), &[10, 6]);
+    let xs = t.contiguous()?.to_f64_vec()?;
+    let ys = y.to_f64_vec()?;
+    for (a, b) in xs.iter().zip(&ys) {
+        assert!(*b == 0.0 || (b - a / 0.7).abs() < 1e-4, "{a} -> {b}");
+    }
+    let e = Tensor::zeros([0, 3], DType::F32)?.dropout(0.5, true)?;
+    assert_eq!(e.dims(), &[0, 3]);
+    assert!(e.to_vec::<f32>()?.is_empty());
+    // p = 1 drops everything.
+    let z = base.dropout(1.0, true)?.to_vec::<f32>()?;
+    assert!(z.iter().all(|&v| v == 0.0));
+    Ok(())
+}
+
+#[test]
+fn dropout_gradient_is_the_mask_times_the_scale() -> R {
+    let p = 0.4;
+    let x = Tensor::arange(1.0, 1001.0, 1.0, DType::F64)?.requires_grad_(true);
+    let w = Tensor::randn([1000], 0.0, 1.0, DType::F64)?;
+    let y = x.dropout(p, true)?;
+    y.mul(&w)?.sum_all()?.backward()?;
+    let g = x.grad().expect("x requires grad").to_vec::<f64>()?;
+    let (xs, ys, ws) = (x.to_vec::<f64>()?, y.to_vec::<f64>()?, w.to_vec::<f64>()?);
+    let kept = check_dropped(&xs, &ys, p, 1e-12);
+    for i in 0..1000 {
+        let want = if kept[i] { ws[i] / (1.0 - p) } else { 0.0 };
+        assert!((g[i] - want).abs() < 1e-12, "grad {i}: {} vs {want}", g[i]);
+    }
+    // Evaluation mode passes the gradient through unchanged.
+    let x = Tensor::ones([5], DType::F32)?.requires_grad_(true);
+    x.dropout(p, false)?
+        .mul_scalar(3.0)?
+        .sum_all()?
+        .backward()?;
+    assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![3.0; 5]);
+    Ok(())
+}
+
+#[test]
+fn set_training_reaches_dropout_inside_a_sequential() -> R {
+    let model = Sequential::new()
+        .add(Func::new(|x| x.mul_scalar(1.0)))
+        .add(Dropout::new(0.5)?);
+    let x = Tensor::ones([256], DType::F32)?;
+    let train = model.forward(&x)?.to_vec::<f32>()?;
+    assert!(train.contains(&0.0) && train.contains(&2.0));
+    model.set_training(false);
+    assert_eq!(model.forward(&x)?.to_vec::<f32>()?, vec![1.0; 256]);
+    model.set_training(true);
+    assert!(model.forward(&x)?.to_vec::<f32>()?.contains(&0.0));
+    Ok(())
+}
+
+#[test]
+fn embedding_looks_up_rows_and_sums_the_gradient_of_repeated_ids() -> R {
+    let e = Embedding::new(5, 3, DType::F32)?;
+    let ids = Tensor::from_vec(vec![4i64, 0, 4, 2], [2, 2])?;
+    let y = e.forward(&ids)?;
+    assert_eq!(y.dims(), &[2, 2, 3]);
+    let w = e.weight.to_vec2::<f32>()?;
+    let got = y.reshape([4, 3])?.to_vec2::<f32>()?;
+    for (row, id) in got.iter().zip([4, 0, 4, 2]) {
+        assert_eq!(row, &w[id]);
+    }
+    y.sum_all()?.backward()?;
+    let g = e.weight.grad().unwrap().to_vec2::<f32>()?;
+    let counts = [1.0, 0.0, 1.0, 0.0, 2.0];
+    for (r, c) in g.iter().zip(counts) {
+        assert_eq!(r, &vec![c; 3]);
+    }
+    assert!(e.forward(&Tensor::from_vec(vec![5i64], [1])?).is_err());
+    Ok(())
+}
+
+#[test]
+fn layer_norm_module_matches_the_functional_op_and_checks_its_input() -> R {
+    let ln = LayerNorm::new(&[2, 3], 1e-5, true, DType::F64)?;
+    let x = Tensor::randn([4, 2, 3], 0.0, 2.0, DType::F64)?;
+    // Make the affine terms something other than ones and zeros.
+    {
+        let _g = eddy::tensor::no_grad();
+        ln.weight
+            .as_ref()
+            .unwrap()
+            .copy_(&Tensor::randn([2, 3], 1.0, 0.5, DType::F64)?)?;
+        ln.bias
+            .as_ref()
+            .unwrap()
+            .copy_(&Tensor::randn([2, 3], 0.0, 0.5, DType::F64)?)?;
+    }
+    let want = x.layer_norm(2, ln.weight.as_ref(), ln.bias.as_ref(), 1e-5)?;
+    assert_eq!(ln.forward(&x)?.to_vec::<f64>()?, want.to_vec::<f64>()?);
+    let names: Vec<String> = ln.named_parameters().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["weight", "bias"]);
+    let bare = LayerNorm::new(&[3], 0.0, false, DType::F32)?;
+    assert!(bare.parameters().is_empty());
+    for bad in [
+        Tensor::ones([4, 3, 2], DType::F64)?,
+        Tensor::ones([3], DType::F64)?,
+    ] {
+        let e = ln.forward(&bad).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::ShapeMismatch {
+                    op: "LayerNorm",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+    for (shape, eps) in [(&[][..], 1e-5), (&[3][..], -1.0), (&[3][..], f64::NAN)] {
+        let e = LayerNorm::new(shape, eps, true, DType::F32)
+            .err()
+            .expect("bad");
+        assert!(
+            matches!(
+                e,
+                Error::InvalidArgument {
+                    op: "LayerNorm",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+    Ok(())
+}
+
+fn mixed_model() -> R<Sequential> {
+    Ok(Sequential::new()
+        .add(Linear::new(6, 4, true, DType::F32)?)
+        .add(Func::new(Tensor::relu))
+        .add(LayerNorm::new(&[4], 1e-5, true, DType::F32)?)
+        .add(Dropout::new(0.1)?)
+        .add(Linear::new(4, 2, false, DType::F32)?))
+}
+
+#[test]
+fn named_parameters_follow_pytorch_state_dict_keys() -> R {
+    let m = mixed_model()?;
+    let named = m.named_parameters();
+    let names: Vec<&str> = named.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["0.weight", "0.bias", "2.weight", "2.bias", "4.weight"]
+    );
+    // The same tensors, in the same order, as `parameters`.
+    for ((_, a), b) in named.iter().zip(m.parameters()) {
+        assert_eq!(a.id(), b.id());
+    }
+    Ok(())
+}
+
+#[test]
+fn safetensors_round_trip_every_dtype_views_and_empty_tensors() -> R {
+    let f = TempFile::new("dtypes");
+    let v = Tensor::arange(0.0, 12.0, 1.0, DType::F64)?.reshape([3, 4])?;
+    let tensors = vec![
+        ("f32", v.to_dtype(DType::F32)?.t()?), // a transposed view: saved as its values
+        ("f64", v.mul_scalar(-0.5)?),
+        ("f16", v.to_dtype(DType::F16)?.narrow(1, 1, 2)?),
+        ("bf16", v.to_dtype(DType::BF16)?),
+        ("i64", v.to_dtype(DType::I64)?.sub_scalar(6.0)?),
+        ("i32", v.to_dtype(DType::I32)?),
+        ("u8", v.to_dtype(DType::U8)?),
+        ("bool", v.gt_scalar(5.0)?),
+        ("empty", Tensor::zeros([0, 5], DType::F32)?),
+        ("scalar", Tensor::scalar(2.5f32)?),
+    ];
+    safetensors::save(tensors.iter().map(|(n, t)| (*n, t)), &f.0)?;
+    let back = safetensors::load(&f.0)?;
+    let mut want: Vec<_> = tensors.iter().map(|(n, t)| (n.to_string(), t)).collect();
+    want.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(back.len(), want.len());
+    for ((bn, bt), (wn, wt)) in back.iter().zip(&want) {
+        assert_eq!(bn, wn);
+        assert_eq!(bt.dtype(), wt.dtype(), "{bn}");
+        assert_eq!(bt.dims(), wt.dims(), "{bn}");
+        assert_eq!(bt.to_f64_vec()?, wt.to_f64_vec()?, "{bn}");
+    }
+    let f16s = back
+        .iter()
+        .find(|(n, _)| n == "f16")
+        .unwrap()
+        .1
+        .to_vec::<f16>()?;
+    assert_eq!(f16s[0], f16::from_f32(1.0));
+    let bf = back
+        .iter()
+        .find(|(n, _)| n == "bf16")
+        .unwrap()
+        .1
+        .to_vec::<bf16>()?;
+    assert_eq!(bf[11], bf16::from_f32(11.0));
+    Ok(())
+}
+
+/// The format by hand, as another implementation writes it: an 8-byte little-endian header
+/// length, the JSON header, then the data. Checks that Eddy reads the bytes the specification
+/// describes, not only what the same crate wrote.
+#[test]
+fn safetensors_load_reads_a_file_written_from_the_specification() -> R {
+    let f = TempFile::new("spec");
+    let header = r#"{"__metadata__":{"by":"hand"},"b":{"dtype":"I32","shape":[2],"data_offsets":[8,16]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"m":{"dtype":"BOOL","shape":[3],"data_offsets":[16,19]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header.as_bytes());
+    for v in [1.5f32, -2.0] {
+        bytes.extend(v.to_le_bytes());
+    }
+    for v in [7i32, -9] {
+        bytes.extend(v.to_le_bytes());
+    }
+    bytes.extend([1u8, 0, 5]); // any nonzero byte is true
+    std::fs::write(&f.0, &bytes).unwrap();
+    let t = safetensors::load(&f.0)?;
+    assert_eq!(t.len(), 3);
+    assert_eq!(t[0].0, "a");
+    assert_eq!(t[0].1.to_vec::<f32>()?, vec![1.5, -2.0]);
+    assert_eq!(t[1].1.to_vec::<i32>()?, vec![7, -9]);
+    assert_eq!(t[2].1.to_vec::<bool>()?, vec![true, false, true]);
+
+    // A dtype Eddy does not have.
+    let header = r#"{"x":{"dtype":"I16","shape":[1],"data_offsets":[0,2]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header.as_bytes());
+    bytes.extend([0u8, 0]);
+    std::fs::write(&f.0, &bytes).unwrap();
+    let e = safetensors::load(&f.0).unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidArgument { op: "safetensors::load", ref message } if message.contains("I16")),
+        "{e}"
+    );
+    Ok(())
+}
+
+#[test]
+fn safetensors_errors_name_the_file() -> R {
+    let missing = std::env::temp_dir().join("eddy-no-such-dir/none.safetensors");
+    let e = safetensors::load(&missing).unwrap_err();
+    assert!(
+        matches!(e, Error::Io { op: "safetensors::load", ref path, .. } if path.contains("none.safetensors")),
+        "{e}"
+    );
+    let e = safetensors::save([("x", &Tensor::ones([1], DType::F32)?)], &missing).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Io {
+                op: "safetensors::save",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let f = TempFile::new("garbage");
+    for junk in [&b""[..], b"not a safetensors file at all", &[255u8; 16]] {
+        std::fs::write(&f.0, junk).unwrap();
+        let e = safetensors::load(&f.0).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Io {
+                    op: "safetensors::load",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+    let one = Tensor::ones([1], DType::F32)?;
+    let e = safetensors::save([("x", &one), ("x", &one)], &f.0).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    Ok(())
+}
+
+#[test]
+fn saving_a_tensor_with_an_asynchronous_error_returns_it_and_writes_nothing() -> R {
+    let f = TempFile::new("poisoned");
+    let table = Tensor::ones([3, 2], DType::F32)?;
+    // An index computed by an op: its value is not known on the host, so the bad row fails
+    // the kernel, not the call.
+    let ids = Tensor::from_vec(vec![1i64], [1])?.add_scalar(5.0)?;
+    let bad = table.index_select(0, &ids)?;
+    let e = safetensors::save([("ok", &table), ("bad", &bad)], &f.0).unwrap_err();
+    assert!(e.to_string().contains("index_select"), "{e}");
+    assert!(!f.0.exists(), "a file was written");
+    Ok(())
+}
+
+#[test]
+fn a_saved_model_loads_into_a_fresh_one_and_trains_on() -> R {
+    let f = TempFile::new("model");
+    let a = mixed_model()?;
+    a.set_training(false);
+    let x = Tensor::randn([5, 6], 0.0, 1.0, DType::F32)?;
+    // Train `a` a little so that its values are not an initialisation.
+    let mut opt = Sgd::new(a.parameters(), 0.1)?;
+    for _ in 0..3 {
+        opt.zero_grad();
+        a.forward(&x)?.square_sum()?.backward()?;
+        opt.step()?;
+    }
+    nn::save(&a, &f.0)?;
+    let b = mixed_model()?;
+    b.set_training(false);
+    let mut opt_b = Sgd::new(b.parameters(), 0.1)?;
+    assert_ne!(
+        a.forward(&x)?.to_vec::<f32>()?,
+        b.forward(&x)?.to_vec::<f32>()?
+    );
+    nn::load(&b, &f.0)?;
+    assert_eq!(
+        a.forward(&x)?.to_vec::<f32>()?,
+        b.forward(&x)?.to_vec::<f32>()?
+    );
+    // The optimizer built before the load holds the same tensors: a step from `b` matches a
+    // step from `a`.
+    for (m, o) in [(&a, &mut opt), (&b, &mut opt_b)] {
+        o.zero_grad();
+        m.forward(&x)?.square_sum()?.backward()?;
+        o.step()?;
+    }
+    assert_eq!(
+        a.forward(&x)?.to_vec::<f32>()?,
+        b.forward(&x)?.to_vec::<f32>()?
+    );
+    Ok(())
+}
+
+trait SquareSum {
+    fn square_sum(&self) -> R<Tensor>;
+}
+
+impl SquareSum for Tensor {
+    fn square_sum(&self) -> R<Tensor> {
+        self.mul(self)?.sum_all()
+    }
+}
+
+#[test]
+fn load_refuses_files_that_do_not_fit_and_leaves_the_module_unchanged() -> R {
+    let f = TempFile::new("mismatch");
+    let m = mixed_model()?;
+    let before: Vec<Vec<f32>> = (m.parameters().iter())
+        .map(|p| p.flatten_all()?.to_vec::<f32>())
+        .collect::<R<_>>()?;
+    let named = m.named_parameters();
+    let cases: Vec<(Vec<(String, Tensor)>, &str)> = vec![
+        // One parameter missing.
+        (named[1..].to_vec(), "missing"),
+        // One extra.
+        (
+            named
+                .iter()
+                .cloned()
+                .chain([("9.weight".to_string(), Tensor::ones([1], DType::F32)?)])
+                .collect(),
+            "unexpected",
+        ),
+        // A wrong shape, last so that every earlier tensor fits.
+        (
+            named[..4]
+                .iter()
+                .cloned()
+                .chain([("4.weight".to_string(), Tensor::ones([2, 5], DType::F32)?)])
+                .collect(),
+            "shape",
+        ),
+        // A wrong dtype.
+        (
+            named[..4]
+                .iter()
+                .cloned()
+                .chain([("4.weight".to_string(), Tensor::ones([2, 4], DType::F64)?)])
+                .collect(),
+            "dtype",
+        ),
+    ];
+    for (tensors, what) in cases {
+        // Different values from the module's, so that a partial load would show.
+        let shifted: Vec<(String, Tensor)> = tensors
+            .iter()
+            .map(|(n, t)| Ok((n.clone(), t.detach().add_scalar(1.0)?)))
+            .collect::<R<_>>()?;
+        safetensors::save(shifted.iter().map(|(n, t)| (n.as_str(), t)), &f.0)?;
+        let e = nn::load(&m, &f.0).unwrap_err();
+        match what {
+            "missing" => assert!(
+                matches!(&e, Error::InvalidArgument { op: "nn::load", message } if message.contains("\"0.weight\"")),
+                "{e}"
+            ),
+            "unexpected" => assert!(
+                matches!(&e, Error::InvalidArgument { op: "nn::load", message } if message.contains("\"9.weight\"")),
+                "{e}"
+            ),
+            "shape" => assert_eq!(
+                e,
+                Error::ShapeMismatch {
+                    op: "nn::load",
+                    lhs: vec![2, 4],
+                    rhs: vec![2, 5]
+                }
+            ),
+            _ => assert_eq!(
+                e,
+                Error::DTypeMismatch {
+                    op: "nn::load",
+                    lhs: DType::F32,
+                    rhs: DType::F64
+                }
+            ),
+        }
+        let now: Vec<Vec<f32>> = (m.parameters().iter())
+            .map(|p| p.flatten_all()?.to_vec::<f32>())
+            .collect::<R<_>>()?;
+        assert_eq!(now, before, "a failed load ({what}) changed the module");
+    }
+    Ok(())
+}
