@@ -8,6 +8,19 @@ use std::path::PathBuf;
 
 type R<T = ()> = eddy::tensor::Result<T>;
 
+/// The global generator is shared by every test of this binary, which run in parallel: a test
+/// that seeds it and expects the same values back holds it alone ([`owns_the_seed`]), the
+/// others only draw from it ([`draws`]).
+static GENERATOR: parking_lot::RwLock<()> = parking_lot::RwLock::new(());
+
+fn draws() -> parking_lot::RwLockReadGuard<'static, ()> {
+    GENERATOR.read()
+}
+
+fn owns_the_seed() -> parking_lot::RwLockWriteGuard<'static, ()> {
+    GENERATOR.write()
+}
+
 /// A fresh file name under the system's temporary directory, removed when dropped.
 struct TempFile(PathBuf);
 
@@ -51,6 +64,7 @@ fn check_dropped(x: &[f64], y: &[f64], p: f64, tol: f64) -> Vec<bool> {
 
 #[test]
 fn dropout_zeroes_a_fraction_p_and_scales_the_rest_in_every_float_dtype() -> R {
+    let _g = draws();
     let n = 20_000;
     for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
         for p in [0.1, 0.5, 0.9] {
@@ -87,6 +101,7 @@ impl RemainderLike for Tensor {
 
 #[test]
 fn dropout_masks_follow_the_seed_and_differ_between_calls() -> R {
+    let _g = owns_the_seed();
     let x = Tensor::ones([4096], DType::F32)?;
     manual_seed(11);
     let a = x.dropout(0.5, true)?.to_vec::<f32>()?;
@@ -104,6 +119,7 @@ fn dropout_masks_follow_the_seed_and_differ_between_calls() -> R {
 
 #[test]
 fn dropout_of_views_and_empty_tensors() -> R {
+    let _g = draws();
     // A transposed view: the mask has the view's shape, the values come through the strides.
     let base = Tensor::arange(1.0, 61.0, 1.0, DType::F32)?.reshape([6, 10])?;
     let t = base.t()?;
@@ -125,6 +141,7 @@ fn dropout_of_views_and_empty_tensors() -> R {
 
 #[test]
 fn dropout_gradient_is_the_mask_times_the_scale() -> R {
+    let _g = draws();
     let p = 0.4;
     let x = Tensor::arange(1.0, 1001.0, 1.0, DType::F64)?.requires_grad_(true);
     let w = Tensor::randn([1000], 0.0, 1.0, DType::F64)?;
@@ -149,6 +166,7 @@ fn dropout_gradient_is_the_mask_times_the_scale() -> R {
 
 #[test]
 fn set_training_reaches_dropout_inside_a_sequential() -> R {
+    let _g = draws();
     let model = Sequential::new()
         .add(Func::new(|x| x.mul_scalar(1.0)))
         .add(Dropout::new(0.5)?);
@@ -164,6 +182,7 @@ fn set_training_reaches_dropout_inside_a_sequential() -> R {
 
 #[test]
 fn embedding_looks_up_rows_and_sums_the_gradient_of_repeated_ids() -> R {
+    let _g = draws();
     let e = Embedding::new(5, 3, DType::F32)?;
     let ids = Tensor::from_vec(vec![4i64, 0, 4, 2], [2, 2])?;
     let y = e.forward(&ids)?;
@@ -185,6 +204,7 @@ fn embedding_looks_up_rows_and_sums_the_gradient_of_repeated_ids() -> R {
 
 #[test]
 fn layer_norm_module_matches_the_functional_op_and_checks_its_input() -> R {
+    let _g = draws();
     let ln = LayerNorm::new(&[2, 3], 1e-5, true, DType::F64)?;
     let x = Tensor::randn([4, 2, 3], 0.0, 2.0, DType::F64)?;
     // Make the affine terms something other than ones and zeros.
@@ -250,6 +270,7 @@ fn mixed_model() -> R<Sequential> {
 
 #[test]
 fn named_parameters_follow_pytorch_state_dict_keys() -> R {
+    let _g = draws();
     let m = mixed_model()?;
     let named = m.named_parameters();
     let names: Vec<&str> = named.iter().map(|(n, _)| n.as_str()).collect();
@@ -266,6 +287,7 @@ fn named_parameters_follow_pytorch_state_dict_keys() -> R {
 
 #[test]
 fn safetensors_round_trip_every_dtype_views_and_empty_tensors() -> R {
+    let _g = draws();
     let f = TempFile::new("dtypes");
     let v = Tensor::arange(0.0, 12.0, 1.0, DType::F64)?.reshape([3, 4])?;
     let tensors = vec![
@@ -313,6 +335,7 @@ fn safetensors_round_trip_every_dtype_views_and_empty_tensors() -> R {
 /// describes, not only what the same crate wrote.
 #[test]
 fn safetensors_load_reads_a_file_written_from_the_specification() -> R {
+    let _g = draws();
     let f = TempFile::new("spec");
     let header = r#"{"__metadata__":{"by":"hand"},"b":{"dtype":"I32","shape":[2],"data_offsets":[8,16]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"m":{"dtype":"BOOL","shape":[3],"data_offsets":[16,19]}}"#;
     let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
@@ -348,6 +371,7 @@ fn safetensors_load_reads_a_file_written_from_the_specification() -> R {
 
 #[test]
 fn safetensors_errors_name_the_file() -> R {
+    let _g = draws();
     let missing = std::env::temp_dir().join("eddy-no-such-dir/none.safetensors");
     let e = safetensors::load(&missing).unwrap_err();
     assert!(
@@ -388,6 +412,7 @@ fn safetensors_errors_name_the_file() -> R {
 
 #[test]
 fn saving_a_tensor_with_an_asynchronous_error_returns_it_and_writes_nothing() -> R {
+    let _g = draws();
     let f = TempFile::new("poisoned");
     let table = Tensor::ones([3, 2], DType::F32)?;
     // An index computed by an op: its value is not known on the host, so the bad row fails
@@ -402,6 +427,7 @@ fn saving_a_tensor_with_an_asynchronous_error_returns_it_and_writes_nothing() ->
 
 #[test]
 fn a_saved_model_loads_into_a_fresh_one_and_trains_on() -> R {
+    let _g = draws();
     let f = TempFile::new("model");
     let a = mixed_model()?;
     a.set_training(false);
@@ -452,6 +478,7 @@ impl SquareSum for Tensor {
 
 #[test]
 fn load_refuses_files_that_do_not_fit_and_leaves_the_module_unchanged() -> R {
+    let _g = draws();
     let f = TempFile::new("mismatch");
     let m = mixed_model()?;
     let before: Vec<Vec<f32>> = (m.parameters().iter())

@@ -460,7 +460,7 @@ pub fn save(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
 /// [`safetensors::load`](crate::safetensors::load).
 pub fn load(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
     let named = module.named_parameters();
-    let mut file: HashMap<String, Tensor> = crate::safetensors::load(path)?.into_iter().collect();
+    let file: HashMap<String, Tensor> = crate::safetensors::load(path)?.into_iter().collect();
     let missing: Vec<&str> = (named.iter().map(|(n, _)| n.as_str()))
         .filter(|n| !file.contains_key(*n))
         .collect();
@@ -493,8 +493,7 @@ pub fn load(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
     }
     let _g = crate::no_grad();
     for (n, p) in &named {
-        let src = file.remove(n).expect("checked above");
-        p.copy_(&src)?;
+        p.copy_(&file[n])?;
     }
     Ok(())
 }
