@@ -267,12 +267,7 @@ impl Dropout {
     ///
     /// `InvalidArgument` if `p` is not in `[0, 1]`.
     pub fn new(p: f64) -> Result<Dropout> {
-        if !(0.0..=1.0).contains(&p) {
-            return Err(Error::invalid(
-                "Dropout",
-                format!("probability {p} is not in [0, 1]"),
-            ));
-        }
+        crate::nn_ops::check_probability("Dropout", p)?;
         Ok(Dropout {
             p,
             training: AtomicBool::new(true),

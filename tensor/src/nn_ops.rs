@@ -160,12 +160,7 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn dropout(&self, p: f64, train: bool) -> Result<Tensor> {
-        if !(0.0..=1.0).contains(&p) {
-            return Err(Error::invalid(
-                "dropout",
-                format!("probability {p} is not in [0, 1]"),
-            ));
-        }
+        check_probability("dropout", p)?;
         let dt = self.dtype();
         if !dt.is_float() {
             return Err(Error::UnsupportedDType {
@@ -670,5 +665,17 @@ impl Tensor {
             .map(|t| t.unsqueeze(d))
             .collect::<Result<_>>()?;
         Tensor::cat(&us.iter().collect::<Vec<_>>(), d)
+    }
+}
+
+/// `InvalidArgument` unless `p` is a probability, in `[0, 1]` (NaN is not).
+pub(crate) fn check_probability(op: &'static str, p: f64) -> Result<()> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            op,
+            format!("probability {p} is not in [0, 1]"),
+        ))
     }
 }
