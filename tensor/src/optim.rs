@@ -1,9 +1,11 @@
 //! Optimizers: [`Sgd`] (momentum, weight decay) and [`Adam`] (with decoupled weight decay:
 //! AdamW). Updates are in-place ops on the parameters, run as engine instructions under
-//! `no_grad`.
+//! `no_grad`. [`lr_scheduler`] changes an optimizer's learning rate from epoch to epoch.
+
+pub mod lr_scheduler;
 
 use crate::nn::check_params;
-use crate::{no_grad, Result, Tensor};
+use crate::{no_grad, Error, Result, Tensor};
 
 /// What every optimizer does.
 pub trait Optimizer {
@@ -20,6 +22,24 @@ pub trait Optimizer {
         for p in self.params() {
             p.set_grad(None);
         }
+    }
+    /// The learning rate.
+    fn lr(&self) -> f64;
+    /// Sets the learning rate (what a [`lr_scheduler::Scheduler`] does at each step); a rate
+    /// that is negative or not finite makes the next [`step`](Self::step) fail.
+    fn set_lr(&mut self, lr: f64);
+}
+
+/// `InvalidArgument` for `op` unless `value` (the hyperparameter `name`) is finite and at least
+/// `lo`.
+fn check_at_least(op: &'static str, name: &str, value: f64, lo: f64) -> Result<()> {
+    if value.is_finite() && value >= lo {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            op,
+            format!("{name} must be finite and at least {lo}, got {value}"),
+        ))
     }
 }
 
@@ -77,7 +97,14 @@ impl Sgd {
 }
 
 impl Optimizer for Sgd {
+    /// # Errors
+    ///
+    /// `InvalidArgument` (op `Sgd`), before any parameter changes, if `lr`, `momentum` or
+    /// `weight_decay` is negative or not finite; engine errors.
     fn step(&mut self) -> Result<()> {
+        check_at_least("Sgd", "lr", self.lr, 0.0)?;
+        check_at_least("Sgd", "momentum", self.momentum, 0.0)?;
+        check_at_least("Sgd", "weight_decay", self.weight_decay, 0.0)?;
         let _g = no_grad();
         for (p, v) in self.params.iter().zip(&mut self.velocity) {
             let Some(mut g) = p.grad() else { continue };
@@ -103,6 +130,12 @@ impl Optimizer for Sgd {
     }
     fn params(&self) -> &[Tensor] {
         &self.params
+    }
+    fn lr(&self) -> f64 {
+        self.lr
+    }
+    fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
     }
 }
 
@@ -169,7 +202,23 @@ impl Adam {
 }
 
 impl Optimizer for Adam {
+    /// # Errors
+    ///
+    /// `InvalidArgument` (op `Adam`), before any parameter or state changes, if `lr`, `eps`
+    /// or `weight_decay` is negative or not finite, or a beta is outside `[0, 1)`; engine
+    /// errors.
     fn step(&mut self) -> Result<()> {
+        check_at_least("Adam", "lr", self.lr, 0.0)?;
+        check_at_least("Adam", "eps", self.eps, 0.0)?;
+        check_at_least("Adam", "weight_decay", self.weight_decay, 0.0)?;
+        for (name, b) in [("betas.0", self.betas.0), ("betas.1", self.betas.1)] {
+            if !(0.0..1.0).contains(&b) {
+                return Err(Error::invalid(
+                    "Adam",
+                    format!("{name} must be in [0, 1), got {b}"),
+                ));
+            }
+        }
         let _g = no_grad();
         self.t += 1;
         let (b1, b2) = self.betas;
@@ -184,12 +233,12 @@ impl Optimizer for Adam {
                     g = g.add(&p.mul_scalar(self.weight_decay)?)?;
                 }
             }
-            let (m, v) = st.get_or_insert_with(|| {
-                (
-                    p.zeros_like().expect("zeros"),
-                    p.zeros_like().expect("zeros"),
-                )
-            });
+            if st.is_none() {
+                *st = Some((p.zeros_like()?, p.zeros_like()?));
+            }
+            let Some((m, v)) = st.as_mut() else {
+                continue; // just set
+            };
             m.mul_scalar_(b1)?;
             m.add_scaled_(&g, 1.0 - b1)?;
             v.mul_scalar_(b2)?;
@@ -201,5 +250,11 @@ impl Optimizer for Adam {
     }
     fn params(&self) -> &[Tensor] {
         &self.params
+    }
+    fn lr(&self) -> f64 {
+        self.lr
+    }
+    fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
     }
 }
