@@ -503,8 +503,10 @@ pub fn load(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
 /// `min(1, max_norm / (norm + 1e-6))` are tensor ops, and every gradient is multiplied by the
 /// factor (by 1 when it is under the bound), as PyTorch does. Each gradient is replaced by the
 /// product, not scaled in place, so a gradient tensor that two parameters share is scaled once
-/// for each. The norm is computed in `f64` if any gradient is `f64`, else in `f32`; a NaN or
-/// infinite norm makes every gradient NaN (PyTorch's default, `error_if_nonfinite=False`).
+/// for each. The norm is computed in `f64` if any gradient is `f64`, else in `f32`. As with
+/// PyTorch's default (`error_if_nonfinite=False`), a non-finite norm is not an error: a NaN
+/// norm makes every gradient NaN, and an infinite one makes the factor 0 (finite elements
+/// become 0, infinite ones NaN).
 ///
 /// # Errors
 ///
@@ -540,17 +542,17 @@ pub fn clip_grad_norm(params: &[Tensor], max_norm: f64, norm_type: f64) -> Resul
     }
     let grads = float_grads(OP, params)?;
     let _g = crate::no_grad();
-    let wide = if grads.iter().any(|(_, g)| g.dtype() == DType::F64) {
-        DType::F64
-    } else {
-        DType::F32
-    };
     if grads.is_empty() {
         return match params.first() {
             Some(p) => p.new_filled(crate::Shape::default(), DType::F32, 0.0),
             None => Tensor::scalar(0f32),
         };
     }
+    let wide = if grads.iter().any(|(_, g)| g.dtype() == DType::F64) {
+        DType::F64
+    } else {
+        DType::F32
+    };
     let norms = (grads.iter())
         .map(|(_, g)| {
             g.flatten_all()?

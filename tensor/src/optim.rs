@@ -30,15 +30,15 @@ pub trait Optimizer {
     fn set_lr(&mut self, lr: f64);
 }
 
-/// `InvalidArgument` for `op` unless `value` (the hyperparameter `name`) is finite and at least
-/// `lo`.
-fn check_at_least(op: &'static str, name: &str, value: f64, lo: f64) -> Result<()> {
-    if value.is_finite() && value >= lo {
+/// `InvalidArgument` for `op` unless `value` (the hyperparameter `name`) is finite and not
+/// negative.
+fn check_non_negative(op: &'static str, name: &str, value: f64) -> Result<()> {
+    if value.is_finite() && value >= 0.0 {
         Ok(())
     } else {
         Err(Error::invalid(
             op,
-            format!("{name} must be finite and at least {lo}, got {value}"),
+            format!("{name} must be finite and at least 0, got {value}"),
         ))
     }
 }
@@ -102,9 +102,9 @@ impl Optimizer for Sgd {
     /// `InvalidArgument` (op `Sgd`), before any parameter changes, if `lr`, `momentum` or
     /// `weight_decay` is negative or not finite; engine errors.
     fn step(&mut self) -> Result<()> {
-        check_at_least("Sgd", "lr", self.lr, 0.0)?;
-        check_at_least("Sgd", "momentum", self.momentum, 0.0)?;
-        check_at_least("Sgd", "weight_decay", self.weight_decay, 0.0)?;
+        check_non_negative("Sgd", "lr", self.lr)?;
+        check_non_negative("Sgd", "momentum", self.momentum)?;
+        check_non_negative("Sgd", "weight_decay", self.weight_decay)?;
         let _g = no_grad();
         for (p, v) in self.params.iter().zip(&mut self.velocity) {
             let Some(mut g) = p.grad() else { continue };
@@ -208,9 +208,9 @@ impl Optimizer for Adam {
     /// or `weight_decay` is negative or not finite, or a beta is outside `[0, 1)`; engine
     /// errors.
     fn step(&mut self) -> Result<()> {
-        check_at_least("Adam", "lr", self.lr, 0.0)?;
-        check_at_least("Adam", "eps", self.eps, 0.0)?;
-        check_at_least("Adam", "weight_decay", self.weight_decay, 0.0)?;
+        check_non_negative("Adam", "lr", self.lr)?;
+        check_non_negative("Adam", "eps", self.eps)?;
+        check_non_negative("Adam", "weight_decay", self.weight_decay)?;
         for (name, b) in [("betas.0", self.betas.0), ("betas.1", self.betas.1)] {
             if !(0.0..1.0).contains(&b) {
                 return Err(Error::invalid(
