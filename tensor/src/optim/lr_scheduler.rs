@@ -88,21 +88,19 @@ impl Schedule {
     fn check(&self) -> Result<()> {
         let op = self.name();
         let bad = |what: String| Err(Error::invalid(op, what));
-        let gamma_ok = |g: f64| g.is_finite() && g > 0.0;
+        if let Schedule::Step { gamma, .. }
+        | Schedule::MultiStep { gamma, .. }
+        | Schedule::Exponential { gamma } = *self
+        {
+            if !(gamma.is_finite() && gamma > 0.0) {
+                return bad(format!("gamma must be finite and positive, got {gamma}"));
+            }
+        }
         match *self {
-            Schedule::Step { step_size, gamma } => {
-                if step_size == 0 {
-                    return bad("step_size must be at least 1, got 0".into());
-                }
-                if !gamma_ok(gamma) {
-                    return bad(format!("gamma must be finite and positive, got {gamma}"));
-                }
+            Schedule::Step { step_size: 0, .. } => {
+                return bad("step_size must be at least 1, got 0".into());
             }
-            Schedule::MultiStep { gamma, .. } | Schedule::Exponential { gamma } => {
-                if !gamma_ok(gamma) {
-                    return bad(format!("gamma must be finite and positive, got {gamma}"));
-                }
-            }
+            Schedule::Step { .. } | Schedule::MultiStep { .. } | Schedule::Exponential { .. } => {}
             Schedule::CosineAnnealing { t_max, eta_min } => {
                 if t_max == 0 {
                     return bad("t_max must be at least 1, got 0".into());
