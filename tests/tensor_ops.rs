@@ -1958,6 +1958,10 @@ fn parallel_kernels_match_reference() {
         (300, 50, 40, false, true),   // row bands, `b` a transposed view
         (128, 70, 130, true, false),  // `a` a transposed view, bands not a multiple of 16
         (17, 300, 97, true, true),
+        // `b` transposed with a column stride of 256 or 512 floats: copied row-major first, in
+        // column bands (the first) and row bands (the second), columns not a multiple of 8.
+        (64, 512, 203, false, true),
+        (300, 256, 45, true, true),
         // One row (a batch-1 forward): the streaming loops, in bands over the pool.
         (1, 784, 512, false, true),  // `x @ Wᵀ`, the `Linear` layout
         (1, 300, 200, false, false), // `x @ B`, `B` row-major
@@ -1989,6 +1993,29 @@ fn parallel_kernels_match_reference() {
             );
         }
     }
+
+    // The copied operand narrowed from a wider weight: 300 of 512 columns (rows of `b`), so
+    // the copy has edges in both dims.
+    let (m, k, n) = (70, 300, 61);
+    let (a, w) = (vals(m * k, 5), vals(n * 512, 6));
+    let ta_ = Tensor::from_vec(a.clone(), [m, k]).unwrap();
+    let tw = Tensor::from_vec(w.clone(), [n, 512]).unwrap();
+    let tb_ = tw.narrow(1, 0, k).unwrap().t().unwrap();
+    let want: Vec<f64> = (0..m * n)
+        .map(|ij| {
+            let (i, j) = (ij / n, ij % n);
+            (0..k)
+                .map(|p| a[i * k + p] as f64 * w[j * 512 + p] as f64)
+                .sum()
+        })
+        .collect();
+    let got = ta_.matmul(&tb_).unwrap().to_vec::<f32>().unwrap();
+    close(
+        "matmul through a narrowed transposed weight",
+        &got,
+        &want,
+        1e-4,
+    );
 
     let n = 100_003; // above the elementwise threshold, not a multiple of any chunk size
     let (x, y) = (vals(n, 3), vals(n, 4));
