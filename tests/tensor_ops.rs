@@ -1958,10 +1958,12 @@ fn parallel_kernels_match_reference() {
         (300, 50, 40, false, true),   // row bands, `b` a transposed view
         (128, 70, 130, true, false),  // `a` a transposed view, bands not a multiple of 16
         (17, 300, 97, true, true),
-        // `b` transposed with a column stride of 256 or 512 floats: copied row-major first, in
-        // column bands (the first) and row bands (the second), columns not a multiple of 8.
+        // Transposed operands with a column stride of 256 or 512 floats are copied row-major
+        // first: `b` in column bands, columns not a multiple of 8; `b` in row bands; `a` in row
+        // bands (its stride is `m`).
         (64, 512, 203, false, true),
         (300, 256, 45, true, true),
+        (512, 60, 40, true, false),
         // One row (a batch-1 forward): the streaming loops, in bands over the pool.
         (1, 784, 512, false, true),  // `x @ Wᵀ`, the `Linear` layout
         (1, 300, 200, false, false), // `x @ B`, `B` row-major

@@ -165,28 +165,30 @@ unsafe fn gemm_parts<T: Elem + num_traits::Zero + 'static>(
             p: b.p.offset(j0 as isize * b.cs),
             ..b
         };
-        with_row_major(b, k, cols, rows, |b| {
-            gemm::gemm(
-                rows,
-                cols,
-                k,
-                dst.p.offset(i0 as isize * dst.rs + j0 as isize * dst.cs),
-                dst.cs,
-                dst.rs,
-                false,
-                a.p,
-                a.cs,
-                a.rs,
-                b.p,
-                b.cs,
-                b.rs,
-                T::ZERO,
-                T::from_f64(1.0),
-                false,
-                false,
-                false,
-                gemm::Parallelism::None,
-            )
+        with_row_major(a, rows, k, cols, 0, |a| {
+            with_row_major(b, k, cols, rows, 1, |b| {
+                gemm::gemm(
+                    rows,
+                    cols,
+                    k,
+                    dst.p.offset(i0 as isize * dst.rs + j0 as isize * dst.cs),
+                    dst.cs,
+                    dst.rs,
+                    false,
+                    a.p,
+                    a.cs,
+                    a.rs,
+                    b.p,
+                    b.cs,
+                    b.rs,
+                    T::ZERO,
+                    T::from_f64(1.0),
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                )
+            })
         })
     };
     let split_cols = n >= m;
@@ -206,7 +208,7 @@ unsafe fn gemm_parts<T: Elem + num_traits::Zero + 'static>(
     });
 }
 
-/// From this many uses of each element on (the left operand's rows), a transposed right
+/// From this many uses of each element on (the other operand's rows or columns), a transposed
 /// operand is copied row-major before the product (see [`with_row_major`]).
 const PACK_MIN_USES: usize = 32;
 
@@ -215,22 +217,25 @@ const PACK_MIN_USES: usize = 32;
 const ALIASING_STRIDE: usize = 256;
 
 thread_local! {
-    /// Per-thread scratch for the row-major copy, kept between calls so a training step's
-    /// products reuse it without page faults.
-    static SCRATCH: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Per-thread scratch for the row-major copies (slot 0: the left operand, 1: the right),
+    /// kept between calls so a training step's products reuse it without page faults.
+    static SCRATCH: [std::cell::RefCell<Vec<u64>>; 2] = const {
+        [std::cell::RefCell::new(Vec::new()), std::cell::RefCell::new(Vec::new())]
+    };
 }
 
-/// Calls `f` with the right operand `m` (`rows × cols`) as is, or with a row-major copy of it
-/// in this thread's scratch when that pays: `m` is an `f32` transposed view (contiguous
+/// Calls `f` with the operand `m` (`rows × cols`) as is, or with a row-major copy of it in
+/// this thread's scratch `slot` when that pays: `m` is an `f32` transposed view (contiguous
 /// columns) whose column stride is a multiple of [`ALIASING_STRIDE`], each element is used at
 /// least [`PACK_MIN_USES`] times, and the CPU has AVX2 for the copy.
 ///
-/// Why: gemm reads such an operand down its columns as it packs it, and with rows 1 or 2 KiB
-/// apart those reads fall onto a few cache sets. `h @ w.t()` with `h` of `[128, 512]` and `w`
-/// of `[512, 512]` ran at 112 GFLOP/s, and at 176 with this copy (the same weight stored
-/// row-major: 202). With other strides the copy costs more than it saves: `x @ w1.t()` (`w1`
-/// of `[512, 784]`) went from 177 to 165 GFLOP/s when copied, and a left operand's copy did
-/// not pay either (`mm_shapes` experiment, AVX-512 kernels, medians of 6 alternated runs).
+/// Why: gemm reads such an operand down its columns as it packs it, and with columns 1 or
+/// 2 KiB apart those reads fall onto a few cache sets. `h @ w.t()` with `h` of `[128, 512]`
+/// and `w` of `[512, 512]` ran at 108–112 GFLOP/s, and at 166–176 with this copy (the same
+/// weight stored row-major: 182–202); the weight gradient `g.t() @ x` (`g` of `[128, 512]`)
+/// went from 139 to 156. With other strides the copy costs more than it saves: `x @ w1.t()`
+/// (`w1` of `[512, 784]`) went from 177 to 165 GFLOP/s when copied (`mm_shapes` experiment,
+/// AVX-512 kernels, medians of 6 alternated runs).
 ///
 /// # Safety
 ///
@@ -241,6 +246,7 @@ unsafe fn with_row_major<T: 'static, R>(
     rows: usize,
     cols: usize,
     uses: usize,
+    slot: usize,
     f: impl FnOnce(Mat<T>) -> R,
 ) -> R {
     let worth = m.rs == 1
@@ -256,7 +262,7 @@ unsafe fn with_row_major<T: 'static, R>(
     }
     SCRATCH.with(|s| {
         // Taken, not borrowed: a nested call (none today) would copy into a fresh buffer.
-        let mut buf = s.take();
+        let mut buf = s[slot].take();
         buf.clear();
         buf.reserve((rows * cols).div_ceil(2));
         let dst = buf.as_mut_ptr().cast::<f32>();
@@ -269,7 +275,7 @@ unsafe fn with_row_major<T: 'static, R>(
             rs: cols as isize,
             cs: 1,
         });
-        s.replace(buf);
+        s[slot].replace(buf);
         r
     })
 }
