@@ -3,7 +3,7 @@
 //! gemm is built with its `x86-v4` feature: it picks its AVX-512 kernels at run time where the
 //! CPU has them (and its AVX2 ones elsewhere). On this Zen 4 host they raised square products
 //! from 123–152 to 178–192 GFLOP/s (`eddy bench --json`, medians of 3 alternated runs).
-//! Strided operands (transposed views) are read in place, except a transposed right operand
+//! Strided operands (transposed views) are read in place, except a transposed `f32` operand
 //! whose stride aliases in the cache, which is copied row-major first (see `with_row_major`).
 
 use crate::kernel::{input, output, walk, FnKernel};
