@@ -216,9 +216,15 @@ const PACK_MIN_USES: usize = 32;
 /// L1 sets (1 KiB apart: at most 4 of its 64 sets).
 const ALIASING_STRIDE: usize = 256;
 
+/// The largest scratch buffer a thread keeps after a product. A larger copy (a transposed
+/// `[4096, 4096]` weight is 64 MiB) is freed at once, so one big product does not leave that
+/// much memory held by every pool thread for the life of the process.
+const SCRATCH_KEEP: usize = 8 << 20;
+
 thread_local! {
     /// Per-thread scratch for the row-major copies (slot 0: the left operand, 1: the right),
-    /// kept between calls so a training step's products reuse it without page faults.
+    /// kept between calls (up to [`SCRATCH_KEEP`] bytes each) so a training step's products
+    /// reuse it without page faults.
     static SCRATCH: [std::cell::RefCell<Vec<u64>>; 2] = const {
         [std::cell::RefCell::new(Vec::new()), std::cell::RefCell::new(Vec::new())]
     };
@@ -275,7 +281,9 @@ unsafe fn with_row_major<T: 'static, R>(
             rs: cols as isize,
             cs: 1,
         });
-        s[slot].replace(buf);
+        if buf.capacity() * std::mem::size_of::<u64>() <= SCRATCH_KEEP {
+            s[slot].replace(buf);
+        }
         r
     })
 }
@@ -375,6 +383,10 @@ mod transpose {
 #[cfg(not(target_arch = "x86_64"))]
 mod transpose {
     /// Never called: `has_avx2` is false off x86-64.
+    ///
+    /// # Safety
+    ///
+    /// None needed: it only panics.
     pub(super) unsafe fn copy_cols_to_rows(
         _: *const f32,
         _: usize,
