@@ -36,12 +36,28 @@ impl std::hash::Hash for Shape {
 }
 
 // By hand: `SmallVec`'s derived `clone` goes element by element through an iterator, which the
-// per-op paths (every op clones a shape or a layout) showed in profiles; `from_slice` copies.
+// per-op paths (every op clones a shape or a layout) showed in profiles.
 impl Clone for Shape {
     #[inline]
     fn clone(&self) -> Self {
-        Shape(SmallVec::from_slice(&self.0))
+        Shape(dims_copy(&self.0))
     }
+}
+
+/// A copy of `d` (dims or strides). Up to four, each length is a fixed-size copy into the
+/// inline buffer: `SmallVec::from_slice` calls `memcpy` for any length, about 60 instructions
+/// for one dim, and every op copies a shape.
+#[inline]
+fn dims_copy(d: &[usize]) -> SmallVec<[usize; 4]> {
+    let buf = match *d {
+        [] => return SmallVec::new(),
+        [a] => [a, 0, 0, 0],
+        [a, b] => [a, b, 0, 0],
+        [a, b, c] => [a, b, c, 0],
+        [a, b, c, e] => [a, b, c, e],
+        _ => return SmallVec::from_slice(d),
+    };
+    SmallVec::from_buf_and_len(buf, d.len())
 }
 
 impl std::fmt::Debug for Shape {
@@ -163,7 +179,14 @@ impl Shape {
                 acc = acc.saturating_mul(d.max(1));
             }
         };
-        // Up to 4 dims (every small op) in the inline buffer, without `from_elem`'s loop.
+        // The common ranks without a loop, then up to 4 dims (every small op) in the inline
+        // buffer, without `from_elem`'s loop.
+        match *dims {
+            [] => return SmallVec::new(),
+            [_] => return SmallVec::from_buf_and_len([1, 0, 0, 0], 1),
+            [_, d] => return SmallVec::from_buf_and_len([d.max(1), 1, 0, 0], 2),
+            _ => {}
+        }
         if dims.len() <= 4 {
             let mut buf = [0usize; 4];
             fill(&mut buf[..dims.len()]);
@@ -278,7 +301,7 @@ impl Clone for Layout {
     fn clone(&self) -> Self {
         Layout {
             shape: self.shape.clone(),
-            strides: SmallVec::from_slice(&self.strides),
+            strides: dims_copy(&self.strides),
             offset: self.offset,
         }
     }
