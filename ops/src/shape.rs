@@ -47,7 +47,7 @@ impl Clone for Shape {
 /// A copy of `d` (dims or strides). Up to four, each length is a fixed-size copy into the
 /// inline buffer: `SmallVec::from_slice` calls `memcpy` for any length, about 60 instructions
 /// for one dim, and every op copies a shape.
-#[inline]
+#[inline(always)]
 fn dims_copy(d: &[usize]) -> SmallVec<[usize; 4]> {
     let buf = match *d {
         [] => return SmallVec::new(),
@@ -58,6 +58,27 @@ fn dims_copy(d: &[usize]) -> SmallVec<[usize; 4]> {
         _ => return SmallVec::from_slice(d),
     };
     SmallVec::from_buf_and_len(buf, d.len())
+}
+
+/// Contiguous strides for three or more dims (see [`Shape::contiguous_strides`]); up to four
+/// fill the inline buffer, without `from_elem`'s loop.
+#[inline(never)]
+fn long_strides(dims: &[usize]) -> SmallVec<[usize; 4]> {
+    let fill = |s: &mut [usize]| {
+        let mut acc = 1usize;
+        for (st, &d) in s.iter_mut().zip(dims).rev() {
+            *st = acc;
+            acc = acc.saturating_mul(d.max(1));
+        }
+    };
+    if dims.len() <= 4 {
+        let mut buf = [0usize; 4];
+        fill(&mut buf[..dims.len()]);
+        return SmallVec::from_buf_and_len(buf, dims.len());
+    }
+    let mut s: SmallVec<[usize; 4]> = SmallVec::from_elem(1, dims.len());
+    fill(&mut s);
+    s
 }
 
 impl std::fmt::Debug for Shape {
@@ -170,32 +191,20 @@ impl Shape {
     ///
     /// They saturate: only a shape without elements can have strides past `usize::MAX` (its
     /// other dims may be huge, as `[0, usize::MAX, 2]`), and such strides never address memory.
+    // Inlined: returned from a call, the vector was written in 8-byte pieces and read back in
+    // 16-byte ones, a store-forwarding stall that cost more than building it (about half of
+    // a small op's `empty_with_range` samples).
+    #[inline(always)]
     pub fn contiguous_strides(&self) -> SmallVec<[usize; 4]> {
-        let dims = self.dims();
-        let fill = |s: &mut [usize]| {
-            let mut acc = 1usize;
-            for (st, &d) in s.iter_mut().zip(dims).rev() {
-                *st = acc;
-                acc = acc.saturating_mul(d.max(1));
-            }
-        };
-        // The common ranks without a loop, then up to 4 dims (every small op) in the inline
-        // buffer, without `from_elem`'s loop.
-        match *dims {
-            [] => return SmallVec::new(),
-            [_] => return SmallVec::from_buf_and_len([1, 0, 0, 0], 1),
-            [_, d] => return SmallVec::from_buf_and_len([d.max(1), 1, 0, 0], 2),
-            _ => {}
+        // The common ranks without a loop; more dims out of line.
+        match *self.dims() {
+            [] => SmallVec::new(),
+            [_] => SmallVec::from_buf_and_len([1, 0, 0, 0], 1),
+            [_, d] => SmallVec::from_buf_and_len([d.max(1), 1, 0, 0], 2),
+            _ => long_strides(self.dims()),
         }
-        if dims.len() <= 4 {
-            let mut buf = [0usize; 4];
-            fill(&mut buf[..dims.len()]);
-            return SmallVec::from_buf_and_len(buf, dims.len());
-        }
-        let mut s: SmallVec<[usize; 4]> = SmallVec::from_elem(1, dims.len());
-        fill(&mut s);
-        s
     }
+
     /// Normalises a possibly negative dim (`-1` is the last) for `op`.
     ///
     /// # Errors
@@ -309,6 +318,7 @@ impl Clone for Layout {
 
 impl Layout {
     /// A row-major layout at offset 0.
+    #[inline]
     pub fn contiguous(shape: impl Into<Shape>) -> Self {
         let shape = shape.into();
         Layout {

@@ -208,13 +208,14 @@ impl Tensor {
         if !dt.is_float() && !op.keeps_int() {
             return self.to_dtype(dt.to_float())?.unary(op);
         }
-        let out = self.empty_like_shape(self.shape().clone(), dt)?;
         let lay = if self.is_contiguous() {
             ew::Lay::Dense(self.layout().offset) // its own shape: no comparison needed
         } else {
             self.lay_for(self.shape())
         };
-        Tensor::launch(ew::unary(op, dt, lay), &[self], &[&out])?;
+        let k = ew::unary(op, dt, lay); // before the output, as in `binary`
+        let out = self.empty_like_shape(self.shape().clone(), dt)?;
+        Tensor::launch(k, &[self], &[&out])?;
         if !dt.is_float() {
             return Ok(out);
         }
@@ -368,9 +369,12 @@ impl Tensor {
             && self.shape() == rhs.shape()
             && self.engine().same_engine(rhs.engine())
         {
-            let out = self.empty_like_shape(self.shape().clone(), dt)?;
+            // The kernel before the output: built right before the launch, its fields were
+            // still in the store buffer when the launch copied them in wider pieces, a
+            // store-forwarding stall (a sixth of `launch`'s samples).
             let dense = |t: &Tensor| ew::Lay::Dense(t.layout().offset);
             let k = ew::binary(op, dt, dense(self), dense(rhs));
+            let out = self.empty_like_shape(self.shape().clone(), dt)?;
             Tensor::launch(k, &[self, rhs], &[&out])?;
             return Ok(Tensor::record_binary(out, op, self, rhs));
         }

@@ -345,4 +345,15 @@ impl Blob {
     pub(crate) fn mark_released(&self) -> bool {
         !self.released.swap(true, Ordering::AcqRel)
     }
+
+    /// [`mark_released`](Self::mark_released) for the blob's last holder, whom no other
+    /// holder can race: a load and a store instead of a locked swap. Release, as the swap:
+    /// the holder's earlier writes are seen by whoever sees the blob released.
+    pub(crate) fn mark_released_unheld(&self) -> bool {
+        if self.released.load(Ordering::Acquire) {
+            return false;
+        }
+        self.released.store(true, Ordering::Release);
+        true
+    }
 }

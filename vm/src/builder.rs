@@ -95,15 +95,21 @@ fn track_streams(stream: StreamId, blobs: &[Arc<Blob>]) {
 /// Checks `blob`, marks it released, and returns the `ReleaseTensor` for it with the stream
 /// that last used it.
 pub(crate) fn release_policy(sh: &Shared, blob: &Arc<Blob>) -> Result<(StreamId, ReleaseTensor)> {
-    let stream = mark_released(sh, blob)?;
+    let stream = mark_released(sh, blob, false)?;
     Ok((stream, ReleaseTensor::new(blob.clone())))
 }
 
 /// Checks `blob` and marks it released; returns the stream that last used it (where its
-/// `ReleaseTensor` runs).
-pub(crate) fn mark_released(sh: &Shared, blob: &Arc<Blob>) -> Result<StreamId> {
+/// `ReleaseTensor` runs). `unheld`: the caller is the blob's last holder (see
+/// [`Vm::release_unheld`](crate::Vm::release_unheld)), so no locked instruction is needed.
+pub(crate) fn mark_released(sh: &Shared, blob: &Arc<Blob>, unheld: bool) -> Result<StreamId> {
     check_blobs(sh, "release_tensor", std::slice::from_ref(blob))?;
-    if !blob.mark_released() {
+    let first = if unheld {
+        blob.mark_released_unheld()
+    } else {
+        blob.mark_released()
+    };
+    if !first {
         return Err(Error::TensorReleased {
             op: "release_tensor".into(),
             id: blob.id(),

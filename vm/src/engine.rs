@@ -362,7 +362,10 @@ impl Vm {
     pub fn run_op<K: Kernel>(
         &self,
         stream: StreamId,
-        kernel: K,
+        // `mut` here rather than a `let mut` copy below: the kernel stays where the caller
+        // built it. The copy read it back in 16-byte pieces right after the caller's narrower
+        // stores, a store-forwarding stall that took a sixth of `launch`'s time.
+        mut kernel: K,
         inputs: &[&Arc<Blob>],
         outputs: &[&Arc<Blob>],
         cheap: bool,
@@ -376,7 +379,6 @@ impl Vm {
             let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(cheap);
             return self.run(stream, call);
         }
-        let mut kernel = kernel;
         // SAFETY: the copies stay in this frame, which holds the borrows of `inputs` and
         // `outputs`; they are gone before it returns.
         let (ins, outs) = unsafe { (Shallow::new(inputs), Shallow::new(outputs)) };
@@ -420,8 +422,42 @@ impl Vm {
     ///
     /// `TensorReleased` if it was released before; `ForeignBlob` if it belongs to another engine.
     pub fn release(&self, blob: &Arc<Blob>) -> Result<()> {
+        let stream = crate::builder::mark_released(self.shared(), blob, false)?;
+        self.release_marked(stream, blob)
+    }
+
+    /// [`release`](Self::release) for the caller whose [`Blob::unhold`] just returned `true`:
+    /// the last of the blob's holders, so no other holder can release it at the same time.
+    /// Marking it released then needs no locked instruction (one per dropped tensor).
+    ///
+    /// Called while another thread releases the same blob through [`release`](Self::release)
+    /// (a caller that mixes the two protocols), both calls may succeed; the second release
+    /// then frees nothing, as the memory is freed once.
+    ///
+    /// # Errors
+    ///
+    /// As [`release`](Self::release).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// let b = vm.new_blob(16);
+    /// if b.unhold() {
+    ///     vm.release_unheld(&b)?; // the creator was the only holder
+    /// }
+    /// assert!(b.is_released());
+    /// assert!(vm.release_unheld(&b).is_err(), "released twice");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn release_unheld(&self, blob: &Arc<Blob>) -> Result<()> {
+        let stream = crate::builder::mark_released(self.shared(), blob, true)?;
+        self.release_marked(stream, blob)
+    }
+
+    /// The rest of a release once `blob` is marked released: free it at once, or queue it.
+    fn release_marked(&self, stream: StreamId, blob: &Arc<Blob>) -> Result<()> {
         let sh = self.shared();
-        let stream = crate::builder::mark_released(sh, blob)?;
         // Inline memory has nothing to free: it goes with the blob, whose last handle drops
         // only after every instruction that uses it is released. So no instruction and no lock.
         if blob.has_inline_memory() {
