@@ -12,6 +12,7 @@
 use eddy::vm::stream::{cpu::CpuStream, Exec};
 use eddy::vm::testing::{Cheap, Link};
 use eddy::vm::{Blob, StreamId, Vm, VmBuilder};
+use eddy_vm::Counted;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,7 +36,7 @@ fn report(key: &str, mut v: Vec<f64>, unit: &str) {
 /// Submits `n` chain ops over `chains` independent chains spread on `streams`; returns ns/instr.
 fn chain(vm: &Vm, n: usize, chains: usize, streams: &[StreamId]) -> f64 {
     let ring = 4; // blobs per chain: instruction i reads blob i-1, writes blob i (mod ring)
-    let blobs: Vec<Vec<Arc<Blob>>> = (0..chains)
+    let blobs: Vec<Vec<Counted<Blob>>> = (0..chains)
         .map(|_| (0..ring).map(|_| vm.new_blob(0)).collect())
         .collect();
     let mut pos = vec![0usize; chains];

@@ -17,6 +17,7 @@ static GLOBAL: eddy::Malloc = eddy::Malloc;
 
 use eddy::vm::testing::Link;
 use eddy::vm::{Blob, StreamId, VmBuilder};
+use eddy_vm::Counted;
 use std::sync::Arc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -34,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )));
     let vm = b.build()?;
     let chains = if fan { 64 } else { 1 };
-    let blobs: Vec<Vec<Arc<Blob>>> = (0..chains)
+    let blobs: Vec<Vec<Counted<Blob>>> = (0..chains)
         .map(|_| (0..4).map(|_| vm.new_blob(0)).collect())
         .collect();
     let mut pos = vec![0usize; chains];

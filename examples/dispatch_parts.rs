@@ -9,7 +9,7 @@ static GLOBAL: eddy::Malloc = eddy::Malloc;
 use eddy::ops::FnKernel;
 use eddy::tensor::{DType, Tensor};
 use eddy::vm::{instruction::OpCall, Blob, StreamId, Vm};
-use std::sync::Arc;
+use eddy_vm::Counted;
 use std::time::Instant;
 
 fn time(name: &str, mut f: impl FnMut()) {
@@ -27,7 +27,7 @@ fn time(name: &str, mut f: impl FnMut()) {
 
 /// A kernel that does nothing: what remains is the engine's own cost.
 fn nop() -> impl eddy::vm::instruction::Kernel {
-    FnKernel::new("nop", |_: &[Arc<Blob>], _: &[Arc<Blob>]| Ok(()))
+    FnKernel::new("nop", |_: &[Counted<Blob>], _: &[Counted<Blob>]| Ok(()))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -9,6 +9,7 @@ use eddy::vm::stream::async_device::AsyncDevice;
 use eddy::vm::stream::{cpu::CpuStream, Exec};
 use eddy::vm::testing::{DeviceOp, Fail, Gate, Log, Noop, Panic, Record};
 use eddy::vm::{Blob, Error, StreamId, Vm, VmBuilder};
+use eddy_vm::Counted;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -197,7 +198,7 @@ fn barrier_waits_for_earlier_work_and_delays_nothing_after_it() {
 fn fusion_groups_consecutive_fusable_same_stream_instructions_in_order() {
     watchdog(30, || {
         let (vm, s1, _) = vm3(VmBuilder::new().window(16));
-        let xs: Vec<Arc<Blob>> = (0..4).map(|_| vm.new_blob(8)).collect();
+        let xs: Vec<Counted<Blob>> = (0..4).map(|_| vm.new_blob(8)).collect();
         let log = Log::default();
         let mut b = vm.instructions();
         for i in 0..12u64 {
@@ -253,7 +254,7 @@ fn fusion_steps_over_other_streams_only_when_nothing_orders_them() {
         let (vm, s1, _) = vm3(VmBuilder::new().window(16));
         let log = Log::default();
         // Alternating streams, a blob each: both streams' runs fuse.
-        let own: Vec<Arc<Blob>> = (0..8).map(|_| vm.new_blob(8)).collect();
+        let own: Vec<Counted<Blob>> = (0..8).map(|_| vm.new_blob(8)).collect();
         let mut b = vm.instructions();
         for (i, x) in own.iter().enumerate() {
             let s = if i % 2 == 0 { CPU } else { s1 };
@@ -294,12 +295,12 @@ fn fusion_steps_over_other_streams_only_when_nothing_orders_them() {
 fn every_instruction_is_released_exactly_once_and_counters_balance() {
     watchdog(60, || {
         let (vm, s1, s2) = vm3(VmBuilder::new());
-        let xs: Vec<Arc<Blob>> = (0..8).map(|_| vm.new_blob(64)).collect();
+        let xs: Vec<Counted<Blob>> = (0..8).map(|_| vm.new_blob(64)).collect();
         let drops = Arc::new(AtomicUsize::new(0));
         let computes = Arc::new(AtomicUsize::new(0));
         for i in 0..3000usize {
             let s = [CPU, s1, s2][i % 3];
-            let op = Counted {
+            let op = CountingOp {
                 outs: vec![xs[i % 8].clone()],
                 ins: vec![xs[(i * 7 + 1) % 8].clone()],
                 drops: drops.clone(),
@@ -326,20 +327,20 @@ fn every_instruction_is_released_exactly_once_and_counters_balance() {
 }
 
 /// Counts its computes and drops.
-struct Counted {
-    ins: Vec<Arc<Blob>>,
-    outs: Vec<Arc<Blob>>,
+struct CountingOp {
+    ins: Vec<Counted<Blob>>,
+    outs: Vec<Counted<Blob>>,
     drops: Arc<AtomicUsize>,
     computes: Arc<AtomicUsize>,
 }
-impl InstructionPolicy for Counted {
+impl InstructionPolicy for CountingOp {
     fn name(&self) -> &str {
         "counted"
     }
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         &self.ins
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &self.outs
     }
     fn fusable(&self) -> bool {
@@ -350,15 +351,15 @@ impl InstructionPolicy for Counted {
         Ok(())
     }
 }
-impl Drop for Counted {
+impl Drop for CountingOp {
     fn drop(&mut self) {
         self.drops.fetch_add(1, Ordering::SeqCst);
     }
 }
 
-/// Like [`Counted`], but its drop panics when `panic_on_drop` is set.
+/// Like [`CountingOp`], but its drop panics when `panic_on_drop` is set.
 struct DropPanics {
-    out: Arc<Blob>,
+    out: Counted<Blob>,
     panic_on_drop: bool,
     drops: Arc<AtomicUsize>,
 }
@@ -366,7 +367,7 @@ impl InstructionPolicy for DropPanics {
     fn name(&self) -> &str {
         "drop_panics"
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         std::slice::from_ref(&self.out)
     }
     fn fusable(&self) -> bool {
@@ -623,7 +624,7 @@ fn small_blobs_keep_their_bytes_inside_and_bigger_ones_use_the_allocator() {
         let vm = VmBuilder::new().build().unwrap();
         let small = vm.new_blob(INLINE_BYTES);
         let big = vm.new_blob(INLINE_BYTES + 1);
-        let fill = |b: &Arc<Blob>, v: u8| vm.write_blob(b, move |m| m.fill(v)).unwrap();
+        let fill = |b: &Counted<Blob>, v: u8| vm.write_blob(b, move |m| m.fill(v)).unwrap();
         fill(&small, 7);
         assert!(small.is_allocated());
         assert_eq!(
@@ -634,7 +635,7 @@ fn small_blobs_keep_their_bytes_inside_and_bigger_ones_use_the_allocator() {
         assert_eq!(vm.alloc_stats().in_use, 0);
         let p = small.as_ptr() as usize;
         assert_eq!(p % 16, 0, "inline bytes are 16-byte aligned");
-        let inside = Arc::as_ptr(&small) as usize;
+        let inside = Counted::as_ptr(&small) as usize;
         assert!(
             (inside..inside + std::mem::size_of::<Blob>()).contains(&p),
             "the bytes live inside the blob"
@@ -820,9 +821,9 @@ fn dropping_the_engine_drains_100k_instructions_in_flight() {
                 .water_marks(200_000, 100_000)
                 .build()
                 .unwrap();
-            let xs: Vec<Arc<Blob>> = (0..16).map(|_| vm.new_blob(16)).collect();
+            let xs: Vec<Counted<Blob>> = (0..16).map(|_| vm.new_blob(16)).collect();
             for i in 0..100_000usize {
-                let op = Counted {
+                let op = CountingOp {
                     ins: vec![],
                     outs: vec![xs[i % 16].clone()],
                     drops: drops.clone(),
@@ -1298,16 +1299,19 @@ fn run_op_keeps_handle_counts_balanced() {
         use eddy::ops::FnKernel;
         let vm = Vm::builder().build().unwrap();
         let (a, b, out) = (vm.new_blob(4), vm.new_blob(4), vm.new_blob(4));
-        let counts = || [&a, &b, &out].map(Arc::strong_count);
+        let counts = || [&a, &b, &out].map(Counted::count);
         let before = counts();
         let ran = Arc::new(AtomicUsize::new(0));
         let count_run = || {
             let ran = ran.clone();
-            FnKernel::new("count", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-                assert_eq!((ins.len(), outs.len()), (2, 1));
-                ran.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            })
+            FnKernel::new(
+                "count",
+                move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+                    assert_eq!((ins.len(), outs.len()), (2, 1));
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                },
+            )
         };
         // Idle engine, cheap: runs at once on this thread. The scheduler thread may still hold
         // the engine for a moment after a sync (a loaded machine, Miri); then the call is
@@ -1359,22 +1363,25 @@ fn run_op_with_many_operands_sees_them_all() {
         let counts = || {
             ins.iter()
                 .chain(&outs)
-                .map(Arc::strong_count)
+                .map(Counted::count)
                 .collect::<Vec<_>>()
         };
         vm.sync().unwrap();
         let before = counts();
-        let k = FnKernel::new("sum_each", |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-            // SAFETY: the engine runs this kernel with its inputs readable and its (distinct)
-            // outputs exclusively writable.
-            let total: u8 = ins.iter().map(|b| unsafe { b.bytes_ref()[0] }).sum();
-            for (j, o) in outs.iter().enumerate() {
-                // SAFETY: as above; each output is a distinct blob, written once.
-                unsafe { o.bytes_mut()[0] = total + j as u8 };
-            }
-            Ok(())
-        });
-        let (ri, ro): (Vec<&Arc<Blob>>, Vec<&Arc<Blob>>) =
+        let k = FnKernel::new(
+            "sum_each",
+            |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+                // SAFETY: the engine runs this kernel with its inputs readable and its (distinct)
+                // outputs exclusively writable.
+                let total: u8 = ins.iter().map(|b| unsafe { b.bytes_ref()[0] }).sum();
+                for (j, o) in outs.iter().enumerate() {
+                    // SAFETY: as above; each output is a distinct blob, written once.
+                    unsafe { o.bytes_mut()[0] = total + j as u8 };
+                }
+                Ok(())
+            },
+        );
+        let (ri, ro): (Vec<&Counted<Blob>>, Vec<&Counted<Blob>>) =
             (ins.iter().collect(), outs.iter().collect());
         vm.run_op(StreamId::CPU, k, &ri, &ro, true).unwrap();
         for (j, o) in outs.iter().enumerate() {

@@ -7,6 +7,7 @@ mod common;
 use eddy::vm::instruction::{ComputeCtx, InstructionPolicy};
 use eddy::vm::stream::{cpu::CpuStream, Exec};
 use eddy::vm::{Blob, Error, StreamId, VmBuilder};
+use eddy_vm::Counted;
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -23,18 +24,18 @@ struct Op {
 struct PropOp {
     k: usize,
     fails: bool,
-    ins: Vec<Arc<Blob>>,
-    outs: Vec<Arc<Blob>>,
+    ins: Vec<Counted<Blob>>,
+    outs: Vec<Counted<Blob>>,
 }
 
 impl InstructionPolicy for PropOp {
     fn name(&self) -> &str {
         "prop_op"
     }
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         &self.ins
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &self.outs
     }
     fn fusable(&self) -> bool {
@@ -109,7 +110,7 @@ proptest! {
         let s2 = b.add_stream(Arc::new(CpuStream::new("inline-2", Exec::Inline)));
         let vm = b.build().unwrap();
         let streams = [StreamId::CPU, s1, s2];
-        let blobs: Vec<Arc<Blob>> = (0..BLOBS).map(|_| vm.new_blob(8)).collect();
+        let blobs: Vec<Counted<Blob>> = (0..BLOBS).map(|_| vm.new_blob(8)).collect();
         // Give every blob memory and a clean state first.
         for x in &blobs {
             vm.write_blob(x, |b| b.fill(0)).unwrap();

@@ -13,6 +13,7 @@ use common::watchdog;
 use eddy::vm::instruction::{ComputeCtx, InstructionPolicy};
 use eddy::vm::stream::{cpu::CpuStream, Exec};
 use eddy::vm::{Blob, StreamId, VmBuilder};
+use eddy_vm::Counted;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
@@ -29,8 +30,8 @@ fn mix(old: u64, sum: u64, id: u64) -> u64 {
 
 struct Op {
     id: u64,
-    ins: Vec<Arc<Blob>>,
-    outs: Vec<Arc<Blob>>,
+    ins: Vec<Counted<Blob>>,
+    outs: Vec<Counted<Blob>>,
     ins_idx: Vec<usize>,
     outs_idx: Vec<usize>,
     values: Arc<Vec<AtomicU64>>,
@@ -43,10 +44,10 @@ impl InstructionPolicy for Op {
     fn name(&self) -> &str {
         "stress_op"
     }
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         &self.ins
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &self.outs
     }
     fn fusable(&self) -> bool {
@@ -112,7 +113,7 @@ fn four_threads_random_programs_match_the_sequential_reference() {
         let vm = b.build().unwrap();
         let streams = [StreamId::CPU, s1, s2];
         let total = SHARED + THREADS * OWN;
-        let blobs: Arc<Vec<Arc<Blob>>> = Arc::new((0..total).map(|_| vm.new_blob(8)).collect());
+        let blobs: Arc<Vec<Counted<Blob>>> = Arc::new((0..total).map(|_| vm.new_blob(8)).collect());
         let values: Arc<Vec<AtomicU64>> = Arc::new(
             (0..total)
                 .map(|i| AtomicU64::new(i as u64 * 1000 + 1))

@@ -4,7 +4,7 @@
 use crate::{Elem, Layout};
 use eddy_vm::instruction::{ComputeCtx, Kernel};
 use eddy_vm::Blob;
-use std::sync::Arc;
+use eddy_vm::Counted;
 
 /// A kernel made of a name and a closure over the instruction's input and output blobs.
 ///
@@ -34,7 +34,7 @@ pub struct FnKernel<F> {
 
 impl<F> FnKernel<F>
 where
-    F: FnMut(&[Arc<Blob>], &[Arc<Blob>]) -> Result<(), String> + Send + 'static,
+    F: FnMut(&[Counted<Blob>], &[Counted<Blob>]) -> Result<(), String> + Send + 'static,
 {
     /// A kernel named `name` running `f(inputs, outputs)`; an `Err(message)` poisons the outputs.
     pub fn new(name: &'static str, f: F) -> Self {
@@ -44,15 +44,15 @@ where
 
 impl<F> Kernel for FnKernel<F>
 where
-    F: FnMut(&[Arc<Blob>], &[Arc<Blob>]) -> Result<(), String> + Send + 'static,
+    F: FnMut(&[Counted<Blob>], &[Counted<Blob>]) -> Result<(), String> + Send + 'static,
 {
     fn name(&self) -> &str {
         self.name
     }
     fn compute(
         &mut self,
-        inputs: &[Arc<Blob>],
-        outputs: &[Arc<Blob>],
+        inputs: &[Counted<Blob>],
+        outputs: &[Counted<Blob>],
         _ctx: &mut ComputeCtx<'_>,
     ) -> eddy_vm::Result<()> {
         (self.f)(inputs, outputs).map_err(|m| eddy_vm::Error::kernel(self.name, m))
@@ -277,18 +277,21 @@ pub fn from_host<T: Elem>(mut data: Vec<T>) -> impl eddy_vm::instruction::Kernel
         data = Vec::new();
         b
     };
-    FnKernel::new("from_vec", move |_: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        if T::ANY_BITS {
-            // SAFETY: output 0 is written only by this instruction; any bytes are a valid `T`.
-            let o = unsafe { output::<T>(&outs[0]) };
-            o[..data.len()].copy_from_slice(&data);
-        } else {
-            // SAFETY: as above, viewed as the storage type of `bool`.
-            let o = unsafe { output::<crate::Bool8>(&outs[0]) };
-            o[..bools.len()].copy_from_slice(&bools);
-        }
-        Ok(())
-    })
+    FnKernel::new(
+        "from_vec",
+        move |_: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            if T::ANY_BITS {
+                // SAFETY: output 0 is written only by this instruction; any bytes are a valid `T`.
+                let o = unsafe { output::<T>(&outs[0]) };
+                o[..data.len()].copy_from_slice(&data);
+            } else {
+                // SAFETY: as above, viewed as the storage type of `bool`.
+                let o = unsafe { output::<crate::Bool8>(&outs[0]) };
+                o[..bools.len()].copy_from_slice(&bools);
+            }
+            Ok(())
+        },
+    )
 }
 
 /// Where each row along the last dim of `l` starts in its storage, rows in row-major order (a

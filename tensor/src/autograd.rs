@@ -242,7 +242,7 @@ pub(crate) fn drop_graph(inner: &mut Inner) {
     };
     let mut stack = node.inputs;
     while let Some(t) = stack.pop() {
-        if let Ok(mut inner) = triomphe::Arc::try_unwrap(t.0) {
+        if let Ok(mut inner) = eddy_vm::Counted::try_unwrap(t.0) {
             if let Some(n) = inner.node.take() {
                 stack.extend(n.inputs);
             }

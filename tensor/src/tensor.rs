@@ -4,15 +4,12 @@ use crate::autograd::Node;
 use crate::engine::VmRef;
 use crate::{DType, Device, Error, Layout, Result, Shape};
 use eddy_vm::instruction::Kernel;
-use eddy_vm::{Blob, StreamId, Vm};
+use eddy_vm::{Blob, Counted, StreamId, Vm};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
-// The handles' own reference count: `triomphe`'s `Arc` has no weak count, so dropping the
-// last handle takes one locked instruction instead of two (a tensor handle is dropped once per
-// small op).
-use triomphe::Arc as TArc;
+use std::sync::OnceLock;
+use triomphe::Arc as TArc; // the host range's: no weak count
 
 /// The smallest and largest value of an integer tensor filled from host data, so index ops can
 /// check their indices on the calling thread (`from_vec`). Shared by every view of the
@@ -28,7 +25,7 @@ pub(crate) struct HostRange {
 /// arguments, and the work runs asynchronously; host reads ([`to_vec`](Self::to_vec), [`item`](Self::item))
 /// wait for it and report any error of the ops it depends on.
 ///
-/// Cloning is cheap (an `Arc`); views share storage.
+/// Cloning is cheap (a reference count); views share storage.
 ///
 /// # Examples
 ///
@@ -40,14 +37,16 @@ pub(crate) struct HostRange {
 /// # Ok::<(), eddy_tensor::Error>(())
 /// ```
 #[derive(Clone)]
-pub struct Tensor(pub(crate) TArc<Inner>);
+// The handle's own count is a `Counted`: dropping the only handle to a tensor (once per small
+// op) then reads the count instead of decrementing it with a locked instruction.
+pub struct Tensor(pub(crate) Counted<Inner>);
 
 /// A tensor handle. Its storage is its blob: every view holds the blob and counts itself among
 /// the blob's holders ([`Blob::hold`]), and the handle that drops last releases it (the engine
 /// frees the memory after every earlier access). The storage has no allocation of its own: a
 /// fresh tensor costs this handle and the blob.
 pub(crate) struct Inner {
-    blob: Arc<Blob>,
+    blob: Counted<Blob>,
     vm: VmRef,
     dtype: DType,
     pub(crate) layout: Layout,
@@ -74,7 +73,7 @@ impl Drop for Inner {
 
 /// What a new handle shares with the storage it views.
 struct Parts<'a> {
-    blob: Arc<Blob>,
+    blob: Counted<Blob>,
     vm: VmRef,
     dtype: DType,
     host_range: Option<&'a TArc<HostRange>>,
@@ -105,27 +104,27 @@ impl Tensor {
             (numel, contiguous),
             (layout.numel(), layout.is_contiguous())
         );
-        // Built in place: `TArc::new(Inner { .. })` built the handle on the stack and copied
-        // its two hundred bytes into the allocation, a `memcpy` call per op in profiles.
-        let mut a = triomphe::UniqueArc::<Inner>::new_uninit();
-        let p = a.as_mut_ptr().cast::<Inner>();
-        // SAFETY: `p` points to the unique, writable, aligned `Inner` of a fresh allocation;
-        // every field is written exactly once before `assume_init`.
-        unsafe {
-            use std::ptr::addr_of_mut;
-            addr_of_mut!((*p).blob).write(parts.blob);
-            addr_of_mut!((*p).vm).write(parts.vm);
-            addr_of_mut!((*p).dtype).write(parts.dtype);
-            addr_of_mut!((*p).layout).write(layout);
-            addr_of_mut!((*p).numel).write(numel);
-            addr_of_mut!((*p).contiguous).write(contiguous);
-            addr_of_mut!((*p).host_range).write(parts.host_range.cloned());
-            addr_of_mut!((*p).id).write(eddy_vm::unique_id());
-            addr_of_mut!((*p).requires_grad).write(AtomicBool::new(false));
-            addr_of_mut!((*p).node).write(OnceLock::new());
-            addr_of_mut!((*p).grad).write(Mutex::new(None));
-            Tensor(triomphe::UniqueArc::assume_init(a).shareable())
-        }
+        // Built in place: `Counted::new(Inner { .. })` would build the handle on the stack and
+        // copy its two hundred bytes into the allocation, a `memcpy` call per op in profiles.
+        // SAFETY: every field of the `Inner` behind `p` is written exactly once, as
+        // `new_with` requires.
+        let inner = unsafe {
+            Counted::new_with(|p: *mut Inner| {
+                use std::ptr::addr_of_mut;
+                addr_of_mut!((*p).blob).write(parts.blob);
+                addr_of_mut!((*p).vm).write(parts.vm);
+                addr_of_mut!((*p).dtype).write(parts.dtype);
+                addr_of_mut!((*p).layout).write(layout);
+                addr_of_mut!((*p).numel).write(numel);
+                addr_of_mut!((*p).contiguous).write(contiguous);
+                addr_of_mut!((*p).host_range).write(parts.host_range.cloned());
+                addr_of_mut!((*p).id).write(eddy_vm::unique_id());
+                addr_of_mut!((*p).requires_grad).write(AtomicBool::new(false));
+                addr_of_mut!((*p).node).write(OnceLock::new());
+                addr_of_mut!((*p).grad).write(Mutex::new(None));
+            })
+        };
+        Tensor(inner)
     }
 
     /// A fresh contiguous tensor on `vm` whose memory `Prepare` allocates when its producer
@@ -144,9 +143,9 @@ impl Tensor {
     ) -> Result<Tensor> {
         let bytes = shape.checked_bytes(dtype)?;
         let numel = bytes / dtype.size_in_bytes(); // every dtype has a size
-        // The layout first: built right before `from_parts` copies it, its fields were still
-        // in the store buffer when the copy read them in wider pieces (a store-forwarding
-        // stall, two fifths of `from_parts`' samples); the blob's set-up lets them drain.
+                                                   // The layout first: built right before `from_parts` copies it, its fields were still
+                                                   // in the store buffer when the copy read them in wider pieces (a store-forwarding
+                                                   // stall, two fifths of `from_parts`' samples); the blob's set-up lets them drain.
         let layout = Layout::contiguous(shape);
         let host_range = range.map(|range| {
             TArc::new(HostRange {
@@ -263,9 +262,9 @@ impl Tensor {
     }
     /// Whether `self` and `other` share storage.
     pub fn shares_storage(&self, other: &Tensor) -> bool {
-        Arc::ptr_eq(&self.0.blob, &other.0.blob)
+        Counted::ptr_eq(&self.0.blob, &other.0.blob)
     }
-    pub(crate) fn blob(&self) -> &Arc<Blob> {
+    pub(crate) fn blob(&self) -> &Counted<Blob> {
         &self.0.blob
     }
 
@@ -353,7 +352,7 @@ impl Tensor {
 }
 
 /// The blobs of `ts`, in order.
-fn blob_refs<'a>(ts: &[&'a Tensor]) -> SmallVec<[&'a Arc<Blob>; 4]> {
+fn blob_refs<'a>(ts: &[&'a Tensor]) -> SmallVec<[&'a Counted<Blob>; 4]> {
     match ts {
         [] => SmallVec::new(),
         // The usual case, without `collect`'s capacity checks: a full buffer, `len` used.

@@ -8,6 +8,7 @@
 use crate::alloc::{Allocation, DeviceAllocator};
 use crate::dependence::AccessList;
 use crate::error::{Error, Result};
+use crate::Counted;
 use parking_lot::Mutex;
 use qcell::{QCell, QCellOwnerID};
 use std::cell::UnsafeCell;
@@ -26,7 +27,7 @@ pub const INLINE_BYTES: usize = 256;
 
 /// Storage tracked by the engine: bytes, a dependence, memory, poison.
 ///
-/// Blobs are created with [`Vm::new_blob`](crate::Vm::new_blob) and shared as `Arc<Blob>` by the
+/// Blobs are created with [`Vm::new_blob`](crate::Vm::new_blob) and shared as `Counted<Blob>` by the
 /// instructions that read or write them.
 ///
 /// # Examples
@@ -39,7 +40,7 @@ pub const INLINE_BYTES: usize = 256;
 /// ```
 // Layout: the fields are grouped by the thread that writes them, with a cache line of padding
 // between groups, so the submitting thread and the scheduler do not invalidate each other's
-// lines: submit-side (id, engine, stream tracking; next to `Arc`'s counts), the scheduler's
+// lines: submit-side (id, engine, stream tracking; next to the reference count), the scheduler's
 // access list, and the compute side (memory, poison). Padding rather than 128-byte alignment
 // (`CachePadded`): an over-aligned allocation leaves the allocator's fast path, which cost
 // about 230 instructions per blob, more than the rest of `new_blob` together.
@@ -62,7 +63,7 @@ pub struct Blob {
 struct LinePad(#[allow(dead_code)] [MaybeUninit<u8>; 64]);
 
 /// The part of a blob that prepare, compute and release touch. The size lives here, not with
-/// the id: `prepare` reads it on the scheduler thread, and next to `Arc`'s counts, which the
+/// the id: `prepare` reads it on the scheduler thread, and next to the reference count, which the
 /// submitting thread keeps writing, that read was a cache miss per instruction (90 % of
 /// `ensure_allocated`'s samples in the `vm_chain` profile).
 struct ComputeSide {
@@ -94,35 +95,32 @@ impl std::fmt::Debug for Blob {
 }
 
 impl Blob {
-    /// A blob in a fresh `Arc`, built in place: `Arc::new(Blob { .. })` built the blob on the
-    /// stack and copied it (a `memcpy` per blob in profiles of small ops), and even a `write`
-    /// of a whole `Blob` copies the padding and the inline buffer. Only the fields that hold
-    /// values are written; the padding and the inline bytes stay uninitialised.
-    pub(crate) fn new_arc(engine: QCellOwnerID, bytes: usize) -> Arc<Self> {
-        let a = Arc::<Blob>::new_uninit();
-        // Not `Arc::get_mut`: its uniqueness check is a locked compare-exchange, and a fresh
-        // `Arc` is unique by construction. `as_ptr` derives the pointer from the allocation's
-        // own (writable) pointer, as `get_mut` does, not from a shared reference.
-        let p = Arc::as_ptr(&a).cast_mut().cast::<Blob>();
-        // SAFETY: `p` points to the unique (no other handle or reference to the fresh
-        // allocation exists), writable, properly aligned `Blob`; every field
+    /// A blob in a fresh [`Counted`], built in place: `Counted::new(Blob { .. })` would build
+    /// the blob on the stack and copy it (a `memcpy` per blob in profiles of small ops), and
+    /// even a `write` of a whole `Blob` copies the padding and the inline buffer. Only the
+    /// fields that hold values are written; the padding and the inline bytes stay
+    /// uninitialised.
+    pub(crate) fn new_arc(engine: QCellOwnerID, bytes: usize) -> Counted<Blob> {
+        // SAFETY: `p` points to the fresh allocation's writable, aligned `Blob`; every field
         // except `_pad0`, `_pad1` and `compute.inline` (all `MaybeUninit` bytes, valid
-        // uninitialised) is written exactly once before `assume_init`.
+        // uninitialised) is written exactly once, as `new_with` requires.
         unsafe {
-            use std::ptr::addr_of_mut;
-            addr_of_mut!((*p).id).write(crate::unique_id());
-            addr_of_mut!((*p).engine).write(engine);
-            addr_of_mut!((*p).released).write(AtomicBool::new(false));
-            addr_of_mut!((*p).last_used_stream).write(AtomicU32::new(NO_STREAM));
-            addr_of_mut!((*p).holders).write(AtomicUsize::new(1));
-            addr_of_mut!((*p).access).write(QCell::new(engine, AccessList::default()));
-            let c = addr_of_mut!((*p).compute);
-            addr_of_mut!((*c).bytes).write(bytes);
-            addr_of_mut!((*c).memory).write(Mutex::new(None));
-            addr_of_mut!((*c).ptr).write(std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()));
-            addr_of_mut!((*c).poisoned).write(AtomicBool::new(false));
-            addr_of_mut!((*c).poison).write(Mutex::new(None));
-            a.assume_init()
+            Counted::new_with(|p: *mut Blob| {
+                use std::ptr::addr_of_mut;
+                addr_of_mut!((*p).id).write(crate::unique_id());
+                addr_of_mut!((*p).engine).write(engine);
+                addr_of_mut!((*p).released).write(AtomicBool::new(false));
+                addr_of_mut!((*p).last_used_stream).write(AtomicU32::new(NO_STREAM));
+                addr_of_mut!((*p).holders).write(AtomicUsize::new(1));
+                addr_of_mut!((*p).access).write(QCell::new(engine, AccessList::default()));
+                let c = addr_of_mut!((*p).compute);
+                addr_of_mut!((*c).bytes).write(bytes);
+                addr_of_mut!((*c).memory).write(Mutex::new(None));
+                addr_of_mut!((*c).ptr)
+                    .write(std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()));
+                addr_of_mut!((*c).poisoned).write(AtomicBool::new(false));
+                addr_of_mut!((*c).poison).write(Mutex::new(None));
+            })
         }
     }
 

@@ -16,9 +16,9 @@ use crate::instruction::{
     StreamWait,
 };
 use crate::stream::StreamId;
+use crate::Counted;
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 
 /// Checks an instruction's stream and operands and records the stream as their last user, in
 /// one pass (for engines without asynchronous streams, where no soft sync is ever needed).
@@ -26,8 +26,8 @@ pub(crate) fn check_and_track(
     sh: &Shared,
     op: &str,
     stream: StreamId,
-    inputs: &[Arc<Blob>],
-    outputs: &[Arc<Blob>],
+    inputs: &[Counted<Blob>],
+    outputs: &[Counted<Blob>],
 ) -> Result<()> {
     check_stream(sh, op, stream)?;
     // Every check before any tracking: a refused call changes nothing. Plain loops: an
@@ -59,7 +59,7 @@ fn stream_error(op: &str, stream: StreamId) -> Error {
 
 /// Every blob belongs to this engine and is not released.
 #[inline]
-fn check_blobs(sh: &Shared, op: &str, blobs: &[Arc<Blob>]) -> Result<()> {
+fn check_blobs(sh: &Shared, op: &str, blobs: &[Counted<Blob>]) -> Result<()> {
     for b in blobs {
         if b.engine != sh.owner_id || b.is_released() {
             return Err(blob_error(sh, op, b));
@@ -83,7 +83,7 @@ fn blob_error(sh: &Shared, op: &str, b: &Blob) -> Error {
 
 /// Records `stream` as the last user of `blobs`.
 #[inline]
-fn track_streams(stream: StreamId, blobs: &[Arc<Blob>]) {
+fn track_streams(stream: StreamId, blobs: &[Counted<Blob>]) {
     for b in blobs {
         // Load first: an unchanged value is not re-stored, so the line is not dirtied.
         if b.last_used_stream.load(Relaxed) != stream.0 {
@@ -94,7 +94,10 @@ fn track_streams(stream: StreamId, blobs: &[Arc<Blob>]) {
 
 /// Checks `blob`, marks it released, and returns the `ReleaseTensor` for it with the stream
 /// that last used it.
-pub(crate) fn release_policy(sh: &Shared, blob: &Arc<Blob>) -> Result<(StreamId, ReleaseTensor)> {
+pub(crate) fn release_policy(
+    sh: &Shared,
+    blob: &Counted<Blob>,
+) -> Result<(StreamId, ReleaseTensor)> {
     let stream = mark_released(sh, blob, false)?;
     Ok((stream, ReleaseTensor::new(blob.clone())))
 }
@@ -102,7 +105,7 @@ pub(crate) fn release_policy(sh: &Shared, blob: &Arc<Blob>) -> Result<(StreamId,
 /// Checks `blob` and marks it released; returns the stream that last used it (where its
 /// `ReleaseTensor` runs). `unheld`: the caller is the blob's last holder (see
 /// [`Vm::release_unheld`](crate::Vm::release_unheld)), so no locked instruction is needed.
-pub(crate) fn mark_released(sh: &Shared, blob: &Arc<Blob>, unheld: bool) -> Result<StreamId> {
+pub(crate) fn mark_released(sh: &Shared, blob: &Counted<Blob>, unheld: bool) -> Result<StreamId> {
     check_blobs(sh, "release_tensor", std::slice::from_ref(blob))?;
     let first = if unheld {
         blob.mark_released_unheld()
@@ -173,10 +176,10 @@ impl<'a> InstructionsBuilder<'a> {
 
     /// Inserts the cross-stream sync `blobs` need before being used on `stream`, and records
     /// `stream` as their last user.
-    fn soft_sync(&mut self, stream: StreamId, inputs: &[Arc<Blob>], outputs: &[Arc<Blob>]) {
+    fn soft_sync(&mut self, stream: StreamId, inputs: &[Counted<Blob>], outputs: &[Counted<Blob>]) {
         let sh = self.vm.shared();
         if sh.any_async_stream {
-            let mut groups: SmallVec<[(u32, Vec<Arc<Blob>>); 2]> = SmallVec::new();
+            let mut groups: SmallVec<[(u32, Vec<Counted<Blob>>); 2]> = SmallVec::new();
             for b in inputs.iter().chain(outputs) {
                 let last = b.last_used_stream.load(Relaxed);
                 if last == NO_STREAM
@@ -187,7 +190,7 @@ impl<'a> InstructionsBuilder<'a> {
                 }
                 match groups.iter_mut().find(|(s, _)| *s == last) {
                     Some((_, v)) => {
-                        if !v.iter().any(|x| Arc::ptr_eq(x, b)) {
+                        if !v.iter().any(|x| Counted::ptr_eq(x, b)) {
                             v.push(b.clone())
                         }
                     }
@@ -253,7 +256,7 @@ impl<'a> InstructionsBuilder<'a> {
     /// # Errors
     ///
     /// `TensorReleased` if `blob` was released before; `ForeignBlob`.
-    pub fn release(&mut self, blob: &Arc<Blob>) -> Result<()> {
+    pub fn release(&mut self, blob: &Counted<Blob>) -> Result<()> {
         let (stream, policy) = release_policy(self.vm.shared(), blob)?;
         self.push_release(stream, policy);
         Ok(())

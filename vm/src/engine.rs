@@ -17,6 +17,7 @@ use crate::stats::{StatCounters, VmStats};
 use crate::stream::{Device, StreamId, StreamPolicy};
 use crate::trace::TraceEvent;
 use crate::wait::Waiter;
+use crate::Counted;
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
 use qcell::{QCellOwner, QCellOwnerID};
@@ -257,7 +258,7 @@ impl Vm {
     }
 
     /// A new blob of `bytes` bytes (memory is allocated by the first instruction that writes it).
-    pub fn new_blob(&self, bytes: usize) -> Arc<Blob> {
+    pub fn new_blob(&self, bytes: usize) -> Counted<Blob> {
         Blob::new_arc(self.shared().owner_id, bytes)
     }
 
@@ -342,12 +343,11 @@ impl Vm {
     /// # Examples
     ///
     /// ```
-    /// use eddy_vm::{Blob, Result, StreamId, Vm, instruction::{ComputeCtx, Kernel}};
-    /// use std::sync::Arc;
+    /// use eddy_vm::{Blob, Counted, Result, StreamId, Vm, instruction::{ComputeCtx, Kernel}};
     /// struct Fill(u8);
     /// impl Kernel for Fill {
     ///     fn name(&self) -> &str { "fill" }
-    ///     fn compute(&mut self, _: &[Arc<Blob>], outs: &[Arc<Blob>], _: &mut ComputeCtx<'_>) -> Result<()> {
+    ///     fn compute(&mut self, _: &[Counted<Blob>], outs: &[Counted<Blob>], _: &mut ComputeCtx<'_>) -> Result<()> {
     ///         // SAFETY: the engine runs this kernel with exclusive access to its outputs.
     ///         unsafe { outs[0].bytes_mut().fill(self.0) };
     ///         Ok(())
@@ -366,11 +366,11 @@ impl Vm {
         // built it. The copy read it back in 16-byte pieces right after the caller's narrower
         // stores, a store-forwarding stall that took a sixth of `launch`'s time.
         mut kernel: K,
-        inputs: &[&Arc<Blob>],
-        outputs: &[&Arc<Blob>],
+        inputs: &[&Counted<Blob>],
+        outputs: &[&Counted<Blob>],
         cheap: bool,
     ) -> Result<()> {
-        let owned = |bs: &[&Arc<Blob>]| bs.iter().map(|&b| b.clone()).collect();
+        let owned = |bs: &[&Counted<Blob>]| bs.iter().map(|&b| b.clone()).collect();
         // Owned handles unless the call may run at once with borrowed copies (cheap, no
         // asynchronous stream, few enough operands for `Shallow`); `run` still runs a cheap
         // call at once on an idle engine.
@@ -421,7 +421,7 @@ impl Vm {
     /// # Errors
     ///
     /// `TensorReleased` if it was released before; `ForeignBlob` if it belongs to another engine.
-    pub fn release(&self, blob: &Arc<Blob>) -> Result<()> {
+    pub fn release(&self, blob: &Counted<Blob>) -> Result<()> {
         let stream = crate::builder::mark_released(self.shared(), blob, false)?;
         self.release_marked(stream, blob)
     }
@@ -450,13 +450,13 @@ impl Vm {
     /// assert!(vm.release_unheld(&b).is_err(), "released twice");
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
-    pub fn release_unheld(&self, blob: &Arc<Blob>) -> Result<()> {
+    pub fn release_unheld(&self, blob: &Counted<Blob>) -> Result<()> {
         let stream = crate::builder::mark_released(self.shared(), blob, true)?;
         self.release_marked(stream, blob)
     }
 
     /// The rest of a release once `blob` is marked released: free it at once, or queue it.
-    fn release_marked(&self, stream: StreamId, blob: &Arc<Blob>) -> Result<()> {
+    fn release_marked(&self, stream: StreamId, blob: &Counted<Blob>) -> Result<()> {
         let sh = self.shared();
         // Inline memory has nothing to free: it goes with the blob, whose last handle drops
         // only after every instruction that uses it is released. So no instruction and no lock.
@@ -764,7 +764,7 @@ impl Vm {
     /// `ReentrantWait`, `EngineShutDown`.
     pub fn read_blob<R: Send + 'static>(
         &self,
-        blob: &Arc<Blob>,
+        blob: &Counted<Blob>,
         f: impl FnOnce(&[u8]) -> R + Send + 'static,
     ) -> Result<R> {
         if in_engine() {
@@ -796,7 +796,7 @@ impl Vm {
     /// As [`read_blob`](Self::read_blob), plus `OutOfMemory` if the blob could not be allocated.
     pub fn write_blob<R: Send + 'static>(
         &self,
-        blob: &Arc<Blob>,
+        blob: &Counted<Blob>,
         f: impl FnOnce(&mut [u8]) -> R + Send + 'static,
     ) -> Result<R> {
         if in_engine() {

@@ -9,6 +9,7 @@ use crate::instruction::{
     ComputeCtx, InstrList, Instruction, InstructionPolicy, PrepareCtx, PrepareError,
 };
 use crate::stream::{Event, StreamId, StreamPolicy};
+use crate::Counted;
 use std::any::Any;
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -40,8 +41,8 @@ pub(crate) struct ExecEnv<'a> {
 /// without building a policy.
 pub(crate) trait Run {
     fn name(&self) -> &str;
-    fn inputs(&self) -> &[Arc<Blob>];
-    fn outputs(&self) -> &[Arc<Blob>];
+    fn inputs(&self) -> &[Counted<Blob>];
+    fn outputs(&self) -> &[Counted<Blob>];
     fn handles_poison(&self) -> bool;
     fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError>;
     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> crate::error::Result<()>;
@@ -53,11 +54,11 @@ impl<P: InstructionPolicy + ?Sized> Run for P {
         InstructionPolicy::name(self)
     }
     #[inline]
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         InstructionPolicy::inputs(self)
     }
     #[inline]
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         InstructionPolicy::outputs(self)
     }
     #[inline]

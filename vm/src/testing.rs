@@ -12,18 +12,19 @@ use crate::blob::Blob;
 use crate::error::{Error, Result};
 use crate::instruction::{ComputeCtx, InstructionPolicy};
 use crate::stream::async_device::AsyncStream;
+use crate::Counted;
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 
 /// Reads `inputs`, writes `outputs`, does nothing.
 pub struct Noop {
-    inputs: Vec<Arc<Blob>>,
-    outputs: Vec<Arc<Blob>>,
+    inputs: Vec<Counted<Blob>>,
+    outputs: Vec<Counted<Blob>>,
 }
 
 impl Noop {
     /// A no-op over the given operands.
-    pub fn new(inputs: Vec<Arc<Blob>>, outputs: Vec<Arc<Blob>>) -> Self {
+    pub fn new(inputs: Vec<Counted<Blob>>, outputs: Vec<Counted<Blob>>) -> Self {
         Noop { inputs, outputs }
     }
 }
@@ -32,10 +33,10 @@ impl InstructionPolicy for Noop {
     fn name(&self) -> &str {
         "noop"
     }
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         &self.inputs
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &self.outputs
     }
     fn fusable(&self) -> bool {
@@ -57,16 +58,16 @@ impl InstructionPolicy for Noop {
 /// vm.run(StreamId::CPU, Link([a, b])).unwrap();
 /// vm.sync().unwrap();
 /// ```
-pub struct Link(pub [Arc<Blob>; 2]);
+pub struct Link(pub [Counted<Blob>; 2]);
 
 impl InstructionPolicy for Link {
     fn name(&self) -> &str {
         "chain_op"
     }
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         &self.0[..1]
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &self.0[1..]
     }
     fn fusable(&self) -> bool {
@@ -94,10 +95,10 @@ impl<P: InstructionPolicy> InstructionPolicy for Cheap<P> {
     fn name(&self) -> &str {
         self.0.name()
     }
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         self.0.inputs()
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         self.0.outputs()
     }
     fn fusable(&self) -> bool {
@@ -127,8 +128,8 @@ pub type Log = Arc<Mutex<Vec<u64>>>;
 pub struct Record {
     /// The tag logged.
     pub tag: u64,
-    inputs: Vec<Arc<Blob>>,
-    outputs: Vec<Arc<Blob>>,
+    inputs: Vec<Counted<Blob>>,
+    outputs: Vec<Counted<Blob>>,
     log: Log,
     fusable: bool,
     body: Option<Box<dyn FnMut() + Send>>,
@@ -136,7 +137,12 @@ pub struct Record {
 
 impl Record {
     /// A recording instruction.
-    pub fn new(tag: u64, inputs: Vec<Arc<Blob>>, outputs: Vec<Arc<Blob>>, log: &Log) -> Self {
+    pub fn new(
+        tag: u64,
+        inputs: Vec<Counted<Blob>>,
+        outputs: Vec<Counted<Blob>>,
+        log: &Log,
+    ) -> Self {
         Record {
             tag,
             inputs,
@@ -162,10 +168,10 @@ impl InstructionPolicy for Record {
     fn name(&self) -> &str {
         "record"
     }
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         &self.inputs
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &self.outputs
     }
     fn fusable(&self) -> bool {
@@ -205,7 +211,7 @@ impl Gate {
         }
     }
     /// An instruction that blocks until the gate opens, writing `outputs`.
-    pub fn hold(self: &Arc<Self>, outputs: Vec<Arc<Blob>>) -> GateOp {
+    pub fn hold(self: &Arc<Self>, outputs: Vec<Counted<Blob>>) -> GateOp {
         GateOp {
             gate: self.clone(),
             outputs,
@@ -216,14 +222,14 @@ impl Gate {
 /// See [`Gate::hold`].
 pub struct GateOp {
     gate: Arc<Gate>,
-    outputs: Vec<Arc<Blob>>,
+    outputs: Vec<Counted<Blob>>,
 }
 
 impl InstructionPolicy for GateOp {
     fn name(&self) -> &str {
         "gate"
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &self.outputs
     }
     fn compute(&mut self, _ctx: &mut ComputeCtx<'_>) -> Result<()> {
@@ -234,13 +240,13 @@ impl InstructionPolicy for GateOp {
 
 /// A kernel that fails with a message.
 pub struct Fail {
-    inputs: Vec<Arc<Blob>>,
-    outputs: Vec<Arc<Blob>>,
+    inputs: Vec<Counted<Blob>>,
+    outputs: Vec<Counted<Blob>>,
 }
 
 impl Fail {
     /// Fails when computed, poisoning `outputs`.
-    pub fn new(inputs: Vec<Arc<Blob>>, outputs: Vec<Arc<Blob>>) -> Self {
+    pub fn new(inputs: Vec<Counted<Blob>>, outputs: Vec<Counted<Blob>>) -> Self {
         Fail { inputs, outputs }
     }
 }
@@ -249,10 +255,10 @@ impl InstructionPolicy for Fail {
     fn name(&self) -> &str {
         "fail_op"
     }
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         &self.inputs
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &self.outputs
     }
     fn compute(&mut self, _ctx: &mut ComputeCtx<'_>) -> Result<()> {
@@ -262,12 +268,12 @@ impl InstructionPolicy for Fail {
 
 /// A kernel that panics.
 pub struct Panic {
-    outputs: Vec<Arc<Blob>>,
+    outputs: Vec<Counted<Blob>>,
 }
 
 impl Panic {
     /// Panics when computed, poisoning `outputs`.
-    pub fn new(outputs: Vec<Arc<Blob>>) -> Self {
+    pub fn new(outputs: Vec<Counted<Blob>>) -> Self {
         Panic { outputs }
     }
 }
@@ -276,7 +282,7 @@ impl InstructionPolicy for Panic {
     fn name(&self) -> &str {
         "panic_op"
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &self.outputs
     }
     fn compute(&mut self, _ctx: &mut ComputeCtx<'_>) -> Result<()> {
@@ -286,16 +292,16 @@ impl InstructionPolicy for Panic {
 
 /// Launches `work` on the asynchronous test device when computed.
 pub struct DeviceOp {
-    inputs: Vec<Arc<Blob>>,
-    outputs: Vec<Arc<Blob>>,
+    inputs: Vec<Counted<Blob>>,
+    outputs: Vec<Counted<Blob>>,
     work: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl DeviceOp {
     /// A device op over the given operands.
     pub fn new(
-        inputs: Vec<Arc<Blob>>,
-        outputs: Vec<Arc<Blob>>,
+        inputs: Vec<Counted<Blob>>,
+        outputs: Vec<Counted<Blob>>,
         work: impl FnOnce() + Send + 'static,
     ) -> Self {
         DeviceOp {
@@ -310,10 +316,10 @@ impl InstructionPolicy for DeviceOp {
     fn name(&self) -> &str {
         "device_op"
     }
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         &self.inputs
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &self.outputs
     }
     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {

@@ -4,21 +4,24 @@
 use super::stream_store::{wants_streaming, write_chunk};
 use crate::kernel::{input, output, par_out, walk, FnKernel};
 use crate::{dispatch, DType, Elem, Layout};
+use eddy_vm::Counted;
 use eddy_vm::{instruction::Kernel, Blob};
-use std::sync::Arc;
 
 /// Copies `src` (any layout, broadcast allowed) into `dst` (any non-overlapping layout of the same
 /// shape), converting `src_dtype` to `dst_dtype`. Input 0 is the source blob, output 0 the
 /// destination; elements of `dst` outside its layout keep their values.
 pub fn copy(src: Layout, src_dtype: DType, dst: Layout, dst_dtype: DType) -> impl Kernel {
-    FnKernel::new("copy", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        dispatch!(src_dtype, S => dispatch!(dst_dtype, D => {
-            // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
-            let (s, d) = unsafe { (input::<S>(&ins[0]), output::<D>(&outs[0])) };
-            copy_typed::<S, D>(s, &src, d, &dst);
-        }));
-        Ok(())
-    })
+    FnKernel::new(
+        "copy",
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            dispatch!(src_dtype, S => dispatch!(dst_dtype, D => {
+                // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
+                let (s, d) = unsafe { (input::<S>(&ins[0]), output::<D>(&outs[0])) };
+                copy_typed::<S, D>(s, &src, d, &dst);
+            }));
+            Ok(())
+        },
+    )
 }
 
 #[inline(always)]
@@ -79,20 +82,23 @@ fn copy_typed<S: Elem, D: Elem>(s: &[S], sl: &Layout, d: &mut [D], dl: &Layout) 
 
 /// Fills the elements of output 0 that `layout` covers with `value` (`zeros`, `zero_`, `fill_`).
 pub fn fill(dtype: DType, layout: Layout, value: f64) -> impl Kernel {
-    FnKernel::new("fill", move |_: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        dispatch!(dtype, T => {
-            // SAFETY: output 0 is written only by this instruction.
-            let o = unsafe { output::<T>(&outs[0]) };
-            let v = T::from_f64(value);
-            if let Some(r) = layout.contiguous_range() {
-                let streaming = wants_streaming::<T>(r.len());
-                par_out(&mut o[r], |_, c| write_chunk(c, streaming, |_, dst| dst.fill(v)));
-            } else {
-                walk(layout.dims(), [&layout.strides], [layout.offset], 0, layout.numel(), |_, [i]| o[i] = v);
-            }
-        });
-        Ok(())
-    })
+    FnKernel::new(
+        "fill",
+        move |_: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            dispatch!(dtype, T => {
+                // SAFETY: output 0 is written only by this instruction.
+                let o = unsafe { output::<T>(&outs[0]) };
+                let v = T::from_f64(value);
+                if let Some(r) = layout.contiguous_range() {
+                    let streaming = wants_streaming::<T>(r.len());
+                    par_out(&mut o[r], |_, c| write_chunk(c, streaming, |_, dst| dst.fill(v)));
+                } else {
+                    walk(layout.dims(), [&layout.strides], [layout.offset], 0, layout.numel(), |_, [i]| o[i] = v);
+                }
+            });
+            Ok(())
+        },
+    )
 }
 
 /// Writes `f(i)` to element `i` of output 0 (arange, linspace, eye).
@@ -101,7 +107,7 @@ pub fn generate(
     dtype: DType,
     f: impl Fn(usize) -> f64 + Send + Sync + 'static,
 ) -> impl Kernel {
-    FnKernel::new(name, move |_: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+    FnKernel::new(name, move |_: &[Counted<Blob>], outs: &[Counted<Blob>]| {
         dispatch!(dtype, T => {
             // SAFETY: output 0 is written only by this instruction.
             let o = unsafe { output::<T>(&outs[0]) };

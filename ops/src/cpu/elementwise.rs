@@ -7,10 +7,10 @@ use super::fastmath::Transcendental;
 use super::stream_store::{wants_streaming, write_chunk};
 use crate::kernel::{input, output, par_out, walk, FnKernel};
 use crate::{Bool8, DType, Elem, Layout};
+use eddy_vm::Counted;
 use eddy_vm::{instruction::Kernel, Blob};
 use half::{bf16, f16};
 use num_traits::{Float as NumFloat, Zero};
-use std::sync::Arc;
 
 /// A float element type and the type it computes in.
 pub trait FloatElem: Elem {
@@ -741,9 +741,11 @@ fn params(op: UnaryOp) -> (f64, f64) {
 /// of `dtype`. The op definition checked that `dtype` is float, or integer with
 /// `op.keeps_int()`.
 pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> impl Kernel {
-    FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        let (c, d) = params(op);
-        dispatch_float!(dtype, T => {
+    FnKernel::new(
+        op.name(),
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let (c, d) = params(op);
+            dispatch_float!(dtype, T => {
             // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
             let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
             let (c, d) = (T::param(c), T::param(d));
@@ -771,7 +773,8 @@ pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> impl Kernel {
             map1_lay(a, &la, o, |x: T| T::from_i64(apply_int(op, x.to_i64(), c, d)));
             Ok(())
         }, else => Err(format!("unsupported dtype {dtype}"))))
-    })
+        },
+    )
 }
 
 /// A binary elementwise op on two operands of one dtype.
@@ -833,8 +836,10 @@ fn nan_min<A: PartialOrd + Copy>(x: A, y: A) -> A {
 /// `out = a op b`: inputs 0 and 1 laid out as `la`, `lb`, already broadcast to the output
 /// shape, all of `dtype` (the op definition promoted them). Integer `div` is not defined (it promotes to float).
 pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
-    FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        dispatch_float!(dtype, T => {
+    FnKernel::new(
+        op.name(),
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            dispatch_float!(dtype, T => {
             // SAFETY: inputs 0 and 1 are read, output 0 written; the output is a fresh blob.
             let (a, b, o) = unsafe { (input::<T>(&ins[0]), input::<T>(&ins[1]), output::<T>(&outs[0])) };
             macro_rules! go { ($f:expr) => { map2_lay(a, &la, b, &lb, o, |x: T, y: T| T::down($f(x.up(), y.up()))) }; }
@@ -866,7 +871,8 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
             }
             Ok(())
         }, else => Err(format!("unsupported dtype {dtype}"))))
-    })
+        },
+    )
 }
 
 /// A comparison; the result is `Bool`.
@@ -911,42 +917,48 @@ impl CmpOp {
 
 /// `out = a cmp b` (as `Bool`), inputs of one `dtype` broadcast to the output shape.
 pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
-    FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        crate::dispatch!(dtype, T => {
-            // SAFETY: inputs 0 and 1 are read, output 0 written; the output is a fresh blob.
-            let (a, b, o) = unsafe { (input::<T>(&ins[0]), input::<T>(&ins[1]), output::<Bool8>(&outs[0])) };
-            macro_rules! go { ($f:expr) => { map2_lay(a, &la, b, &lb, o, |x: T, y: T| Bool8($f(x, y) as u8)) }; }
-            match op {
-                CmpOp::Eq => go!(|x: T, y: T| x == y),
-                CmpOp::Ne => go!(|x: T, y: T| x != y),
-                CmpOp::Lt => go!(|x: T, y: T| x < y),
-                CmpOp::Le => go!(|x: T, y: T| x <= y),
-                CmpOp::Gt => go!(|x: T, y: T| x > y),
-                CmpOp::Ge => go!(|x: T, y: T| x >= y),
-                CmpOp::And => go!(|x: T, y: T| (x != T::ZERO) & (y != T::ZERO)),
-                CmpOp::Or => go!(|x: T, y: T| (x != T::ZERO) | (y != T::ZERO)),
-                CmpOp::Xor => go!(|x: T, y: T| (x != T::ZERO) ^ (y != T::ZERO)),
-            }
-        });
-        Ok(())
-    })
+    FnKernel::new(
+        op.name(),
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            crate::dispatch!(dtype, T => {
+                // SAFETY: inputs 0 and 1 are read, output 0 written; the output is a fresh blob.
+                let (a, b, o) = unsafe { (input::<T>(&ins[0]), input::<T>(&ins[1]), output::<Bool8>(&outs[0])) };
+                macro_rules! go { ($f:expr) => { map2_lay(a, &la, b, &lb, o, |x: T, y: T| Bool8($f(x, y) as u8)) }; }
+                match op {
+                    CmpOp::Eq => go!(|x: T, y: T| x == y),
+                    CmpOp::Ne => go!(|x: T, y: T| x != y),
+                    CmpOp::Lt => go!(|x: T, y: T| x < y),
+                    CmpOp::Le => go!(|x: T, y: T| x <= y),
+                    CmpOp::Gt => go!(|x: T, y: T| x > y),
+                    CmpOp::Ge => go!(|x: T, y: T| x >= y),
+                    CmpOp::And => go!(|x: T, y: T| (x != T::ZERO) & (y != T::ZERO)),
+                    CmpOp::Or => go!(|x: T, y: T| (x != T::ZERO) | (y != T::ZERO)),
+                    CmpOp::Xor => go!(|x: T, y: T| (x != T::ZERO) ^ (y != T::ZERO)),
+                }
+            });
+            Ok(())
+        },
+    )
 }
 
 /// `out = cond ? a : b`: input 0 the `Bool` condition, inputs 1 and 2 of `dtype`, all broadcast
 /// to the output shape.
 pub fn where_(dtype: DType, lc: Layout, la: Layout, lb: Layout) -> impl Kernel {
-    FnKernel::new("where", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        crate::dispatch!(dtype, T => {
-            // SAFETY: inputs 0..3 are read, output 0 written; the output is a fresh blob.
-            let (c, a, b, o) = unsafe {
-                (input::<Bool8>(&ins[0]), input::<T>(&ins[1]), input::<T>(&ins[2]), output::<T>(&outs[0]))
-            };
-            let n = lc.numel();
-            walk(lc.dims(), [&lc.strides, &la.strides, &lb.strides], [lc.offset, la.offset, lb.offset], 0, n,
-                |i, [oc, oa, ob]| o[i] = if c[oc].0 != 0 { a[oa] } else { b[ob] });
-        });
-        Ok(())
-    })
+    FnKernel::new(
+        "where",
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            crate::dispatch!(dtype, T => {
+                // SAFETY: inputs 0..3 are read, output 0 written; the output is a fresh blob.
+                let (c, a, b, o) = unsafe {
+                    (input::<Bool8>(&ins[0]), input::<T>(&ins[1]), input::<T>(&ins[2]), output::<T>(&outs[0]))
+                };
+                let n = lc.numel();
+                walk(lc.dims(), [&lc.strides, &la.strides, &lb.strides], [lc.offset, la.offset, lb.offset], 0, n,
+                    |i, [oc, oa, ob]| o[i] = if c[oc].0 != 0 { a[oa] } else { b[ob] });
+            });
+            Ok(())
+        },
+    )
 }
 
 /// The loop of [`binary_inplace`] on dense operands (a function of its own: see
@@ -968,33 +980,35 @@ pub fn binary_inplace(
     lx: Layout,
     alpha: f64,
 ) -> impl Kernel {
-    FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        fn run<T: Elem>(
-            o: &mut [T],
-            lo: &Layout,
-            x: &[T],
-            lx: &Layout,
-            f: impl Fn(T, T) -> T + Sync,
-        ) {
-            match (lo.contiguous_range(), lx.contiguous_range()) {
-                (Some(ro), Some(rx)) => {
-                    let x = &x[rx];
-                    par_out(&mut o[ro], |st, c| {
-                        let e = st + c.len();
-                        inplace_run(c, &x[st..e], &f)
-                    });
+    FnKernel::new(
+        op.name(),
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            fn run<T: Elem>(
+                o: &mut [T],
+                lo: &Layout,
+                x: &[T],
+                lx: &Layout,
+                f: impl Fn(T, T) -> T + Sync,
+            ) {
+                match (lo.contiguous_range(), lx.contiguous_range()) {
+                    (Some(ro), Some(rx)) => {
+                        let x = &x[rx];
+                        par_out(&mut o[ro], |st, c| {
+                            let e = st + c.len();
+                            inplace_run(c, &x[st..e], &f)
+                        });
+                    }
+                    _ => walk(
+                        lo.dims(),
+                        [&lo.strides, &lx.strides],
+                        [lo.offset, lx.offset],
+                        0,
+                        lo.numel(),
+                        |_, [io, ix]| o[io] = f(o[io], x[ix]),
+                    ),
                 }
-                _ => walk(
-                    lo.dims(),
-                    [&lo.strides, &lx.strides],
-                    [lo.offset, lx.offset],
-                    0,
-                    lo.numel(),
-                    |_, [io, ix]| o[io] = f(o[io], x[ix]),
-                ),
             }
-        }
-        dispatch_float!(dtype, T => {
+            dispatch_float!(dtype, T => {
             // SAFETY: input 0 is read, output 0 written; the op definition made sure they differ.
             let (x, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
             type A = <T as FloatElem>::A;
@@ -1026,5 +1040,6 @@ pub fn binary_inplace(
             }
             Ok(())
         }, else => Err(format!("unsupported dtype {dtype}"))))
-    })
+        },
+    )
 }

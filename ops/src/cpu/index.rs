@@ -4,8 +4,8 @@
 
 use crate::kernel::{input, output, walk, FnKernel};
 use crate::{dispatch, DType, Elem, Layout};
+use eddy_vm::Counted;
 use eddy_vm::{instruction::Kernel, Blob};
-use std::sync::Arc;
 
 /// Reads the index blob (`i64` or `i32`, contiguous at `offset`, `n` entries) as `i64`s,
 /// checking each against `size` (negative indices count from the end, as in PyTorch).
@@ -61,7 +61,7 @@ pub fn index_select(
 ) -> impl Kernel {
     FnKernel::new(
         "index_select",
-        move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
             let idx = indices("index_select", &ins[1], idx_dtype, idx_offset, nidx, size)?;
             dispatch!(dtype, T => {
                 // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
@@ -92,25 +92,28 @@ pub fn index_add(
     inner: usize,
     nidx: usize,
 ) -> impl Kernel {
-    FnKernel::new("index_add", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        let idx = indices("index_add", &ins[1], idx_dtype, idx_offset, nidx, size)?;
-        dispatch!(dtype, T => {
-            // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
-            let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
-            let o = &mut o[..outer * size * inner];
-            o.fill(T::ZERO);
-            for oo in 0..outer {
-                for (j, &ix) in idx.iter().enumerate() {
-                    let s = offset + (oo * nidx + j) * inner;
-                    let d = (oo * size + ix) * inner;
-                    for q in 0..inner {
-                        o[d + q] = o[d + q].acc_add(a[s + q]);
+    FnKernel::new(
+        "index_add",
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let idx = indices("index_add", &ins[1], idx_dtype, idx_offset, nidx, size)?;
+            dispatch!(dtype, T => {
+                // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
+                let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
+                let o = &mut o[..outer * size * inner];
+                o.fill(T::ZERO);
+                for oo in 0..outer {
+                    for (j, &ix) in idx.iter().enumerate() {
+                        let s = offset + (oo * nidx + j) * inner;
+                        let d = (oo * size + ix) * inner;
+                        for q in 0..inner {
+                            o[d + q] = o[d + q].acc_add(a[s + q]);
+                        }
                     }
                 }
-            }
-        });
-        Ok(())
-    })
+            });
+            Ok(())
+        },
+    )
 }
 
 /// `out[i] = src[pos(i) with dim replaced by idx[i]]`: input 0 the source in layout `ls`
@@ -124,18 +127,21 @@ pub fn gather(
     size: usize,
     idx_offset: usize,
 ) -> impl Kernel {
-    FnKernel::new("gather", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        let n = ls.numel();
-        let idx = indices("gather", &ins[1], idx_dtype, idx_offset, n, size)?;
-        dispatch!(dtype, T => {
-            // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
-            let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
-            walk(ls.dims(), [&ls.strides], [ls.offset], 0, n, |i, [off]| {
-                o[i] = a[off + idx[i] * stride_dim];
+    FnKernel::new(
+        "gather",
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let n = ls.numel();
+            let idx = indices("gather", &ins[1], idx_dtype, idx_offset, n, size)?;
+            dispatch!(dtype, T => {
+                // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
+                let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
+                walk(ls.dims(), [&ls.strides], [ls.offset], 0, n, |i, [off]| {
+                    o[i] = a[off + idx[i] * stride_dim];
+                });
             });
-        });
-        Ok(())
-    })
+            Ok(())
+        },
+    )
 }
 
 /// `out = 0; out[pos(i) with dim replaced by idx[i]] += src[i]`: input 0 the source (contiguous
@@ -155,7 +161,7 @@ pub fn scatter_add(
 ) -> impl Kernel {
     FnKernel::new(
         "scatter_add",
-        move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
             let n = lo.numel();
             let idx = indices("scatter_add", &ins[1], idx_dtype, idx_offset, n, size)?;
             dispatch!(dtype, T => {

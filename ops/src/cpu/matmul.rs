@@ -8,8 +8,8 @@
 
 use crate::kernel::{input, output, walk, FnKernel};
 use crate::{DType, Elem, Layout};
+use eddy_vm::Counted;
 use eddy_vm::{instruction::Kernel, Blob};
-use std::sync::Arc;
 
 /// `out[b] = a[b] @ b[b]` for every batch index: input 0 of layout `la` (`[batch.., m, k]`),
 /// input 1 of layout `lb` (`[batch.., k, n]`), batch dims already broadcast to the same shape;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 pub fn matmul(dtype: DType, la: Layout, lb: Layout) -> impl Kernel {
     FnKernel::new(
         "matmul",
-        move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| match dtype {
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| match dtype {
             DType::F32 => run::<f32>(&la, &lb, ins, outs, single_row_f32),
             DType::F64 => run::<f64>(&la, &lb, ins, outs, |_, _, _, _, _| false),
             d => Err(format!("matmul kernel does not take {d}")),
@@ -28,8 +28,8 @@ pub fn matmul(dtype: DType, la: Layout, lb: Layout) -> impl Kernel {
 fn run<T: Elem + num_traits::Zero>(
     la: &Layout,
     lb: &Layout,
-    ins: &[Arc<Blob>],
-    outs: &[Arc<Blob>],
+    ins: &[Counted<Blob>],
+    outs: &[Counted<Blob>],
     single_row: SingleRow<T>,
 ) -> Result<(), String> {
     let r = la.shape.rank();

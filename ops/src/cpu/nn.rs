@@ -4,9 +4,9 @@ use super::elementwise::{dispatch_float, FloatElem};
 use super::fastmath::Transcendental;
 use crate::kernel::{input, output, FnKernel};
 use crate::DType;
+use eddy_vm::Counted;
 use eddy_vm::{instruction::Kernel, Blob};
 use num_traits::{Float, One, Zero};
-use std::sync::Arc;
 
 /// The sum of `v` in the compute type, over 8 independent lanes (so it vectorises).
 #[inline(always)]
@@ -30,8 +30,10 @@ fn lane_sum<T: FloatElem>(v: &[T]) -> T::A {
 /// `offset`, output 0 contiguous, both float `dtype`. Numerically stable (subtracts the row max).
 pub fn softmax(dtype: DType, offset: usize, rows: usize, cols: usize, log: bool) -> impl Kernel {
     let name = if log { "log_softmax" } else { "softmax" };
-    FnKernel::new(name, move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        dispatch_float!(dtype, T => {
+    FnKernel::new(
+        name,
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            dispatch_float!(dtype, T => {
             // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
             let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
             if rows * cols == 0 {
@@ -74,5 +76,6 @@ pub fn softmax(dtype: DType, offset: usize, rows: usize, cols: usize, log: bool)
             }
             Ok(())
         }, else => Err(format!("unsupported dtype {dtype}")))
-    })
+        },
+    )
 }

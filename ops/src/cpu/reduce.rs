@@ -4,9 +4,9 @@
 use super::elementwise::{dispatch_float, dispatch_int, FloatElem, IntElem};
 use crate::kernel::{input, output, walk, FnKernel};
 use crate::{Bool8, DType, Elem, Layout};
+use eddy_vm::Counted;
 use eddy_vm::{instruction::Kernel, Blob};
 use num_traits::{Float, One, Zero};
-use std::sync::Arc;
 
 /// A reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,52 +130,55 @@ fn sum_float<T: FloatElem>(row: &[T]) -> T::A {
 /// output 0 contiguous of `op.out_dtype(dtype)`. The op definition ruled out empty rows for ops
 /// without identity.
 pub fn reduce(op: ReduceOp, dtype: DType, la: Layout, r: usize) -> impl Kernel {
-    FnKernel::new(op.name(), move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        crate::dispatch!(dtype, T => {
-            // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
-            let a = unsafe { input::<T>(&ins[0]) };
-            match op {
-                ReduceOp::ArgMax | ReduceOp::ArgMin => {
-                    // SAFETY: as above.
-                    let o = unsafe { output::<i64>(&outs[0]) };
-                    let max = op == ReduceOp::ArgMax;
-                    rows(a, &la, r, o, |row| {
-                        let mut best = 0;
-                        for (k, v) in row.iter().enumerate() {
-                            let b = row[best];
-                            #[allow(clippy::eq_op)]
-                            let nan = *v != *v && b == b;
-                            if nan || (max && *v > b) || (!max && *v < b) {
-                                best = k;
+    FnKernel::new(
+        op.name(),
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            crate::dispatch!(dtype, T => {
+                // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
+                let a = unsafe { input::<T>(&ins[0]) };
+                match op {
+                    ReduceOp::ArgMax | ReduceOp::ArgMin => {
+                        // SAFETY: as above.
+                        let o = unsafe { output::<i64>(&outs[0]) };
+                        let max = op == ReduceOp::ArgMax;
+                        rows(a, &la, r, o, |row| {
+                            let mut best = 0;
+                            for (k, v) in row.iter().enumerate() {
+                                let b = row[best];
+                                #[allow(clippy::eq_op)]
+                                let nan = *v != *v && b == b;
+                                if nan || (max && *v > b) || (!max && *v < b) {
+                                    best = k;
+                                }
                             }
-                        }
-                        best as i64
-                    });
+                            best as i64
+                        });
+                    }
+                    ReduceOp::Max | ReduceOp::Min => {
+                        // SAFETY: as above.
+                        let o = unsafe { output::<T>(&outs[0]) };
+                        let max = op == ReduceOp::Max;
+                        rows(a, &la, r, o, |row| {
+                            let mut m = row[0];
+                            for &v in &row[1..] {
+                                #[allow(clippy::eq_op)]
+                                if m != m {
+                                    break;
+                                }
+                                #[allow(clippy::eq_op)]
+                                if v != v || (max && v > m) || (!max && v < m) {
+                                    m = v;
+                                }
+                            }
+                            m
+                        });
+                    }
+                    _ => return reduce_arith::<T>(op, dtype, a, &la, r, &outs[0]),
                 }
-                ReduceOp::Max | ReduceOp::Min => {
-                    // SAFETY: as above.
-                    let o = unsafe { output::<T>(&outs[0]) };
-                    let max = op == ReduceOp::Max;
-                    rows(a, &la, r, o, |row| {
-                        let mut m = row[0];
-                        for &v in &row[1..] {
-                            #[allow(clippy::eq_op)]
-                            if m != m {
-                                break;
-                            }
-                            #[allow(clippy::eq_op)]
-                            if v != v || (max && v > m) || (!max && v < m) {
-                                m = v;
-                            }
-                        }
-                        m
-                    });
-                }
-                _ => return reduce_arith::<T>(op, dtype, a, &la, r, &outs[0]),
-            }
-        });
-        Ok(())
-    })
+            });
+            Ok(())
+        },
+    )
 }
 
 /// `v`, an element of the integer or bool `dtype` (whose element type is `T`), as an `i64`.
@@ -228,39 +231,42 @@ fn reduce_arith<T: Elem>(
 /// Floats accumulate in their compute type (`f32` for `f16`/`bf16`) and keep their dtype;
 /// integers and bools sum to `i64`, wrapping.
 pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> impl Kernel {
-    FnKernel::new("cumsum", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        let step = la.strides.last().copied().unwrap_or(0);
-        crate::dispatch!(dtype, T => {
-            // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
-            let a = unsafe { input::<T>(&ins[0]) };
-            dispatch_float!(dtype, F => {
-                // SAFETY: T is F (dispatched on the same dtype).
-                let a: &[F] = unsafe { std::slice::from_raw_parts(a.as_ptr() as *const F, a.len()) };
-                // SAFETY: output 0 is written only by this instruction and is not an input.
-                let o = unsafe { output::<F>(&outs[0]) };
-                per_row(&la, &lo, o, |start, row| {
-                    // The first element as it is (`cumsum([-0.0])` is `-0.0`), then running sums.
-                    let mut acc = a[start].up();
-                    row[0] = F::down(acc);
-                    for (j, d) in row.iter_mut().enumerate().skip(1) {
-                        acc += a[start + j * step].up();
-                        *d = F::down(acc);
-                    }
-                });
-            }, else => {
-                // SAFETY: output 0 is written only by this instruction and is not an input.
-                let o = unsafe { output::<i64>(&outs[0]) };
-                per_row(&la, &lo, o, |start, row| {
-                    let mut acc = 0i64;
-                    for (j, d) in row.iter_mut().enumerate() {
-                        acc = acc.wrapping_add(int_to_i64(dtype, a[start + j * step]));
-                        *d = acc;
-                    }
+    FnKernel::new(
+        "cumsum",
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let step = la.strides.last().copied().unwrap_or(0);
+            crate::dispatch!(dtype, T => {
+                // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
+                let a = unsafe { input::<T>(&ins[0]) };
+                dispatch_float!(dtype, F => {
+                    // SAFETY: T is F (dispatched on the same dtype).
+                    let a: &[F] = unsafe { std::slice::from_raw_parts(a.as_ptr() as *const F, a.len()) };
+                    // SAFETY: output 0 is written only by this instruction and is not an input.
+                    let o = unsafe { output::<F>(&outs[0]) };
+                    per_row(&la, &lo, o, |start, row| {
+                        // The first element as it is (`cumsum([-0.0])` is `-0.0`), then running sums.
+                        let mut acc = a[start].up();
+                        row[0] = F::down(acc);
+                        for (j, d) in row.iter_mut().enumerate().skip(1) {
+                            acc += a[start + j * step].up();
+                            *d = F::down(acc);
+                        }
+                    });
+                }, else => {
+                    // SAFETY: output 0 is written only by this instruction and is not an input.
+                    let o = unsafe { output::<i64>(&outs[0]) };
+                    per_row(&la, &lo, o, |start, row| {
+                        let mut acc = 0i64;
+                        for (j, d) in row.iter_mut().enumerate() {
+                            acc = acc.wrapping_add(int_to_i64(dtype, a[start + j * step]));
+                            *d = acc;
+                        }
+                    });
                 });
             });
-        });
-        Ok(())
-    })
+            Ok(())
+        },
+    )
 }
 
 /// Runs `scan(start, out_row)` for every row along the last dim of `la` (`start`: where the
@@ -304,8 +310,10 @@ fn per_row<O: Elem>(la: &Layout, lo: &Layout, o: &mut [O], scan: impl Fn(usize, 
 /// Column sums of a contiguous `[rows, cols]` float input at `offset`: `out[j] = Σ_i a[i, j]`
 /// (a bias gradient). Accumulates whole rows at a time, so it streams the input once.
 pub fn sum_leading(dtype: DType, offset: usize, rows_n: usize, cols: usize) -> impl Kernel {
-    FnKernel::new("sum", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        dispatch_float!(dtype, F => {
+    FnKernel::new(
+        "sum",
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            dispatch_float!(dtype, F => {
             // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
             let (a, o) = unsafe { (input::<F>(&ins[0]), output::<F>(&outs[0])) };
             let a = &a[offset..offset + rows_n * cols];
@@ -326,5 +334,6 @@ pub fn sum_leading(dtype: DType, offset: usize, rows_n: usize, cols: usize) -> i
             }
             Ok(())
         }, else => Err(format!("sum_leading: unsupported dtype {dtype}")))
-    })
+        },
+    )
 }

@@ -7,8 +7,8 @@
 
 use crate::kernel::{input, output, row_starts, rows_per_chunk, walk, FnKernel};
 use crate::{dispatch, DType, Elem, Layout};
+use eddy_vm::Counted;
 use eddy_vm::{instruction::Kernel, Blob};
-use std::sync::Arc;
 
 /// A value's place in the sort order as an unsigned integer: keys compare as the values do,
 /// with every NaN equal and above every number, and `-0.0` equal to `0.0` (they compare equal,
@@ -125,48 +125,51 @@ fn select_sorted<C: Ord>(v: &mut [C], k: usize) {
 /// `descending` puts the largest first; NaN counts as the largest value and ties keep their
 /// order. Rows run on both cores when the input is large.
 pub fn sort(dtype: DType, la: Layout, lo: Layout, descending: bool) -> impl Kernel {
-    FnKernel::new("sort", move |ins: &[Arc<Blob>], outs: &[Arc<Blob>]| {
-        let rank = la.dims().len();
-        let n = la.dims().last().copied().unwrap_or(1);
-        let k = lo.dims().last().copied().unwrap_or(1);
-        let rows = crate::numel_of(&la.dims()[..rank.saturating_sub(1)]);
-        if rows == 0 || k == 0 {
-            return Ok(());
-        }
-        if n > u32::MAX as usize {
-            return Err(format!("sort: a dim of {n} elements is too long to sort"));
-        }
-        let step = if rank == 0 { 0 } else { la.strides[rank - 1] };
-        let starts = row_starts(&la);
-        let rows_per_chunk = rows_per_chunk(rows, n);
-        dispatch!(dtype, T => {
-            // SAFETY: input 0 is read and outputs 0 and 1 written by this instruction; the three
-            // blobs differ.
-            let a = unsafe { input::<T>(&ins[0]) };
-            // Each row's first `k` (value, position) pairs, rows in order.
-            let mut picked: Vec<(T, i64)> = vec![(T::ZERO, 0); rows * k];
-            eddy_vm::par::for_each_chunk_mut(&mut picked, rows_per_chunk * k, |first, chunk| {
-                let mut row = Vec::with_capacity(n);
-                let mut pos = Vec::with_capacity(n);
-                let mut scratch = Scratch::default();
-                for (r, dst) in chunk.chunks_exact_mut(k).enumerate() {
-                    let s = starts[first / k + r];
-                    row.clear();
-                    row.extend((0..n).map(|j| a[s + j * step]));
-                    order_row(&row, &mut pos, &mut scratch, k, descending);
-                    for (d, &p) in dst.iter_mut().zip(&pos[..k]) {
-                        *d = (row[p as usize], p as i64);
+    FnKernel::new(
+        "sort",
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let rank = la.dims().len();
+            let n = la.dims().last().copied().unwrap_or(1);
+            let k = lo.dims().last().copied().unwrap_or(1);
+            let rows = crate::numel_of(&la.dims()[..rank.saturating_sub(1)]);
+            if rows == 0 || k == 0 {
+                return Ok(());
+            }
+            if n > u32::MAX as usize {
+                return Err(format!("sort: a dim of {n} elements is too long to sort"));
+            }
+            let step = if rank == 0 { 0 } else { la.strides[rank - 1] };
+            let starts = row_starts(&la);
+            let rows_per_chunk = rows_per_chunk(rows, n);
+            dispatch!(dtype, T => {
+                // SAFETY: input 0 is read and outputs 0 and 1 written by this instruction; the three
+                // blobs differ.
+                let a = unsafe { input::<T>(&ins[0]) };
+                // Each row's first `k` (value, position) pairs, rows in order.
+                let mut picked: Vec<(T, i64)> = vec![(T::ZERO, 0); rows * k];
+                eddy_vm::par::for_each_chunk_mut(&mut picked, rows_per_chunk * k, |first, chunk| {
+                    let mut row = Vec::with_capacity(n);
+                    let mut pos = Vec::with_capacity(n);
+                    let mut scratch = Scratch::default();
+                    for (r, dst) in chunk.chunks_exact_mut(k).enumerate() {
+                        let s = starts[first / k + r];
+                        row.clear();
+                        row.extend((0..n).map(|j| a[s + j * step]));
+                        order_row(&row, &mut pos, &mut scratch, k, descending);
+                        for (d, &p) in dst.iter_mut().zip(&pos[..k]) {
+                            *d = (row[p as usize], p as i64);
+                        }
                     }
-                }
+                });
+                // SAFETY: as above; each output is taken once.
+                let (ov, oi) = unsafe { (output::<T>(&outs[0]), output::<i64>(&outs[1])) };
+                walk(lo.dims(), [&lo.strides], [lo.offset], 0, rows * k, |i, [o]| {
+                    (ov[o], oi[o]) = picked[i];
+                });
             });
-            // SAFETY: as above; each output is taken once.
-            let (ov, oi) = unsafe { (output::<T>(&outs[0]), output::<i64>(&outs[1])) };
-            walk(lo.dims(), [&lo.strides], [lo.offset], 0, rows * k, |i, [o]| {
-                (ov[o], oi[o]) = picked[i];
-            });
-        });
-        Ok(())
-    })
+            Ok(())
+        },
+    )
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use super::policy::{ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError};
 use crate::blob::Blob;
 use crate::error::{Error, Result};
-use std::sync::Arc;
+use crate::Counted;
 
 /// What an access callback receives: the blob, or the error that poisoned it.
 pub type AccessCallback = Box<dyn FnOnce(Result<&Blob, Error>) + Send>;
@@ -11,7 +11,7 @@ pub type AccessCallback = Box<dyn FnOnce(Result<&Blob, Error>) + Send>;
 /// Calls a function with a blob once every earlier write to it is done (and, if `mutable`,
 /// every earlier read too). A poisoned blob gives the callback the poison instead.
 pub struct AccessBlobByCallback {
-    blob: [Arc<Blob>; 1],
+    blob: [Counted<Blob>; 1],
     mutable: bool,
     callback: Option<AccessCallback>,
     /// The submitter waits for it (`read_blob`, `write_blob`): running it at once on an idle
@@ -22,7 +22,7 @@ pub struct AccessBlobByCallback {
 impl AccessBlobByCallback {
     /// Reads (`mutable == false`) or writes `blob` with `f`.
     pub fn new(
-        blob: Arc<Blob>,
+        blob: Counted<Blob>,
         mutable: bool,
         f: impl FnOnce(Result<&Blob, Error>) + Send + 'static,
     ) -> Self {
@@ -45,10 +45,10 @@ impl InstructionPolicy for AccessBlobByCallback {
     fn name(&self) -> &str {
         "access_blob_by_callback"
     }
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         &self.blob
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         if self.mutable {
             &self.blob
         } else {

@@ -3,9 +3,9 @@
 use super::policy::{allocate_outputs, ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError};
 use crate::blob::Blob;
 use crate::error::Result;
+use crate::Counted;
 use smallvec::SmallVec;
 use std::mem::MaybeUninit;
-use std::sync::Arc;
 
 /// A kernel: the op-specific part of an [`OpCall`]. The ops crate implements it; kernels see
 /// blobs and a context, never tensors or the scheduler.
@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// struct Fill(u8);
 /// impl Kernel for Fill {
 ///     fn name(&self) -> &str { "fill" }
-///     fn compute(&mut self, _: &[std::sync::Arc<Blob>], outs: &[std::sync::Arc<Blob>], _: &mut ComputeCtx<'_>) -> Result<()> {
+///     fn compute(&mut self, _: &[eddy_vm::Counted<Blob>], outs: &[eddy_vm::Counted<Blob>], _: &mut ComputeCtx<'_>) -> Result<()> {
 ///         // SAFETY: the engine runs this kernel with exclusive access to its outputs.
 ///         unsafe { outs[0].bytes_mut().fill(self.0) };
 ///         Ok(())
@@ -34,8 +34,8 @@ pub trait Kernel: Send + 'static {
     /// Any error poisons the outputs.
     fn compute(
         &mut self,
-        inputs: &[Arc<Blob>],
-        outputs: &[Arc<Blob>],
+        inputs: &[Counted<Blob>],
+        outputs: &[Counted<Blob>],
         ctx: &mut ComputeCtx<'_>,
     ) -> Result<()>;
     /// Whether the kernel is small enough to fuse with neighbours (default: yes).
@@ -50,7 +50,7 @@ pub trait Kernel: Send + 'static {
 }
 
 /// Operand lists, inline for up to four blobs.
-pub type Blobs = SmallVec<[Arc<Blob>; 4]>;
+pub type Blobs = SmallVec<[Counted<Blob>; 4]>;
 
 /// The instruction for one op call: a kernel, its inputs and its outputs.
 pub struct OpCall<K: Kernel> {
@@ -79,7 +79,7 @@ impl<K: Kernel> OpCall<K> {
     /// struct Nothing;
     /// impl Kernel for Nothing {
     ///     fn name(&self) -> &str { "nothing" }
-    ///     fn compute(&mut self, _: &[std::sync::Arc<eddy_vm::Blob>], _: &[std::sync::Arc<eddy_vm::Blob>], _: &mut ComputeCtx<'_>) -> eddy_vm::Result<()> { Ok(()) }
+    ///     fn compute(&mut self, _: &[eddy_vm::Counted<eddy_vm::Blob>], _: &[eddy_vm::Counted<eddy_vm::Blob>], _: &mut ComputeCtx<'_>) -> eddy_vm::Result<()> { Ok(()) }
     /// }
     /// let call = OpCall::new(Nothing, Default::default(), Default::default());
     /// assert!(!call.cheap());
@@ -95,10 +95,10 @@ impl<K: Kernel> InstructionPolicy for OpCall<K> {
     fn name(&self) -> &str {
         self.kernel.name()
     }
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         &self.inputs
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &self.outputs
     }
     fn fusable(&self) -> bool {
@@ -121,7 +121,7 @@ impl<K: Kernel> InstructionPolicy for OpCall<K> {
 /// should. A value lives only inside `run_op`, while the caller's borrows of the originals
 /// keep every blob alive.
 pub(crate) struct Shallow {
-    buf: [MaybeUninit<Arc<Blob>>; SHALLOW_MAX],
+    buf: [MaybeUninit<Counted<Blob>>; SHALLOW_MAX],
     len: usize,
 }
 
@@ -135,14 +135,14 @@ impl Shallow {
     /// `blobs` is dropped, and it must not be sent to another thread or stored. `blobs` holds
     /// at most [`SHALLOW_MAX`] handles (more panics).
     #[inline]
-    pub(crate) unsafe fn new(blobs: &[&Arc<Blob>]) -> Self {
+    pub(crate) unsafe fn new(blobs: &[&Counted<Blob>]) -> Self {
         assert!(blobs.len() <= SHALLOW_MAX, "at most {SHALLOW_MAX} operands");
         let mut me = Shallow {
             buf: [const { MaybeUninit::uninit() }; SHALLOW_MAX],
             len: blobs.len(),
         };
         for (slot, b) in me.buf.iter_mut().zip(blobs) {
-            // SAFETY: `ptr::read` makes a bitwise copy of a live `Arc`, never dropped (the
+            // SAFETY: `ptr::read` makes a bitwise copy of a live `Counted`, never dropped (the
             // slots are `MaybeUninit`), so the allocation's count stays balanced; the caller
             // keeps the original, hence the blob, alive for as long as the copy is used.
             slot.write(unsafe { std::ptr::read(*b) });
@@ -152,10 +152,10 @@ impl Shallow {
 
     /// The copies.
     #[inline]
-    pub(crate) fn as_slice(&self) -> &[Arc<Blob>] {
+    pub(crate) fn as_slice(&self) -> &[Counted<Blob>] {
         // SAFETY: the first `len` slots were written in `new` (`MaybeUninit<T>` has `T`'s
         // layout); they stay valid while the originals live, which `new`'s caller guarantees.
-        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<Arc<Blob>>(), self.len) }
+        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<Counted<Blob>>(), self.len) }
     }
 }
 
@@ -163,8 +163,8 @@ impl Shallow {
 /// an instruction would run (see `exec::Run`): no policy object is built or moved.
 pub(crate) struct KernelCall<'a, K: Kernel> {
     pub(crate) kernel: &'a mut K,
-    pub(crate) inputs: &'a [Arc<Blob>],
-    pub(crate) outputs: &'a [Arc<Blob>],
+    pub(crate) inputs: &'a [Counted<Blob>],
+    pub(crate) outputs: &'a [Counted<Blob>],
 }
 
 impl<K: Kernel> crate::exec::Run for KernelCall<'_, K> {
@@ -173,11 +173,11 @@ impl<K: Kernel> crate::exec::Run for KernelCall<'_, K> {
         self.kernel.name()
     }
     #[inline]
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         self.inputs
     }
     #[inline]
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         self.outputs
     }
     #[inline]

@@ -4,6 +4,7 @@ use crate::alloc::{AllocError, DeviceAllocator};
 use crate::blob::Blob;
 use crate::error::{Error, Result};
 use crate::stream::{Event, StreamId, StreamPolicy};
+use crate::Counted;
 use std::sync::Arc;
 
 /// What an instruction does and what it touches.
@@ -17,14 +18,13 @@ use std::sync::Arc;
 /// # Examples
 ///
 /// ```
-/// use eddy_vm::{Blob, Result, instruction::{ComputeCtx, InstructionPolicy}};
-/// use std::sync::Arc;
+/// use eddy_vm::{Blob, Counted, Result, instruction::{ComputeCtx, InstructionPolicy}};
 ///
 /// /// Writes one blob; a no-op kernel.
-/// struct Touch(Vec<Arc<Blob>>);
+/// struct Touch(Vec<Counted<Blob>>);
 /// impl InstructionPolicy for Touch {
 ///     fn name(&self) -> &str { "touch" }
-///     fn outputs(&self) -> &[Arc<Blob>] { &self.0 }
+///     fn outputs(&self) -> &[Counted<Blob>] { &self.0 }
 ///     fn compute(&mut self, _ctx: &mut ComputeCtx<'_>) -> Result<()> { Ok(()) }
 /// }
 ///
@@ -39,12 +39,12 @@ pub trait InstructionPolicy: Send + 'static {
     fn name(&self) -> &str;
 
     /// Blobs read.
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         &[]
     }
 
     /// Blobs written (also listed in `inputs` if read, as in an in-place op).
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &[]
     }
 
@@ -95,7 +95,7 @@ pub trait InstructionPolicy: Send + 'static {
 /// The default `prepare`: gives every output memory.
 #[inline]
 pub(crate) fn allocate_outputs(
-    outputs: &[Arc<Blob>],
+    outputs: &[Counted<Blob>],
     ctx: &mut PrepareCtx<'_>,
 ) -> Result<(), PrepareError> {
     for o in outputs {
@@ -158,10 +158,10 @@ impl InstructionPolicy for Box<dyn InstructionPolicy> {
     fn name(&self) -> &str {
         (**self).name()
     }
-    fn inputs(&self) -> &[Arc<Blob>] {
+    fn inputs(&self) -> &[Counted<Blob>] {
         (**self).inputs()
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         (**self).outputs()
     }
     fn fusable(&self) -> bool {

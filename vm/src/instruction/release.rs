@@ -3,7 +3,7 @@
 use super::policy::{ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError};
 use crate::blob::Blob;
 use crate::error::Result;
-use std::sync::Arc;
+use crate::Counted;
 
 /// Frees a blob's memory. It *writes* the blob, so it runs after every earlier reader and writer
 /// (cross-stream ones through edges, same-stream ones by FIFO order); on a stream-ordered device
@@ -13,13 +13,13 @@ use std::sync::Arc;
 /// device when this computes, so the free is deferred: the instruction records an event, counts
 /// as done only when the event completes, and frees the memory when it is released (its drop).
 pub struct ReleaseTensor {
-    blob: [Arc<Blob>; 1],
+    blob: [Counted<Blob>; 1],
     deferred: bool,
 }
 
 impl ReleaseTensor {
     /// Releases `blob`.
-    pub fn new(blob: Arc<Blob>) -> Self {
+    pub fn new(blob: Counted<Blob>) -> Self {
         ReleaseTensor {
             blob: [blob],
             deferred: false,
@@ -31,7 +31,7 @@ impl InstructionPolicy for ReleaseTensor {
     fn name(&self) -> &str {
         "release_tensor"
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &self.blob
     }
     fn fusable(&self) -> bool {

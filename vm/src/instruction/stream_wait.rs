@@ -12,6 +12,7 @@ use super::policy::{ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError};
 use crate::blob::Blob;
 use crate::error::{Error, Result};
 use crate::stream::Event;
+use crate::Counted;
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -20,7 +21,7 @@ pub type EventSlot = Arc<Mutex<Option<Arc<dyn Event>>>>;
 
 /// Records an event on the stream after the work that last used `blobs`.
 pub struct RecordEvent {
-    blobs: Vec<Arc<Blob>>,
+    blobs: Vec<Counted<Blob>>,
     host_wait: bool,
     slot: EventSlot,
 }
@@ -28,7 +29,7 @@ pub struct RecordEvent {
 impl RecordEvent {
     /// Records an event after the producers of `blobs`; if `host_wait`, the instruction is done
     /// only once the event completes.
-    pub fn new(blobs: Vec<Arc<Blob>>, host_wait: bool, slot: EventSlot) -> Self {
+    pub fn new(blobs: Vec<Counted<Blob>>, host_wait: bool, slot: EventSlot) -> Self {
         RecordEvent {
             blobs,
             host_wait,
@@ -41,7 +42,7 @@ impl InstructionPolicy for RecordEvent {
     fn name(&self) -> &str {
         "record_event"
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         // A write: ordered after every earlier access, and every later access is ordered after it.
         &self.blobs
     }
@@ -64,13 +65,13 @@ impl InstructionPolicy for RecordEvent {
 
 /// Makes the stream wait, device-side, for the event of a `RecordEvent`.
 pub struct StreamWait {
-    blobs: Vec<Arc<Blob>>,
+    blobs: Vec<Counted<Blob>>,
     slot: EventSlot,
 }
 
 impl StreamWait {
     /// Waits for the event in `slot`, ordered after the `RecordEvent` through `blobs`.
-    pub fn new(blobs: Vec<Arc<Blob>>, slot: EventSlot) -> Self {
+    pub fn new(blobs: Vec<Counted<Blob>>, slot: EventSlot) -> Self {
         StreamWait { blobs, slot }
     }
 }
@@ -79,7 +80,7 @@ impl InstructionPolicy for StreamWait {
     fn name(&self) -> &str {
         "stream_wait"
     }
-    fn outputs(&self) -> &[Arc<Blob>] {
+    fn outputs(&self) -> &[Counted<Blob>] {
         &self.blobs
     }
     fn handles_poison(&self) -> bool {

@@ -4,8 +4,8 @@ use super::{Scheduler, Slot};
 use crate::blob::Blob;
 use crate::dependence::Access;
 use crate::instruction::{InstrAdapter, InstrList, Instruction};
+use crate::Counted;
 use smallvec::SmallVec;
-use std::sync::Arc;
 
 /// How many instructions of other streams fusion may step over to reach a follower.
 const LOOK_AHEAD: usize = 16;
@@ -30,12 +30,12 @@ impl Footprint {
     fn add(&mut self, n: &Instruction) {
         n.for_each_member(|m| {
             for b in m.p().inputs() {
-                self.read_bits |= bit(Arc::as_ptr(b));
-                self.reads.push(Arc::as_ptr(b));
+                self.read_bits |= bit(Counted::as_ptr(b));
+                self.reads.push(Counted::as_ptr(b));
             }
             for b in m.p().outputs() {
-                self.write_bits |= bit(Arc::as_ptr(b));
-                self.writes.push(Arc::as_ptr(b));
+                self.write_bits |= bit(Counted::as_ptr(b));
+                self.writes.push(Counted::as_ptr(b));
             }
         });
         self.count += 1;
@@ -48,8 +48,8 @@ impl Footprint {
             return false;
         }
         let p = n.p();
-        let hit = |bits: u64, set: &[*const Blob], b: &Arc<Blob>| {
-            bits & bit(Arc::as_ptr(b)) != 0 && set.contains(&Arc::as_ptr(b))
+        let hit = |bits: u64, set: &[*const Blob], b: &Counted<Blob>| {
+            bits & bit(Counted::as_ptr(b)) != 0 && set.contains(&Counted::as_ptr(b))
         };
         p.inputs()
             .iter()
