@@ -9,6 +9,8 @@
 //! valgrind --tool=callgrind ./target/release/examples/cg_small 20000
 //! ```
 //!
+//! `CG_STATS=1` prints how many instructions ran at once on the submitting thread.
+//!
 //! The host's noise does not move these counts, which is why the book's benchmarks chapter
 //! judges changes to the small-op path by them.
 
@@ -48,5 +50,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // 0 + 1 + 1 + … stays positive, so relu keeps it: n either way.
     assert_eq!(y.to_vec::<f32>()?[0], n as f32, "every op ran once");
+    if std::env::var_os("CG_STATS").is_some() {
+        // How many ops ran at once on this thread, and how many went through the queue.
+        let s = y.engine().stats();
+        eprintln!("inserted {} inlined {}", s.inserted, s.inlined);
+    }
     Ok(())
 }

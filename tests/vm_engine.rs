@@ -1197,6 +1197,42 @@ fn a_waiting_thread_runs_the_passes_while_the_scheduler_sleeps() {
     });
 }
 
+/// Once cheap work is queued (here: behind a gate), a loop of cheap ops goes back to running
+/// them at once on the submitting thread: a submitter that finds the scheduler free, or whose
+/// pass over cheap work ends within its short spin, runs the queued work itself, then its own.
+/// Without that, every op found the engine busy because of the one before, and a loop could
+/// stay queued for good, at two to five times the cost per op. (That trap's onset is random,
+/// so this fails only in some runs without the catch-up; `engine.rs`'s unit tests pin the
+/// mechanism itself deterministically.)
+#[test]
+#[cfg_attr(miri, ignore = "real-time scheduling")]
+fn a_loop_of_cheap_ops_returns_to_running_them_at_once_after_a_queue() {
+    use eddy::vm::testing::Cheap;
+    watchdog(60, || {
+        let vm = VmBuilder::new().build().unwrap();
+        let (log, x) = (Log::default(), vm.new_blob(8));
+        let gate = Gate::new();
+        vm.run(CPU, gate.hold(vec![x.clone()])).unwrap();
+        for tag in 0..100 {
+            let op = Cheap(Record::new(tag, vec![x.clone()], vec![x.clone()], &log));
+            vm.run(CPU, op).unwrap();
+        }
+        gate.open();
+        let (n, before) = (100_000, vm.stats().inlined);
+        for _ in 0..n {
+            vm.run(CPU, Cheap(Noop::new(vec![x.clone()], vec![x.clone()])))
+                .unwrap();
+        }
+        vm.sync().unwrap();
+        assert_eq!(*log.lock(), (0..100).collect::<Vec<_>>(), "in order");
+        let inlined = vm.stats().inlined - before;
+        assert!(
+            inlined * 2 >= n,
+            "only {inlined} of {n} cheap ops ran at once after the queue drained"
+        );
+    });
+}
+
 /// A cheap instruction submitted to an idle engine runs before `run` returns, on the
 /// submitting thread, with the same errors, poison and reentrancy rules as on the scheduler;
 /// one submitted while earlier work is live is queued behind it.

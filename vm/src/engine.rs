@@ -56,6 +56,9 @@ pub(crate) struct Shared {
     pub dump: Mutex<Option<String>>,
     pub probes: Mutex<Vec<Box<dyn FnMut() -> bool + Send>>>,
     pub has_probes: AtomicBool,
+    /// An instruction that is not cheap is computing inline, on whichever thread runs passes:
+    /// a submitter of a cheap one then does not wait for the scheduler (see `Vm::run_now`).
+    pub heavy: AtomicBool,
     /// `shutdown_timeout` gave up on the scheduler thread.
     abandoned: AtomicBool,
     /// Set when an engine thread failed (`EngineFailed`).
@@ -205,6 +208,7 @@ impl Vm {
             dump: Mutex::new(None),
             probes: Mutex::new(Vec::new()),
             has_probes: AtomicBool::new(false),
+            heavy: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
             failed: Mutex::new(None),
             trace_origin: Instant::now(),
@@ -466,7 +470,9 @@ impl Vm {
         // At once on an idle engine: every earlier access is done, so free the memory now.
         if !sh.any_async_stream {
             if let Some(mut s) = self.try_sched() {
-                if s.try_release_now(stream, blob) {
+                if s.try_release_now(stream, blob)
+                    || (self.catch_up(&mut s)? && s.try_release_now(stream, blob))
+                {
                     return Ok(());
                 }
             }
@@ -505,11 +511,17 @@ impl Vm {
         stream: StreamId,
         policy: &mut P,
     ) -> Result<bool> {
-        let Some(mut s) = self.try_sched() else {
+        let Some(mut s) = self.try_sched().or_else(|| self.sched_after_pass()) else {
             return Ok(false);
         };
         if !s.try_run_now(stream, policy) {
-            return Ok(false);
+            // Not idle, yet the scheduler thread runs no pass (this thread holds its state):
+            // if all that is queued is cheap, run it here, then this one (see
+            // `Scheduler::only_cheap_queued`). Otherwise the caller queues this one too, and
+            // the scheduler thread, woken by the pushes, takes it all.
+            if !self.catch_up(&mut s)? || !s.try_run_now(stream, policy) {
+                return Ok(false);
+            }
         }
         // A kernel that submitted work queued it; synchronous mode runs it now (the scheduler
         // thread was woken by the push).
@@ -517,6 +529,57 @@ impl Vm {
             self.run_sync_passes(&mut s)?;
         }
         Ok(true)
+    }
+
+    /// The scheduler, once the scheduler thread's current pass ends, if that comes soon: on the
+    /// threaded engine, while no instruction that is not cheap computes, a bounded spin
+    /// (about a microsecond) on the lock.
+    ///
+    /// A submitter of a cheap op that finds the scheduler thread in a pass (over cheap work:
+    /// queued ops, releases) waits for that pass instead of queueing its op behind it. Queueing
+    /// would keep the engine busy for the next op too, and a loop of small ops would stay in
+    /// the queued mode, at two to five times the cost per op, for good; waiting lets this
+    /// thread catch up and return to running ops at once (`Scheduler::only_cheap_queued`).
+    /// No blocking lock: the pass may run a callback that waits for this thread.
+    #[cold]
+    fn sched_after_pass(&self) -> Option<parking_lot::MutexGuard<'_, Scheduler>> {
+        const SPINS: u32 = 256;
+        let Mode::Threaded { sched, .. } = &self.inner.mode else {
+            return None;
+        };
+        let sh = self.shared();
+        if in_engine() {
+            return None;
+        }
+        for _ in 0..SPINS {
+            if sh.heavy.load(Ordering::Relaxed) || sh.shutdown.load(Ordering::Relaxed) {
+                return None;
+            }
+            if !sched.is_locked() {
+                if let Some(s) = sched.try_lock() {
+                    return Some(s);
+                }
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+
+    /// On the threaded engine, with its scheduler held by this thread and work queued: runs
+    /// that work here if all of it is cheap (see `Scheduler::only_cheap_queued`); returns
+    /// whether the engine is idle afterwards.
+    fn catch_up(&self, s: &mut Scheduler) -> Result<bool> {
+        if !matches!(self.inner.mode, Mode::Threaded { .. }) || !s.only_cheap_queued() {
+            return Ok(false);
+        }
+        self.run_passes_here(s, || false)?;
+        if s.is_idle() {
+            return Ok(true);
+        }
+        // A queued kernel submitted more work, or an allocation failed: the scheduler thread
+        // takes it from here.
+        self.wake();
+        Ok(false)
     }
 
     /// Hands a built list to the scheduler. Blocks above the high-water mark.
@@ -989,5 +1052,60 @@ impl Drop for VmInner {
                 s.shutdown_workers();
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom), not(shuttle)))]
+mod catch_up_tests {
+    //! A submitter that holds the scheduler while work is queued (`Vm::catch_up`): it runs
+    //! the queued work itself only if all of it is cheap, and always in submission order.
+    use super::*;
+    use crate::testing::{Cheap, Log, Record};
+
+    fn sched(vm: &Vm) -> &Mutex<Scheduler> {
+        match &vm.inner.mode {
+            Mode::Threaded { sched, .. } => sched,
+            Mode::Sync(_) => unreachable!("a threaded engine"),
+        }
+    }
+
+    #[test]
+    fn a_submitter_runs_queued_cheap_work_then_its_own_in_order() {
+        let vm = Vm::builder().build().unwrap();
+        let (log, x) = (Log::default(), vm.new_blob(8));
+        // Holding the scheduler, as a submitter that found it free does: the scheduler
+        // thread runs no pass meanwhile, and `run` finds it taken, so it queues.
+        let mut s = sched(&vm).lock();
+        for tag in [1, 2] {
+            let op = Cheap(Record::new(tag, vec![x.clone()], vec![x.clone()], &log));
+            vm.run(StreamId::CPU, op).unwrap();
+        }
+        assert!(log.lock().is_empty(), "queued, not run");
+        let mut third = Cheap(Record::new(3, vec![x.clone()], vec![], &log));
+        assert!(!s.try_run_now(StreamId::CPU, &mut third), "not idle");
+        assert!(vm.catch_up(&mut s).unwrap(), "idle after catching up");
+        assert_eq!(*log.lock(), vec![1, 2], "the queued ones, in order");
+        assert!(s.try_run_now(StreamId::CPU, &mut third));
+        assert_eq!(*log.lock(), vec![1, 2, 3]);
+        drop(s);
+        vm.sync().unwrap();
+        let st = vm.stats();
+        assert_eq!((st.inserted, st.erased, st.in_flight), (4, 4, 0), "{st:?}");
+    }
+
+    #[test]
+    fn work_that_is_not_cheap_stays_with_the_scheduler_thread() {
+        let vm = Vm::builder().build().unwrap();
+        let (log, x) = (Log::default(), vm.new_blob(8));
+        let mut s = sched(&vm).lock();
+        vm.run(StreamId::CPU, Record::new(1, vec![], vec![x.clone()], &log))
+            .unwrap();
+        let op = Cheap(Record::new(2, vec![x.clone()], vec![], &log));
+        vm.run(StreamId::CPU, op).unwrap();
+        assert!(!vm.catch_up(&mut s).unwrap(), "a queued op is not cheap");
+        assert!(log.lock().is_empty(), "nothing ran on this thread");
+        drop(s);
+        vm.sync().unwrap(); // the scheduler thread (or this one, waiting) runs both
+        assert_eq!(*log.lock(), vec![1, 2]);
     }
 }

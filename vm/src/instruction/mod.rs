@@ -75,6 +75,7 @@ pub(crate) struct Flags {
     pub fusable: bool,
     pub handles_poison: bool,
     pub barrier: bool,
+    pub cheap: bool,
 }
 
 impl Flags {
@@ -83,6 +84,7 @@ impl Flags {
             fusable: p.fusable(),
             handles_poison: p.handles_poison(),
             barrier: p.is_barrier(),
+            cheap: p.cheap(),
         }
     }
 }

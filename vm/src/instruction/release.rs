@@ -40,6 +40,9 @@ impl InstructionPolicy for ReleaseTensor {
     fn handles_poison(&self) -> bool {
         true
     }
+    fn cheap(&self) -> bool {
+        true // a free into the caching allocator, or an event record
+    }
     fn prepare(&mut self, _ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {
         Ok(()) // never allocate what is about to be freed
     }

@@ -56,7 +56,15 @@ impl Scheduler {
                     allocator: &st.allocator,
                     shared: &self.shared,
                 };
+                // Submitters of cheap ops do not wait for a pass that computes this.
+                let heavy = !node.flags.cheap;
+                if heavy {
+                    self.shared.heavy.store(true, Relaxed);
+                }
                 run_unit(&mut node, &env);
+                if heavy {
+                    self.shared.heavy.store(false, Relaxed);
+                }
                 self.complete(node);
             }
             Exec::Worker => self.streams[s].worker_batch.push_back(node),

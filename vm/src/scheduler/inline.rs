@@ -73,6 +73,36 @@ impl Scheduler {
         true
     }
 
+    /// Whether a submitting thread that holds the scheduler may catch up with the queued work
+    /// by running passes itself: nothing is live (so nothing waits on a worker or a device)
+    /// and everything received is cheap, on streams that compute inline with synchronous
+    /// completion, and no barrier. Takes the pending list to look at it; what it took stays
+    /// queued, in order, for whichever thread runs the next pass.
+    ///
+    /// Without this, one small op that finds the scheduler busy is queued, every later one
+    /// must queue behind it (the engine is no longer idle), and a loop of small ops stays in
+    /// that slower mode for good: the scheduler thread never quite catches up.
+    pub(crate) fn only_cheap_queued(&mut self) -> bool {
+        if self.live != 0 || !self.barriers.is_empty() {
+            return false;
+        }
+        if self.local.is_empty() {
+            self.local = self.shared.pending.take();
+        }
+        let mut c = self.local.front();
+        while let Some(n) = c.get() {
+            let runs_now = self
+                .streams
+                .get(n.stream.0 as usize)
+                .is_some_and(|st| st.runs_now);
+            if !n.flags.cheap || n.flags.barrier || !runs_now {
+                return false;
+            }
+            c.move_next();
+        }
+        true
+    }
+
     /// Frees `blob`'s memory now if the engine is idle and `stream`, its last user, computes
     /// inline with synchronous completion: what its `ReleaseTensor` would do, minus the
     /// instruction. Returns whether it did.

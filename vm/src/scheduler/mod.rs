@@ -386,10 +386,10 @@ impl Drop for Scheduler {
 mod loom_tests {
     //! The hand-off between the scheduler thread and a waiting thread that runs the passes
     //! itself (`Vm::wait`), and with a submitter that runs a cheap instruction at once
-    //! (`inline.rs`), reduced to its synchronisation: the scheduler's state is a mutex the
-    //! scheduler thread holds while it runs passes and drops to wait on the pending list's
-    //! notifier (its spin is an unlocked poll of the same notifier); a pass takes the pending
-    //! list and runs what it took.
+    //! (`inline.rs`) or first catches up with queued work (`Vm::catch_up`), reduced to its
+    //! synchronisation: the scheduler's state is a mutex the scheduler thread holds while it
+    //! runs passes and drops to wait on the pending list's notifier (its spin is an unlocked
+    //! poll of the same notifier); a pass takes the pending list and runs what it took.
     use crate::pending::PendingStack;
     use crate::sync::{AtomicBool, Mutex};
     use loom::sync::Arc;
@@ -498,6 +498,98 @@ mod loom_tests {
             }
             stop_scheduler(&pending, &shutdown, sched);
             assert_eq!(*state.lock(), vec![1, 2], "once each, in order");
+        });
+    }
+
+    /// A submitter that finds work queued and the state free catches up: it runs the passes
+    /// itself (`Vm::catch_up`), then its own instruction if nothing is left, else queues it.
+    /// With two instructions queued before, all three run exactly once, in submission order,
+    /// whichever thread runs each, and the scheduler thread never sleeps through work.
+    #[test]
+    fn a_submitter_that_catches_up_keeps_submission_order() {
+        loom::model(|| {
+            let (pending, state, shutdown, sched) = spawn_scheduler();
+            pending.push(instr(1));
+            pending.push(instr(2));
+            let ran_inline = match state.try_lock() {
+                Some(mut s) => {
+                    while pass(&mut s, &pending) {}
+                    if pending.is_empty() {
+                        s.push(3);
+                        true
+                    } else {
+                        false
+                    }
+                }
+                None => false,
+            };
+            if !ran_inline {
+                pending.push(instr(3));
+            }
+            loop {
+                if state.lock().contains(&3) {
+                    break;
+                }
+                thread::yield_now();
+            }
+            stop_scheduler(&pending, &shutdown, sched);
+            assert_eq!(*state.lock(), vec![1, 2, 3], "once each, in order");
+        });
+    }
+
+    /// A submitter that takes the queued work to look at it and finds some not cheap leaves
+    /// it in the scheduler's local list (`Scheduler::only_cheap_queued`) and queues its own:
+    /// the scheduler thread still runs everything once, in order, and never sleeps through
+    /// the work left in its local list (the submitter's own push wakes it).
+    #[test]
+    fn work_left_in_the_local_list_is_not_slept_through() {
+        loom::model(|| {
+            // (ran, local): a pass runs the local list first, then what it takes.
+            type St = Arc<Mutex<(Vec<u64>, Vec<u64>)>>;
+            let pending = Arc::new(PendingStack::new());
+            let state: St = Arc::new(Mutex::new((Vec::new(), Vec::new())));
+            let shutdown = Arc::new(AtomicBool::new(false));
+            let (p, st, sd) = (pending.clone(), state.clone(), shutdown.clone());
+            let pass = |s: &mut (Vec<u64>, Vec<u64>), p: &PendingStack| {
+                let mut any = !s.1.is_empty();
+                let local = std::mem::take(&mut s.1);
+                s.0.extend(local);
+                let mut l = p.take();
+                any |= !l.is_empty();
+                while let Some(i) = l.pop_front() {
+                    s.0.push(i.id);
+                }
+                any
+            };
+            let sched = thread::spawn(move || loop {
+                let mut s = st.lock();
+                while pass(&mut s, &p) {}
+                let stop = sd.load(SeqCst) && p.is_empty();
+                drop(s);
+                if stop {
+                    break;
+                }
+                p.notifier.wait(None);
+            });
+            pending.push(instr(1));
+            if let Some(mut s) = state.try_lock() {
+                // Took it, found it not cheap: left in the local list.
+                let mut l = pending.take();
+                while let Some(i) = l.pop_front() {
+                    s.1.push(i.id);
+                }
+            }
+            pending.push(instr(2));
+            loop {
+                if state.lock().0.contains(&2) {
+                    break;
+                }
+                thread::yield_now();
+            }
+            shutdown.store(true, SeqCst);
+            pending.notifier.notify();
+            sched.join().unwrap();
+            assert_eq!(state.lock().0, vec![1, 2], "once each, in order");
         });
     }
 }
