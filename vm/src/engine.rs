@@ -470,9 +470,7 @@ impl Vm {
         // At once on an idle engine: every earlier access is done, so free the memory now.
         if !sh.any_async_stream {
             if let Some(mut s) = self.try_sched() {
-                if s.try_release_now(stream, blob)
-                    || (self.catch_up(&mut s)? && s.try_release_now(stream, blob))
-                {
+                if (s.is_idle() || self.catch_up(&mut s)?) && s.try_release_now(stream, blob) {
                     return Ok(());
                 }
             }
@@ -514,14 +512,13 @@ impl Vm {
         let Some(mut s) = self.try_sched().or_else(|| self.sched_after_pass()) else {
             return Ok(false);
         };
-        if !s.try_run_now(stream, policy) {
-            // Not idle, yet the scheduler thread runs no pass (this thread holds its state):
-            // if all that is queued is cheap, run it here, then this one (see
-            // `Scheduler::only_cheap_queued`). Otherwise the caller queues this one too, and
-            // the scheduler thread, woken by the pushes, takes it all.
-            if !self.catch_up(&mut s)? || !s.try_run_now(stream, policy) {
-                return Ok(false);
-            }
+        // Not idle, yet the scheduler thread runs no pass (this thread holds its state): if
+        // all that is queued is cheap, run it here, then this one (see
+        // `Scheduler::only_cheap_queued`). Otherwise the caller queues this one too, and the
+        // scheduler thread, woken by the pushes, takes it all. (One call of `try_run_now`, so
+        // that it inlines here.)
+        if (!s.is_idle() && !self.catch_up(&mut s)?) || !s.try_run_now(stream, policy) {
+            return Ok(false);
         }
         // A kernel that submitted work queued it; synchronous mode runs it now (the scheduler
         // thread was woken by the push).
@@ -568,6 +565,8 @@ impl Vm {
     /// On the threaded engine, with its scheduler held by this thread and work queued: runs
     /// that work here if all of it is cheap (see `Scheduler::only_cheap_queued`); returns
     /// whether the engine is idle afterwards.
+    #[cold]
+    #[inline(never)]
     fn catch_up(&self, s: &mut Scheduler) -> Result<bool> {
         if !matches!(self.inner.mode, Mode::Threaded { .. }) || !s.only_cheap_queued() {
             return Ok(false);
