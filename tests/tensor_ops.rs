@@ -1341,6 +1341,58 @@ fn f32s(t: &Tensor) -> Vec<f32> {
     t.to_vec::<f32>().unwrap()
 }
 
+/// A splat operand of the other's shape (`sum(y).broadcast_to(..)`, or one element of a
+/// narrowed base stretched over every dim) takes the binary ops' flat path; each operand order
+/// of the non-commutative ops, against the values worked out here.
+#[test]
+fn splat_operands_of_the_same_shape() {
+    let base = Tensor::from_vec(vec![9f32, 2.0, 7.0], [3]).unwrap();
+    // The element at offset 1, stretched to [2, 3]: every element reads 2.0.
+    let splat = base.narrow(0, 1, 1).unwrap().reshape([1, 1]).unwrap();
+    let splat = splat.broadcast_to([2, 3]).unwrap();
+    assert!(!splat.is_contiguous());
+    let x = Tensor::from_vec(vec![1f32, 2.0, 4.0, 8.0, 0.5, -3.0], [2, 3]).unwrap();
+    let xs = f32s(&x);
+    let ops: [(&str, fn(&Tensor, &Tensor) -> Tensor, fn(f32, f32) -> f32); 4] = [
+        ("sub", |a, b| a.sub(b).unwrap(), |a, b| a - b),
+        ("div", |a, b| a.div(b).unwrap(), |a, b| a / b),
+        ("pow", |a, b| a.pow(b).unwrap(), f32::powf),
+        ("maximum", |a, b| a.maximum(b).unwrap(), f32::max),
+    ];
+    let close = |got: Vec<f32>, want: Vec<f32>, what: String| {
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-6 * w.abs().max(1.0),
+                "{what}: {got:?} against {want:?}"
+            );
+        }
+    };
+    for (name, op, f) in ops {
+        let want = xs.iter().map(|&v| f(v, 2.0)).collect();
+        close(f32s(&op(&x, &splat)), want, format!("{name}(x, splat)"));
+        let want = xs.iter().map(|&v| f(2.0, v)).collect();
+        close(f32s(&op(&splat, &x)), want, format!("{name}(splat, x)"));
+        let want = vec![f(2.0, 2.0); 6];
+        close(
+            f32s(&op(&splat, &splat)),
+            want,
+            format!("{name}(splat, splat)"),
+        );
+    }
+    // An integer splat from a reduction, as `dispatch_mixed` builds it.
+    let y = Tensor::from_vec(vec![1i64, 2, 3, 4], [4]).unwrap();
+    let s = y.sum_all().unwrap().broadcast_to([4]).unwrap();
+    assert_eq!(
+        s.sub(&y).unwrap().to_vec::<i64>().unwrap(),
+        vec![9, 8, 7, 6]
+    );
+    assert_eq!(
+        y.sub(&s).unwrap().to_vec::<i64>().unwrap(),
+        vec![-9, -8, -7, -6]
+    );
+}
+
 #[test]
 fn broadcasting_zero_with_one_gives_zero() {
     let a = Tensor::zeros([0], F32).unwrap();

@@ -93,14 +93,18 @@ impl std::fmt::Display for Shape {
     }
 }
 
+// Through `dims_copy`: collecting an iterator into a `SmallVec` reserves and pushes element by
+// element, and ops build shapes from arrays (`broadcast_to([64])`, `reshape([2, 3])`) per call.
 impl<const N: usize> From<[usize; N]> for Shape {
+    #[inline]
     fn from(d: [usize; N]) -> Self {
-        Shape(d.iter().copied().collect())
+        Shape(dims_copy(&d))
     }
 }
 impl From<&[usize]> for Shape {
+    #[inline]
     fn from(d: &[usize]) -> Self {
-        Shape(d.iter().copied().collect())
+        Shape(dims_copy(d))
     }
 }
 impl From<Vec<usize>> for Shape {
@@ -227,6 +231,26 @@ pub fn norm_dim(op: &'static str, d: isize, rank: usize) -> Result<usize> {
         return Err(Error::InvalidDim { op, dim: d, rank });
     }
     Ok(n as usize)
+}
+
+/// Whether `from` broadcasts to `to` itself: `to` has at least as many dims, and each dim of
+/// `from`, aligned at the right, equals `to`'s or is `1`. The same answer as
+/// `broadcast_shapes(op, from, to) == Ok(to)`, without building a shape.
+///
+/// ```
+/// use eddy_ops::{broadcasts_to, Shape};
+/// assert!(broadcasts_to(&Shape::from([3, 1]), &Shape::from([2, 3, 4])));
+/// assert!(broadcasts_to(&Shape::from([1]), &Shape::from([0])));
+/// assert!(!broadcasts_to(&Shape::from([0]), &Shape::from([1])));
+/// assert!(!broadcasts_to(&Shape::from([2, 3]), &Shape::from([3])));
+/// ```
+#[inline]
+pub fn broadcasts_to(from: &Shape, to: &Shape) -> bool {
+    let (f, t) = (from.dims(), to.dims());
+    f.len() <= t.len()
+        && f.iter()
+            .zip(&t[t.len() - f.len()..])
+            .all(|(&a, &b)| a == b || a == 1)
 }
 
 /// The broadcast shape of `a` and `b` (NumPy rules; a `0` dim broadcasts only with `0` or `1`,
@@ -403,14 +427,25 @@ impl Layout {
         let n = shape.rank();
         let k = self.shape.rank();
         // New leading dims and stretched ones step 0; the rest keep their strides (dims are
-        // aligned from the right). Filled in place: pushes cost a capacity check each.
-        let mut strides: SmallVec<[usize; 4]> = SmallVec::from_elem(0, n);
-        for j in k.saturating_sub(n)..k {
-            let i = j + n - k;
-            if self.shape.0[j] != 1 || shape.0[i] == 1 {
-                strides[i] = self.strides[j];
+        // aligned from the right). Filled in place: pushes cost a capacity check each, and up
+        // to four dims fill the inline buffer without `from_elem`'s loop.
+        let fill = |strides: &mut [usize]| {
+            for j in k.saturating_sub(n)..k {
+                let i = j + n - k;
+                if self.shape.0[j] != 1 || shape.0[i] == 1 {
+                    strides[i] = self.strides[j];
+                }
             }
-        }
+        };
+        let strides: SmallVec<[usize; 4]> = if n <= 4 {
+            let mut buf = [0usize; 4];
+            fill(&mut buf[..n]);
+            SmallVec::from_buf_and_len(buf, n)
+        } else {
+            let mut s = SmallVec::from_elem(0, n);
+            fill(&mut s);
+            s
+        };
         Layout {
             shape: shape.clone(),
             strides,

@@ -200,6 +200,12 @@ impl Tensor {
         (l.offset == 0 && distinct == elems).then_some(h.range)
     }
 
+    /// This tensor as a kernel operand of its own shape, when it is dense or a splat.
+    #[inline]
+    pub(crate) fn flat_lay(&self) -> Option<eddy_ops::cpu::elementwise::Lay> {
+        eddy_ops::cpu::elementwise::Lay::flat(self.layout(), self.0.contiguous)
+    }
+
     /// This operand's layout for an elementwise kernel whose output has `shape` (which it
     /// broadcasts to): dense or a splat without building a layout ([`Lay::for_shape`]).
     ///

@@ -254,8 +254,7 @@ impl Tensor {
         // F2: a view's element count must not overflow either (nothing is allocated, but
         // `numel` and every kernel's index arithmetic would).
         shape.checked_bytes(self.dtype())?;
-        let b = eddy_ops::broadcast_shapes("broadcast_to", self.shape(), &shape)?;
-        if b != shape {
+        if !eddy_ops::broadcasts_to(self.shape(), &shape) {
             return Err(Error::ShapeMismatch {
                 op: "broadcast_to",
                 lhs: self.dims().to_vec(),

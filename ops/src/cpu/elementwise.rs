@@ -154,6 +154,28 @@ impl Lay {
         }
     }
 
+    /// `l` read at its own shape as a dense run or a splat (`contiguous` as the caller knows
+    /// it), or `None` for any other layout: the operands that an op of one shape can take
+    /// without the layout analysis.
+    ///
+    /// ```
+    /// use eddy_ops::{Layout, cpu::elementwise::Lay};
+    /// assert_eq!(Lay::flat(&Layout::contiguous([2, 3]), true), Some(Lay::Dense(0)));
+    /// let stretched = Layout::contiguous([1]).broadcast_to(&[4].into());
+    /// assert_eq!(Lay::flat(&stretched, false), Some(Lay::Splat(0)));
+    /// assert_eq!(Lay::flat(&Layout::contiguous([3, 2]).transpose(0, 1), false), None);
+    /// ```
+    #[inline]
+    pub fn flat(l: &Layout, contiguous: bool) -> Option<Lay> {
+        if contiguous {
+            Some(Lay::Dense(l.offset))
+        } else if Lay::is_splat(l) {
+            Some(Lay::Splat(l.offset))
+        } else {
+            None
+        }
+    }
+
     /// `l` broadcast to `shape` (the output's), without building the broadcast layout when it
     /// is not kept: dense when `l` is contiguous (`contiguous`, which the caller knows) and of
     /// that shape, a splat when it holds one element or steps 0 along every dim longer than 1.
