@@ -1353,7 +1353,9 @@ fn splat_operands_of_the_same_shape() {
     assert!(!splat.is_contiguous());
     let x = Tensor::from_vec(vec![1f32, 2.0, 4.0, 8.0, 0.5, -3.0], [2, 3]).unwrap();
     let xs = f32s(&x);
-    let ops: [(&str, fn(&Tensor, &Tensor) -> Tensor, fn(f32, f32) -> f32); 4] = [
+    type Op = fn(&Tensor, &Tensor) -> Tensor;
+    type Want = fn(f32, f32) -> f32;
+    let ops: [(&str, Op, Want); 4] = [
         ("sub", |a, b| a.sub(b).unwrap(), |a, b| a - b),
         ("div", |a, b| a.div(b).unwrap(), |a, b| a / b),
         ("pow", |a, b| a.pow(b).unwrap(), f32::powf),
