@@ -197,14 +197,7 @@ impl Lay {
             }
             return Lay::of(l.broadcast_to(shape));
         }
-        if contiguous {
-            return Lay::Dense(l.offset);
-        }
-        if Lay::is_splat(l) {
-            Lay::Splat(l.offset)
-        } else {
-            Lay::Strided(Box::new(l.clone()))
-        }
+        Lay::flat(l, contiguous).unwrap_or_else(|| Lay::Strided(Box::new(l.clone())))
     }
 
     /// Whether `l` has elements and reads one of them everywhere: it steps 0 along every dim
