@@ -88,6 +88,12 @@ impl Scheduler {
         }
         if self.local.is_empty() {
             self.local = self.shared.pending.take();
+        } else if !self.shared.pending.is_empty() {
+            // Received but not looked at (the local list is only refilled once empty): leave
+            // it all to the scheduler thread rather than run what may not be cheap here. (A
+            // submitter on another thread may still push after this look; the passes stay
+            // correct on either thread, only slower here.)
+            return false;
         }
         let mut c = self.local.front();
         while let Some(n) = c.get() {
