@@ -1145,7 +1145,9 @@ fn release_on_a_launch_only_stream_frees_after_the_device_finishes() {
 
 /// A thread that waits on an engine whose scheduler sleeps runs the passes itself: with a zero
 /// spin the scheduler thread sleeps as soon as it is idle, so after each pause the waiting
-/// thread usually takes the scheduler before the woken thread does. Order and results are
+/// thread usually takes the scheduler before the thread woken by the submissions does; once
+/// it holds the scheduler, `sync` queues its barrier there and keeps it (CI once lost all 50
+/// races under load when `sync` let go to push its barrier). Order and results are
 /// those of the scheduler thread; a failing kernel run there poisons as anywhere else; and a
 /// panic of the engine itself there (not of a kernel) is covered in `vm_failpoints`.
 #[test]
@@ -1173,6 +1175,13 @@ fn a_waiting_thread_runs_the_passes_while_the_scheduler_sleeps() {
             )
             .unwrap();
             vm.sync().unwrap();
+            // The barrier queued by a waiting thread that holds the scheduler comes after
+            // everything received before it, still in the pending stack or not.
+            assert_eq!(
+                log.lock().len() as u64,
+                2 * round + 2,
+                "sync waited for round {round}"
+            );
         }
         assert_eq!(
             std::mem::take(&mut *log.lock()),

@@ -268,6 +268,12 @@ impl<'a> InstructionsBuilder<'a> {
         self.append(stream, policy);
     }
 
+    /// What was built, and how many instructions, for a caller that holds the scheduler and
+    /// hands it over itself (see `Vm::barrier`).
+    pub(crate) fn into_list(mut self) -> (InstrList, usize) {
+        (self.list.take(), self.n)
+    }
+
     /// Hands everything to the engine.
     ///
     /// # Errors

@@ -785,13 +785,36 @@ impl Vm {
         if in_engine() {
             return Err(Error::ReentrantWait { op: "sync".into() });
         }
+        let w = Arc::new(Waiter::new());
+        let w2 = w.clone();
         if let Some(mut s) = self.try_sched() {
             if s.pass_idle_barrier() {
                 return Ok(()); // nothing received is still live
             }
+            if matches!(self.inner.mode, Mode::Threaded { .. }) {
+                // The scheduler thread runs no pass (this thread holds its state): queue the
+                // barrier behind everything received and run the passes here, without letting
+                // go. Letting go and pushing would wake the scheduler thread, which would then
+                // take over while this thread sleeps through its wake-up. (Synchronous mode's
+                // `receive` runs the passes itself.)
+                let mut b = self.instructions();
+                b.barrier(move || w2.signal());
+                let (list, n) = b.into_list();
+                let sh = self.shared();
+                if sh.shutdown.load(Ordering::Acquire) {
+                    return Err(self.shut_down_error()); // `list` drops here
+                }
+                sh.in_flight.fetch_add(n, Ordering::AcqRel);
+                s.push_after_pending(list);
+                self.run_passes_until(&mut s, &w)?;
+                drop(s);
+                return if w.is_done() {
+                    Ok(())
+                } else {
+                    self.wait(&w, "sync")
+                };
+            }
         }
-        let w = Arc::new(Waiter::new());
-        let w2 = w.clone();
         self.run(StreamId::CPU, Barrier::new(move || w2.signal()))?;
         self.wait(&w, "sync")
     }

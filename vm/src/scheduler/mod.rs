@@ -176,6 +176,14 @@ impl Scheduler {
         self.local.back_mut().splice_after(list);
     }
 
+    /// Appends `list` after everything received so far, for a thread that holds the scheduler
+    /// and submits (the pending stack's earlier work first, so program order holds).
+    pub(crate) fn push_after_pending(&mut self, list: InstrList) {
+        let earlier = self.shared.pending.take();
+        self.local.back_mut().splice_after(earlier);
+        self.local.back_mut().splice_after(list);
+    }
+
     /// One scheduling pass; returns whether anything moved.
     pub(crate) fn pass(&mut self) -> bool {
         crate::fail_point!("vm::pass");
@@ -534,6 +542,46 @@ mod loom_tests {
             }
             stop_scheduler(&pending, &shutdown, sched);
             assert_eq!(*state.lock(), vec![1, 2, 3], "once each, in order");
+        });
+    }
+
+    /// A `sync` that finds the state free queues its barrier behind everything pending and
+    /// runs the passes itself, without letting go (`Vm::barrier`), while another thread
+    /// submits: the barrier comes after the submitter's earlier work, every instruction runs
+    /// exactly once, and the other thread's work, pushed after the take, is not slept through.
+    #[test]
+    fn a_sync_that_holds_the_state_queues_its_barrier_in_order() {
+        loom::model(|| {
+            let (pending, state, shutdown, sched) = spawn_scheduler();
+            let p2 = pending.clone();
+            let other = thread::spawn(move || p2.push(instr(10)));
+            pending.push(instr(1));
+            match state.try_lock() {
+                Some(mut s) => {
+                    // `push_after_pending`: what is pending first, then the barrier.
+                    let mut l = pending.take();
+                    while let Some(i) = l.pop_front() {
+                        s.push(i.id);
+                    }
+                    s.push(2);
+                    while pass(&mut s, &pending) {}
+                }
+                None => pending.push(instr(2)),
+            }
+            loop {
+                if state.lock().contains(&2) {
+                    break;
+                }
+                thread::yield_now();
+            }
+            other.join().unwrap();
+            stop_scheduler(&pending, &shutdown, sched);
+            let ran = state.lock().clone();
+            let pos = |id| ran.iter().position(|&x| x == id).expect("ran");
+            assert!(pos(1) < pos(2), "the barrier after earlier work: {ran:?}");
+            let mut sorted = ran.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, vec![1, 2, 10], "once each: {ran:?}");
         });
     }
 
