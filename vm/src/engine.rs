@@ -785,38 +785,60 @@ impl Vm {
         if in_engine() {
             return Err(Error::ReentrantWait { op: "sync".into() });
         }
+        let mut held = self.try_sched();
+        if held.as_mut().is_some_and(|s| s.pass_idle_barrier()) {
+            return Ok(()); // nothing received is still live
+        }
         let w = Arc::new(Waiter::new());
         let w2 = w.clone();
-        if let Some(mut s) = self.try_sched() {
-            if s.pass_idle_barrier() {
-                return Ok(()); // nothing received is still live
-            }
-            if matches!(self.inner.mode, Mode::Threaded { .. }) {
-                // The scheduler thread runs no pass (this thread holds its state): queue the
-                // barrier behind everything received and run the passes here, without letting
-                // go. Letting go and pushing would wake the scheduler thread, which would then
-                // take over while this thread sleeps through its wake-up. (Synchronous mode's
-                // `receive` runs the passes itself.)
-                let mut b = self.instructions();
-                b.barrier(move || w2.signal());
-                let (list, n) = b.into_list();
-                let sh = self.shared();
-                if sh.shutdown.load(Ordering::Acquire) {
-                    return Err(self.shut_down_error()); // `list` drops here
-                }
-                sh.in_flight.fetch_add(n, Ordering::AcqRel);
-                s.push_after_pending(list);
-                self.run_passes_until(&mut s, &w)?;
-                drop(s);
-                return if w.is_done() {
-                    Ok(())
-                } else {
-                    self.wait(&w, "sync")
-                };
-            }
+        let barrier = Barrier::new(move || w2.signal());
+        self.run_then_wait(held, StreamId::CPU, barrier, &w, "sync")
+    }
+
+    /// Submits `policy`, whose completion signals `w`, and waits for it (`op` names the wait).
+    ///
+    /// If this thread holds the scheduler (`held`, else it tries to take it) and the engine
+    /// is busy, the scheduler thread runs no pass: queue `policy` behind everything received
+    /// and run the passes here, without letting go. Letting go and pushing would wake the
+    /// scheduler thread (the work before was pushed, so it is waking already), which would
+    /// then often take the scheduler first while this thread waits for it: a hand-off to a
+    /// thread that is still waking up. Otherwise (idle: `run` may run it at once; synchronous
+    /// mode, whose `receive` runs the passes itself; or the scheduler thread in a pass) it is
+    /// an ordinary `run` and `wait`.
+    fn run_then_wait<P: InstructionPolicy>(
+        &self,
+        held: Option<parking_lot::MutexGuard<'_, Scheduler>>,
+        stream: StreamId,
+        policy: P,
+        w: &Waiter,
+        op: &str,
+    ) -> Result<()> {
+        let threaded = matches!(self.inner.mode, Mode::Threaded { .. });
+        let held = if threaded {
+            held.or_else(|| self.try_sched())
+        } else {
+            None
+        };
+        let Some(mut s) = held.filter(|s| !s.is_idle()) else {
+            self.run(stream, policy)?;
+            return self.wait(w, op);
+        };
+        let mut b = self.instructions();
+        b.push(stream, policy)?;
+        let (list, n) = b.into_list();
+        let sh = self.shared();
+        if sh.shutdown.load(Ordering::Acquire) {
+            return Err(self.shut_down_error()); // `list` drops here
         }
-        self.run(StreamId::CPU, Barrier::new(move || w2.signal()))?;
-        self.wait(&w, "sync")
+        sh.in_flight.fetch_add(n, Ordering::AcqRel);
+        s.push_after_pending(list);
+        self.run_passes_until(&mut s, w)?;
+        drop(s);
+        if w.is_done() {
+            Ok(())
+        } else {
+            self.wait(w, op)
+        }
     }
 
     /// The first root error by submission order since the last `clear_errors`.
@@ -868,8 +890,8 @@ impl Vm {
             w2.signal();
         })
         .waited();
-        self.run(StreamId::CPU, access)?; // host reads run on the main CPU stream; soft sync orders them
-        self.wait(&w, "read_blob")?;
+        // Host reads run on the main CPU stream; soft sync orders them.
+        self.run_then_wait(None, StreamId::CPU, access, &w, "read_blob")?;
         let r = slot.lock().take();
         self.or_failed(r.unwrap_or(Err(Error::EngineShutDown)))
     }
@@ -903,8 +925,7 @@ impl Vm {
             w2.signal();
         })
         .waited();
-        self.run(StreamId::CPU, access)?;
-        self.wait(&w, "write_blob")?;
+        self.run_then_wait(None, StreamId::CPU, access, &w, "write_blob")?;
         let r = slot.lock().take();
         self.or_failed(r.unwrap_or(Err(Error::EngineShutDown)))
     }
