@@ -1143,6 +1143,46 @@ fn release_on_a_launch_only_stream_frees_after_the_device_finishes() {
     });
 }
 
+/// In synchronous mode a `sync` that finds the engine busy (a host op waiting for a device
+/// that runs later) lets go of the scheduler it took to look before it submits its barrier,
+/// whose submission takes the scheduler to run the passes (holding on deadlocked here), and a
+/// host read waits for the device the same way.
+#[test]
+fn synchronous_mode_waits_for_a_device_that_finishes_later() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let mut b = VmBuilder::new().sync_mode(true);
+        let q = b.add_stream(Arc::new(dev.stream("fake-compute")));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let x = vm.new_blob(8);
+        vm.run(q, DeviceOp::new(vec![], vec![x.clone()], || {}))
+            .unwrap();
+        // A host op after it waits for the device: the engine stays busy until the device runs.
+        let log = Log::default();
+        vm.run(CPU, Record::new(1, vec![x.clone()], vec![], &log))
+            .unwrap();
+        assert!(log.lock().is_empty(), "ran before the device did");
+        let d = dev.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            d.run_all();
+        });
+        vm.sync().unwrap();
+        assert_eq!(*log.lock(), vec![1]);
+        vm.run(q, DeviceOp::new(vec![], vec![x.clone()], || {}))
+            .unwrap();
+        let d = dev.clone();
+        let t2 = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            d.run_all();
+        });
+        assert_eq!(vm.read_blob(&x, |b| b.len()).unwrap(), 8);
+        t.join().unwrap();
+        t2.join().unwrap();
+    });
+}
+
 /// A thread that waits on an engine whose scheduler sleeps runs the passes itself: with a zero
 /// spin the scheduler thread sleeps as soon as it is idle, so after each pause the waiting
 /// thread usually takes the scheduler before the thread woken by the submissions does; once

@@ -817,6 +817,7 @@ impl Vm {
         let held = if threaded {
             held.or_else(|| self.try_sched())
         } else {
+            drop(held); // synchronous mode's `receive` takes the scheduler
             None
         };
         let Some(mut s) = held.filter(|s| !s.is_idle()) else {
