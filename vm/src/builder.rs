@@ -269,7 +269,7 @@ impl<'a> InstructionsBuilder<'a> {
     }
 
     /// What was built, and how many instructions, for a caller that holds the scheduler and
-    /// hands it over itself (see `Vm::barrier`).
+    /// hands it over itself (see `Vm::run_then_wait`).
     pub(crate) fn into_list(mut self) -> (InstrList, usize) {
         (self.list.take(), self.n)
     }

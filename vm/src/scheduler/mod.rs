@@ -444,6 +444,13 @@ mod loom_tests {
         (pending, state, shutdown, sched)
     }
 
+    /// The user thread waits (yielding to the model) until instruction `id` ran.
+    fn wait_until_ran(state: &State, id: u64) {
+        while !state.lock().contains(&id) {
+            thread::yield_now();
+        }
+    }
+
     fn stop_scheduler(
         pending: &PendingStack,
         shutdown: &AtomicBool,
@@ -498,12 +505,7 @@ mod loom_tests {
             if !ran_inline {
                 pending.push(instr(2));
             }
-            loop {
-                if state.lock().contains(&2) {
-                    break;
-                }
-                thread::yield_now();
-            }
+            wait_until_ran(&state, 2);
             stop_scheduler(&pending, &shutdown, sched);
             assert_eq!(*state.lock(), vec![1, 2], "once each, in order");
         });
@@ -534,12 +536,7 @@ mod loom_tests {
             if !ran_inline {
                 pending.push(instr(3));
             }
-            loop {
-                if state.lock().contains(&3) {
-                    break;
-                }
-                thread::yield_now();
-            }
+            wait_until_ran(&state, 3);
             stop_scheduler(&pending, &shutdown, sched);
             assert_eq!(*state.lock(), vec![1, 2, 3], "once each, in order");
         });
@@ -568,12 +565,7 @@ mod loom_tests {
                 }
                 None => pending.push(instr(2)),
             }
-            loop {
-                if state.lock().contains(&2) {
-                    break;
-                }
-                thread::yield_now();
-            }
+            wait_until_ran(&state, 2);
             other.join().unwrap();
             stop_scheduler(&pending, &shutdown, sched);
             let ran = state.lock().clone();
