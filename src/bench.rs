@@ -33,6 +33,18 @@ pub const KEYS: &[&str] = &[
 const REPS: usize = 7;
 
 /// Metrics and their samples.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::bench::Report;
+/// let mut r = Report::default();
+/// r.metrics.insert("add_large_gbps".into(), 12.5);
+/// r.samples.insert("add_large_gbps".into(), vec![12.0, 12.5, 13.0]);
+/// let j = r.to_json(2, "");
+/// assert_eq!(j["metrics"]["add_large_gbps"], 12.5);
+/// assert_eq!(j["samples"]["add_large_gbps"][2], 13.0);
+/// ```
 #[derive(Default, Debug)]
 pub struct Report {
     /// Key → median.
@@ -51,6 +63,20 @@ impl Report {
     }
 
     /// The JSON object of `BENCHMARKS.md`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::bench::Report;
+    /// let mut r = Report::default();
+    /// r.metrics.insert("matmul_256_gflops".into(), 80.0);
+    /// r.metrics.insert("not_a_key".into(), 1.0); // only `KEYS` are written
+    /// let j = r.to_json(4, "quiet host");
+    /// assert_eq!(j["framework"], "eddy");
+    /// assert_eq!(j["meta"]["threads"], 4);
+    /// assert_eq!(j["metrics"].as_object().unwrap().len(), 1);
+    /// assert!(j.get("roof").is_none()); // no `--roof` samples
+    /// ```
     pub fn to_json(&self, threads: usize, notes: &str) -> serde_json::Value {
         let order = |m: &BTreeMap<String, f64>| -> serde_json::Map<String, serde_json::Value> {
             KEYS.iter()
@@ -87,6 +113,15 @@ impl Report {
 }
 
 /// The median (mean of the middle two for an even count).
+///
+/// # Examples
+///
+/// ```
+/// use eddy::bench::median;
+/// assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+/// assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+/// assert!(median(&[]).is_nan());
+/// ```
 pub fn median(v: &[f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -109,6 +144,15 @@ fn reps(warmup: usize, mut f: impl FnMut() -> Result<f64>) -> Result<Vec<f64>> {
 }
 
 /// `y = y + x` chained 10,000 times on 16 elements; ns per op including one sync.
+///
+/// # Examples
+///
+/// ```no_run
+/// // Seconds of work: run it from `eddy bench`, not in a doctest.
+/// let ns_per_op = eddy::bench::dispatch_small()?;
+/// assert_eq!(ns_per_op.len(), 7); // one sample per repetition
+/// # Ok::<(), eddy::Error>(())
+/// ```
 pub fn dispatch_small() -> Result<Vec<f64>> {
     let x = Tensor::ones([16], DType::F32)?;
     reps(1, || {
@@ -129,6 +173,16 @@ pub fn dispatch_small() -> Result<Vec<f64>> {
 }
 
 /// 2,500 cycles of `y+x`, `y*x`, `relu`, `sum` broadcast back (a view) on 64 elements.
+///
+/// # Examples
+///
+/// ```no_run
+/// // Seconds of work: run it from `eddy bench`, not in a doctest.
+/// let ns_per_op = eddy::bench::dispatch_mixed()?;
+/// assert_eq!(ns_per_op.len(), 7);
+/// assert!(ns_per_op.iter().all(|&ns| ns > 0.0));
+/// # Ok::<(), eddy::Error>(())
+/// ```
 pub fn dispatch_mixed() -> Result<Vec<f64>> {
     let x = Tensor::full([64], 1.0 / 64.0, DType::F32)?;
     reps(1, || {
@@ -153,6 +207,15 @@ pub fn dispatch_mixed() -> Result<Vec<f64>> {
 }
 
 /// `c = a + b` on 16 Mi elements, a fresh output each time; GB/s = 3 × 64 MiB / time.
+///
+/// # Examples
+///
+/// ```no_run
+/// // 16 Mi elements per add, 7 repetitions: run it from `eddy bench`, not in a doctest.
+/// let gbps = eddy::bench::add_large()?;
+/// assert_eq!(gbps.len(), 7);
+/// # Ok::<(), eddy::Error>(())
+/// ```
 pub fn add_large() -> Result<Vec<f64>> {
     let n = 16 << 20;
     let a = Tensor::rand([n], DType::F32)?;
@@ -172,6 +235,16 @@ pub fn add_large() -> Result<Vec<f64>> {
 }
 
 /// Square `a.matmul(b)`: GFLOP/s with 2n³ flop, iterations sized to about 0.25 s.
+///
+/// # Examples
+///
+/// ```no_run
+/// // About 0.25 s per repetition: run it from `eddy bench`, not in a doctest.
+/// let gflops = eddy::bench::matmul(256)?;
+/// println!("median {:.1} GFLOP/s", eddy::bench::median(&gflops));
+/// assert_eq!(gflops.len(), 7);
+/// # Ok::<(), eddy::Error>(())
+/// ```
 pub fn matmul(n: usize) -> Result<Vec<f64>> {
     let a = Tensor::randn([n, n], 0.0, 1.0, DType::F32)?;
     let b = Tensor::randn([n, n], 0.0, 1.0, DType::F32)?;
@@ -196,6 +269,15 @@ pub fn matmul(n: usize) -> Result<Vec<f64>> {
 /// buffers, split over `threads` by gemm's own rayon parallelism, with the same iteration
 /// count. Returns (Eddy's samples, gemm's samples). The ratio of one repetition to the next
 /// is what the host's noise moves least.
+///
+/// # Examples
+///
+/// ```no_run
+/// // Seconds of work: run it from `eddy bench --roof`, not in a doctest.
+/// let (eddy, gemm) = eddy::bench::matmul_with_roof(256, 2)?;
+/// assert_eq!(eddy.len(), gemm.len()); // one pair per repetition
+/// # Ok::<(), eddy::Error>(())
+/// ```
 pub fn matmul_with_roof(n: usize, threads: usize) -> Result<(Vec<f64>, Vec<f64>)> {
     let a = Tensor::randn([n, n], 0.0, 1.0, DType::F32)?;
     let b = Tensor::randn([n, n], 0.0, 1.0, DType::F32)?;
@@ -289,6 +371,16 @@ fn mlp_setup() -> Result<(crate::tensor::nn::Sequential, Sgd, Tensor, Tensor)> {
 }
 
 /// Training steps each synced on the loss: (step times in ms, first loss, last loss).
+///
+/// # Examples
+///
+/// ```no_run
+/// // Seconds of training: run it from `eddy bench`, not in a doctest.
+/// let (ms_per_step, first_loss, last_loss) = eddy::bench::mlp_train()?;
+/// assert!(!ms_per_step.is_empty());
+/// assert!(last_loss < first_loss);
+/// # Ok::<(), eddy::Error>(())
+/// ```
 pub fn mlp_train() -> Result<(Vec<f64>, f64, f64)> {
     let (model, mut opt, x, y) = mlp_setup()?;
     for _ in 0..5 {
@@ -309,6 +401,15 @@ pub fn mlp_train() -> Result<(Vec<f64>, f64, f64)> {
 }
 
 /// 5 chunks of 10 steps with one sync per chunk: each chunk's mean ms per step.
+///
+/// # Examples
+///
+/// ```no_run
+/// // Seconds of training: run it from `eddy bench`, not in a doctest.
+/// let ms_per_step = eddy::bench::mlp_train_nosync()?;
+/// assert_eq!(ms_per_step.len(), 5); // one mean per chunk of 10 steps
+/// # Ok::<(), eddy::Error>(())
+/// ```
 pub fn mlp_train_nosync() -> Result<Vec<f64>> {
     let (model, mut opt, x, y) = mlp_setup()?;
     for _ in 0..5 {
@@ -328,6 +429,15 @@ pub fn mlp_train_nosync() -> Result<Vec<f64>> {
 }
 
 /// Forward only, batch 1, no autograd, synced every time: µs per forward (300 per repetition).
+///
+/// # Examples
+///
+/// ```no_run
+/// // 300 forwards per repetition: run it from `eddy bench`, not in a doctest.
+/// let us_per_forward = eddy::bench::mlp_infer()?;
+/// assert_eq!(us_per_forward.len(), 7);
+/// # Ok::<(), eddy::Error>(())
+/// ```
 pub fn mlp_infer() -> Result<Vec<f64>> {
     manual_seed_all(0);
     let model = mlp(&[784, 512, 512, 10])?;
@@ -343,6 +453,15 @@ pub fn mlp_infer() -> Result<Vec<f64>> {
 }
 
 /// The resident set (`VmRSS`) and its peak (`VmHWM`) of this process, in MiB.
+///
+/// # Examples
+///
+/// ```
+/// let (rss, peak) = eddy::bench::rss_mb();
+/// if cfg!(target_os = "linux") {
+///     assert!(rss > 0.0 && peak >= rss, "{rss} {peak}");
+/// }
+/// ```
 pub fn rss_mb() -> (f64, f64) {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let get = |k: &str| {
@@ -364,6 +483,16 @@ fn check(ok: bool, msg: &str) -> Result<()> {
 }
 
 /// Runs the training workload in this (fresh) process and reports its memory too.
+///
+/// # Examples
+///
+/// ```no_run
+/// // Seconds of training: `eddy bench` runs it in a child process of its own.
+/// let r = eddy::bench::run_train_child()?;
+/// assert!(r.metrics.contains_key("mlp_train_peak_rss_mb"));
+/// assert!(r.metrics["mlp_train_loss_last"] < r.metrics["mlp_train_loss_first"]);
+/// # Ok::<(), eddy::Error>(())
+/// ```
 pub fn run_train_child() -> Result<Report> {
     let mut r = Report::default();
     let (base, _) = rss_mb();
@@ -386,6 +515,17 @@ pub fn run_train_child() -> Result<Report> {
 ///
 /// With `roof`, each matmul workload is measured side by side with the `gemm` crate called
 /// directly ([`matmul_with_roof`]); its figures go to [`Report::roof`].
+///
+/// # Examples
+///
+/// ```no_run
+/// // Seconds of work: `eddy bench --json --only dispatch_small_ns_per_op` does this.
+/// let only = ["dispatch_small_ns_per_op".to_string()];
+/// let report = eddy::bench::run(&only, None, 1, false)?;
+/// assert_eq!(report.metrics.len(), 1);
+/// println!("{}", report.to_json(1, ""));
+/// # Ok::<(), eddy::Error>(())
+/// ```
 pub fn run(
     only: &[String],
     exe: Option<&std::path::Path>,

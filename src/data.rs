@@ -15,6 +15,21 @@ use std::path::{Path, PathBuf};
 pub const MAX_CLASSES: usize = 10_000;
 
 /// Features scaled to `[0, 1]` per column (min–max over the file), and labels `0..classes`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::data::Dataset;
+/// let path = std::env::temp_dir().join(format!("eddy-doc-dataset-{}.csv", std::process::id()));
+/// std::fs::write(&path, "a,b,label\n0,10,1\n2,20,0\n4,30,2\n")?;
+/// let d = Dataset::load(&path);
+/// std::fs::remove_file(&path)?;
+/// let d = d?;
+/// assert_eq!((d.len(), d.n_features, d.n_classes), (3, 2, 3));
+/// assert_eq!(d.features, [0.0, 0.0, 0.5, 0.5, 1.0, 1.0]); // each column scaled to [0, 1]
+/// assert_eq!(d.labels, [1, 0, 2]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Dataset {
     /// `len × features` values, row-major.
@@ -32,6 +47,19 @@ pub type Digits = Dataset;
 
 /// Why a data file could not be used: the file, the 1-based row (if one is to blame), and what
 /// is wrong. Displays as one line: `data.csv: row 3: column 5: `x` is not a number`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::data::Dataset;
+/// let path = std::env::temp_dir().join(format!("eddy-doc-bad-{}.csv", std::process::id()));
+/// std::fs::write(&path, "1,2,0\n1,x,1\n")?;
+/// let err = Dataset::load(&path).unwrap_err();
+/// std::fs::remove_file(&path)?;
+/// assert_eq!((err.file.as_path(), err.row), (path.as_path(), Some(2)));
+/// assert!(err.to_string().ends_with(".csv: row 2: column 2: `x` is not a finite number"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoadError {
     /// The file.
@@ -61,6 +89,14 @@ impl From<LoadError> for crate::Error {
 }
 
 /// The copy of the digits data set shipped in the repository (`data/digits.csv.gz`).
+///
+/// # Examples
+///
+/// ```
+/// let p = eddy::data::default_path();
+/// assert!(p.ends_with("data/digits.csv.gz"));
+/// assert!(p.is_file());
+/// ```
 pub fn default_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("data/digits.csv.gz")
 }
@@ -175,17 +211,57 @@ impl Dataset {
     }
 
     /// The number of rows.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::data::Dataset;
+    /// let d = Dataset {
+    ///     features: vec![0.0, 0.5, 1.0],
+    ///     labels: vec![0, 1, 1],
+    ///     n_features: 1,
+    ///     n_classes: 2,
+    /// };
+    /// assert_eq!(d.len(), 3);
+    /// ```
     pub fn len(&self) -> usize {
         self.labels.len()
     }
 
     /// Whether there are none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::data::Dataset;
+    /// let d = Dataset { features: vec![], labels: vec![], n_features: 4, n_classes: 0 };
+    /// assert!(d.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }
 
     /// A seeded shuffle split: `(train, test)` with `test_fraction` of the rows held out. The
     /// same seed gives the same split on any machine.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::data::Dataset;
+    /// // Ten one-feature rows whose labels name them.
+    /// let d = Dataset {
+    ///     features: (0..10).map(|i| i as f32 / 9.0).collect(),
+    ///     labels: (0..10).collect(),
+    ///     n_features: 1,
+    ///     n_classes: 10,
+    /// };
+    /// let (train, test) = d.split(0.2, 7);
+    /// assert_eq!((train.len(), test.len()), (8, 2));
+    /// assert_eq!(d.split(0.2, 7).1.labels, test.labels); // the same seed, the same split
+    /// let mut all = [train.labels, test.labels].concat();
+    /// all.sort();
+    /// assert_eq!(all, d.labels); // every row lands on exactly one side
+    /// ```
     pub fn split(&self, test_fraction: f64, seed: u64) -> (Dataset, Dataset) {
         let mut idx: Vec<usize> = (0..self.len()).collect();
         // Fisher–Yates with a SplitMix64 stream.
@@ -213,6 +289,23 @@ impl Dataset {
     /// # Errors
     ///
     /// Engine errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::data::Dataset;
+    /// let d = Dataset {
+    ///     features: vec![0.0, 1.0, 0.5, 0.5, 1.0, 0.0],
+    ///     labels: vec![0, 1, 2],
+    ///     n_features: 2,
+    ///     n_classes: 3,
+    /// };
+    /// let (x, y) = d.batch(1..3)?;
+    /// assert_eq!(x.dims(), &[2, 2]);
+    /// assert_eq!(x.to_vec::<f32>()?, [0.5, 0.5, 1.0, 0.0]);
+    /// assert_eq!(y.to_vec::<i64>()?, [1, 2]);
+    /// # Ok::<(), eddy::Error>(())
+    /// ```
     pub fn batch(&self, range: std::ops::Range<usize>) -> Result<(Tensor, Tensor)> {
         let (n, nf) = (range.len(), self.n_features);
         let x = Tensor::from_slice(&self.features[range.start * nf..range.end * nf], [n, nf])?;

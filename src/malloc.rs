@@ -31,6 +31,20 @@ use std::ffi::c_void;
 const MIN_ALIGN: usize = 16;
 
 /// mimalloc with a fast path for ordinary alignments (see the [module docs](self)).
+///
+/// # Examples
+///
+/// ```
+/// use std::alloc::{GlobalAlloc, Layout};
+/// let l = Layout::from_size_align(256, 64).unwrap();
+/// // SAFETY: `l` has a non-zero size, and the block is freed with the same layout.
+/// unsafe {
+///     let p = eddy::Malloc.alloc_zeroed(l);
+///     assert!(!p.is_null() && p as usize % 64 == 0);
+///     assert_eq!(*p.add(255), 0);
+///     eddy::Malloc.dealloc(p, l);
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Malloc;
 

@@ -35,6 +35,26 @@ pub fn mlp(sizes: &[usize]) -> Result<Sequential> {
 /// # Errors
 ///
 /// The errors of the ops it runs.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::models::{mlp, train_step};
+/// use eddy::tensor::{nn::Module, optim::Sgd};
+/// use eddy::Tensor;
+/// eddy::tensor::manual_seed(0);
+/// let model = mlp(&[2, 8, 2])?;
+/// let mut opt = Sgd::new(model.parameters(), 0.5)?;
+/// let x = Tensor::from_vec(vec![0.0f32, 1.0, 1.0, 0.0, 0.1, 0.9, 0.9, 0.1], [4, 2])?;
+/// let y = Tensor::from_vec(vec![1i64, 0, 1, 0], [4])?;
+/// let first = train_step(&model, &mut opt, &x, &y)?.item::<f32>()?;
+/// let mut last = first;
+/// for _ in 0..20 {
+///     last = train_step(&model, &mut opt, &x, &y)?.item::<f32>()?;
+/// }
+/// assert!(last < first, "{first} -> {last}");
+/// # Ok::<(), eddy::Error>(())
+/// ```
 pub fn train_step(
     model: &dyn Module,
     opt: &mut dyn Optimizer,
@@ -53,6 +73,19 @@ pub fn train_step(
 /// # Errors
 ///
 /// Engine errors.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::tensor::nn::Func;
+/// use eddy::Tensor;
+/// // A "model" that passes its input through: it predicts the larger column.
+/// let identity = Func::new(|x: &Tensor| Ok(x.clone()));
+/// let x = Tensor::from_vec(vec![0.9f32, 0.1, 0.2, 0.8, 0.6, 0.4], [3, 2])?;
+/// let acc = eddy::models::accuracy(&identity, &x, &[0, 1, 1])?;
+/// assert!((acc - 2.0 / 3.0).abs() < 1e-12);
+/// # Ok::<(), eddy::Error>(())
+/// ```
 pub fn accuracy(model: &dyn Module, x: &Tensor, labels: &[i64]) -> Result<f64> {
     let _g = crate::no_grad();
     let pred = model.forward(x)?.argmax(-1, false)?.to_vec::<i64>()?;

@@ -53,6 +53,16 @@ commands:
   :vars   list bindings            :help  this text      :quit  leave";
 
 /// A value of the expression language.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::repl::Value;
+/// assert_eq!(Value::Num(3.0, true).to_string(), "3");
+/// assert_eq!(Value::Num(0.5, false).to_string(), "0.5");
+/// let list = Value::List(vec![Value::Bool(true), Value::Str("hi".into()), Value::Unit]);
+/// assert_eq!(list.to_string(), r#"[true, "hi", ]"#);
+/// ```
 #[derive(Clone, Debug)]
 pub enum Value {
     /// A tensor.
@@ -96,6 +106,16 @@ impl std::fmt::Display for Value {
 }
 
 /// What a line asks of the caller.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::repl::{Outcome, Session};
+/// let mut s = Session::new(eddy::Vm::builder().build()?);
+/// assert_eq!(s.eval_line("# a comment"), Ok(Outcome::Print(String::new())));
+/// assert_eq!(s.eval_line(":quit"), Ok(Outcome::Quit));
+/// # Ok::<(), eddy::vm::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Print this (possibly empty) text.
@@ -105,6 +125,18 @@ pub enum Outcome {
 }
 
 /// An interactive session: variables and the engine they live on.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::repl::{Outcome, Session};
+/// let mut s = Session::new(eddy::Vm::builder().build()?);
+/// s.eval_line("let x = arange(4).reshape(2, 2)").unwrap();
+/// assert_eq!(s.eval_line("x.sum().item()"), Ok(Outcome::Print("6".into())));
+/// assert!(s.eval_line("x.reshape(3)").is_err()); // the session stays usable
+/// assert_eq!(s.eval_line("x.shape"), Ok(Outcome::Print("[2, 2]".into())));
+/// # Ok::<(), eddy::vm::Error>(())
+/// ```
 pub struct Session {
     vm: Vm,
     vars: BTreeMap<String, Value>,
@@ -133,6 +165,15 @@ impl Session {
     }
 
     /// The engine.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy::Vm::builder().build()?;
+    /// let s = eddy::repl::Session::new(vm.clone());
+    /// assert!(s.engine().same_engine(&vm));
+    /// # Ok::<(), eddy::vm::Error>(())
+    /// ```
     pub fn engine(&self) -> &Vm {
         &self.vm
     }
@@ -142,6 +183,19 @@ impl Session {
     /// # Errors
     ///
     /// A message (syntax, unknown name, or the op's typed error); the session stays usable.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::repl::{Outcome, Session};
+    /// let mut s = Session::new(eddy::Vm::builder().build()?);
+    /// assert_eq!(s.eval_line("let n = 2 ** 10"), Ok(Outcome::Print(String::new())));
+    /// assert_eq!(s.eval_line("n + 1"), Ok(Outcome::Print("1025".into())));
+    /// assert_eq!(s.eval_line(":vars"), Ok(Outcome::Print("n = 1024".into())));
+    /// let err = s.eval_line("m + 1").unwrap_err();
+    /// assert!(err.contains('m'), "{err}");
+    /// # Ok::<(), eddy::vm::Error>(())
+    /// ```
     pub fn eval_line(&mut self, line: &str) -> R<Outcome> {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {

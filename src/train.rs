@@ -10,6 +10,27 @@ use eddy_vm::{Vm, VmStats};
 use std::time::Instant;
 
 /// What to train and how.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::train::{train, TrainOptions};
+/// # let data = eddy::data::Dataset {
+/// #     features: (0..40).flat_map(|i| [i as f32 / 39.0, 1.0 - i as f32 / 39.0]).collect(),
+/// #     labels: (0..40).map(|i| (i >= 20) as i64).collect(),
+/// #     n_features: 2,
+/// #     n_classes: 2,
+/// # };
+/// // `data`: 40 rows of 2 features and 2 classes.
+/// let vm = eddy::Vm::builder().build()?;
+/// let opts = TrainOptions { epochs: 2, batch_size: 8, hidden: vec![4], ..Default::default() };
+/// let report = train(&opts, &data, &vm, |_| {})?;
+/// assert_eq!(report.epochs.len(), 2);
+/// assert_eq!(report.sizes, (32, 8, 2, 2)); // 20 % held out
+/// let no_steps = TrainOptions { batch_size: 0, ..opts };
+/// assert!(train(&no_steps, &data, &vm, |_| {}).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct TrainOptions {
     /// Passes over the training rows.
@@ -41,6 +62,25 @@ impl Default for TrainOptions {
 }
 
 /// What one epoch reached.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::train::{train, TrainOptions};
+/// # let data = eddy::data::Dataset {
+/// #     features: (0..40).flat_map(|i| [i as f32 / 39.0, 1.0 - i as f32 / 39.0]).collect(),
+/// #     labels: (0..40).map(|i| (i >= 20) as i64).collect(),
+/// #     n_features: 2,
+/// #     n_classes: 2,
+/// # };
+/// let vm = eddy::Vm::builder().build()?;
+/// let opts = TrainOptions { epochs: 2, batch_size: 8, hidden: vec![4], ..Default::default() };
+/// let e = train(&opts, &data, &vm, |_| {})?.epochs[1];
+/// assert_eq!(e.epoch, 2);
+/// assert!(e.loss.is_finite() && (0.0..=1.0).contains(&e.test_accuracy));
+/// assert!(e.steps_per_s > 0.0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EpochStats {
     /// 1-based.
@@ -54,6 +94,27 @@ pub struct EpochStats {
 }
 
 /// Progress events, in order: for each epoch, `Step`s then one `Epoch`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::train::{train, Progress, TrainOptions};
+/// # let data = eddy::data::Dataset {
+/// #     features: (0..40).flat_map(|i| [i as f32 / 39.0, 1.0 - i as f32 / 39.0]).collect(),
+/// #     labels: (0..40).map(|i| (i >= 20) as i64).collect(),
+/// #     n_features: 2,
+/// #     n_classes: 2,
+/// # };
+/// let vm = eddy::Vm::builder().build()?;
+/// let opts = TrainOptions { epochs: 2, batch_size: 8, hidden: vec![4], ..Default::default() };
+/// let mut events = Vec::new();
+/// train(&opts, &data, &vm, |p| events.push(p))?;
+/// // 32 training rows in batches of 8: 4 steps, then the epoch, twice.
+/// assert_eq!(events.len(), 10);
+/// assert!(matches!(events[3], Progress::Step { epoch: 1, step: 4, steps: 4, loss: Some(_) }));
+/// assert!(matches!(events[4], Progress::Epoch(e) if e.epoch == 1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub enum Progress {
     /// A step was enqueued. `loss` is the running mean loss of the epoch, read every few steps
@@ -73,6 +134,25 @@ pub enum Progress {
 }
 
 /// The result of [`train`].
+///
+/// # Examples
+///
+/// ```
+/// use eddy::train::{train, TrainOptions};
+/// # let data = eddy::data::Dataset {
+/// #     features: (0..40).flat_map(|i| [i as f32 / 39.0, 1.0 - i as f32 / 39.0]).collect(),
+/// #     labels: (0..40).map(|i| (i >= 20) as i64).collect(),
+/// #     n_features: 2,
+/// #     n_classes: 2,
+/// # };
+/// let vm = eddy::Vm::builder().build()?;
+/// let opts = TrainOptions { epochs: 1, batch_size: 16, hidden: vec![4], ..Default::default() };
+/// let report = train(&opts, &data, &vm, |_| {})?;
+/// assert_eq!(report.test_accuracy, report.epochs[0].test_accuracy);
+/// assert_eq!(report.sizes.0 + report.sizes.1, data.len());
+/// assert!(report.seconds > 0.0 && report.stats.dispatched > 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct TrainReport {
     /// One entry per epoch.

@@ -37,6 +37,20 @@ where
     F: FnMut(&[Counted<Blob>], &[Counted<Blob>]) -> Result<(), String> + Send + 'static,
 {
     /// A kernel named `name` running `f(inputs, outputs)`; an `Err(message)` poisons the outputs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::FnKernel;
+    /// use eddy_vm::{StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let out = vm.new_blob(4);
+    /// let k = FnKernel::new("refuse", |_ins, _outs| Err("not today".to_string()));
+    /// vm.run_op(StreamId::CPU, k, &[], &[&out], false)?;
+    /// let err = vm.read_blob(&out, |b| b.to_vec()).unwrap_err(); // the output is poisoned
+    /// assert!(err.to_string().contains("not today"), "{err}");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn new(name: &'static str, f: F) -> Self {
         FnKernel { name, f }
     }
@@ -68,6 +82,26 @@ where
 /// multiple of `size_of::<T>()` for the dtype it was made for. `T` must be a storage type
 /// (`T::ANY_BITS`: [`Bool8`](crate::Bool8) for `bool` tensors, never `bool`).
 /// No output of the same instruction may be the same blob.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::kernel::{from_host, input, output};
+/// use eddy_ops::FnKernel;
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, sum) = (vm.new_blob(12), vm.new_blob(4));
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 2.0, 3.0]), &[], &[&a], false)?;
+/// let k = FnKernel::new("sum", |ins, outs| {
+///     // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
+///     let (x, o) = unsafe { (input::<f32>(&ins[0]), output::<f32>(&outs[0])) };
+///     o[0] = x.iter().sum();
+///     Ok(())
+/// });
+/// vm.run_op(StreamId::CPU, k, &[&a], &[&sum], false)?;
+/// assert_eq!(vm.read_blob(&sum, |b| b.to_vec())?, 6.0f32.to_ne_bytes());
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub unsafe fn input<T: Elem>(b: &Blob) -> &[T] {
     debug_assert!(T::ANY_BITS, "bool is read through Bool8");
     // SAFETY: forwarded to the caller: the engine orders this read against every writer.
@@ -92,6 +126,26 @@ pub unsafe fn input<T: Elem>(b: &Blob) -> &[T] {
 ///
 /// Call only inside a kernel whose instruction writes `b`, while it runs, once per blob; as for
 /// [`input`] (`T` a storage type), and no input of the instruction may be the same blob.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::kernel::{gather_host, output};
+/// use eddy_ops::{FnKernel, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let out = vm.new_blob(3 * 8);
+/// let k = FnKernel::new("iota", |_ins, outs| {
+///     // SAFETY: output 0 is written only by this instruction.
+///     let o = unsafe { output::<i64>(&outs[0]) };
+///     o.iter_mut().enumerate().for_each(|(i, v)| *v = i as i64);
+///     Ok(())
+/// });
+/// vm.run_op(StreamId::CPU, k, &[], &[&out], false)?;
+/// let l = Layout::contiguous([3]);
+/// assert_eq!(vm.read_blob(&out, move |b| gather_host::<i64>(b, &l))?, [0, 1, 2]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 #[allow(clippy::mut_from_ref)]
 pub unsafe fn output<T: Elem>(b: &Blob) -> &mut [T] {
     debug_assert!(T::ANY_BITS, "bool is written through Bool8");
@@ -119,6 +173,19 @@ pub const CHUNKS_PER_THREAD: usize = 4;
 
 /// Runs `f(start, chunk)` over `out` split in chunks, on every core of the kernel pool
 /// ([`eddy_vm::par`]) when `out` is large.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::kernel::par_out;
+/// let mut v = vec![0usize; 100_000];
+/// par_out(&mut v, |start, chunk| {
+///     for (k, x) in chunk.iter_mut().enumerate() {
+///         *x = start + k;
+///     }
+/// });
+/// assert!(v.iter().enumerate().all(|(i, &x)| x == i));
+/// ```
 pub fn par_out<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync + Send) {
     let n = out.len();
     // The size first: a small op does not look up the pool.
@@ -136,6 +203,22 @@ pub fn par_out<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync + Send
 /// shape: calls `f(i, [offset; N])` for each.
 ///
 /// The innermost dim is a plain strided loop; the outer dims advance like an odometer.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{kernel::walk, Layout};
+/// // A [2, 3] matrix stored transposed: row-major order visits storage 0, 2, 4, 1, 3, 5.
+/// let t = Layout::contiguous([3, 2]).transpose(0, 1);
+/// let mut seen = Vec::new();
+/// walk(t.dims(), [&t.strides], [t.offset], 0, 6, |i, [o]| seen.push((i, o)));
+/// assert_eq!(seen, [(0, 0), (1, 2), (2, 4), (3, 1), (4, 3), (5, 5)]);
+/// // A sub-range, two layouts at once.
+/// let c = Layout::contiguous([2, 3]);
+/// let mut pairs = Vec::new();
+/// walk(c.dims(), [&c.strides, &t.strides], [0, 0], 2, 4, |_, [a, b]| pairs.push((a, b)));
+/// assert_eq!(pairs, [(2, 4), (3, 1)]);
+/// ```
 pub fn walk<const N: usize>(
     dims: &[usize],
     strides: [&[usize]; N],
@@ -223,6 +306,16 @@ pub fn walk<const N: usize>(
 /// # Panics
 ///
 /// If the layout reaches past `bytes` (the tensor layer never builds such a layout).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{kernel::gather_host, Layout};
+/// let storage = [1u8, 2, 3, 4, 5, 6];
+/// let t = Layout::contiguous([3, 2]).transpose(0, 1); // [2, 3], column-major in storage
+/// assert_eq!(gather_host::<u8>(&storage, &t), [1, 3, 5, 2, 4, 6]);
+/// assert_eq!(gather_host::<bool>(&storage[..2], &Layout::contiguous([2])), [true, true]);
+/// ```
 pub fn gather_host<T: Elem>(bytes: &[u8], layout: &Layout) -> Vec<T> {
     let n = layout.numel();
     if n == 0 {
@@ -262,6 +355,22 @@ pub fn gather_host<T: Elem>(bytes: &[u8], layout: &Layout) -> Vec<T> {
 ///
 /// `bool` data is stored as [`Bool8`](crate::Bool8) bytes (converted here, on the caller's
 /// thread), and `Bool8` data as 0 or 1 (any nonzero byte is true), as comparisons write them.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::Layout;
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (x, mask) = (vm.new_blob(8), vm.new_blob(2));
+/// vm.run_op(StreamId::CPU, from_host(vec![1.5f32, -2.0]), &[], &[&x], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![true, false]), &[], &[&mask], false)?;
+/// let l = Layout::contiguous([2]);
+/// assert_eq!(vm.read_blob(&x, move |b| gather_host::<f32>(b, &l))?, [1.5, -2.0]);
+/// assert_eq!(vm.read_blob(&mask, |b| b.to_vec())?, [1, 0]); // stored as `Bool8` bytes
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn from_host<T: Elem>(mut data: Vec<T>) -> impl eddy_vm::instruction::Kernel {
     let bools: Vec<crate::Bool8> = if T::ANY_BITS {
         if T::DTYPE == crate::DType::Bool {

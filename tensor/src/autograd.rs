@@ -28,6 +28,18 @@ thread_local! {
 }
 
 /// Whether ops on this thread record autograd nodes.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{is_grad_enabled, no_grad};
+/// assert!(is_grad_enabled());
+/// {
+///     let _g = no_grad();
+///     assert!(!is_grad_enabled());
+/// }
+/// assert!(is_grad_enabled()); // restored when the guard dropped
+/// ```
 pub fn is_grad_enabled() -> bool {
     GRAD_ENABLED.with(|g| g.get())
 }
@@ -55,6 +67,19 @@ pub fn no_grad() -> NoGradGuard {
 }
 
 /// Restores the previous autograd mode when dropped.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{is_grad_enabled, no_grad};
+/// let outer = no_grad();
+/// {
+///     let _inner = no_grad(); // nested guards restore in turn
+/// }
+/// assert!(!is_grad_enabled()); // still off: `outer` lives
+/// drop(outer);
+/// assert!(is_grad_enabled());
+/// ```
 pub struct NoGradGuard(bool);
 
 impl Drop for NoGradGuard {
@@ -65,32 +90,100 @@ impl Drop for NoGradGuard {
 
 impl Tensor {
     /// Whether gradients flow to this tensor.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let w = Tensor::ones([2], DType::F32)?;
+    /// assert!(!w.requires_grad()); // fresh tensors do not
+    /// let w = w.requires_grad_(true);
+    /// assert!(w.mul_scalar(2.0)?.requires_grad()); // an op on it does
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn requires_grad(&self) -> bool {
         self.0.requires_grad.load(Ordering::Relaxed)
     }
 
     /// Marks a leaf as requiring grad (returns `self` for chaining).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true);
+    /// assert!(w.requires_grad() && w.is_leaf());
+    /// assert!(!w.requires_grad_(false).requires_grad());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn requires_grad_(self, on: bool) -> Tensor {
         self.0.requires_grad.store(on, Ordering::Relaxed);
         self
     }
 
     /// Whether the tensor was made by an op that recorded a node (not a leaf).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let w = Tensor::ones([2], DType::F32)?.requires_grad_(true);
+    /// assert!(w.is_leaf());
+    /// assert!(!w.exp()?.is_leaf()); // made by a recorded op
+    /// assert!(w.exp()?.detach().is_leaf());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn is_leaf(&self) -> bool {
         self.0.node.get().is_none()
     }
 
     /// The accumulated gradient of a leaf, after [`backward`](Self::backward).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let w = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true);
+    /// assert!(w.grad().is_none()); // before backward
+    /// w.mul_scalar(3.0)?.sum_all()?.backward()?;
+    /// w.mul_scalar(3.0)?.sum_all()?.backward()?; // gradients accumulate
+    /// assert_eq!(w.grad().unwrap().to_vec::<f32>()?, [6., 6.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn grad(&self) -> Option<Tensor> {
         self.0.grad.lock().clone()
     }
 
     /// Replaces (or clears) the accumulated gradient.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+    /// w.set_grad(Some(Tensor::from_vec(vec![0.5f32], [1])?));
+    /// w.sum_all()?.backward()?; // adds 1 to the gradient that is there
+    /// assert_eq!(w.grad().unwrap().to_vec::<f32>()?, [1.5]);
+    /// w.set_grad(None);
+    /// assert!(w.grad().is_none());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn set_grad(&self, g: Option<Tensor>) {
         *self.0.grad.lock() = g;
     }
 
     /// A tensor sharing storage with `self` but cut from the autograd graph.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let w = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true);
+    /// let d = w.detach();
+    /// assert!(!d.requires_grad() && d.shares_storage(&w));
+    /// assert_eq!(d.to_vec::<f32>()?, [1., 2.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn detach(&self) -> Tensor {
         self.with_layout(self.layout().clone())
     }
@@ -150,6 +243,18 @@ impl Tensor {
     /// # Errors
     ///
     /// `Autograd` if `self` does not require grad or `grad` has the wrong shape.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true);
+    /// let y = x.mul_scalar(3.0)?; // not a scalar: backward needs its gradient
+    /// y.backward_with(&Tensor::from_vec(vec![1f32, 10.], [2])?)?;
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, [3., 30.]);
+    /// assert!(y.backward_with(&Tensor::from_vec(vec![1f32], [1])?).is_err()); // wrong shape
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn backward_with(&self, grad: &Tensor) -> Result<()> {
         if !self.requires_grad() {
             return Err(Error::Autograd {

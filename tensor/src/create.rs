@@ -61,6 +61,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`full`](Self::full).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let z = Tensor::zeros([2, 3], DType::I64)?;
+    /// assert_eq!((z.dims(), z.dtype()), (&[2, 3][..], DType::I64));
+    /// assert_eq!(z.to_vec::<i64>()?, [0; 6]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn zeros(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
         Tensor::full(shape, 0.0, dtype)
     }
@@ -69,6 +79,15 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`full`](Self::full).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// assert_eq!(Tensor::ones([3], DType::F32)?.to_vec::<f32>()?, [1.; 3]);
+    /// assert_eq!(Tensor::ones([2], DType::Bool)?.to_vec::<bool>()?, [true, true]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn ones(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
         Tensor::full(shape, 1.0, dtype)
     }
@@ -77,6 +96,15 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`full`](Self::full).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![5i32, 6], [2])?;
+    /// assert_eq!(t.zeros_like()?.to_vec::<i32>()?, [0, 0]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn zeros_like(&self) -> Result<Tensor> {
         self.full_like(0.0)
     }
@@ -85,6 +113,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`full`](Self::full).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![5f64, 6.], [2, 1])?;
+    /// let o = t.ones_like()?;
+    /// assert_eq!((o.dims(), o.to_vec::<f64>()?), (&[2, 1][..], vec![1., 1.]));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn ones_like(&self) -> Result<Tensor> {
         self.full_like(1.0)
     }
@@ -93,6 +131,15 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`full`](Self::full).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![0f32; 3], [3])?;
+    /// assert_eq!(t.full_like(-2.5)?.to_vec::<f32>()?, [-2.5; 3]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn full_like(&self, value: f64) -> Result<Tensor> {
         let t = self.empty_like_shape(self.shape().clone(), self.dtype())?;
         Tensor::launch(copy::fill(t.dtype(), t.layout().clone(), value), &[], &[&t])?;
@@ -103,6 +150,17 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`rand`](Self::rand).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::zeros([2, 5], DType::F64)?;
+    /// let r = t.rand_like()?;
+    /// assert_eq!((r.dims(), r.dtype()), (&[2, 5][..], DType::F64));
+    /// assert!(r.to_vec::<f64>()?.iter().all(|v| (0.0..1.0).contains(v)));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn rand_like(&self) -> Result<Tensor> {
         crate::engine::with_engine(self.engine(), || {
             Tensor::rand(self.shape().clone(), self.dtype())
@@ -113,6 +171,17 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`rand`](Self::rand).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::zeros([1000], DType::F32)?;
+    /// let r = t.randn_like()?;
+    /// assert_eq!(r.dims(), &[1000]);
+    /// assert!(r.mean_all()?.item::<f32>()?.abs() < 0.2); // N(0, 1): the mean of 1000 is near 0
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn randn_like(&self) -> Result<Tensor> {
         crate::engine::with_engine(self.engine(), || {
             Tensor::randn(self.shape().clone(), 0.0, 1.0, self.dtype())
@@ -157,6 +226,16 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidArgument` if a bound is not finite.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::linspace(0.0, 1.0, 5, DType::F32)?;
+    /// assert_eq!(t.to_vec::<f32>()?, [0., 0.25, 0.5, 0.75, 1.]);
+    /// assert!(Tensor::linspace(0.0, f64::INFINITY, 2, DType::F32).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn linspace(start: f64, end: f64, steps: usize, dtype: DType) -> Result<Tensor> {
         if !(start.is_finite() && end.is_finite()) {
             return Err(Error::invalid("linspace", "bounds must be finite"));
@@ -186,6 +265,15 @@ impl Tensor {
     /// # Errors
     ///
     /// `ShapeOverflow` for huge `n`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let i = Tensor::eye(3, DType::I64)?;
+    /// assert_eq!(i.to_vec::<i64>()?, [1, 0, 0, 0, 1, 0, 0, 0, 1]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn eye(n: usize, dtype: DType) -> Result<Tensor> {
         let t = Tensor::empty_on(current()?, Shape::from([n, n]), dtype)?;
         Tensor::launch(
@@ -201,6 +289,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`full`](Self::full).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let r = Tensor::rand([4, 4], DType::F32)?;
+    /// assert!(r.to_vec::<f32>()?.iter().all(|v| (0.0..1.0).contains(v)));
+    /// assert!(Tensor::rand([2], DType::I64).is_err()); // float dtypes only
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn rand(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
         Tensor::uniform(shape, 0.0, 1.0, dtype)
     }
@@ -210,6 +308,15 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`full`](Self::full).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let u = Tensor::uniform([100], -2.0, 2.0, DType::F32)?;
+    /// assert!(u.to_vec::<f32>()?.iter().all(|v| (-2.0..2.0).contains(v)));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn uniform(shape: impl Into<Shape>, lo: f64, hi: f64, dtype: DType) -> Result<Tensor> {
         Tensor::random(shape.into(), Distribution::Uniform { lo, hi }, dtype)
     }
@@ -219,6 +326,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`full`](Self::full).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let x = Tensor::randn([1000], 5.0, 0.1, DType::F64)?;
+    /// assert!((x.mean_all()?.item::<f64>()? - 5.0).abs() < 0.05);
+    /// assert!((x.std(&[0], 1, false)?.item::<f64>()? - 0.1).abs() < 0.02);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn randn(shape: impl Into<Shape>, mean: f64, std: f64, dtype: DType) -> Result<Tensor> {
         Tensor::random(shape.into(), Distribution::Normal { mean, std }, dtype)
     }
@@ -282,6 +399,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`from_vec`](Self::from_vec).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let data = [1u8, 2, 3, 4];
+    /// let t = Tensor::from_slice(&data, [2, 2])?;
+    /// assert_eq!(t.to_vec2::<u8>()?, [[1, 2], [3, 4]]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn from_slice<T: Elem>(data: &[T], shape: impl Into<Shape>) -> Result<Tensor> {
         Tensor::from_vec(data.to_vec(), shape)
     }
@@ -291,6 +418,15 @@ impl Tensor {
     /// # Errors
     ///
     /// Only engine start-up errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let s = Tensor::scalar(2.5f64)?;
+    /// assert_eq!((s.rank(), s.item::<f64>()?), (0, 2.5));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn scalar<T: Elem>(v: T) -> Result<Tensor> {
         Tensor::from_vec(vec![v], Shape::default())
     }

@@ -8,6 +8,18 @@ use eddy_ops::FnKernel;
 
 /// The gradient of a custom op: `backward(grad_of_output, inputs, output)` returns one optional
 /// gradient per input, each shaped like its input.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{CustomBackward, Tensor};
+/// // The gradient of y = 2x: twice the output's gradient.
+/// let double: Box<CustomBackward> = Box::new(|g, _ins, _out| Ok(vec![Some(g.mul_scalar(2.0)?)]));
+/// let x = Tensor::from_vec(vec![1f32], [1])?;
+/// let grads = double(&x.ones_like()?, &[x.clone()], &x)?;
+/// assert_eq!(grads[0].as_ref().unwrap().to_vec::<f32>()?, [2.]);
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
 pub type CustomBackward =
     dyn Fn(&Tensor, &[Tensor], &Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync;
 

@@ -26,58 +26,326 @@ macro_rules! unary_methods {
 
 unary_methods! {
     /// `-x`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1f32, -2.], [2])?;
+    /// assert_eq!(x.neg()?.to_vec::<f32>()?, [-1., 2.]);
+    /// let i = Tensor::from_vec(vec![3i64], [1])?.neg()?; // integers stay integers
+    /// assert_eq!(i.to_vec::<i64>()?, [-3]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     neg => Neg,
     /// `|x|`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![-1.5f32, 2.], [2])?;
+    /// assert_eq!(x.abs()?.to_vec::<f32>()?, [1.5, 2.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     abs => Abs,
     /// `e^x`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![0f32, 1.], [2])?.exp()?.to_vec::<f32>()?;
+    /// let want = [1.0, std::f32::consts::E];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     exp => Exp,
     /// The natural logarithm.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![1f32, std::f32::consts::E], [2])?.log()?.to_vec::<f32>()?;
+    /// let want = [0.0, 1.0];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     log => Log,
     /// `√x`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![4f32, 9.], [2])?;
+    /// assert_eq!(x.sqrt()?.to_vec::<f32>()?, [2., 3.]);
+    /// let i = Tensor::from_vec(vec![16i64], [1])?.sqrt()?; // integers compute in f32
+    /// assert_eq!(i.to_vec::<f32>()?, [4.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     sqrt => Sqrt,
     /// `1/√x`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![4f32, 16.], [2])?.rsqrt()?.to_vec::<f32>()?;
+    /// let want = [0.5, 0.25];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     rsqrt => Rsqrt,
     /// `sin x`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// use std::f32::consts::FRAC_PI_2;
+    /// let y = Tensor::from_vec(vec![0f32, FRAC_PI_2], [2])?.sin()?.to_vec::<f32>()?;
+    /// let want = [0.0, 1.0];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     sin => Sin,
     /// `cos x`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![0f32, std::f32::consts::PI], [2])?.cos()?.to_vec::<f32>()?;
+    /// let want = [1.0, -1.0];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     cos => Cos,
     /// `tanh x`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![0f32, 1., -20.], [3])?.tanh()?.to_vec::<f32>()?;
+    /// let want = [0.0, 0.761_594_2, -1.0];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     tanh => Tanh,
     /// `1/(1+e^-x)`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![0f32, 3f32.ln()], [2])?.sigmoid()?.to_vec::<f32>()?;
+    /// let want = [0.5, 0.75];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     sigmoid => Sigmoid,
     /// `max(x, 0)`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![-1f32, 0., 2.], [3])?;
+    /// assert_eq!(x.relu()?.to_vec::<f32>()?, [0., 0., 2.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     relu => Relu,
     /// GELU with the exact erf, as PyTorch's default.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![0f32, 1., -1.], [3])?.gelu()?.to_vec::<f32>()?;
+    /// let want = [0.0, 0.841_344_7, -0.158_655_3];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-5));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     gelu => Gelu,
     /// `x·sigmoid(x)`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![0f32, 1.], [2])?.silu()?.to_vec::<f32>()?;
+    /// let want = [0.0, 0.731_058_6];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     silu => Silu,
     /// `1/x`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![2f32, -4.], [2])?.recip()?.to_vec::<f32>()?;
+    /// let want = [0.5, -0.25];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     recip => Recip,
     /// `x²`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![-3i64, 2], [2])?;
+    /// assert_eq!(x.square()?.to_vec::<i64>()?, [9, 4]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     square => Square,
     /// The sign: -1, 0 or 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![-2f32, 0., 3.], [3])?;
+    /// assert_eq!(x.sign()?.to_vec::<f32>()?, [-1., 0., 1.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     sign => Sign,
     /// The largest integer `≤ x` (integer tensors are returned unchanged in value).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1.5f32, -1.5], [2])?;
+    /// assert_eq!(x.floor()?.to_vec::<f32>()?, [1., -2.]);
+    /// let i = Tensor::from_vec(vec![7i64], [1])?.floor()?;
+    /// assert_eq!(i.to_vec::<i64>()?, [7]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     floor => Floor,
     /// The smallest integer `≥ x` (integer tensors unchanged).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1.5f32, -1.5], [2])?;
+    /// assert_eq!(x.ceil()?.to_vec::<f32>()?, [2., -1.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     ceil => Ceil,
     /// The nearest integer, halves to even as in PyTorch: `round(2.5) = 2` (integers unchanged).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![2.5f32, 3.5, -1.4], [3])?;
+    /// assert_eq!(x.round()?.to_vec::<f32>()?, [2., 4., -1.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     round => Round,
     /// `x` rounded toward zero (integers unchanged).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1.7f32, -1.7], [2])?;
+    /// assert_eq!(x.trunc()?.to_vec::<f32>()?, [1., -1.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     trunc => Trunc,
     /// `ln(1 + x)`, accurate for small `x`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![0f64, 1e-10], [2])?.log1p()?.to_vec::<f64>()?;
+    /// assert_eq!(y[0], 0.0);
+    /// assert!((y[1] / 1e-10 - 1.0).abs() < 1e-9); // full precision for a tiny x
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     log1p => Log1p,
     /// `e^x − 1`, accurate for small `x`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![0f64, 1e-10], [2])?.expm1()?.to_vec::<f64>()?;
+    /// assert_eq!(y[0], 0.0);
+    /// assert!((y[1] / 1e-10 - 1.0).abs() < 1e-9);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     expm1 => Expm1,
     /// `log₂ x`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![1f32, 8., 0.5], [3])?.log2()?.to_vec::<f32>()?;
+    /// let want = [0.0, 3.0, -1.0];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     log2 => Log2,
     /// `log₁₀ x`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![1f32, 1000.], [2])?.log10()?.to_vec::<f32>()?;
+    /// let want = [0.0, 3.0];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-5));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     log10 => Log10,
     /// `tan x`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// use std::f32::consts::FRAC_PI_4;
+    /// let y = Tensor::from_vec(vec![0f32, FRAC_PI_4], [2])?.tan()?.to_vec::<f32>()?;
+    /// let want = [0.0, 1.0];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     tan => Tan,
     /// `atan x`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![0f32, 1.], [2])?.atan()?.to_vec::<f32>()?;
+    /// let want = [0.0, std::f32::consts::FRAC_PI_4];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     atan => Atan,
     /// The error function.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![0f32, 1., -1.], [3])?.erf()?.to_vec::<f32>()?;
+    /// let want = [0.0, 0.842_700_8, -0.842_700_8];
+    /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     erf => Erf,
 }
 
@@ -108,6 +376,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`leaky_relu`](Self::leaky_relu).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![-1f32, 0., 2.], [3])?.elu(1.0)?.to_vec::<f32>()?;
+    /// assert!((y[0] - (-1f32).exp_m1()).abs() < 1e-6); // e^-1 − 1
+    /// assert_eq!(y[1..], [0., 2.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn elu(&self, alpha: f64) -> Result<Tensor> {
         self.unary(UnaryOp::Elu(alpha))
     }
@@ -118,6 +396,18 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidArgument` if `beta` is zero or not finite; as [`leaky_relu`](Self::leaky_relu).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![0f32, 30.], [2])?;
+    /// let y = x.softplus(1.0, 20.0)?.to_vec::<f32>()?;
+    /// assert!((y[0] - 2f32.ln()).abs() < 1e-6);
+    /// assert_eq!(y[1], 30.0); // above the threshold: x itself
+    /// assert!(x.softplus(0.0, 20.0).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn softplus(&self, beta: f64, threshold: f64) -> Result<Tensor> {
         if beta == 0.0 || !beta.is_finite() {
             return Err(Error::invalid(
@@ -186,6 +476,16 @@ impl Tensor {
     /// # Errors
     ///
     /// `DeviceUnavailable` for any other device.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Device, Error, Tensor};
+    /// let t = Tensor::from_vec(vec![1f32, 2.], [2])?;
+    /// assert_eq!(t.to_device(Device::Cpu)?.to_vec::<f32>()?, [1., 2.]);
+    /// assert!(matches!(t.to_device(Device::Cuda(0)), Err(Error::DeviceUnavailable { .. })));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn to_device(&self, device: crate::Device) -> Result<Tensor> {
         match device {
             crate::Device::Cpu => Ok(self.clone()),
@@ -288,6 +588,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As the unary ops.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1i64, 2], [2])?;
+    /// assert_eq!(x.add_scalar(1.0)?.to_vec::<i64>()?, [2, 3]); // integral c: still i64
+    /// assert_eq!(x.add_scalar(0.5)?.to_vec::<f32>()?, [1.5, 2.5]); // else f32
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn add_scalar(&self, c: f64) -> Result<Tensor> {
         self.scalar_op(UnaryOp::AddScalar(c), c)
     }
@@ -296,6 +606,15 @@ impl Tensor {
     /// # Errors
     ///
     /// As the unary ops.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![3f32, 5.], [2])?;
+    /// assert_eq!(x.sub_scalar(1.0)?.to_vec::<f32>()?, [2., 4.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn sub_scalar(&self, c: f64) -> Result<Tensor> {
         self.scalar_op(UnaryOp::AddScalar(-c), c)
     }
@@ -304,6 +623,15 @@ impl Tensor {
     /// # Errors
     ///
     /// As the unary ops.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1f32, 2.], [2])?;
+    /// assert_eq!(x.rsub_scalar(10.0)?.to_vec::<f32>()?, [9., 8.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn rsub_scalar(&self, c: f64) -> Result<Tensor> {
         self.scalar_op(UnaryOp::RSubScalar(c), c)
     }
@@ -312,6 +640,15 @@ impl Tensor {
     /// # Errors
     ///
     /// As the unary ops.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1.5f32, -2.], [2])?;
+    /// assert_eq!(x.mul_scalar(2.0)?.to_vec::<f32>()?, [3., -4.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn mul_scalar(&self, c: f64) -> Result<Tensor> {
         self.scalar_op(UnaryOp::MulScalar(c), c)
     }
@@ -320,6 +657,15 @@ impl Tensor {
     /// # Errors
     ///
     /// As the unary ops.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1i64, 3], [2])?;
+    /// assert_eq!(x.div_scalar(2.0)?.to_vec::<f32>()?, [0.5, 1.5]); // integers give f32
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn div_scalar(&self, c: f64) -> Result<Tensor> {
         self.scalar_op(UnaryOp::DivScalar(c), 0.5)
     }
@@ -328,6 +674,18 @@ impl Tensor {
     /// # Errors
     ///
     /// As the unary ops.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![2f32, 4.], [2])?;
+    /// let sq = x.pow_scalar(2.0)?.to_vec::<f32>()?;
+    /// let root = x.pow_scalar(0.5)?.to_vec::<f32>()?;
+    /// assert!((sq[0] - 4.0).abs() < 1e-5 && (sq[1] - 16.0).abs() < 1e-5);
+    /// assert!((root[0] - 2f32.sqrt()).abs() < 1e-6 && (root[1] - 2.0).abs() < 1e-6);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn pow_scalar(&self, c: f64) -> Result<Tensor> {
         self.scalar_op(UnaryOp::PowScalar(c), 0.5)
     }
@@ -336,6 +694,19 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidArgument` if both bounds are absent; as the unary ops.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![-2f32, 0.5, 3., f32::NAN], [4])?;
+    /// let y = x.clamp(Some(0.0), Some(1.0))?.to_vec::<f32>()?;
+    /// assert_eq!(y[..3], [0., 0.5, 1.]);
+    /// assert!(y[3].is_nan());
+    /// assert_eq!(x.clamp(None, Some(0.0))?.to_vec::<f32>()?[..3], [-2., 0., 0.]);
+    /// assert!(x.clamp(None, None).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn clamp(&self, lo: Option<f64>, hi: Option<f64>) -> Result<Tensor> {
         if lo.is_none() && hi.is_none() {
             return Err(Error::invalid(
@@ -617,6 +988,18 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`add_`](Self::add_).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Error, Tensor, DType};
+    /// let a = Tensor::ones([2], DType::F32)?;
+    /// a.add_scaled_(&Tensor::from_vec(vec![2f32, 4.], [2])?, 0.5)?;
+    /// assert_eq!(a.to_vec::<f32>()?, [2., 3.]);
+    /// let i = Tensor::zeros([2], DType::I64)?; // a fractional alpha needs a float tensor
+    /// assert!(matches!(i.add_scaled_(&i.ones_like()?, 0.5), Err(Error::DTypeMismatch { .. })));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn add_scaled_(&self, src: &Tensor, alpha: f64) -> Result<Tensor> {
         self.binary_(BinaryOp::Add, src, alpha)
     }
@@ -625,6 +1008,17 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`add_`](Self::add_).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![5f32, 5.], [2])?;
+    /// let r = a.sub_(&Tensor::from_vec(vec![1f32, 2.], [2])?)?;
+    /// assert_eq!(a.to_vec::<f32>()?, [4., 3.]);
+    /// assert!(r.shares_storage(&a)); // the result is `a` itself
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn sub_(&self, src: &Tensor) -> Result<Tensor> {
         self.binary_(BinaryOp::Sub, src, 1.0)
     }
@@ -633,6 +1027,18 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`add_`](Self::add_).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Error, Tensor, DType};
+    /// let a = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
+    /// a.mul_(&Tensor::from_vec(vec![10f32, 0.], [2])?)?; // the row broadcasts
+    /// assert_eq!(a.to_vec::<f32>()?, [10., 0., 30., 0.]);
+    /// let e = Tensor::ones([1], DType::F32)?.expand([3])?; // three elements, one storage slot
+    /// assert!(matches!(e.mul_(&e.ones_like()?), Err(Error::OverlappingWrite { .. })));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn mul_(&self, src: &Tensor) -> Result<Tensor> {
         self.binary_(BinaryOp::Mul, src, 1.0)
     }
@@ -641,6 +1047,18 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`add_`](Self::add_).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Error, Tensor};
+    /// let a = Tensor::from_vec(vec![1f32, 3.], [2])?;
+    /// a.div_(&Tensor::from_vec(vec![2f32], [1])?)?;
+    /// assert_eq!(a.to_vec::<f32>()?, [0.5, 1.5]);
+    /// let i = Tensor::from_vec(vec![4i64], [1])?; // true division does not fit in i64
+    /// assert!(matches!(i.div_(&i.clone()), Err(Error::DTypeMismatch { .. })));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn div_(&self, src: &Tensor) -> Result<Tensor> {
         self.binary_(BinaryOp::Div, src, 1.0)
     }
@@ -649,6 +1067,20 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`add_`](Self::add_).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{no_grad, Error, Tensor};
+    /// let w = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true);
+    /// assert!(matches!(w.mul_scalar_(3.0), Err(Error::Autograd { .. })));
+    /// {
+    ///     let _g = no_grad(); // as an optimizer updates its parameters
+    ///     w.mul_scalar_(3.0)?;
+    /// }
+    /// assert_eq!(w.to_vec::<f32>()?, [3., 6.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn mul_scalar_(&self, c: f64) -> Result<Tensor> {
         self.scalar_(BinaryOp::Mul, c)
     }
@@ -657,6 +1089,17 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`add_`](Self::add_).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1i64, 2], [2])?;
+    /// a.add_scalar_(5.0)?;
+    /// assert_eq!(a.to_vec::<i64>()?, [6, 7]);
+    /// assert!(a.add_scalar_(0.5).is_err()); // an i64 tensor cannot hold x + 0.5
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn add_scalar_(&self, c: f64) -> Result<Tensor> {
         self.scalar_(BinaryOp::Add, c)
     }
@@ -687,6 +1130,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`add_`](Self::add_), except that any dtype converts.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let a = Tensor::zeros([2, 2], DType::F32)?;
+    /// a.copy_(&Tensor::from_vec(vec![1i64, 2], [2])?)?; // broadcast and converted
+    /// assert_eq!(a.to_vec::<f32>()?, [1., 2., 1., 2.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn copy_(&self, src: &Tensor) -> Result<Tensor> {
         self.check_inplace("copy_")?;
         let x = self.inplace_operand("copy_", src, self.dtype())?;
@@ -705,6 +1158,16 @@ impl Tensor {
     /// # Errors
     ///
     /// `OverlappingWrite`, `Autograd` as for [`add_`](Self::add_).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let a = Tensor::zeros([2, 2], DType::F32)?;
+    /// a.narrow(1, 0, 1)?.fill_(7.0)?; // through a view: the first column
+    /// assert_eq!(a.to_vec::<f32>()?, [7., 0., 7., 0.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn fill_(&self, value: f64) -> Result<Tensor> {
         self.check_inplace("fill_")?;
         Tensor::launch(
@@ -720,6 +1183,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`fill_`](Self::fill_).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let a = Tensor::ones([3], DType::I32)?;
+    /// a.zero_()?;
+    /// assert_eq!(a.to_vec::<i32>()?, [0, 0, 0]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn zero_(&self) -> Result<Tensor> {
         self.fill_(0.0)
     }
@@ -746,26 +1219,104 @@ macro_rules! binary_methods {
 
 binary_methods! {
     /// `a + b`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2.], [2])?;
+    /// let b = Tensor::from_vec(vec![10i64], [1])?; // broadcast, promoted to f32
+    /// assert_eq!(a.add(&b)?.to_vec::<f32>()?, [11., 12.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     add => Add,
     /// `a - b`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let m = Tensor::from_vec(vec![5f32, 6., 7., 8.], [2, 2])?;
+    /// let row = Tensor::from_vec(vec![1f32, 2.], [2])?;
+    /// assert_eq!(m.sub(&row)?.to_vec::<f32>()?, [4., 4., 6., 6.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     sub => Sub,
     /// `a * b`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![2i64, 3], [2])?;
+    /// let y = a.mul(&Tensor::from_vec(vec![4i64, 5], [2])?)?;
+    /// assert_eq!(y.to_vec::<i64>()?, [8, 15]); // integers stay integers
+    /// assert!(a.mul(&Tensor::from_vec(vec![1i64, 2, 3], [3])?).is_err()); // [2] and [3]
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     mul => Mul,
     /// `a / b` (true division: integers give a float)
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1i64, 3], [2])?;
+    /// let y = a.div(&Tensor::from_vec(vec![2i64], [1])?)?;
+    /// assert_eq!(y.to_vec::<f32>()?, [0.5, 1.5]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     div => Div,
     /// `a ^ b`
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![2f32, 3.], [2])?;
+    /// let y = a.pow(&Tensor::from_vec(vec![3f32, 2.], [2])?)?.to_vec::<f32>()?;
+    /// assert!((y[0] - 8.0).abs() < 1e-5 && (y[1] - 9.0).abs() < 1e-5);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pow => Pow,
     /// The elementwise maximum (NaN propagates).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 5., f32::NAN], [3])?;
+    /// let y = a.maximum(&Tensor::from_vec(vec![3f32, 2., 0.], [3])?)?.to_vec::<f32>()?;
+    /// assert_eq!(y[..2], [3., 5.]);
+    /// assert!(y[2].is_nan());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     maximum => Maximum,
     /// The elementwise minimum (NaN propagates).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 5., f32::NAN], [3])?;
+    /// let y = a.minimum(&Tensor::from_vec(vec![3f32, 2., 0.], [3])?)?.to_vec::<f32>()?;
+    /// assert_eq!(y[..2], [1., 2.]);
+    /// assert!(y[2].is_nan());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     minimum => Minimum,
 }
 
 macro_rules! cmp_methods {
-    ($($name:ident, $sname:ident => $op:ident, $doc:literal);* $(;)?) => {
+    ($(
+        $(#[$m:meta])* $name:ident,
+        $(#[$sm:meta])* $sname:ident => $op:ident, $doc:literal
+    );* $(;)?) => {
         impl Tensor {
             $(
                 #[doc = concat!("`a ", $doc, " b` as `Bool`, with broadcasting and promotion.")]
+                ///
+                $(#[$m])*
                 ///
                 /// # Errors
                 ///
@@ -774,6 +1325,8 @@ macro_rules! cmp_methods {
                     self.compare(rhs, CmpOp::$op)
                 }
                 #[doc = concat!("`a ", $doc, " c` as `Bool` for a scalar `c`.")]
+                ///
+                $(#[$sm])*
                 ///
                 /// # Errors
                 ///
@@ -787,12 +1340,123 @@ macro_rules! cmp_methods {
 }
 
 cmp_methods! {
-    eq, eq_scalar => Eq, "==";
-    ne, ne_scalar => Ne, "!=";
-    lt, lt_scalar => Lt, "<";
-    le, le_scalar => Le, "<=";
-    gt, gt_scalar => Gt, ">";
-    ge, ge_scalar => Ge, ">=";
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// let b = Tensor::from_vec(vec![1i64, 3, 2], [3])?; // promoted to f32
+    /// assert_eq!(a.eq(&b)?.to_vec::<bool>()?, [true, false, false]);
+    /// assert!(a.eq(&Tensor::from_vec(vec![1f32, 2.], [2])?).is_err()); // [3] and [2]
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    eq,
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// assert_eq!(a.eq_scalar(2.0)?.to_vec::<bool>()?, [false, true, false]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    eq_scalar => Eq, "==";
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// let b = Tensor::from_vec(vec![1i64, 3, 2], [3])?; // promoted to f32
+    /// assert_eq!(a.ne(&b)?.to_vec::<bool>()?, [false, true, true]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    ne,
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// assert_eq!(a.ne_scalar(2.0)?.to_vec::<bool>()?, [true, false, true]);
+    /// let nan = Tensor::from_vec(vec![f32::NAN], [1])?;
+    /// assert_eq!(nan.ne_scalar(f64::NAN)?.to_vec::<bool>()?, [true]); // NaN differs from itself
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    ne_scalar => Ne, "!=";
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// let b = Tensor::from_vec(vec![1i64, 3, 2], [3])?; // promoted to f32
+    /// assert_eq!(a.lt(&b)?.to_vec::<bool>()?, [false, true, false]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    lt,
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// assert_eq!(a.lt_scalar(2.0)?.to_vec::<bool>()?, [true, false, false]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    lt_scalar => Lt, "<";
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// let b = Tensor::from_vec(vec![1i64, 3, 2], [3])?; // promoted to f32
+    /// assert_eq!(a.le(&b)?.to_vec::<bool>()?, [true, true, false]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    le,
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// assert_eq!(a.le_scalar(2.0)?.to_vec::<bool>()?, [true, true, false]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    le_scalar => Le, "<=";
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// let b = Tensor::from_vec(vec![1i64, 3, 2], [3])?; // promoted to f32
+    /// assert_eq!(a.gt(&b)?.to_vec::<bool>()?, [false, false, true]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    gt,
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// assert_eq!(a.gt_scalar(2.0)?.to_vec::<bool>()?, [false, false, true]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    gt_scalar => Gt, ">";
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// let b = Tensor::from_vec(vec![1i64, 3, 2], [3])?; // promoted to f32
+    /// assert_eq!(a.ge(&b)?.to_vec::<bool>()?, [true, false, true]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    ge,
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// assert_eq!(a.ge_scalar(2.0)?.to_vec::<bool>()?, [false, true, true]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    ge_scalar => Ge, ">=";
 }
 
 /// Logical ops: every operand is a truth value, true where it is not zero (NaN is true); the
@@ -824,6 +1488,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`logical_and`](Self::logical_and).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![true, false, false], [3])?;
+    /// let b = Tensor::from_vec(vec![0i64, 0, 5], [3])?;
+    /// assert_eq!(a.logical_or(&b)?.to_vec::<bool>()?, [true, false, true]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn logical_or(&self, rhs: &Tensor) -> Result<Tensor> {
         self.compare(rhs, CmpOp::Or)
     }
@@ -832,6 +1506,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`logical_and`](Self::logical_and).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![true, true, false], [3])?;
+    /// let b = Tensor::from_vec(vec![true, false, false], [3])?;
+    /// assert_eq!(a.logical_xor(&b)?.to_vec::<bool>()?, [false, true, false]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn logical_xor(&self, rhs: &Tensor) -> Result<Tensor> {
         self.compare(rhs, CmpOp::Xor)
     }
@@ -840,6 +1524,15 @@ impl Tensor {
     /// # Errors
     ///
     /// Engine errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![0f32, 2., f32::NAN], [3])?;
+    /// assert_eq!(x.logical_not()?.to_vec::<bool>()?, [true, false, false]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn logical_not(&self) -> Result<Tensor> {
         self.eq_scalar(0.0)
     }
@@ -912,6 +1605,17 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidArgument` for a tensor of rank below 2.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::ones([2, 3], DType::F32)?;
+    /// assert_eq!(t.triu(0)?.to_vec::<f32>()?, [1., 1., 1., 0., 1., 1.]);
+    /// assert_eq!(t.triu(-1)?.to_vec::<f32>()?, [1.; 6]);
+    /// assert!(Tensor::ones([3], DType::F32)?.triu(0).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn triu(&self, diagonal: i64) -> Result<Tensor> {
         self.triangle("triu", |i, j| j - i < diagonal)
     }

@@ -12,6 +12,17 @@ impl Tensor {
     ///
     /// The asynchronous error of an op this tensor depends on (`Vm(KernelFailed…)`,
     /// `Vm(OutOfMemory…)`), `Vm(Deadlock…)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1f32, 2.], [2])?;
+    /// x.exp()?.sync()?; // waits for the op
+    /// let bad = Tensor::custom_map::<f32, _>("fails", &[&x], [2], |_, _| Err("no".to_string()))?;
+    /// assert!(bad.sync().is_err()); // the kernel's error surfaces here
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn sync(&self) -> Result<()> {
         self.engine().read_blob(self.blob(), |_| ())?;
         Ok(())
@@ -53,6 +64,16 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidArgument` if the tensor is not 2-D; as [`to_vec`](Self::to_vec).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::I64)?.reshape([2, 3])?;
+    /// assert_eq!(t.to_vec2::<i64>()?, [[0, 1, 2], [3, 4, 5]]);
+    /// assert!(t.flatten_all()?.to_vec2::<i64>().is_err()); // not 2-D
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn to_vec2<T: Elem>(&self) -> Result<Vec<Vec<T>>> {
         if self.rank() != 2 {
             return Err(Error::invalid(
@@ -74,6 +95,16 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidArgument` if the tensor has other than one element; as [`to_vec`](Self::to_vec).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// assert_eq!(t.sum_all()?.item::<f32>()?, 6.);
+    /// assert!(t.item::<f32>().is_err()); // three elements
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn item<T: Elem>(&self) -> Result<T> {
         if self.numel() != 1 {
             return Err(Error::invalid(
@@ -89,6 +120,15 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`item`](Self::item).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// assert_eq!(Tensor::from_vec(vec![7i64], [1])?.to_scalar()?, 7.0);
+    /// assert_eq!(Tensor::scalar(true)?.to_scalar()?, 1.0);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn to_scalar(&self) -> Result<f64> {
         self.to_f64_vec()?
             .first()
@@ -107,6 +147,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`sync`](Self::sync).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![-1i32, 4], [2])?;
+    /// assert_eq!(t.to_f64_vec()?, [-1., 4.]);
+    /// assert_eq!(t.gt_scalar(0.0)?.to_f64_vec()?, [0., 1.]); // bools as 0 and 1
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
         eddy_ops::dispatch!(self.dtype(), T => Ok(self.to_vec::<T>()?.into_iter().map(Elem::to_f64).collect()))
     }

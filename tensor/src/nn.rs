@@ -9,14 +9,54 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Something with a forward pass and parameters.
+///
+/// # Examples
+///
+/// A parameter-free module: only `forward` is required.
+///
+/// ```
+/// use eddy_tensor::{nn::Module, Result, Tensor};
+/// struct Double;
+/// impl Module for Double {
+///     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+///         x.mul_scalar(2.0)
+///     }
+/// }
+/// let x = Tensor::from_vec(vec![1f32, 2.], [2])?;
+/// assert_eq!(Double.forward(&x)?.to_vec::<f32>()?, [2., 4.]);
+/// assert!(Double.parameters().is_empty()); // the defaults: no parameters
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
 pub trait Module: Send + Sync {
     /// Runs the module.
     ///
     /// # Errors
     ///
     /// The errors of the ops it runs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Linear, Module}, Tensor};
+    /// let w = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
+    /// let l = Linear { weight: w, bias: None };
+    /// let y = l.forward(&Tensor::from_vec(vec![1f32, 1.], [1, 2])?)?; // x Wᵀ
+    /// assert_eq!(y.to_vec::<f32>()?, [3., 7.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     fn forward(&self, x: &Tensor) -> Result<Tensor>;
     /// The trainable tensors, in a stable order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Linear, Module}, DType};
+    /// let l = Linear::new(3, 2, true, DType::F32)?;
+    /// let dims: Vec<Vec<usize>> = l.parameters().iter().map(|p| p.dims().to_vec()).collect();
+    /// assert_eq!(dims, [vec![2, 3], vec![2]]); // weight, then bias
+    /// assert!(l.parameters().iter().all(|p| p.requires_grad()));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     fn parameters(&self) -> Vec<Tensor> {
         Vec::new()
     }
@@ -24,6 +64,16 @@ pub trait Module: Send + Sync {
     /// [`parameters`](Self::parameters): PyTorch's `state_dict` keys (`weight`, `bias`, and
     /// `0.weight`, `2.bias`, … inside a [`Sequential`]). [`save`] and [`load`] use them. The
     /// default names a module's parameters by their positions.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{LayerNorm, Module}, DType};
+    /// let ln = LayerNorm::new(&[4], 1e-5, true, DType::F32)?;
+    /// let names: Vec<String> = ln.named_parameters().into_iter().map(|(n, _)| n).collect();
+    /// assert_eq!(names, ["weight", "bias"]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
         (self.parameters().into_iter().enumerate())
             .map(|(i, t)| (i.to_string(), t))
@@ -32,12 +82,34 @@ pub trait Module: Send + Sync {
     /// Switches between training and evaluation behaviour, as PyTorch's `model.train()` and
     /// `model.eval()`: [`Dropout`] drops only while training. Modules start in training mode;
     /// the default does nothing (most modules behave the same in both).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Dropout, Module}, Tensor, DType};
+    /// let d = Dropout::new(0.9)?;
+    /// d.set_training(false); // eval mode: the input passes unchanged
+    /// let x = Tensor::ones([8], DType::F32)?;
+    /// assert_eq!(d.forward(&x)?.to_vec::<f32>()?, vec![1.0; 8]);
+    /// assert!(!d.is_training());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     fn set_training(&self, training: bool) {
         let _ = training;
     }
 }
 
 /// Weight initialisation.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{nn::{Init, Linear, Module}, Tensor, DType};
+/// let l = Linear::with_init(3, 2, false, Init::Zeros, DType::F32)?;
+/// let y = l.forward(&Tensor::ones([1, 3], DType::F32)?)?;
+/// assert_eq!(y.to_vec::<f32>()?, [0., 0.]);
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Init {
     /// PyTorch's default for `Linear`: `U(-1/√fan_in, 1/√fan_in)` (kaiming uniform, a = √5).
@@ -56,6 +128,17 @@ impl Init {
     /// # Errors
     ///
     /// Engine errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::Init, DType};
+    /// let w = Init::KaimingUniform.tensor(&[4, 3], 3, 4, DType::F32)?;
+    /// assert_eq!(w.dims(), &[4, 3]);
+    /// let bound = 1.0 / 3f32.sqrt(); // U(-1/√fan_in, 1/√fan_in)
+    /// assert!(w.to_vec::<f32>()?.iter().all(|v| v.abs() <= bound));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn tensor(
         self,
         shape: &[usize],
@@ -104,6 +187,17 @@ impl Linear {
     /// # Errors
     ///
     /// Engine errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::Linear, DType};
+    /// let l = Linear::new(3, 2, true, DType::F32)?;
+    /// assert_eq!(l.weight.dims(), &[2, 3]); // [out, in]
+    /// assert_eq!(l.bias.as_ref().map(|b| b.dims().to_vec()), Some(vec![2]));
+    /// assert!(l.weight.requires_grad() && l.weight.is_leaf());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn new(inp: usize, out: usize, bias: bool, dtype: DType) -> Result<Linear> {
         Linear::with_init(inp, out, bias, Init::KaimingUniform, dtype)
     }
@@ -113,6 +207,16 @@ impl Linear {
     /// # Errors
     ///
     /// Engine errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Init, Linear}, DType};
+    /// let l = Linear::with_init(3, 2, false, Init::Zeros, DType::F32)?;
+    /// assert_eq!(l.weight.to_vec::<f32>()?, [0.0; 6]);
+    /// assert!(l.bias.is_none());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn with_init(
         inp: usize,
         out: usize,
@@ -157,6 +261,17 @@ impl Module for Linear {
 }
 
 /// A parameter-free module from a function (activations: `Func::new(Tensor::relu)`).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{nn::{Func, Module}, Tensor};
+/// let relu = Func::new(Tensor::relu);
+/// let y = relu.forward(&Tensor::from_vec(vec![-1f32, 2.], [2])?)?;
+/// assert_eq!(y.to_vec::<f32>()?, [0., 2.]);
+/// assert!(relu.parameters().is_empty());
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
 pub struct Func(Box<FuncFn>);
 
 /// The function a [`Func`] applies.
@@ -164,6 +279,16 @@ type FuncFn = dyn Fn(&Tensor) -> Result<Tensor> + Send + Sync;
 
 impl Func {
     /// Wraps `f`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Func, Module}, Tensor};
+    /// let scale = Func::new(|x: &Tensor| x.mul_scalar(3.0));
+    /// let y = scale.forward(&Tensor::from_vec(vec![1f32, -2.], [2])?)?;
+    /// assert_eq!(y.to_vec::<f32>()?, [3., -6.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn new(f: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + 'static) -> Func {
         Func(Box::new(f))
     }
@@ -194,20 +319,62 @@ pub struct Sequential(Vec<Box<dyn Module>>);
 
 impl Sequential {
     /// An empty sequence.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Module, Sequential}, Tensor};
+    /// let id = Sequential::new();
+    /// assert!(id.is_empty());
+    /// let x = Tensor::from_vec(vec![1f32, 2.], [2])?;
+    /// assert_eq!(id.forward(&x)?.to_vec::<f32>()?, [1., 2.]); // no modules: the input itself
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn new() -> Sequential {
         Sequential(Vec::new())
     }
     /// Appends a module.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Func, Module, Sequential}, Tensor};
+    /// let s = Sequential::new()
+    ///     .add(Func::new(|x: &Tensor| x.add_scalar(1.0)))
+    ///     .add(Func::new(|x: &Tensor| x.mul_scalar(10.0))); // applied in the order added
+    /// assert_eq!(s.len(), 2);
+    /// assert_eq!(s.forward(&Tensor::from_vec(vec![1f32], [1])?)?.to_vec::<f32>()?, [20.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     #[allow(clippy::should_implement_trait)]
     pub fn add(mut self, m: impl Module + 'static) -> Sequential {
         self.0.push(Box::new(m));
         self
     }
     /// The number of modules.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Func, Linear, Sequential}, Tensor, DType};
+    /// let s = Sequential::new()
+    ///     .add(Linear::new(2, 2, true, DType::F32)?)
+    ///     .add(Func::new(Tensor::relu));
+    /// assert_eq!(s.len(), 2);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.0.len()
     }
     /// Whether there are none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Func, Sequential}, Tensor};
+    /// assert!(Sequential::new().is_empty());
+    /// assert!(!Sequential::new().add(Func::new(Tensor::relu)).is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -267,6 +434,17 @@ impl Dropout {
     /// # Errors
     ///
     /// `InvalidArgument` if `p` is not in `[0, 1]`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Dropout, Module}, Error, Tensor, DType};
+    /// let d = Dropout::new(0.0)?; // drops nothing, even while training
+    /// let x = Tensor::ones([4], DType::F32)?;
+    /// assert_eq!(d.forward(&x)?.to_vec::<f32>()?, [1.0; 4]);
+    /// assert!(matches!(Dropout::new(-0.1), Err(Error::InvalidArgument { .. })));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn new(p: f64) -> Result<Dropout> {
         crate::nn_ops::check_probability("Dropout", p)?;
         Ok(Dropout {
@@ -276,6 +454,17 @@ impl Dropout {
     }
 
     /// Whether it drops (training mode).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::nn::{Dropout, Module};
+    /// let d = Dropout::new(0.5)?;
+    /// assert!(d.is_training()); // new modules train
+    /// d.set_training(false);
+    /// assert!(!d.is_training());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn is_training(&self) -> bool {
         self.training.load(Ordering::Relaxed)
     }
@@ -314,6 +503,16 @@ impl Embedding {
     /// # Errors
     ///
     /// Engine errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::Embedding, DType};
+    /// let e = Embedding::new(10, 4, DType::F32)?;
+    /// assert_eq!(e.weight.dims(), &[10, 4]);
+    /// assert!(e.weight.requires_grad());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn new(num: usize, dim: usize, dtype: DType) -> Result<Embedding> {
         let weight = Tensor::randn([num, dim], 0.0, 1.0, dtype)?.requires_grad_(true);
         Ok(Embedding { weight })
@@ -360,6 +559,18 @@ impl LayerNorm {
     /// # Errors
     ///
     /// `InvalidArgument` for an empty `shape` or an `eps` that is negative or not finite.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{LayerNorm, Module}, DType};
+    /// let ln = LayerNorm::new(&[2, 3], 1e-5, true, DType::F32)?;
+    /// assert_eq!(ln.weight.as_ref().unwrap().to_vec::<f32>()?, [1.0; 6]); // scale starts at 1
+    /// assert_eq!(ln.bias.as_ref().unwrap().to_vec::<f32>()?, [0.0; 6]); // shift at 0
+    /// assert!(LayerNorm::new(&[3], 1e-5, false, DType::F32)?.parameters().is_empty());
+    /// assert!(LayerNorm::new(&[], 1e-5, true, DType::F32).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn new(shape: &[usize], eps: f64, affine: bool, dtype: DType) -> Result<LayerNorm> {
         if shape.is_empty() || !(eps >= 0.0 && eps.is_finite()) {
             return Err(Error::invalid(
@@ -454,6 +665,23 @@ pub fn save(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
 /// exactly the module's; `ShapeMismatch` (`lhs` the parameter's, `rhs` the file's) or
 /// `DTypeMismatch` for a tensor that does not fit; the errors of
 /// [`safetensors::load`](crate::safetensors::load).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{nn::{self, Linear, Module}, Error, Tensor, DType};
+/// let name = format!("eddy-nn-load-{}.safetensors", std::process::id());
+/// let path = std::env::temp_dir().join(name);
+/// let a = Linear::new(3, 2, true, DType::F32)?;
+/// nn::save(&a, &path)?;
+/// let b = Linear::new(3, 2, true, DType::F32)?;
+/// nn::load(&b, &path)?;
+/// assert_eq!(b.weight.to_vec::<f32>()?, a.weight.to_vec::<f32>()?);
+/// let no_bias = Linear::new(3, 2, false, DType::F32)?; // the file has an unexpected "bias"
+/// assert!(matches!(nn::load(&no_bias, &path), Err(Error::InvalidArgument { .. })));
+/// # std::fs::remove_file(&path).ok();
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
 pub fn load(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
     let named = module.named_parameters();
     let file: HashMap<String, Tensor> = crate::safetensors::load(path)?.into_iter().collect();

@@ -80,6 +80,15 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`softmax`](Self::softmax).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![0f32, 0.], [1, 2])?.log_softmax(-1)?.to_vec::<f32>()?;
+    /// assert!(y.iter().all(|v| (v + 2f32.ln()).abs() < 1e-6)); // ln(1/2) each
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
         self.softmax_impl(dim, true)
     }
@@ -91,6 +100,17 @@ impl Tensor {
     /// # Errors
     ///
     /// `ShapeMismatch`, `UnsupportedDType` (target must be `i64` or `i32`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let logp = Tensor::from_vec(vec![-1f32, -2., -3., -4.], [2, 2])?;
+    /// let target = Tensor::from_vec(vec![1i64, 0], [2])?;
+    /// assert_eq!(logp.nll_loss(&target)?.item::<f32>()?, 2.5); // -(-2 + -3) / 2
+    /// assert!(logp.nll_loss(&target.to_dtype(eddy_tensor::DType::F32)?).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn nll_loss(&self, target: &Tensor) -> Result<Tensor> {
         self.check_nll("nll_loss", target)?;
         self.gather(1, &target.unsqueeze(1)?)?.mean_all()?.neg()
@@ -194,6 +214,17 @@ impl Tensor {
     /// # Errors
     ///
     /// `ShapeMismatch`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let y = Tensor::from_vec(vec![1f32, 2., 3.], [3])?;
+    /// let t = Tensor::from_vec(vec![1f32, 2., 5.], [3])?;
+    /// assert!((y.mse_loss(&t)?.item::<f32>()? - 4.0 / 3.0).abs() < 1e-6);
+    /// assert!(y.mse_loss(&t.reshape([3, 1])?).is_err()); // shapes must match
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn mse_loss(&self, target: &Tensor) -> Result<Tensor> {
         if self.dims() != target.dims() {
             return Err(Error::ShapeMismatch {
@@ -211,6 +242,20 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidArgument` if `normalized` exceeds the rank; `ShapeMismatch` for the affine terms.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1f32, 2., 3., 4.], [1, 4])?;
+    /// let y = x.layer_norm(1, None, None, 0.0)?.to_vec::<f32>()?; // mean 2.5, variance 1.25
+    /// assert!((y[0] + 1.5 / 1.25f32.sqrt()).abs() < 1e-5);
+    /// let b = Tensor::from_vec(vec![10f32; 4], [4])?;
+    /// let z = x.layer_norm(1, None, Some(&b), 0.0)?;
+    /// assert!((z.mean_all()?.item::<f32>()? - 10.0).abs() < 1e-5);
+    /// assert!(x.layer_norm(3, None, None, 1e-5).is_err()); // only 2 dims
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn layer_norm(
         &self,
         normalized: usize,
@@ -517,6 +562,18 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`index_select`](Self::index_select); `InvalidArgument` if `self` is not 2-D.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let w = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([3, 2])?;
+    /// let ids = Tensor::from_vec(vec![2i64, 0], [1, 2])?;
+    /// let e = w.embedding(&ids)?;
+    /// assert_eq!(e.dims(), &[1, 2, 2]);
+    /// assert_eq!(e.to_vec::<f32>()?, [4., 5., 0., 1.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn embedding(&self, ids: &Tensor) -> Result<Tensor> {
         if self.rank() != 2 {
             return Err(Error::invalid(
@@ -539,6 +596,17 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidDim`, `UnsupportedDType`, `ShapeMismatch`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
+    /// let idx = Tensor::from_vec(vec![1i64, 0], [2, 1])?;
+    /// assert_eq!(t.gather(1, &idx)?.to_vec2::<f32>()?, [[2.], [3.]]);
+    /// assert!(t.gather(1, &Tensor::from_vec(vec![1i64, 0], [2])?).is_err()); // rank differs
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn gather(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
         Tensor::check_index("gather", index)?;
         self.same_device("gather", index)?;
@@ -655,6 +723,17 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`cat`](Self::cat).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1f32, 2.], [2])?;
+    /// let b = Tensor::from_vec(vec![3f32, 4.], [2])?;
+    /// assert_eq!(Tensor::stack(&[&a, &b], 0)?.to_vec2::<f32>()?, [[1., 2.], [3., 4.]]);
+    /// assert_eq!(Tensor::stack(&[&a, &b], 1)?.to_vec2::<f32>()?, [[1., 3.], [2., 4.]]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn stack(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
         let first = *tensors
             .first()

@@ -8,25 +8,103 @@ use crate::nn::check_params;
 use crate::{no_grad, Error, Result, Tensor};
 
 /// What every optimizer does.
+///
+/// # Examples
+///
+/// Code written against the trait drives any optimizer:
+///
+/// ```
+/// use eddy_tensor::{optim::{Optimizer, Sgd}, Result, Tensor};
+/// fn train_step(opt: &mut dyn Optimizer, w: &Tensor) -> Result<()> {
+///     opt.zero_grad();
+///     w.square()?.sum_all()?.backward()?; // grad 2w
+///     opt.step()
+/// }
+/// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+/// let mut opt = Sgd::new(vec![w.clone()], 0.25)?;
+/// train_step(&mut opt, &w)?;
+/// assert_eq!(w.to_vec::<f32>()?, [0.5]);
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
 pub trait Optimizer {
     /// Applies one update from the parameters' accumulated gradients.
     ///
     /// # Errors
     ///
     /// Engine errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{optim::{Optimizer, Sgd}, Tensor};
+    /// let w = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true);
+    /// let mut opt = Sgd::new(vec![w.clone()], 0.5)?;
+    /// opt.step()?; // no gradient yet: nothing moves
+    /// assert_eq!(w.to_vec::<f32>()?, [1., 2.]);
+    /// w.sum_all()?.backward()?; // grad [1, 1]
+    /// opt.step()?;
+    /// assert_eq!(w.to_vec::<f32>()?, [0.5, 1.5]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     fn step(&mut self) -> Result<()>;
     /// The parameters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{optim::{Adam, Optimizer}, Tensor, DType};
+    /// let (a, b) = (Tensor::zeros([2], DType::F32)?, Tensor::zeros([3], DType::F32)?);
+    /// let opt = Adam::new(vec![a.requires_grad_(true), b.requires_grad_(true)], 1e-3)?;
+    /// let dims: Vec<&[usize]> = opt.params().iter().map(|p| p.dims()).collect();
+    /// assert_eq!(dims, [&[2][..], &[3][..]]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     fn params(&self) -> &[Tensor];
     /// Clears the gradients.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{optim::{Optimizer, Sgd}, Tensor};
+    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+    /// let opt = Sgd::new(vec![w.clone()], 0.1)?;
+    /// w.sum_all()?.backward()?;
+    /// assert!(w.grad().is_some());
+    /// opt.zero_grad();
+    /// assert!(w.grad().is_none());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     fn zero_grad(&self) {
         for p in self.params() {
             p.set_grad(None);
         }
     }
     /// The learning rate.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{optim::{Optimizer, Sgd}, Tensor, DType};
+    /// let w = Tensor::zeros([1], DType::F32)?.requires_grad_(true);
+    /// assert_eq!(Sgd::new(vec![w], 0.01)?.lr(), 0.01);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     fn lr(&self) -> f64;
     /// Sets the learning rate (what a [`lr_scheduler::Scheduler`] does at each step); a rate
     /// that is negative or not finite makes the next [`step`](Self::step) fail.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{optim::{Optimizer, Sgd}, Error, Tensor, DType};
+    /// let w = Tensor::zeros([1], DType::F32)?.requires_grad_(true);
+    /// let mut opt = Sgd::new(vec![w], 0.01)?;
+    /// opt.set_lr(0.1);
+    /// assert_eq!(opt.lr(), 0.1);
+    /// opt.set_lr(-1.0);
+    /// assert!(matches!(opt.step(), Err(Error::InvalidArgument { .. })));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     fn set_lr(&mut self, lr: f64);
 }
 
@@ -73,6 +151,18 @@ impl Sgd {
     /// # Errors
     ///
     /// `InvalidArgument` if a parameter is not a leaf requiring grad.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{optim::Sgd, Error, Tensor};
+    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+    /// let opt = Sgd::new(vec![w.clone()], 0.1)?;
+    /// assert_eq!((opt.lr, opt.momentum, opt.weight_decay), (0.1, 0.0, 0.0));
+    /// let not_leaf = w.mul_scalar(2.0)?; // made by an op: not a parameter
+    /// assert!(matches!(Sgd::new(vec![not_leaf], 0.1), Err(Error::InvalidArgument { .. })));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Sgd> {
         check_params("Sgd", &params)?;
         let n = params.len();
@@ -85,11 +175,38 @@ impl Sgd {
         })
     }
     /// Sets the momentum.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{optim::{Optimizer, Sgd}, Tensor};
+    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+    /// let mut opt = Sgd::new(vec![w.clone()], 0.1)?.momentum(0.9);
+    /// for _ in 0..2 {
+    ///     opt.zero_grad();
+    ///     w.sum_all()?.backward()?; // grad 1; velocity 1, then 0.9·1 + 1
+    ///     opt.step()?;
+    /// }
+    /// assert!((w.item::<f32>()? - (1.0 - 0.1 - 0.19)).abs() < 1e-6);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn momentum(mut self, m: f64) -> Sgd {
         self.momentum = m;
         self
     }
     /// Sets the weight decay.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{optim::{Optimizer, Sgd}, Tensor};
+    /// let w = Tensor::from_vec(vec![2f32], [1])?.requires_grad_(true);
+    /// let mut opt = Sgd::new(vec![w.clone()], 0.1)?.weight_decay(0.5);
+    /// w.mul_scalar(0.0)?.sum_all()?.backward()?; // grad 0, plus 0.5·w from the decay
+    /// opt.step()?;
+    /// assert!((w.item::<f32>()? - 1.9).abs() < 1e-6);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn weight_decay(mut self, wd: f64) -> Sgd {
         self.weight_decay = wd;
         self
@@ -174,6 +291,17 @@ impl Adam {
     /// # Errors
     ///
     /// `InvalidArgument` if a parameter is not a leaf requiring grad.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{optim::Adam, Tensor, DType};
+    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true);
+    /// let opt = Adam::new(vec![w], 1e-3)?;
+    /// assert_eq!((opt.betas, opt.eps), ((0.9, 0.999), 1e-8));
+    /// assert_eq!((opt.weight_decay, opt.decoupled), (0.0, false));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Adam> {
         check_params("Adam", &params)?;
         let n = params.len();
@@ -193,6 +321,19 @@ impl Adam {
     /// # Errors
     ///
     /// As [`new`](Self::new).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{optim::{Adam, Optimizer}, Tensor};
+    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+    /// let mut opt = Adam::adamw(vec![w.clone()], 0.1, 0.5)?;
+    /// assert!(opt.decoupled);
+    /// w.mul_scalar(0.0)?.sum_all()?.backward()?; // a zero gradient: only the decay moves w
+    /// opt.step()?;
+    /// assert!((w.item::<f32>()? - (1.0 - 0.1 * 0.5)).abs() < 1e-6);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn adamw(params: Vec<Tensor>, lr: f64, wd: f64) -> Result<Adam> {
         let mut a = Adam::new(params, lr)?;
         a.weight_decay = wd;

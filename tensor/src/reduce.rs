@@ -128,6 +128,18 @@ impl Tensor {
     /// # Errors
     ///
     /// Engine errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
+    /// let s = t.sum_all()?;
+    /// assert_eq!((s.rank(), s.item::<f32>()?), (0, 10.));
+    /// let b = Tensor::from_vec(vec![true, false, true], [3])?;
+    /// assert_eq!(b.sum_all()?.item::<i64>()?, 2); // bools count as i64
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn sum_all(&self) -> Result<Tensor> {
         self.reduce(ReduceOp::Sum, &all(self.rank()), false)
     }
@@ -136,6 +148,17 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidDim`; `UnsupportedDType` for integer tensors (as PyTorch).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
+    /// assert_eq!(t.mean(&[0], false)?.to_vec::<f32>()?, [2., 3.]);
+    /// assert_eq!(t.mean(&[1], true)?.to_vec2::<f32>()?, [[1.5], [3.5]]);
+    /// assert!(Tensor::from_vec(vec![1i64, 2], [2])?.mean(&[0], false).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn mean(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Mean, dims, keepdim)
     }
@@ -144,6 +167,15 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`mean`](Self::mean).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
+    /// assert_eq!(t.mean_all()?.item::<f32>()?, 2.5);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn mean_all(&self) -> Result<Tensor> {
         self.reduce(ReduceOp::Mean, &all(self.rank()), false)
     }
@@ -152,6 +184,16 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidDim`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
+    /// assert_eq!(t.prod(&[1], false)?.to_vec::<f32>()?, [2., 12.]);
+    /// assert_eq!(t.prod(&[0, 1], false)?.item::<f32>()?, 24.);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn prod(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Prod, dims, keepdim)
     }
@@ -160,6 +202,17 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidDim`; `EmptyTensor` if the dim is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
+    /// assert_eq!(t.max(1, false)?.to_vec::<f32>()?, [2., 4.]);
+    /// assert_eq!(t.max(0, true)?.dims(), &[1, 2]);
+    /// assert!(Tensor::zeros([2, 0], DType::F32)?.max(1, false).is_err()); // an empty dim
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn max(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Max, &[dim], keepdim)
     }
@@ -168,6 +221,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`max`](Self::max).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![1f32, 2., 3., 0.], [2, 2])?;
+    /// assert_eq!(t.min(0, false)?.to_vec::<f32>()?, [1., 0.]);
+    /// assert_eq!(t.min(-1, false)?.to_vec::<f32>()?, [1., 0.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn min(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Min, &[dim], keepdim)
     }
@@ -176,6 +239,16 @@ impl Tensor {
     /// # Errors
     ///
     /// `EmptyTensor` for an empty tensor.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
+    /// assert_eq!(t.max_all()?.item::<f32>()?, 4.);
+    /// assert!(Tensor::zeros([0], DType::F32)?.max_all().is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn max_all(&self) -> Result<Tensor> {
         self.reduce(ReduceOp::Max, &all(self.rank()), false)
     }
@@ -184,6 +257,16 @@ impl Tensor {
     /// # Errors
     ///
     /// `EmptyTensor` for an empty tensor.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::from_vec(vec![3i64, -1, 2], [3])?;
+    /// assert_eq!(t.min_all()?.item::<i64>()?, -1);
+    /// assert!(Tensor::zeros([0], DType::F32)?.min_all().is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn min_all(&self) -> Result<Tensor> {
         self.reduce(ReduceOp::Min, &all(self.rank()), false)
     }
@@ -192,6 +275,15 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`max`](Self::max).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![1f32, 5., 5., 7., 0., 2.], [2, 3])?;
+    /// assert_eq!(t.argmax(1, false)?.to_vec::<i64>()?, [1, 0]); // the first 5 on the tie
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn argmax(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::ArgMax, &[dim], keepdim)
     }
@@ -200,6 +292,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`max`](Self::max).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![1f32, 5., 5., 7., 0., 2.], [2, 3])?;
+    /// assert_eq!(t.argmin(1, false)?.to_vec::<i64>()?, [0, 1]);
+    /// assert_eq!(t.argmin(0, true)?.to_vec2::<i64>()?, [[0, 1, 1]]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn argmin(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::ArgMin, &[dim], keepdim)
     }
@@ -339,6 +441,18 @@ impl Tensor {
     /// # Errors
     ///
     /// `ShapeMismatch` if `shape` does not broadcast to `self`'s shape.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Shape, Tensor, DType};
+    /// let g = Tensor::ones([2, 3], DType::F32)?; // a gradient for a [1, 3] operand, broadcast
+    /// let s = g.sum_to(&Shape::from([1, 3]))?;
+    /// assert_eq!((s.dims(), s.to_vec::<f32>()?), (&[1, 3][..], vec![2., 2., 2.]));
+    /// assert_eq!(g.sum_to(&Shape::from([3]))?.to_vec::<f32>()?, [2., 2., 2.]);
+    /// assert!(g.sum_to(&Shape::from([4])).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn sum_to(&self, shape: &Shape) -> Result<Tensor> {
         if self.shape() == shape {
             return Ok(self.clone());
@@ -520,6 +634,16 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidDim`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![1f32, 0., 2., 3.], [2, 2])?;
+    /// assert_eq!(t.all(&[1], false)?.to_vec::<bool>()?, [false, true]);
+    /// assert_eq!(t.all(&[0], false)?.to_vec::<bool>()?, [true, false]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn all(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         for &d in dims {
             norm_dim("all", d, self.rank())?;
@@ -533,6 +657,15 @@ impl Tensor {
     /// # Errors
     ///
     /// Only engine errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// assert!(Tensor::from_vec(vec![0i64, 0, 3], [3])?.any_all()?.item::<bool>()?);
+    /// assert!(!Tensor::zeros([2, 2], DType::F32)?.any_all()?.item::<bool>()?);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn any_all(&self) -> Result<Tensor> {
         self.any(&all(self.rank()), false)
     }
@@ -542,6 +675,16 @@ impl Tensor {
     /// # Errors
     ///
     /// Only engine errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// assert!(Tensor::from_vec(vec![1f32, -2.], [2])?.all_all()?.item::<bool>()?);
+    /// assert!(!Tensor::from_vec(vec![1f32, 0.], [2])?.all_all()?.item::<bool>()?);
+    /// assert!(Tensor::zeros([0], DType::F32)?.all_all()?.item::<bool>()?); // vacuously true
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn all_all(&self) -> Result<Tensor> {
         self.all(&all(self.rank()), false)
     }

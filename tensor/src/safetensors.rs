@@ -108,6 +108,23 @@ fn from_le_bytes(dtype: DType, shape: &[usize], b: &[u8]) -> Result<Tensor> {
 ///
 /// `InvalidArgument` for a repeated name; any asynchronous error of a tensor (nothing is
 /// written then); `Io` if the file cannot be written.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{safetensors, Error, Tensor, DType};
+/// let name = format!("eddy-st-save-{}.safetensors", std::process::id());
+/// let path = std::env::temp_dir().join(name);
+/// let m = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+/// safetensors::save([("mt", &m.t()?)], &path)?; // a view: saved as its values
+/// let back = safetensors::load(&path)?;
+/// assert_eq!(back[0].1.dims(), &[3, 2]);
+/// assert_eq!(back[0].1.to_vec::<f32>()?, [0., 3., 1., 4., 2., 5.]);
+/// let twice = safetensors::save([("m", &m), ("m", &m)], &path);
+/// assert!(matches!(twice, Err(Error::InvalidArgument { .. })));
+/// # std::fs::remove_file(&path).ok();
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
 pub fn save<'a, S: AsRef<str>>(
     tensors: impl IntoIterator<Item = (S, &'a Tensor)>,
     path: impl AsRef<Path>,
@@ -143,6 +160,22 @@ pub fn save<'a, S: AsRef<str>>(
 ///
 /// `Io` if the file cannot be read or is not a well-formed safetensors file;
 /// `InvalidArgument` for a dtype Eddy does not have (`I8`, `U16`, the 8-bit floats, …).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{safetensors, Error, Tensor};
+/// let name = format!("eddy-st-load-{}.safetensors", std::process::id());
+/// let path = std::env::temp_dir().join(name);
+/// assert!(matches!(safetensors::load(&path), Err(Error::Io { .. }))); // no file yet
+/// let b = Tensor::from_vec(vec![true, false], [2])?;
+/// safetensors::save([("b", &b), ("a", &b.logical_not()?)], &path)?;
+/// let back = safetensors::load(&path)?;
+/// assert_eq!((back[0].0.as_str(), back[1].0.as_str()), ("a", "b")); // sorted by name
+/// assert_eq!(back[0].1.to_vec::<bool>()?, [false, true]);
+/// # std::fs::remove_file(&path).ok();
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
 pub fn load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| io_error("safetensors::load", path, e))?;

@@ -215,14 +215,44 @@ impl Tensor {
     }
 
     /// The dims.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Shape, Tensor, DType};
+    /// let t = Tensor::zeros([2, 3], DType::F32)?;
+    /// assert_eq!(t.shape(), &Shape::from([2, 3]));
+    /// assert_eq!(t.shape().rank(), 2);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn shape(&self) -> &Shape {
         &self.0.layout.shape
     }
     /// The dims as a slice.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::zeros([2, 3], DType::F32)?;
+    /// assert_eq!(t.dims(), &[2, 3]);
+    /// assert_eq!(Tensor::scalar(1f32)?.dims(), &[] as &[usize]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn dims(&self) -> &[usize] {
         self.0.layout.dims()
     }
     /// The number of dims.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::zeros([2, 3], DType::F32)?;
+    /// assert_eq!(t.rank(), 2);
+    /// assert_eq!(t.sum_all()?.rank(), 0);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn rank(&self) -> usize {
         self.0.layout.shape.rank()
     }
@@ -231,30 +261,99 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidDim`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::zeros([2, 3], DType::F32)?;
+    /// assert_eq!((t.dim(0)?, t.dim(-1)?), (2, 3));
+    /// assert!(t.dim(2).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn dim(&self, d: isize) -> Result<usize> {
         Ok(self.dims()[self.shape().dim("dim", d)?])
     }
     /// The element count.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::zeros([2, 3], DType::F32)?;
+    /// assert_eq!(t.numel(), 6);
+    /// assert_eq!(Tensor::zeros([4, 0], DType::F32)?.numel(), 0);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn numel(&self) -> usize {
         self.0.numel
     }
     /// The element type.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// assert_eq!(Tensor::from_vec(vec![1i32], [1])?.dtype(), DType::I32);
+    /// assert_eq!(Tensor::from_vec(vec![1i32], [1])?.div_scalar(2.0)?.dtype(), DType::F32);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn dtype(&self) -> DType {
         self.0.dtype
     }
     /// The device.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Device, Tensor, DType};
+    /// assert_eq!(Tensor::zeros([2], DType::F32)?.device(), Device::Cpu);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn device(&self) -> Device {
         Device::Cpu
     }
     /// Shape, strides and offset into the storage.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::zeros([2, 3], DType::F32)?;
+    /// assert_eq!(t.layout().strides.as_slice(), &[3, 1]);
+    /// let tt = t.t()?; // a view: the strides swap
+    /// assert_eq!((tt.layout().strides.as_slice(), tt.layout().offset), (&[1, 3][..], 0));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn layout(&self) -> &Layout {
         &self.0.layout
     }
     /// Whether the elements are dense and row-major.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::zeros([2, 3], DType::F32)?;
+    /// assert!(t.is_contiguous());
+    /// assert!(!t.t()?.is_contiguous());
+    /// assert!(t.t()?.contiguous()?.is_contiguous());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn is_contiguous(&self) -> bool {
         self.0.contiguous
     }
     /// The engine the tensor lives on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let a = Tensor::zeros([2], DType::F32)?;
+    /// let b = Tensor::ones([2], DType::F32)?;
+    /// assert!(a.engine().same_engine(b.engine())); // both on the default engine
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn engine(&self) -> &Vm {
         &self.0.vm
     }
@@ -263,10 +362,30 @@ impl Tensor {
         &self.0.vm
     }
     /// A process-unique id of this handle's tensor (views have their own).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let a = Tensor::zeros([2], DType::F32)?;
+    /// assert_eq!(a.clone().id(), a.id()); // a clone is the same tensor
+    /// assert_ne!(a.reshape([2, 1])?.id(), a.id()); // a view is another
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn id(&self) -> u64 {
         self.0.id
     }
     /// Whether `self` and `other` share storage.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let a = Tensor::zeros([2, 2], DType::F32)?;
+    /// assert!(a.t()?.shares_storage(&a));
+    /// assert!(!a.t()?.contiguous()?.shares_storage(&a)); // a copy
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn shares_storage(&self, other: &Tensor) -> bool {
         Counted::ptr_eq(&self.0.blob, &other.0.blob)
     }

@@ -47,6 +47,18 @@ impl Tensor {
     /// # Errors
     ///
     /// `ElementCountMismatch`, or `InvalidArgument` if the tensor is not contiguous.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+    /// let v = t.view([3, 2])?;
+    /// assert!(v.shares_storage(&t));
+    /// assert_eq!(v.to_vec2::<f32>()?, [[0., 1.], [2., 3.], [4., 5.]]);
+    /// assert!(t.t()?.view([6]).is_err()); // not contiguous: use reshape
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn view(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         if !self.is_contiguous() {
             return Err(Error::invalid(
@@ -62,6 +74,17 @@ impl Tensor {
     /// # Errors
     ///
     /// None in practice (as [`reshape`](Self::reshape)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+    /// let f = t.t()?.flatten_all()?;
+    /// assert_eq!(f.dims(), &[6]);
+    /// assert_eq!(f.to_vec::<f32>()?, [0., 3., 1., 4., 2., 5.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn flatten_all(&self) -> Result<Tensor> {
         self.reshape([self.numel()])
     }
@@ -71,6 +94,17 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidDim`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+    /// let tt = t.transpose(0, 1)?;
+    /// assert_eq!(tt.to_vec2::<f32>()?, [[0., 3.], [1., 4.], [2., 5.]]);
+    /// assert!(t.transpose(0, 2).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn transpose(&self, a: isize, b: isize) -> Result<Tensor> {
         let (a, b) = (
             norm_dim("transpose", a, self.rank())?,
@@ -88,6 +122,17 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidArgument` for tensors of rank below 2.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+    /// assert_eq!(t.t()?.dims(), &[3, 2]);
+    /// assert_eq!(t.reshape([1, 2, 3])?.t()?.dims(), &[1, 3, 2]); // the last two dims
+    /// assert!(t.flatten_all()?.t().is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn t(&self) -> Result<Tensor> {
         if self.rank() < 2 {
             return Err(Error::invalid(
@@ -103,6 +148,16 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidArgument` if `perm` is not a permutation of the dims.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let x = Tensor::zeros([2, 3, 4], DType::F32)?;
+    /// assert_eq!(x.permute(&[2, 0, 1])?.dims(), &[4, 2, 3]);
+    /// assert!(x.permute(&[0, 0, 1]).is_err()); // not a permutation
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn permute(&self, perm: &[isize]) -> Result<Tensor> {
         let r = self.rank();
         let p: Vec<usize> = perm
@@ -174,6 +229,16 @@ impl Tensor {
     /// # Errors
     ///
     /// As [`narrow`](Self::narrow); `InvalidArgument` if `range.end < range.start`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+    /// assert_eq!(t.slice(1, 1..3)?.to_vec2::<f32>()?, [[1., 2.], [4., 5.]]);
+    /// assert!(t.slice(1, 2..4).is_err()); // past the end
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn slice(&self, dim: isize, range: std::ops::Range<usize>) -> Result<Tensor> {
         if range.end < range.start {
             return Err(Error::invalid("slice", format!("empty range {range:?}")));
@@ -186,6 +251,17 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidDim`, `IndexOutOfRange`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+    /// assert_eq!(t.select(0, 1)?.to_vec::<f32>()?, [3., 4., 5.]);
+    /// assert_eq!(t.select(1, 0)?.dims(), &[2]);
+    /// assert!(t.select(0, 2).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn select(&self, dim: isize, index: usize) -> Result<Tensor> {
         let d = norm_dim("select", dim, self.rank())?;
         if index >= self.dims()[d] {
@@ -203,6 +279,16 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidDim`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let x = Tensor::zeros([1, 3], DType::F32)?;
+    /// assert_eq!(x.squeeze(0)?.dims(), &[3]);
+    /// assert_eq!(x.squeeze(1)?.dims(), &[1, 3]); // size 3: unchanged
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn squeeze(&self, dim: isize) -> Result<Tensor> {
         let d = norm_dim("squeeze", dim, self.rank())?;
         if self.dims()[d] != 1 {
@@ -224,6 +310,17 @@ impl Tensor {
     /// # Errors
     ///
     /// `InvalidDim` unless `-(rank+1) <= dim <= rank`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let x = Tensor::zeros([3], DType::F32)?;
+    /// assert_eq!(x.unsqueeze(0)?.dims(), &[1, 3]);
+    /// assert_eq!(x.unsqueeze(-1)?.dims(), &[3, 1]);
+    /// assert!(x.unsqueeze(2).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
         let d = norm_dim("unsqueeze", dim, self.rank() + 1)?;
         let mut l = self.layout().clone();
@@ -249,6 +346,18 @@ impl Tensor {
     /// # Errors
     ///
     /// `ShapeMismatch` if `self` does not broadcast to `shape`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let row = Tensor::from_vec(vec![1f32, 2.], [2])?;
+    /// let b = row.broadcast_to([3, 2])?;
+    /// assert_eq!(b.to_vec2::<f32>()?, [[1., 2.], [1., 2.], [1., 2.]]);
+    /// assert!(b.shares_storage(&row)); // no copy
+    /// assert!(row.broadcast_to([3]).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         let shape = shape.into();
         // F2: a view's element count must not overflow either (nothing is allocated, but
@@ -279,6 +388,15 @@ impl Tensor {
     /// # Errors
     ///
     /// As `broadcast_to`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let col = Tensor::from_vec(vec![1i64, 2], [2, 1])?;
+    /// assert_eq!(col.expand([2, 3])?.to_vec2::<i64>()?, [[1, 1, 1], [2, 2, 2]]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn expand(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         self.broadcast_to(shape)
     }
@@ -288,6 +406,19 @@ impl Tensor {
     /// # Errors
     ///
     /// Only engine errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+    /// let tt = t.t()?;
+    /// let c = tt.contiguous()?;
+    /// assert!(c.is_contiguous() && !c.shares_storage(&t));
+    /// assert_eq!(c.to_vec::<f32>()?, tt.to_vec::<f32>()?);
+    /// assert!(t.contiguous()?.shares_storage(&t)); // already contiguous: itself
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn contiguous(&self) -> Result<Tensor> {
         if self.is_contiguous() {
             return Ok(self.clone());

@@ -10,6 +10,25 @@ use eddy_vm::{instruction::Kernel, Blob};
 /// Copies `src` (any layout, broadcast allowed) into `dst` (any non-overlapping layout of the same
 /// shape), converting `src_dtype` to `dst_dtype`. Input 0 is the source blob, output 0 the
 /// destination; elements of `dst` outside its layout keep their values.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::copy::copy;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (src, dst) = (vm.new_blob(6 * 4), vm.new_blob(6 * 8));
+/// vm.run_op(StreamId::CPU, from_host(vec![0i32, 1, 2, 3, 4, 5]), &[], &[&src], false)?;
+/// // `src` as [2, 3] read transposed, into a contiguous [3, 2] of f64.
+/// let (st, dl) = (Layout::contiguous([2, 3]).transpose(0, 1), Layout::contiguous([3, 2]));
+/// let k = copy(st, DType::I32, dl.clone(), DType::F64);
+/// vm.run_op(StreamId::CPU, k, &[&src], &[&dst], false)?;
+/// let out = vm.read_blob(&dst, move |b| gather_host::<f64>(b, &dl))?;
+/// assert_eq!(out, [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn copy(src: Layout, src_dtype: DType, dst: Layout, dst_dtype: DType) -> impl Kernel {
     FnKernel::new(
         "copy",
@@ -81,6 +100,24 @@ fn copy_typed<S: Elem, D: Elem>(s: &[S], sl: &Layout, d: &mut [D], dl: &Layout) 
 }
 
 /// Fills the elements of output 0 that `layout` covers with `value` (`zeros`, `zero_`, `fill_`).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::copy::fill;
+/// use eddy_ops::kernel::gather_host;
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let out = vm.new_blob(4 * 4);
+/// let all = Layout::contiguous([4]);
+/// vm.run_op(StreamId::CPU, fill(DType::F32, all.clone(), 0.0), &[], &[&out], false)?;
+/// let mut odd = Layout::contiguous([2]); // elements 1 and 3
+/// (odd.strides[0], odd.offset) = (2, 1);
+/// vm.run_op(StreamId::CPU, fill(DType::F32, odd, 7.0), &[], &[&out], false)?;
+/// assert_eq!(vm.read_blob(&out, move |b| gather_host::<f32>(b, &all))?, [0.0, 7.0, 0.0, 7.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn fill(dtype: DType, layout: Layout, value: f64) -> impl Kernel {
     FnKernel::new(
         "fill",
@@ -102,6 +139,22 @@ pub fn fill(dtype: DType, layout: Layout, value: f64) -> impl Kernel {
 }
 
 /// Writes `f(i)` to element `i` of output 0 (arange, linspace, eye).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::copy::generate;
+/// use eddy_ops::kernel::gather_host;
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let out = vm.new_blob(4 * 8);
+/// let k = generate("arange", DType::I64, |i| 10.0 + 2.0 * i as f64);
+/// vm.run_op(StreamId::CPU, k, &[], &[&out], false)?;
+/// let l = Layout::contiguous([4]);
+/// assert_eq!(vm.read_blob(&out, move |b| gather_host::<i64>(b, &l))?, [10, 12, 14, 16]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn generate(
     name: &'static str,
     dtype: DType,
@@ -122,6 +175,16 @@ pub fn generate(
 }
 
 /// The distribution of [`random`].
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::copy::{random_value, Distribution};
+/// let d = Distribution::Uniform { lo: -1.0, hi: 1.0 };
+/// assert!((0..100).all(|i| (-1.0..1.0).contains(&random_value(d, 42, 0, i))));
+/// let constant = Distribution::Normal { mean: 3.0, std: 0.0 };
+/// assert_eq!(random_value(constant, 42, 0, 7), 3.0);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Distribution {
     /// Uniform on `[lo, hi)`.
@@ -142,6 +205,14 @@ pub enum Distribution {
 
 /// SplitMix64: a counter-based hash, so element `i` of a random tensor depends only on the seed
 /// and `i`, not on how the work is split across threads.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::copy::splitmix64;
+/// assert_eq!(splitmix64(0), 0xE220_A839_7B1D_CDAF); // the reference generator's first output
+/// assert_ne!(splitmix64(1), splitmix64(2));
+/// ```
 #[inline(always)]
 pub fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -151,12 +222,32 @@ pub fn splitmix64(mut z: u64) -> u64 {
 }
 
 /// A uniform `f64` in `[0, 1)` for counter `c` of stream `seed`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::copy::uniform01;
+/// let u = uniform01(7, 3);
+/// assert!((0.0..1.0).contains(&u));
+/// assert_eq!(u, uniform01(7, 3)); // a pure function of (seed, counter)
+/// assert_ne!(u, uniform01(8, 3));
+/// ```
 #[inline(always)]
 pub fn uniform01(seed: u64, c: u64) -> f64 {
     (splitmix64(seed ^ splitmix64(c)) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 /// Element `i` of a random tensor drawn with `seed` starting at counter `offset`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::copy::{random_value, Distribution};
+/// let d = Distribution::Normal { mean: 0.0, std: 1.0 };
+/// // Element 5 from counter 0 is element 0 from counter 5: draws continue across calls.
+/// assert_eq!(random_value(d, 1, 0, 5), random_value(d, 1, 5, 0));
+/// assert_ne!(random_value(d, 1, 0, 5), random_value(d, 2, 0, 5));
+/// ```
 #[inline(always)]
 pub fn random_value(dist: Distribution, seed: u64, offset: u64, i: usize) -> f64 {
     let c = offset + i as u64;
@@ -172,6 +263,24 @@ pub fn random_value(dist: Distribution, seed: u64, offset: u64, i: usize) -> f64
 }
 
 /// Fills output 0 with values of `dist` from the counter-based generator (`seed`, `offset`).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::copy::{random, random_value, Distribution};
+/// use eddy_ops::kernel::gather_host;
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let out = vm.new_blob(3 * 8);
+/// let d = Distribution::Uniform { lo: 0.0, hi: 10.0 };
+/// vm.run_op(StreamId::CPU, random(DType::F64, d, 9, 100), &[], &[&out], false)?;
+/// let l = Layout::contiguous([3]);
+/// let v = vm.read_blob(&out, move |b| gather_host::<f64>(b, &l))?;
+/// assert_eq!(v, (0..3).map(|i| random_value(d, 9, 100, i)).collect::<Vec<_>>());
+/// assert!(v.iter().all(|x| (0.0..10.0).contains(x)));
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn random(dtype: DType, dist: Distribution, seed: u64, offset: u64) -> impl Kernel {
     generate("rand", dtype, move |i| random_value(dist, seed, offset, i))
 }

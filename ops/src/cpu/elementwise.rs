@@ -13,14 +13,54 @@ use half::{bf16, f16};
 use num_traits::{Float as NumFloat, Zero};
 
 /// A float element type and the type it computes in.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::elementwise::FloatElem;
+/// use eddy_ops::half::f16;
+/// // Computes in `T::A` (f32 for f16), rounds once at the end.
+/// fn mean2<T: FloatElem>(a: T, b: T) -> T {
+///     T::down((a.up() + b.up()) / T::param(2.0))
+/// }
+/// assert_eq!(mean2(f16::from_f32(1.0), f16::from_f32(2.0)), f16::from_f32(1.5));
+/// assert_eq!(mean2(1.0f64, 4.0), 2.5);
+/// ```
 pub trait FloatElem: Elem {
     /// The type arithmetic happens in.
     type A: NumFloat + Transcendental + Send + Sync + std::iter::Sum;
     /// Widens.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::elementwise::FloatElem;
+    /// use eddy_ops::half::bf16;
+    /// let x: f32 = bf16::from_f32(0.5).up();
+    /// assert_eq!(x, 0.5);
+    /// ```
     fn up(self) -> Self::A;
     /// Narrows.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::elementwise::FloatElem;
+    /// use eddy_ops::half::f16;
+    /// assert_eq!(<f16 as FloatElem>::down(65504.0), f16::MAX);
+    /// assert_eq!(<f64 as FloatElem>::down(0.25), 0.25);
+    /// ```
     fn down(a: Self::A) -> Self;
     /// Converts an `f64` parameter to the compute type.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::elementwise::FloatElem;
+    /// use eddy_ops::half::f16;
+    /// let c: f32 = <f16 as FloatElem>::param(0.1);
+    /// assert_eq!(c, 0.1f32);
+    /// ```
     fn param(v: f64) -> Self::A;
 }
 macro_rules! float_elem {
@@ -48,10 +88,37 @@ float_elem!(f16, f32, f16::to_f32, f16::from_f32);
 float_elem!(bf16, f32, bf16::to_f32, bf16::from_f32);
 
 /// An integer element type (bool excluded), computed in `i64` with wrapping arithmetic.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::elementwise::IntElem;
+/// fn add_wrapping<T: IntElem>(a: T, b: T) -> T {
+///     T::from_i64(a.to_i64().wrapping_add(b.to_i64()))
+/// }
+/// assert_eq!(add_wrapping(200u8, 100), 44);
+/// assert_eq!(add_wrapping(-3i32, 5), 2);
+/// ```
 pub trait IntElem: Elem {
     /// Widens.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::elementwise::IntElem;
+    /// assert_eq!(255u8.to_i64(), 255);
+    /// assert_eq!((-7i32).to_i64(), -7);
+    /// ```
     fn to_i64(self) -> i64;
     /// Narrows (wrapping, as `as` does).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::elementwise::IntElem;
+    /// assert_eq!(<u8 as IntElem>::from_i64(300), 44);
+    /// assert_eq!(<i32 as IntElem>::from_i64(-1), -1);
+    /// ```
     fn from_i64(v: i64) -> Self;
 }
 macro_rules! int_elem {
@@ -124,6 +191,19 @@ pub(crate) use dispatch_int;
 /// stored in the output's row-major order from `offset` (the common case: a word to move and
 /// nothing to walk), else the layout broadcast to the output's shape, boxed so that the kernel,
 /// which the engine moves a few times per op, stays small.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{cpu::elementwise::Lay, Layout};
+/// let mut row = Layout::contiguous([3]);
+/// row.offset = 6;
+/// assert_eq!(Lay::of(row), Lay::Dense(6));
+/// let scalar = Layout::contiguous([1]).broadcast_to(&[2, 3].into());
+/// assert_eq!(Lay::of(scalar), Lay::Splat(0));
+/// let t = Layout::contiguous([3, 2]).transpose(0, 1);
+/// assert_eq!(Lay::of(t.clone()), Lay::Strided(Box::new(t)));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub enum Lay {
     /// Contiguous, the output's shape, starting at this element offset.
@@ -229,6 +309,18 @@ impl Lay {
 }
 
 /// [`map1`] over an operand kept as a [`Lay`]; `out` holds exactly the output's elements.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::elementwise::{map1_lay, Lay};
+/// let a = [1.0f32, 2.0, 3.0, 4.0];
+/// let mut out = [0.0f32; 2];
+/// map1_lay(&a, &Lay::Dense(2), &mut out, |x| x * 10.0);
+/// assert_eq!(out, [30.0, 40.0]);
+/// map1_lay(&a, &Lay::Splat(0), &mut out, |x| -x);
+/// assert_eq!(out, [-1.0, -1.0]);
+/// ```
 pub fn map1_lay<S: Elem, D: Elem>(a: &[S], la: &Lay, out: &mut [D], f: impl Fn(S) -> D + Sync) {
     match la {
         Lay::Dense(off) => dense1(&a[*off..*off + out.len()], out, f),
@@ -241,6 +333,21 @@ pub fn map1_lay<S: Elem, D: Elem>(a: &[S], la: &Lay, out: &mut [D], f: impl Fn(S
 }
 
 /// [`map2`] over operands kept as [`Lay`]s; `out` holds exactly the output's elements.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::elementwise::{map2_lay, Lay};
+/// use eddy_ops::Layout;
+/// let (a, bias) = ([1, 2, 3, 4, 5, 6i64], [10i64]);
+/// let mut out = [0i64; 6];
+/// map2_lay(&a, &Lay::Dense(0), &bias, &Lay::Splat(0), &mut out, |x, y| x + y);
+/// assert_eq!(out, [11, 12, 13, 14, 15, 16]);
+/// // `a` read as [3, 2] transposed to [2, 3], plus a dense [2, 3].
+/// let t = Lay::of(Layout::contiguous([3, 2]).transpose(0, 1));
+/// map2_lay(&a, &t, &[0i64; 6], &Lay::Dense(0), &mut out, |x, y| x + y);
+/// assert_eq!(out, [1, 3, 5, 2, 4, 6]);
+/// ```
 pub fn map2_lay<A: Elem, B: Elem, D: Elem>(
     a: &[A],
     la: &Lay,
@@ -331,6 +438,16 @@ fn dense2<A: Elem, B: Elem, D: Elem>(
 }
 
 /// `out[i] = f(a[i])` over a contiguous output, `a` in any layout of the same shape.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{cpu::elementwise::map1, Layout};
+/// let a = [1u8, 2, 3, 4, 5, 6];
+/// let mut out = [0i64; 6];
+/// map1(&a, &Layout::contiguous([3, 2]).transpose(0, 1), &mut out, |x| x as i64 * 2);
+/// assert_eq!(out, [2, 6, 10, 4, 8, 12]);
+/// ```
 pub fn map1<S: Elem, D: Elem>(a: &[S], la: &Layout, out: &mut [D], f: impl Fn(S) -> D + Sync) {
     let n = la.numel();
     let out = &mut out[..n];
@@ -355,6 +472,18 @@ fn scalar_of(l: &Layout) -> bool {
 }
 
 /// `out[i] = f(a[i], b[i])` over a contiguous output, inputs in any layout of its shape.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{cpu::elementwise::map2, Layout};
+/// let (a, b) = ([1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [10.0f32, 20.0, 30.0]);
+/// let la = Layout::contiguous([2, 3]);
+/// let lb = Layout::contiguous([3]).broadcast_to(&la.shape); // one row for both rows
+/// let mut out = [0.0f32; 6];
+/// map2(&a, &la, &b, &lb, &mut out, |x, y| x * y);
+/// assert_eq!(out, [10.0, 40.0, 90.0, 40.0, 100.0, 180.0]);
+/// ```
 pub fn map2<A: Elem, B: Elem, D: Elem>(
     a: &[A],
     la: &Layout,
@@ -452,6 +581,16 @@ fn rows2<A: Elem, B: Elem, D: Elem>(
 }
 
 /// A unary elementwise op. Parameterised ops carry their scalar.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::elementwise::UnaryOp;
+/// let op = UnaryOp::LeakyRelu(0.1);
+/// assert_eq!(op.name(), "leaky_relu");
+/// assert!(!op.keeps_int());
+/// assert_ne!(UnaryOp::Clamp(0.0, 1.0), UnaryOp::Clamp(0.0, 2.0));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum UnaryOp {
     /// `-x`
@@ -538,6 +677,14 @@ pub enum UnaryOp {
 
 impl UnaryOp {
     /// The op's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::elementwise::UnaryOp;
+    /// assert_eq!(UnaryOp::Recip.name(), "reciprocal");
+    /// assert_eq!(UnaryOp::AddScalar(2.0).name(), "add_scalar");
+    /// ```
     pub fn name(self) -> &'static str {
         use UnaryOp::*;
         match self {
@@ -585,6 +732,15 @@ impl UnaryOp {
     }
 
     /// Whether the op is defined on integer tensors with an integer result.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::elementwise::UnaryOp;
+    /// assert!(UnaryOp::Abs.keeps_int());
+    /// assert!(UnaryOp::Clamp(0.0, 9.0).keeps_int());
+    /// assert!(!UnaryOp::Exp.keeps_int()); // an integer input is promoted to float first
+    /// ```
     pub fn keeps_int(self) -> bool {
         use UnaryOp::*;
         matches!(
@@ -755,6 +911,23 @@ fn params(op: UnaryOp) -> (f64, f64) {
 /// `out = op(a)`: input 0 laid out as `la` (of the output's shape), output 0 contiguous; both
 /// of `dtype`. The op definition checked that `dtype` is float, or integer with
 /// `op.keeps_int()`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::elementwise::{unary, Lay, UnaryOp};
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, out) = (vm.new_blob(3 * 4), vm.new_blob(3 * 4));
+/// vm.run_op(StreamId::CPU, from_host(vec![-1.5f32, 0.5, 4.0]), &[], &[&a], false)?;
+/// let k = unary(UnaryOp::Clamp(0.0, 1.0), DType::F32, Lay::Dense(0));
+/// vm.run_op(StreamId::CPU, k, &[&a], &[&out], false)?;
+/// let l = Layout::contiguous([3]);
+/// assert_eq!(vm.read_blob(&out, move |b| gather_host::<f32>(b, &l))?, [0.0, 0.5, 1.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> impl Kernel {
     FnKernel::new(
         op.name(),
@@ -793,6 +966,15 @@ pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> impl Kernel {
 }
 
 /// A binary elementwise op on two operands of one dtype.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::elementwise::BinaryOp;
+/// let op = BinaryOp::ReluBackward;
+/// assert_eq!(op.name(), "relu_backward");
+/// assert_ne!(op, BinaryOp::Maximum);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BinaryOp {
     /// `a + b`
@@ -815,6 +997,13 @@ pub enum BinaryOp {
 
 impl BinaryOp {
     /// The op's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::elementwise::BinaryOp;
+    /// assert_eq!(BinaryOp::Maximum.name(), "maximum");
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             BinaryOp::Add => "add",
@@ -850,6 +1039,25 @@ fn nan_min<A: PartialOrd + Copy>(x: A, y: A) -> A {
 
 /// `out = a op b`: inputs 0 and 1 laid out as `la`, `lb`, already broadcast to the output
 /// shape, all of `dtype` (the op definition promoted them). Integer `div` is not defined (it promotes to float).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::elementwise::{binary, BinaryOp, Lay};
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, b, out) = (vm.new_blob(3 * 8), vm.new_blob(8), vm.new_blob(3 * 8));
+/// vm.run_op(StreamId::CPU, from_host(vec![1i64, 5, 9]), &[], &[&a], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![4i64]), &[], &[&b], false)?;
+/// // `a - 4`, the scalar splat over `a`'s three elements.
+/// let k = binary(BinaryOp::Sub, DType::I64, Lay::Dense(0), Lay::Splat(0));
+/// vm.run_op(StreamId::CPU, k, &[&a, &b], &[&out], false)?;
+/// let l = Layout::contiguous([3]);
+/// assert_eq!(vm.read_blob(&out, move |m| gather_host::<i64>(m, &l))?, [-3, 1, 5]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
     FnKernel::new(
         op.name(),
@@ -891,6 +1099,14 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
 }
 
 /// A comparison; the result is `Bool`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::elementwise::CmpOp;
+/// assert_eq!(CmpOp::Le.name(), "le");
+/// assert_eq!(CmpOp::Xor.name(), "logical_xor");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CmpOp {
     /// `a == b`
@@ -915,6 +1131,13 @@ pub enum CmpOp {
 
 impl CmpOp {
     /// The op's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::elementwise::CmpOp;
+    /// assert_eq!(CmpOp::And.name(), "logical_and");
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             CmpOp::Eq => "eq",
@@ -931,6 +1154,24 @@ impl CmpOp {
 }
 
 /// `out = a cmp b` (as `Bool`), inputs of one `dtype` broadcast to the output shape.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::elementwise::{compare, CmpOp, Lay};
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, b, out) = (vm.new_blob(3 * 4), vm.new_blob(3 * 4), vm.new_blob(3));
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 2.0, f32::NAN]), &[], &[&a], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![2.0f32, 2.0, 0.0]), &[], &[&b], false)?;
+/// let k = compare(CmpOp::Lt, DType::F32, Lay::Dense(0), Lay::Dense(0));
+/// vm.run_op(StreamId::CPU, k, &[&a, &b], &[&out], false)?;
+/// let l = Layout::contiguous([3]);
+/// assert_eq!(vm.read_blob(&out, move |m| gather_host::<bool>(m, &l))?, [true, false, false]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
     FnKernel::new(
         op.name(),
@@ -958,6 +1199,27 @@ pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
 
 /// `out = cond ? a : b`: input 0 the `Bool` condition, inputs 1 and 2 of `dtype`, all broadcast
 /// to the output shape.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::elementwise::where_;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (c, a, b) = (vm.new_blob(3), vm.new_blob(3 * 4), vm.new_blob(4));
+/// let out = vm.new_blob(3 * 4);
+/// vm.run_op(StreamId::CPU, from_host(vec![true, false, true]), &[], &[&c], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 2.0, 3.0]), &[], &[&a], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![0.0f32]), &[], &[&b], false)?;
+/// let l = Layout::contiguous([3]);
+/// let lb = Layout::contiguous([1]).broadcast_to(&l.shape); // the scalar `b` for every element
+/// let k = where_(DType::F32, l.clone(), l.clone(), lb);
+/// vm.run_op(StreamId::CPU, k, &[&c, &a, &b], &[&out], false)?;
+/// assert_eq!(vm.read_blob(&out, move |m| gather_host::<f32>(m, &l))?, [1.0, 0.0, 3.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn where_(dtype: DType, lc: Layout, la: Layout, lb: Layout) -> impl Kernel {
     FnKernel::new(
         "where",
@@ -988,6 +1250,25 @@ fn inplace_run<T: Elem>(out: &mut [T], x: &[T], f: &impl Fn(T, T) -> T) {
 /// In place: `out[i] = out[i] op (alpha * x[i])` over output 0's elements in layout `lo`
 /// (`alpha` scales `x` for `Add` and `Sub` only, making `add_`'s `alpha` an axpy). Input 0 is `x`
 /// in layout `lx` broadcast to `lo`'s shape, of the same dtype, and not the output's blob.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::elementwise::{binary_inplace, BinaryOp};
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (y, x) = (vm.new_blob(3 * 4), vm.new_blob(3 * 4));
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 2.0, 3.0]), &[], &[&y], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 1.0, 1.0]), &[], &[&x], false)?;
+/// let l = Layout::contiguous([3]);
+/// // `y += 2 * x` (`add_` with `alpha = 2`).
+/// let k = binary_inplace(BinaryOp::Add, DType::F32, l.clone(), l.clone(), 2.0);
+/// vm.run_op(StreamId::CPU, k, &[&x], &[&y], false)?;
+/// assert_eq!(vm.read_blob(&y, move |m| gather_host::<f32>(m, &l))?, [3.0, 4.0, 5.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn binary_inplace(
     op: BinaryOp,
     dtype: DType,

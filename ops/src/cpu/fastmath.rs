@@ -11,12 +11,47 @@
 #![allow(clippy::excessive_precision)]
 
 /// The transcendental functions elementwise kernels use, per compute type.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::fastmath::Transcendental;
+/// fn sigmoid<T: Transcendental + num_traits::Float>(x: T) -> T {
+///     T::one() / (T::one() + (-x).exp_())
+/// }
+/// assert_eq!(sigmoid(0.0f32), 0.5);
+/// assert_eq!(sigmoid(0.0f64), 0.5);
+/// ```
 pub trait Transcendental: Copy {
     /// `e^x`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::fastmath::Transcendental;
+    /// assert_eq!(0.0f32.exp_(), 1.0);
+    /// assert_eq!(1.0f64.exp_(), std::f64::consts::E); // f64: the standard library's `exp`
+    /// ```
     fn exp_(self) -> Self;
     /// `tanh x`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::fastmath::Transcendental;
+    /// assert_eq!(f32::INFINITY.tanh_(), 1.0);
+    /// assert_eq!(0.5f64.tanh_(), 0.5f64.tanh());
+    /// ```
     fn tanh_(self) -> Self;
     /// The error function.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::fastmath::Transcendental;
+    /// assert_eq!(0.0f32.erf_(), 0.0);
+    /// assert!((1.0f64.erf_() - 0.842_700_792_949_715).abs() < 1e-15);
+    /// ```
     fn erf_(self) -> Self;
 }
 
@@ -52,6 +87,16 @@ impl Transcendental for f32 {
 
 /// `e^x`: `x = n·ln 2 + r` with `|r| ≤ ln 2 / 2`, a degree-6 polynomial for `e^r` (Cephes'
 /// coefficients), and `2^n` built in the exponent bits. No branches, no calls.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::fastmath::exp_f32;
+/// let e = std::f32::consts::E;
+/// assert!((exp_f32(1.0) - e).abs() <= 2.0 * f32::EPSILON * e);
+/// assert_eq!(exp_f32(100.0), f32::INFINITY);
+/// assert_eq!(exp_f32(-100.0), 0.0);
+/// ```
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
@@ -83,6 +128,15 @@ pub fn exp_f32(x: f32) -> f32 {
 }
 
 /// `tanh x`: an odd polynomial below 0.625 (Cephes), `1 - 2/(e^{2|x|} + 1)` above.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::fastmath::tanh_f32;
+/// assert!((tanh_f32(0.3) - 0.3f32.tanh()).abs() <= 2e-7);
+/// assert!((tanh_f32(-2.0) - (-2.0f32).tanh()).abs() <= 2e-7);
+/// assert_eq!(tanh_f32(f32::NEG_INFINITY), -1.0);
+/// ```
 #[inline(always)]
 pub fn tanh_f32(x: f32) -> f32 {
     let a = x.abs();
@@ -106,6 +160,15 @@ pub fn tanh_f32(x: f32) -> f32 {
 
 /// `erf x`: its Maclaurin series below 1, Abramowitz & Stegun 7.1.26 (absolute error below
 /// 1.5e-7 plus `exp`'s rounding) above.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::fastmath::erf_f32;
+/// assert!((erf_f32(0.5) - 0.520_499_9).abs() <= 3e-7);
+/// assert!((erf_f32(-2.0) + 0.995_322_3).abs() <= 3e-7);
+/// assert_eq!(erf_f32(f32::INFINITY), 1.0);
+/// ```
 #[inline(always)]
 pub fn erf_f32(x: f32) -> f32 {
     let a = x.abs();

@@ -48,6 +48,26 @@ fn indices(
 
 /// `out[o, j, q] = src[o, idx[j], q]`: input 0 contiguous `[outer, size, inner]` at `offset`,
 /// input 1 the `nidx` indices (contiguous at `idx_offset`), output 0 `[outer, nidx, inner]`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::index::index_select;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (src, idx, out) = (vm.new_blob(4 * 4), vm.new_blob(3 * 8), vm.new_blob(6 * 4));
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 2.0, 3.0, 4.0]), &[], &[&src], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![1i64, -2, 1]), &[], &[&idx], false)?;
+/// // Rows 1, 0 (-2 counts from the end) and 1 of a [2, 2] source: outer 1, size 2, inner 2.
+/// let k = index_select(DType::F32, DType::I64, 0, 0, 1, 2, 2, 3);
+/// vm.run_op(StreamId::CPU, k, &[&src, &idx], &[&out], false)?;
+/// let l = Layout::contiguous([3, 2]);
+/// let v = vm.read_blob(&out, move |m| gather_host::<f32>(m, &l))?;
+/// assert_eq!(v, [3.0, 4.0, 1.0, 2.0, 3.0, 4.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 #[allow(clippy::too_many_arguments)]
 pub fn index_select(
     dtype: DType,
@@ -81,6 +101,25 @@ pub fn index_select(
 
 /// `out = 0; out[o, idx[j], q] += src[o, j, q]`: input 0 contiguous `[outer, nidx, inner]` at
 /// `offset`, input 1 the indices, output 0 `[outer, size, inner]`. Any dtype (integers wrap).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::index::index_add;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (src, idx, out) = (vm.new_blob(3 * 8), vm.new_blob(3 * 8), vm.new_blob(3 * 8));
+/// vm.run_op(StreamId::CPU, from_host(vec![1i64, 10, 100]), &[], &[&src], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![0i64, 2, 0]), &[], &[&idx], false)?;
+/// // out[idx[j]] += src[j] into 3 slots: outer 1, size 3, inner 1, 3 indices.
+/// let k = index_add(DType::I64, DType::I64, 0, 0, 1, 3, 1, 3);
+/// vm.run_op(StreamId::CPU, k, &[&src, &idx], &[&out], false)?;
+/// let l = Layout::contiguous([3]);
+/// assert_eq!(vm.read_blob(&out, move |m| gather_host::<i64>(m, &l))?, [101, 0, 10]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 #[allow(clippy::too_many_arguments)]
 pub fn index_add(
     dtype: DType,
@@ -119,6 +158,29 @@ pub fn index_add(
 /// `out[i] = src[pos(i) with dim replaced by idx[i]]`: input 0 the source in layout `ls`
 /// restricted to the index's shape with `stride_dim` taken out (stride 0 at `dim`), input 1 the
 /// index, contiguous, of that shape; output 0 contiguous. `size` is the source's dim size.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::index::gather;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (src, idx, out) = (vm.new_blob(6 * 4), vm.new_blob(4 * 4), vm.new_blob(4 * 4));
+/// let rows = vec![10.0f32, 11.0, 12.0, 13.0, 14.0, 15.0]; // [2, 3]
+/// vm.run_op(StreamId::CPU, from_host(rows), &[], &[&src], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![2i32, 0, 1, 1]), &[], &[&idx], false)?;
+/// // Along dim 1 with a [2, 2] index: the source's strides [3, 1] with dim 1's set to 0.
+/// let mut ls = Layout::contiguous([2, 2]);
+/// ls.strides[..].copy_from_slice(&[3, 0]);
+/// let k = gather(DType::F32, DType::I32, ls, 1, 3, 0);
+/// vm.run_op(StreamId::CPU, k, &[&src, &idx], &[&out], false)?;
+/// let l = Layout::contiguous([4]);
+/// let v = vm.read_blob(&out, move |m| gather_host::<f32>(m, &l))?;
+/// assert_eq!(v, [12.0, 10.0, 14.0, 14.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn gather(
     dtype: DType,
     idx_dtype: DType,
@@ -147,6 +209,28 @@ pub fn gather(
 /// `out = 0; out[pos(i) with dim replaced by idx[i]] += src[i]`: input 0 the source (contiguous
 /// at `offset`, the index's shape), input 1 the index; output 0 contiguous of `out_dims`, viewed
 /// through `lo` (the index's shape, the output's strides, 0 at `dim`) plus `idx * stride_dim`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::index::scatter_add;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (src, idx, out) = (vm.new_blob(4 * 4), vm.new_blob(4 * 8), vm.new_blob(6 * 4));
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 2.0, 3.0, 4.0]), &[], &[&src], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![0i64, 0, 2, 1]), &[], &[&idx], false)?;
+/// // Into a [2, 3] output along dim 1, index [2, 2]: the output's strides [3, 1], dim 1's 0.
+/// let mut lo = Layout::contiguous([2, 2]);
+/// lo.strides[..].copy_from_slice(&[3, 0]);
+/// let k = scatter_add(DType::F32, DType::I64, 0, lo, 1, 3, 6, 0);
+/// vm.run_op(StreamId::CPU, k, &[&src, &idx], &[&out], false)?;
+/// let l = Layout::contiguous([6]);
+/// let v = vm.read_blob(&out, move |m| gather_host::<f32>(m, &l))?;
+/// assert_eq!(v, [3.0, 0.0, 0.0, 0.0, 4.0, 3.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 // The op definition's inferred layout pieces, passed as they are rather than bundled for one call.
 #[allow(clippy::too_many_arguments)]
 pub fn scatter_add(

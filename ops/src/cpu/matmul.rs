@@ -14,6 +14,24 @@ use eddy_vm::{instruction::Kernel, Blob};
 /// `out[b] = a[b] @ b[b]` for every batch index: input 0 of layout `la` (`[batch.., m, k]`),
 /// input 1 of layout `lb` (`[batch.., k, n]`), batch dims already broadcast to the same shape;
 /// output 0 contiguous `[batch.., m, n]`. `dtype` is `f32` or `f64`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::matmul::matmul;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, b, c) = (vm.new_blob(4 * 8), vm.new_blob(4 * 8), vm.new_blob(4 * 8));
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f64, 2.0, 3.0, 4.0]), &[], &[&a], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![5.0f64, 6.0, 7.0, 8.0]), &[], &[&b], false)?;
+/// let l = Layout::contiguous([2, 2]);
+/// vm.run_op(StreamId::CPU, matmul(DType::F64, l.clone(), l.clone()), &[&a, &b], &[&c], false)?;
+/// let v = vm.read_blob(&c, move |m| gather_host::<f64>(m, &l))?;
+/// assert_eq!(v, [19.0, 22.0, 43.0, 50.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn matmul(dtype: DType, la: Layout, lb: Layout) -> impl Kernel {
     FnKernel::new(
         "matmul",

@@ -28,6 +28,31 @@ fn lane_sum<T: FloatElem>(v: &[T]) -> T::A {
 
 /// Softmax (or log-softmax if `log`) over rows of `cols` elements: input 0 contiguous at
 /// `offset`, output 0 contiguous, both float `dtype`. Numerically stable (subtracts the row max).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::nn::softmax;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (x, p, lp) = (vm.new_blob(4 * 8), vm.new_blob(4 * 8), vm.new_blob(4 * 8));
+/// let ln3 = 3f64.ln();
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f64, 1.0, 0.0, ln3]), &[], &[&x], false)?;
+/// // Two rows of two.
+/// vm.run_op(StreamId::CPU, softmax(DType::F64, 0, 2, 2, false), &[&x], &[&p], false)?;
+/// vm.run_op(StreamId::CPU, softmax(DType::F64, 0, 2, 2, true), &[&x], &[&lp], false)?;
+/// let l = Layout::contiguous([4]);
+/// let p = vm.read_blob(&p, move |m| gather_host::<f64>(m, &l))?;
+/// let l = Layout::contiguous([4]);
+/// let lp = vm.read_blob(&lp, move |m| gather_host::<f64>(m, &l))?;
+/// for (got, want) in p.iter().zip([0.5, 0.5, 0.25, 0.75]) {
+///     assert!((got - want).abs() < 1e-12, "{p:?}");
+/// }
+/// assert!((lp[2] - 0.25f64.ln()).abs() < 1e-12, "{lp:?}");
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn softmax(dtype: DType, offset: usize, rows: usize, cols: usize, log: bool) -> impl Kernel {
     let name = if log { "log_softmax" } else { "softmax" };
     FnKernel::new(

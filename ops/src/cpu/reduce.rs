@@ -9,6 +9,17 @@ use eddy_vm::{instruction::Kernel, Blob};
 use num_traits::{Float, One, Zero};
 
 /// A reduction.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::reduce::ReduceOp;
+/// use eddy_ops::DType;
+/// let op = ReduceOp::ArgMax;
+/// assert_eq!(op.name(), "argmax");
+/// assert_eq!(op.out_dtype(DType::F16), Some(DType::I64));
+/// assert!(op.needs_elements());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReduceOp {
     /// The sum (`I64` for integer and `Bool` inputs).
@@ -31,6 +42,13 @@ pub enum ReduceOp {
 
 impl ReduceOp {
     /// The op's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::reduce::ReduceOp;
+    /// assert_eq!(ReduceOp::Prod.name(), "prod");
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             ReduceOp::Sum => "sum",
@@ -44,6 +62,15 @@ impl ReduceOp {
     }
 
     /// The output dtype for an input of `dtype`, or `None` if the op does not take it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::{cpu::reduce::ReduceOp, DType};
+    /// assert_eq!(ReduceOp::Sum.out_dtype(DType::Bool), Some(DType::I64));
+    /// assert_eq!(ReduceOp::Max.out_dtype(DType::BF16), Some(DType::BF16));
+    /// assert_eq!(ReduceOp::Mean.out_dtype(DType::I32), None);
+    /// ```
     pub fn out_dtype(self, dtype: DType) -> Option<DType> {
         match self {
             ReduceOp::Sum | ReduceOp::Prod if !dtype.is_float() => Some(DType::I64),
@@ -54,6 +81,14 @@ impl ReduceOp {
     }
 
     /// Whether the reduction has no identity (an empty reduced dim is an error).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::cpu::reduce::ReduceOp;
+    /// assert!(ReduceOp::Min.needs_elements());
+    /// assert!(!ReduceOp::Sum.needs_elements()); // the sum of nothing is 0
+    /// ```
     pub fn needs_elements(self) -> bool {
         matches!(
             self,
@@ -129,6 +164,29 @@ fn sum_float<T: FloatElem>(row: &[T]) -> T::A {
 /// `out[j] = op(row j)`; input 0 in layout `la` (reduced dims last, `r` elements per row),
 /// output 0 contiguous of `op.out_dtype(dtype)`. The op definition ruled out empty rows for ops
 /// without identity.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::reduce::{reduce, ReduceOp};
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, sums, arg) = (vm.new_blob(6 * 4), vm.new_blob(2 * 4), vm.new_blob(3 * 8));
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 5.0, 3.0, 4.0, 2.0, 6.0]), &[], &[&a], false)?;
+/// let la = Layout::contiguous([2, 3]);
+/// // Row sums of [2, 3]; then the column argmax, through the transposed layout.
+/// let k = reduce(ReduceOp::Sum, DType::F32, la.clone(), 3);
+/// vm.run_op(StreamId::CPU, k, &[&a], &[&sums], false)?;
+/// let k = reduce(ReduceOp::ArgMax, DType::F32, la.transpose(0, 1), 2);
+/// vm.run_op(StreamId::CPU, k, &[&a], &[&arg], false)?;
+/// let l = Layout::contiguous([2]);
+/// assert_eq!(vm.read_blob(&sums, move |m| gather_host::<f32>(m, &l))?, [9.0, 12.0]);
+/// let l = Layout::contiguous([3]);
+/// assert_eq!(vm.read_blob(&arg, move |m| gather_host::<i64>(m, &l))?, [1, 0, 1]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn reduce(op: ReduceOp, dtype: DType, la: Layout, r: usize) -> impl Kernel {
     FnKernel::new(
         op.name(),
@@ -230,6 +288,23 @@ fn reduce_arith<T: Elem>(
 /// through `lo`, the output's layout permuted the same way: `out[.., i] = Σ_{j ≤ i} a[.., j]`.
 /// Floats accumulate in their compute type (`f32` for `f16`/`bf16`) and keep their dtype;
 /// integers and bools sum to `i64`, wrapping.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::reduce::cumsum;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, out) = (vm.new_blob(4), vm.new_blob(4 * 8));
+/// vm.run_op(StreamId::CPU, from_host(vec![1u8, 2, 3, 4]), &[], &[&a], false)?;
+/// let l = Layout::contiguous([2, 2]);
+/// vm.run_op(StreamId::CPU, cumsum(DType::U8, l.clone(), l.clone()), &[&a], &[&out], false)?;
+/// // Per row of two, summed to i64.
+/// assert_eq!(vm.read_blob(&out, move |m| gather_host::<i64>(m, &l))?, [1, 3, 3, 7]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> impl Kernel {
     FnKernel::new(
         "cumsum",
@@ -309,6 +384,22 @@ fn per_row<O: Elem>(la: &Layout, lo: &Layout, o: &mut [O], scan: impl Fn(usize, 
 
 /// Column sums of a contiguous `[rows, cols]` float input at `offset`: `out[j] = Σ_i a[i, j]`
 /// (a bias gradient). Accumulates whole rows at a time, so it streams the input once.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::reduce::sum_leading;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, out) = (vm.new_blob(6 * 4), vm.new_blob(3 * 4));
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]), &[], &[&a], false)?;
+/// vm.run_op(StreamId::CPU, sum_leading(DType::F32, 0, 2, 3), &[&a], &[&out], false)?;
+/// let l = Layout::contiguous([3]);
+/// assert_eq!(vm.read_blob(&out, move |m| gather_host::<f32>(m, &l))?, [5.0, 7.0, 9.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn sum_leading(dtype: DType, offset: usize, rows_n: usize, cols: usize) -> impl Kernel {
     FnKernel::new(
         "sum",

@@ -124,6 +124,26 @@ fn select_sorted<C: Ord>(v: &mut [C], k: usize) {
 ///
 /// `descending` puts the largest first; NaN counts as the largest value and ties keep their
 /// order. Rows run on both cores when the input is large.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::sort::sort;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, vals, pos) = (vm.new_blob(4 * 4), vm.new_blob(2 * 4), vm.new_blob(2 * 8));
+/// vm.run_op(StreamId::CPU, from_host(vec![3i32, 1, 4, 1]), &[], &[&a], false)?;
+/// // The two largest of one row of four (`topk(2)`).
+/// let k = sort(DType::I32, Layout::contiguous([4]), Layout::contiguous([2]), true);
+/// vm.run_op(StreamId::CPU, k, &[&a], &[&vals, &pos], false)?;
+/// let l = Layout::contiguous([2]);
+/// assert_eq!(vm.read_blob(&vals, move |m| gather_host::<i32>(m, &l))?, [4, 3]);
+/// let l = Layout::contiguous([2]);
+/// assert_eq!(vm.read_blob(&pos, move |m| gather_host::<i64>(m, &l))?, [2, 0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub fn sort(dtype: DType, la: Layout, lo: Layout, descending: bool) -> impl Kernel {
     FnKernel::new(
         "sort",

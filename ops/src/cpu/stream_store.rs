@@ -24,6 +24,16 @@ pub const STREAM_MIN_BYTES: usize = 16 << 20;
 const BUF_BYTES: usize = 256;
 
 /// Whether an output of `n` elements of `D` should be written with streaming stores.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::stream_store::{wants_streaming, STREAM_MIN_BYTES};
+/// assert!(!wants_streaming::<f32>(1024)); // small: keep it in the cache
+/// let big = STREAM_MIN_BYTES / 4;
+/// assert_eq!(wants_streaming::<f32>(big), cfg!(target_arch = "x86_64"));
+/// assert!(!wants_streaming::<f32>(big - 1));
+/// ```
 #[inline]
 pub fn wants_streaming<D>(n: usize) -> bool {
     cfg!(target_arch = "x86_64") && n.saturating_mul(std::mem::size_of::<D>()) >= STREAM_MIN_BYTES

@@ -29,6 +29,22 @@ use crate::{Error, Result};
 
 /// How the learning rate follows the epoch `t` (0 before the first [`Scheduler::step`]), from
 /// the base rate `lr₀`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
+/// use eddy_tensor::optim::Sgd;
+/// use eddy_tensor::Tensor;
+/// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true);
+/// let mut opt = Sgd::new(vec![w], 1.0)?;
+/// let multi = Schedule::MultiStep { milestones: vec![2, 4], gamma: 0.1 };
+/// let s = Scheduler::new(&mut opt, multi)?;
+/// let rates: Vec<f64> = (0..6).map(|t| s.lr_at(t)).collect();
+/// assert_eq!(rates[..2], [1.0, 1.0]);
+/// assert!((rates[2] - 0.1).abs() < 1e-12 && (rates[5] - 0.01).abs() < 1e-12);
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub enum Schedule {
     /// `lr₀ · gamma^⌊t / step_size⌋` (PyTorch's `StepLR`).
@@ -160,6 +176,21 @@ impl Schedule {
 
 /// Drives an optimizer's learning rate along a [`Schedule`], one epoch per
 /// [`step`](Self::step). See the [module docs](self) for an example.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
+/// use eddy_tensor::optim::{Optimizer, Sgd};
+/// use eddy_tensor::Tensor;
+/// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true);
+/// let mut opt = Sgd::new(vec![w], 1.0)?;
+/// let mut sched = Scheduler::new(&mut opt, Schedule::Exponential { gamma: 0.5 })?;
+/// sched.step(&mut opt);
+/// sched.step(&mut opt);
+/// assert_eq!(opt.lr(), 0.25);
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Scheduler {
     schedule: Schedule,
@@ -216,6 +247,20 @@ impl Scheduler {
     }
 
     /// Advances one epoch and sets `opt`'s learning rate to that epoch's; returns it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
+    /// use eddy_tensor::optim::{Optimizer, Sgd};
+    /// use eddy_tensor::Tensor;
+    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true);
+    /// let mut opt = Sgd::new(vec![w], 0.1)?;
+    /// let mut sched = Scheduler::new(&mut opt, Schedule::Step { step_size: 1, gamma: 0.5 })?;
+    /// assert_eq!(sched.step(&mut opt), 0.05);
+    /// assert_eq!((opt.lr(), sched.epoch()), (0.05, 1));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn step(&mut self, opt: &mut dyn Optimizer) -> f64 {
         self.epoch += 1;
         let lr = self.lr_at(self.epoch);
@@ -244,16 +289,59 @@ impl Scheduler {
     }
 
     /// The epochs stepped so far.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
+    /// use eddy_tensor::optim::Sgd;
+    /// use eddy_tensor::Tensor;
+    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true);
+    /// let mut opt = Sgd::new(vec![w], 0.1)?;
+    /// let mut sched = Scheduler::new(&mut opt, Schedule::Exponential { gamma: 0.9 })?;
+    /// assert_eq!(sched.epoch(), 0);
+    /// sched.step(&mut opt);
+    /// sched.step(&mut opt);
+    /// assert_eq!(sched.epoch(), 2);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn epoch(&self) -> usize {
         self.epoch
     }
 
     /// The base rate: the optimizer's when the scheduler was made.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
+    /// use eddy_tensor::optim::{Optimizer, Sgd};
+    /// use eddy_tensor::Tensor;
+    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true);
+    /// let mut opt = Sgd::new(vec![w], 0.5)?;
+    /// let warm = Schedule::Linear { start_factor: 0.5, end_factor: 1.0, total_iters: 2 };
+    /// let sched = Scheduler::new(&mut opt, warm)?;
+    /// assert_eq!((sched.base_lr(), opt.lr()), (0.5, 0.25)); // the warm-up starts below the base
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn base_lr(&self) -> f64 {
         self.base_lr
     }
 
     /// The schedule.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
+    /// use eddy_tensor::optim::Sgd;
+    /// use eddy_tensor::Tensor;
+    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true);
+    /// let mut opt = Sgd::new(vec![w], 0.1)?;
+    /// let sched = Scheduler::new(&mut opt, Schedule::Exponential { gamma: 0.9 })?;
+    /// assert_eq!(sched.schedule(), &Schedule::Exponential { gamma: 0.9 });
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
     pub fn schedule(&self) -> &Schedule {
         &self.schedule
     }
