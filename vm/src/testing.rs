@@ -17,6 +17,19 @@ use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 
 /// Reads `inputs`, writes `outputs`, does nothing.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{testing::Noop, StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, b) = (vm.new_blob(8), vm.new_blob(8));
+/// vm.run(StreamId::CPU, Noop::new(vec![], vec![a.clone()]))?;
+/// vm.run(StreamId::CPU, Noop::new(vec![a], vec![b.clone()]))?;
+/// vm.sync()?;
+/// assert!(b.is_allocated(), "`prepare` gave the output memory");
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub struct Noop {
     inputs: Vec<Counted<Blob>>,
     outputs: Vec<Counted<Blob>>,
@@ -24,6 +37,16 @@ pub struct Noop {
 
 impl Noop {
     /// A no-op over the given operands.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, InstructionPolicy, Vm};
+    /// let vm = Vm::builder().build().unwrap();
+    /// let op = Noop::new(vec![vm.new_blob(4), vm.new_blob(4)], vec![vm.new_blob(4)]);
+    /// assert_eq!((op.inputs().len(), op.outputs().len()), (2, 1));
+    /// assert!(op.fusable());
+    /// ```
     pub fn new(inputs: Vec<Counted<Blob>>, outputs: Vec<Counted<Blob>>) -> Self {
         Noop { inputs, outputs }
     }
@@ -125,6 +148,20 @@ impl<P: InstructionPolicy> InstructionPolicy for Cheap<P> {
 pub type Log = Arc<Mutex<Vec<u64>>>;
 
 /// Appends `tag` to a log when computed; with `fusable` it can join fused groups.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{testing::{Log, Record}, StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let x = vm.new_blob(4);
+/// let log = Log::default();
+/// vm.run(StreamId::CPU, Record::new(1, vec![], vec![x.clone()], &log))?;
+/// vm.run(StreamId::CPU, Record::new(2, vec![x.clone()], vec![], &log))?;
+/// vm.sync()?;
+/// assert_eq!(*log.lock(), vec![1, 2]); // the reader after the writer
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub struct Record {
     /// The tag logged.
     pub tag: u64,
@@ -137,6 +174,16 @@ pub struct Record {
 
 impl Record {
     /// A recording instruction.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::testing::{Log, Record};
+    /// let log = Log::default();
+    /// let r = Record::new(7, vec![], vec![], &log);
+    /// assert_eq!(r.tag, 7);
+    /// assert!(log.lock().is_empty(), "logged only when computed");
+    /// ```
     pub fn new(
         tag: u64,
         inputs: Vec<Counted<Blob>>,
@@ -153,11 +200,35 @@ impl Record {
         }
     }
     /// Sets whether it may be fused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::{Log, Record}, InstructionPolicy};
+    /// let log = Log::default();
+    /// assert!(InstructionPolicy::fusable(&Record::new(1, vec![], vec![], &log)));
+    /// let alone = Record::new(2, vec![], vec![], &log).fusable(false);
+    /// assert!(!InstructionPolicy::fusable(&alone));
+    /// ```
     pub fn fusable(mut self, on: bool) -> Self {
         self.fusable = on;
         self
     }
     /// Runs `f` when computed, before logging.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::{Log, Record}, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let log = Log::default();
+    /// let l = log.clone();
+    /// let r = Record::new(1, vec![], vec![], &log).with_body(move || l.lock().push(0));
+    /// vm.run(StreamId::CPU, r)?;
+    /// vm.sync()?;
+    /// assert_eq!(*log.lock(), vec![0, 1]); // the body, then the tag
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn with_body(mut self, f: impl FnMut() + Send + 'static) -> Self {
         self.body = Some(Box::new(f));
         self
@@ -187,6 +258,25 @@ impl InstructionPolicy for Record {
 }
 
 /// A gate a test opens; instructions that [`Gate::hold`] it block their stream until then.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::stream::{cpu::CpuStream, Exec};
+/// use eddy_vm::testing::{Gate, Log, Record};
+/// use eddy_vm::{StreamId, Vm};
+/// let mut b = Vm::builder();
+/// let worker = b.add_stream(std::sync::Arc::new(CpuStream::new("worker", Exec::Worker)));
+/// let vm = b.build()?;
+/// let (x, gate, log) = (vm.new_blob(4), Gate::new(), Log::default());
+/// vm.run(worker, gate.hold(vec![x.clone()]))?;
+/// vm.run(StreamId::CPU, Record::new(1, vec![x.clone()], vec![], &log))?;
+/// assert!(log.lock().is_empty(), "the reader waits for the held writer");
+/// gate.open();
+/// vm.sync()?;
+/// assert_eq!(*log.lock(), vec![1]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 #[derive(Default)]
 pub struct Gate {
     open: Mutex<bool>,
@@ -195,15 +285,56 @@ pub struct Gate {
 
 impl Gate {
     /// A closed gate.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::testing::Gate;
+    /// let gate = Gate::new(); // closed
+    /// let g = gate.clone();
+    /// let opener = std::thread::spawn(move || g.open());
+    /// gate.wait(); // returns once the other thread opened it
+    /// opener.join().unwrap();
+    /// ```
     pub fn new() -> Arc<Self> {
         Arc::new(Gate::default())
     }
     /// Opens the gate.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Gate, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let gate = Gate::new();
+    /// gate.open(); // before: the instruction does not block at all
+    /// let x = vm.new_blob(4);
+    /// vm.run(StreamId::CPU, gate.hold(vec![x.clone()]))?;
+    /// vm.sync()?;
+    /// assert!(x.is_allocated());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn open(&self) {
         *self.open.lock() = true;
         self.cv.notify_all();
     }
     /// Blocks until the gate is open.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::testing::Gate;
+    /// use std::sync::{Arc, atomic::{AtomicBool, Ordering}};
+    /// let (gate, opened) = (Gate::new(), Arc::new(AtomicBool::new(false)));
+    /// let (g, o) = (gate.clone(), opened.clone());
+    /// let t = std::thread::spawn(move || {
+    ///     o.store(true, Ordering::SeqCst);
+    ///     g.open();
+    /// });
+    /// gate.wait();
+    /// assert!(opened.load(Ordering::SeqCst));
+    /// t.join().unwrap();
+    /// ```
     pub fn wait(&self) {
         let mut g = self.open.lock();
         while !*g {
@@ -211,6 +342,16 @@ impl Gate {
         }
     }
     /// An instruction that blocks until the gate opens, writing `outputs`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Gate, InstructionPolicy, Vm};
+    /// let vm = Vm::builder().build().unwrap();
+    /// let gate = Gate::new();
+    /// let op = gate.hold(vec![vm.new_blob(4)]);
+    /// assert_eq!((op.name(), op.outputs().len()), ("gate", 1));
+    /// ```
     pub fn hold(self: &Arc<Self>, outputs: Vec<Counted<Blob>>) -> GateOp {
         GateOp {
             gate: self.clone(),
@@ -220,6 +361,21 @@ impl Gate {
 }
 
 /// See [`Gate::hold`].
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{testing::Gate, StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let gate = Gate::new();
+/// let x = vm.new_blob(4);
+/// let op = gate.hold(vec![x.clone()]);
+/// gate.open();
+/// vm.run(StreamId::CPU, op)?;
+/// vm.sync()?;
+/// assert!(x.is_allocated());
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub struct GateOp {
     gate: Arc<Gate>,
     outputs: Vec<Counted<Blob>>,
@@ -239,6 +395,19 @@ impl InstructionPolicy for GateOp {
 }
 
 /// A kernel that fails with a message.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{testing::Fail, Error, StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let x = vm.new_blob(4);
+/// vm.run(StreamId::CPU, Fail::new(vec![], vec![x.clone()]))?;
+/// let e = vm.sync().unwrap_err();
+/// assert!(matches!(&e, Error::KernelFailed { op, .. } if op == "fail_op"));
+/// assert_eq!(x.poison(), Some(e));
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub struct Fail {
     inputs: Vec<Counted<Blob>>,
     outputs: Vec<Counted<Blob>>,
@@ -246,6 +415,19 @@ pub struct Fail {
 
 impl Fail {
     /// Fails when computed, poisoning `outputs`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::{Fail, Noop}, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let (x, y) = (vm.new_blob(4), vm.new_blob(4));
+    /// vm.run(StreamId::CPU, Fail::new(vec![], vec![x.clone()]))?;
+    /// vm.run(StreamId::CPU, Noop::new(vec![x.clone()], vec![y.clone()]))?;
+    /// assert!(vm.sync().is_err());
+    /// assert_eq!(y.poison(), x.poison(), "downstream outputs carry the root error");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn new(inputs: Vec<Counted<Blob>>, outputs: Vec<Counted<Blob>>) -> Self {
         Fail { inputs, outputs }
     }
@@ -267,12 +449,33 @@ impl InstructionPolicy for Fail {
 }
 
 /// A kernel that panics.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{testing::Panic, Error, StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let x = vm.new_blob(4);
+/// vm.run(StreamId::CPU, Panic::new(vec![x.clone()]))?;
+/// assert!(matches!(vm.sync(), Err(Error::KernelPanic { .. })));
+/// assert!(x.is_poisoned());
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub struct Panic {
     outputs: Vec<Counted<Blob>>,
 }
 
 impl Panic {
     /// Panics when computed, poisoning `outputs`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Panic, InstructionPolicy, Vm};
+    /// let vm = Vm::builder().build().unwrap();
+    /// let op = Panic::new(vec![vm.new_blob(4)]);
+    /// assert_eq!((op.name(), op.outputs().len()), ("panic_op", 1));
+    /// ```
     pub fn new(outputs: Vec<Counted<Blob>>) -> Self {
         Panic { outputs }
     }
@@ -291,6 +494,25 @@ impl InstructionPolicy for Panic {
 }
 
 /// Launches `work` on the asynchronous test device when computed.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{stream::async_device::AsyncDevice, testing::DeviceOp, Vm};
+/// use std::sync::{Arc, atomic::{AtomicBool, Ordering}};
+/// let dev = AsyncDevice::new(0);
+/// let mut b = Vm::builder();
+/// let q = b.add_stream(Arc::new(dev.stream("compute")));
+/// let vm = b.build()?;
+/// let ran = Arc::new(AtomicBool::new(false));
+/// let r = ran.clone();
+/// vm.run(q, DeviceOp::new(vec![], vec![], move || r.store(true, Ordering::SeqCst)))?;
+/// vm.sync()?;
+/// assert_eq!(dev.queued(0), 1, "launched, not run");
+/// dev.run_all();
+/// assert!(ran.load(Ordering::SeqCst));
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub struct DeviceOp {
     inputs: Vec<Counted<Blob>>,
     outputs: Vec<Counted<Blob>>,
@@ -299,6 +521,17 @@ pub struct DeviceOp {
 
 impl DeviceOp {
     /// A device op over the given operands.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::DeviceOp, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// // On a stream that is not an `AsyncStream`, the op fails instead of launching.
+    /// vm.run(StreamId::CPU, DeviceOp::new(vec![], vec![], || {}))?;
+    /// assert_eq!(vm.sync().unwrap_err().op(), Some("device_op"));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn new(
         inputs: Vec<Counted<Blob>>,
         outputs: Vec<Counted<Blob>>,

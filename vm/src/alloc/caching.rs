@@ -69,6 +69,20 @@ struct Chunk {
 }
 
 /// Best-fit, splitting and merging allocator over backend chunks. Not thread-safe.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::alloc::{Backend, CachingAllocator, CpuBackend};
+/// let backend = CpuBackend::new(None);
+/// let mut a = CachingAllocator::new();
+/// let (p, size) = a.allocate(1000, &backend).unwrap();
+/// assert_eq!(size, 1024);
+/// assert_eq!(a.reserved(), 2 << 20); // one 2 MiB chunk from the backend
+/// a.free(p);
+/// assert_eq!(a.shrink(&backend), 2 << 20);
+/// assert_eq!(backend.used(), 0);
+/// ```
 #[derive(Debug, Default)]
 pub struct CachingAllocator {
     pieces: BTreeMap<usize, Piece>,
@@ -86,6 +100,15 @@ fn quick_class(size: usize) -> Option<usize> {
 }
 
 /// Rounds a request up to the allocator's granularity, `None` on overflow.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::alloc::caching::round_size;
+/// assert_eq!(round_size(0), Some(512));
+/// assert_eq!(round_size(513), Some(1024));
+/// assert_eq!(round_size(usize::MAX), None);
+/// ```
 pub fn round_size(size: usize) -> Option<usize> {
     size.max(1).checked_next_multiple_of(MIN_BLOCK)
 }
@@ -102,21 +125,68 @@ fn chunk_size_for(rounded: usize) -> Option<usize> {
 
 impl CachingAllocator {
     /// An empty allocator.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::CachingAllocator;
+    /// let a = CachingAllocator::new();
+    /// assert_eq!((a.in_use(), a.reserved(), a.chunk_count()), (0, 0, 0));
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Bytes handed out (rounded sizes).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{CachingAllocator, CpuBackend};
+    /// let backend = CpuBackend::new(None);
+    /// let mut a = CachingAllocator::new();
+    /// let (p, _) = a.allocate(1000, &backend).unwrap();
+    /// assert_eq!(a.in_use(), 1024);
+    /// a.free(p);
+    /// assert_eq!(a.in_use(), 0);
+    /// # a.shrink(&backend);
+    /// ```
     pub fn in_use(&self) -> usize {
         self.in_use
     }
 
     /// Bytes held from the backend.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{Backend, CachingAllocator, CpuBackend};
+    /// let backend = CpuBackend::new(None);
+    /// let mut a = CachingAllocator::new();
+    /// let (p, _) = a.allocate(3 << 20, &backend).unwrap(); // a 20 MiB chunk
+    /// assert_eq!(a.reserved(), 20 << 20);
+    /// assert_eq!(a.reserved(), backend.used());
+    /// a.free(p);
+    /// # a.shrink(&backend);
+    /// ```
     pub fn reserved(&self) -> usize {
         self.reserved
     }
 
     /// Bytes held but not handed out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{CachingAllocator, CpuBackend};
+    /// let backend = CpuBackend::new(None);
+    /// let mut a = CachingAllocator::new();
+    /// let (p, _) = a.allocate(512, &backend).unwrap();
+    /// assert_eq!(a.cached(), (2 << 20) - 512);
+    /// a.free(p);
+    /// assert_eq!(a.cached(), 2 << 20);
+    /// # a.shrink(&backend);
+    /// ```
     pub fn cached(&self) -> usize {
         self.reserved - self.in_use
     }
@@ -124,6 +194,20 @@ impl CachingAllocator {
     /// Allocates `size > 0` bytes. Returns the address and the size of the piece handed out
     /// (at least the request rounded to 512 B), or `None` when
     /// neither the cache nor the backend can serve it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{CachingAllocator, CpuBackend};
+    /// let backend = CpuBackend::new(Some(1 << 20));
+    /// let mut a = CachingAllocator::new();
+    /// // A 2 MiB chunk does not fit the capacity: the allocator grows by the request alone.
+    /// let (p, size) = a.allocate(600 << 10, &backend).unwrap();
+    /// assert_eq!((size, a.reserved()), (600 << 10, 600 << 10));
+    /// assert!(a.allocate(600 << 10, &backend).is_none());
+    /// a.free(p);
+    /// # a.shrink(&backend);
+    /// ```
     pub fn allocate(&mut self, size: usize, backend: &dyn Backend) -> Option<(NonNull<u8>, usize)> {
         let rounded = round_size(size)?;
         if let Some(p) = quick_class(rounded).and_then(|k| self.quick.get_mut(k)?.pop()) {
@@ -221,6 +305,21 @@ impl CachingAllocator {
     /// # Panics
     ///
     /// If `ptr` is not a piece handed out by this allocator (an engine bug).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{CachingAllocator, CpuBackend};
+    /// let backend = CpuBackend::new(None);
+    /// let mut a = CachingAllocator::new();
+    /// let (p, _) = a.allocate(100 << 10, &backend).unwrap();
+    /// let (q, _) = a.allocate(100 << 10, &backend).unwrap();
+    /// a.free(p);
+    /// a.free(q);
+    /// assert_eq!(a.in_use(), 0);
+    /// assert_eq!(a.check_invariants(), Ok(())); // merged back into one free piece
+    /// # a.shrink(&backend);
+    /// ```
     pub fn free(&mut self, ptr: NonNull<u8>) {
         let size = self
             .pieces
@@ -236,6 +335,20 @@ impl CachingAllocator {
     /// # Panics
     ///
     /// If `ptr` is not a piece handed out by this allocator (an engine bug).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{CachingAllocator, CpuBackend};
+    /// let backend = CpuBackend::new(None);
+    /// let mut a = CachingAllocator::new();
+    /// let (p, size) = a.allocate(3000, &backend).unwrap();
+    /// a.free_sized(p, size);
+    /// let (q, _) = a.allocate(3000, &backend).unwrap();
+    /// assert_eq!(q, p, "the quick list serves the same size again");
+    /// a.free_sized(q, size);
+    /// # a.shrink(&backend);
+    /// ```
     pub fn free_sized(&mut self, ptr: NonNull<u8>, size: usize) {
         let addr = ptr.as_ptr() as usize;
         if let Some(k) = quick_class(size) {
@@ -296,6 +409,19 @@ impl CachingAllocator {
     }
 
     /// Returns every chunk that is entirely free to the backend; returns the bytes released.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{Backend, CachingAllocator, CpuBackend};
+    /// let backend = CpuBackend::new(None);
+    /// let mut a = CachingAllocator::new();
+    /// let (p, _) = a.allocate(1000, &backend).unwrap();
+    /// assert_eq!(a.shrink(&backend), 0, "the chunk is in use");
+    /// a.free(p);
+    /// assert_eq!(a.shrink(&backend), 2 << 20);
+    /// assert_eq!((a.reserved(), backend.used()), (0, 0));
+    /// ```
     pub fn shrink(&mut self, backend: &dyn Backend) -> usize {
         self.flush_quick();
         let whole: Vec<Chunk> = self
@@ -324,6 +450,21 @@ impl CachingAllocator {
     }
 
     /// Number of chunks held from the backend.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{CachingAllocator, CpuBackend};
+    /// let backend = CpuBackend::new(None);
+    /// let mut a = CachingAllocator::new();
+    /// let (p, _) = a.allocate(1000, &backend).unwrap();
+    /// let (q, _) = a.allocate(1000, &backend).unwrap();
+    /// assert_eq!(a.chunk_count(), 1, "both pieces are split off one chunk");
+    /// a.free(p);
+    /// a.free(q);
+    /// a.shrink(&backend);
+    /// assert_eq!(a.chunk_count(), 0);
+    /// ```
     pub fn chunk_count(&self) -> usize {
         self.chunks.len()
     }
@@ -331,6 +472,20 @@ impl CachingAllocator {
     /// Checks the allocator's invariants (for tests): pieces tile their chunks with no overlap,
     /// every free piece is indexed, neighbouring free pieces are merged, and the counters match
     /// a recount.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{CachingAllocator, CpuBackend};
+    /// let backend = CpuBackend::new(None);
+    /// let mut a = CachingAllocator::new();
+    /// let ps: Vec<_> = (1..6).map(|k| a.allocate(k * 700, &backend).unwrap().0).collect();
+    /// for p in ps.into_iter().step_by(2) {
+    ///     a.free(p);
+    /// }
+    /// assert_eq!(a.check_invariants(), Ok(()));
+    /// # a.shrink(&backend);
+    /// ```
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut quick_total = 0;
         let mut in_use = 0;

@@ -7,6 +7,16 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// How a [`DeviceAllocator`] serves requests.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+/// let a = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Passthrough);
+/// drop(a.allocate(1000).unwrap());
+/// assert_eq!(a.stats().reserved, 0, "a pass-through free goes straight to the backend");
+/// assert_eq!(AllocMode::default(), AllocMode::Caching);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum AllocMode {
     /// Cache freed pieces and reuse them (the default).
@@ -18,6 +28,16 @@ pub enum AllocMode {
 }
 
 /// A failed allocation, with the allocator's figures at the time.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+/// let a = DeviceAllocator::new(Box::new(CpuBackend::new(Some(1024))), AllocMode::Caching);
+/// let e = a.allocate(2000).err().expect("over capacity");
+/// assert_eq!((e.requested, e.in_use, e.cached), (2000, 0, 0));
+/// assert_eq!(e.capacity, Some(1024));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AllocError {
     /// Bytes asked for.
@@ -31,6 +51,20 @@ pub struct AllocError {
 }
 
 /// Allocator statistics.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+/// let a = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+/// let (x, y) = (a.allocate(512).unwrap(), a.allocate(512).unwrap());
+/// drop(x);
+/// let s = a.stats();
+/// assert_eq!((s.in_use, s.peak_in_use, s.allocations), (512, 1024, 2));
+/// assert_eq!(s.system_allocations, 1, "both pieces come from one chunk");
+/// assert_eq!(s.reserved, s.in_use + s.cached);
+/// # drop(y);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AllocStats {
     /// Bytes handed out now.
@@ -90,6 +124,17 @@ impl std::fmt::Debug for DeviceAllocator {
 }
 
 /// Memory handed out by a [`DeviceAllocator`]; returned to it on drop.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+/// let a = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+/// let x = a.allocate(100).unwrap();
+/// assert_eq!(a.stats().in_use, 512);
+/// drop(x); // back to the allocator
+/// assert_eq!(a.stats().in_use, 0);
+/// ```
 pub struct Allocation {
     ptr: NonNull<u8>,
     size: usize,
@@ -105,10 +150,31 @@ unsafe impl Sync for Allocation {}
 
 impl Allocation {
     /// The start of the memory.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+    /// let a = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+    /// let x = a.allocate(8).unwrap();
+    /// assert!(!x.ptr().is_null());
+    /// assert_eq!(x.ptr() as usize % 64, 0);
+    /// // SAFETY: `x` owns at least 8 bytes at `ptr`.
+    /// unsafe { x.ptr().write_bytes(0xff, 8) };
+    /// ```
     pub fn ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
     /// The size actually reserved (the request rounded up).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+    /// let a = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+    /// assert_eq!(a.allocate(1).unwrap().size(), 512);
+    /// assert_eq!(a.allocate(513).unwrap().size(), 1024);
+    /// ```
     pub fn size(&self) -> usize {
         self.size
     }
@@ -132,6 +198,16 @@ impl Drop for DeviceAllocator {
 
 impl DeviceAllocator {
     /// An allocator over `backend`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+    /// let a = DeviceAllocator::new(Box::new(CpuBackend::new(Some(1 << 20))), AllocMode::Caching);
+    /// assert_eq!(a.mode(), AllocMode::Caching);
+    /// assert_eq!(a.capacity(), Some(1 << 20));
+    /// assert_eq!(a.stats().reserved, 0, "nothing is taken from the backend up front");
+    /// ```
     pub fn new(backend: Box<dyn Backend>, mode: AllocMode) -> Arc<Self> {
         let inline_max = if mode == AllocMode::Caching && backend.is_host() {
             crate::blob::INLINE_BYTES
@@ -151,6 +227,14 @@ impl DeviceAllocator {
     }
 
     /// The mode.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+    /// let a = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Passthrough);
+    /// assert_eq!(a.mode(), AllocMode::Passthrough);
+    /// ```
     pub fn mode(&self) -> AllocMode {
         self.mode
     }
@@ -180,6 +264,17 @@ impl DeviceAllocator {
     /// # Errors
     ///
     /// [`AllocError`] when neither the cache nor the backend can serve the request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+    /// let a = DeviceAllocator::new(Box::new(CpuBackend::new(Some(1 << 20))), AllocMode::Caching);
+    /// let x = a.allocate(600 << 10).unwrap();
+    /// assert_eq!(x.size(), 600 << 10);
+    /// let e = a.allocate(600 << 10).err().expect("the device is full");
+    /// assert_eq!(e.in_use, 600 << 10);
+    /// ```
     pub fn allocate(self: &Arc<Self>, size: usize) -> Result<Allocation, AllocError> {
         let mut g = self.inner.lock();
         // Fault injection: "return" makes this attempt fail as if the device were full.
@@ -260,6 +355,18 @@ impl DeviceAllocator {
     }
 
     /// Returns fully free chunks to the backend; returns the bytes released.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+    /// let a = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+    /// let x = a.allocate(1000).unwrap();
+    /// assert_eq!(a.shrink(), 0, "the chunk is in use");
+    /// drop(x);
+    /// assert_eq!(a.shrink(), 2 << 20); // the whole 2 MiB chunk
+    /// assert_eq!(a.stats().reserved, 0);
+    /// ```
     pub fn shrink(&self) -> usize {
         let mut g = self.inner.lock();
         match self.mode {
@@ -269,6 +376,18 @@ impl DeviceAllocator {
     }
 
     /// A snapshot of the statistics.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+    /// let a = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+    /// let x = a.allocate(2048).unwrap();
+    /// let s = a.stats();
+    /// assert_eq!((s.in_use, s.reserved, s.allocations), (2048, 2 << 20, 1));
+    /// assert_eq!(s.cached, (2 << 20) - 2048);
+    /// # drop(x);
+    /// ```
     pub fn stats(&self) -> AllocStats {
         let g = self.inner.lock();
         let mut s = g.stats;
@@ -279,6 +398,14 @@ impl DeviceAllocator {
     }
 
     /// The backend's capacity, if bounded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+    /// let a = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+    /// assert_eq!(a.capacity(), None);
+    /// ```
     pub fn capacity(&self) -> Option<usize> {
         self.backend.capacity()
     }
@@ -293,6 +420,16 @@ impl DeviceAllocator {
     }
 
     /// Checks the caching allocator's invariants (for tests).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+    /// let a = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+    /// let xs: Vec<_> = (1..5).map(|k| a.allocate(k * 1000).unwrap()).collect();
+    /// drop(xs);
+    /// assert_eq!(a.check_invariants(), Ok(()));
+    /// ```
     pub fn check_invariants(&self) -> Result<(), String> {
         self.inner.lock().cache.check_invariants()
     }

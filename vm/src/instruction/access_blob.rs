@@ -10,6 +10,22 @@ pub type AccessCallback = Box<dyn FnOnce(Result<&Blob, Error>) + Send>;
 
 /// Calls a function with a blob once every earlier write to it is done (and, if `mutable`,
 /// every earlier read too). A poisoned blob gives the callback the poison instead.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{instruction::AccessBlobByCallback, StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let x = vm.new_blob(4);
+/// vm.write_blob(&x, |b| b.fill(3))?;
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// vm.run(StreamId::CPU, AccessBlobByCallback::new(x.clone(), false, move |r| {
+///     // SAFETY: the callback runs as the compute of an instruction that reads `x`.
+///     tx.send(r.map(|b| unsafe { b.bytes_ref() }.to_vec())).unwrap();
+/// }))?;
+/// assert_eq!(rx.recv().unwrap()?, vec![3; 4]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub struct AccessBlobByCallback {
     blob: [Counted<Blob>; 1],
     mutable: bool,
@@ -21,6 +37,23 @@ pub struct AccessBlobByCallback {
 
 impl AccessBlobByCallback {
     /// Reads (`mutable == false`) or writes `blob` with `f`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{instruction::AccessBlobByCallback, testing::Fail, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let x = vm.new_blob(4);
+    /// vm.run(StreamId::CPU, Fail::new(vec![], vec![x.clone()]))?;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let access = AccessBlobByCallback::new(x.clone(), false, move |r| {
+    ///     tx.send(r.err()).unwrap();
+    /// });
+    /// vm.run(StreamId::CPU, access)?;
+    /// let poison = rx.recv().unwrap().expect("the callback gets the poison");
+    /// assert_eq!(poison.op(), Some("fail_op"));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn new(
         blob: Counted<Blob>,
         mutable: bool,

@@ -100,6 +100,14 @@ pub(crate) type InstrList = LinkedList<InstrAdapter>;
 
 impl Instruction {
     /// An instruction that runs `policy` on `stream`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Instruction, StreamId, testing::Noop};
+    /// let i = Instruction::new(StreamId::CPU, Noop::new(vec![], vec![]));
+    /// assert_eq!((i.name(), i.stream()), ("noop", StreamId::CPU));
+    /// ```
     pub fn new<P: InstructionPolicy>(stream: StreamId, policy: P) -> Box<Self> {
         let mut node = Self::empty();
         node.set(stream, policy);
@@ -153,11 +161,28 @@ impl Instruction {
     }
 
     /// The policy's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Instruction, StreamId, instruction::ReleaseTensor};
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// let i = Instruction::new(StreamId::CPU, ReleaseTensor::new(vm.new_blob(8)));
+    /// assert_eq!(i.name(), "release_tensor");
+    /// ```
     pub fn name(&self) -> &str {
         self.policy.as_deref().map_or("(empty)", |p| p.name())
     }
 
     /// The stream it runs on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Instruction, StreamId, instruction::Barrier};
+    /// let i = Instruction::new(StreamId(2), Barrier::new(|| {}));
+    /// assert_eq!(i.stream(), StreamId(2));
+    /// ```
     pub fn stream(&self) -> StreamId {
         self.stream
     }

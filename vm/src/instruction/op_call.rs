@@ -26,12 +26,58 @@ use std::mem::MaybeUninit;
 /// ```
 pub trait Kernel: Send + 'static {
     /// The op's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::instruction::{ComputeCtx, InstructionPolicy, Kernel, OpCall};
+    /// # use eddy_vm::{Blob, Counted, Result};
+    /// struct Relu;
+    /// impl Kernel for Relu {
+    ///     fn name(&self) -> &str { "relu" }
+    ///     // ...
+    /// #   fn compute(&mut self, _: &[Counted<Blob>], _: &[Counted<Blob>], _: &mut ComputeCtx<'_>)
+    /// #       -> Result<()> { Ok(()) }
+    /// }
+    /// let call = OpCall::new(Relu, Default::default(), Default::default());
+    /// assert_eq!(call.name(), "relu"); // the instruction's name, in errors and traces
+    /// ```
     fn name(&self) -> &str;
     /// Runs the kernel.
     ///
     /// # Errors
     ///
     /// Any error poisons the outputs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Blob, Counted, Result, StreamId, Vm};
+    /// use eddy_vm::instruction::{op_call::Blobs, ComputeCtx, Kernel, OpCall};
+    /// /// Writes the sum of its input's bytes into its output's first byte.
+    /// struct Sum;
+    /// impl Kernel for Sum {
+    ///     fn name(&self) -> &str { "sum" }
+    ///     fn compute(
+    ///         &mut self,
+    ///         ins: &[Counted<Blob>],
+    ///         outs: &[Counted<Blob>],
+    ///         _: &mut ComputeCtx<'_>,
+    ///     ) -> Result<()> {
+    ///         // SAFETY: the engine runs this with `ins` readable, `outs` exclusively writable.
+    ///         let s = unsafe { ins[0].bytes_ref() }.iter().sum();
+    ///         unsafe { outs[0].bytes_mut()[0] = s };
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let vm = Vm::builder().build()?;
+    /// let (x, y) = (vm.new_blob(3), vm.new_blob(1));
+    /// vm.write_blob(&x, |b| b.copy_from_slice(&[1, 2, 3]))?;
+    /// let (ins, outs) = (Blobs::from_vec(vec![x]), Blobs::from_vec(vec![y.clone()]));
+    /// vm.run(StreamId::CPU, OpCall::new(Sum, ins, outs))?;
+    /// assert_eq!(vm.read_blob(&y, |b| b[0])?, 6);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     fn compute(
         &mut self,
         inputs: &[Counted<Blob>],
@@ -39,11 +85,45 @@ pub trait Kernel: Send + 'static {
         ctx: &mut ComputeCtx<'_>,
     ) -> Result<()>;
     /// Whether the kernel is small enough to fuse with neighbours (default: yes).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::instruction::{ComputeCtx, InstructionPolicy, Kernel, OpCall};
+    /// # use eddy_vm::{Blob, Counted, Result};
+    /// struct Big;
+    /// impl Kernel for Big {
+    ///     fn name(&self) -> &str { "big" }
+    ///     fn fusable(&self) -> bool { false }
+    ///     // ...
+    /// #   fn compute(&mut self, _: &[Counted<Blob>], _: &[Counted<Blob>], _: &mut ComputeCtx<'_>)
+    /// #       -> Result<()> { Ok(()) }
+    /// }
+    /// assert!(!Big.fusable());
+    /// assert!(!OpCall::new(Big, Default::default(), Default::default()).fusable());
+    /// ```
     fn fusable(&self) -> bool {
         true
     }
     /// Whether the kernel is about as cheap as queueing it (see
     /// [`InstructionPolicy::cheap`]); default: no. [`OpCall::cheap`] overrides it per call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::instruction::{ComputeCtx, InstructionPolicy, Kernel, OpCall};
+    /// # use eddy_vm::{Blob, Counted, Result};
+    /// struct Tiny;
+    /// impl Kernel for Tiny {
+    ///     fn name(&self) -> &str { "tiny" }
+    ///     fn cheap(&self) -> bool { true }
+    ///     // ...
+    /// #   fn compute(&mut self, _: &[Counted<Blob>], _: &[Counted<Blob>], _: &mut ComputeCtx<'_>)
+    /// #       -> Result<()> { Ok(()) }
+    /// }
+    /// assert!(Tiny.cheap());
+    /// assert!(OpCall::new(Tiny, Default::default(), Default::default()).cheap());
+    /// ```
     fn cheap(&self) -> bool {
         false
     }
@@ -53,6 +133,28 @@ pub trait Kernel: Send + 'static {
 pub type Blobs = SmallVec<[Counted<Blob>; 4]>;
 
 /// The instruction for one op call: a kernel, its inputs and its outputs.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{Blob, Counted, Result, StreamId, Vm};
+/// use eddy_vm::instruction::{op_call::Blobs, ComputeCtx, Kernel, OpCall};
+/// struct Fill(u8);
+/// impl Kernel for Fill {
+///     fn name(&self) -> &str { "fill" }
+///     fn compute(&mut self, _: &[Counted<Blob>], outs: &[Counted<Blob>], _: &mut ComputeCtx<'_>)
+///         -> Result<()> {
+///         // SAFETY: the engine runs this kernel with exclusive access to its outputs.
+///         unsafe { outs[0].bytes_mut().fill(self.0) };
+///         Ok(())
+///     }
+/// }
+/// let vm = Vm::builder().build()?;
+/// let x = vm.new_blob(4);
+/// vm.run(StreamId::CPU, OpCall::new(Fill(7), Blobs::new(), Blobs::from_vec(vec![x.clone()])))?;
+/// assert_eq!(vm.read_blob(&x, |b| b.to_vec())?, vec![7; 4]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub struct OpCall<K: Kernel> {
     kernel: K,
     inputs: Blobs,
@@ -62,6 +164,24 @@ pub struct OpCall<K: Kernel> {
 
 impl<K: Kernel> OpCall<K> {
     /// An op call of `kernel` reading `inputs` and writing `outputs`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::instruction::{op_call::Blobs, ComputeCtx, InstructionPolicy, Kernel, OpCall};
+    /// # use eddy_vm::{Blob, Counted, Result};
+    /// # struct Add;
+    /// # impl Kernel for Add {
+    /// #     fn name(&self) -> &str { "add" }
+    /// #     fn compute(&mut self, _: &[Counted<Blob>], _: &[Counted<Blob>], _: &mut ComputeCtx)
+    /// #         -> Result<()> { Ok(()) }
+    /// # }
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// let (a, b, c) = (vm.new_blob(4), vm.new_blob(4), vm.new_blob(4));
+    /// let call = OpCall::new(Add, Blobs::from_vec(vec![a, b]), Blobs::from_vec(vec![c]));
+    /// assert_eq!((call.inputs().len(), call.outputs().len()), (2, 1));
+    /// assert!(call.fusable(), "kernels are fusable by default");
+    /// ```
     pub fn new(kernel: K, inputs: Blobs, outputs: Blobs) -> Self {
         OpCall {
             cheap: kernel.cheap(),

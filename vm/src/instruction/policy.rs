@@ -36,26 +36,75 @@ use std::sync::Arc;
 /// ```
 pub trait InstructionPolicy: Send + 'static {
     /// The op's name, used in errors, traces and dumps.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::instruction::{Barrier, InstructionPolicy};
+    /// use eddy_vm::testing::Noop;
+    /// assert_eq!(Barrier::new(|| {}).name(), "barrier");
+    /// assert_eq!(Noop::new(vec![], vec![]).name(), "noop");
+    /// ```
     fn name(&self) -> &str;
 
     /// Blobs read.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Counted, InstructionPolicy, testing::Link};
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// let (a, b) = (vm.new_blob(4), vm.new_blob(4));
+    /// let op = Link([a.clone(), b]);
+    /// assert_eq!(op.inputs().len(), 1);
+    /// assert!(Counted::ptr_eq(&op.inputs()[0], &a));
+    /// ```
     fn inputs(&self) -> &[Counted<Blob>] {
         &[]
     }
 
     /// Blobs written (also listed in `inputs` if read, as in an in-place op).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{InstructionPolicy, instruction::AccessBlobByCallback};
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// let x = vm.new_blob(4);
+    /// let read = AccessBlobByCallback::new(x.clone(), false, |_| {});
+    /// let write = AccessBlobByCallback::new(x.clone(), true, |_| {});
+    /// assert_eq!((read.inputs().len(), read.outputs().len()), (1, 0));
+    /// assert_eq!((write.inputs().len(), write.outputs().len()), (1, 1)); // read and written
+    /// ```
     fn outputs(&self) -> &[Counted<Blob>] {
         &[]
     }
 
     /// Whether the instruction is cheap enough to be fused with its same-stream neighbours.
     /// Asked once, when the instruction is submitted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{InstructionPolicy, instruction::Barrier, testing::Noop};
+    /// assert!(Noop::new(vec![], vec![]).fusable());
+    /// assert!(!Barrier::new(|| {}).fusable());
+    /// ```
     fn fusable(&self) -> bool {
         false
     }
 
     /// Whether `compute` runs even when an input is poisoned (release and host access do).
     /// Asked once, when the instruction is submitted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{InstructionPolicy, instruction::ReleaseTensor, testing::Noop};
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// assert!(ReleaseTensor::new(vm.new_blob(8)).handles_poison());
+    /// assert!(!Noop::new(vec![], vec![]).handles_poison());
+    /// ```
     fn handles_poison(&self) -> bool {
         false
     }
@@ -64,6 +113,14 @@ pub trait InstructionPolicy: Send + 'static {
     /// engine then runs the instruction at once on the submitting thread instead of handing it
     /// to the scheduler: nothing is live to order it against, and a hand-off between threads
     /// costs more than the work (see the book's lifecycle chapter). Default: no.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{InstructionPolicy, testing::{Cheap, Noop}};
+    /// assert!(!Noop::new(vec![], vec![]).cheap());
+    /// assert!(Cheap(Noop::new(vec![], vec![])).cheap());
+    /// ```
     fn cheap(&self) -> bool {
         false
     }
@@ -71,6 +128,14 @@ pub trait InstructionPolicy: Send + 'static {
     /// Whether this is a barrier: it then runs on the scheduler thread once everything received
     /// before it is released, and takes part in no dependence. Asked once, when the
     /// instruction is submitted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{InstructionPolicy, instruction::Barrier, testing::Noop};
+    /// assert!(Barrier::new(|| {}).is_barrier());
+    /// assert!(!Noop::new(vec![], vec![]).is_barrier());
+    /// ```
     fn is_barrier(&self) -> bool {
         false
     }
@@ -80,6 +145,21 @@ pub trait InstructionPolicy: Send + 'static {
     /// # Errors
     ///
     /// [`PrepareError::OutOfMemory`] starts the engine's OOM path (wait, shrink, retry once).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+    /// use eddy_vm::instruction::{InstructionPolicy, PrepareCtx};
+    /// use eddy_vm::testing::Noop;
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// let x = vm.new_blob(1000);
+    /// let alloc = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+    /// let mut op = Noop::new(vec![], vec![x.clone()]);
+    /// op.prepare(&mut PrepareCtx { allocator: &alloc }).unwrap();
+    /// assert!(x.is_allocated());
+    /// assert_eq!(alloc.stats().in_use, 1024);
+    /// ```
     fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {
         allocate_outputs(self.outputs(), ctx)
     }
@@ -89,6 +169,18 @@ pub trait InstructionPolicy: Send + 'static {
     /// # Errors
     ///
     /// Any error poisons the outputs and is reported at the next sync.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Error, StreamId, Vm, testing::Fail};
+    /// let vm = Vm::builder().build()?;
+    /// let x = vm.new_blob(4);
+    /// vm.run(StreamId::CPU, Fail::new(vec![], vec![x.clone()]))?; // its `compute` fails
+    /// assert!(matches!(vm.sync(), Err(Error::KernelFailed { .. })));
+    /// assert!(x.is_poisoned());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()>;
 }
 
@@ -106,6 +198,22 @@ pub(crate) fn allocate_outputs(
 }
 
 /// Why `prepare` failed.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+/// use eddy_vm::instruction::{InstructionPolicy, PrepareCtx, PrepareError};
+/// use eddy_vm::testing::Noop;
+/// let vm = eddy_vm::Vm::builder().build().unwrap();
+/// let x = vm.new_blob(4096);
+/// let full = DeviceAllocator::new(Box::new(CpuBackend::new(Some(1024))), AllocMode::Caching);
+/// let mut op = Noop::new(vec![], vec![x]);
+/// match op.prepare(&mut PrepareCtx { allocator: &full }) {
+///     Err(PrepareError::OutOfMemory(e)) => assert_eq!(e.requested, 4096),
+///     other => panic!("expected OutOfMemory, got {other:?}"),
+/// }
+/// ```
 #[derive(Debug, Clone)]
 pub enum PrepareError {
     /// An allocation failed; the engine shrinks its caches and retries once.
@@ -115,12 +223,50 @@ pub enum PrepareError {
 }
 
 /// What `prepare` gets: the allocator of the stream's device.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+/// use eddy_vm::instruction::{InstructionPolicy, PrepareCtx, ReleaseTensor};
+/// let vm = eddy_vm::Vm::builder().build().unwrap();
+/// let x = vm.new_blob(1000);
+/// let alloc = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+/// let mut ctx = PrepareCtx { allocator: &alloc };
+/// ReleaseTensor::new(x.clone()).prepare(&mut ctx).unwrap();
+/// assert!(!x.is_allocated(), "a release allocates nothing");
+/// ```
 pub struct PrepareCtx<'a> {
     /// The device's allocator.
     pub allocator: &'a Arc<DeviceAllocator>,
 }
 
 /// What `compute` gets: its ids and the stream it runs on.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{Result, StreamId, Vm, instruction::{ComputeCtx, InstructionPolicy}};
+/// use std::sync::{Arc, Mutex};
+///
+/// /// Notes where it ran.
+/// struct Where(Arc<Mutex<Option<(StreamId, String)>>>);
+/// impl InstructionPolicy for Where {
+///     fn name(&self) -> &str { "where" }
+///     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
+///         let seen = (ctx.stream_id(), ctx.stream().name().to_string());
+///         *self.0.lock().unwrap() = Some(seen);
+///         Ok(())
+///     }
+/// }
+///
+/// let vm = Vm::builder().build()?;
+/// let seen = Arc::new(Mutex::new(None));
+/// vm.run(StreamId::CPU, Where(seen.clone()))?;
+/// vm.sync()?;
+/// assert_eq!(*seen.lock().unwrap(), Some((StreamId::CPU, "cpu".to_string())));
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub struct ComputeCtx<'a> {
     pub(crate) instr_id: u64,
     pub(crate) stream_id: StreamId,
@@ -131,23 +277,143 @@ pub struct ComputeCtx<'a> {
 
 impl<'a> ComputeCtx<'a> {
     /// The instruction's id (its submission sequence number).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Result, StreamId, Vm, instruction::{ComputeCtx, InstructionPolicy}};
+    /// use std::sync::{Arc, Mutex};
+    /// struct Id(Arc<Mutex<Vec<u64>>>);
+    /// impl InstructionPolicy for Id {
+    ///     fn name(&self) -> &str { "id" }
+    ///     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
+    ///         self.0.lock().unwrap().push(ctx.instr_id());
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let vm = Vm::builder().build()?;
+    /// let ids = Arc::new(Mutex::new(vec![]));
+    /// vm.run(StreamId::CPU, Id(ids.clone()))?;
+    /// vm.run(StreamId::CPU, Id(ids.clone()))?;
+    /// vm.sync()?;
+    /// let ids = ids.lock().unwrap();
+    /// assert!(ids[0] < ids[1], "ids follow submission order: {ids:?}");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn instr_id(&self) -> u64 {
         self.instr_id
     }
     /// The stream's id.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Result, StreamId, Vm, instruction::{ComputeCtx, InstructionPolicy}};
+    /// use eddy_vm::stream::{cpu::CpuStream, Exec};
+    /// use std::sync::{Arc, Mutex};
+    /// struct On(Arc<Mutex<Option<StreamId>>>);
+    /// impl InstructionPolicy for On {
+    ///     fn name(&self) -> &str { "on" }
+    ///     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
+    ///         *self.0.lock().unwrap() = Some(ctx.stream_id());
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let mut b = Vm::builder();
+    /// let side = b.add_stream(Arc::new(CpuStream::new("side", Exec::Inline)));
+    /// let vm = b.build()?;
+    /// let seen = Arc::new(Mutex::new(None));
+    /// vm.run(side, On(seen.clone()))?;
+    /// vm.sync()?;
+    /// assert_eq!(*seen.lock().unwrap(), Some(side));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn stream_id(&self) -> StreamId {
         self.stream_id
     }
     /// The stream's policy; device kernels downcast it (`as_any`) to reach their queue.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Result, StreamId, Vm, instruction::{ComputeCtx, InstructionPolicy}};
+    /// use eddy_vm::stream::{Device, Exec};
+    /// use std::sync::{Arc, Mutex};
+    /// struct Ask(Arc<Mutex<Option<(Device, Exec)>>>);
+    /// impl InstructionPolicy for Ask {
+    ///     fn name(&self) -> &str { "ask" }
+    ///     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
+    ///         *self.0.lock().unwrap() = Some((ctx.stream().device(), ctx.stream().exec()));
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let vm = Vm::builder().cpu_exec(Exec::Inline).build()?;
+    /// let seen = Arc::new(Mutex::new(None));
+    /// vm.run(StreamId::CPU, Ask(seen.clone()))?;
+    /// vm.sync()?;
+    /// assert_eq!(*seen.lock().unwrap(), Some((Device::Cpu, Exec::Inline)));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn stream(&self) -> &'a dyn StreamPolicy {
         self.stream
     }
     /// The device's allocator, for temporary buffers (stream-ordered: free them after launch).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Result, StreamId, Vm, instruction::{ComputeCtx, InstructionPolicy}};
+    /// use std::sync::{Arc, Mutex};
+    /// /// Uses a 4000-byte scratch buffer.
+    /// struct Scratch(Arc<Mutex<Option<usize>>>);
+    /// impl InstructionPolicy for Scratch {
+    ///     fn name(&self) -> &str { "scratch" }
+    ///     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
+    ///         let tmp = ctx.allocator().allocate(4000).ok();
+    ///         *self.0.lock().unwrap() = tmp.map(|t| t.size()); // freed here, at the drop
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let vm = Vm::builder().build()?;
+    /// let got = Arc::new(Mutex::new(None));
+    /// vm.run(StreamId::CPU, Scratch(got.clone()))?;
+    /// vm.sync()?;
+    /// assert_eq!(*got.lock().unwrap(), Some(4096));
+    /// assert_eq!(vm.alloc_stats().in_use, 0);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn allocator(&self) -> &'a Arc<DeviceAllocator> {
         self.allocator
     }
     /// Declares that the instruction is done only when `event` completes (not when `compute`
     /// returns). Used by asynchronous streams for host-visible completion.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Result, StreamId, Vm, instruction::{ComputeCtx, InstructionPolicy}};
+    /// use eddy_vm::stream::Event;
+    /// use std::sync::{Arc, atomic::{AtomicUsize, Ordering}};
+    /// /// An event that is complete, and counts how often it was asked.
+    /// struct Polled(AtomicUsize);
+    /// impl Event for Polled {
+    ///     fn is_complete(&self) -> bool { self.0.fetch_add(1, Ordering::SeqCst); true }
+    /// }
+    /// struct Launch(Arc<Polled>);
+    /// impl InstructionPolicy for Launch {
+    ///     fn name(&self) -> &str { "launch" }
+    ///     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
+    ///         ctx.complete_when(self.0.clone());
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let vm = Vm::builder().build()?;
+    /// let ev = Arc::new(Polled(AtomicUsize::new(0)));
+    /// vm.run(StreamId::CPU, Launch(ev.clone()))?;
+    /// vm.sync()?;
+    /// assert!(ev.0.load(Ordering::SeqCst) >= 1, "the engine waited for the event");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn complete_when(&mut self, event: Arc<dyn Event>) {
         self.completion = Some(event);
     }

@@ -12,6 +12,20 @@ use crate::Counted;
 /// On a stream where "done" means "launched", earlier kernels may still be running on the
 /// device when this computes, so the free is deferred: the instruction records an event, counts
 /// as done only when the event completes, and frees the memory when it is released (its drop).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{instruction::ReleaseTensor, testing::Noop, StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let x = vm.new_blob(1024);
+/// vm.run(StreamId::CPU, Noop::new(vec![], vec![x.clone()]))?; // allocates `x`
+/// vm.run(StreamId::CPU, ReleaseTensor::new(x.clone()))?;
+/// vm.sync()?;
+/// assert!(!x.is_allocated());
+/// assert_eq!(vm.alloc_stats().in_use, 0);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub struct ReleaseTensor {
     blob: [Counted<Blob>; 1],
     deferred: bool,
@@ -19,6 +33,17 @@ pub struct ReleaseTensor {
 
 impl ReleaseTensor {
     /// Releases `blob`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{instruction::ReleaseTensor, InstructionPolicy, Vm};
+    /// let vm = Vm::builder().build().unwrap();
+    /// let x = vm.new_blob(16);
+    /// let r = ReleaseTensor::new(x.clone());
+    /// assert_eq!(r.name(), "release_tensor");
+    /// assert_eq!(r.outputs().len(), 1, "a release writes its blob");
+    /// ```
     pub fn new(blob: Counted<Blob>) -> Self {
         ReleaseTensor {
             blob: [blob],

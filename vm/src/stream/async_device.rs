@@ -20,6 +20,13 @@ enum Item {
 }
 
 /// An event on the test device.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::stream::{async_device::AsyncEvent, Event};
+/// assert!(!AsyncEvent::default().is_complete(), "complete once the device reaches it");
+/// ```
 #[derive(Default, Debug)]
 pub struct AsyncEvent {
     done: AtomicBool,
@@ -32,6 +39,24 @@ impl Event for AsyncEvent {
 }
 
 /// The test device: a set of in-order queues.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{stream::async_device::AsyncDevice, testing::{DeviceOp, Log}, Vm};
+/// let dev = AsyncDevice::new(0);
+/// let mut b = Vm::builder();
+/// let q = b.add_stream(std::sync::Arc::new(dev.stream("compute")));
+/// let vm = b.build()?;
+/// let log = Log::default();
+/// let l = log.clone();
+/// vm.run(q, DeviceOp::new(vec![], vec![], move || l.lock().push(1)))?;
+/// vm.sync()?; // done on the stream means launched
+/// assert!(log.lock().is_empty());
+/// dev.run_all();
+/// assert_eq!(*log.lock(), vec![1]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub struct AsyncDevice {
     index: u32,
     queues: Mutex<Vec<VecDeque<Item>>>,
@@ -40,6 +65,14 @@ pub struct AsyncDevice {
 
 impl AsyncDevice {
     /// A device `Device::Test(index)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, Device, StreamPolicy};
+    /// let dev = AsyncDevice::new(1);
+    /// assert_eq!(dev.stream("compute").device(), Device::Test(1));
+    /// ```
     pub fn new(index: u32) -> Arc<Self> {
         Arc::new(AsyncDevice {
             index,
@@ -49,6 +82,16 @@ impl AsyncDevice {
     }
 
     /// A new stream (queue) on this device.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, StreamPolicy};
+    /// let dev = AsyncDevice::new(0);
+    /// let (a, b) = (dev.stream("compute"), dev.stream("copy"));
+    /// assert_eq!((a.queue(), b.queue()), (0, 1));
+    /// assert_eq!(b.name(), "copy");
+    /// ```
     pub fn stream(self: &Arc<Self>, name: &str) -> AsyncStream {
         let mut q = self.queues.lock();
         q.push(VecDeque::new());
@@ -61,11 +104,39 @@ impl AsyncDevice {
 
     /// Called after the device makes progress (tests set it to the engine's waker so the
     /// scheduler re-polls events).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::async_device::AsyncDevice;
+    /// use std::sync::{Arc, atomic::{AtomicUsize, Ordering}};
+    /// let dev = AsyncDevice::new(0);
+    /// let wakes = Arc::new(AtomicUsize::new(0));
+    /// let w = wakes.clone();
+    /// dev.set_waker(move || { w.fetch_add(1, Ordering::SeqCst); });
+    /// let s = dev.stream("compute");
+    /// s.launch(|| {});
+    /// s.launch(|| {});
+    /// dev.run_all();
+    /// assert_eq!(wakes.load(Ordering::SeqCst), 2);
+    /// ```
     pub fn set_waker(&self, f: impl Fn() + Send + Sync + 'static) {
         *self.waker.lock() = Some(Box::new(f));
     }
 
     /// Runs the next item of queue `q` if it can run; returns whether something ran.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::async_device::AsyncDevice;
+    /// let dev = AsyncDevice::new(0);
+    /// let s = dev.stream("compute");
+    /// assert!(!dev.run_next(0), "nothing queued");
+    /// s.launch(|| {});
+    /// assert!(dev.run_next(0));
+    /// assert_eq!(dev.queued(0), 0);
+    /// ```
     pub fn run_next(&self, q: usize) -> bool {
         let item = {
             let mut qs = self.queues.lock();
@@ -91,6 +162,18 @@ impl AsyncDevice {
     }
 
     /// Runs every queue until none can make progress; returns how many items ran.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, StreamPolicy};
+    /// let dev = AsyncDevice::new(0);
+    /// let (s0, s1) = (dev.stream("compute"), dev.stream("copy"));
+    /// s1.wait_event(&s0.record_event().unwrap()); // queue 1 waits for queue 0
+    /// s1.launch(|| {});
+    /// assert_eq!(dev.run_all(), 3);
+    /// assert_eq!(dev.queued(1), 0);
+    /// ```
     pub fn run_all(&self) -> usize {
         let mut n = 0;
         loop {
@@ -109,12 +192,34 @@ impl AsyncDevice {
     }
 
     /// Items waiting in queue `q`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::async_device::AsyncDevice;
+    /// let dev = AsyncDevice::new(0);
+    /// let s = dev.stream("compute");
+    /// s.launch(|| {});
+    /// s.launch(|| {});
+    /// assert_eq!(dev.queued(0), 2);
+    /// ```
     pub fn queued(&self, q: usize) -> usize {
         self.queues.lock()[q].len()
     }
 }
 
 /// A stream of the [`AsyncDevice`]: launches are queued, not run.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::stream::{async_device::AsyncDevice, StreamPolicy};
+/// let dev = AsyncDevice::new(0);
+/// let s = dev.stream("compute");
+/// assert!(s.done_means_launched() && s.supports_stream_wait());
+/// s.launch(|| {});
+/// assert_eq!(dev.queued(s.queue()), 1);
+/// ```
 pub struct AsyncStream {
     name: String,
     device: Arc<AsyncDevice>,
@@ -123,10 +228,36 @@ pub struct AsyncStream {
 
 impl AsyncStream {
     /// Queues `work` to run when the test advances this queue.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::async_device::AsyncDevice;
+    /// use std::sync::{Arc, atomic::{AtomicBool, Ordering}};
+    /// let dev = AsyncDevice::new(0);
+    /// let s = dev.stream("compute");
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let r = ran.clone();
+    /// s.launch(move || r.store(true, Ordering::SeqCst));
+    /// assert!(!ran.load(Ordering::SeqCst), "queued, not run");
+    /// dev.run_next(s.queue());
+    /// assert!(ran.load(Ordering::SeqCst));
+    /// ```
     pub fn launch(&self, work: impl FnOnce() + Send + 'static) {
         self.device.queues.lock()[self.queue].push_back(Item::Work(Box::new(work)));
     }
     /// This stream's queue index on its device.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::async_device::AsyncDevice;
+    /// let dev = AsyncDevice::new(0);
+    /// let (_a, b) = (dev.stream("compute"), dev.stream("copy"));
+    /// b.launch(|| {});
+    /// assert_eq!(dev.queued(b.queue()), 1);
+    /// assert_eq!(b.queue(), 1);
+    /// ```
     pub fn queue(&self) -> usize {
         self.queue
     }

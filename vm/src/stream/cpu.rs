@@ -9,6 +9,23 @@ use std::any::Any;
 /// thread only competes with the user thread, and `vm_chain` measured the hand-off to a worker
 /// at several times the cost of the whole inline path (see the book's benchmarks chapter).
 /// Use [`Exec::Worker`] for a second stream whose long kernels must not stall scheduling.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::stream::{cpu::CpuStream, Exec, StreamPolicy};
+/// use eddy_vm::testing::{Log, Record};
+/// let worker = CpuStream::new("worker", Exec::Worker);
+/// assert_eq!((worker.name(), worker.exec()), ("worker", Exec::Worker));
+/// let mut b = eddy_vm::Vm::builder();
+/// let w = b.add_stream(std::sync::Arc::new(worker));
+/// let vm = b.build()?;
+/// let log = Log::default();
+/// vm.run(w, Record::new(1, vec![], vec![], &log))?;
+/// vm.sync()?;
+/// assert_eq!(*log.lock(), vec![1]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct CpuStream {
     name: String,
@@ -18,6 +35,14 @@ pub struct CpuStream {
 
 impl CpuStream {
     /// A CPU compute stream.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{cpu::CpuStream, Exec, StreamKind, StreamPolicy};
+    /// let s = CpuStream::new("cpu", Exec::Inline);
+    /// assert_eq!((s.name(), s.exec(), s.kind()), ("cpu", Exec::Inline, StreamKind::Compute));
+    /// ```
     pub fn new(name: impl Into<String>, exec: Exec) -> Self {
         CpuStream {
             name: name.into(),

@@ -15,6 +15,16 @@ use std::fmt;
 use std::sync::Arc;
 
 /// A device.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{Device, Vm};
+/// assert_eq!(Device::Cpu.to_string(), "cpu");
+/// assert_eq!(Device::Cuda(1).to_string(), "cuda:1");
+/// let vm = Vm::builder().build().unwrap();
+/// assert!(vm.allocator(Device::Cpu).is_some());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Device {
     /// Host memory and CPU threads.
@@ -36,6 +46,13 @@ impl fmt::Display for Device {
 }
 
 /// The kind of work a stream carries.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::stream::{cpu::CpuStream, Exec, StreamKind, StreamPolicy};
+/// assert_eq!(CpuStream::new("cpu", Exec::Inline).kind(), StreamKind::Compute);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StreamKind {
     /// Kernels.
@@ -49,6 +66,14 @@ pub enum StreamKind {
 }
 
 /// Where a stream's `compute` calls run.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{stream::Exec, StreamId, Vm};
+/// let vm = Vm::builder().cpu_exec(Exec::Worker).build().unwrap();
+/// assert_eq!(vm.stream_policy(StreamId::CPU).unwrap().exec(), Exec::Worker);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exec {
     /// On the scheduler thread: no hand-off, best for cheap work and for asynchronous launches.
@@ -59,6 +84,17 @@ pub enum Exec {
 }
 
 /// An index into the engine's streams.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{stream::{cpu::CpuStream, Exec}, StreamId, Vm};
+/// let mut b = Vm::builder();
+/// let side = b.add_stream(std::sync::Arc::new(CpuStream::new("side", Exec::Worker)));
+/// assert_eq!((StreamId::CPU, side), (StreamId(0), StreamId(1)));
+/// assert_eq!(side.to_string(), "stream1");
+/// assert_eq!(b.build().unwrap().stream_count(), 2);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StreamId(pub u32);
 
@@ -74,44 +110,189 @@ impl fmt::Display for StreamId {
 }
 
 /// Device-side completion of work queued on a stream.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::stream::Event;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// /// Completes when a device callback sets the flag.
+/// struct Flag(AtomicBool);
+/// impl Event for Flag {
+///     fn is_complete(&self) -> bool { self.0.load(Ordering::Acquire) }
+/// }
+/// let e = Flag(AtomicBool::new(false));
+/// assert!(!e.is_complete());
+/// e.0.store(true, Ordering::Release);
+/// assert!(e.is_complete());
+/// ```
 pub trait Event: Send + Sync + 'static {
     /// Whether the work recorded before the event has finished.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, Event, StreamPolicy};
+    /// let dev = AsyncDevice::new(0);
+    /// let s = dev.stream("compute");
+    /// let e = s.record_event().unwrap();
+    /// assert!(!e.is_complete());
+    /// dev.run_all();
+    /// assert!(e.is_complete());
+    /// ```
     fn is_complete(&self) -> bool;
 }
 
 /// How a stream runs instructions and reports completion.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{stream::{Device, Exec, StreamPolicy}, testing::Noop, Vm};
+/// struct Side;
+/// impl StreamPolicy for Side {
+///     fn name(&self) -> &str { "side" }
+///     fn device(&self) -> Device { Device::Cpu }
+///     fn exec(&self) -> Exec { Exec::Inline }
+///     fn as_any(&self) -> &dyn std::any::Any { self }
+/// }
+/// let mut b = Vm::builder();
+/// let side = b.add_stream(std::sync::Arc::new(Side));
+/// let vm = b.build()?;
+/// let x = vm.new_blob(8);
+/// vm.run(side, Noop::new(vec![], vec![x.clone()]))?;
+/// vm.sync()?;
+/// assert!(x.is_allocated());
+/// assert_eq!(vm.stream_policy(side).unwrap().name(), "side");
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 pub trait StreamPolicy: Send + Sync + 'static {
     /// A name for traces and dumps.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{StreamId, Vm};
+    /// let vm = Vm::builder().build().unwrap();
+    /// assert_eq!(vm.stream_policy(StreamId::CPU).unwrap().name(), "cpu");
+    /// ```
     fn name(&self) -> &str;
     /// The stream's device.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, cpu::CpuStream};
+    /// use eddy_vm::stream::{Device, Exec, StreamPolicy};
+    /// assert_eq!(CpuStream::new("cpu", Exec::Inline).device(), Device::Cpu);
+    /// assert_eq!(AsyncDevice::new(3).stream("compute").device(), Device::Test(3));
+    /// ```
     fn device(&self) -> Device;
     /// The stream's kind.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, StreamKind, StreamPolicy};
+    /// assert_eq!(AsyncDevice::new(0).stream("compute").kind(), StreamKind::Compute);
+    /// ```
     fn kind(&self) -> StreamKind {
         StreamKind::Compute
     }
     /// Where `compute` runs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, cpu::CpuStream, Exec, StreamPolicy};
+    /// assert_eq!(CpuStream::new("worker", Exec::Worker).exec(), Exec::Worker);
+    /// // Launches are cheap: they run on the scheduler thread.
+    /// assert_eq!(AsyncDevice::new(0).stream("compute").exec(), Exec::Inline);
+    /// ```
     fn exec(&self) -> Exec;
     /// Whether an instruction counts as done once `compute` returned even though the device
     /// may still be working (a CUDA-like in-order queue). Cross-stream consumers then need
     /// events (soft sync).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, cpu::CpuStream, Exec, StreamPolicy};
+    /// assert!(!CpuStream::new("cpu", Exec::Inline).done_means_launched());
+    /// assert!(AsyncDevice::new(0).stream("compute").done_means_launched());
+    /// ```
     fn done_means_launched(&self) -> bool {
         false
     }
     /// Whether this stream can wait device-side for an event of another stream of its device.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, cpu::CpuStream, Exec, StreamPolicy};
+    /// assert!(!CpuStream::new("cpu", Exec::Inline).supports_stream_wait());
+    /// assert!(AsyncDevice::new(0).stream("compute").supports_stream_wait());
+    /// ```
     fn supports_stream_wait(&self) -> bool {
         false
     }
     /// Whether fusion of consecutive fusable instructions is allowed on this stream.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, cpu::CpuStream, Exec, StreamPolicy};
+    /// assert!(CpuStream::new("cpu", Exec::Inline).fusion());
+    /// assert!(!AsyncDevice::new(0).stream("compute").fusion());
+    /// ```
     fn fusion(&self) -> bool {
         true
     }
     /// Records an event after everything launched so far; `None` if that work is already
     /// complete (synchronous streams).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, cpu::CpuStream};
+    /// use eddy_vm::stream::{Event, Exec, StreamPolicy};
+    /// assert!(CpuStream::new("cpu", Exec::Inline).record_event().is_none()); // already done
+    /// let dev = AsyncDevice::new(0);
+    /// let s = dev.stream("compute");
+    /// s.launch(|| {});
+    /// let e = s.record_event().unwrap();
+    /// assert!(!e.is_complete());
+    /// assert_eq!(dev.run_all(), 2); // the launch, then the event
+    /// assert!(e.is_complete());
+    /// ```
     fn record_event(&self) -> Option<Arc<dyn Event>> {
         None
     }
     /// Makes later work on this stream wait for `event` (device-side).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, StreamPolicy};
+    /// let dev = AsyncDevice::new(0);
+    /// let (s0, s1) = (dev.stream("compute"), dev.stream("copy"));
+    /// let e = s0.record_event().unwrap();
+    /// s1.wait_event(&e);
+    /// assert!(!dev.run_next(s1.queue()), "the wait holds queue 1");
+    /// assert!(dev.run_next(s0.queue()));
+    /// assert!(dev.run_next(s1.queue()));
+    /// ```
     fn wait_event(&self, _event: &Arc<dyn Event>) {}
     /// For downcasting by device kernels.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::{AsyncDevice, AsyncStream}, StreamPolicy};
+    /// let dev = AsyncDevice::new(0);
+    /// let s: Box<dyn StreamPolicy> = Box::new(dev.stream("compute"));
+    /// let concrete = s.as_any().downcast_ref::<AsyncStream>().expect("an async stream");
+    /// assert_eq!(concrete.queue(), 0);
+    /// ```
     fn as_any(&self) -> &dyn Any;
 }
