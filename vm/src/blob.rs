@@ -125,17 +125,48 @@ impl Blob {
     }
 
     /// A process-unique id.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// let (a, b) = (vm.new_blob(4), vm.new_blob(4));
+    /// assert_ne!(a.id(), b.id());
+    /// assert_ne!(a.id(), 0);
+    /// ```
     pub fn id(&self) -> u64 {
         self.id
     }
 
     /// The size in bytes the blob needs once allocated.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// assert_eq!(vm.new_blob(12).bytes(), 12);
+    /// assert_eq!(vm.new_blob(0).bytes(), 0);
+    /// ```
     pub fn bytes(&self) -> usize {
         self.compute.bytes
     }
 
     /// Whether `Prepare` has given the blob memory and no release has taken it away
     /// (zero-byte blobs never need any).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// let b = vm.new_blob(16);
+    /// assert!(!b.is_allocated());
+    /// vm.write_blob(&b, |bytes| bytes.fill(1))?; // the first writer allocates
+    /// assert!(b.is_allocated());
+    /// vm.release(&b)?;
+    /// vm.sync()?;
+    /// assert!(!b.is_allocated());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn is_allocated(&self) -> bool {
         !(self.as_ptr().is_null() || self.is_released() && self.has_inline_memory())
     }
@@ -205,6 +236,17 @@ impl Blob {
     /// The pointer is valid for [`bytes`](Self::bytes) bytes while an instruction that lists the
     /// blob among its inputs or outputs is computing; the engine orders accesses so that a
     /// kernel writing it has exclusive use.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// let b = vm.new_blob(16);
+    /// assert!(b.as_ptr().is_null());
+    /// vm.write_blob(&b, |bytes| bytes.fill(0))?;
+    /// assert!(!b.as_ptr().is_null());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn as_ptr(&self) -> *mut u8 {
         self.compute.ptr.load(Ordering::Acquire)
     }
@@ -217,6 +259,30 @@ impl Blob {
     ///
     /// Call only from an instruction that has the blob among its dependences while that
     /// instruction runs (then no writer runs concurrently), and do not keep the slice after.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Blob, Counted, Result, StreamId, Vm, instruction::{ComputeCtx, Kernel}};
+    /// /// Copies its input into its output.
+    /// struct Dup;
+    /// impl Kernel for Dup {
+    ///     fn name(&self) -> &str { "dup" }
+    ///     fn compute(
+    ///         &mut self, ins: &[Counted<Blob>], outs: &[Counted<Blob>], _: &mut ComputeCtx<'_>,
+    ///     ) -> Result<()> {
+    ///         // SAFETY: the engine runs this kernel while it reads `ins` and writes `outs`.
+    ///         unsafe { outs[0].bytes_mut().copy_from_slice(ins[0].bytes_ref()) };
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let vm = Vm::builder().build()?;
+    /// let (a, b) = (vm.new_blob(4), vm.new_blob(4));
+    /// vm.write_blob(&a, |bytes| bytes.copy_from_slice(&[1, 2, 3, 4]))?;
+    /// vm.run_op(StreamId::CPU, Dup, &[&a], &[&b], false)?;
+    /// assert_eq!(vm.read_blob(&b, |bytes| bytes.to_vec())?, vec![1, 2, 3, 4]);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub unsafe fn bytes_ref(&self) -> &[u8] {
         let p = self.as_ptr();
         if p.is_null() {
@@ -234,6 +300,30 @@ impl Blob {
     ///
     /// Call only from an instruction that has the blob among its outputs while that instruction
     /// runs (then nothing else touches it), and do not keep the slice after.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Blob, Counted, Result, StreamId, Vm, instruction::{ComputeCtx, Kernel}};
+    /// /// Writes 0, 1, 2, ... into its output.
+    /// struct Iota;
+    /// impl Kernel for Iota {
+    ///     fn name(&self) -> &str { "iota" }
+    ///     fn compute(
+    ///         &mut self, _: &[Counted<Blob>], outs: &[Counted<Blob>], _: &mut ComputeCtx<'_>,
+    ///     ) -> Result<()> {
+    ///         // SAFETY: the engine runs this kernel with exclusive access to its outputs.
+    ///         let out = unsafe { outs[0].bytes_mut() };
+    ///         out.iter_mut().enumerate().for_each(|(i, x)| *x = i as u8);
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let vm = Vm::builder().build()?;
+    /// let b = vm.new_blob(3);
+    /// vm.run_op(StreamId::CPU, Iota, &[], &[&b], false)?;
+    /// assert_eq!(vm.read_blob(&b, |bytes| bytes.to_vec())?, vec![0, 1, 2]);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn bytes_mut(&self) -> &mut [u8] {
         let p = self.as_ptr();
@@ -246,6 +336,18 @@ impl Blob {
     }
 
     /// The error that poisoned this blob, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{StreamId, Vm, testing::Fail};
+    /// let vm = Vm::builder().build().unwrap();
+    /// let b = vm.new_blob(4);
+    /// assert_eq!(b.poison(), None);
+    /// vm.run(StreamId::CPU, Fail::new(vec![], vec![b.clone()])).unwrap();
+    /// let root = vm.sync().unwrap_err();
+    /// assert_eq!(b.poison(), Some(root));
+    /// ```
     #[inline]
     pub fn poison(&self) -> Option<Error> {
         if !self.compute.poisoned.load(Ordering::Acquire) {
@@ -263,6 +365,21 @@ impl Blob {
     }
 
     /// Whether the blob is poisoned (cheap check).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{StreamId, Vm, testing::{Fail, Noop}};
+    /// let vm = Vm::builder().build()?;
+    /// let b = vm.new_blob(4);
+    /// vm.run(StreamId::CPU, Fail::new(vec![], vec![b.clone()]))?;
+    /// vm.barrier()?;
+    /// assert!(b.is_poisoned());
+    /// vm.run(StreamId::CPU, Noop::new(vec![], vec![b.clone()]))?; // a successful writer
+    /// vm.barrier()?;
+    /// assert!(!b.is_poisoned());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     #[inline]
     pub fn is_poisoned(&self) -> bool {
         self.compute.poisoned.load(Ordering::Acquire)
@@ -317,6 +434,16 @@ impl Blob {
 
     /// Drops one user handle counted by [`hold`](Self::hold) (or the creator's); returns whether
     /// it was the last.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// let b = vm.new_blob(16);
+    /// b.hold();
+    /// assert!(!b.unhold(), "the creator's handle is left");
+    /// assert!(b.unhold(), "the last handle went");
+    /// ```
     #[inline]
     pub fn unhold(&self) -> bool {
         // The only holder (the usual case: a tensor without views): no other handle exists to
@@ -336,6 +463,17 @@ impl Blob {
     }
 
     /// Whether `release` was already called on the blob.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// let b = vm.new_blob(16);
+    /// assert!(!b.is_released());
+    /// vm.release(&b)?;
+    /// assert!(b.is_released());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn is_released(&self) -> bool {
         self.released.load(Ordering::Acquire)
     }

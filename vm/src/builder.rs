@@ -158,11 +158,34 @@ impl<'a> InstructionsBuilder<'a> {
     }
 
     /// Instructions collected so far (soft-sync ones included).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Vm, StreamId, testing::Noop};
+    /// let vm = Vm::builder().build().unwrap();
+    /// let mut b = vm.instructions();
+    /// assert_eq!(b.len(), 0);
+    /// b.push(StreamId::CPU, Noop::new(vec![], vec![vm.new_blob(4)])).unwrap();
+    /// assert_eq!(b.len(), 1);
+    /// b.submit().unwrap();
+    /// ```
     pub fn len(&self) -> usize {
         self.n
     }
 
     /// Whether nothing was collected.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Vm, StreamId, testing::Noop};
+    /// let vm = Vm::builder().build().unwrap();
+    /// let mut b = vm.instructions();
+    /// assert!(b.is_empty());
+    /// b.push(StreamId::CPU, Noop::new(vec![], vec![])).unwrap();
+    /// assert!(!b.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.n == 0
     }
@@ -221,6 +244,20 @@ impl<'a> InstructionsBuilder<'a> {
     /// # Errors
     ///
     /// `UnknownStream`; `ForeignBlob` or `TensorReleased` for a bad operand. Nothing is added.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Error, Vm, StreamId, testing::Noop};
+    /// let vm = Vm::builder().build()?;
+    /// let x = vm.new_blob(4);
+    /// let mut b = vm.instructions();
+    /// b.push(StreamId::CPU, Noop::new(vec![], vec![x.clone()]))?;
+    /// let bad = b.push(StreamId(7), Noop::new(vec![x.clone()], vec![]));
+    /// assert!(matches!(bad, Err(Error::UnknownStream { stream: 7, .. })));
+    /// assert_eq!(b.len(), 1, "nothing was added");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn push<P: InstructionPolicy>(&mut self, stream: StreamId, policy: P) -> Result<()> {
         let sh = self.vm.shared();
         check_stream(sh, policy.name(), stream)?;
@@ -238,6 +275,21 @@ impl<'a> InstructionsBuilder<'a> {
     /// # Errors
     ///
     /// As [`push`](Self::push).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{instruction::InstructionPolicy, testing::Noop, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let x = vm.new_blob(4);
+    /// let op: Box<dyn InstructionPolicy> = Box::new(Noop::new(vec![], vec![x.clone()]));
+    /// let mut b = vm.instructions();
+    /// b.push_boxed(StreamId::CPU, op)?;
+    /// b.submit()?;
+    /// vm.sync()?;
+    /// assert!(x.is_allocated());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn push_boxed(
         &mut self,
         stream: StreamId,
@@ -247,6 +299,22 @@ impl<'a> InstructionsBuilder<'a> {
     }
 
     /// Adds a barrier calling `f` once everything received before it is released.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::{Log, Record}, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let log = Log::default();
+    /// let mut b = vm.instructions();
+    /// b.push(StreamId::CPU, Record::new(1, vec![], vec![vm.new_blob(4)], &log))?;
+    /// let l = log.clone();
+    /// b.barrier(move || l.lock().push(2)); // runs after the record
+    /// b.submit()?;
+    /// vm.sync()?;
+    /// assert_eq!(*log.lock(), vec![1, 2]);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn barrier(&mut self, f: impl FnOnce() + Send + 'static) {
         self.append(StreamId::CPU, Barrier::new(f));
     }
@@ -256,6 +324,20 @@ impl<'a> InstructionsBuilder<'a> {
     /// # Errors
     ///
     /// `TensorReleased` if `blob` was released before; `ForeignBlob`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Error, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let x = vm.new_blob(4);
+    /// let mut b = vm.instructions();
+    /// b.release(&x)?;
+    /// assert!(x.is_released());
+    /// assert!(matches!(b.release(&x), Err(Error::TensorReleased { .. })));
+    /// b.submit()?;
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn release(&mut self, blob: &Counted<Blob>) -> Result<()> {
         let (stream, policy) = release_policy(self.vm.shared(), blob)?;
         self.push_release(stream, policy);
@@ -279,6 +361,21 @@ impl<'a> InstructionsBuilder<'a> {
     /// # Errors
     ///
     /// `EngineShutDown` if the engine is shutting down (the instructions are dropped).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::{Log, Record}, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let (log, x) = (Log::default(), vm.new_blob(4));
+    /// let mut b = vm.instructions();
+    /// b.push(StreamId::CPU, Record::new(1, vec![], vec![x.clone()], &log))?;
+    /// b.push(StreamId::CPU, Record::new(2, vec![x.clone()], vec![], &log))?;
+    /// b.submit()?;
+    /// vm.sync()?;
+    /// assert_eq!(*log.lock(), vec![1, 2]);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn submit(mut self) -> Result<()> {
         if self.n == 0 {
             return Ok(());

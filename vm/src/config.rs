@@ -10,6 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The engine's settings. Every field has an `EDDY_VM_*` variable (see [`VmBuilder::from_env`]).
+///
+/// # Examples
+///
+/// ```
+/// let c = eddy_vm::Config::default();
+/// assert_eq!((c.window, c.high_water, c.low_water), (10, 4096, 2048));
+/// assert!(c.fusion && !c.sync_mode && !c.trace);
+/// assert_eq!(c.capacity, None);
+/// ```
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Run everything on the submitting thread, in order (`EDDY_VM_SYNC=1`). This is also the
@@ -109,6 +118,14 @@ impl Default for VmBuilder {
 
 impl VmBuilder {
     /// The defaults, without reading the environment.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let b = eddy_vm::VmBuilder::new();
+    /// assert_eq!(b.config().window, 10);
+    /// assert_eq!(b.build().unwrap().stream_count(), 1);
+    /// ```
     pub fn new() -> Self {
         VmBuilder {
             config: Config::default(),
@@ -120,6 +137,16 @@ impl VmBuilder {
 
     /// The defaults overridden by `EDDY_VM_*` variables. An unparsable value makes
     /// [`build`](Self::build) fail with `InvalidArgument` naming the variable.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::VmBuilder;
+    /// std::env::set_var("EDDY_VM_WINDOW", "16");
+    /// assert_eq!(VmBuilder::from_env().config().window, 16);
+    /// std::env::set_var("EDDY_VM_WINDOW", "sixteen");
+    /// assert!(VmBuilder::from_env().build().is_err());
+    /// ```
     pub fn from_env() -> Self {
         let mut b = Self::new();
         b.apply_env(|k| std::env::var(k).ok());
@@ -127,6 +154,19 @@ impl VmBuilder {
     }
 
     /// Applies settings from a lookup function (the environment, or a map in tests).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut b = eddy_vm::VmBuilder::new();
+    /// b.apply_env(|key| match key {
+    ///     "EDDY_VM_CAPACITY" => Some("64M".into()),
+    ///     "EDDY_VM_FUSION" => Some("off".into()),
+    ///     _ => None,
+    /// });
+    /// assert_eq!(b.config().capacity, Some(64 << 20));
+    /// assert!(!b.config().fusion);
+    /// ```
     pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) {
         let c = &mut self.config;
         let mut bad = None;
@@ -207,70 +247,192 @@ impl VmBuilder {
     }
 
     /// Synchronous single-thread mode.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::{Log, Record}, StreamId, VmBuilder};
+    /// let vm = VmBuilder::new().sync_mode(true).build()?;
+    /// let log = Log::default();
+    /// vm.run(StreamId::CPU, Record::new(1, vec![], vec![vm.new_blob(4)], &log))?;
+    /// assert_eq!(*log.lock(), vec![1], "ran on this thread before `run` returned");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn sync_mode(mut self, on: bool) -> Self {
         self.config.sync_mode = on;
         self
     }
     /// The ingest window.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::VmBuilder;
+    /// assert_eq!(VmBuilder::new().window(32).build()?.config().window, 32);
+    /// assert!(VmBuilder::new().window(0).build().is_err());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn window(mut self, n: usize) -> Self {
         self.config.window = n;
         self
     }
     /// Back-pressure water marks (`receive` blocks above `high` until at most `low` are live).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::VmBuilder;
+    /// let vm = VmBuilder::new().water_marks(64, 16).build()?;
+    /// assert_eq!((vm.config().high_water, vm.config().low_water), (64, 16));
+    /// assert!(VmBuilder::new().water_marks(16, 64).build().is_err(), "low above high");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn water_marks(mut self, high: usize, low: usize) -> Self {
         self.config.high_water = high;
         self.config.low_water = low;
         self
     }
     /// Fusion on or off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::VmBuilder::new().fusion(false).build()?;
+    /// assert!(!vm.config().fusion);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn fusion(mut self, on: bool) -> Self {
         self.config.fusion = on;
         self
     }
     /// A cap on each device's default allocator.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{stream::Device, VmBuilder};
+    /// let vm = VmBuilder::new().capacity(Some(1 << 20)).build()?;
+    /// assert_eq!(vm.allocator(Device::Cpu).unwrap().capacity(), Some(1 << 20));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn capacity(mut self, bytes: Option<usize>) -> Self {
         self.config.capacity = bytes;
         self
     }
     /// The deadlock timeout of waits.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let vm = eddy_vm::VmBuilder::new().timeout(Duration::from_secs(5)).build()?;
+    /// assert_eq!(vm.config().timeout, Duration::from_secs(5));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn timeout(mut self, d: Duration) -> Self {
         self.config.timeout = d;
         self
     }
     /// Caching or pass-through allocation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{alloc::AllocMode, stream::Device, VmBuilder};
+    /// let vm = VmBuilder::new().alloc_mode(AllocMode::Passthrough).build()?;
+    /// assert_eq!(vm.allocator(Device::Cpu).unwrap().mode(), AllocMode::Passthrough);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn alloc_mode(mut self, m: AllocMode) -> Self {
         self.config.alloc_mode = m;
         self
     }
     /// Where the main CPU stream computes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{stream::Exec, StreamId, VmBuilder};
+    /// let vm = VmBuilder::new().cpu_exec(Exec::Worker).build()?;
+    /// assert_eq!(vm.stream_policy(StreamId::CPU).unwrap().exec(), Exec::Worker);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn cpu_exec(mut self, e: Exec) -> Self {
         self.config.cpu_exec = e;
         self
     }
     /// The scheduler's spin time after progress.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let vm = eddy_vm::VmBuilder::new().spin(Duration::from_micros(100)).build()?;
+    /// assert_eq!(vm.config().spin, Duration::from_micros(100));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn spin(mut self, d: Duration) -> Self {
         self.config.spin = d;
         self
     }
     /// Record a chrome-trace timeline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::VmBuilder::new().trace(true).build()?;
+    /// assert!(vm.is_tracing());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn trace(mut self, on: bool) -> Self {
         self.config.trace = on;
         self
     }
 
     /// Adds a stream; streams are numbered in order after the main CPU stream (0).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{stream::{cpu::CpuStream, Exec}, StreamId, VmBuilder};
+    /// use std::sync::Arc;
+    /// let mut b = VmBuilder::new();
+    /// let side = b.add_stream(Arc::new(CpuStream::new("side", Exec::Worker)));
+    /// assert_eq!(side, StreamId(1));
+    /// let vm = b.build()?;
+    /// assert_eq!(vm.stream_policy(side).unwrap().name(), "side");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn add_stream(&mut self, policy: Arc<dyn StreamPolicy>) -> StreamId {
         self.streams.push(policy);
         StreamId(self.streams.len() as u32)
     }
 
     /// Uses `alloc` for `device` instead of a default CPU-backed allocator.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{alloc::{AllocMode, CpuBackend, DeviceAllocator}, stream::Device, VmBuilder};
+    /// let alloc = DeviceAllocator::new(Box::new(CpuBackend::new(Some(4096))), AllocMode::Caching);
+    /// let vm = VmBuilder::new().device_allocator(Device::Cpu, alloc.clone()).build()?;
+    /// assert!(std::sync::Arc::ptr_eq(&vm.allocator(Device::Cpu).unwrap(), &alloc));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn device_allocator(mut self, device: Device, alloc: Arc<DeviceAllocator>) -> Self {
         self.allocators.insert(device, alloc);
         self
     }
 
     /// The settings so far.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let b = eddy_vm::VmBuilder::new().window(8).fusion(false);
+    /// assert_eq!(b.config().window, 8);
+    /// assert!(!b.config().fusion);
+    /// ```
     pub fn config(&self) -> &Config {
         &self.config
     }
@@ -281,6 +443,17 @@ impl VmBuilder {
     ///
     /// `InvalidArgument` for a bad setting (an unparsable variable, water marks out of order, a
     /// zero window); an I/O error spawning threads is reported the same way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Error, VmBuilder};
+    /// let vm = VmBuilder::new().build()?;
+    /// assert_eq!(vm.stream_count(), 1);
+    /// let bad = VmBuilder::new().water_marks(1, 2).build();
+    /// assert!(matches!(bad, Err(Error::InvalidArgument { .. })));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn build(mut self) -> Result<Vm> {
         if let Some(e) = self.env_error.take() {
             return Err(e);

@@ -170,6 +170,14 @@ impl std::fmt::Debug for Vm {
 
 impl Vm {
     /// A builder with defaults overridden by the `EDDY_VM_*` environment variables.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().window(16).build()?;
+    /// assert_eq!(vm.config().window, 16);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn builder() -> VmBuilder {
         VmBuilder::from_env()
     }
@@ -257,21 +265,57 @@ impl Vm {
     }
 
     /// The settings the engine runs with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().fusion(false).build()?;
+    /// assert!(!vm.config().fusion);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn config(&self) -> &Config {
         &self.shared().config
     }
 
     /// A new blob of `bytes` bytes (memory is allocated by the first instruction that writes it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// let b = vm.new_blob(64);
+    /// assert_eq!(b.bytes(), 64);
+    /// assert!(!b.is_allocated(), "no memory until the first write");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn new_blob(&self, bytes: usize) -> Counted<Blob> {
         Blob::new_arc(self.shared().owner_id, bytes)
     }
 
     /// Number of streams (the main CPU stream is `StreamId::CPU`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// assert_eq!(vm.stream_count(), 1, "the main CPU stream");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn stream_count(&self) -> usize {
         self.shared().streams.len()
     }
 
     /// The policy of `stream`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// assert_eq!(vm.stream_policy(StreamId::CPU).unwrap().device(), Device::Cpu);
+    /// assert!(vm.stream_policy(StreamId(3)).is_none());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn stream_policy(&self, stream: StreamId) -> Option<&Arc<dyn StreamPolicy>> {
         self.shared()
             .streams
@@ -280,6 +324,16 @@ impl Vm {
     }
 
     /// The allocator of `device`, if the engine has a stream on it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// assert!(vm.allocator(Device::Cpu).is_some());
+    /// assert!(vm.allocator(Device::Test(0)).is_none(), "no stream on that device");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn allocator(&self, device: Device) -> Option<Arc<DeviceAllocator>> {
         self.shared()
             .streams
@@ -302,6 +356,20 @@ impl Vm {
     }
 
     /// A builder for a list of instructions submitted together.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let x = vm.new_blob(4);
+    /// let mut b = vm.instructions();
+    /// b.push(StreamId::CPU, Noop::new(vec![], vec![x.clone()]))?;
+    /// b.submit()?;
+    /// vm.sync()?;
+    /// assert!(x.is_allocated());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn instructions(&self) -> InstructionsBuilder<'_> {
         InstructionsBuilder::new(self)
     }
@@ -311,6 +379,19 @@ impl Vm {
     /// # Errors
     ///
     /// As [`InstructionsBuilder::push`] and [`InstructionsBuilder::submit`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::{Log, Record}, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let (log, x) = (Log::default(), vm.new_blob(4));
+    /// vm.run(StreamId::CPU, Record::new(1, vec![], vec![x.clone()], &log))?;
+    /// vm.run(StreamId::CPU, Record::new(2, vec![x.clone()], vec![], &log))?;
+    /// vm.sync()?;
+    /// assert_eq!(*log.lock(), vec![1, 2], "the reader ran after the writer");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn run<P: InstructionPolicy>(&self, stream: StreamId, mut policy: P) -> Result<()> {
         let sh = self.shared();
         if sh.any_async_stream || policy.is_barrier() {
@@ -425,6 +506,20 @@ impl Vm {
     /// # Errors
     ///
     /// `TensorReleased` if it was released before; `ForeignBlob` if it belongs to another engine.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Error, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let b = vm.new_blob(16);
+    /// vm.write_blob(&b, |bytes| bytes.fill(1))?;
+    /// vm.release(&b)?;
+    /// vm.sync()?;
+    /// assert!(!b.is_allocated());
+    /// assert!(matches!(vm.release(&b), Err(Error::TensorReleased { .. })));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn release(&self, blob: &Counted<Blob>) -> Result<()> {
         let stream = crate::builder::mark_released(self.shared(), blob, false)?;
         self.release_marked(stream, blob)
@@ -675,11 +770,41 @@ impl Vm {
     }
 
     /// Wakes the scheduler (for devices that complete work outside the engine).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// vm.wake(); // harmless on an idle engine: the scheduler finds nothing to do
+    /// vm.sync()?;
+    /// assert_eq!(vm.stats().in_flight, 0);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn wake(&self) {
         self.shared().pending.notifier.notify();
     }
 
     /// A function that wakes the scheduler; give it to a device's completion callback.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{stream::async_device::AsyncDevice, testing::DeviceOp, Vm};
+    /// use std::sync::{atomic::{AtomicBool, Ordering}, Arc};
+    /// let dev = AsyncDevice::new(0);
+    /// let mut b = Vm::builder();
+    /// let s = b.add_stream(Arc::new(dev.stream("dev")));
+    /// let vm = b.build()?;
+    /// dev.set_waker(vm.waker()); // the device's progress re-polls the scheduler
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let r = ran.clone();
+    /// vm.run(s, DeviceOp::new(vec![], vec![], move || r.store(true, Ordering::Release)))?;
+    /// vm.sync()?; // done means launched
+    /// assert!(!ran.load(Ordering::Acquire));
+    /// assert_eq!(dev.run_all(), 1);
+    /// assert!(ran.load(Ordering::Acquire));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn waker(&self) -> impl Fn() + Send + Sync + 'static {
         let sh = Arc::downgrade(&self.inner.shared);
         move || {
@@ -735,6 +860,28 @@ impl Vm {
     }
 
     /// Asks the scheduler for a dump of the live instructions.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{stream::{cpu::CpuStream, Exec}, testing::{Gate, Noop}, StreamId, VmBuilder};
+    /// use std::sync::Arc;
+    /// let mut b = VmBuilder::new();
+    /// let side = b.add_stream(Arc::new(CpuStream::new("side", Exec::Worker)));
+    /// let vm = b.build()?;
+    /// let (gate, x) = (Gate::new(), vm.new_blob(4));
+    /// vm.run(side, gate.hold(vec![x.clone()]))?; // blocks the side stream's worker
+    /// vm.run(StreamId::CPU, Noop::new(vec![x.clone()], vec![]))?;
+    /// while vm.stats().inserted < 2 {
+    ///     std::thread::yield_now(); // until the scheduler has taken both in
+    /// }
+    /// let dump = vm.dump();
+    /// gate.open();
+    /// vm.sync()?;
+    /// assert!(dump.contains("noop on stream 0 (cpu): waiting, 1 unmet"), "{dump}");
+    /// assert!(dump.contains("on stream 1 (side): running"), "{dump}");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn dump(&self) -> String {
         self.request_dump()
     }
@@ -768,6 +915,19 @@ impl Vm {
     /// The sticky root error; `Deadlock`; `ReentrantWait` from inside a kernel; `EngineShutDown`.
     ///
     /// [`clear_errors`]: Self::clear_errors
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Fail, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// vm.run(StreamId::CPU, Fail::new(vec![], vec![vm.new_blob(4)]))?;
+    /// let e = vm.sync().unwrap_err();
+    /// assert_eq!(e.op(), Some("fail_op"));
+    /// vm.clear_errors();
+    /// vm.sync()?;
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn sync(&self) -> Result<()> {
         self.barrier()?;
         match self.first_error() {
@@ -781,6 +941,18 @@ impl Vm {
     /// # Errors
     ///
     /// `Deadlock`, `ReentrantWait`, `EngineShutDown`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Fail, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// vm.run(StreamId::CPU, Fail::new(vec![], vec![vm.new_blob(4)]))?;
+    /// vm.barrier()?; // waits, but does not report the failure
+    /// assert_eq!(vm.stats().in_flight, 0);
+    /// assert!(vm.sync().is_err());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn barrier(&self) -> Result<()> {
         if in_engine() {
             return Err(Error::ReentrantWait { op: "sync".into() });
@@ -843,6 +1015,18 @@ impl Vm {
     }
 
     /// The first root error by submission order since the last `clear_errors`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Fail, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// assert_eq!(vm.first_error(), None);
+    /// vm.run(StreamId::CPU, Fail::new(vec![], vec![vm.new_blob(4)]))?;
+    /// vm.barrier()?;
+    /// assert_eq!(vm.first_error().unwrap().op(), Some("fail_op"));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn first_error(&self) -> Option<Error> {
         self.shared()
             .errors
@@ -853,6 +1037,18 @@ impl Vm {
     }
 
     /// Every root error since the last `clear_errors`, in submission order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Fail, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// vm.run(StreamId::CPU, Fail::new(vec![], vec![vm.new_blob(4)]))?;
+    /// vm.run(StreamId::CPU, Fail::new(vec![], vec![vm.new_blob(4)]))?;
+    /// vm.barrier()?;
+    /// assert_eq!(vm.errors().len(), 2);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn errors(&self) -> Vec<Error> {
         let mut v = self.shared().errors.lock().clone();
         v.sort_by_key(|(id, _)| *id);
@@ -860,6 +1056,19 @@ impl Vm {
     }
 
     /// Forgets the root errors (poisoned blobs stay poisoned until overwritten or released).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Fail, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// vm.run(StreamId::CPU, Fail::new(vec![], vec![vm.new_blob(4)]))?;
+    /// assert!(vm.sync().is_err());
+    /// vm.clear_errors();
+    /// assert!(vm.errors().is_empty());
+    /// vm.sync()?;
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn clear_errors(&self) {
         self.shared().errors.lock().clear();
     }
@@ -870,6 +1079,17 @@ impl Vm {
     ///
     /// The blob's poison (the root error of what failed upstream), `Deadlock`,
     /// `ReentrantWait`, `EngineShutDown`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// let b = vm.new_blob(4);
+    /// vm.write_blob(&b, |bytes| bytes.copy_from_slice(&[1, 2, 3, 4]))?;
+    /// let sum = vm.read_blob(&b, |bytes| bytes.iter().map(|&x| x as u32).sum::<u32>())?;
+    /// assert_eq!(sum, 10);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn read_blob<R: Send + 'static>(
         &self,
         blob: &Counted<Blob>,
@@ -902,6 +1122,20 @@ impl Vm {
     /// # Errors
     ///
     /// As [`read_blob`](Self::read_blob), plus `OutOfMemory` if the blob could not be allocated.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// let b = vm.new_blob(4);
+    /// let n = vm.write_blob(&b, |bytes| {
+    ///     bytes.fill(9);
+    ///     bytes.len()
+    /// })?;
+    /// assert_eq!(n, 4);
+    /// assert_eq!(vm.read_blob(&b, |bytes| bytes.to_vec())?, vec![9; 4]);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn write_blob<R: Send + 'static>(
         &self,
         blob: &Counted<Blob>,
@@ -932,6 +1166,22 @@ impl Vm {
     }
 
     /// Registers a probe: polled by the scheduler every pass until it returns `true`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{atomic::{AtomicUsize, Ordering}, Arc};
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// let polls = Arc::new(AtomicUsize::new(0));
+    /// let p = polls.clone();
+    /// vm.add_probe(move || p.fetch_add(1, Ordering::Relaxed) + 1 == 3); // done on its third poll
+    /// while polls.load(Ordering::Relaxed) < 3 {
+    ///     std::thread::yield_now();
+    /// }
+    /// vm.sync()?;
+    /// assert_eq!(polls.load(Ordering::Relaxed), 3, "not polled once done");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn add_probe(&self, probe: impl FnMut() -> bool + Send + 'static) {
         let mut p = self.shared().probes.lock();
         p.push(Box::new(probe));
@@ -941,6 +1191,20 @@ impl Vm {
     }
 
     /// Counters and allocator figures.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// vm.run(StreamId::CPU, Noop::new(vec![], vec![vm.new_blob(4)]))?;
+    /// vm.sync()?;
+    /// let st = vm.stats();
+    /// assert_eq!(st.in_flight, 0);
+    /// assert_eq!(st.inserted, st.erased, "nothing is live");
+    /// assert!(st.erased >= 1);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn stats(&self) -> VmStats {
         let sh = self.shared();
         let alloc = self
@@ -952,6 +1216,19 @@ impl Vm {
     }
 
     /// The CPU allocator's figures.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// let b = vm.new_blob(1024); // above `INLINE_BYTES`: from the allocator
+    /// vm.write_blob(&b, |bytes| bytes.fill(0))?;
+    /// assert!(vm.alloc_stats().in_use >= 1024);
+    /// vm.release(&b)?;
+    /// vm.sync()?;
+    /// assert_eq!(vm.alloc_stats().in_use, 0);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn alloc_stats(&self) -> AllocStats {
         self.allocator(Device::Cpu)
             .map(|a| a.stats())
@@ -959,11 +1236,35 @@ impl Vm {
     }
 
     /// The recorded timeline (empty unless tracing was on).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, StreamId, Vm};
+    /// let vm = Vm::builder().trace(true).build()?;
+    /// vm.run(StreamId::CPU, Noop::new(vec![], vec![vm.new_blob(4)]))?;
+    /// vm.sync()?;
+    /// assert!(vm.trace_events().iter().any(|e| e.name == "noop" && e.stream == 0));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn trace_events(&self) -> Vec<TraceEvent> {
         self.shared().trace.lock().clone()
     }
 
     /// Clears the recorded timeline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, StreamId, Vm};
+    /// let vm = Vm::builder().trace(true).build()?;
+    /// vm.run(StreamId::CPU, Noop::new(vec![], vec![vm.new_blob(4)]))?;
+    /// vm.sync()?;
+    /// assert!(!vm.trace_events().is_empty());
+    /// vm.clear_trace();
+    /// assert!(vm.trace_events().is_empty());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn clear_trace(&self) {
         self.shared().trace.lock().clear();
     }
@@ -985,6 +1286,16 @@ impl Vm {
     }
 
     /// Whether the timeline is being recorded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().trace(true).build()?;
+    /// assert!(vm.is_tracing());
+    /// vm.set_trace(false);
+    /// assert!(!vm.is_tracing());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn is_tracing(&self) -> bool {
         self.shared().tracing.load(Ordering::Relaxed)
     }
@@ -994,6 +1305,21 @@ impl Vm {
     /// # Errors
     ///
     /// I/O errors from `w`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, StreamId, Vm};
+    /// let vm = Vm::builder().trace(true).build()?;
+    /// vm.run(StreamId::CPU, Noop::new(vec![], vec![vm.new_blob(4)]))?;
+    /// vm.sync()?;
+    /// let mut json = Vec::new();
+    /// vm.write_chrome_trace(&mut json).unwrap();
+    /// let json = String::from_utf8(json).unwrap();
+    /// assert!(json.starts_with("{\"traceEvents\":["));
+    /// assert!(json.contains("\"name\":\"noop\""));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn write_chrome_trace(&self, w: impl std::io::Write) -> std::io::Result<()> {
         let names: Vec<String> = self
             .shared()
@@ -1010,6 +1336,19 @@ impl Vm {
     /// # Errors
     ///
     /// `ShutdownTimeout` with the number of instructions still live.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, Error, StreamId, Vm};
+    /// use std::time::Duration;
+    /// let vm = Vm::builder().build()?;
+    /// vm.run(StreamId::CPU, Noop::new(vec![], vec![vm.new_blob(4)]))?;
+    /// vm.shutdown_timeout(Duration::from_secs(10))?; // drains, then stops
+    /// assert_eq!(vm.stats().in_flight, 0);
+    /// assert_eq!(vm.run(StreamId::CPU, Noop::new(vec![], vec![])), Err(Error::EngineShutDown));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn shutdown_timeout(&self, d: Duration) -> Result<()> {
         let sh = self.shared();
         sh.shutdown.store(true, Ordering::Release);
@@ -1064,6 +1403,17 @@ impl Vm {
     }
 
     /// Whether the engine is shutting down or shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// assert!(!vm.is_shut_down());
+    /// vm.shutdown_timeout(Duration::from_secs(10))?;
+    /// assert!(vm.is_shut_down());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
     pub fn is_shut_down(&self) -> bool {
         self.shared().shutdown.load(Ordering::Acquire)
     }

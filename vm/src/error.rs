@@ -139,6 +139,14 @@ fn fmt_capacity(capacity: Option<usize>) -> String {
 
 impl Error {
     /// The name of the op this error concerns, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::Error;
+    /// assert_eq!(Error::ReentrantWait { op: "sync".into() }.op(), Some("sync"));
+    /// assert_eq!(Error::EngineShutDown.op(), None);
+    /// ```
     pub fn op(&self) -> Option<&str> {
         match self {
             Error::KernelFailed { op, .. }
@@ -157,12 +165,33 @@ impl Error {
     }
 
     /// Whether this is an out-of-memory error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::Error;
+    /// let e = Error::OutOfMemory {
+    ///     op: "matmul".into(), requested: 1 << 20, in_use: 0, cached: 0, capacity: Some(1024),
+    /// };
+    /// assert!(e.is_oom());
+    /// assert!(!Error::EngineShutDown.is_oom());
+    /// ```
     pub fn is_oom(&self) -> bool {
         matches!(self, Error::OutOfMemory { .. })
     }
 
     /// Builds a [`Error::KernelFailed`] for `op` from any displayable message. Kernels use this
     /// to report failures; the engine fills in the instruction id.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::Error;
+    /// let e = Error::kernel("div", "division by zero");
+    /// assert_eq!(e.op(), Some("div"));
+    /// assert!(matches!(e, Error::KernelFailed { instr_id: 0, .. }));
+    /// assert!(e.to_string().ends_with("failed: division by zero"));
+    /// ```
     pub fn kernel(op: &str, message: impl fmt::Display) -> Self {
         Error::KernelFailed {
             op: op.to_string(),

@@ -125,6 +125,14 @@ pub struct Pool {
 
 impl Pool {
     /// A pool whose jobs run on the caller plus `threads - 1` helper threads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::par::Pool;
+    /// assert_eq!(Pool::new(3).threads(), 3);
+    /// assert_eq!(Pool::new(0).threads(), 1, "the caller alone");
+    /// ```
     pub fn new(threads: usize) -> Pool {
         let shared = Arc::new(Shared {
             helpers: (1..threads.max(1))
@@ -157,12 +165,31 @@ impl Pool {
     }
 
     /// How many threads a job may use: the caller and the helpers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let pool = eddy_vm::par::Pool::new(2);
+    /// assert_eq!(pool.threads(), 2);
+    /// ```
     pub fn threads(&self) -> usize {
         self.shared.helpers.len() + 1
     }
 
     /// Runs `f(i)` once for every `i` in `0..n`, on the calling thread and the idle helpers,
     /// and returns when all have run. A panic in `f` is re-raised here after the others stop.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// let pool = eddy_vm::par::Pool::new(2);
+    /// let hits: Vec<AtomicU32> = (0..10).map(|_| AtomicU32::new(0)).collect();
+    /// pool.for_each(10, |i| {
+    ///     hits[i].fetch_add(1, Ordering::Relaxed);
+    /// });
+    /// assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+    /// ```
     pub fn for_each(&self, n: usize, f: impl Fn(usize) + Sync) {
         if n <= 1 || self.shared.helpers.is_empty() || IN_JOB.with(|c| c.get()) {
             (0..n).for_each(f);
@@ -227,6 +254,15 @@ impl Pool {
     /// Splits `out` into chunks of `chunk` elements (the last may be shorter) and runs
     /// `f(start, chunk)` for each, as [`for_each`](Self::for_each); `start` is the chunk's index
     /// in `out`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let pool = eddy_vm::par::Pool::new(2);
+    /// let mut v = vec![0usize; 7];
+    /// pool.for_each_chunk_mut(&mut v, 3, |start, chunk| chunk.fill(start));
+    /// assert_eq!(v, [0, 0, 0, 3, 3, 3, 6]);
+    /// ```
     pub fn for_each_chunk_mut<T: Send>(
         &self,
         out: &mut [T],
@@ -327,6 +363,14 @@ static POOL: OnceLock<Pool> = OnceLock::new();
 
 /// The process-wide pool, started on first use with [`set_threads`]'s count, else
 /// `EDDY_THREADS`, else the machine's available parallelism.
+///
+/// # Examples
+///
+/// ```
+/// let pool = eddy_vm::par::global();
+/// assert_eq!(pool.threads(), eddy_vm::par::threads());
+/// assert!(std::ptr::eq(pool, eddy_vm::par::global()), "one pool per process");
+/// ```
 pub fn global() -> &'static Pool {
     POOL.get_or_init(|| Pool::new(default_threads()))
 }

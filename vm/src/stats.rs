@@ -35,6 +35,19 @@ impl StatCounters {
 /// `inserted − erased` is the number of live instructions (barriers included);
 /// `in_flight` counts received but not yet released ones, including those still in the pending
 /// list.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{testing::Noop, StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// vm.run(StreamId::CPU, Noop::new(vec![], vec![vm.new_blob(4)]))?;
+/// vm.sync()?;
+/// let st = vm.stats();
+/// assert_eq!((st.in_flight, st.inserted - st.erased), (0, 0));
+/// assert!(st.to_string().contains("in flight 0"));
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VmStats {
     /// Instructions the scheduler has taken in.

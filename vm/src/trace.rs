@@ -3,6 +3,19 @@
 use std::io::Write;
 
 /// One computed instruction on the timeline.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{testing::Noop, StreamId, Vm};
+/// let vm = Vm::builder().trace(true).build()?;
+/// vm.run(StreamId::CPU, Noop::new(vec![], vec![vm.new_blob(4)]))?;
+/// vm.sync()?;
+/// let e = vm.trace_events().into_iter().find(|e| e.name == "noop").unwrap();
+/// assert_eq!(e.stream, 0);
+/// assert!(e.dur_us >= 0.0);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceEvent {
     /// The op's name.
@@ -37,6 +50,22 @@ fn escape(s: &str) -> String {
 /// # Errors
 ///
 /// I/O errors from `w`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::trace::{write_chrome_trace, TraceEvent};
+/// let e = TraceEvent {
+///     name: "add".into(), id: 7, stream: 0, thread: "user".into(), start_us: 1.0, dur_us: 2.5,
+/// };
+/// let mut out = Vec::new();
+/// write_chrome_trace(&[e], &["cpu".to_string()], &mut out)?;
+/// let json = String::from_utf8(out).unwrap();
+/// assert!(json.contains("\"args\":{\"name\":\"stream 0: cpu\"}"));
+/// assert!(json.contains("\"name\":\"add\",\"cat\":\"instruction\",\"ph\":\"X\""));
+/// assert!(json.contains("\"dur\":2.500"));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn write_chrome_trace(
     events: &[TraceEvent],
     stream_names: &[String],
