@@ -29,6 +29,7 @@ pub trait Backend: Send + Sync + 'static {
     /// let p = b.allocate(100).unwrap();
     /// assert_eq!(p.as_ptr() as usize % 64, 0);
     /// assert!(b.allocate(4096).is_none(), "only 3996 bytes are left");
+    /// // SAFETY: `p` came from `b.allocate(100)` and is freed once.
     /// unsafe { b.free(p, 100) };
     /// ```
     fn allocate(&self, size: usize) -> Option<NonNull<u8>>;
@@ -69,6 +70,7 @@ pub trait Backend: Send + Sync + 'static {
     /// let b = CpuBackend::new(None);
     /// let (p, q) = (b.allocate(100).unwrap(), b.allocate(28).unwrap());
     /// assert_eq!(b.used(), 128);
+    /// // SAFETY: each block came from `b.allocate` with that size and is freed once.
     /// unsafe { b.free(p, 100) };
     /// assert_eq!(b.used(), 28);
     /// unsafe { b.free(q, 28) };
@@ -119,6 +121,7 @@ impl CpuBackend {
     /// assert!(capped.allocate(65).is_none());
     /// let unbounded = CpuBackend::new(None);
     /// let p = unbounded.allocate(1 << 20).unwrap();
+    /// // SAFETY: `p` came from `unbounded.allocate(1 << 20)` and is freed once.
     /// unsafe { unbounded.free(p, 1 << 20) };
     /// ```
     pub fn new(capacity: Option<usize>) -> Self {
