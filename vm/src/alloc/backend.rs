@@ -73,6 +73,7 @@ pub trait Backend: Send + Sync + 'static {
     /// // SAFETY: each block came from `b.allocate` with that size and is freed once.
     /// unsafe { b.free(p, 100) };
     /// assert_eq!(b.used(), 28);
+    /// // SAFETY: `q` came from `b.allocate(28)` and is freed once.
     /// unsafe { b.free(q, 28) };
     /// ```
     fn used(&self) -> usize;

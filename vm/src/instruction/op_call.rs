@@ -66,6 +66,7 @@ pub trait Kernel: Send + 'static {
     ///     ) -> Result<()> {
     ///         // SAFETY: the engine runs this with `ins` readable, `outs` exclusively writable.
     ///         let s = unsafe { ins[0].bytes_ref() }.iter().sum();
+    ///         // SAFETY: as above: this instruction alone writes `outs[0]` while it runs.
     ///         unsafe { outs[0].bytes_mut()[0] = s };
     ///         Ok(())
     ///     }
