@@ -464,9 +464,12 @@ impl Vm {
             let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(cheap);
             return self.run(stream, call);
         }
+        let (mut ins, mut outs) = (Shallow::EMPTY, Shallow::EMPTY);
         // SAFETY: the copies stay in this frame, which holds the borrows of `inputs` and
         // `outputs`; they are gone before it returns.
-        let (ins, outs) = unsafe { (Shallow::new(inputs), Shallow::new(outputs)) };
+        unsafe { ins.fill(inputs) };
+        // SAFETY: as above.
+        unsafe { outs.fill(outputs) };
         let mut call = KernelCall {
             kernel: &mut kernel,
             inputs: ins.as_slice(),

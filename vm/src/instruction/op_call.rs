@@ -250,32 +250,38 @@ pub(crate) struct Shallow {
 pub(crate) const SHALLOW_MAX: usize = 4;
 
 impl Shallow {
+    /// An empty value, to be [`fill`](Self::fill)ed where it lies.
+    pub(crate) const EMPTY: Shallow = Shallow {
+        buf: [const { MaybeUninit::uninit() }; SHALLOW_MAX],
+        len: 0,
+    };
+
+    /// Copies `blobs` into this value in place. Filling where the value lies, rather than
+    /// returning a filled one, keeps the compiler from moving it: a move read the 8-byte
+    /// stores back in 16-byte pieces, a store-forwarding stall on every call.
+    ///
     /// # Safety
     ///
     /// The value (and every slice it lends) must be gone before any of the borrowed handles
     /// `blobs` is dropped, and it must not be sent to another thread or stored. `blobs` holds
     /// at most [`SHALLOW_MAX`] handles (more panics).
     #[inline]
-    pub(crate) unsafe fn new(blobs: &[&Counted<Blob>]) -> Self {
+    pub(crate) unsafe fn fill(&mut self, blobs: &[&Counted<Blob>]) {
         assert!(blobs.len() <= SHALLOW_MAX, "at most {SHALLOW_MAX} operands");
-        let mut me = Shallow {
-            buf: [const { MaybeUninit::uninit() }; SHALLOW_MAX],
-            len: blobs.len(),
-        };
-        for (slot, b) in me.buf.iter_mut().zip(blobs) {
+        for (slot, b) in self.buf.iter_mut().zip(blobs) {
             // SAFETY: `ptr::read` makes a bitwise copy of a live `Counted`, never dropped (the
             // slots are `MaybeUninit`), so the allocation's count stays balanced; the caller
             // keeps the original, hence the blob, alive for as long as the copy is used.
             slot.write(unsafe { std::ptr::read(*b) });
         }
-        me
+        self.len = blobs.len();
     }
 
     /// The copies.
     #[inline]
     pub(crate) fn as_slice(&self) -> &[Counted<Blob>] {
-        // SAFETY: the first `len` slots were written in `new` (`MaybeUninit<T>` has `T`'s
-        // layout); they stay valid while the originals live, which `new`'s caller guarantees.
+        // SAFETY: the first `len` slots were written in `fill` (`MaybeUninit<T>` has `T`'s
+        // layout); they stay valid while the originals live, which `fill`'s caller guarantees.
         unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<Counted<Blob>>(), self.len) }
     }
 }
