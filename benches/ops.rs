@@ -14,7 +14,7 @@
 //! | `order` | sort, topk, argsort along a strided dim, and cumsum, of 1024×1024 f32 |
 //! | `autograd` | forward and backward of an MLP step, batch 64 |
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use eddy::tensor::nn::Module;
 use eddy::tensor::optim::Adam;
 use eddy::{DType, Tensor};

@@ -9,7 +9,7 @@
 //!
 //! Each figure is the median of 5 repetitions, printed with the spread (min..max).
 
-use eddy::vm::stream::{cpu::CpuStream, Exec};
+use eddy::vm::stream::{Exec, cpu::CpuStream};
 use eddy::vm::testing::{Cheap, Link};
 use eddy::vm::{Blob, StreamId, Vm, VmBuilder};
 use eddy_vm::Counted;

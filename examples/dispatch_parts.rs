@@ -8,7 +8,7 @@ static GLOBAL: eddy::Malloc = eddy::Malloc;
 
 use eddy::ops::FnKernel;
 use eddy::tensor::{DType, Tensor};
-use eddy::vm::{instruction::OpCall, Blob, StreamId, Vm};
+use eddy::vm::{Blob, StreamId, Vm, instruction::OpCall};
 use eddy_vm::Counted;
 use std::time::Instant;
 

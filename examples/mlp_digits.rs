@@ -1,10 +1,10 @@
 //! Trains a two-layer MLP on the bundled handwritten digits with the public API only:
 //! `cargo run --release --example mlp_digits`.
 
-use eddy::data::{default_path, Dataset};
+use eddy::data::{Dataset, default_path};
 use eddy::tensor::nn::{Func, Linear, Module, Sequential};
 use eddy::tensor::optim::{Adam, Optimizer};
-use eddy::{no_grad, DType, Tensor};
+use eddy::{DType, Tensor, no_grad};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let data = Dataset::load(&default_path())?; // 1,797 images of 8×8 pixels, labels 0..10

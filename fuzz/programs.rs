@@ -16,10 +16,10 @@
 
 #![allow(dead_code)] // each user takes one of the two decoders
 
-use eddy::tensor::{with_engine, DType, Error, Tensor};
+use eddy::tensor::{DType, Error, Tensor, with_engine};
+use eddy::vm::Vm;
 use eddy::vm::alloc::caching::round_size;
 use eddy::vm::alloc::{AllocMode, Allocation, CpuBackend, DeviceAllocator};
-use eddy::vm::Vm;
 
 /// Reads bytes; past the end, zeros.
 pub struct Bytes<'a> {

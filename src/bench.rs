@@ -9,7 +9,7 @@ use crate::models::{mlp, train_step};
 use crate::tensor::manual_seed as manual_seed_all;
 use crate::tensor::nn::Module;
 use crate::tensor::optim::Sgd;
-use crate::{no_grad, DType, Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor, no_grad};
 use std::collections::BTreeMap;
 use std::time::Instant;
 

@@ -146,10 +146,10 @@ impl Dataset {
             .map(|(i, l)| (i + 1, l.trim()))
             .filter(|(_, l)| !l.is_empty())
             .peekable();
-        if let Some((_, first)) = rows.peek() {
-            if first.split(',').all(|c| c.trim().parse::<f64>().is_err()) {
-                rows.next(); // a header
-            }
+        if let Some((_, first)) = rows.peek()
+            && first.split(',').all(|c| c.trim().parse::<f64>().is_err())
+        {
+            rows.next(); // a header
         }
         let mut width = None;
         let (mut cols, mut labels): (Vec<f64>, Vec<i64>) = (Vec::new(), Vec::new());

@@ -24,7 +24,7 @@ pub mod train;
 
 pub use eddy_ops as ops;
 pub use eddy_tensor as tensor;
-pub use eddy_tensor::{no_grad, DType, Device, Error, Result, Shape, Tensor};
+pub use eddy_tensor::{DType, Device, Error, Result, Shape, Tensor, no_grad};
 pub use eddy_vm as vm;
 pub use eddy_vm::{Vm, VmBuilder};
 pub use malloc::Malloc;

@@ -394,7 +394,7 @@ impl Session {
             let v = self.eval(e)?;
             match name {
                 None if !out.named.is_empty() => {
-                    return Err("a positional argument after a named one".into())
+                    return Err("a positional argument after a named one".into());
                 }
                 None => out.pos.push(v),
                 Some(n) => {
@@ -1788,9 +1788,10 @@ mod tests {
         );
         assert_eq!(out(&mut s, "a.median().item()"), "2");
         assert_eq!(out(&mut s, "a.median(1)[1].tolist()"), "[0, 0]");
-        assert!(s
-            .eval_line("a.sort()[2]")
-            .is_err_and(|e| e.contains("out of range for a list of 2")));
+        assert!(
+            s.eval_line("a.sort()[2]")
+                .is_err_and(|e| e.contains("out of range for a list of 2"))
+        );
         assert_eq!(
             out(&mut s, "a.gt(1).logical_and(a.lt(4)).tolist()"),
             "[[false, true], [true, false]]"
@@ -1838,19 +1839,22 @@ mod tests {
         out(&mut s, "let a = randn(3, 4)");
         let e = s.eval_line("a.matmul(a)").unwrap_err();
         assert!(e.contains("matmul"), "{e}");
-        assert!(s
-            .eval_line("b + 1")
-            .unwrap_err()
-            .contains("unknown name `b`"));
-        assert!(s
-            .eval_line("a.sum(")
-            .unwrap_err()
-            .contains("expected a value"));
+        assert!(
+            s.eval_line("b + 1")
+                .unwrap_err()
+                .contains("unknown name `b`")
+        );
+        assert!(
+            s.eval_line("a.sum(")
+                .unwrap_err()
+                .contains("expected a value")
+        );
         assert!(s.eval_line("a[7]").unwrap_err().contains("out of range"));
-        assert!(s
-            .eval_line(":bogus")
-            .unwrap_err()
-            .contains("unknown command"));
+        assert!(
+            s.eval_line(":bogus")
+                .unwrap_err()
+                .contains("unknown command")
+        );
         assert_eq!(out(&mut s, "a.shape"), "[3, 4]");
         assert_eq!(s.eval_line(":quit").unwrap(), Outcome::Quit);
     }

@@ -3,7 +3,7 @@
 
 use eddy::tensor::nn::{self, Dropout, Embedding, Func, LayerNorm, Linear, Module, Sequential};
 use eddy::tensor::optim::{Optimizer, Sgd};
-use eddy::tensor::{bf16, f16, manual_seed, safetensors, DType, Error, Tensor};
+use eddy::tensor::{DType, Error, Tensor, bf16, f16, manual_seed, safetensors};
 use std::path::PathBuf;
 
 type R<T = ()> = eddy::tensor::Result<T>;

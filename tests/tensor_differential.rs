@@ -11,7 +11,7 @@
 mod common;
 
 use common::watchdog;
-use eddy::tensor::{no_grad, with_engine, DType, Error, Tensor};
+use eddy::tensor::{DType, Error, Tensor, no_grad, with_engine};
 use eddy::vm::Vm;
 use proptest::prelude::*;
 use rand::rngs::StdRng;

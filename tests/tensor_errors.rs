@@ -7,7 +7,7 @@
 mod common;
 
 use common::watchdog;
-use eddy::tensor::{with_engine, DType, Error, Tensor};
+use eddy::tensor::{DType, Error, Tensor, with_engine};
 use eddy::vm::Vm;
 use proptest::prelude::*;
 
@@ -806,12 +806,14 @@ fn host_known_indices_out_of_range_fail_at_the_call() {
         // Views that read every element keep the check; a view that skips the bad element,
         // or an index tensor written since it was made, does not fail: the kernel checks it.
         let bad = idx(vec![2, 9]);
-        assert!(src
-            .index_select(0, &bad.unsqueeze(0).unwrap().squeeze(0).unwrap())
-            .is_err());
-        assert!(src
-            .index_select(0, &bad.expand([2, 2]).unwrap().flatten_all().unwrap())
-            .is_err());
+        assert!(
+            src.index_select(0, &bad.unsqueeze(0).unwrap().squeeze(0).unwrap())
+                .is_err()
+        );
+        assert!(
+            src.index_select(0, &bad.expand([2, 2]).unwrap().flatten_all().unwrap())
+                .is_err()
+        );
         let first = bad.narrow(0, 0, 1).unwrap();
         assert_eq!(f32s(&src.index_select(0, &first).unwrap()), vec![4., 5.]);
         bad.copy_(&idx(vec![1, 0])).unwrap();

@@ -6,7 +6,7 @@
 //! `L = Σ w·f(x)` is evaluated with fresh tensors under `no_grad`. Inputs keep away from the
 //! points where an op is not differentiable (kinks of relu/abs/clamp, ties of max/min).
 
-use eddy::tensor::{no_grad, DType, Error, Tensor};
+use eddy::tensor::{DType, Error, Tensor, no_grad};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -133,11 +133,7 @@ fn values(rng: &mut StdRng, n: usize, dom: Dom) -> Vec<f64> {
                 } else {
                     rng.random_range(0.2..2.0)
                 };
-                if rng.random() {
-                    v
-                } else {
-                    -v
-                }
+                if rng.random() { v } else { -v }
             }
         })
         .collect()

@@ -7,12 +7,12 @@
 //! where the op takes them). Input values are rounded to the tensor's dtype before the reference
 //! sees them, so the comparison tolerance only covers the op's own rounding.
 
-use eddy::ops::{dispatch, Elem};
+use eddy::ops::{Elem, dispatch};
 use eddy::tensor::{DType, Error, Tensor};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use reference::{broadcast_shape, numel, Arr};
+use reference::{Arr, broadcast_shape, numel};
 
 type R<T> = eddy::tensor::Result<T>;
 
@@ -355,7 +355,7 @@ fn build(
     shape: &[usize],
     steps: &[Step],
     dt: DType,
-    gen: &mut dyn FnMut() -> f64,
+    draw: &mut dyn FnMut() -> f64,
 ) -> (Tensor, Arr) {
     let rank = shape.len();
     match steps.split_first() {
@@ -363,7 +363,7 @@ fn build(
             let (i, j) = (i % rank, j % rank);
             let mut s = shape.to_vec();
             s.swap(i, j);
-            let (t, a) = build(&s, rest, dt, gen);
+            let (t, a) = build(&s, rest, dt, draw);
             (
                 t.transpose(i as isize, j as isize).unwrap(),
                 a.transpose(i, j),
@@ -373,7 +373,7 @@ fn build(
             let d = d % rank;
             let mut s = shape.to_vec();
             s[d] += pre + post;
-            let (t, a) = build(&s, rest, dt, gen);
+            let (t, a) = build(&s, rest, dt, draw);
             (
                 t.narrow(d as isize, pre, shape[d]).unwrap(),
                 a.narrow(d, pre, shape[d]),
@@ -388,12 +388,15 @@ fn build(
             let s: Vec<usize> = (drop..rank)
                 .map(|d| if mask >> d & 1 == 1 { 1 } else { shape[d] })
                 .collect();
-            let (t, a) = build(&s, rest, dt, gen);
+            let (t, a) = build(&s, rest, dt, draw);
             (t.broadcast_to(shape).unwrap(), a.broadcast_to(shape))
         }
-        Some((_, rest)) => build(shape, rest, dt, gen),
+        Some((_, rest)) => build(shape, rest, dt, draw),
         None => {
-            let a = Arr::new(shape, (0..numel(shape)).map(|_| round(dt, gen())).collect());
+            let a = Arr::new(
+                shape,
+                (0..numel(shape)).map(|_| round(dt, draw())).collect(),
+            );
             (tensor(&a, dt), a)
         }
     }
@@ -430,21 +433,13 @@ fn sample(rng: &mut StdRng, dom: Dom, dt: DType) -> f64 {
         Dom::Pos => rng.random_range(0.25..3.0),
         Dom::NonZero => {
             let v = rng.random_range(0.25..3.0);
-            if rng.random() {
-                v
-            } else {
-                -v
-            }
+            if rng.random() { v } else { -v }
         }
         Dom::Grid => rng.random_range(-2..=2) as f64,
         Dom::Halves => rng.random_range(-8..=8) as f64 / 2.0,
         Dom::Unit => {
             let v = rng.random_range(0.5..1.5);
-            if rng.random() {
-                v
-            } else {
-                -v
-            }
+            if rng.random() { v } else { -v }
         }
     }
 }
@@ -496,11 +491,7 @@ fn promote(a: DType, b: DType) -> DType {
 }
 
 fn to_float(d: DType) -> DType {
-    if d.is_float() {
-        d
-    } else {
-        F32
-    }
+    if d.is_float() { d } else { F32 }
 }
 
 #[track_caller]
@@ -627,11 +618,7 @@ fn unary_table() -> Vec<(&'static str, Dom, bool, UnaryT, UnaryF)> {
             false,
             |x| x.leaky_relu(0.01),
             |x| {
-                if x > 0.0 {
-                    x
-                } else {
-                    0.01 * x
-                }
+                if x > 0.0 { x } else { 0.01 * x }
             },
         ),
         (
@@ -640,11 +627,7 @@ fn unary_table() -> Vec<(&'static str, Dom, bool, UnaryT, UnaryF)> {
             false,
             |x| x.elu(0.5),
             |x| {
-                if x > 0.0 {
-                    x
-                } else {
-                    0.5 * x.exp_m1()
-                }
+                if x > 0.0 { x } else { 0.5 * x.exp_m1() }
             },
         ),
         (
@@ -1516,11 +1499,13 @@ fn zero_sized_matmul_softmax_cat_and_indexing() {
     assert_eq!(f32s(&cat), vec![1.0, 2.0]);
     let none = Tensor::from_vec(Vec::<i64>::new(), [0]).unwrap();
     assert_eq!(x.index_select(1, &none).unwrap().dims(), &[1, 0]);
-    assert!(Tensor::from_vec(Vec::<f32>::new(), [0, 5])
-        .unwrap()
-        .to_vec::<f32>()
-        .unwrap()
-        .is_empty());
+    assert!(
+        Tensor::from_vec(Vec::<f32>::new(), [0, 5])
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -1675,13 +1660,15 @@ fn bool_tensors_from_and_to_host_vectors() {
         eight.to_vec::<eddy::ops::Bool8>().unwrap(),
         vec![eddy::ops::Bool8(0), eddy::ops::Bool8(1)]
     );
-    assert!(eight
-        .eq(&Tensor::from_vec(vec![false, true], [2]).unwrap())
-        .unwrap()
-        .all_all()
-        .unwrap()
-        .item::<bool>()
-        .unwrap());
+    assert!(
+        eight
+            .eq(&Tensor::from_vec(vec![false, true], [2]).unwrap())
+            .unwrap()
+            .all_all()
+            .unwrap()
+            .item::<bool>()
+            .unwrap()
+    );
     // Typed errors: the wrong dtype either way, and a custom kernel over `bool`.
     assert!(matches!(
         x.to_vec::<bool>(),
@@ -1866,13 +1853,15 @@ fn linear_and_sequential_forward() {
         (sd - (2.0 / fi as f64).sqrt()).abs() < 0.03,
         "kaiming normal std {sd}"
     );
-    assert!(Init::Zeros
-        .tensor(&[3], 1, 3, F32)
-        .unwrap()
-        .to_vec::<f32>()
-        .unwrap()
-        .iter()
-        .all(|&v| v == 0.0));
+    assert!(
+        Init::Zeros
+            .tensor(&[3], 1, 3, F32)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .all(|&v| v == 0.0)
+    );
     let l = Linear::new(5, 7, false, F32).unwrap();
     assert_eq!((l.weight.dims(), l.bias.is_none()), (&[7, 5][..], true));
 }
@@ -2188,10 +2177,11 @@ fn outputs_above_the_streaming_threshold_match_plain_loops() {
     let cols = grid.narrow(1, 3, 997).unwrap().contiguous().unwrap();
     let got = cols.to_vec::<f32>().unwrap();
     assert_eq!(got.len(), rows * 997);
-    assert!(got
-        .iter()
-        .enumerate()
-        .all(|(i, &v)| v == y[(i / 997) * 1000 + 3 + i % 997]));
+    assert!(
+        got.iter()
+            .enumerate()
+            .all(|(i, &v)| v == y[(i / 997) * 1000 + 3 + i % 997])
+    );
     let both = Tensor::cat(&[&tx, &ty], 0)
         .unwrap()
         .to_vec::<f32>()
@@ -2419,11 +2409,7 @@ fn sorted_reference(a: &Arr, d: usize, k: usize, descending: bool) -> (Arr, Arr)
                     x.0.is_nan()
                         .cmp(&y.0.is_nan())
                         .then_with(|| x.0.partial_cmp(&y.0).unwrap_or(std::cmp::Ordering::Equal));
-                if descending {
-                    c.reverse()
-                } else {
-                    c
-                }
+                if descending { c.reverse() } else { c }
             });
             for (j, &(v, p)) in row.iter().take(k).enumerate() {
                 vals[(o * k + j) * inner + q] = v;

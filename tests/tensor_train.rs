@@ -1,7 +1,7 @@
 //! End-to-end training: the benchmark MLP lowers its loss, and an MLP on the digits data set
 //! reaches at least 95 % test accuracy on the 20 % held out.
 
-use eddy::data::{default_path, Digits};
+use eddy::data::{Digits, default_path};
 use eddy::models::{accuracy, mlp, train_step};
 use eddy::tensor::nn::Module;
 use eddy::tensor::optim::{Adam, Sgd};

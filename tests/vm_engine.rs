@@ -6,12 +6,12 @@ mod common;
 use common::{eventually, watchdog};
 use eddy::vm::instruction::{ComputeCtx, InstructionPolicy};
 use eddy::vm::stream::async_device::AsyncDevice;
-use eddy::vm::stream::{cpu::CpuStream, Exec};
+use eddy::vm::stream::{Exec, cpu::CpuStream};
 use eddy::vm::testing::{DeviceOp, Fail, Gate, Log, Noop, Panic, Record};
 use eddy::vm::{Blob, Error, StreamId, Vm, VmBuilder};
 use eddy_vm::Counted;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 const CPU: StreamId = StreamId::CPU;

@@ -5,7 +5,7 @@
 mod common;
 
 use eddy::vm::instruction::{ComputeCtx, InstructionPolicy};
-use eddy::vm::stream::{cpu::CpuStream, Exec};
+use eddy::vm::stream::{Exec, cpu::CpuStream};
 use eddy::vm::{Blob, Error, StreamId, VmBuilder};
 use eddy_vm::Counted;
 use proptest::prelude::*;

@@ -2,7 +2,7 @@
 //! kernel pool's helpers once their spin after the last job is over. Its own test binary, so no
 //! other test's threads run while the process's CPU time is measured.
 
-use eddy::vm::stream::{cpu::CpuStream, Exec};
+use eddy::vm::stream::{Exec, cpu::CpuStream};
 use eddy::vm::testing::Noop;
 use eddy::vm::{StreamId, VmBuilder};
 use std::sync::Arc;

@@ -11,12 +11,12 @@ mod common;
 
 use common::watchdog;
 use eddy::vm::instruction::{ComputeCtx, InstructionPolicy};
-use eddy::vm::stream::{cpu::CpuStream, Exec};
+use eddy::vm::stream::{Exec, cpu::CpuStream};
 use eddy::vm::{Blob, StreamId, VmBuilder};
 use eddy_vm::Counted;
-use rand::{rngs::StdRng, Rng, SeedableRng};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
 
 const THREADS: usize = 4;
 const OWN: usize = 15;

@@ -106,11 +106,7 @@ impl DType {
 
     /// The dtype transcendental ops compute in: the dtype itself if float, else `f32`.
     pub fn to_float(self) -> DType {
-        if self.is_float() {
-            self
-        } else {
-            DType::F32
-        }
+        if self.is_float() { self } else { DType::F32 }
     }
 }
 

@@ -105,7 +105,9 @@ pub enum Error {
         dtype: DType,
     },
     /// The operands live on different devices or engines.
-    #[error("device mismatch in `{op}`: expected all tensors on the same device and engine, found {lhs} and {rhs}")]
+    #[error(
+        "device mismatch in `{op}`: expected all tensors on the same device and engine, found {lhs} and {rhs}"
+    )]
     DeviceMismatch {
         /// The op's name.
         op: &'static str,

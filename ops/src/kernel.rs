@@ -2,9 +2,9 @@
 //! views of blob memory, the strided walker, and the rule for when to use both cores.
 
 use crate::{Elem, Layout};
-use eddy_vm::instruction::{ComputeCtx, Kernel};
 use eddy_vm::Blob;
 use eddy_vm::Counted;
+use eddy_vm::instruction::{ComputeCtx, Kernel};
 
 /// A kernel made of a name and a closure over the instruction's input and output blobs.
 ///

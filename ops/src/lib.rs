@@ -32,4 +32,4 @@ pub use dtype::{Bool8, DType, Elem};
 pub use error::{Error, Result};
 pub use half;
 pub use kernel::FnKernel;
-pub use shape::{broadcast_shapes, broadcasts_to, norm_dim, numel_of, Layout, Shape};
+pub use shape::{Layout, Shape, broadcast_shapes, broadcasts_to, norm_dim, numel_of};

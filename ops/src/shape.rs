@@ -1,7 +1,7 @@
 //! [`Shape`] and [`Layout`]: dims, strides and offset, with checked arithmetic.
 
-use crate::error::{Error, Result};
 use crate::DType;
+use crate::error::{Error, Result};
 use smallvec::SmallVec;
 
 /// Dimension sizes, outermost first.

@@ -3,10 +3,10 @@
 //! Exit codes: 0 on success, 2 for bad input (options, data files, scripts that cannot be
 //! read), 1 when the engine fails.
 
-use eddy::data::{default_path, Dataset};
+use eddy::data::{Dataset, default_path};
 use eddy::repl::{Outcome, Session};
-use eddy::train::{train, Progress, TrainOptions};
-use eddy::{bench, plot, Vm};
+use eddy::train::{Progress, TrainOptions, train};
+use eddy::{Vm, bench, plot};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal};
@@ -213,11 +213,16 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
     println!(
         "training an MLP {} on {} ({n_train} rows, {n_test} held out), Adam lr {}, batch {}, seed {}, {threads} threads{}",
         arch.join("-"),
-        path.file_name().map_or(path.display().to_string(), |f| f.to_string_lossy().into()),
+        path.file_name()
+            .map_or(path.display().to_string(), |f| f.to_string_lossy().into()),
         opts.lr,
         opts.batch_size,
         opts.seed,
-        if o.has("--sync-mode") { ", synchronous mode" } else { "" }
+        if o.has("--sync-mode") {
+            ", synchronous mode"
+        } else {
+            ""
+        }
     );
     let mut bar: Option<ProgressBar> = None;
     let style =

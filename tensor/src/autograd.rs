@@ -347,10 +347,10 @@ pub(crate) fn drop_graph(inner: &mut Inner) {
     };
     let mut stack = node.inputs;
     while let Some(t) = stack.pop() {
-        if let Ok(mut inner) = eddy_vm::Counted::try_unwrap(t.0) {
-            if let Some(n) = inner.node.take() {
-                stack.extend(n.inputs);
-            }
+        if let Ok(mut inner) = eddy_vm::Counted::try_unwrap(t.0)
+            && let Some(n) = inner.node.take()
+        {
+            stack.extend(n.inputs);
         }
     }
 }

@@ -2,9 +2,9 @@
 
 use crate::engine::current;
 use crate::{DType, Elem, Error, Result, Shape, Tensor};
+use eddy_ops::Layout;
 use eddy_ops::cpu::copy::{self, Distribution};
 use eddy_ops::kernel::from_host;
-use eddy_ops::Layout;
 use parking_lot::Mutex;
 
 /// The global generator: a seed and a counter. Each random tensor takes `numel` (×2 for normal)

@@ -3,8 +3,8 @@
 //! existing ops.
 
 use crate::{Elem, Error, Result, Shape, Tensor};
-use eddy_ops::kernel::{input, output};
 use eddy_ops::FnKernel;
+use eddy_ops::kernel::{input, output};
 
 /// The gradient of a custom op: `backward(grad_of_output, inputs, output)` returns one optional
 /// gradient per input, each shaped like its input.
@@ -137,9 +137,9 @@ impl Tensor {
         name: &'static str,
         inputs: &[&Tensor],
         backward: impl Fn(&Tensor, &[Tensor], &Tensor) -> Result<Vec<Option<Tensor>>>
-            + Send
-            + Sync
-            + 'static,
+        + Send
+        + Sync
+        + 'static,
     ) -> Tensor {
         self.record(name, inputs, backward)
     }

@@ -67,7 +67,7 @@ mod sort;
 mod tensor;
 mod view;
 
-pub use autograd::{is_grad_enabled, no_grad, NoGradGuard};
+pub use autograd::{NoGradGuard, is_grad_enabled, no_grad};
 pub use create::manual_seed;
 pub use custom::CustomBackward;
 pub use eddy_ops::{Bool8, DType, Elem, Error, Layout, Result, Shape};

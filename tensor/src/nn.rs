@@ -695,7 +695,9 @@ pub fn load(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
     if !missing.is_empty() || !unexpected.is_empty() {
         return Err(Error::invalid(
             "nn::load",
-            format!("the file's names differ from the module's: missing {missing:?}, unexpected {unexpected:?}"),
+            format!(
+                "the file's names differ from the module's: missing {missing:?}, unexpected {unexpected:?}"
+            ),
         ));
     }
     for (n, p) in &named {

@@ -5,7 +5,7 @@
 pub mod lr_scheduler;
 
 use crate::nn::check_params;
-use crate::{no_grad, Error, Result, Tensor};
+use crate::{Error, Result, Tensor, no_grad};
 
 /// What every optimizer does.
 ///

@@ -7,8 +7,8 @@ use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted, StreamId, Vm};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use triomphe::Arc as TArc; // the host range's: no weak count
 
 /// The smallest and largest value of an integer tensor filled from host data, so index ops can
@@ -143,9 +143,9 @@ impl Tensor {
     ) -> Result<Tensor> {
         let bytes = shape.checked_bytes(dtype)?;
         let numel = bytes / dtype.size_in_bytes(); // every dtype has a size
-                                                   // The layout first: built right before `from_parts` copies it, its fields were still
-                                                   // in the store buffer when the copy read them in wider pieces (a store-forwarding
-                                                   // stall, two fifths of `from_parts`' samples); the blob's set-up lets them drain.
+        // The layout first: built right before `from_parts` copies it, its fields were still
+        // in the store buffer when the copy read them in wider pieces (a store-forwarding
+        // stall, two fifths of `from_parts`' samples); the blob's set-up lets them drain.
         let layout = Layout::contiguous(shape);
         let host_range = range.map(|range| {
             TArc::new(HostRange {
@@ -194,7 +194,7 @@ impl Tensor {
             .dims()
             .iter()
             .zip(&l.strides)
-            .filter(|(_, &st)| st != 0)
+            .filter(|&(_, &st)| st != 0)
             .fold(1usize, |a, (&d, _)| a.saturating_mul(d));
         let elems = self.0.blob.bytes() / self.0.dtype.size_in_bytes().max(1);
         (l.offset == 0 && distinct == elems).then_some(h.range)

@@ -5,16 +5,16 @@
 //! producer and last-used streams the [`InstructionsBuilder`](crate::InstructionsBuilder) tracks for
 //! soft sync. Views share one blob, so dependences are per storage.
 
+use crate::Counted;
 use crate::alloc::{Allocation, DeviceAllocator};
 use crate::dependence::AccessList;
 use crate::error::{Error, Result};
-use crate::Counted;
 use parking_lot::Mutex;
 use qcell::{QCell, QCellOwnerID};
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 /// No stream has used the blob yet.
 pub(crate) const NO_STREAM: u32 = u32::MAX;

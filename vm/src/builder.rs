@@ -8,6 +8,7 @@
 //! device, a `StreamWait` on the new one; otherwise the `RecordEvent` completes only when its
 //! event does, and the ordinary cross-stream edge makes the consumer wait for it.
 
+use crate::Counted;
 use crate::blob::{Blob, NO_STREAM};
 use crate::engine::{Shared, Vm};
 use crate::error::{Error, Result};
@@ -16,7 +17,6 @@ use crate::instruction::{
     StreamWait,
 };
 use crate::stream::StreamId;
-use crate::Counted;
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
 

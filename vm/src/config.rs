@@ -140,11 +140,14 @@ impl VmBuilder {
     ///
     /// # Examples
     ///
-    /// ```
+    /// ```standalone_crate
     /// use eddy_vm::VmBuilder;
-    /// std::env::set_var("EDDY_VM_WINDOW", "16");
+    /// // SAFETY: this example is its own program (`standalone_crate`), and no engine, hence no
+    /// // other thread that could read the environment, exists while it sets the variable.
+    /// unsafe { std::env::set_var("EDDY_VM_WINDOW", "16") };
     /// assert_eq!(VmBuilder::from_env().config().window, 16);
-    /// std::env::set_var("EDDY_VM_WINDOW", "sixteen");
+    /// // SAFETY: as above: `from_env` starts no thread.
+    /// unsafe { std::env::set_var("EDDY_VM_WINDOW", "sixteen") };
     /// assert!(VmBuilder::from_env().build().is_err());
     /// ```
     pub fn from_env() -> Self {
@@ -171,13 +174,14 @@ impl VmBuilder {
         let c = &mut self.config;
         let mut bad = None;
         let mut set = |key: &str, f: &mut dyn FnMut(&str) -> bool| {
-            if let Some(v) = get(key) {
-                if !f(&v) && bad.is_none() {
-                    bad = Some(Error::InvalidArgument {
-                        op: "VmBuilder".into(),
-                        message: format!("cannot parse {key}={v:?}"),
-                    });
-                }
+            if let Some(v) = get(key)
+                && !f(&v)
+                && bad.is_none()
+            {
+                bad = Some(Error::InvalidArgument {
+                    op: "VmBuilder".into(),
+                    message: format!("cannot parse {key}={v:?}"),
+                });
             }
         };
         set("EDDY_VM_SYNC", &mut |v| {

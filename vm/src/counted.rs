@@ -14,8 +14,8 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ops::Deref;
-use std::ptr::{addr_of, addr_of_mut, NonNull};
-use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::ptr::{NonNull, addr_of, addr_of_mut};
+use std::sync::atomic::{AtomicUsize, Ordering, fence};
 
 /// The allocation: the count, then the value.
 #[repr(C)]
@@ -221,8 +221,8 @@ impl<T: fmt::Debug> fmt::Debug for Counted<T> {
 #[cfg(test)]
 mod tests {
     use super::Counted;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// Counts its drops.
     struct Probe(Arc<AtomicUsize>);

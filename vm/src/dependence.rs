@@ -51,10 +51,11 @@ impl AccessList {
     /// Registers a write by `a`, calling `edge(from)` for each edge it needs.
     #[inline]
     pub fn write(&mut self, a: Access, mut edge: impl FnMut(u32)) {
-        if let Some(w) = self.writer {
-            if w.stream != a.stream && w.slot != a.slot {
-                edge(w.slot);
-            }
+        if let Some(w) = self.writer
+            && w.stream != a.stream
+            && w.slot != a.slot
+        {
+            edge(w.slot);
         }
         for r in self.readers.drain(..) {
             if r.stream != a.stream && r.slot != a.slot {

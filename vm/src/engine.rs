@@ -1,13 +1,14 @@
 //! [`Vm`]: the engine handle — receive instructions, wait, read blobs, shut down.
 
+use crate::Counted;
 use crate::alloc::{AllocStats, DeviceAllocator};
 use crate::blob::Blob;
 use crate::builder::InstructionsBuilder;
 use crate::config::{Config, VmBuilder};
 use crate::error::{Error, Result};
-use crate::exec::{in_engine, IN_ENGINE};
+use crate::exec::{IN_ENGINE, in_engine};
 use crate::handoff::HandOff;
-use crate::instruction::op_call::{KernelCall, Shallow, SHALLOW_MAX};
+use crate::instruction::op_call::{KernelCall, SHALLOW_MAX, Shallow};
 use crate::instruction::{
     AccessBlobByCallback, Barrier, InstrList, InstructionPolicy, Kernel, OpCall,
 };
@@ -17,12 +18,11 @@ use crate::stats::{StatCounters, VmStats};
 use crate::stream::{Device, StreamId, StreamPolicy};
 use crate::trace::TraceEvent;
 use crate::wait::Waiter;
-use crate::Counted;
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
 use qcell::{QCellOwner, QCellOwnerID};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -566,12 +566,12 @@ impl Vm {
             return Ok(());
         }
         // At once on an idle engine: every earlier access is done, so free the memory now.
-        if !sh.any_async_stream {
-            if let Some(mut s) = self.try_sched() {
-                if (s.is_idle() || self.catch_up(&mut s)?) && s.try_release_now(stream, blob) {
-                    return Ok(());
-                }
-            }
+        if !sh.any_async_stream
+            && let Some(mut s) = self.try_sched()
+            && (s.is_idle() || self.catch_up(&mut s)?)
+            && s.try_release_now(stream, blob)
+        {
+            return Ok(());
         }
         let policy = crate::instruction::ReleaseTensor::new(blob.clone());
         if sh.any_async_stream || matches!(self.inner.mode, Mode::Sync(_)) {
@@ -650,10 +650,10 @@ impl Vm {
             if sh.heavy.load(Ordering::Relaxed) || sh.shutdown.load(Ordering::Relaxed) {
                 return None;
             }
-            if !sched.is_locked() {
-                if let Some(s) = sched.try_lock() {
-                    return Some(s);
-                }
+            if !sched.is_locked()
+                && let Some(s) = sched.try_lock()
+            {
+                return Some(s);
             }
             std::hint::spin_loop();
         }
@@ -808,7 +808,7 @@ impl Vm {
     /// assert!(ran.load(Ordering::Acquire));
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
-    pub fn waker(&self) -> impl Fn() + Send + Sync + 'static {
+    pub fn waker(&self) -> impl Fn() + Send + Sync + 'static + use<> {
         let sh = Arc::downgrade(&self.inner.shared);
         move || {
             if let Some(s) = sh.upgrade() {
@@ -1430,11 +1430,11 @@ impl Drop for VmInner {
             Mode::Threaded { handle: h, .. } => {
                 let stuck = self.shared.abandoned.load(Ordering::Acquire)
                     && !*self.shared.sched_exited.lock();
-                if let Some(h) = h.lock().take() {
-                    if !stuck {
-                        let _ = h.join();
-                    } // else: `shutdown_timeout` gave up on it; leave it behind, as documented
-                }
+                if let Some(h) = h.lock().take()
+                    && !stuck
+                {
+                    let _ = h.join();
+                } // else: `shutdown_timeout` gave up on it; leave it behind, as documented
             }
             Mode::Sync(s) => {
                 let mut s = s.lock();

@@ -102,7 +102,9 @@ pub enum Error {
 
     // ---- waiting and lifecycle --------------------------------------------------------------
     /// A wait saw no instruction released for a whole timeout.
-    #[error("deadlock: no instruction was released for {timeout_ms} ms while waiting; live instructions:\n{dump}")]
+    #[error(
+        "deadlock: no instruction was released for {timeout_ms} ms while waiting; live instructions:\n{dump}"
+    )]
     Deadlock {
         /// The engine's deadlock timeout, in milliseconds.
         timeout_ms: u64,
@@ -203,10 +205,9 @@ impl Error {
     pub(crate) fn with_instr_id(mut self, id: u64) -> Self {
         if let Error::KernelFailed { instr_id, .. } | Error::KernelPanic { instr_id, .. } =
             &mut self
+            && *instr_id == 0
         {
-            if *instr_id == 0 {
-                *instr_id = id;
-            }
+            *instr_id = id;
         }
         self
     }

@@ -1,6 +1,7 @@
 //! Running an instruction's compute: poison checks, panic capture, error recording, tracing.
 //! Shared by inline streams (on the scheduler thread) and worker threads.
 
+use crate::Counted;
 use crate::alloc::DeviceAllocator;
 use crate::blob::Blob;
 use crate::engine::Shared;
@@ -9,10 +10,9 @@ use crate::instruction::{
     ComputeCtx, InstrList, Instruction, InstructionPolicy, PrepareCtx, PrepareError,
 };
 use crate::stream::{Event, StreamId, StreamPolicy};
-use crate::Counted;
 use std::any::Any;
 use std::cell::Cell;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 thread_local! {
@@ -146,12 +146,10 @@ pub(crate) fn run_policy<P: Run + ?Sized>(
         // Host accesses and releases run anyway and see the poison (a waiting callback
         // learns of the OOM instead of being dropped).
     }
-    if !handles_poison {
-        if let Some(e) = p.inputs().iter().find_map(|b| b.poison()) {
-            // A dependent of a failure: skipped, poisoned with the root error, not re-reported.
-            poison_outputs(p, &e);
-            return None;
-        }
+    if !handles_poison && let Some(e) = p.inputs().iter().find_map(|b| b.poison()) {
+        // A dependent of a failure: skipped, poisoned with the root error, not re-reported.
+        poison_outputs(p, &e);
+        return None;
     }
     let trace_start = env.shared.trace_now();
     let mut ctx = ComputeCtx {

@@ -139,16 +139,18 @@ mod loom_tests {
             let sched = Arc::new(Notifier::new());
             let w = {
                 let (work, done, sched) = (work.clone(), done.clone(), sched.clone());
-                thread::spawn(move || loop {
-                    let l = work.take();
-                    if l.is_empty() {
-                        if work.is_closed() {
-                            break;
+                thread::spawn(move || {
+                    loop {
+                        let l = work.take();
+                        if l.is_empty() {
+                            if work.is_closed() {
+                                break;
+                            }
+                            work.notifier.wait(None);
+                            continue;
                         }
-                        work.notifier.wait(None);
-                        continue;
+                        done.push_to(l, &sched);
                     }
-                    done.push_to(l, &sched);
                 })
             };
             work.push(one(7));

@@ -36,7 +36,7 @@ use crate::sync::{AtomicBool, AtomicPtr, AtomicUsize};
 use crossbeam_utils::CachePadded;
 use std::any::Any;
 use std::cell::Cell;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::ptr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::{Arc, OnceLock};
@@ -216,10 +216,10 @@ impl Pool {
                 .is_ok()
             {
                 offered |= 1 << k;
-                if h.sleeping.load(SeqCst) {
-                    if let Some(t) = h.thread.get() {
-                        t.unpark();
-                    }
+                if h.sleeping.load(SeqCst)
+                    && let Some(t) = h.thread.get()
+                {
+                    t.unpark();
                 }
             } else {
                 job.remaining.fetch_sub(1, Relaxed); // busy with another caller's job

@@ -12,7 +12,7 @@
 //! `RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target/shuttle cargo test -p eddy-vm --lib --release shuttle`.
 
 use crate::handoff::HandOff;
-use crate::instruction::{model_batch as batch, InstrList};
+use crate::instruction::{InstrList, model_batch as batch};
 use crate::notifier::Notifier;
 use crate::par::Pool;
 use crate::pending::PendingStack;
@@ -175,16 +175,18 @@ fn shuttle_two_workers_round_trip() {
             .iter()
             .map(|work| {
                 let (work, done, sched) = (work.clone(), done.clone(), sched.clone());
-                thread::spawn(move || loop {
-                    let l = work.take();
-                    if l.is_empty() {
-                        if work.is_closed() {
-                            break;
+                thread::spawn(move || {
+                    loop {
+                        let l = work.take();
+                        if l.is_empty() {
+                            if work.is_closed() {
+                                break;
+                            }
+                            work.notifier.wait(None);
+                            continue;
                         }
-                        work.notifier.wait(None);
-                        continue;
+                        done.push_to(l, &sched);
                     }
-                    done.push_to(l, &sched);
                 })
             })
             .collect();
@@ -239,15 +241,17 @@ fn shuttle_scheduler_and_three_waiting_threads() {
         };
         let sched = {
             let (p, st, sd) = (pending.clone(), state.clone(), shutdown.clone());
-            thread::spawn(move || loop {
-                let mut s = st.lock();
-                while pass(&mut s, &p) {}
-                let stop = sd.load(SeqCst) && p.is_empty();
-                drop(s);
-                if stop {
-                    break;
+            thread::spawn(move || {
+                loop {
+                    let mut s = st.lock();
+                    while pass(&mut s, &p) {}
+                    let stop = sd.load(SeqCst) && p.is_empty();
+                    drop(s);
+                    if stop {
+                        break;
+                    }
+                    p.notifier.wait(None);
                 }
-                p.notifier.wait(None);
             })
         };
         let users: Vec<_> = (0..3u64)

@@ -76,7 +76,14 @@ impl std::fmt::Display for VmStats {
         write!(
             f,
             "instructions {} (fused {}), in flight {}, OOM retries {}, OOMs {}, memory in use {} B, cached {} B, peak {} B",
-            self.erased, self.fused, self.in_flight, self.oom_retries, self.ooms, self.alloc.in_use, self.alloc.cached, self.alloc.peak_in_use
+            self.erased,
+            self.fused,
+            self.in_flight,
+            self.oom_retries,
+            self.ooms,
+            self.alloc.in_use,
+            self.alloc.cached,
+            self.alloc.peak_in_use
         )
     }
 }

@@ -8,11 +8,11 @@
 //! - [`DeviceOp`]: launches its work on an [`AsyncStream`](crate::stream::async_device::AsyncStream).
 //! - [`Cheap`]: any of these, marked cheap (an idle engine runs it on the submitting thread).
 
+use crate::Counted;
 use crate::blob::Blob;
 use crate::error::{Error, Result};
 use crate::instruction::{ComputeCtx, InstructionPolicy};
 use crate::stream::async_device::AsyncStream;
-use crate::Counted;
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 

@@ -78,7 +78,11 @@ pub fn write_chrome_trace(
             writeln!(w, ",")?;
         }
         first = false;
-        write!(w, "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{i},\"args\":{{\"name\":\"stream {i}: {}\"}}}}", escape(n))?;
+        write!(
+            w,
+            "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{i},\"args\":{{\"name\":\"stream {i}: {}\"}}}}",
+            escape(n)
+        )?;
     }
     for e in events {
         if !first {

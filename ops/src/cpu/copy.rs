@@ -2,10 +2,10 @@
 //! linspace, eye, seeded random).
 
 use super::stream_store::{wants_streaming, write_chunk};
-use crate::kernel::{input, output, par_out, walk, FnKernel};
-use crate::{dispatch, DType, Elem, Layout};
+use crate::kernel::{FnKernel, input, output, par_out, walk};
+use crate::{DType, Elem, Layout, dispatch};
 use eddy_vm::Counted;
-use eddy_vm::{instruction::Kernel, Blob};
+use eddy_vm::{Blob, instruction::Kernel};
 
 /// Copies `src` (any layout, broadcast allowed) into `dst` (any non-overlapping layout of the same
 /// shape), converting `src_dtype` to `dst_dtype`. Input 0 is the source blob, output 0 the

@@ -5,10 +5,10 @@
 
 use super::fastmath::Transcendental;
 use super::stream_store::{wants_streaming, write_chunk};
-use crate::kernel::{input, output, par_out, walk, FnKernel};
+use crate::kernel::{FnKernel, input, output, par_out, walk};
 use crate::{Bool8, DType, Elem, Layout};
 use eddy_vm::Counted;
-use eddy_vm::{instruction::Kernel, Blob};
+use eddy_vm::{Blob, instruction::Kernel};
 use half::{bf16, f16};
 use num_traits::{Float as NumFloat, Zero};
 
@@ -871,11 +871,7 @@ fn apply_float<A: NumFloat + Transcendental>(op: UnaryOp, x: A, c: A, d: A) -> A
         Softplus(..) => {
             // c = β, d = threshold; linear above it (e^(βx) would overflow), as PyTorch.
             let bx = x * c;
-            if bx > d {
-                x
-            } else {
-                bx.exp_().ln_1p() / c
-            }
+            if bx > d { x } else { bx.exp_().ln_1p() / c }
         }
     }
 }
@@ -1021,20 +1017,12 @@ impl BinaryOp {
 #[inline(always)]
 fn nan_max<A: PartialOrd + Copy>(x: A, y: A) -> A {
     #[allow(clippy::eq_op)]
-    if x != x || x >= y {
-        x
-    } else {
-        y
-    }
+    if x != x || x >= y { x } else { y }
 }
 #[inline(always)]
 fn nan_min<A: PartialOrd + Copy>(x: A, y: A) -> A {
     #[allow(clippy::eq_op)]
-    if x != x || x <= y {
-        x
-    } else {
-        y
-    }
+    if x != x || x <= y { x } else { y }
 }
 
 /// `out = a op b`: inputs 0 and 1 laid out as `la`, `lb`, already broadcast to the output

@@ -120,11 +120,7 @@ pub fn exp_f32(x: f32) -> f32 {
     let y = er * scale;
     // Out of range: overflow to infinity, underflow to zero; NaN stays NaN (clamp keeps it).
     let y = if x > 88.72 { f32::INFINITY } else { y };
-    if x < -87.33 {
-        0.0
-    } else {
-        y
-    }
+    if x < -87.33 { 0.0 } else { y }
 }
 
 /// `tanh x`: an odd polynomial below 0.625 (Cephes), `1 - 2/(e^{2|x|} + 1)` above.

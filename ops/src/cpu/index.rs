@@ -2,10 +2,10 @@
 //! `scatter_add`. Indices are read on the stream; one out of range fails the kernel with a
 //! message naming it (surfaced at the next sync).
 
-use crate::kernel::{input, output, walk, FnKernel};
-use crate::{dispatch, DType, Elem, Layout};
+use crate::kernel::{FnKernel, input, output, walk};
+use crate::{DType, Elem, Layout, dispatch};
 use eddy_vm::Counted;
-use eddy_vm::{instruction::Kernel, Blob};
+use eddy_vm::{Blob, instruction::Kernel};
 
 /// Reads the index blob (`i64` or `i32`, contiguous at `offset`, `n` entries) as `i64`s,
 /// checking each against `size` (negative indices count from the end, as in PyTorch).

@@ -6,10 +6,10 @@
 //! Strided operands (transposed views) are read in place, except a transposed `f32` operand
 //! whose stride aliases in the cache, which is copied row-major first (see `with_row_major`).
 
-use crate::kernel::{input, output, walk, FnKernel};
+use crate::kernel::{FnKernel, input, output, walk};
 use crate::{DType, Elem, Layout};
 use eddy_vm::Counted;
-use eddy_vm::{instruction::Kernel, Blob};
+use eddy_vm::{Blob, instruction::Kernel};
 
 /// `out[b] = a[b] @ b[b]` for every batch index: input 0 of layout `la` (`[batch.., m, k]`),
 /// input 1 of layout `lb` (`[batch.., k, n]`), batch dims already broadcast to the same shape;

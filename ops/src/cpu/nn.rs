@@ -1,11 +1,11 @@
 //! Row-wise kernels over the last dim: softmax and log-softmax.
 
-use super::elementwise::{dispatch_float, FloatElem};
+use super::elementwise::{FloatElem, dispatch_float};
 use super::fastmath::Transcendental;
-use crate::kernel::{input, output, FnKernel};
 use crate::DType;
+use crate::kernel::{FnKernel, input, output};
 use eddy_vm::Counted;
-use eddy_vm::{instruction::Kernel, Blob};
+use eddy_vm::{Blob, instruction::Kernel};
 use num_traits::{Float, One, Zero};
 
 /// The sum of `v` in the compute type, over 8 independent lanes (so it vectorises).

@@ -1,11 +1,11 @@
 //! Reductions over trailing dims: the op definition permutes the reduced dims to the end, so
 //! output element `j` reduces elements `j*r .. (j+1)*r` of the input's (permuted) layout.
 
-use super::elementwise::{dispatch_float, dispatch_int, FloatElem, IntElem};
-use crate::kernel::{input, output, walk, FnKernel};
+use super::elementwise::{FloatElem, IntElem, dispatch_float, dispatch_int};
+use crate::kernel::{FnKernel, input, output, walk};
 use crate::{Bool8, DType, Elem, Layout};
 use eddy_vm::Counted;
-use eddy_vm::{instruction::Kernel, Blob};
+use eddy_vm::{Blob, instruction::Kernel};
 use num_traits::{Float, One, Zero};
 
 /// A reduction.

@@ -5,10 +5,10 @@
 //! is larger than every number (as in PyTorch), and equal values keep their original order
 //! (a stable sort), in both directions.
 
-use crate::kernel::{input, output, row_starts, rows_per_chunk, walk, FnKernel};
-use crate::{dispatch, DType, Elem, Layout};
+use crate::kernel::{FnKernel, input, output, row_starts, rows_per_chunk, walk};
+use crate::{DType, Elem, Layout, dispatch};
 use eddy_vm::Counted;
-use eddy_vm::{instruction::Kernel, Blob};
+use eddy_vm::{Blob, instruction::Kernel};
 
 /// A value's place in the sort order as an unsigned integer: keys compare as the values do,
 /// with every NaN equal and above every number, and `-0.0` equal to `0.0` (they compare equal,
@@ -53,11 +53,7 @@ key_impl!(f64, true, |x| {
         u64::MAX
     } else {
         let b = (x + 0.0).to_bits();
-        if b >> 63 == 1 {
-            !b
-        } else {
-            b | 1 << 63
-        }
+        if b >> 63 == 1 { !b } else { b | 1 << 63 }
     }
 });
 

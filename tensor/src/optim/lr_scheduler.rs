@@ -107,10 +107,9 @@ impl Schedule {
         if let Schedule::Step { gamma, .. }
         | Schedule::MultiStep { gamma, .. }
         | Schedule::Exponential { gamma } = *self
+            && !(gamma.is_finite() && gamma > 0.0)
         {
-            if !(gamma.is_finite() && gamma > 0.0) {
-                return bad(format!("gamma must be finite and positive, got {gamma}"));
-            }
+            return bad(format!("gamma must be finite and positive, got {gamma}"));
         }
         match *self {
             Schedule::Step { step_size: 0, .. } => {

@@ -387,21 +387,24 @@ impl CachingAllocator {
         self.in_use -= piece.size;
         // Merge with the next piece.
         let next = addr + piece.size;
-        if let Some(n) = self.pieces.get(&next).copied() {
-            if n.free && n.chunk == piece.chunk {
-                self.pieces.remove(&next);
-                self.free.remove(&(n.size, next));
-                piece.size += n.size;
-            }
+        if let Some(n) = self.pieces.get(&next).copied()
+            && n.free
+            && n.chunk == piece.chunk
+        {
+            self.pieces.remove(&next);
+            self.free.remove(&(n.size, next));
+            piece.size += n.size;
         }
         // Merge with the previous piece.
-        if let Some((&paddr, &p)) = self.pieces.range(..addr).next_back() {
-            if p.free && p.chunk == piece.chunk && paddr + p.size == addr {
-                self.pieces.remove(&paddr);
-                self.free.remove(&(p.size, paddr));
-                addr = paddr;
-                piece.size += p.size;
-            }
+        if let Some((&paddr, &p)) = self.pieces.range(..addr).next_back()
+            && p.free
+            && p.chunk == piece.chunk
+            && paddr + p.size == addr
+        {
+            self.pieces.remove(&paddr);
+            self.free.remove(&(p.size, paddr));
+            addr = paddr;
+            piece.size += p.size;
         }
         piece.free = true;
         self.pieces.insert(addr, piece);

@@ -1,7 +1,7 @@
 //! [`DeviceAllocator`]: the thread-safe allocator of one device, with statistics.
 
 use super::backend::Backend;
-use super::caching::{round_size, CachingAllocator};
+use super::caching::{CachingAllocator, round_size};
 use parking_lot::Mutex;
 use std::ptr::NonNull;
 use std::sync::Arc;

@@ -1,9 +1,9 @@
 //! `AccessBlobByCallback`: run host code on a blob's bytes in dependence order (`to_vec`).
 
 use super::policy::{ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError};
+use crate::Counted;
 use crate::blob::Blob;
 use crate::error::{Error, Result};
-use crate::Counted;
 
 /// What an access callback receives: the blob, or the error that poisoned it.
 pub type AccessCallback = Box<dyn FnOnce(Result<&Blob, Error>) + Send>;
@@ -82,11 +82,7 @@ impl InstructionPolicy for AccessBlobByCallback {
         &self.blob
     }
     fn outputs(&self) -> &[Counted<Blob>] {
-        if self.mutable {
-            &self.blob
-        } else {
-            &[]
-        }
+        if self.mutable { &self.blob } else { &[] }
     }
     fn handles_poison(&self) -> bool {
         true

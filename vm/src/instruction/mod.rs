@@ -32,9 +32,9 @@ pub use stream_wait::{EventSlot, RecordEvent, StreamWait};
 
 use crate::error::Error;
 use crate::stream::{Event, StreamId};
-use intrusive_collections::{intrusive_adapter, LinkedList, LinkedListLink};
+use intrusive_collections::{LinkedList, LinkedListLink, intrusive_adapter};
 use smallbox::space::S16;
-use smallbox::{smallbox, SmallBox};
+use smallbox::{SmallBox, smallbox};
 use std::sync::Arc;
 
 /// One instruction: a policy to run on a stream.

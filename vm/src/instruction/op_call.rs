@@ -1,9 +1,9 @@
 //! `OpCall`: run a kernel over input and output blobs.
 
-use super::policy::{allocate_outputs, ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError};
+use super::policy::{ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError, allocate_outputs};
+use crate::Counted;
 use crate::blob::Blob;
 use crate::error::Result;
-use crate::Counted;
 use smallvec::SmallVec;
 use std::mem::MaybeUninit;
 

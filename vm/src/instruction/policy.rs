@@ -1,10 +1,10 @@
 //! The [`InstructionPolicy`] trait and the contexts its hooks receive.
 
+use crate::Counted;
 use crate::alloc::{AllocError, DeviceAllocator};
 use crate::blob::Blob;
 use crate::error::{Error, Result};
 use crate::stream::{Event, StreamId, StreamPolicy};
-use crate::Counted;
 use std::sync::Arc;
 
 /// What an instruction does and what it touches.

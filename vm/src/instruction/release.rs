@@ -1,9 +1,9 @@
 //! `ReleaseTensor`: free a blob's memory once every earlier access, on every stream, is done.
 
 use super::policy::{ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError};
+use crate::Counted;
 use crate::blob::Blob;
 use crate::error::Result;
-use crate::Counted;
 
 /// Frees a blob's memory. It *writes* the blob, so it runs after every earlier reader and writer
 /// (cross-stream ones through edges, same-stream ones by FIFO order); on a stream-ordered device

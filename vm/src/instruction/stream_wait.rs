@@ -9,10 +9,10 @@
 //! only once its event completes, so the consumer's cross-stream edge waits for the real work.
 
 use super::policy::{ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError};
+use crate::Counted;
 use crate::blob::Blob;
 use crate::error::{Error, Result};
 use crate::stream::Event;
-use crate::Counted;
 use parking_lot::Mutex;
 use std::sync::Arc;
 

@@ -3,10 +3,10 @@
 
 use super::Scheduler;
 use crate::error::Error;
-use crate::exec::{panic_message, run_unit, ExecEnv};
+use crate::exec::{ExecEnv, panic_message, run_unit};
 use crate::instruction::{InstrAdapter, InstrList, Instruction, PrepareCtx, PrepareError};
 use crate::stream::Exec;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
@@ -30,10 +30,10 @@ impl Scheduler {
 
     fn flush_worker_batch(&mut self, s: usize) {
         let st = &mut self.streams[s];
-        if let Some(w) = st.worker.as_ref() {
-            if !st.worker_batch.is_empty() {
-                w.queue.push(st.worker_batch.take());
-            }
+        if let Some(w) = st.worker.as_ref()
+            && !st.worker_batch.is_empty()
+        {
+            w.queue.push(st.worker_batch.take());
         }
     }
 

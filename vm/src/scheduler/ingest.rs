@@ -1,10 +1,10 @@
 //! Step 3: take a window of received instructions, fuse, give slots, build edges.
 
 use super::{Scheduler, Slot};
+use crate::Counted;
 use crate::blob::Blob;
 use crate::dependence::Access;
 use crate::instruction::{InstrAdapter, InstrList, Instruction};
-use crate::Counted;
 use smallvec::SmallVec;
 
 /// How many instructions of other streams fusion may step over to reach a follower.

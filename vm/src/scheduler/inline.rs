@@ -10,10 +10,10 @@
 
 use super::Scheduler;
 use crate::blob::Blob;
-use crate::exec::{run_policy, ExecEnv, Run, IN_ENGINE};
+use crate::exec::{ExecEnv, IN_ENGINE, Run, run_policy};
 use crate::instruction::PrepareCtx;
 use crate::stream::StreamId;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
 impl Scheduler {
     /// Whether work on `stream` may run now, on this thread: nothing is live or queued, and

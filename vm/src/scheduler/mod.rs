@@ -48,8 +48,8 @@ use qcell::QCellOwner;
 use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// One live unit (an instruction or a fused group).
@@ -431,15 +431,17 @@ mod loom_tests {
         let state: State = Arc::new(Mutex::new(Vec::new()));
         let shutdown = Arc::new(AtomicBool::new(false));
         let (p, st, sd) = (pending.clone(), state.clone(), shutdown.clone());
-        let sched = thread::spawn(move || loop {
-            let mut s = st.lock();
-            while pass(&mut s, &p) {}
-            let stop = sd.load(SeqCst) && p.is_empty();
-            drop(s);
-            if stop {
-                break;
+        let sched = thread::spawn(move || {
+            loop {
+                let mut s = st.lock();
+                while pass(&mut s, &p) {}
+                let stop = sd.load(SeqCst) && p.is_empty();
+                drop(s);
+                if stop {
+                    break;
+                }
+                p.notifier.wait(None);
             }
-            p.notifier.wait(None);
         });
         (pending, state, shutdown, sched)
     }
@@ -601,15 +603,17 @@ mod loom_tests {
                 }
                 any
             };
-            let sched = thread::spawn(move || loop {
-                let mut s = st.lock();
-                while pass(&mut s, &p) {}
-                let stop = sd.load(SeqCst) && p.is_empty();
-                drop(s);
-                if stop {
-                    break;
+            let sched = thread::spawn(move || {
+                loop {
+                    let mut s = st.lock();
+                    while pass(&mut s, &p) {}
+                    let stop = sd.load(SeqCst) && p.is_empty();
+                    drop(s);
+                    if stop {
+                        break;
+                    }
+                    p.notifier.wait(None);
                 }
-                p.notifier.wait(None);
             });
             pending.push(instr(1));
             if let Some(mut s) = state.try_lock() {

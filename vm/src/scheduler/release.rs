@@ -2,9 +2,9 @@
 //! list) and run barriers whose epoch has drained.
 
 use super::Scheduler;
-use crate::exec::{panic_message, ExecEnv};
+use crate::exec::{ExecEnv, panic_message};
 use crate::instruction::{ComputeCtx, InstrAdapter, InstrList, Instruction};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering::{AcqRel, Relaxed};
 
 /// The scheduler's counters: kept locally and published once per pass, so the submitting

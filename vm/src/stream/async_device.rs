@@ -10,8 +10,8 @@ use super::{Device, Event, Exec, StreamPolicy};
 use parking_lot::Mutex;
 use std::any::Any;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 enum Item {
     Work(Box<dyn FnOnce() + Send>),
@@ -143,10 +143,10 @@ impl AsyncDevice {
             let Some(front) = qs[q].front() else {
                 return false;
             };
-            if let Item::Wait(e) = front {
-                if !e.is_complete() {
-                    return false;
-                }
+            if let Item::Wait(e) = front
+                && !e.is_complete()
+            {
+                return false;
             }
             qs[q].pop_front().expect("front exists")
         };

@@ -9,7 +9,7 @@
 
 use crate::alloc::DeviceAllocator;
 use crate::engine::Shared;
-use crate::exec::{run_unit, ExecEnv, IN_ENGINE};
+use crate::exec::{ExecEnv, IN_ENGINE, run_unit};
 use crate::handoff::HandOff;
 use crate::instruction::{InstrAdapter, InstrList};
 use crate::stream::{StreamId, StreamPolicy};
