@@ -59,6 +59,10 @@ pub(crate) struct Shared {
     /// An instruction that is not cheap is computing inline, on whichever thread runs passes:
     /// a submitter of a cheap one then does not wait for the scheduler (see `Vm::run_now`).
     pub heavy: AtomicBool,
+    /// A user thread is running the passes in `Vm::wait` (it holds the scheduler). Meanwhile
+    /// the scheduler thread sleeps instead of spinning: it could only take a core from that
+    /// thread or its kernel helpers (see `scheduler::spin_until_notified`).
+    pub waiter_in_passes: AtomicBool,
     /// `shutdown_timeout` gave up on the scheduler thread.
     abandoned: AtomicBool,
     /// Set when an engine thread failed (`EngineFailed`).
@@ -217,6 +221,7 @@ impl Vm {
             probes: Mutex::new(Vec::new()),
             has_probes: AtomicBool::new(false),
             heavy: AtomicBool::new(false),
+            waiter_in_passes: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
             failed: Mutex::new(None),
             trace_origin: Instant::now(),
@@ -827,7 +832,11 @@ impl Vm {
             // run the passes here rather than wait for it to wake, which costs tens of
             // microseconds on an idle machine.
             if let Some(mut s) = sched.try_lock() {
-                self.run_passes_until(&mut s, w)?;
+                let busy = &self.shared().waiter_in_passes;
+                busy.store(true, Ordering::Relaxed);
+                let r = self.run_passes_until(&mut s, w);
+                busy.store(false, Ordering::Relaxed);
+                r?;
             }
         }
         if w.spin(Duration::from_micros(50)) {
