@@ -5,10 +5,10 @@
 //! reuses them, so the product is a pass over the matrix with the packing on top. These loops
 //! stream the matrix once, straight from its storage: one `[1, 784] @ [512, 784]ᵀ` took 14.8 µs
 //! through `gemm` on two threads and takes about 9 µs here on a Zen 4 (1.6 MB read from L3 at
-//! about 176 GB/s). The calling thread takes the first band and a spinning helper the second, so
-//! each core reads the same band on every call; on a CPU with 2 MiB of L2 per core a model's
-//! bands then stay in L2 between forwards, and the L2's rate bounds the
-//! product (about 13 µs on the Xeon of the thirty-first session, AVX-512).
+//! about 176 GB/s). The calling thread takes the first band and a spinning helper the second,
+//! so each core reads the same band on every call; on a CPU with 2 MiB of L2 per core a
+//! model's bands then stay in L2 between forwards, and the L2's rate bounds the product (about
+//! 13 µs on the Xeon of the thirty-first session, AVX-512).
 //!
 //! Every output element is computed by the same sequence of operations whatever the thread
 //! count or the band it falls in, so results do not depend on `EDDY_THREADS`.
