@@ -24,41 +24,25 @@ fn main() -> eddy::Result<()> {
     let w3 = Tensor::randn([10, 512], 0.0, 1.0, DType::F32)?;
     let b = Tensor::randn([512], 0.0, 1.0, DType::F32)?;
     let _g = no_grad();
-    let mut f = Vec::new();
-    let mut g = Vec::new();
-    let mut g2 = Vec::new();
-    let mut g3 = Vec::new();
-    let mut small = Vec::new();
     let h0 = x.matmul(&w.t()?)?;
+    // 300 calls of `op`, each synced, into `v` (µs).
+    let time = |v: &mut Vec<f64>, op: &dyn Fn() -> eddy::Result<Tensor>| -> eddy::Result<()> {
+        for _ in 0..300 {
+            let t = Instant::now();
+            op()?.sync()?;
+            v.push(t.elapsed().as_nanos() as f64 / 1e3);
+        }
+        Ok(())
+    };
+    let (mut f, mut g, mut g2, mut g3, mut small) = (vec![], vec![], vec![], vec![], vec![]);
     for _ in 0..20 {
-        for _ in 0..300 {
-            let t = Instant::now();
-            model.forward(&x)?.sync()?;
-            f.push(t.elapsed().as_nanos() as f64 / 1e3);
-        }
-        for _ in 0..300 {
-            let t = Instant::now();
-            x.matmul(&w.t()?)?.sync()?;
-            g.push(t.elapsed().as_nanos() as f64 / 1e3);
-        }
-        for _ in 0..300 {
-            let t = Instant::now();
-            h0.matmul(&w2.t()?)?.sync()?;
-            g2.push(t.elapsed().as_nanos() as f64 / 1e3);
-        }
-        for _ in 0..300 {
-            let t = Instant::now();
-            x.matmul(&w.t()?)?
-                .matmul(&w2.t()?)?
-                .matmul(&w3.t()?)?
-                .sync()?;
-            g3.push(t.elapsed().as_nanos() as f64 / 1e3);
-        }
-        for _ in 0..300 {
-            let t = Instant::now();
-            h0.add(&b)?.relu()?.add(&b)?.relu()?.add(&b)?.sync()?;
-            small.push(t.elapsed().as_nanos() as f64 / 1e3);
-        }
+        time(&mut f, &|| model.forward(&x))?;
+        time(&mut g, &|| x.matmul(&w.t()?))?;
+        time(&mut g2, &|| h0.matmul(&w2.t()?))?;
+        time(&mut g3, &|| {
+            x.matmul(&w.t()?)?.matmul(&w2.t()?)?.matmul(&w3.t()?)
+        })?;
+        time(&mut small, &|| h0.add(&b)?.relu()?.add(&b)?.relu()?.add(&b))?;
     }
     for (name, v) in [
         ("forward", &mut f),
