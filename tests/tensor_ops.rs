@@ -2002,11 +2002,17 @@ fn parallel_kernels_match_reference() {
         (128, 70, 130, true, false),  // `a` a transposed view, bands not a multiple of 16
         (17, 300, 97, true, true),
         // Transposed operands with a column stride of 256 or 512 floats are copied row-major
-        // first: `b` in column bands, columns not a multiple of 8; `b` in row bands; `a` in row
-        // bands (its stride is `m`).
+        // first, or the product is computed column-major: `b` in column bands, columns not a
+        // multiple of 8; `b` in row bands; `a` in row bands (its stride is `m`).
         (64, 512, 203, false, true),
         (300, 256, 45, true, true),
         (512, 60, 40, true, false),
+        // `b` a transposed view and few rows: computed column-major and transposed into the
+        // output, `a` copied column-major first when its rows are 256 or 512 floats apart
+        // (`h @ w2.t()` of the MLP; rows not a multiple of 8; a row stride of 300).
+        (128, 512, 512, false, true),
+        (37, 256, 90, false, true),
+        (21, 300, 130, false, true),
         // One row (a batch-1 forward): the streaming loops, in bands over the pool.
         (1, 784, 512, false, true),  // `x @ Wᵀ`, the `Linear` layout
         (1, 300, 200, false, false), // `x @ B`, `B` row-major

@@ -3,8 +3,12 @@
 //! gemm is built with its `x86-v4` feature: it picks its AVX-512 kernels at run time where the
 //! CPU has them (and its AVX2 ones elsewhere). On this Zen 4 host they raised square products
 //! from 123–152 to 178–192 GFLOP/s (`eddy bench --json`, medians of 3 alternated runs).
-//! Strided operands (transposed views) are read in place, except a transposed `f32` operand
-//! whose stride aliases in the cache, which is copied row-major first (see `with_row_major`).
+//! Strided operands (transposed views) are read in place, with two exceptions for `f32`:
+//! - a product whose right operand is transposed (`Linear`'s `x @ w.t()`) and has few rows
+//!   against it is computed column-major and transposed into the output (see
+//!   `col_major_out_pays`);
+//! - an operand whose stride aliases in the cache is copied into the order gemm packs it in
+//!   (see `with_reordered`).
 
 use crate::kernel::{FnKernel, input, output, walk};
 use crate::{DType, Elem, Layout};
@@ -183,31 +187,48 @@ unsafe fn gemm_parts<T: Elem + num_traits::Zero + 'static>(
             p: b.p.offset(j0 as isize * b.cs),
             ..b
         };
-        with_row_major(a, rows, k, cols, 0, |a| {
-            with_row_major(b, k, cols, rows, 1, |b| {
-                gemm::gemm(
-                    rows,
-                    cols,
-                    k,
-                    dst.p.offset(i0 as isize * dst.rs + j0 as isize * dst.cs),
-                    dst.cs,
-                    dst.rs,
-                    false,
-                    a.p,
-                    a.cs,
-                    a.rs,
-                    b.p,
-                    b.cs,
-                    b.rs,
-                    T::ZERO,
-                    T::from_f64(1.0),
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                )
+        let dst = Mat {
+            p: dst.p.offset(i0 as isize * dst.rs + j0 as isize * dst.cs),
+            ..dst
+        };
+        let product = |dst: Mat<T>, a: Mat<T>, b: Mat<T>| {
+            gemm::gemm(
+                rows,
+                cols,
+                k,
+                dst.p,
+                dst.cs,
+                dst.rs,
+                false,
+                a.p,
+                a.cs,
+                a.rs,
+                b.p,
+                b.cs,
+                b.rs,
+                T::ZERO,
+                T::from_f64(1.0),
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            )
+        };
+        if col_major_out_pays(a, b, rows, cols, k) {
+            // `a` column-major, as gemm's left operand is there.
+            with_col_major_out(dst, rows, cols, |t| {
+                with_reordered(a.cs == 1, a, rows, k, 0, |a| product(t, a, b))
             })
-        })
+        } else {
+            // Transposed operands row-major where each element is used often enough.
+            let (ua, ub) = (
+                a.rs == 1 && cols >= PACK_MIN_USES,
+                b.rs == 1 && rows >= PACK_MIN_USES,
+            );
+            with_reordered(ua, a, rows, k, 0, |a| {
+                with_reordered(ub, b, k, cols, 1, |b| product(dst, a, b))
+            })
+        }
     };
     let split_cols = n >= m;
     let len = if split_cols { n } else { m };
@@ -227,7 +248,7 @@ unsafe fn gemm_parts<T: Elem + num_traits::Zero + 'static>(
 }
 
 /// From this many uses of each element on (the other operand's rows or columns), a transposed
-/// operand is copied row-major before the product (see [`with_row_major`]).
+/// operand is copied row-major before the product (see [`with_reordered`]).
 const PACK_MIN_USES: usize = 32;
 
 /// Column strides (in floats) that are multiples of this map a column's neighbours onto a few
@@ -240,43 +261,115 @@ const ALIASING_STRIDE: usize = 256;
 const SCRATCH_KEEP: usize = 8 << 20;
 
 thread_local! {
-    /// Per-thread scratch for the row-major copies (slot 0: the left operand, 1: the right),
-    /// kept between calls (up to [`SCRATCH_KEEP`] bytes each) so a training step's products
-    /// reuse it without page faults.
-    static SCRATCH: [std::cell::RefCell<Vec<u64>>; 2] = const {
-        [std::cell::RefCell::new(Vec::new()), std::cell::RefCell::new(Vec::new())]
+    /// Per-thread scratch for the reordered copies (slot 0: the left operand, 1: the right)
+    /// and for a column-major product (slot 2, see [`with_col_major_out`]), kept between calls
+    /// (up to [`SCRATCH_KEEP`] bytes each) so a training step's products reuse it without page
+    /// faults.
+    static SCRATCH: [std::cell::RefCell<Vec<u64>>; 3] = const {
+        [
+            std::cell::RefCell::new(Vec::new()),
+            std::cell::RefCell::new(Vec::new()),
+            std::cell::RefCell::new(Vec::new()),
+        ]
     };
 }
 
-/// Calls `f` with the operand `m` (`rows × cols`) as is, or with a row-major copy of it in
-/// this thread's scratch `slot` when that pays: `m` is an `f32` transposed view (contiguous
-/// columns) whose column stride is a multiple of [`ALIASING_STRIDE`], each element is used at
-/// least [`PACK_MIN_USES`] times, and the CPU has AVX2 for the copy.
+/// Whether the block `dst = a @ b` (`rows × k` by `k × cols`, `dst` row-major) is cheaper as a
+/// column-major product in scratch, transposed into `dst` afterwards (see
+/// [`with_col_major_out`]): `f32` with AVX2, `b` a transposed view (contiguous columns), and
+/// fewer floats transposed that way than by packing `b`.
 ///
-/// Why: gemm reads such an operand down its columns as it packs it, and with columns 1 or
-/// 2 KiB apart those reads fall onto a few cache sets. `h @ w.t()` with `h` of `[128, 512]`
-/// and `w` of `[512, 512]` ran at 108–112 GFLOP/s, and at 166–176 with this copy (the same
-/// weight stored row-major: 182–202); the weight gradient `g.t() @ x` (`g` of `[128, 512]`)
-/// went from 139 to 156. With other strides the copy costs more than it saves: `x @ w1.t()`
-/// (`w1` of `[512, 784]`) went from 177 to 165 GFLOP/s when copied (`mm_shapes` experiment,
-/// AVX-512 kernels, medians of 6 alternated runs).
+/// Why: gemm's micro-kernel wants its left operand and the output contiguous along the same
+/// dim. Asked for a row-major `dst`, gemm computes `dstᵀ = bᵀ aᵀ` and packs `bᵀ`; when `b` is
+/// a transposed weight, as in `Linear`'s `x @ w.t()`, that pack is a transpose of `cols × k`
+/// floats. Computed column-major, the transposes are `a`'s pack (`rows × k`, none when `a`
+/// is itself column-major) and the result's (`rows × cols`): for `h @ w2.t()` with `h` of
+/// `[128, 512]`, 96 Ki floats per thread instead of 128 Ki.
+fn col_major_out_pays<T: 'static>(
+    a: Mat<T>,
+    b: Mat<T>,
+    rows: usize,
+    cols: usize,
+    k: usize,
+) -> bool {
+    let a_pack = if a.rs == 1 { 0 } else { rows * k };
+    b.rs == 1
+        && b.cs != 1
+        && rows >= 8
+        && cols >= 8
+        && a_pack + rows * cols < cols * k
+        && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+        && has_avx2()
+}
+
+/// Calls `f` with a column-major `rows × cols` matrix in this thread's scratch, for `f` to
+/// fill, then writes its transpose to `dst` (row-major, row stride `dst.rs`). Only for `f32`
+/// where the CPU has AVX2 ([`col_major_out_pays`] checks both).
+///
+/// # Safety
+///
+/// `T` is `f32`; AVX2 is available; every element `(i, j)` of `dst` for `i < rows`,
+/// `j < cols` is writable and `dst.cs == 1`; `f` writes every element of the matrix it gets.
+unsafe fn with_col_major_out<T: 'static>(
+    dst: Mat<T>,
+    rows: usize,
+    cols: usize,
+    f: impl FnOnce(Mat<T>),
+) {
+    with_scratch(2, rows * cols, |t| {
+        f(Mat {
+            p: t.cast::<T>(),
+            rs: 1,
+            cs: rows as isize,
+        });
+        // SAFETY: `f` filled the `rows × cols` column-major floats at `t` (`T` is `f32`, the
+        // caller's guarantee, as are AVX2 and `dst`'s room).
+        unsafe {
+            transpose::copy_cols_to_rows(t, rows, rows, cols, dst.p.cast::<f32>(), dst.rs as usize)
+        };
+    })
+}
+
+/// Calls `f` with the operand `m` (`rows × cols`, column- or row-major) as is, or, if `want`,
+/// with a copy of it in the other order in this thread's scratch `slot` when `m` is `f32`,
+/// its stride is a multiple of [`ALIASING_STRIDE`], both dims are at least 8, and the CPU has
+/// AVX2 for the copy.
+///
+/// Why: gemm reads a column-major operand down its columns as it packs it (and a row-major
+/// one along its rows where it must pack it column-major), and with columns 1 or 2 KiB apart
+/// those reads fall onto a few cache sets. Measured (`mm_shapes` experiment, AVX-512 kernels):
+/// - a transposed view used at least [`PACK_MIN_USES`] times, copied row-major: the weight
+///   gradient `g.t() @ x` (`g` of `[128, 512]`) went from 139 to 156 GFLOP/s. With a stride
+///   of 784 the copy cost more than it saved: `x @ w1.t()` went from 177 to 165 (medians of 6
+///   alternated runs);
+/// - the row-major left operand of [`with_col_major_out`]'s products, copied column-major:
+///   `h @ w2.t()` (`h` of `[128, 512]`) ran at 0.86 of `h @ w2`'s rate, against 0.80 with
+///   gemm's own pack; `x @ w1.t()` (rows 784 floats apart, not copied) at 0.95, against 0.88
+///   copied (five alternated runs, ratios to `h @ w2` in the same run).
 ///
 /// # Safety
 ///
 /// Every element `(i, j)` of `m` for `i < rows`, `j < cols` is readable and not written
 /// during the call.
-unsafe fn with_row_major<T: 'static, R>(
+unsafe fn with_reordered<T: 'static, R>(
+    want: bool,
     m: Mat<T>,
     rows: usize,
     cols: usize,
-    uses: usize,
     slot: usize,
     f: impl FnOnce(Mat<T>) -> R,
 ) -> R {
-    let worth = m.rs == 1
-        && m.cs > 1
-        && (m.cs as usize).is_multiple_of(ALIASING_STRIDE)
-        && uses >= PACK_MIN_USES
+    // `m`, or `mᵀ` when `m` is row-major, as `r × c` with contiguous columns `ld` apart.
+    let col_major = m.rs == 1;
+    let (ld, r, c) = if col_major {
+        (m.cs, rows, cols)
+    } else {
+        (m.rs, cols, rows)
+    };
+    let worth = want
+        && (m.rs == 1) != (m.cs == 1)
+        && ld > 1
+        && (ld as usize).is_multiple_of(ALIASING_STRIDE)
         && rows >= 8
         && cols >= 8
         && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
@@ -284,21 +377,36 @@ unsafe fn with_row_major<T: 'static, R>(
     if !worth {
         return f(m);
     }
+    with_scratch(slot, rows * cols, |dst| {
+        // SAFETY: `T` is `f32` and AVX2 was detected (both checked above); the caller lets us
+        // read the `r × c` columns `ld` apart; `dst` has room for `rows × cols` floats.
+        unsafe { transpose::copy_cols_to_rows(m.p.cast::<f32>(), ld as usize, r, c, dst, c) };
+        let p = dst.cast::<T>();
+        f(if col_major {
+            Mat {
+                p,
+                rs: cols as isize,
+                cs: 1,
+            }
+        } else {
+            Mat {
+                p,
+                rs: 1,
+                cs: rows as isize,
+            }
+        })
+    })
+}
+
+/// Calls `f` with room for `len` floats (64-bit aligned, contents unspecified) from this
+/// thread's scratch `slot`, kept for the next call when it is at most [`SCRATCH_KEEP`] bytes.
+fn with_scratch<R>(slot: usize, len: usize, f: impl FnOnce(*mut f32) -> R) -> R {
     SCRATCH.with(|s| {
-        // Taken, not borrowed: a nested call (none today) would copy into a fresh buffer.
+        // Taken, not borrowed: a nested call on the same slot gets a fresh buffer.
         let mut buf = s[slot].take();
         buf.clear();
-        buf.reserve((rows * cols).div_ceil(2));
-        let dst = buf.as_mut_ptr().cast::<f32>();
-        // SAFETY: `T` is `f32` (checked above); `dst` has room for `rows × cols` f32 (half
-        // as many u64s, whose alignment is larger); AVX2 was detected; the caller's guarantee
-        // covers the reads, and `m.rs == 1`.
-        unsafe { transpose::copy_cols_to_rows(m.p.cast::<f32>(), m.cs as usize, rows, cols, dst) };
-        let r = f(Mat {
-            p: dst.cast::<T>(),
-            rs: cols as isize,
-            cs: 1,
-        });
+        buf.reserve(len.div_ceil(2));
+        let r = f(buf.as_mut_ptr().cast::<f32>());
         if buf.capacity() * std::mem::size_of::<u64>() <= SCRATCH_KEEP {
             s[slot].replace(buf);
         }
@@ -322,13 +430,13 @@ mod transpose {
     use std::arch::x86_64::*;
 
     /// Writes the `rows × cols` matrix whose column `j` is the `rows` contiguous floats at
-    /// `src + j * ld` to `dst`, row-major: 8 × 8 blocks transposed in registers, the edges
-    /// one element at a time.
+    /// `src + j * ld` to `dst`, row-major with rows `ldd` floats apart: 8 × 8 blocks
+    /// transposed in registers, the edges one element at a time.
     ///
     /// # Safety
     ///
-    /// AVX2 is available; `src + i + j * ld` is readable for `i < rows`, `j < cols`; `dst`
-    /// has room for `rows × cols` floats.
+    /// AVX2 is available; `src + i + j * ld` is readable and `dst + i * ldd + j` writable for
+    /// `i < rows`, `j < cols`, and the two do not overlap.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn copy_cols_to_rows(
         src: *const f32,
@@ -336,6 +444,7 @@ mod transpose {
         rows: usize,
         cols: usize,
         dst: *mut f32,
+        ldd: usize,
     ) {
         let (r8, c8) = (rows / 8 * 8, cols / 8 * 8);
         // SAFETY: every index stays below `rows` and `cols`, as the caller guarantees for both
@@ -347,11 +456,11 @@ mod transpose {
                         std::array::from_fn(|c| _mm256_loadu_ps(src.add(i + (j + c) * ld)));
                     let t = transpose8(v);
                     for (r, row) in t.iter().enumerate() {
-                        _mm256_storeu_ps(dst.add((i + r) * cols + j), *row);
+                        _mm256_storeu_ps(dst.add((i + r) * ldd + j), *row);
                     }
                 }
             }
-            let one = |i: usize, j: usize| *dst.add(i * cols + j) = *src.add(i + j * ld);
+            let one = |i: usize, j: usize| *dst.add(i * ldd + j) = *src.add(i + j * ld);
             for j in 0..c8 {
                 for i in r8..rows {
                     one(i, j);
@@ -411,6 +520,7 @@ mod transpose {
         _: usize,
         _: usize,
         _: *mut f32,
+        _: usize,
     ) {
         unreachable!("no AVX2 off x86-64")
     }
@@ -418,34 +528,45 @@ mod transpose {
 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
-    /// The register transpose against an index-by-index copy, with edges in both dims and a
-    /// column stride larger than the rows.
+    /// The register transpose against an index-by-index copy, with edges in both dims, a
+    /// column stride larger than the rows, and output rows wider than the matrix (whose gaps
+    /// must stay untouched).
     #[test]
     fn copy_cols_to_rows_matches_index_copy() {
         if !super::has_avx2() {
             return;
         }
-        for (rows, cols, ld) in [
-            (8, 8, 8),
-            (21, 19, 37),
-            (64, 40, 256),
-            (7, 9, 7),
-            (16, 3, 16),
+        for (rows, cols, ld, ldd) in [
+            (8, 8, 8, 8),
+            (21, 19, 37, 19),
+            (64, 40, 256, 40),
+            (7, 9, 7, 9),
+            (16, 3, 16, 3),
+            (24, 16, 24, 37),
+            (13, 27, 13, 30),
         ] {
             let src: Vec<f32> = (0..ld * cols).map(|v| v as f32).collect();
-            let mut dst = vec![f32::NAN; rows * cols];
+            let mut dst = vec![f32::NAN; rows * ldd];
             // SAFETY: AVX2 was detected; column `j` is `src[j * ld..j * ld + rows]` with
-            // `rows <= ld`; `dst` holds `rows × cols` floats.
+            // `rows <= ld`; `dst` holds `rows` rows of `ldd >= cols` floats.
             unsafe {
-                super::transpose::copy_cols_to_rows(src.as_ptr(), ld, rows, cols, dst.as_mut_ptr())
+                super::transpose::copy_cols_to_rows(
+                    src.as_ptr(),
+                    ld,
+                    rows,
+                    cols,
+                    dst.as_mut_ptr(),
+                    ldd,
+                )
             };
             for i in 0..rows {
-                for j in 0..cols {
-                    assert_eq!(
-                        dst[i * cols + j],
-                        src[i + j * ld],
-                        "({i}, {j}) of {rows}x{cols}"
-                    );
+                for j in 0..ldd {
+                    let got = dst[i * ldd + j];
+                    if j < cols {
+                        assert_eq!(got, src[i + j * ld], "({i}, {j}) of {rows}x{cols}");
+                    } else {
+                        assert!(got.is_nan(), "gap ({i}, {j}) of {rows}x{cols} written");
+                    }
                 }
             }
         }
