@@ -215,7 +215,10 @@ unsafe fn gemm_parts<T: Elem + num_traits::Zero + 'static>(
             )
         };
         if col_major_out_pays(a, b, rows, cols, k) {
-            // `a` column-major, as gemm's left operand is there.
+            // `a` column-major, as gemm's left operand is there. `col_major_out_pays` checked
+            // that `T` is `f32` and the CPU has AVX2, as `with_col_major_out` requires; `dst`
+            // is this block of the row-major output (`dst.cs == 1`), which gemm's fill of the
+            // scratch does not read.
             with_col_major_out(dst, rows, cols, |t| {
                 with_reordered(a.cs == 1, a, rows, k, 0, |a| product(t, a, b))
             })
