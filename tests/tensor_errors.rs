@@ -900,7 +900,7 @@ fn an_out_of_range_class_in_cross_entropy_fails_at_the_read() {
             let loss = logits.cross_entropy(&target).unwrap();
             let e = loss.item::<f32>().unwrap_err();
             assert!(
-                matches!(&e, Error::Vm(eddy::vm::Error::KernelFailed { op, .. }) if op == "gather"),
+                matches!(&e, Error::Vm(eddy::vm::Error::KernelFailed { op, .. }) if op == "nll_loss"),
                 "{e:?}"
             );
             assert!(e.to_string().contains("index 5"), "{e}");
@@ -1050,4 +1050,284 @@ fn bad_dropout_probabilities_and_integer_operands_fail_at_the_call() {
         assert!(y.shares_storage(&x));
         assert_eq!(vm.stats().inserted, s0);
     }
+}
+
+// ---- edge inputs found by a review of the less-travelled ops (thirty-third session) ---------
+
+/// A negative class target is out of range for `nll_loss` and `cross_entropy` (unlike a
+/// negative `gather` index, which counts from the end): at the call when the target's values
+/// are known on the host, else at the next sync, naming the op.
+#[test]
+fn negative_class_targets_fail() {
+    let logits = Tensor::from_vec(vec![0f32, 1., 2.], [1, 3]).unwrap();
+    let known = Tensor::from_vec(vec![-1i64], [1]).unwrap();
+    for (op, e) in [
+        ("nll_loss", logits.nll_loss(&known).unwrap_err()),
+        ("cross_entropy", logits.cross_entropy(&known).unwrap_err()),
+    ] {
+        assert!(
+            matches!(e, Error::IndexOutOfRange { op: o, index: -1, size: 3 } if o == op),
+            "{e}"
+        );
+    }
+    // Computed on the engine: only the kernel sees the value.
+    let computed = Tensor::from_vec(vec![1i64], [1])
+        .unwrap()
+        .sub_scalar(2.0)
+        .unwrap();
+    let e = logits
+        .cross_entropy(&computed)
+        .unwrap()
+        .item::<f32>()
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("nll_loss") && e.to_string().contains("-1"),
+        "{e}"
+    );
+    // `gather` itself still counts a negative index from the end.
+    let g = logits.gather(1, &Tensor::from_vec(vec![-1i64], [1, 1]).unwrap());
+    assert_eq!(g.unwrap().to_vec::<f32>().unwrap(), [2.0]);
+}
+
+/// An integral scalar outside an integer (or bool) dtype's range is compared as it is, not
+/// clamped into the range first.
+#[test]
+fn integer_comparisons_with_out_of_range_scalars() {
+    let u = Tensor::from_vec(vec![255u8, 0], [2]).unwrap();
+    assert_eq!(
+        u.eq_scalar(256.0).unwrap().to_vec::<bool>().unwrap(),
+        [false, false]
+    );
+    assert_eq!(
+        u.eq_scalar(-1.0).unwrap().to_vec::<bool>().unwrap(),
+        [false, false]
+    );
+    assert_eq!(
+        u.lt_scalar(256.0).unwrap().to_vec::<bool>().unwrap(),
+        [true, true]
+    );
+    assert_eq!(
+        u.gt_scalar(-1.0).unwrap().to_vec::<bool>().unwrap(),
+        [true, true]
+    );
+    assert_eq!(
+        u.eq_scalar(255.0).unwrap().to_vec::<bool>().unwrap(),
+        [true, false]
+    );
+    let i = Tensor::from_vec(vec![i32::MAX, i32::MIN], [2]).unwrap();
+    assert_eq!(
+        i.lt_scalar(3e9).unwrap().to_vec::<bool>().unwrap(),
+        [true, true]
+    );
+    assert_eq!(
+        i.ge_scalar(-3e9).unwrap().to_vec::<bool>().unwrap(),
+        [true, true]
+    );
+    let l = Tensor::from_vec(vec![i64::MAX, i64::MIN], [2]).unwrap();
+    assert_eq!(
+        l.lt_scalar(1e19).unwrap().to_vec::<bool>().unwrap(),
+        [true, true]
+    );
+    assert_eq!(
+        l.ne_scalar(-1e19).unwrap().to_vec::<bool>().unwrap(),
+        [true, true]
+    );
+    let b = Tensor::from_vec(vec![true, false], [2]).unwrap();
+    assert_eq!(
+        b.eq_scalar(2.0).unwrap().to_vec::<bool>().unwrap(),
+        [false, false]
+    );
+    assert_eq!(
+        b.eq_scalar(1.0).unwrap().to_vec::<bool>().unwrap(),
+        [true, false]
+    );
+}
+
+/// Integer `clamp` saturates bounds outside the dtype's range instead of wrapping them.
+#[test]
+fn integer_clamp_with_out_of_range_bounds() {
+    let u = Tensor::from_vec(vec![5u8, 200], [2]).unwrap();
+    assert_eq!(
+        u.clamp(None, Some(-1.0)).unwrap().to_vec::<u8>().unwrap(),
+        [0, 0]
+    );
+    assert_eq!(
+        u.clamp(Some(300.0), None).unwrap().to_vec::<u8>().unwrap(),
+        [255, 255]
+    );
+    assert_eq!(
+        u.clamp(Some(10.0), Some(100.0))
+            .unwrap()
+            .to_vec::<u8>()
+            .unwrap(),
+        [10, 100]
+    );
+    let i = Tensor::from_vec(vec![0i32, -7], [2]).unwrap();
+    assert_eq!(
+        i.clamp(Some(3e9), None).unwrap().to_vec::<i32>().unwrap(),
+        [i32::MAX, i32::MAX]
+    );
+    assert_eq!(
+        i.clamp(None, Some(-3e9)).unwrap().to_vec::<i32>().unwrap(),
+        [i32::MIN, i32::MIN]
+    );
+}
+
+/// Integer `pow`: negative exponents truncate toward zero, the parity of an exponent beyond
+/// `u32` is kept, and `0` to a negative power is an error at the next sync.
+#[test]
+fn integer_pow_edges() {
+    let x = Tensor::from_vec(vec![1i64, -1, -1, 2, -3, -1, -1], [7]).unwrap();
+    let y = Tensor::from_vec(vec![-1i64, -1, -2, -1, -5, 1 << 32, (1 << 32) + 1], [7]).unwrap();
+    assert_eq!(
+        x.pow(&y).unwrap().to_vec::<i64>().unwrap(),
+        [1, -1, 1, 0, 0, 1, -1]
+    );
+    // Wrapping, as the other integer ops: 3^41 mod 2^64, and the same in i32.
+    let big = 3i64.wrapping_pow(41);
+    let p = Tensor::from_vec(vec![3i64], [1])
+        .unwrap()
+        .pow(&Tensor::from_vec(vec![41i64], [1]).unwrap())
+        .unwrap();
+    assert_eq!(p.to_vec::<i64>().unwrap(), [big]);
+    let p32 = Tensor::from_vec(vec![3i32], [1])
+        .unwrap()
+        .pow(&Tensor::from_vec(vec![41i32], [1]).unwrap())
+        .unwrap();
+    assert_eq!(p32.to_vec::<i32>().unwrap(), [3i32.wrapping_pow(41)]);
+    let z = Tensor::from_vec(vec![0i64, 2], [2])
+        .unwrap()
+        .pow(&Tensor::from_vec(vec![-1i64, 1], [2]).unwrap())
+        .unwrap();
+    let e = z.to_vec::<i64>().unwrap_err();
+    assert!(e.to_string().contains("negative"), "{e}");
+}
+
+/// A 0-d tensor's softmax checks its dim like every other 0-d op (0 and -1 only).
+#[test]
+fn softmax_of_a_scalar_checks_the_dim() {
+    let s = Tensor::from_vec(vec![1f32], []).unwrap();
+    for log in [false, true] {
+        let r = if log { s.log_softmax(7) } else { s.softmax(7) };
+        assert!(matches!(r, Err(Error::InvalidDim { .. })), "{r:?}");
+        for d in [0, -1] {
+            let r = if log { s.log_softmax(d) } else { s.softmax(d) };
+            assert_eq!(
+                r.unwrap().item::<f32>().unwrap(),
+                if log { 0.0 } else { 1.0 }
+            );
+        }
+    }
+}
+
+/// Empty tensors whose other dims are huge: views and masks return at once, host reads of
+/// more than the host can hold fail with `OutOfMemory`, and nothing aborts or hangs.
+#[test]
+fn empty_tensors_with_huge_dims_and_huge_broadcasts() {
+    // A mask or index over the huge dim would hang or abort: the watchdog turns a hang into
+    // a failure.
+    watchdog(60, || {
+        let e = Tensor::zeros([1usize << 62, 0], F32).unwrap();
+        assert_eq!(e.flip(&[0]).unwrap().dims(), &[1 << 62, 0]);
+        assert_eq!(e.tril(0).unwrap().dims(), &[1 << 62, 0]);
+        assert_eq!(e.triu(1).unwrap().dims(), &[1 << 62, 0]);
+        let r = e.to_vec2::<f32>();
+        assert!(matches!(r, Err(Error::Vm(ref v)) if v.is_oom()), "{r:?}");
+        assert!(e.to_vec::<f32>().unwrap().is_empty());
+        // 2^62 one-byte elements from a one-element storage: a valid view, not a valid host copy.
+        let b = Tensor::from_vec(vec![7u8], [1])
+            .unwrap()
+            .expand([1usize << 62])
+            .unwrap();
+        let r = b.to_vec::<u8>();
+        assert!(matches!(r, Err(Error::Vm(ref v)) if v.is_oom()), "{r:?}");
+        // Display reads only what it shows.
+        let s = format!("{b}");
+        assert_eq!(s, "tensor([7, 7, 7, ..., 7, 7, 7], dtype=u8)");
+    });
+}
+
+/// `Display` prints integers from their own values, not through `f64`.
+#[test]
+fn display_prints_large_integers_exactly() {
+    let t = Tensor::from_vec(vec![i64::MAX, i64::MIN + 1], [2]).unwrap();
+    assert_eq!(
+        format!("{t}"),
+        "tensor([ 9223372036854775807, -9223372036854775807], dtype=i64)"
+    );
+}
+
+/// `safetensors::save` refuses an empty tensor whose dims overflow when multiplied (the
+/// format multiplies them in order) instead of panicking.
+#[test]
+fn safetensors_save_refuses_overflowing_dims() {
+    let t = Tensor::zeros([0, 1usize << 62, 8], F32)
+        .unwrap()
+        .permute(&[1, 2, 0])
+        .unwrap();
+    let path = std::env::temp_dir().join(format!("eddy-overflow-{}.st", std::process::id()));
+    let r = eddy::tensor::safetensors::save([("t", &t)], &path);
+    assert!(
+        matches!(
+            r,
+            Err(Error::InvalidArgument {
+                op: "safetensors::save",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    assert!(!path.exists());
+}
+
+/// Random creation checks its parameters.
+#[test]
+fn random_parameters_are_checked() {
+    for r in [
+        Tensor::uniform([3], 1.0, 0.0, F32),
+        Tensor::uniform([3], f64::NEG_INFINITY, 0.0, F32),
+        Tensor::uniform([3], 0.0, f64::NAN, F32),
+        Tensor::randn([3], 0.0, -1.0, F32),
+        Tensor::randn([3], 0.0, f64::NAN, F32),
+        Tensor::randn([3], f64::INFINITY, 1.0, F64),
+    ] {
+        assert!(matches!(r, Err(Error::InvalidArgument { .. })), "{r:?}");
+    }
+    let c = Tensor::uniform([3], 2.0, 2.0, F32)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    assert_eq!(c, [2.0; 3]);
+    let z = Tensor::randn([3], 1.0, 0.0, F32)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    assert_eq!(z, [1.0; 3]);
+}
+
+/// f16 dropout with a scale past f16's range: a kept zero stays zero (not `0 × inf`), a kept
+/// one overflows to infinity as the product does in PyTorch.
+#[test]
+fn f16_dropout_with_a_huge_scale() {
+    let p = 0.99999;
+    let z = Tensor::zeros([20_000], F16)
+        .unwrap()
+        .dropout(p, true)
+        .unwrap();
+    let z = z.to_dtype(F32).unwrap().to_vec::<f32>().unwrap();
+    assert!(
+        z.iter().all(|&v| v == 0.0),
+        "a NaN or nonzero in {:?}",
+        &z[..8]
+    );
+    let o = Tensor::ones([200_000], F16)
+        .unwrap()
+        .dropout(p, true)
+        .unwrap();
+    let o = o.to_dtype(F32).unwrap().to_vec::<f32>().unwrap();
+    assert!(o.iter().all(|&v| v == 0.0 || v == f32::INFINITY));
+    assert!(
+        o.contains(&f32::INFINITY),
+        "200,000 draws at 1e-5 kept none"
+    );
 }

@@ -307,7 +307,8 @@ impl Tensor {
     ///
     /// # Errors
     ///
-    /// As [`full`](Self::full).
+    /// As [`full`](Self::full); `InvalidArgument` unless `lo` and `hi` are finite and
+    /// `lo <= hi`.
     ///
     /// # Examples
     ///
@@ -325,7 +326,8 @@ impl Tensor {
     ///
     /// # Errors
     ///
-    /// As [`full`](Self::full).
+    /// As [`full`](Self::full); `InvalidArgument` unless `mean` and `std` are finite and
+    /// `std >= 0`.
     ///
     /// # Examples
     ///
@@ -343,6 +345,23 @@ impl Tensor {
     fn random(shape: Shape, dist: Distribution, dtype: DType) -> Result<Tensor> {
         if !dtype.is_float() {
             return Err(Error::UnsupportedDType { op: "rand", dtype });
+        }
+        match dist {
+            Distribution::Uniform { lo, hi } if !(lo.is_finite() && hi.is_finite() && lo <= hi) => {
+                return Err(Error::invalid(
+                    "uniform",
+                    format!("needs finite bounds with lo <= hi, got [{lo}, {hi})"),
+                ));
+            }
+            Distribution::Normal { mean, std }
+                if !(mean.is_finite() && std.is_finite() && std >= 0.0) =>
+            {
+                return Err(Error::invalid(
+                    "randn",
+                    format!("needs a finite mean and a finite std >= 0, got {mean} and {std}"),
+                ));
+            }
+            _ => {}
         }
         let t = Tensor::empty_on(current()?, shape, dtype)?;
         let (seed, offset) = take_counters(t.numel() as u64);

@@ -890,6 +890,28 @@ impl Tensor {
         self.new_filled(Shape::default(), self.scalar_dtype(c), c)
     }
 
+    /// The right operand of a comparison with the scalar `c`: as [`scalar_like`](Self::scalar_like),
+    /// but an integral `c` outside an integer (or bool) dtype's range is kept in `i64` (or `f64`
+    /// beyond that), so that it is compared as it is, not clamped into the range: a `u8` 255
+    /// is not equal to 256.
+    fn cmp_scalar(&self, c: f64) -> Result<Tensor> {
+        let dt = self.scalar_dtype(c);
+        let range = match dt {
+            DType::Bool => Some((0.0, 1.0)),
+            DType::U8 => Some((0.0, 255.0)),
+            DType::I32 => Some((i32::MIN as f64, i32::MAX as f64)),
+            _ => None,
+        };
+        let i64_range = (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&c);
+        let dt = match range {
+            Some((lo, hi)) if !(lo..=hi).contains(&c) && i64_range => DType::I64,
+            Some((lo, hi)) if !(lo..=hi).contains(&c) => DType::F64,
+            None if dt == DType::I64 && !i64_range => DType::F64,
+            _ => dt,
+        };
+        self.new_filled(Shape::default(), dt, c)
+    }
+
     // ---- in place ----------------------------------------------------------------------------
 
     fn check_inplace(&self, op: &'static str) -> Result<()> {
@@ -1332,7 +1354,7 @@ macro_rules! cmp_methods {
                 ///
                 /// Engine errors.
                 pub fn $sname(&self, c: f64) -> Result<Tensor> {
-                    self.compare(&self.scalar_like(c)?, CmpOp::$op)
+                    self.compare(&self.cmp_scalar(c)?, CmpOp::$op)
                 }
             )*
         }
@@ -1629,6 +1651,11 @@ impl Tensor {
                 op,
                 format!("needs at least 2 dims, got {:?}", self.dims()),
             ));
+        }
+        if self.numel() == 0 {
+            // Nothing to zero, and no mask to build over a dim that may be huge: a copy, as
+            // `masked_fill` gives.
+            return self.to_dtype(self.dtype());
         }
         let (rows, cols) = (self.dims()[r - 2], self.dims()[r - 1]);
         let mask: Vec<eddy_ops::Bool8> = (0..rows as i64)

@@ -5,6 +5,23 @@ use crate::{DType, Elem, Error, Result, Tensor};
 use eddy_ops::kernel::gather_host;
 use std::fmt;
 
+/// From this many bytes on, a host read first checks that the host can allocate its result.
+const PROBE_BYTES: usize = 1 << 30;
+
+/// Reserves room for `n` more elements in `v`, or fails with `OutOfMemory` naming `op`
+/// (the host's allocator refused, or the size overflows) instead of aborting.
+fn host_reserve<T>(op: &str, v: &mut Vec<T>, n: usize) -> Result<()> {
+    v.try_reserve_exact(n).map_err(|_| {
+        Error::Vm(eddy_vm::Error::OutOfMemory {
+            op: op.to_string(),
+            requested: n.saturating_mul(std::mem::size_of::<T>()),
+            in_use: 0,
+            cached: 0,
+            capacity: None,
+        })
+    })
+}
+
 impl Tensor {
     /// Waits until every op writing this tensor's storage has run.
     ///
@@ -53,6 +70,12 @@ impl Tensor {
                 rhs: T::DTYPE,
             });
         }
+        // A broadcast view may show far more elements than its storage holds: fail with an
+        // error, not an abort, when the host cannot hold them.
+        let n = self.numel();
+        if n.saturating_mul(std::mem::size_of::<T>()) >= PROBE_BYTES {
+            host_reserve::<T>("to_vec", &mut Vec::new(), n)?;
+        }
         let layout = self.layout().clone();
         Ok(self
             .engine()
@@ -84,7 +107,11 @@ impl Tensor {
         let cols = self.dims()[1];
         let v = self.to_vec::<T>()?;
         Ok(if cols == 0 {
-            vec![Vec::new(); self.dims()[0]]
+            let rows = self.dims()[0];
+            let mut out = Vec::new();
+            host_reserve::<Vec<T>>("to_vec2", &mut out, rows)?;
+            out.resize(rows, Vec::new());
+            out
         } else {
             v.chunks(cols).map(<[T]>::to_vec).collect()
         })
@@ -160,6 +187,45 @@ impl Tensor {
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
         eddy_ops::dispatch!(self.dtype(), T => Ok(self.to_vec::<T>()?.into_iter().map(Elem::to_f64).collect()))
     }
+
+    /// The entries `Display` shows, formatted: all of them, or with `summarize` the first and
+    /// last 3 of every dim longer than 6. Integers are formatted from their own values (an
+    /// `i64` above 2^53 has no exact `f64`).
+    fn display_strings(&self, summarize: bool) -> Result<Vec<String>> {
+        let _g = crate::no_grad();
+        let mut t = self.clone();
+        if summarize {
+            for (d, &n) in self.dims().iter().enumerate().filter(|(_, n)| **n > 6) {
+                let d = d as isize;
+                t = Tensor::cat(&[&t.narrow(d, 0, 3)?, &t.narrow(d, n - 3, 3)?], d)?;
+            }
+        }
+        let dt = self.dtype();
+        Ok(if dt == DType::Bool {
+            t.to_vec::<bool>()?
+                .into_iter()
+                .map(|v| if v { "True" } else { "False" }.to_string())
+                .collect()
+        } else if dt.is_int() {
+            t.to_dtype(DType::I64)?
+                .to_vec::<i64>()?
+                .into_iter()
+                .map(|v| v.to_string())
+                .collect()
+        } else {
+            t.to_f64_vec()?
+                .into_iter()
+                .map(|v| {
+                    let a = v.abs();
+                    if v.is_finite() && a != 0.0 && !(1e-4..1e8).contains(&a) {
+                        format!("{v:.4e}")
+                    } else {
+                        format!("{v:.4}")
+                    }
+                })
+                .collect()
+        })
+    }
 }
 
 /// PyTorch-like printing: `tensor([[1.0000, 2.0000], …], dtype=f32)`; dims longer than 6
@@ -184,32 +250,17 @@ impl fmt::Display for Tensor {
             }
             return write!(f, ")");
         }
-        let vals = match self.to_f64_vec() {
+        let summarize = self.numel() > 1000;
+        // With `summarize`, only what is shown is read and formatted: each dim longer than 6
+        // cut to its first and last 3 entries, so a huge tensor (a broadcast view of 2^62
+        // elements, say) is neither copied to the host nor formatted whole.
+        let strs = match self.display_strings(summarize) {
             Ok(v) => v,
             Err(e) => return write!(f, "tensor(<error: {e}>)"),
         };
-        let float = self.dtype().is_float();
-        let fmt_v = |v: f64| -> String {
-            if self.dtype() == DType::Bool {
-                if v != 0.0 {
-                    "True".into()
-                } else {
-                    "False".into()
-                }
-            } else if float {
-                let a = v.abs();
-                if v.is_finite() && a != 0.0 && !(1e-4..1e8).contains(&a) {
-                    format!("{v:.4e}")
-                } else {
-                    format!("{v:.4}")
-                }
-            } else {
-                format!("{v}")
-            }
-        };
-        let strs: Vec<String> = vals.iter().map(|&v| fmt_v(v)).collect();
-        let summarize = self.numel() > 1000;
         let mut out = String::from("tensor(");
+        /// `dims`: the tensor's; `strs`: the entries shown, row-major over `dims` with each
+        /// dim over 6 cut to 6 when `summarize`.
         fn rec(
             out: &mut String,
             dims: &[usize],
@@ -225,13 +276,14 @@ impl fmt::Display for Tensor {
                 return;
             }
             let n = dims[0];
-            let inner = eddy_ops::numel_of(&dims[1..]);
+            let shown = |d: usize| if summarize && d > 6 { 6 } else { d };
+            let inner: usize = dims[1..].iter().map(|&d| shown(d)).product();
             out.push('[');
             let idx: Vec<Option<usize>> = if summarize && n > 6 {
                 (0..3)
                     .map(Some)
                     .chain([None])
-                    .chain((n - 3..n).map(Some))
+                    .chain((3..6).map(Some))
                     .collect()
             } else {
                 (0..n).map(Some).collect()

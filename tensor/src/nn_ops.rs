@@ -26,6 +26,8 @@ impl Tensor {
             });
         }
         if self.rank() == 0 {
+            // A 0-d tensor takes dim 0 or -1, as in PyTorch.
+            norm_dim(op, dim, 1)?;
             return self.unsqueeze(0)?.softmax_impl(0, log)?.squeeze(0);
         }
         let d = norm_dim(op, dim, self.rank())?;
@@ -94,12 +96,13 @@ impl Tensor {
     }
 
     /// Negative log-likelihood: `self` holds log-probabilities `[N, C]`, `target` class
-    /// indices `[N]` (`i64`); the mean over the batch. A target out of `0..C` fails at the next
-    /// sync with a message naming it.
+    /// indices `[N]` (`i64`); the mean over the batch. A target out of `0..C` (a negative one
+    /// included) fails at the call where the target's values are known on the host, else at
+    /// the next sync with a message naming it.
     ///
     /// # Errors
     ///
-    /// `ShapeMismatch`, `UnsupportedDType` (target must be `i64` or `i32`).
+    /// `ShapeMismatch`, `UnsupportedDType` (target must be `i64` or `i32`), `IndexOutOfRange`.
     ///
     /// # Examples
     ///
@@ -113,7 +116,10 @@ impl Tensor {
     /// ```
     pub fn nll_loss(&self, target: &Tensor) -> Result<Tensor> {
         self.check_nll("nll_loss", target)?;
-        self.gather(1, &target.unsqueeze(1)?)?.mean_all()?.neg()
+        // A negative class is out of range here, unlike a negative `gather` index.
+        self.gather_impl("nll_loss", 1, &target.unsqueeze(1)?, false)?
+            .mean_all()?
+            .neg()
     }
 
     /// The argument checks of `nll_loss`, run before anything is enqueued.
@@ -126,7 +132,7 @@ impl Tensor {
             });
         }
         Tensor::check_index(op, target)?;
-        Tensor::check_index_values(op, target, self.dims()[1])?;
+        Tensor::check_index_values_from(op, target, self.dims()[1], false)?;
         self.same_device(op, target)
     }
 
@@ -194,9 +200,14 @@ impl Tensor {
         let mask = self.empty_like_shape(self.shape().clone(), dt)?;
         let (seed, offset) = crate::create::take_counters(mask.numel() as u64);
         let scale = 1.0 / (1.0 - p);
+        // A scale past f16's largest value (p above 1 - 1/65504) would be infinite in the mask,
+        // and a kept zero would come out NaN: the mask holds ones then, and the scale is
+        // applied after (a kept zero stays zero, a large value overflows as in PyTorch).
+        let late = dt == DType::F16 && scale > 65504.0;
+        let mask_scale = if late { 1.0 } else { scale };
         let keep = move |i: usize| {
             if eddy_ops::cpu::copy::uniform01(seed, offset.wrapping_add(i as u64)) >= p {
-                scale
+                mask_scale
             } else {
                 0.0
             }
@@ -206,7 +217,11 @@ impl Tensor {
             &[],
             &[&mask],
         )?;
-        self.mul(&mask)
+        if late {
+            self.mul(&mask)?.mul_scalar(scale)
+        } else {
+            self.mul(&mask)
+        }
     }
 
     /// Mean squared error against `target` (same shape).
@@ -311,9 +326,21 @@ impl Tensor {
     /// error comes from the call; otherwise the kernel checks them and a bad one surfaces at
     /// the next sync.
     fn check_index_values(op: &'static str, idx: &Tensor, size: usize) -> Result<()> {
+        Tensor::check_index_values_from(op, idx, size, true)
+    }
+
+    /// [`check_index_values`](Self::check_index_values), with `-size..0` allowed only
+    /// `if from_end`.
+    fn check_index_values_from(
+        op: &'static str,
+        idx: &Tensor,
+        size: usize,
+        from_end: bool,
+    ) -> Result<()> {
         let n = i64::try_from(size).unwrap_or(i64::MAX);
+        let lowest = if from_end { -n } else { 0 };
         match idx.known_range() {
-            Some((lo, _)) if lo < -n => Err(Error::IndexOutOfRange {
+            Some((lo, _)) if lo < lowest => Err(Error::IndexOutOfRange {
                 op,
                 index: lo,
                 size,
@@ -608,9 +635,21 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn gather(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
-        Tensor::check_index("gather", index)?;
-        self.same_device("gather", index)?;
-        let d = norm_dim("gather", dim, self.rank())?;
+        self.gather_impl("gather", dim, index, true)
+    }
+
+    /// [`gather`](Self::gather) as op `op`, with negative indices counted from the end only
+    /// `if from_end` (else out of range).
+    fn gather_impl(
+        &self,
+        op: &'static str,
+        dim: isize,
+        index: &Tensor,
+        from_end: bool,
+    ) -> Result<Tensor> {
+        Tensor::check_index(op, index)?;
+        self.same_device(op, index)?;
+        let d = norm_dim(op, dim, self.rank())?;
         if index.rank() != self.rank()
             || index
                 .dims()
@@ -620,12 +659,12 @@ impl Tensor {
                 .any(|(i, (a, b))| i != d && a > b)
         {
             return Err(Error::ShapeMismatch {
-                op: "gather",
+                op,
                 lhs: self.dims().to_vec(),
                 rhs: index.dims().to_vec(),
             });
         }
-        Tensor::check_index_values("gather", index, self.dims()[d])?;
+        Tensor::check_index_values_from(op, index, self.dims()[d], from_end)?;
         let idx = index.contiguous()?;
         let mut ls = self.layout().clone();
         ls.shape = idx.shape().clone();
@@ -633,16 +672,18 @@ impl Tensor {
         let size = self.dims()[d];
         let out = self.empty_like_shape(idx.shape().clone(), self.dtype())?;
         let k = ki::gather(
+            op,
             self.dtype(),
             idx.dtype(),
             ls,
             stride_dim,
             size,
             idx.layout().offset,
+            from_end,
         );
         Tensor::launch(k, &[self, &idx], &[&out])?;
         let in_shape = self.shape().clone();
-        Ok(out.record("gather", &[self], move |g, _, _| {
+        Ok(out.record(op, &[self], move |g, _, _| {
             Ok(vec![Some(g.add_at_gathered(&idx, &in_shape, d)?)])
         }))
     }

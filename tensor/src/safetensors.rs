@@ -139,6 +139,18 @@ pub fn save<'a, S: AsRef<str>>(
                 format!("the name {name:?} is given twice"),
             ));
         }
+        // The format's readers (and its writer) multiply the dims in order: an empty tensor
+        // whose other dims overflow that product cannot be written.
+        if t.dims()
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .is_none()
+        {
+            return Err(Error::invalid(
+                "safetensors::save",
+                format!("{name:?}: the product of the dims {:?} overflows", t.dims()),
+            ));
+        }
         entries.push((name, t.dtype(), t.dims().to_vec(), le_bytes(t)?));
     }
     let views = entries

@@ -591,6 +591,11 @@ impl Tensor {
                 ));
             }
         }
+        if self.numel() == 0 {
+            // Nothing to move (a copy still, as below); the index of a dim of 2^62 entries
+            // would not fit in memory.
+            return self.to_dtype(self.dtype());
+        }
         let mut out = None::<Tensor>;
         for d in (0..r).filter(|&d| seen[d] && self.dims()[d] > 1) {
             let n = self.dims()[d] as i64;

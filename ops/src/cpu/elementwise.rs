@@ -877,6 +877,30 @@ fn apply_float<A: NumFloat + Transcendental>(op: UnaryOp, x: A, c: A, d: A) -> A
 }
 
 #[inline(always)]
+/// `x ^ y` in wrapping `i64` arithmetic (so, cast back, in the operands' integer type) for any
+/// `y`: a negative `y` truncates toward zero (`1`, `±1` for `x = -1`, else `0`), `None` for
+/// `0` to a negative power. `i64::wrapping_pow` takes a `u32` exponent, and capping a larger
+/// one would change its parity.
+fn int_pow(x: i64, y: i64) -> Option<i64> {
+    if y < 0 {
+        return match x {
+            0 => None,
+            1 => Some(1),
+            -1 => Some(if y % 2 == 0 { 1 } else { -1 }),
+            _ => Some(0),
+        };
+    }
+    let (mut base, mut e, mut acc) = (x, y as u64, 1i64);
+    while e > 0 {
+        if e & 1 == 1 {
+            acc = acc.wrapping_mul(base);
+        }
+        base = base.wrapping_mul(base);
+        e >>= 1;
+    }
+    Some(acc)
+}
+
 fn apply_int(op: UnaryOp, x: i64, c: i64, d: i64) -> i64 {
     use UnaryOp::*;
     match op {
@@ -953,7 +977,13 @@ pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> impl Kernel {
         }, else => dispatch_int!(dtype, T => {
             // SAFETY: as above.
             let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
-            let (c, d) = (c as i64, d as i64);
+            let (c, d) = if let UnaryOp::Clamp(..) = op {
+                // Bounds saturated to `T`'s range, so the result stays in it (`T::from_i64`
+                // would wrap a bound below or above it).
+                (T::from_f64(c).to_i64(), T::from_f64(d).to_i64())
+            } else {
+                (c as i64, d as i64)
+            };
             map1_lay(a, &la, o, |x: T| T::from_i64(apply_int(op, x.to_i64(), c, d)));
             Ok(())
         }, else => Err(format!("unsupported dtype {dtype}"))))
@@ -1074,7 +1104,16 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
                 BinaryOp::Add => go!(|x: i64, y: i64| x.wrapping_add(y)),
                 BinaryOp::Sub => go!(|x: i64, y: i64| x.wrapping_sub(y)),
                 BinaryOp::Mul => go!(|x: i64, y: i64| x.wrapping_mul(y)),
-                BinaryOp::Pow => go!(|x: i64, y: i64| if y < 0 { 0 } else { x.wrapping_pow(y.min(u32::MAX as i64) as u32) }),
+                BinaryOp::Pow => {
+                    let zero_to_negative = std::sync::atomic::AtomicBool::new(false);
+                    go!(|x: i64, y: i64| int_pow(x, y).unwrap_or_else(|| {
+                        zero_to_negative.store(true, std::sync::atomic::Ordering::Relaxed);
+                        0
+                    }));
+                    if zero_to_negative.into_inner() {
+                        return Err("pow: 0 to a negative integer power".into());
+                    }
+                }
                 BinaryOp::Maximum => go!(|x: i64, y: i64| x.max(y)),
                 BinaryOp::Minimum => go!(|x: i64, y: i64| x.min(y)),
                 BinaryOp::ReluBackward => go!(|x: i64, y: i64| if x > 0 { y } else { 0 }),

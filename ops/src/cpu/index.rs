@@ -8,7 +8,8 @@ use eddy_vm::Counted;
 use eddy_vm::{Blob, instruction::Kernel};
 
 /// Reads the index blob (`i64` or `i32`, contiguous at `offset`, `n` entries) as `i64`s,
-/// checking each against `size` (negative indices count from the end, as in PyTorch).
+/// checking each against `size`. A negative index counts from the end, as in PyTorch, `if
+/// from_end`; else it is out of range.
 fn indices(
     op: &str,
     b: &Blob,
@@ -16,6 +17,7 @@ fn indices(
     offset: usize,
     n: usize,
     size: usize,
+    from_end: bool,
 ) -> Result<Vec<usize>, String> {
     let raw: Vec<i64> = match dtype {
         // SAFETY: the index blob is an input of the calling kernel.
@@ -30,7 +32,7 @@ fn indices(
     raw.into_iter()
         .map(|i| {
             // In i128: a dim may have 2^63 elements or more when another is 0.
-            let j = if i < 0 {
+            let j = if i < 0 && from_end {
                 i as i128 + size as i128
             } else {
                 i as i128
@@ -82,7 +84,15 @@ pub fn index_select(
     FnKernel::new(
         "index_select",
         move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-            let idx = indices("index_select", &ins[1], idx_dtype, idx_offset, nidx, size)?;
+            let idx = indices(
+                "index_select",
+                &ins[1],
+                idx_dtype,
+                idx_offset,
+                nidx,
+                size,
+                true,
+            )?;
             dispatch!(dtype, T => {
                 // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
                 let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
@@ -134,7 +144,15 @@ pub fn index_add(
     FnKernel::new(
         "index_add",
         move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-            let idx = indices("index_add", &ins[1], idx_dtype, idx_offset, nidx, size)?;
+            let idx = indices(
+                "index_add",
+                &ins[1],
+                idx_dtype,
+                idx_offset,
+                nidx,
+                size,
+                true,
+            )?;
             dispatch!(dtype, T => {
                 // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
                 let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
@@ -158,6 +176,8 @@ pub fn index_add(
 /// `out[i] = src[pos(i) with dim replaced by idx[i]]`: input 0 the source in layout `ls`
 /// restricted to the index's shape with `stride_dim` taken out (stride 0 at `dim`), input 1 the
 /// index, contiguous, of that shape; output 0 contiguous. `size` is the source's dim size.
+/// A negative index counts from the end `if from_end`, else it fails the kernel as out of
+/// range (`nll_loss`'s class targets); `op` names the kernel and its errors.
 ///
 /// # Examples
 ///
@@ -174,36 +194,37 @@ pub fn index_add(
 /// // Along dim 1 with a [2, 2] index: the source's strides [3, 1] with dim 1's set to 0.
 /// let mut ls = Layout::contiguous([2, 2]);
 /// ls.strides[..].copy_from_slice(&[3, 0]);
-/// let k = gather(DType::F32, DType::I32, ls, 1, 3, 0);
+/// let k = gather("gather", DType::F32, DType::I32, ls, 1, 3, 0, true);
 /// vm.run_op(StreamId::CPU, k, &[&src, &idx], &[&out], false)?;
 /// let l = Layout::contiguous([4]);
 /// let v = vm.read_blob(&out, move |m| gather_host::<f32>(m, &l))?;
 /// assert_eq!(v, [12.0, 10.0, 14.0, 14.0]);
 /// # Ok::<(), eddy_vm::Error>(())
 /// ```
+// The op definition's inferred layout pieces, passed as they are rather than bundled for one call.
+#[allow(clippy::too_many_arguments)]
 pub fn gather(
+    op: &'static str,
     dtype: DType,
     idx_dtype: DType,
     ls: Layout,
     stride_dim: usize,
     size: usize,
     idx_offset: usize,
+    from_end: bool,
 ) -> impl Kernel {
-    FnKernel::new(
-        "gather",
-        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-            let n = ls.numel();
-            let idx = indices("gather", &ins[1], idx_dtype, idx_offset, n, size)?;
-            dispatch!(dtype, T => {
-                // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
-                let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
-                walk(ls.dims(), [&ls.strides], [ls.offset], 0, n, |i, [off]| {
-                    o[i] = a[off + idx[i] * stride_dim];
-                });
+    FnKernel::new(op, move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+        let n = ls.numel();
+        let idx = indices(op, &ins[1], idx_dtype, idx_offset, n, size, from_end)?;
+        dispatch!(dtype, T => {
+            // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
+            let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
+            walk(ls.dims(), [&ls.strides], [ls.offset], 0, n, |i, [off]| {
+                o[i] = a[off + idx[i] * stride_dim];
             });
-            Ok(())
-        },
-    )
+        });
+        Ok(())
+    })
 }
 
 /// `out = 0; out[pos(i) with dim replaced by idx[i]] += src[i]`: input 0 the source (contiguous
@@ -247,7 +268,7 @@ pub fn scatter_add(
         "scatter_add",
         move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
             let n = lo.numel();
-            let idx = indices("scatter_add", &ins[1], idx_dtype, idx_offset, n, size)?;
+            let idx = indices("scatter_add", &ins[1], idx_dtype, idx_offset, n, size, true)?;
             dispatch!(dtype, T => {
                 // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
                 let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
