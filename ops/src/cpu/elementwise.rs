@@ -876,7 +876,6 @@ fn apply_float<A: NumFloat + Transcendental>(op: UnaryOp, x: A, c: A, d: A) -> A
     }
 }
 
-#[inline(always)]
 /// `x ^ y` in wrapping `i64` arithmetic (so, cast back, in the operands' integer type) for any
 /// `y`: a negative `y` truncates toward zero (`1`, `±1` for `x = -1`, else `0`), `None` for
 /// `0` to a negative power. `i64::wrapping_pow` takes a `u32` exponent, and capping a larger
@@ -901,6 +900,7 @@ fn int_pow(x: i64, y: i64) -> Option<i64> {
     Some(acc)
 }
 
+#[inline(always)]
 fn apply_int(op: UnaryOp, x: i64, c: i64, d: i64) -> i64 {
     use UnaryOp::*;
     match op {
