@@ -1234,6 +1234,18 @@ fn empty_tensors_with_huge_dims_and_huge_broadcasts() {
         let r = e.to_vec2::<f32>();
         assert!(matches!(r, Err(Error::Vm(ref v)) if v.is_oom()), "{r:?}");
         assert!(e.to_vec::<f32>().unwrap().is_empty());
+        // 2^62 (or 2^61) row views would take more memory than any host has.
+        for r in [e.unbind(0), e.split(1, 0), e.chunk(1 << 61, 0)] {
+            assert!(
+                matches!(r, Err(Error::Vm(ref v)) if v.is_oom()),
+                "{:?}",
+                r.map(|v| v.len())
+            );
+        }
+        // A split into few pieces, or along the empty dim, is fine.
+        assert_eq!(e.chunk(3, 0).unwrap().len(), 3);
+        assert_eq!(e.split(1 << 61, 0).unwrap()[1].dims(), &[1 << 61, 0]);
+        assert!(e.unbind(1).unwrap().is_empty());
         // 2^62 one-byte elements from a one-element storage: a valid view, not a valid host copy.
         let b = Tensor::from_vec(vec![7u8], [1])
             .unwrap()

@@ -1469,6 +1469,72 @@ fn max_over_an_empty_dim_is_an_empty_tensor_error() {
     assert_eq!(t.argmin(1, true).unwrap().dims(), &[0, 1]);
 }
 
+/// Integer products are exact and wrap in their dtype, as `torch.mm`'s do: no rounding above
+/// 2^53, no saturation at the dtype's ends. Checked against wrapping loops over a transposed,
+/// batched operand large enough to take the threaded path, and at the edges.
+#[test]
+fn integer_matmul_is_exact_and_wraps() {
+    // 2^53 + 1 is not an f64; i64::MAX + 1 wraps to i64::MIN.
+    let a = Tensor::from_vec(vec![(1i64 << 53) + 1, i64::MAX, 3], [1, 3]).unwrap();
+    let b = Tensor::from_vec(vec![1i64, 0, 0, 1, 0, 1], [3, 2]).unwrap();
+    let c = a.matmul(&b).unwrap();
+    assert_eq!(c.dtype(), I64);
+    assert_eq!(
+        c.to_vec::<i64>().unwrap(),
+        [(1i64 << 53) + 1, i64::MAX.wrapping_add(3)]
+    );
+    let a = Tensor::from_vec(vec![200u8, 100, 16, 17], [2, 2]).unwrap();
+    let b = Tensor::from_vec(vec![1u8, 2, 1, 3], [2, 2]).unwrap();
+    assert_eq!(
+        a.matmul(&b).unwrap().to_vec::<u8>().unwrap(),
+        [44, 188, 33, 83] // 300, 700, 33, 83 mod 256
+    );
+    let a = Tensor::from_vec(vec![i32::MAX, i32::MIN], [1, 2]).unwrap();
+    let b = Tensor::from_vec(vec![2i32, -1], [2, 1]).unwrap();
+    assert_eq!(
+        a.matmul(&b).unwrap().to_vec::<i32>().unwrap(),
+        [i32::MAX
+            .wrapping_mul(2)
+            .wrapping_add(i32::MIN.wrapping_neg())]
+    );
+
+    // [3, 70, 90] @ [90, 80]ᵀ-view broadcast over the batch: 3 × 504,000 multiply-adds.
+    let (nb, m, k, n) = (3usize, 70usize, 90usize, 80usize);
+    let mut rng = StdRng::seed_from_u64(7);
+    let av: Vec<i32> = (0..nb * m * k)
+        .map(|_| rng.random_range(-1 << 20..1 << 20))
+        .collect();
+    let bv: Vec<i32> = (0..n * k).map(|_| rng.random()).collect();
+    let a = Tensor::from_vec(av.clone(), [nb, m, k]).unwrap();
+    let bt = Tensor::from_vec(bv.clone(), [n, k]).unwrap().t().unwrap();
+    let got = a.matmul(&bt).unwrap().to_vec::<i32>().unwrap();
+    let mut want = vec![0i32; nb * m * n];
+    for bi in 0..nb {
+        for i in 0..m {
+            for j in 0..n {
+                want[(bi * m + i) * n + j] = (0..k).fold(0i32, |s, p| {
+                    s.wrapping_add(av[(bi * m + i) * k + p].wrapping_mul(bv[j * k + p]))
+                });
+            }
+        }
+    }
+    assert_eq!(got, want);
+
+    // An empty inner dim gives zeros; bool is not arithmetic.
+    let z = Tensor::zeros([2, 0], I64)
+        .unwrap()
+        .matmul(&Tensor::zeros([0, 3], I64).unwrap());
+    assert_eq!(z.unwrap().to_vec::<i64>().unwrap(), [0; 6]);
+    let t = Tensor::ones([2, 2], DType::Bool).unwrap();
+    assert!(matches!(
+        t.matmul(&t),
+        Err(Error::UnsupportedDType {
+            op: "matmul",
+            dtype: DType::Bool
+        })
+    ));
+}
+
 #[test]
 fn zero_sized_matmul_softmax_cat_and_indexing() {
     let a = Tensor::ones([2, 0], F32).unwrap();

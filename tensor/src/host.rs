@@ -22,6 +22,24 @@ fn host_reserve<T>(op: &str, v: &mut Vec<T>, n: usize) -> Result<()> {
     })
 }
 
+/// An empty vector with room for `n` views of one tensor, or `OutOfMemory` naming `op` when
+/// the host could not hold that many handles. Splitting a `[2^62, 0]` tensor into rows asks for
+/// 2^62 views, none with an element: this fails at once rather than aborting or running for
+/// years. Each view is a handle plus its own `Inner` (shape and strides inline), about
+/// `VIEW_BYTES`; from [`PROBE_BYTES`] of them on, the host is asked for that much first.
+pub(crate) fn views_reserve(op: &str, n: usize) -> Result<Vec<Tensor>> {
+    const VIEW_BYTES: usize =
+        std::mem::size_of::<Tensor>() + std::mem::size_of::<crate::tensor::Inner>() + 16;
+    let mut probe = Vec::<u8>::new();
+    if n.saturating_mul(VIEW_BYTES) >= PROBE_BYTES {
+        host_reserve(op, &mut probe, n.saturating_mul(VIEW_BYTES))?;
+        drop(probe);
+    }
+    let mut v = Vec::new();
+    host_reserve(op, &mut v, n)?;
+    Ok(v)
+}
+
 impl Tensor {
     /// Waits until every op writing this tensor's storage has run.
     ///

@@ -6,12 +6,14 @@ use eddy_ops::{broadcast_shapes, cpu::matmul as km};
 impl Tensor {
     /// The matrix product, as PyTorch's `matmul`: 1-D operands are promoted to a row (lhs) or
     /// a column (rhs) and the added dim removed; leading dims broadcast (batched matmul).
-    /// `f16`/`bf16` compute in `f32`, integers in `f64`.
+    /// `f16`/`bf16` compute in `f32`; integers are exact, their products and sums wrapping in
+    /// the dtype (as `torch.mm`'s do).
     ///
     /// # Errors
     ///
     /// `ShapeMismatch` if the inner dims differ or the batch dims do not broadcast;
-    /// `DTypeMismatch`, `DeviceMismatch`; `InvalidArgument` for 0-dim operands.
+    /// `DTypeMismatch`, `DeviceMismatch`; `UnsupportedDType` for `bool`; `InvalidArgument` for
+    /// 0-dim operands.
     ///
     /// # Examples
     ///
@@ -70,19 +72,19 @@ impl Tensor {
         })?;
         let dt = self.dtype();
         match dt {
-            DType::F32 | DType::F64 => {}
+            DType::F32 | DType::F64 | DType::I64 | DType::I32 | DType::U8 => {}
             DType::F16 | DType::BF16 => {
                 return self
                     .cast(DType::F32)?
                     .matmul(&rhs.cast(DType::F32)?)?
                     .cast(dt);
             }
-            _ => {
-                let _g = crate::no_grad();
-                return self
-                    .cast(DType::F64)?
-                    .matmul(&rhs.cast(DType::F64)?)?
-                    .cast(dt);
+            DType::Bool => {
+                // Arithmetic on `bool` is unsupported, as everywhere (and in `torch.mm`).
+                return Err(Error::UnsupportedDType {
+                    op: "matmul",
+                    dtype: dt,
+                });
             }
         }
         let full = |x: usize, y: usize| {

@@ -449,7 +449,8 @@ impl Tensor {
     ///
     /// # Errors
     ///
-    /// `InvalidDim`; `InvalidArgument` for `size` 0 on a non-empty dim.
+    /// `InvalidDim`; `InvalidArgument` for `size` 0 on a non-empty dim; `Vm(OutOfMemory)` when
+    /// the host cannot hold that many views (size 1 over a `[2^62, 0]` tensor).
     ///
     /// # Examples
     ///
@@ -473,10 +474,11 @@ impl Tensor {
         if n == 0 {
             return Ok(vec![self.clone()]);
         }
-        (0..n)
-            .step_by(size)
-            .map(|s| self.narrow(d as isize, s, size.min(n - s)))
-            .collect()
+        let mut parts = crate::host::views_reserve("split", n.div_ceil(size))?;
+        for s in (0..n).step_by(size) {
+            parts.push(self.narrow(d as isize, s, size.min(n - s))?);
+        }
+        Ok(parts)
     }
 
     /// Views of consecutive pieces with the given `sizes` along `dim`, which must add up to the
@@ -505,14 +507,12 @@ impl Tensor {
                 format!("sizes {sizes:?} do not add up to the size {n} of dim {d}"),
             ));
         }
-        let mut start = 0;
-        sizes
-            .iter()
-            .map(|&s| {
-                start += s;
-                self.narrow(d as isize, start - s, s)
-            })
-            .collect()
+        let (mut parts, mut start) = (Vec::with_capacity(sizes.len()), 0);
+        for &s in sizes {
+            parts.push(self.narrow(d as isize, start, s)?);
+            start += s;
+        }
+        Ok(parts)
     }
 
     /// At most `chunks` views of equal size `⌈n / chunks⌉` along `dim` (the last may be
@@ -520,7 +520,7 @@ impl Tensor {
     ///
     /// # Errors
     ///
-    /// `InvalidDim`; `InvalidArgument` for 0 chunks.
+    /// `InvalidDim`; `InvalidArgument` for 0 chunks; `Vm(OutOfMemory)` as [`split`](Self::split).
     ///
     /// # Examples
     ///
@@ -543,7 +543,8 @@ impl Tensor {
     ///
     /// # Errors
     ///
-    /// `InvalidDim`.
+    /// `InvalidDim`; `Vm(OutOfMemory)` when the host cannot hold that many views (dim 0 of a
+    /// `[2^62, 0]` tensor).
     ///
     /// # Examples
     ///
@@ -556,9 +557,11 @@ impl Tensor {
     /// ```
     pub fn unbind(&self, dim: isize) -> Result<Vec<Tensor>> {
         let d = norm_dim("unbind", dim, self.rank())?;
-        (0..self.dims()[d])
-            .map(|i| self.select(d as isize, i))
-            .collect()
+        let mut parts = crate::host::views_reserve("unbind", self.dims()[d])?;
+        for i in 0..self.dims()[d] {
+            parts.push(self.select(d as isize, i)?);
+        }
+        Ok(parts)
     }
 
     /// A copy with the order of elements reversed along each of `dims`. Differentiable.

@@ -17,7 +17,8 @@ use eddy_vm::{Blob, instruction::Kernel};
 
 /// `out[b] = a[b] @ b[b]` for every batch index: input 0 of layout `la` (`[batch.., m, k]`),
 /// input 1 of layout `lb` (`[batch.., k, n]`), batch dims already broadcast to the same shape;
-/// output 0 contiguous `[batch.., m, n]`. `dtype` is `f32` or `f64`.
+/// output 0 contiguous `[batch.., m, n]`. `dtype` is `f32` or `f64` (through `gemm`), or `i64`,
+/// `i32` or `u8`, whose products and sums wrap in the dtype as PyTorch's do (see [`run_int`]).
 ///
 /// # Examples
 ///
@@ -42,6 +43,9 @@ pub fn matmul(dtype: DType, la: Layout, lb: Layout) -> impl Kernel {
         move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| match dtype {
             DType::F32 => run::<f32>(&la, &lb, ins, outs, single_row_f32),
             DType::F64 => run::<f64>(&la, &lb, ins, outs, |_, _, _, _, _| false),
+            DType::I64 => run_int::<i64>(&la, &lb, ins, outs),
+            DType::I32 => run_int::<i32>(&la, &lb, ins, outs),
+            DType::U8 => run_int::<u8>(&la, &lb, ins, outs),
             d => Err(format!("matmul kernel does not take {d}")),
         },
     )
@@ -126,6 +130,91 @@ fn run<T: Elem + num_traits::Zero>(
                     n,
                     k,
                 )
+            }
+        },
+    );
+    err.map_or(Ok(()), Err)
+}
+
+/// The integer product: exact, with every multiply and add wrapping in `T` (a sum that
+/// overflows `i64` wraps as `torch.mm` does, rather than losing its low digits in `f64`).
+///
+/// A plain `i-p-j` loop: each output row accumulates `a[i, p] * b[p, ..]` over `p`, so the inner
+/// loop runs along `b`'s row (vectorised when `b`'s columns are contiguous). Rows are split over
+/// the kernel pool's threads from [`PAR_MNK`] multiply-adds on.
+fn run_int<T>(
+    la: &Layout,
+    lb: &Layout,
+    ins: &[Counted<Blob>],
+    outs: &[Counted<Blob>],
+) -> Result<(), String>
+where
+    T: Elem + num_traits::WrappingAdd + num_traits::WrappingMul,
+{
+    let r = la.shape.rank();
+    let (m, k, n) = (la.dims()[r - 2], la.dims()[r - 1], lb.dims()[r - 1]);
+    // SAFETY: inputs 0 and 1 are read, output 0 written; the output is a fresh blob.
+    let (a, b, o) = unsafe {
+        (
+            input::<T>(&ins[0]),
+            input::<T>(&ins[1]),
+            output::<T>(&outs[0]),
+        )
+    };
+    let batch = &la.dims()[..r - 2];
+    let nb = crate::numel_of(batch);
+    if nb == 0 || m == 0 || n == 0 {
+        return Ok(());
+    }
+    let (a_rs, a_cs) = (la.strides[r - 2], la.strides[r - 1]);
+    let (b_rs, b_cs) = (lb.strides[r - 2], lb.strides[r - 1]);
+    let parallel = m > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_MNK;
+    let mut err = None;
+    walk(
+        batch,
+        [&la.strides[..r - 2], &lb.strides[..r - 2]],
+        [la.offset, lb.offset],
+        0,
+        nb,
+        |bi, [oa, ob]| {
+            let dst = &mut o[bi * m * n..(bi + 1) * m * n];
+            if k == 0 {
+                dst.fill(T::ZERO);
+                return;
+            }
+            let last_a = oa + (m - 1) * a_rs + (k - 1) * a_cs;
+            let last_b = ob + (k - 1) * b_rs + (n - 1) * b_cs;
+            if last_a >= a.len() || last_b >= b.len() {
+                err = Some("matmul operand out of its storage".to_string());
+                return;
+            }
+            let row = |i: usize, out: &mut [T]| {
+                out.fill(T::ZERO);
+                for p in 0..k {
+                    let x = a[oa + i * a_rs + p * a_cs];
+                    let brow = &b[ob + p * b_rs..];
+                    if b_cs == 1 {
+                        for (o, &y) in out.iter_mut().zip(&brow[..n]) {
+                            *o = o.wrapping_add(&x.wrapping_mul(&y));
+                        }
+                    } else {
+                        for (j, o) in out.iter_mut().enumerate() {
+                            *o = o.wrapping_add(&x.wrapping_mul(&brow[j * b_cs]));
+                        }
+                    }
+                }
+            };
+            if parallel {
+                let rows = m.div_ceil(eddy_vm::par::threads().max(1));
+                eddy_vm::par::for_each_chunk_mut(dst, rows * n, |start, chunk| {
+                    for (ii, out) in chunk.chunks_mut(n).enumerate() {
+                        row(start / n + ii, out);
+                    }
+                });
+            } else {
+                for (i, out) in dst.chunks_mut(n).enumerate() {
+                    row(i, out);
+                }
             }
         },
     );
