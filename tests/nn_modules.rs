@@ -538,3 +538,58 @@ fn load_refuses_files_that_do_not_fit_and_leaves_the_module_unchanged() -> R {
     }
     Ok(())
 }
+
+/// Adam counts steps per parameter, as PyTorch's `state['step']`: a parameter that first gets
+/// a gradient at the second step gets a first step's bias correction, so it moves by `lr`.
+#[test]
+fn adam_counts_steps_per_parameter() {
+    use eddy::tensor::optim::Adam;
+    let a = Tensor::from_vec(vec![0f32], [1])
+        .unwrap()
+        .requires_grad_(true);
+    let b = Tensor::from_vec(vec![0f32], [1])
+        .unwrap()
+        .requires_grad_(true);
+    let mut opt = Adam::new(vec![a.clone(), b.clone()], 0.1).unwrap();
+    a.sum_all().unwrap().backward().unwrap();
+    opt.step().unwrap();
+    opt.zero_grad();
+    b.sum_all().unwrap().backward().unwrap();
+    opt.step().unwrap();
+    let v = b.item::<f32>().unwrap();
+    assert!((v + 0.1).abs() < 1e-6, "{v}");
+    assert!((a.item::<f32>().unwrap() + 0.1).abs() < 1e-6);
+}
+
+/// A weight shared by two layers is one parameter: listed once by `Sequential`, so updated
+/// once per step; an optimizer given it twice refuses.
+#[test]
+fn tied_weights_are_one_parameter() {
+    let l1 = Linear::new(2, 2, false, DType::F32).unwrap();
+    let l2 = Linear {
+        weight: l1.weight.clone(),
+        bias: None,
+    };
+    let w = l1.weight.clone();
+    let model = Sequential::new().add(l1).add(l2);
+    assert_eq!(model.parameters().len(), 1);
+    assert_eq!(
+        model.named_parameters().len(),
+        2,
+        "state_dict keeps both names"
+    );
+    let before = w.to_vec::<f32>().unwrap();
+    let mut opt = Sgd::new(model.parameters(), 0.5).unwrap();
+    w.sum_all().unwrap().backward().unwrap(); // gradient 1 everywhere
+    opt.step().unwrap();
+    let after = w.to_vec::<f32>().unwrap();
+    for (b, a) in before.iter().zip(&after) {
+        assert!((b - 0.5 - a).abs() < 1e-6, "{b} -> {a}");
+    }
+    let r = Sgd::new(vec![w.clone(), w.clone()], 0.1);
+    assert!(
+        matches!(&r, Err(Error::InvalidArgument { op: "Sgd", .. })),
+        "{:?}",
+        r.err()
+    );
+}

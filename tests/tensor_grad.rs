@@ -812,3 +812,195 @@ fn backward_rejects_bad_seeds_and_in_place_on_leaves() {
     assert_eq!(f64s(&x), vec![2.0, 3.0]);
     assert!(x.grad().is_none());
 }
+
+/// An in-place write to a tensor a backward reads (an input, a captured index, the output),
+/// between the forward and the backward, makes the backward fail rather than use the new
+/// values (PyTorch's saved-tensor version check); a write to a tensor no backward reads does
+/// not.
+#[test]
+fn in_place_writes_to_saved_tensors_fail_the_backward() {
+    let x = Tensor::from_vec(vec![1.0, 2.0], [2])
+        .unwrap()
+        .requires_grad_(true);
+    // mul reads its other operand.
+    let c = Tensor::from_vec(vec![3.0, 4.0], [2]).unwrap();
+    let y = x.mul(&c).unwrap().sum_all().unwrap();
+    assert_eq!(c.version(), 0);
+    c.mul_scalar_(10.0).unwrap();
+    assert_eq!(c.version(), 1);
+    let r = y.backward();
+    assert!(
+        matches!(&r, Err(Error::Autograd { op: "mul", message }) if message.contains("version 1")),
+        "{r:?}"
+    );
+    assert!(x.grad().is_none(), "nothing was accumulated");
+    // sin reads its input, through a detached handle sharing its storage.
+    let y = x.sin().unwrap().sum_all().unwrap();
+    {
+        let _g = no_grad();
+        x.narrow(0, 0, 1).unwrap().mul_scalar_(2.0).unwrap();
+    }
+    assert!(matches!(
+        y.backward(),
+        Err(Error::Autograd { op: "sin", .. })
+    ));
+    // exp reads its output.
+    let e = x.exp().unwrap();
+    let y = e.sum_all().unwrap();
+    e.detach().zero_().unwrap();
+    assert!(matches!(
+        y.backward(),
+        Err(Error::Autograd { op: "exp", .. })
+    ));
+    // index_select reads its index.
+    let idx = Tensor::from_vec(vec![1i64, 1], [2]).unwrap();
+    let y = x.index_select(0, &idx).unwrap().sum_all().unwrap();
+    idx.fill_(0.0).unwrap();
+    assert!(matches!(
+        y.backward(),
+        Err(Error::Autograd {
+            op: "index_select",
+            ..
+        })
+    ));
+    // add reads neither operand: writing one afterwards is fine, as in PyTorch.
+    let y = x.add(&c).unwrap().sum_all().unwrap();
+    c.zero_().unwrap();
+    y.backward().unwrap();
+    assert_eq!(f64s(&x.grad().unwrap()), [1.0, 1.0]);
+    // A failed in-place call does not count as a write.
+    let d = Tensor::from_vec(vec![1.0, 1.0], [2]).unwrap();
+    let y = x.mul(&d).unwrap().sum_all().unwrap();
+    assert!(d.add_(&Tensor::ones([3], DType::F64).unwrap()).is_err());
+    assert_eq!(d.version(), 0);
+    y.backward().unwrap();
+}
+
+/// Gradients at the points where the composed formulas give `0 · inf`: PyTorch's values.
+#[test]
+fn gradients_at_zero_match_pytorch() {
+    let grad_of = |v: Vec<f64>, f: &dyn Fn(&Tensor) -> R<Tensor>| -> Vec<f64> {
+        let x = Tensor::from_vec(v.clone(), [v.len()])
+            .unwrap()
+            .requires_grad_(true);
+        f(&x).unwrap().sum_all().unwrap().backward().unwrap();
+        f64s(&x.grad().unwrap())
+    };
+    // prod: the product of the others; 0 everywhere with two zeros.
+    assert_eq!(
+        grad_of(vec![0.0, 2.0, 3.0], &|x| x.prod(&[0], false)),
+        [6.0, 0.0, 0.0]
+    );
+    assert_eq!(
+        grad_of(vec![0.0, 2.0, 0.0], &|x| x.prod(&[0], false)),
+        [0.0, 0.0, 0.0]
+    );
+    assert_eq!(
+        grad_of(vec![4.0, 2.0, 3.0], &|x| x.prod(&[0], false)),
+        [6.0, 12.0, 8.0]
+    );
+    // std and the p-norms of a constant or zero vector.
+    assert_eq!(
+        grad_of(vec![1.0, 1.0, 1.0], &|x| x.std(&[0], 1, false)),
+        [0.0; 3]
+    );
+    assert_eq!(
+        grad_of(vec![0.0; 3], &|x| x.norm(3.0, &[0], false)),
+        [0.0; 3]
+    );
+    assert_eq!(
+        grad_of(vec![0.0; 3], &|x| x.norm(0.5, &[0], false)),
+        [0.0; 3]
+    );
+    // ‖(0, 3, -4)‖₃: x·|x| / ‖x‖², 0 at the zero.
+    let n3 = (27.0f64 + 64.0).powf(1.0 / 3.0);
+    let g = grad_of(vec![0.0, 3.0, -4.0], &|x| x.norm(3.0, &[0], false));
+    for (g, w) in g.iter().zip([0.0, 9.0 / (n3 * n3), -16.0 / (n3 * n3)]) {
+        assert!((g - w).abs() < 1e-12, "{g} vs {w}");
+    }
+    // x^0, and 0^b for the exponent b.
+    assert_eq!(grad_of(vec![0.0, 2.0], &|x| x.pow_scalar(0.0)), [0.0, 0.0]);
+    let zero = Tensor::from_vec(vec![0.0, 2.0], [2]).unwrap();
+    assert_eq!(
+        grad_of(vec![2.0, 2.0], &|b| zero.pow(b)),
+        [0.0, 4.0 * 2f64.ln()]
+    );
+    assert_eq!(
+        grad_of(vec![0.0, 2.0], &|a| a.pow(&Tensor::zeros([2], DType::F64)?)),
+        [0.0, 0.0]
+    );
+}
+
+/// maximum and minimum split the gradient in halves on ties, as PyTorch's do.
+#[test]
+fn maximum_and_minimum_share_ties() {
+    for max in [true, false] {
+        let a = Tensor::from_vec(vec![1.0, 2.0, 3.0], [3])
+            .unwrap()
+            .requires_grad_(true);
+        let b = Tensor::from_vec(vec![1.0, 5.0, 0.0], [3])
+            .unwrap()
+            .requires_grad_(true);
+        let y = if max { a.maximum(&b) } else { a.minimum(&b) }.unwrap();
+        y.sum_all().unwrap().backward().unwrap();
+        let (ga, gb) = (f64s(&a.grad().unwrap()), f64s(&b.grad().unwrap()));
+        if max {
+            assert_eq!((ga, gb), (vec![0.5, 0.0, 1.0], vec![0.5, 1.0, 0.0]));
+        } else {
+            assert_eq!((ga, gb), (vec![0.5, 1.0, 0.0], vec![0.5, 0.0, 1.0]));
+        }
+    }
+}
+
+/// A custom backward that returns a gradient of the wrong shape, or the wrong number of
+/// gradients, is an `Autograd` error naming the op (not a panic, not a stored bad gradient).
+#[test]
+fn custom_backward_results_are_checked() {
+    let x = Tensor::from_vec(vec![1f32, 2., 3.], [3])
+        .unwrap()
+        .requires_grad_(true);
+    let id = || {
+        Tensor::custom_map::<f32, _>("id", &[&x], [3], |i, o| {
+            o.copy_from_slice(i[0]);
+            Ok(())
+        })
+        .unwrap()
+    };
+    let y = id().with_backward("id", &[&x], |g, _, _| Ok(vec![Some(g.sum_all()?)]));
+    let r = y.sum_all().unwrap().backward();
+    assert!(
+        matches!(&r, Err(Error::Autograd { op: "id", message }) if message.contains("[3]")),
+        "{r:?}"
+    );
+    let y = id().with_backward("id", &[&x], |g, _, _| Ok(vec![Some(g.clone()), None]));
+    let r = y.sum_all().unwrap().backward();
+    assert!(
+        matches!(&r, Err(Error::Autograd { op: "id", message }) if message.contains("2 gradients")),
+        "{r:?}"
+    );
+    assert!(x.grad().is_none());
+}
+
+/// Two leaves never share one gradient tensor, nor a leaf the caller's seed: writing one
+/// `.grad` in place changes nothing else.
+#[test]
+fn leaf_gradients_do_not_share_storage() {
+    let a = Tensor::from_vec(vec![1f32], [1])
+        .unwrap()
+        .requires_grad_(true);
+    let b = Tensor::from_vec(vec![1f32], [1])
+        .unwrap()
+        .requires_grad_(true);
+    a.add(&b).unwrap().sum_all().unwrap().backward().unwrap();
+    let (ga, gb) = (a.grad().unwrap(), b.grad().unwrap());
+    assert!(!ga.shares_storage(&gb));
+    ga.zero_().unwrap();
+    assert_eq!(gb.to_vec::<f32>().unwrap(), [1.0]);
+    let s = Tensor::from_vec(vec![2f32, 3.], [2]).unwrap();
+    let x = Tensor::from_vec(vec![0f32, 0.], [2])
+        .unwrap()
+        .requires_grad_(true);
+    x.add_scalar(1.0).unwrap().backward_with(&s).unwrap();
+    assert!(!x.grad().unwrap().shares_storage(&s));
+    assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), [2.0, 3.0]);
+}

@@ -21,6 +21,35 @@ pub(crate) struct Node {
     pub(crate) name: &'static str,
     pub(crate) inputs: Vec<Tensor>,
     pub(crate) backward: BackwardFn,
+    /// The storages whose values the backward reads (inputs, or tensors it captured), with
+    /// their versions at the forward: an in-place write since then would make the gradient
+    /// wrong, so backward refuses it (PyTorch's saved-tensor version check).
+    saved: Vec<(eddy_vm::Counted<eddy_vm::Blob>, u64)>,
+    /// The output's version at the forward, when the backward reads the output's values.
+    out_version: Option<u64>,
+}
+
+impl Node {
+    /// `Autograd` naming this node's op if a tensor its backward reads was written in place
+    /// since the forward; `out` is the node's output.
+    fn check_saved(&self, out: &Tensor) -> Result<()> {
+        let stale = self
+            .saved
+            .iter()
+            .map(|(b, v)| (b.version(), *v))
+            .chain(self.out_version.map(|v| (out.blob().version(), v)))
+            .find(|(now, then)| now != then);
+        match stale {
+            None => Ok(()),
+            Some((now, then)) => Err(Error::Autograd {
+                op: self.name,
+                message: format!(
+                    "a tensor this op's gradient needs was modified by an in-place operation \
+                     after the forward: it is at version {now}, expected version {then}"
+                ),
+            }),
+        }
+    }
 }
 
 thread_local! {
@@ -63,7 +92,10 @@ pub(crate) fn records(inputs: &[&Tensor]) -> bool {
 /// # Ok::<(), eddy_tensor::Error>(())
 /// ```
 pub fn no_grad() -> NoGradGuard {
-    NoGradGuard(GRAD_ENABLED.with(|g| g.replace(false)))
+    NoGradGuard(
+        GRAD_ENABLED.with(|g| g.replace(false)),
+        std::marker::PhantomData,
+    )
 }
 
 /// Restores the previous autograd mode when dropped.
@@ -80,7 +112,15 @@ pub fn no_grad() -> NoGradGuard {
 /// drop(outer);
 /// assert!(is_grad_enabled());
 /// ```
-pub struct NoGradGuard(bool);
+///
+/// The mode is per thread, so the guard is not `Send`: dropped on another thread, it would
+/// restore that thread's mode and leave this one's off.
+///
+/// ```compile_fail
+/// let g = eddy_tensor::no_grad();
+/// std::thread::spawn(move || drop(g));
+/// ```
+pub struct NoGradGuard(bool, std::marker::PhantomData<*const ()>);
 
 impl Drop for NoGradGuard {
     fn drop(&mut self) {
@@ -189,23 +229,63 @@ impl Tensor {
     }
 
     /// Records that `self` came from `inputs` through `backward`, if grad mode is on and any
-    /// input requires grad. Returns `self`.
+    /// input requires grad. Returns `self`. For a backward that reads no tensor's values (only
+    /// shapes and the incoming gradient); see [`record_saving`](Self::record_saving).
     pub(crate) fn record(
         self,
         name: &'static str,
         inputs: &[&Tensor],
         backward: impl Fn(&Tensor, &[Tensor], &Tensor) -> Result<Grads> + Send + Sync + 'static,
     ) -> Tensor {
+        self.record_saving(name, inputs, &[], false, backward)
+    }
+
+    /// [`record`](Self::record) for a backward that reads the values of `saved` (inputs, or
+    /// tensors it captured) and, if `output`, of `self`: their versions are noted, and
+    /// backward fails with `Autograd` if any was written in place in between.
+    pub(crate) fn record_saving(
+        self,
+        name: &'static str,
+        inputs: &[&Tensor],
+        saved: &[&Tensor],
+        output: bool,
+        backward: impl Fn(&Tensor, &[Tensor], &Tensor) -> Result<Grads> + Send + Sync + 'static,
+    ) -> Tensor {
         if !records(inputs) {
             return self;
         }
         self.0.requires_grad.store(true, Ordering::Relaxed);
+        let saved = saved
+            .iter()
+            .map(|t| (t.blob().clone(), t.blob().version()))
+            .collect();
+        let out_version = output.then(|| self.blob().version());
         let _ = self.0.node.set(Node {
             name,
             inputs: inputs.iter().map(|t| (*t).clone()).collect(),
             backward: Box::new(backward),
+            saved,
+            out_version,
         });
         self
+    }
+
+    /// How many in-place writes this tensor's storage has had, counted over every handle that
+    /// shares it (views, [`detach`](Self::detach)ed copies), as PyTorch's `_version`. Backward
+    /// compares it with the version each saved tensor had at the forward.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let x = Tensor::zeros([2, 2], DType::F32)?;
+    /// assert_eq!(x.version(), 0);
+    /// x.narrow(0, 0, 1)?.add_scalar_(1.0)?; // through a view
+    /// assert_eq!(x.version(), 1);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn version(&self) -> u64 {
+        self.blob().version()
     }
 
     /// Computes the gradient of this scalar with respect to every leaf that requires grad, and
@@ -281,13 +361,34 @@ impl Tensor {
                 accumulate_leaf(t, g)?;
                 continue;
             };
+            node.check_saved(t)?;
             let gs = (node.backward)(&g, &node.inputs, t)?;
-            for (input, gi) in node.inputs.iter().zip(gs) {
+            if gs.len() != node.inputs.len() {
+                return Err(Error::Autograd {
+                    op: node.name,
+                    message: format!(
+                        "the backward returned {} gradients for {} inputs",
+                        gs.len(),
+                        node.inputs.len()
+                    ),
+                });
+            }
+            for (k, (input, gi)) in node.inputs.iter().zip(gs).enumerate() {
                 let Some(gi) = gi else { continue };
                 if !input.requires_grad() {
                     continue;
                 }
-                debug_assert_eq!(gi.dims(), input.dims(), "backward of {}", node.name);
+                if gi.dims() != input.dims() {
+                    return Err(Error::Autograd {
+                        op: node.name,
+                        message: format!(
+                            "the backward returned a gradient of shape {:?} for input {k} of \
+                             shape {:?}",
+                            gi.dims(),
+                            input.dims()
+                        ),
+                    });
+                }
                 let gi = if gi.dtype() != input.dtype() {
                     gi.to_dtype(input.dtype())?
                 } else {
@@ -303,11 +404,16 @@ impl Tensor {
     }
 }
 
+/// Adds `g` to the leaf's gradient. A first gradient is stored as is only when no other
+/// handle shares its storage (`a + b` hands both leaves one tensor, and the caller's seed may
+/// reach a leaf unchanged): else a copy, so that writing one leaf's `.grad` in place changes
+/// no other tensor (PyTorch's `AccumulateGrad` does the same).
 fn accumulate_leaf(t: &Tensor, g: Tensor) -> Result<()> {
     let mut slot = t.0.grad.lock();
     *slot = Some(match slot.take() {
         Some(prev) => prev.add(&g)?,
-        None => g,
+        None if eddy_vm::Counted::count(&g.0) == 1 && g.blob().holders() == 1 => g,
+        None => g.to_dtype(g.dtype())?,
     });
     Ok(())
 }

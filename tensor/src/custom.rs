@@ -118,6 +118,11 @@ impl Tensor {
     /// ops, returns one optional gradient per input. Recorded only when grad mode is on and an
     /// input requires grad.
     ///
+    /// The backward may read the values of `inputs` and of the output, so an in-place write to
+    /// any of them between the forward and the backward makes the backward fail with
+    /// `Autograd`, as PyTorch does for saved tensors. It must return one entry per input, each
+    /// `None` or of that input's shape (else `Autograd`).
+    ///
     /// # Examples
     ///
     /// ```
@@ -141,6 +146,6 @@ impl Tensor {
         + Sync
         + 'static,
     ) -> Tensor {
-        self.record(name, inputs, backward)
+        self.record_saving(name, inputs, inputs, true, backward)
     }
 }

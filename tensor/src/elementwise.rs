@@ -519,61 +519,72 @@ impl Tensor {
         if !dt.is_float() {
             return Ok(out);
         }
-        Ok(out.record(op.name(), &[self], move |g, ins, y| {
-            let x = &ins[0];
-            use UnaryOp::*;
-            let gx = match op {
-                Neg => g.neg()?,
-                Abs => g.mul(&x.sign()?)?,
-                Exp => g.mul(y)?,
-                Log => g.div(x)?,
-                Sqrt => g.div(y)?.mul_scalar(0.5)?,
-                Rsqrt => g.mul(&y.pow_scalar(3.0)?)?.mul_scalar(-0.5)?,
-                Sin => g.mul(&x.cos()?)?,
-                Cos => g.mul(&x.sin()?)?.neg()?,
-                Tanh => g.mul(&y.square()?.rsub_scalar(1.0)?)?,
-                Sigmoid => g.mul(&y.mul(&y.rsub_scalar(1.0)?)?)?,
-                Relu => x.binary(g, BinaryOp::ReluBackward)?,
-                Gelu => g.mul(&x.unary(GeluGrad)?)?,
-                Silu => g.mul(&x.unary(SiluGrad)?)?,
-                Recip => g.mul(&y.square()?)?.neg()?,
-                Square => g.mul(x)?.mul_scalar(2.0)?,
-                Sign | GeluGrad | SiluGrad => g.zeros_like()?,
-                AddScalar(_) => g.clone(),
-                MulScalar(c) => g.mul_scalar(c)?,
-                DivScalar(c) => g.div_scalar(c)?,
-                RSubScalar(_) => g.neg()?,
-                RDivScalar(_) => g.mul(&y.div(x)?)?.neg()?,
-                PowScalar(c) => g.mul(&x.pow_scalar(c - 1.0)?)?.mul_scalar(c)?,
-                RPowScalar(c) => g.mul(y)?.mul_scalar(c.ln())?,
-                Clamp(..) => g.mul(&y.eq(x)?.cast(g.dtype())?)?,
-                Floor | Ceil | Round | Trunc => g.zeros_like()?,
-                Log1p => g.div(&x.add_scalar(1.0)?)?,
-                Expm1 => g.mul(&y.add_scalar(1.0)?)?,
-                Log2 => g.div(x)?.mul_scalar(std::f64::consts::LOG2_E)?,
-                Log10 => g.div(x)?.mul_scalar(std::f64::consts::LOG10_E)?,
-                Tan => g.mul(&y.square()?.add_scalar(1.0)?)?,
-                Atan => g.div(&x.square()?.add_scalar(1.0)?)?,
-                Erf => g
-                    .mul(&x.square()?.neg()?.exp()?)?
-                    .mul_scalar(std::f64::consts::FRAC_2_SQRT_PI)?,
-                // The gradient at 0 is the left side's, as PyTorch (x > 0 is the right side).
-                LeakyRelu(s) => g.mul(
-                    &x.gt_scalar(0.0)?
-                        .where_(&x.ones_like()?, &x.full_like(s)?)?,
-                )?,
-                Elu(a) => {
-                    let left = y.add_scalar(a)?; // a·e^x for x ≤ 0
-                    g.mul(&x.gt_scalar(0.0)?.where_(&x.ones_like()?, &left)?)?
-                }
-                Softplus(b, t) => {
-                    let s = x.mul_scalar(b)?.sigmoid()?;
-                    let linear = x.mul_scalar(b)?.gt_scalar(t)?;
-                    g.mul(&linear.where_(&x.ones_like()?, &s)?)?
-                }
-            };
-            Ok(vec![Some(gx)])
-        }))
+        let (reads_x, reads_y) = backward_reads(op);
+        let saved: &[&Tensor] = if reads_x { &[self] } else { &[] };
+        Ok(
+            out.record_saving(op.name(), &[self], saved, reads_y, move |g, ins, y| {
+                let x = &ins[0];
+                use UnaryOp::*;
+                let gx = match op {
+                    Neg => g.neg()?,
+                    Abs => g.mul(&x.sign()?)?,
+                    Exp => g.mul(y)?,
+                    Log => g.div(x)?,
+                    Sqrt => g.div(y)?.mul_scalar(0.5)?,
+                    Rsqrt => g.mul(&y.pow_scalar(3.0)?)?.mul_scalar(-0.5)?,
+                    Sin => g.mul(&x.cos()?)?,
+                    Cos => g.mul(&x.sin()?)?.neg()?,
+                    Tanh => g.mul(&y.square()?.rsub_scalar(1.0)?)?,
+                    Sigmoid => g.mul(&y.mul(&y.rsub_scalar(1.0)?)?)?,
+                    Relu => x.binary(g, BinaryOp::ReluBackward)?,
+                    Gelu => g.mul(&x.unary(GeluGrad)?)?,
+                    Silu => g.mul(&x.unary(SiluGrad)?)?,
+                    Recip => g.mul(&y.square()?)?.neg()?,
+                    Square => g.mul(x)?.mul_scalar(2.0)?,
+                    Sign | GeluGrad | SiluGrad => g.zeros_like()?,
+                    AddScalar(_) => g.clone(),
+                    MulScalar(c) => g.mul_scalar(c)?,
+                    DivScalar(c) => g.div_scalar(c)?,
+                    RSubScalar(_) => g.neg()?,
+                    RDivScalar(_) => g.mul(&y.div(x)?)?.neg()?,
+                    // x^0 is constant (x^-1 at 0 would give 0·inf = NaN).
+                    PowScalar(0.0) => g.zeros_like()?,
+                    PowScalar(c) => g.mul(&x.pow_scalar(c - 1.0)?)?.mul_scalar(c)?,
+                    // 0^x: 0 where x ≥ 0 (PyTorch's convention; ln 0 = -inf times y = 0 is NaN).
+                    RPowScalar(0.0) => {
+                        let d = g.mul(y)?.mul_scalar(f64::NEG_INFINITY)?;
+                        x.ge_scalar(0.0)?.where_(&g.zeros_like()?, &d)?
+                    }
+                    RPowScalar(c) => g.mul(y)?.mul_scalar(c.ln())?,
+                    Clamp(..) => g.mul(&y.eq(x)?.cast(g.dtype())?)?,
+                    Floor | Ceil | Round | Trunc => g.zeros_like()?,
+                    Log1p => g.div(&x.add_scalar(1.0)?)?,
+                    Expm1 => g.mul(&y.add_scalar(1.0)?)?,
+                    Log2 => g.div(x)?.mul_scalar(std::f64::consts::LOG2_E)?,
+                    Log10 => g.div(x)?.mul_scalar(std::f64::consts::LOG10_E)?,
+                    Tan => g.mul(&y.square()?.add_scalar(1.0)?)?,
+                    Atan => g.div(&x.square()?.add_scalar(1.0)?)?,
+                    Erf => g
+                        .mul(&x.square()?.neg()?.exp()?)?
+                        .mul_scalar(std::f64::consts::FRAC_2_SQRT_PI)?,
+                    // The gradient at 0 is the left side's, as PyTorch (x > 0 is the right side).
+                    LeakyRelu(s) => g.mul(
+                        &x.gt_scalar(0.0)?
+                            .where_(&x.ones_like()?, &x.full_like(s)?)?,
+                    )?,
+                    Elu(a) => {
+                        let left = y.add_scalar(a)?; // a·e^x for x ≤ 0
+                        g.mul(&x.gt_scalar(0.0)?.where_(&x.ones_like()?, &left)?)?
+                    }
+                    Softplus(b, t) => {
+                        let s = x.mul_scalar(b)?.sigmoid()?;
+                        let linear = x.mul_scalar(b)?.gt_scalar(t)?;
+                        g.mul(&linear.where_(&x.ones_like()?, &s)?)?
+                    }
+                };
+                Ok(vec![Some(gx)])
+            }),
+        )
     }
 
     fn scalar_op(&self, op: UnaryOp, c: f64) -> Result<Tensor> {
@@ -784,7 +795,15 @@ impl Tensor {
         if !out.dtype().is_float() || op == BinaryOp::ReluBackward {
             return out;
         }
-        out.record(op.name(), &[a, b], move |g, ins, y| {
+        // What each backward reads: `a` and `b` for mul, pow, maximum, minimum; `b` and the
+        // output for div; nothing for add and sub.
+        let (saved, reads_y): (&[&Tensor], bool) = match op {
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::ReluBackward => (&[], false),
+            BinaryOp::Div => (&[b], true),
+            BinaryOp::Pow => (&[a, b], true),
+            BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum => (&[a, b], false),
+        };
+        out.record_saving(op.name(), &[a, b], saved, reads_y, move |g, ins, y| {
             let (a, b) = (&ins[0], &ins[1]);
             let need = |t: &Tensor| t.requires_grad();
             let (ga, gb) = match op {
@@ -798,20 +817,41 @@ impl Tensor {
                     need(a).then(|| g.div(b)).transpose()?,
                     need(b).then(|| g.mul(y)?.div(b)?.neg()).transpose()?,
                 ),
-                BinaryOp::Pow => (
-                    need(a)
-                        .then(|| g.mul(b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?))
-                        .transpose()?,
-                    need(b).then(|| g.mul(y)?.mul(&a.log()?)).transpose()?,
-                ),
+                // As PyTorch's `pow_backward_self`/`_exponent`: the base's gradient is 0 where
+                // the exponent is 0, and the exponent's is 0 where the base is 0 and the
+                // exponent non-negative (the plain formulas give 0·inf = NaN there).
+                BinaryOp::Pow => {
+                    let zero = g.new_filled(Shape::default(), g.dtype(), 0.0)?;
+                    let ga = need(a)
+                        .then(|| {
+                            let d = g.mul(b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?;
+                            b.eq_scalar(0.0)?.where_(&zero, &d)
+                        })
+                        .transpose()?;
+                    let gb = need(b)
+                        .then(|| {
+                            let d = g.mul(y)?.mul(&a.log()?)?;
+                            a.eq_scalar(0.0)?
+                                .logical_and(&b.ge_scalar(0.0)?)?
+                                .where_(&zero, &d)
+                        })
+                        .transpose()?;
+                    (ga, gb)
+                }
+                // Ties split the gradient in halves, as PyTorch's `maximum`/`minimum`; where
+                // either side is NaN both get all of it.
                 BinaryOp::Maximum | BinaryOp::Minimum => {
-                    let m = if op == BinaryOp::Maximum {
-                        a.ge(b)?
+                    let (a_loses, b_loses) = if op == BinaryOp::Maximum {
+                        (a.lt(b)?, a.gt(b)?)
                     } else {
-                        a.le(b)?
+                        (a.gt(b)?, a.lt(b)?)
                     };
-                    let z = g.zeros_like()?;
-                    (Some(m.where_(g, &z)?), Some(m.where_(&z, g)?))
+                    let z = g.new_filled(Shape::default(), g.dtype(), 0.0)?;
+                    let shared = a.eq(b)?.where_(&g.mul_scalar(0.5)?, g)?;
+                    (
+                        Some(a_loses.where_(&z, &shared)?),
+                        Some(b_loses.where_(&z, &shared)?),
+                    )
                 }
                 BinaryOp::ReluBackward => (None, None),
             };
@@ -867,13 +907,19 @@ impl Tensor {
         );
         Tensor::launch(k, &[self, &a, &b], &[&out])?;
         let cond = self.detach();
-        Ok(out.record("where", &[&a, &b], move |g, ins, _| {
-            let z = g.zeros_like()?;
-            Ok(vec![
-                Some(cond.where_(g, &z)?.sum_to(ins[0].shape())?),
-                Some(cond.where_(&z, g)?.sum_to(ins[1].shape())?),
-            ])
-        }))
+        Ok(out.record_saving(
+            "where",
+            &[&a, &b],
+            &[&cond.clone()],
+            false,
+            move |g, ins, _| {
+                let z = g.zeros_like()?;
+                Ok(vec![
+                    Some(cond.where_(g, &z)?.sum_to(ins[0].shape())?),
+                    Some(cond.where_(&z, g)?.sum_to(ins[1].shape())?),
+                ])
+            },
+        ))
     }
 
     /// The dtype of [`scalar_like`](Self::scalar_like)`(c)`.
@@ -983,6 +1029,7 @@ impl Tensor {
             alpha,
         );
         Tensor::launch(k, &[&x], &[self])?;
+        self.blob().bump_version();
         Ok(self.clone())
     }
 
@@ -1172,6 +1219,7 @@ impl Tensor {
             self.dtype(),
         );
         Tensor::launch(k, &[&x], &[self])?;
+        self.blob().bump_version();
         Ok(self.clone())
     }
 
@@ -1197,6 +1245,7 @@ impl Tensor {
             &[],
             &[self],
         )?;
+        self.blob().bump_version();
         Ok(self.clone())
     }
 
@@ -1664,5 +1713,19 @@ impl Tensor {
             .collect();
         let mask = crate::with_engine(self.engine(), || Tensor::from_vec(mask, [rows, cols]))?;
         self.masked_fill(&mask, 0.0)
+    }
+}
+
+/// Whether `op`'s backward reads its input's values, and its output's (the tensors autograd
+/// checks for in-place writes between the forward and the backward).
+fn backward_reads(op: UnaryOp) -> (bool, bool) {
+    use UnaryOp::*;
+    match op {
+        Neg | Sign | GeluGrad | SiluGrad | AddScalar(_) | MulScalar(_) | DivScalar(_)
+        | RSubScalar(_) | Floor | Ceil | Round | Trunc => (false, false),
+        Exp | Sqrt | Rsqrt | Tanh | Sigmoid | Recip | RPowScalar(_) | Expm1 | Tan => (false, true),
+        RDivScalar(_) | Clamp(..) | Elu(_) => (true, true),
+        Abs | Log | Sin | Cos | Relu | Gelu | Silu | Square | PowScalar(_) | Log1p | Log2
+        | Log10 | Atan | Erf | LeakyRelu(_) | Softplus(..) => (true, false),
     }
 }

@@ -97,29 +97,37 @@ impl Tensor {
         let out = self.empty_like_shape(full(m, n), dt)?;
         let macs = eddy_ops::numel_of(&[batch.numel(), m, n, k]);
         Tensor::launch_with_work(km::matmul(dt, la, lb), &[self, rhs], &[&out], Some(macs))?;
-        Ok(out.record("matmul", &[self, rhs], |g, ins, _| {
-            let (a, b) = (&ins[0], &ins[1]);
-            // A column-major 2-D operand (a transposed view, as `Linear`'s `w.t()`) gets its
-            // gradient column-major too, `(gᵀa)ᵀ` rather than `aᵀg`, so that the transpose's
-            // backward hands the weight a contiguous gradient (the optimizer's update then
-            // streams instead of striding).
-            let col_major =
-                |t: &Tensor| t.rank() == 2 && t.layout().strides[0] == 1 && t.dims()[0] > 1;
-            let ga = a
-                .requires_grad()
-                .then(|| match col_major(a) && g.rank() == 2 {
-                    true => b.matmul(&g.t()?)?.t(),
-                    false => g.matmul(&b.t()?)?.sum_to(a.shape()),
-                })
-                .transpose()?;
-            let gb = b
-                .requires_grad()
-                .then(|| match col_major(b) && g.rank() == 2 {
-                    true => g.t()?.matmul(a)?.t(),
-                    false => a.t()?.matmul(g)?.sum_to(b.shape()),
-                })
-                .transpose()?;
-            Ok(vec![ga, gb])
-        }))
+        // The gradient of each operand reads the other.
+        let saved: &[&Tensor] = match (self.requires_grad(), rhs.requires_grad()) {
+            (true, true) => &[self, rhs],
+            (true, false) => &[rhs],
+            (false, _) => &[self],
+        };
+        Ok(
+            out.record_saving("matmul", &[self, rhs], saved, false, |g, ins, _| {
+                let (a, b) = (&ins[0], &ins[1]);
+                // A column-major 2-D operand (a transposed view, as `Linear`'s `w.t()`) gets its
+                // gradient column-major too, `(gᵀa)ᵀ` rather than `aᵀg`, so that the transpose's
+                // backward hands the weight a contiguous gradient (the optimizer's update then
+                // streams instead of striding).
+                let col_major =
+                    |t: &Tensor| t.rank() == 2 && t.layout().strides[0] == 1 && t.dims()[0] > 1;
+                let ga = a
+                    .requires_grad()
+                    .then(|| match col_major(a) && g.rank() == 2 {
+                        true => b.matmul(&g.t()?)?.t(),
+                        false => g.matmul(&b.t()?)?.sum_to(a.shape()),
+                    })
+                    .transpose()?;
+                let gb = b
+                    .requires_grad()
+                    .then(|| match col_major(b) && g.rank() == 2 {
+                        true => g.t()?.matmul(a)?.t(),
+                        false => a.t()?.matmul(g)?.sum_to(b.shape()),
+                    })
+                    .transpose()?;
+                Ok(vec![ga, gb])
+            }),
+        )
     }
 }

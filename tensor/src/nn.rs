@@ -388,8 +388,13 @@ impl Module for Sequential {
         }
         Ok(y)
     }
+    /// Each parameter once, at its first place: a tensor shared by two layers (tied weights)
+    /// is not listed, and so not updated, twice (as PyTorch's `parameters()`).
     fn parameters(&self) -> Vec<Tensor> {
-        self.0.iter().flat_map(|m| m.parameters()).collect()
+        let mut seen = std::collections::HashSet::new();
+        (self.0.iter().flat_map(|m| m.parameters()))
+            .filter(|t| seen.insert(t.id()))
+            .collect()
     }
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
         let mut all = Vec::new();
@@ -860,6 +865,16 @@ pub(crate) fn check_params(op: &'static str, params: &[Tensor]) -> Result<()> {
             op,
             format!("{p:?} is not a leaf that requires grad"),
         ));
+    }
+    // A parameter listed twice would be updated twice per step.
+    let mut seen = std::collections::HashMap::new();
+    for (i, p) in params.iter().enumerate() {
+        if let Some(first) = seen.insert(p.id(), i) {
+            return Err(Error::invalid(
+                op,
+                format!("parameters {first} and {i} are the same tensor"),
+            ));
+        }
     }
     Ok(())
 }

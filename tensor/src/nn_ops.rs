@@ -49,7 +49,7 @@ impl Tensor {
         } else {
             out.transpose(d as isize, last as isize)?
         };
-        Ok(out.record(op, &[self], move |g, _, y| {
+        Ok(out.record_saving(op, &[self], &[], true, move |g, _, y| {
             let gx = if log {
                 g.sub(&y.exp()?.mul(&g.sum(&[d as isize], true)?)?)?
             } else {
@@ -407,11 +407,17 @@ impl Tensor {
         );
         Tensor::launch(k, &[&x, &idx], &[&out])?;
         let in_shape = self.shape().clone();
-        Ok(out.record("index_select", &[self], move |g, _, _| {
-            Ok(vec![Some(
-                g.contiguous()?.add_at_index(&idx, &in_shape, d)?,
-            )])
-        }))
+        Ok(out.record_saving(
+            "index_select",
+            &[self],
+            &[&idx.clone()],
+            false,
+            move |g, _, _| {
+                Ok(vec![Some(
+                    g.contiguous()?.add_at_index(&idx, &in_shape, d)?,
+                )])
+            },
+        ))
     }
 
     /// `zeros(shape)` with slice `j` of `self` along `d` added at slice `idx[j]`: the
@@ -509,11 +515,13 @@ impl Tensor {
         }
         Tensor::check_index_values(OP, index, self.dims()[d])?;
         let idx = index.contiguous()?;
-        let added = src
-            .add_at_index(&idx, self.shape(), d)?
-            .record(OP, &[src], move |g, _, _| {
-                Ok(vec![Some(g.index_select(d as isize, &idx)?)])
-            });
+        let added = src.add_at_index(&idx, self.shape(), d)?.record_saving(
+            OP,
+            &[src],
+            &[&idx.clone()],
+            false,
+            move |g, _, _| Ok(vec![Some(g.index_select(d as isize, &idx)?)]),
+        );
         self.add(&added)
     }
 
@@ -575,11 +583,13 @@ impl Tensor {
                 part = part.narrow(j as isize, 0, idx.dims()[j])?;
             }
         }
-        let added =
-            part.add_at_gathered(&idx, self.shape(), d)?
-                .record(OP, &[&part], move |g, _, _| {
-                    Ok(vec![Some(g.gather(d as isize, &idx)?)])
-                });
+        let added = part.add_at_gathered(&idx, self.shape(), d)?.record_saving(
+            OP,
+            &[&part],
+            &[&idx.clone()],
+            false,
+            move |g, _, _| Ok(vec![Some(g.gather(d as isize, &idx)?)]),
+        );
         self.add(&added)
     }
 
@@ -683,9 +693,11 @@ impl Tensor {
         );
         Tensor::launch(k, &[self, &idx], &[&out])?;
         let in_shape = self.shape().clone();
-        Ok(out.record(op, &[self], move |g, _, _| {
-            Ok(vec![Some(g.add_at_gathered(&idx, &in_shape, d)?)])
-        }))
+        Ok(
+            out.record_saving(op, &[self], &[&idx.clone()], false, move |g, _, _| {
+                Ok(vec![Some(g.add_at_gathered(&idx, &in_shape, d)?)])
+            }),
+        )
     }
 
     /// Concatenates `tensors` along `dim` (same dtype, same shape elsewhere).

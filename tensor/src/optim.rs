@@ -150,7 +150,7 @@ impl Sgd {
     ///
     /// # Errors
     ///
-    /// `InvalidArgument` if a parameter is not a leaf requiring grad.
+    /// `InvalidArgument` if a parameter is not a leaf requiring grad, or is listed twice.
     ///
     /// # Examples
     ///
@@ -281,8 +281,10 @@ pub struct Adam {
     pub weight_decay: f64,
     /// Whether weight decay is decoupled (AdamW).
     pub decoupled: bool,
-    t: i32,
-    state: Vec<Option<(Tensor, Tensor)>>,
+    /// Per parameter, from its first step with a gradient: the moments and its own step count
+    /// (PyTorch's `state['step']`), which a parameter skipped for want of a gradient does not
+    /// advance.
+    state: Vec<Option<(Tensor, Tensor, u64)>>,
 }
 
 impl Adam {
@@ -290,7 +292,7 @@ impl Adam {
     ///
     /// # Errors
     ///
-    /// `InvalidArgument` if a parameter is not a leaf requiring grad.
+    /// `InvalidArgument` if a parameter is not a leaf requiring grad, or is listed twice.
     ///
     /// # Examples
     ///
@@ -312,7 +314,6 @@ impl Adam {
             eps: 1e-8,
             weight_decay: 0.0,
             decoupled: false,
-            t: 0,
             state: vec![None; n],
         })
     }
@@ -361,10 +362,7 @@ impl Optimizer for Adam {
             }
         }
         let _g = no_grad();
-        self.t += 1;
         let (b1, b2) = self.betas;
-        let bc1 = 1.0 - b1.powi(self.t);
-        let bc2 = 1.0 - b2.powi(self.t);
         for (p, st) in self.params.iter().zip(&mut self.state) {
             let Some(mut g) = p.grad() else { continue };
             if self.weight_decay != 0.0 {
@@ -375,11 +373,14 @@ impl Optimizer for Adam {
                 }
             }
             if st.is_none() {
-                *st = Some((p.zeros_like()?, p.zeros_like()?));
+                *st = Some((p.zeros_like()?, p.zeros_like()?, 0));
             }
-            let Some((m, v)) = st.as_mut() else {
+            let Some((m, v, t)) = st.as_mut() else {
                 continue; // just set
             };
+            *t += 1;
+            let bc1 = 1.0 - b1.powf(*t as f64);
+            let bc2 = 1.0 - b2.powf(*t as f64);
             m.mul_scalar_(b1)?;
             m.add_scaled_(&g, 1.0 - b1)?;
             v.mul_scalar_(b2)?;

@@ -3,7 +3,7 @@
 //! `cumsum`. Empty reductions return the identity (sum 0, prod 1, logsumexp -inf, all true);
 //! `max`/`min`/`arg*` over an empty dim are `EmptyTensor` errors.
 
-use crate::{Error, Result, Shape, Tensor};
+use crate::{DType, Error, Result, Shape, Tensor};
 use eddy_ops::cpu::reduce::{self as kr, ReduceOp};
 use eddy_ops::norm_dim;
 use smallvec::SmallVec;
@@ -17,7 +17,14 @@ impl Tensor {
         let r = self.rank();
         let mut red: SmallVec<[bool; 8]> = SmallVec::from_elem(false, r);
         for &d in dims {
-            red[norm_dim(name, d, r)?] = true;
+            // A 0-dim tensor takes dim 0 or -1, as in PyTorch, and reduces nothing.
+            let nd = norm_dim(name, d, r.max(1))?;
+            if r > 0 && std::mem::replace(&mut red[nd], true) {
+                return Err(Error::invalid(
+                    name,
+                    format!("dim {nd} appears more than once in the dims {dims:?}"),
+                ));
+            }
         }
         let out_dtype = op.out_dtype(self.dtype()).ok_or(Error::UnsupportedDType {
             op: name,
@@ -75,34 +82,53 @@ impl Tensor {
         }
         let keep_shape = Shape((0..r).map(|d| if red[d] { 1 } else { src[d] }).collect());
         let in_shape = self.shape().clone();
-        Ok(out.record(name, &[self], move |g, ins, y| {
-            let g = g.reshape(keep_shape.clone())?;
-            let gx = match op {
-                ReduceOp::Sum => g.broadcast_to(in_shape.clone())?.contiguous()?,
-                ReduceOp::Mean => g
-                    .div_scalar(n_red.max(1) as f64)?
-                    .broadcast_to(in_shape.clone())?
-                    .contiguous()?,
-                ReduceOp::Prod => g.mul(&y.reshape(keep_shape.clone())?)?.div(&ins[0])?,
-                _ => {
-                    // Ties share the gradient evenly, as PyTorch's amax/amin.
-                    let mask = ins[0]
-                        .eq(&y.reshape(keep_shape.clone())?)?
-                        .cast(g.dtype())?;
-                    let count = mask.sum(
-                        &(0..in_shape.rank() as isize)
-                            .filter(|&d| {
-                                keep_shape.dims()[d as usize] == 1
-                                    && in_shape.dims()[d as usize] != 1
-                            })
-                            .collect::<Vec<_>>(),
-                        true,
-                    )?;
-                    mask.mul(&g)?.div(&count)?
-                }
-            };
-            Ok(vec![Some(gx)])
-        }))
+        let reduced: Vec<isize> = (0..r as isize).filter(|&d| red[d as usize]).collect();
+        // Sum and mean need only shapes; prod, max and min read the input and the output.
+        let reads = !matches!(op, ReduceOp::Sum | ReduceOp::Mean);
+        let saved: &[&Tensor] = if reads { &[self] } else { &[] };
+        Ok(
+            out.record_saving(name, &[self], saved, reads, move |g, ins, y| {
+                let g = g.reshape(keep_shape.clone())?;
+                let gx = match op {
+                    ReduceOp::Sum => g.broadcast_to(in_shape.clone())?.contiguous()?,
+                    ReduceOp::Mean => g
+                        .div_scalar(n_red.max(1) as f64)?
+                        .broadcast_to(in_shape.clone())?
+                        .contiguous()?,
+                    ReduceOp::Prod => {
+                        // The product of the other elements, as PyTorch's `prod_backward`: `y / x`
+                        // without zeros; with one zero, the product of the rest at the zero and 0
+                        // elsewhere; with more, 0 everywhere (`y / x` would be 0/0 at a zero).
+                        let x = &ins[0];
+                        let zero = x.eq_scalar(0.0)?;
+                        let zeros = zero.to_dtype(x.dtype())?.sum(&reduced, true)?;
+                        let nought = x.new_filled(Shape::default(), x.dtype(), 0.0)?;
+                        let rest = zero.where_(&x.ones_like()?, x)?.prod(&reduced, true)?;
+                        let at_one = zero.where_(&rest, &nought)?;
+                        let plain = y.reshape(keep_shape.clone())?.div(x)?;
+                        let two = zeros.gt_scalar(1.0)?.where_(&nought, &at_one)?;
+                        zeros.eq_scalar(0.0)?.where_(&plain, &two)?.mul(&g)?
+                    }
+                    _ => {
+                        // Ties share the gradient evenly, as PyTorch's amax/amin.
+                        let mask = ins[0]
+                            .eq(&y.reshape(keep_shape.clone())?)?
+                            .cast(g.dtype())?;
+                        let count = mask.sum(
+                            &(0..in_shape.rank() as isize)
+                                .filter(|&d| {
+                                    keep_shape.dims()[d as usize] == 1
+                                        && in_shape.dims()[d as usize] != 1
+                                })
+                                .collect::<Vec<_>>(),
+                            true,
+                        )?;
+                        mask.mul(&g)?.div(&count)?
+                    }
+                };
+                Ok(vec![Some(gx)])
+            }),
+        )
     }
 
     /// Sum over `dims` (`keepdim` keeps them as size 1). Integers and bools sum to `i64`.
@@ -347,7 +373,18 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn std(&self, dims: &[isize], correction: usize, keepdim: bool) -> Result<Tensor> {
-        self.var_named("std", dims, correction, keepdim)?.sqrt()
+        let v = self.var_named("std", dims, correction, keepdim)?;
+        let y = {
+            let _g = crate::no_grad();
+            v.sqrt()?
+        };
+        // sqrt's gradient, taken as 0 where the deviation is 0 (all elements equal), as
+        // PyTorch's `std_backward`: `1 / (2·0)` times var's zero gradient would be NaN.
+        Ok(y.record_saving("std", &[&v], &[], true, |g, _, y| {
+            let gv = g.div(y)?.mul_scalar(0.5)?;
+            let zero = gv.new_filled(Shape::default(), gv.dtype(), 0.0)?;
+            Ok(vec![Some(y.eq_scalar(0.0)?.where_(&zero, &gv)?)])
+        }))
     }
 
     /// Running sums along `dim`: `out[.., i, ..] = Σ_{j ≤ i} self[.., j, ..]`, of `self`'s
@@ -570,18 +607,28 @@ impl Tensor {
         if p.is_nan() {
             return Err(Error::invalid("norm", "p is NaN"));
         }
+        if matches!(self.dtype(), DType::F16 | DType::BF16) {
+            // Computed in f32, as PyTorch accumulates half norms: the squares (or p-th powers)
+            // of values past 256 overflow f16.
+            return self
+                .to_dtype(DType::F32)?
+                .norm(p, dims, keepdim)?
+                .to_dtype(self.dtype());
+        }
         if p == 2.0 {
             let y = {
                 let _g = crate::no_grad();
                 self.square()?.sum(dims, keepdim)?.sqrt()?
             };
-            return Ok(y.record("norm", &[self], move |g, ins, y| {
-                // d‖x‖/dx = x / ‖x‖, taken as 0 where ‖x‖ = 0.
-                let y = y.reshape(keep_shape.clone())?;
-                let gx = ins[0].div(&y)?.mul(&g.reshape(keep_shape.clone())?)?;
-                let zero = gx.new_filled(Shape::default(), gx.dtype(), 0.0)?;
-                Ok(vec![Some(y.eq_scalar(0.0)?.where_(&zero, &gx)?)])
-            }));
+            return Ok(
+                y.record_saving("norm", &[self], &[self], true, move |g, ins, y| {
+                    // d‖x‖/dx = x / ‖x‖, taken as 0 where ‖x‖ = 0.
+                    let y = y.reshape(keep_shape.clone())?;
+                    let gx = ins[0].div(&y)?.mul(&g.reshape(keep_shape.clone())?)?;
+                    let zero = gx.new_filled(Shape::default(), gx.dtype(), 0.0)?;
+                    Ok(vec![Some(y.eq_scalar(0.0)?.where_(&zero, &gx)?)])
+                }),
+            );
         }
         if p == 0.0 {
             let _g = crate::no_grad();
@@ -600,7 +647,29 @@ impl Tensor {
         if p == 1.0 {
             return a.sum(dims, keepdim);
         }
-        a.pow_scalar(p)?.sum(dims, keepdim)?.pow_scalar(1.0 / p)
+        let y = {
+            let _g = crate::no_grad();
+            a.pow_scalar(p)?.sum(dims, keepdim)?.pow_scalar(1.0 / p)?
+        };
+        Ok(
+            y.record_saving("norm", &[self], &[self], true, move |g, ins, y| {
+                // d‖x‖_p/dx = sign(x)·|x|^(p-1) / ‖x‖^(p-1), with |x|^(p-1) taken as 0 at x = 0 and
+                // the whole as 0 where ‖x‖ = 0, as PyTorch's `norm_backward` (the composed
+                // gradient is inf·0 = NaN there).
+                let x = &ins[0];
+                let y = y.reshape(keep_shape.clone())?;
+                let zero = x.new_filled(Shape::default(), x.dtype(), 0.0)?;
+                let scaled = x.sign()?.mul(
+                    &x.eq_scalar(0.0)?
+                        .where_(&zero, &x.abs()?.pow_scalar(p - 1.0)?)?,
+                )?;
+                let scale = g
+                    .reshape(keep_shape.clone())?
+                    .div(&y.pow_scalar(p - 1.0)?)?;
+                let scale = y.eq_scalar(0.0)?.where_(&zero, &scale)?;
+                Ok(vec![Some(scaled.mul(&scale)?)])
+            }),
+        )
     }
 
     /// Whether any element over `dims` is non-zero (NaN counts as non-zero), as a `Bool`

@@ -164,7 +164,7 @@ impl Tensor {
         }
         // The gradient goes back to the positions the values came from (a gather's backward).
         let (idx, in_shape) = (indices.clone(), self.shape().clone());
-        let values = values.record(op, &[self], move |g, _, _| {
+        let values = values.record_saving(op, &[self], &[&indices], false, move |g, _, _| {
             Ok(vec![Some(g.add_at_gathered(&idx, &in_shape, d)?)])
         });
         Ok((values, indices))

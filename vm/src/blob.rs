@@ -14,7 +14,7 @@ use qcell::{QCell, QCellOwnerID};
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// No stream has used the blob yet.
 pub(crate) const NO_STREAM: u32 = u32::MAX;
@@ -52,6 +52,8 @@ pub struct Blob {
     pub(crate) last_used_stream: AtomicU32,
     /// User handles sharing the blob (a tensor and its views): see [`hold`](Blob::hold).
     holders: AtomicUsize,
+    /// In-place writes the client counted: see [`version`](Blob::version).
+    version: AtomicU64,
     _pad0: LinePad,
     pub(crate) access: QCell<AccessList>,
     _pad1: LinePad,
@@ -112,6 +114,7 @@ impl Blob {
                 addr_of_mut!((*p).released).write(AtomicBool::new(false));
                 addr_of_mut!((*p).last_used_stream).write(AtomicU32::new(NO_STREAM));
                 addr_of_mut!((*p).holders).write(AtomicUsize::new(1));
+                addr_of_mut!((*p).version).write(AtomicU64::new(0));
                 addr_of_mut!((*p).access).write(QCell::new(engine, AccessList::default()));
                 let c = addr_of_mut!((*p).compute);
                 addr_of_mut!((*c).bytes).write(bytes);
@@ -460,6 +463,57 @@ impl Blob {
         }
         std::sync::atomic::fence(Ordering::Acquire);
         true
+    }
+
+    /// How many user handles share the blob now (see [`hold`](Self::hold)): 1 when the only
+    /// handle is its creator's. A snapshot; other threads may change it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// let b = vm.new_blob(16);
+    /// assert_eq!(b.holders(), 1);
+    /// b.hold();
+    /// assert_eq!(b.holders(), 2);
+    /// ```
+    #[inline]
+    pub fn holders(&self) -> usize {
+        self.holders.load(Ordering::Acquire)
+    }
+
+    /// How many in-place writes the client has counted with [`bump_version`](Self::bump_version)
+    /// (the engine itself never changes it). The tensor crate counts every in-place op, so that
+    /// autograd can refuse a backward that would read a tensor changed since its forward.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// let b = vm.new_blob(16);
+    /// assert_eq!(b.version(), 0);
+    /// b.bump_version();
+    /// assert_eq!(b.version(), 1);
+    /// ```
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// Counts one in-place write (see [`version`](Self::version)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build().unwrap();
+    /// let b = vm.new_blob(16);
+    /// b.bump_version();
+    /// b.bump_version();
+    /// assert_eq!(b.version(), 2);
+    /// ```
+    #[inline]
+    pub fn bump_version(&self) {
+        self.version.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Whether `release` was already called on the blob.
