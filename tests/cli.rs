@@ -410,3 +410,50 @@ fn trace_writes_json_and_svg_for_training_and_scripts() {
     assert!(check_trace(&json) >= 3);
     assert!(std::fs::read_to_string(&svg).unwrap().contains("softmax"));
 }
+
+/// Option values the parser used to let through: a thread count no host can start (it
+/// panicked with exit 101), a step count whose row count overflows, and `=value` on an
+/// option that takes none (`--sync-mode=false` turned sync mode on). Each exits 2 naming the
+/// option, or runs within bounds.
+#[test]
+fn out_of_range_and_misattached_option_values_are_usage_errors() {
+    for args in [
+        &["repl", "--threads", "18446744073709551615"][..],
+        &[
+            "bench",
+            "--threads",
+            "100000",
+            "--only",
+            "dispatch_small_ns_per_op",
+        ],
+        &["trace", "--sync-mode=false", "--steps", "1"],
+    ] {
+        let out = eddy(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("--threads") || err.contains("--sync-mode"),
+            "{args:?}: {err}"
+        );
+    }
+    // A huge step count traces the whole (small) data set instead of overflowing.
+    let dir = scratch("huge-steps");
+    let out = eddy(&[
+        "trace",
+        "--steps",
+        "1000000000000000000",
+        "--out",
+        dir.join("t.json").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("traced"),
+        "{}",
+        text(&out.stdout)
+    );
+}

@@ -1469,6 +1469,87 @@ fn max_over_an_empty_dim_is_an_empty_tensor_error() {
     assert_eq!(t.argmin(1, true).unwrap().dims(), &[0, 1]);
 }
 
+/// Reductions at PyTorch's edges: the median of a row with NaN is NaN at its first NaN; a
+/// half norm is computed in f32; a dim named twice is refused; a 0-dim tensor takes dim 0.
+#[test]
+fn reduction_edges_match_pytorch() {
+    let x = Tensor::from_vec(
+        vec![1f32, f32::NAN, 2.0, f32::NAN, 3.0, 4.0, 0.0, 5.0],
+        [2, 4],
+    )
+    .unwrap();
+    let (v, i) = x.median(1, false).unwrap();
+    let v = v.to_vec::<f32>().unwrap();
+    assert!(v[0].is_nan() && v[1] == 3.0, "{v:?}");
+    assert_eq!(i.to_vec::<i64>().unwrap(), [1, 0]);
+    // The gradient goes to the position the median came from.
+    let w = x.to_dtype(F64).unwrap().requires_grad_(true);
+    w.median(1, true)
+        .unwrap()
+        .0
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    assert_eq!(
+        w.grad().unwrap().to_vec::<f64>().unwrap(),
+        [0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+    );
+
+    let h = Tensor::from_vec(
+        vec![
+            eddy::tensor::f16::from_f32(300.0),
+            eddy::tensor::f16::from_f32(400.0),
+        ],
+        [2],
+    )
+    .unwrap();
+    for (p, want) in [
+        (2.0, 500.0f32),
+        (3.0, (300f32.powi(3) + 400f32.powi(3)).cbrt()),
+    ] {
+        let n = h.norm(p, &[0], false).unwrap();
+        assert_eq!(n.dtype(), F16);
+        let got = n.to_dtype(F32).unwrap().item::<f32>().unwrap();
+        assert!((got - want).abs() / want < 1e-3, "p = {p}: {got} vs {want}");
+    }
+
+    let t = Tensor::ones([2, 3], F32).unwrap();
+    for dims in [&[0, 0][..], &[1, -1]] {
+        let r = t.sum(dims, false);
+        assert!(
+            matches!(&r, Err(Error::InvalidArgument { op: "sum", .. })),
+            "{dims:?}: {r:?}"
+        );
+    }
+    assert!(t.max(1, false).is_ok());
+    let s = Tensor::from_vec(vec![3f32], []).unwrap();
+    assert_eq!(s.argmax(0, false).unwrap().item::<i64>().unwrap(), 0);
+    assert_eq!(s.sum(&[-1], false).unwrap().item::<f32>().unwrap(), 3.0);
+    assert!(s.sum(&[1], false).is_err());
+}
+
+/// Long f32 sums are cascaded, as PyTorch's: a million `0.1f32` add up to 100000 within a few
+/// units (a running f32 sum drifts by about 1 %), over the leading dim, the last dim, and all.
+#[test]
+fn long_f32_sums_keep_their_accuracy() {
+    let n = 1_000_000usize;
+    let want = n as f64 * 0.1f32 as f64;
+    let close = |got: f32| (got as f64 - want).abs() < 10.0;
+    let cols = Tensor::full([n, 2], 0.1, F32).unwrap();
+    for s in cols.sum(&[0], false).unwrap().to_vec::<f32>().unwrap() {
+        assert!(close(s), "column sum {s}");
+    }
+    let rows = Tensor::full([2, n], 0.1, F32).unwrap();
+    for s in rows.sum(&[1], false).unwrap().to_vec::<f32>().unwrap() {
+        assert!(close(s), "row sum {s}");
+    }
+    let all = Tensor::full([n], 0.1, F32).unwrap().sum_all().unwrap();
+    assert!(close(all.item::<f32>().unwrap()), "{all}");
+    let mean = cols.mean(&[0], false).unwrap().to_vec::<f32>().unwrap();
+    assert!((mean[0] - 0.1).abs() < 1e-6, "{mean:?}");
+}
+
 /// Integer products are exact and wrap in their dtype, as `torch.mm`'s do: no rounding above
 /// 2^53, no saturation at the dtype's ends. Checked against wrapping loops over a transposed,
 /// batched operand large enough to take the threaded path, and at the edges.
@@ -2544,17 +2625,28 @@ proptest! {
         } else if rank > 0 {
             let (m, mi) = t.median(dim, true).unwrap();
             let (wv, wi) = sorted_reference(&a1, d, n, false);
-            let at = |r: &Arr| {
+            // A row with NaN has the median NaN, at its first NaN (PyTorch's `median`).
+            let first_nan = |ix: &[usize]| {
+                (0..n).find(|&j| {
+                    let mut ix = ix.to_vec();
+                    ix[d] = j;
+                    a1.data[reference::ravel(&ix, &a1.shape)].is_nan()
+                })
+            };
+            let at = |r: &Arr, nan: fn(usize) -> f64| {
                 let mut s = r.shape.clone();
                 s[d] = 1;
                 Arr::from_fn(&s, |ix| {
+                    if let Some(j) = first_nan(ix) {
+                        return nan(j);
+                    }
                     let mut ix = ix.to_vec();
                     ix[d] = (n - 1) / 2;
                     r.data[reference::ravel(&ix, &r.shape)]
                 })
             };
-            check("median", &m, &at(&wv), dt);
-            check("median positions", &mi, &at(&wi), I64);
+            check("median", &m, &at(&wv, |_| f64::NAN), dt);
+            check("median positions", &mi, &at(&wi, |j| j as f64), I64);
             prop_assert_eq!(t.median(dim, false).unwrap().0.rank(), rank - 1);
         }
 

@@ -100,6 +100,9 @@ impl Opts {
                     Some(v) => Some(v),
                     None => return Err(Fail::Usage(format!("{key} needs a value"))),
                 }
+            } else if inline.is_some() {
+                // `--sync-mode=false` must not turn the flag on.
+                return Err(Fail::Usage(format!("{key} takes no value, in `{a}`")));
             } else {
                 None
             };
@@ -131,8 +134,11 @@ fn set_threads(o: &Opts) -> Result<usize, Fail> {
         "--threads",
         std::thread::available_parallelism().map_or(2, |n| n.get()),
     )?;
-    if threads == 0 {
-        return Err(Fail::Usage("--threads must be at least 1".into()));
+    if threads == 0 || threads > eddy::vm::par::MAX_THREADS {
+        return Err(Fail::Usage(format!(
+            "--threads must be in 1..={}, not {threads}",
+            eddy::vm::par::MAX_THREADS
+        )));
     }
     if !eddy::vm::par::set_threads(threads) {
         return Err(Fail::Run("the kernel pool was already started".into()));
@@ -477,7 +483,7 @@ fn cmd_trace(args: &[String]) -> Result<(), Fail> {
             ..TrainOptions::default()
         };
         // 80 rows per step: 64 train (one batch), 16 held out.
-        let rows = (steps * 80).min(data.len());
+        let rows = steps.saturating_mul(80).min(data.len());
         let small = Dataset {
             features: data.features[..rows * data.n_features].to_vec(),
             labels: data.labels[..rows].to_vec(),

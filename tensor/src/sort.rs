@@ -77,7 +77,8 @@ impl Tensor {
     }
 
     /// The lower median along `dim` (the `⌊(n−1)/2⌋`-th smallest value, as PyTorch's `median`)
-    /// and its `i64` position; `dim` is kept with size 1 if `keepdim`, else removed.
+    /// and its `i64` position; `dim` is kept with size 1 if `keepdim`, else removed. A row
+    /// holding NaN has the median NaN, at its first NaN (as PyTorch's; not `nanmedian`).
     ///
     /// # Errors
     ///
@@ -104,10 +105,23 @@ impl Tensor {
         if r == 0 {
             return Ok((v, i));
         }
-        let (v, i) = (
+        let (mut v, mut i) = (
             v.narrow(dim, (n - 1) / 2, 1)?,
             i.narrow(dim, (n - 1) / 2, 1)?,
         );
+        if self.dtype().is_float() {
+            // A row with a NaN has the median NaN, at its first NaN, as PyTorch's `median`
+            // (the sort puts NaN last, so the middle value would skip it). The value is then
+            // gathered from that position, which takes the gradient there.
+            let nan = {
+                let _g = crate::no_grad();
+                self.ne(self)?
+            };
+            let has_nan = nan.any(&[dim], true)?;
+            let first_nan = nan.to_dtype(DType::U8)?.argmax(dim, true)?;
+            i = has_nan.where_(&first_nan, &i)?;
+            v = self.gather(dim, &i)?;
+        }
         if keepdim {
             Ok((v, i))
         } else {

@@ -123,8 +123,17 @@ pub struct Pool {
     joins: Vec<thread::JoinHandle<()>>,
 }
 
+/// The most threads a pool runs: a larger request (`usize::MAX` from a typo) is cut to it
+/// rather than failing to spawn helpers.
+///
+/// ```
+/// assert!(eddy_vm::par::MAX_THREADS >= 256);
+/// ```
+pub const MAX_THREADS: usize = 1024;
+
 impl Pool {
-    /// A pool whose jobs run on the caller plus `threads - 1` helper threads.
+    /// A pool whose jobs run on the caller plus `threads - 1` helper threads, `threads` taken
+    /// into `1..=`[`MAX_THREADS`].
     ///
     /// # Examples
     ///
@@ -135,7 +144,7 @@ impl Pool {
     /// ```
     pub fn new(threads: usize) -> Pool {
         let shared = Arc::new(Shared {
-            helpers: (1..threads.max(1))
+            helpers: (1..threads.clamp(1, MAX_THREADS))
                 .map(|_| {
                     CachePadded::new(Helper {
                         slot: AtomicPtr::new(ptr::null_mut()),

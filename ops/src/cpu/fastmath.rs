@@ -3,7 +3,8 @@
 //! that picks them for `f32` arithmetic and the exact libm functions for `f64`.
 //!
 //! Accuracy, checked against `f64` in the tests below over a dense sweep: `exp` within 2 ulp
-//! (results below `f32::MIN_POSITIVE` flush to 0), `tanh` within 2e-7 absolute and 4 ulp
+//! over its whole finite range (subnormal results within 2 ulp of `f32::MIN_POSITIVE`'s
+//! spacing), `tanh` within 2e-7 absolute and 4 ulp
 //! relative, `erf` within 3e-7 absolute.
 
 // The polynomial coefficients keep the decimal digits they were fitted with; the compiler rounds
@@ -86,7 +87,9 @@ impl Transcendental for f32 {
 }
 
 /// `e^x`: `x = n·ln 2 + r` with `|r| ≤ ln 2 / 2`, a degree-6 polynomial for `e^r` (Cephes'
-/// coefficients), and `2^n` built in the exponent bits. No branches, no calls.
+/// coefficients), and `2^n` applied as two powers of two built in the exponent bits, so that
+/// `n` may run from -150 to 128: results near `f32::MAX` are finite and those below
+/// `f32::MIN_POSITIVE` are subnormal, each rounded once. No branches, no calls.
 ///
 /// # Examples
 ///
@@ -94,8 +97,10 @@ impl Transcendental for f32 {
 /// use eddy_ops::cpu::fastmath::exp_f32;
 /// let e = std::f32::consts::E;
 /// assert!((exp_f32(1.0) - e).abs() <= 2.0 * f32::EPSILON * e);
-/// assert_eq!(exp_f32(100.0), f32::INFINITY);
-/// assert_eq!(exp_f32(-100.0), 0.0);
+/// assert!((exp_f32(88.7) as f64 / (88.7f32 as f64).exp() - 1.0).abs() < 1e-6); // near f32::MAX
+/// assert_eq!(exp_f32(89.0), f32::INFINITY);
+/// assert!((exp_f32(-100.0) / 3.7200760e-44 - 1.0).abs() < 0.05); // subnormal
+/// assert_eq!(exp_f32(-110.0), 0.0);
 /// ```
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
@@ -104,7 +109,8 @@ pub fn exp_f32(x: f32) -> f32 {
     const LN2_LO: f32 = -2.121_944_4e-4;
     // 1.5·2^23: adding it rounds to an integer held in the low mantissa bits.
     const MAGIC: f32 = 12_582_912.0;
-    let xc = x.clamp(-87.33, 88.37);
+    // e^-104 < 2^-150 rounds to 0; e^88.8 > f32::MAX overflows in the last product.
+    let xc = x.clamp(-104.0, 88.8);
     let t = xc * LOG2E + MAGIC;
     let n = t - MAGIC;
     let ni = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
@@ -116,11 +122,15 @@ pub fn exp_f32(x: f32) -> f32 {
     let p = p * r + 1.666_666_5e-1;
     let p = p * r + 5.000_000_1e-1;
     let er = p * r * r + r + 1.0;
-    let scale = f32::from_bits((ni.wrapping_add(127) as u32) << 23);
-    let y = er * scale;
+    // 2^n = 2^n1 · 2^n2 with both halves normal (n1, n2 in [-75, 64]): `er · 2^n1` is exact,
+    // and the second product rounds once, to infinity or a subnormal where it must.
+    let n1 = ni >> 1;
+    let s1 = f32::from_bits((n1.wrapping_add(127) as u32) << 23);
+    let s2 = f32::from_bits((ni.wrapping_sub(n1).wrapping_add(127) as u32) << 23);
+    let y = er * s1 * s2;
     // Out of range: overflow to infinity, underflow to zero; NaN stays NaN (clamp keeps it).
-    let y = if x > 88.72 { f32::INFINITY } else { y };
-    if x < -87.33 { 0.0 } else { y }
+    let y = if x > 88.8 { f32::INFINITY } else { y };
+    if x < -104.0 { 0.0 } else { y }
 }
 
 /// `tanh x`: an odd polynomial below 0.625 (Cephes), `1 - 2/(e^{2|x|} + 1)` above.
@@ -212,19 +222,25 @@ mod tests {
 
     #[test]
     fn exp_is_within_2_ulp() {
-        for x in sweep().filter(|x| x.abs() < 87.0) {
+        // Up to the last x whose e^x is finite in f32 (88.72283), and down past the
+        // subnormals; the spacing of subnormals is 2^-149.
+        let top = (f32::MAX as f64).ln() as f32;
+        let edges = (0..2000).map(|i| top - i as f32 * 1e-5);
+        for x in sweep().filter(|x| *x > -110.0 && *x < top).chain(edges) {
             let want = (x as f64).exp();
             let got = exp_f32(x) as f64;
             let ulp = (want as f32).abs() as f64 * f32::EPSILON as f64;
             assert!(
-                (got - want).abs() <= 2.0 * ulp.max(f32::MIN_POSITIVE as f64),
+                (got - want).abs() <= 2.0 * ulp.max(2f64.powi(-149)),
                 "exp({x}) = {got}, want {want}"
             );
         }
         assert_eq!(exp_f32(0.0), 1.0);
+        assert_eq!(exp_f32(88.73), f32::INFINITY);
         assert_eq!(exp_f32(100.0), f32::INFINITY);
         assert_eq!(exp_f32(f32::INFINITY), f32::INFINITY);
-        assert_eq!(exp_f32(-100.0), 0.0);
+        assert!(exp_f32(-103.0) > 0.0);
+        assert_eq!(exp_f32(-104.5), 0.0);
         assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
         assert!(exp_f32(f32::NAN).is_nan());
     }
