@@ -51,15 +51,27 @@ pub fn matmul(dtype: DType, la: Layout, lb: Layout) -> impl Kernel {
     )
 }
 
-fn run<T: Elem + num_traits::Zero>(
-    la: &Layout,
+/// The sizes of a batched product `[batch.., m, k] @ [batch.., k, n]`, its broadcast batch
+/// dims with their element count, and the storage of its operands and output.
+struct Product<'a, T> {
+    m: usize,
+    k: usize,
+    n: usize,
+    batch: &'a [usize],
+    nb: usize,
+    a: &'a [T],
+    b: &'a [T],
+    o: &'a mut [T],
+}
+
+/// [`Product`] of the matmul instruction's layouts and blobs.
+fn product<'a, T: Elem>(
+    la: &'a Layout,
     lb: &Layout,
-    ins: &[Counted<Blob>],
-    outs: &[Counted<Blob>],
-    single_row: SingleRow<T>,
-) -> Result<(), String> {
+    ins: &'a [Counted<Blob>],
+    outs: &'a [Counted<Blob>],
+) -> Product<'a, T> {
     let r = la.shape.rank();
-    let (m, k, n) = (la.dims()[r - 2], la.dims()[r - 1], lb.dims()[r - 1]);
     // SAFETY: inputs 0 and 1 are read, output 0 written; the output is a fresh blob.
     let (a, b, o) = unsafe {
         (
@@ -69,7 +81,36 @@ fn run<T: Elem + num_traits::Zero>(
         )
     };
     let batch = &la.dims()[..r - 2];
-    let nb = crate::numel_of(batch);
+    Product {
+        m: la.dims()[r - 2],
+        k: la.dims()[r - 1],
+        n: lb.dims()[r - 1],
+        batch,
+        nb: crate::numel_of(batch),
+        a,
+        b,
+        o,
+    }
+}
+
+fn run<T: Elem + num_traits::Zero>(
+    la: &Layout,
+    lb: &Layout,
+    ins: &[Counted<Blob>],
+    outs: &[Counted<Blob>],
+    single_row: SingleRow<T>,
+) -> Result<(), String> {
+    let r = la.shape.rank();
+    let Product {
+        m,
+        k,
+        n,
+        batch,
+        nb,
+        a,
+        b,
+        o,
+    } = product::<T>(la, lb, ins, outs);
     if nb == 0 || m == 0 || n == 0 {
         return Ok(());
     }
@@ -152,17 +193,16 @@ where
     T: Elem + num_traits::WrappingAdd + num_traits::WrappingMul,
 {
     let r = la.shape.rank();
-    let (m, k, n) = (la.dims()[r - 2], la.dims()[r - 1], lb.dims()[r - 1]);
-    // SAFETY: inputs 0 and 1 are read, output 0 written; the output is a fresh blob.
-    let (a, b, o) = unsafe {
-        (
-            input::<T>(&ins[0]),
-            input::<T>(&ins[1]),
-            output::<T>(&outs[0]),
-        )
-    };
-    let batch = &la.dims()[..r - 2];
-    let nb = crate::numel_of(batch);
+    let Product {
+        m,
+        k,
+        n,
+        batch,
+        nb,
+        a,
+        b,
+        o,
+    } = product::<T>(la, lb, ins, outs);
     if nb == 0 || m == 0 || n == 0 {
         return Ok(());
     }
