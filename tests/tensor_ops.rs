@@ -1548,6 +1548,12 @@ fn long_f32_sums_keep_their_accuracy() {
     assert!(close(all.item::<f32>().unwrap()), "{all}");
     let mean = cols.mean(&[0], false).unwrap().to_vec::<f32>().unwrap();
     assert!((mean[0] - 0.1).abs() < 1e-6, "{mean:?}");
+    // No columns: the cascade has nothing to split.
+    let none = Tensor::zeros([n, 0], F32)
+        .unwrap()
+        .sum(&[0], false)
+        .unwrap();
+    assert!(none.to_vec::<f32>().unwrap().is_empty());
 }
 
 /// Integer products are exact and wrap in their dtype, as `torch.mm`'s do: no rounding above

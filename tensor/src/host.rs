@@ -30,10 +30,9 @@ fn host_reserve<T>(op: &str, v: &mut Vec<T>, n: usize) -> Result<()> {
 pub(crate) fn views_reserve(op: &str, n: usize) -> Result<Vec<Tensor>> {
     const VIEW_BYTES: usize =
         std::mem::size_of::<Tensor>() + std::mem::size_of::<crate::tensor::Inner>() + 16;
-    let mut probe = Vec::<u8>::new();
-    if n.saturating_mul(VIEW_BYTES) >= PROBE_BYTES {
-        host_reserve(op, &mut probe, n.saturating_mul(VIEW_BYTES))?;
-        drop(probe);
+    let bytes = n.saturating_mul(VIEW_BYTES);
+    if bytes >= PROBE_BYTES {
+        host_reserve(op, &mut Vec::<u8>::new(), bytes)?; // freed at once
     }
     let mut v = Vec::new();
     host_reserve(op, &mut v, n)?;

@@ -406,7 +406,7 @@ fn sum_rows<F: FloatElem>(a: &[F], cols: usize, acc: &mut [F::A])
 where
     F::A: std::ops::AddAssign,
 {
-    let rows = a.len() / cols;
+    let rows = a.len() / cols.max(1);
     if rows <= SUM_ROWS_BLOCK {
         for row in a.chunks_exact(cols) {
             for (s, &v) in acc.iter_mut().zip(row) {
