@@ -1133,9 +1133,17 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             a.done(f)?;
             let dims = a.idims(f)?;
             // One -1 in reshape/view is inferred from the element count.
-            let known: i64 = dims.iter().filter(|&&d| d != -1).product();
             let n_infer = dims.iter().filter(|&&d| d == -1).count();
             let dims: Vec<usize> = if n_infer == 1 && matches!(name, "reshape" | "view") {
+                if let Some(&d) = dims.iter().find(|&&d| d < -1) {
+                    return Err(format!("{f}: bad size {d}"));
+                }
+                // The other sizes' product, or None past i64 (then nothing divides evenly).
+                let known = dims
+                    .iter()
+                    .filter(|&&d| d != -1)
+                    .try_fold(1i64, |p, &d| p.checked_mul(d))
+                    .unwrap_or(0);
                 if known == 0 || x.numel() as i64 % known != 0 {
                     return Err(format!(
                         "{f}: cannot infer -1 in {dims:?} for {} elements",

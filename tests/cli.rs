@@ -357,6 +357,38 @@ a.sum()
     assert!(!o.contains("tensor(10."), ":quit stops the script: {o}");
 }
 
+/// `reshape`'s -1 is inferred without overflow, a size below -1 is refused, and an integer
+/// tensor to a whole power stays integer (to a negative one is an error): each bad line is one
+/// error line, and the script goes on.
+#[test]
+fn repl_reshape_sizes_and_integer_powers() {
+    let script = "\
+tensor([1., 2, 3, 4]).reshape(-1, 4611686018427387904, 4)
+tensor([1., 2, 3, 4]).reshape(-1, -2)
+tensor([1., 2, 3, 4]).reshape(2, -1).shape
+tensor([2, 3]) ** 2
+tensor([2, 3]) ** -1
+";
+    let out = eddy_stdin(&["repl"], script);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let o = text(&out.stdout);
+    let lines: Vec<&str> = o.lines().collect();
+    assert!(
+        lines[0].starts_with("error: stdin:1: reshape: cannot infer -1"),
+        "{o}"
+    );
+    assert!(
+        lines[1].starts_with("error: stdin:2: reshape: bad size -2"),
+        "{o}"
+    );
+    assert_eq!(lines[2], "[2, 2]", "{o}");
+    assert_eq!(lines[3], "tensor([4, 9], dtype=i64)", "{o}");
+    assert!(
+        lines[4].starts_with("error: stdin:5: ") && lines[4].contains("pow_scalar"),
+        "{o}"
+    );
+}
+
 /// Each stream named in the trace's metadata has at least one instruction.
 fn check_trace(path: &std::path::Path) -> usize {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();

@@ -821,9 +821,17 @@ fn host_known_indices_out_of_range_fail_at_the_call() {
             f32s(&src.index_select(0, &bad).unwrap()),
             vec![2., 3., 0., 1.]
         );
-        // In range, negative included, succeeds.
+        // A negative index is out of range, as in PyTorch: it does not count from the end.
+        assert!(matches!(
+            src.index_select(0, &idx(vec![-1, 0])),
+            Err(Error::IndexOutOfRange {
+                op: "index_select",
+                index: -1,
+                size: 3
+            })
+        ));
         assert_eq!(
-            f32s(&src.index_select(0, &idx(vec![-1, 0])).unwrap()),
+            f32s(&src.index_select(0, &idx(vec![2, 0])).unwrap()),
             vec![4., 5., 0., 1.]
         );
         vm.sync().unwrap();
@@ -867,7 +875,7 @@ fn an_out_of_range_index_fails_at_the_read_and_poisons_only_its_dependents() {
             assert_eq!(f32s(&unrelated_after), vec![1., 2., 3., 4., 5., 6.]);
             assert_eq!(
                 f32s(
-                    &src.index_select(0, &Tensor::from_vec(vec![2i64, -3], [2]).unwrap())
+                    &src.index_select(0, &Tensor::from_vec(vec![2i64, 0], [2]).unwrap())
                         .unwrap()
                 ),
                 vec![4., 5., 0., 1.]
@@ -879,11 +887,13 @@ fn an_out_of_range_index_fails_at_the_read_and_poisons_only_its_dependents() {
             ));
             vm.clear_errors();
             vm.sync().unwrap();
-            // A negative index out of range names it too.
-            let neg = src.index_select(0, &unknown(vec![-4i64])).unwrap();
-            let e = neg.to_vec::<f32>().unwrap_err();
-            assert!(e.to_string().contains("index -4"), "{e}");
-            vm.clear_errors();
+            // A negative index names it too, whether or not it is within `-size..`.
+            for i in [-4i64, -1] {
+                let neg = src.index_select(0, &unknown(vec![i])).unwrap();
+                let e = neg.to_vec::<f32>().unwrap_err();
+                assert!(e.to_string().contains(&format!("index {i} ")), "{e}");
+                vm.clear_errors();
+            }
         });
     });
 }
@@ -1054,9 +1064,9 @@ fn bad_dropout_probabilities_and_integer_operands_fail_at_the_call() {
 
 // ---- edge inputs found by a review of the less-travelled ops (thirty-third session) ---------
 
-/// A negative class target is out of range for `nll_loss` and `cross_entropy` (unlike a
-/// negative `gather` index, which counts from the end): at the call when the target's values
-/// are known on the host, else at the next sync, naming the op.
+/// A negative class target is out of range for `nll_loss` and `cross_entropy`, as a negative
+/// `gather` index is: at the call when the target's values are known on the host, else at the
+/// next sync, naming the op.
 #[test]
 fn negative_class_targets_fail() {
     let logits = Tensor::from_vec(vec![0f32, 1., 2.], [1, 3]).unwrap();
@@ -1084,9 +1094,19 @@ fn negative_class_targets_fail() {
         e.to_string().contains("nll_loss") && e.to_string().contains("-1"),
         "{e}"
     );
-    // `gather` itself still counts a negative index from the end.
+    // `gather` itself refuses a negative index the same way, as PyTorch does.
     let g = logits.gather(1, &Tensor::from_vec(vec![-1i64], [1, 1]).unwrap());
-    assert_eq!(g.unwrap().to_vec::<f32>().unwrap(), [2.0]);
+    assert!(
+        matches!(
+            g,
+            Err(Error::IndexOutOfRange {
+                op: "gather",
+                index: -1,
+                size: 3
+            })
+        ),
+        "{g:?}"
+    );
 }
 
 /// An integral scalar outside an integer (or bool) dtype's range is compared as it is, not
@@ -1201,6 +1221,62 @@ fn integer_pow_edges() {
         .unwrap();
     let e = z.to_vec::<i64>().unwrap_err();
     assert!(e.to_string().contains("negative"), "{e}");
+
+    // `pow_scalar` with a whole exponent stays integer and wraps the same way, also for an
+    // exponent past the dtype's range (as `x ** c` in PyTorch, whose exponent is a Python int).
+    fn wrapping_pow(b: i128, e: u64, bits: u32) -> i128 {
+        let m = 1i128 << bits;
+        let (mut acc, mut b, mut e) = (1i128, b.rem_euclid(m), e);
+        while e > 0 {
+            if e & 1 == 1 {
+                acc = acc * b % m;
+            }
+            b = b * b % m;
+            e >>= 1;
+        }
+        acc
+    }
+    let i = Tensor::from_vec(vec![3i64, -2, 0, 7], [4]).unwrap();
+    let want: Vec<i64> = [3i64, -2, 0, 7]
+        .iter()
+        .map(|&b| b.wrapping_pow(41))
+        .collect();
+    assert_eq!(i.pow_scalar(41.0).unwrap().to_vec::<i64>().unwrap(), want);
+    assert_eq!(
+        i.pow_scalar(0.0).unwrap().to_vec::<i64>().unwrap(),
+        [1, 1, 1, 1]
+    );
+    let u = Tensor::from_vec(vec![3u8, 2, 255, 0, 1], [5]).unwrap();
+    for e in [5u64, 255, 256, 300, 1 << 40] {
+        let want: Vec<u8> = [3u8, 2, 255, 0, 1]
+            .iter()
+            .map(|&b| wrapping_pow(b as i128, e, 8) as u8)
+            .collect();
+        let got = u.pow_scalar(e as f64).unwrap();
+        assert_eq!(got.to_vec::<u8>().unwrap(), want, "u8 ^ {e}");
+    }
+    let w = Tensor::from_vec(vec![3i32, -3, 2, -1, 5], [5]).unwrap();
+    for e in [31u64, 1 << 31, (1 << 40) + 1, (1 << 53) - 1] {
+        let want: Vec<i32> = [3i32, -3, 2, -1, 5]
+            .iter()
+            .map(|&b| wrapping_pow(b as i128, e, 32) as u32 as i32)
+            .collect();
+        let got = w.pow_scalar(e as f64).unwrap();
+        assert_eq!(got.to_vec::<i32>().unwrap(), want, "i32 ^ {e}");
+    }
+    // A fractional exponent computes in f32; a negative whole one is refused at the call.
+    let f = i.pow_scalar(0.5).unwrap();
+    assert_eq!(f.dtype(), F32);
+    assert!(
+        matches!(
+            i.pow_scalar(-1.0),
+            Err(Error::InvalidArgument {
+                op: "pow_scalar",
+                ..
+            })
+        ),
+        "integers to a negative power"
+    );
 }
 
 /// A 0-d tensor's softmax checks its dim like every other 0-d op (0 and -1 only).

@@ -714,13 +714,19 @@ proptest! {
             ("rsub_scalar", Dom::Any, int_c, Box::new(move |t| t.rsub_scalar(c)), Box::new(move |x| c - x)),
             ("mul_scalar", Dom::Any, int_c, Box::new(move |t| t.mul_scalar(c)), Box::new(move |x| x * c)),
             ("div_scalar", Dom::Any, false, Box::new(move |t| t.div_scalar(c + 4.0)), Box::new(move |x| x / (c + 4.0))),
-            ("pow_scalar", Dom::Pos, false, Box::new(move |t| t.pow_scalar(c)), Box::new(move |x| x.powf(c))),
+            ("pow_scalar", Dom::Pos, int_c, Box::new(move |t| t.pow_scalar(c)), Box::new(move |x| x.powf(c))),
             ("clamp_min", Dom::Any, int_c, Box::new(move |t| t.clamp(Some(c), None)), Box::new(move |x| x.max(c))),
             ("clamp_max", Dom::Any, int_c, Box::new(move |t| t.clamp(None, Some(c))), Box::new(move |x| x.min(c))),
             ("clamp", Dom::Any, int_c, Box::new(move |t| t.clamp(Some(c - 1.0), Some(c + 1.0))), Box::new(move |x| x.max(c - 1.0).min(c + 1.0))),
         ];
         for (name, dom, keeps_int, op, f) in table {
             let (t, a) = input(&shape, &steps, dt, dom, &mut rng);
+            if name == "pow_scalar" && !dt.is_float() && int_c && c < 0.0 {
+                // Integers to a negative whole power are refused, as in PyTorch.
+                let e = op(&t).unwrap_err();
+                prop_assert!(matches!(e, Error::InvalidArgument { op: "pow_scalar", .. }), "{e}");
+                continue;
+            }
             let out_dt = if dt.is_float() || keeps_int { dt } else { F32 };
             check(name, &op(&t).unwrap(), &a.map(f), out_dt);
         }
@@ -981,7 +987,7 @@ proptest! {
         check_amp("layer_norm", &got, &want, dt, tol(dt), &amp);
     }
 
-    /// `index_select` (negative indices count from the end), `embedding` and `gather`.
+    /// `index_select`, `embedding` and `gather` (negative indices are refused elsewhere).
     #[test]
     fn indexing_matches_reference(
         shape in shape(1..=3), steps in steps(), dt in dtype(), d in 0usize..3,
@@ -993,8 +999,8 @@ proptest! {
         let (t, a) = input(&shape, &steps, dt, Dom::Any, &mut rng);
         let size = shape[d];
         let nidx = if size == 0 { 0 } else { rng.random_range(0..=4) };
-        let raw: Vec<i64> = (0..nidx).map(|_| rng.random_range(-(size as i64)..size as i64)).collect();
-        let pos: Vec<usize> = raw.iter().map(|&i| if i < 0 { (i + size as i64) as usize } else { i as usize }).collect();
+        let raw: Vec<i64> = (0..nidx).map(|_| rng.random_range(0..size as i64)).collect();
+        let pos: Vec<usize> = raw.iter().map(|&i| i as usize).collect();
         let idx_t = |v: &[i64], s: Vec<usize>| if i32_idx {
             Tensor::from_vec(v.iter().map(|&x| x as i32).collect::<Vec<_>>(), s).unwrap()
         } else {
@@ -2733,8 +2739,9 @@ proptest! {
     #![proptest_config(cfg())]
 
     /// Out-of-place `scatter_add` and `index_add` on random shapes, views and dtypes (integers
-    /// exact), with repeated and negative indices, an index smaller than `src`, and an empty
-    /// index; against a plain-loop reference. Bad shapes, dtypes and indices are typed errors.
+    /// exact), with repeated indices, an index smaller than `src`, and an empty index; against
+    /// a plain-loop reference. Bad shapes, dtypes and indices (past the end or negative) are
+    /// typed errors.
     #[test]
     fn scatter_add_and_index_add_match_reference(
         shape in prop::collection::vec(dim(), 1..=3), steps in steps(), dt in dtype(),
@@ -2747,9 +2754,9 @@ proptest! {
         let dim = if pick & 0x80 != 0 { d as isize - rank as isize } else { d as isize };
         let size = shape[d];
         let index_of = |rng: &mut StdRng, n: usize| -> Vec<i64> {
-            (0..n).map(|_| rng.random_range(-(size as i64)..size as i64)).collect()
+            (0..n).map(|_| rng.random_range(0..size as i64)).collect()
         };
-        let norm = |i: i64| if i < 0 { (i + size as i64) as usize } else { i as usize };
+        let norm = |i: i64| i as usize;
 
         // scatter_add: the index may be shorter than `self` off `dim`, any length at `dim`
         // (nothing when `dim` is empty), and `src` may be larger than the index.
@@ -2801,8 +2808,16 @@ proptest! {
             let e = t.scatter_add(dim, &far.reshape(vec![1; rank]).unwrap(), &Tensor::zeros(vec![1; rank], dt).unwrap()).unwrap_err();
             prop_assert!(matches!(e, Error::IndexOutOfRange { op: "scatter_add", index, .. } if index == size as i64), "{e}");
         }
-        let e = t.index_add(dim, &far, &Tensor::zeros(one, dt).unwrap()).unwrap_err();
+        let e = t.index_add(dim, &far, &Tensor::zeros(one.clone(), dt).unwrap()).unwrap_err();
         prop_assert!(matches!(e, Error::IndexOutOfRange { op: "index_add", .. }), "{e}");
+        // A negative index is out of range too, as in PyTorch.
+        let neg = Tensor::from_vec(vec![-1i64], [1]).unwrap();
+        let e = t.index_add(dim, &neg, &Tensor::zeros(one, dt).unwrap()).unwrap_err();
+        prop_assert!(matches!(e, Error::IndexOutOfRange { op: "index_add", index: -1, .. }), "{e}");
+        if (0..rank).all(|j| j == d || shape[j] > 0) {
+            let e = t.scatter_add(dim, &neg.reshape(vec![1; rank]).unwrap(), &Tensor::zeros(vec![1; rank], dt).unwrap()).unwrap_err();
+            prop_assert!(matches!(e, Error::IndexOutOfRange { op: "scatter_add", index: -1, .. }), "{e}");
+        }
         let e = t.scatter_add(dim, &Tensor::zeros(vec![1; rank + 1], I64).unwrap(), &t).unwrap_err();
         prop_assert!(matches!(e, Error::ShapeMismatch { op: "scatter_add", .. }), "{e}");
         let e = t.scatter_add(dim, &Tensor::zeros(vec![1; rank], F32).unwrap(), &t).unwrap_err();

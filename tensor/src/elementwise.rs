@@ -680,11 +680,14 @@ impl Tensor {
     pub fn div_scalar(&self, c: f64) -> Result<Tensor> {
         self.scalar_op(UnaryOp::DivScalar(c), 0.5)
     }
-    /// `x ^ c`.
+    /// `x ^ c`. An integer tensor (`i64`, `i32`, `u8`) to a whole power `c ≥ 0` stays integer
+    /// and wraps, as [`pow`](Self::pow) and PyTorch's `x ** 2` do; a fractional `c` computes
+    /// in `f32`; a negative whole `c` is refused, as in PyTorch (integers to negative integer
+    /// powers).
     ///
     /// # Errors
     ///
-    /// As the unary ops.
+    /// `InvalidArgument` for an integer tensor to a negative whole power; as the unary ops.
     ///
     /// # Examples
     ///
@@ -695,9 +698,39 @@ impl Tensor {
     /// let root = x.pow_scalar(0.5)?.to_vec::<f32>()?;
     /// assert!((sq[0] - 4.0).abs() < 1e-5 && (sq[1] - 16.0).abs() < 1e-5);
     /// assert!((root[0] - 2f32.sqrt()).abs() < 1e-6 && (root[1] - 2.0).abs() < 1e-6);
+    /// let i = Tensor::from_vec(vec![3i64, -2], [2])?;
+    /// assert_eq!(i.pow_scalar(3.0)?.to_vec::<i64>()?, [27, -8]); // still i64
+    /// assert_eq!(i.pow_scalar(0.5)?.dtype(), eddy_tensor::DType::F32);
+    /// assert!(i.pow_scalar(-1.0).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn pow_scalar(&self, c: f64) -> Result<Tensor> {
+        // Whole exponents up to 2^53 are exact in f64 and fit every integer exponent's dtype
+        // range that matters: `pow` keeps an exponent's parity beyond `u32`.
+        let int = matches!(self.dtype(), DType::I64 | DType::I32 | DType::U8);
+        if int && c.fract() == 0.0 && c.abs() <= 9_007_199_254_740_992.0 {
+            if c < 0.0 {
+                return Err(Error::InvalidArgument {
+                    op: "pow_scalar",
+                    message: format!(
+                        "integers to negative integer powers are not allowed (dtype {}, \
+                         exponent {c}); convert to a float dtype first",
+                        self.dtype()
+                    ),
+                });
+            }
+            // An exponent past the dtype's range is replaced by one in range that gives the
+            // same power modulo 2^bits: an even base to any power ≥ bits is 0, and an odd
+            // base's powers repeat with a period dividing 2^(bits-2) (64 for u8, 2^30 for i32).
+            let c = match self.dtype() {
+                DType::U8 if c > 255.0 => 192.0 + c % 64.0,
+                DType::I32 if c > i32::MAX as f64 => 1_073_741_824.0 + c % 1_073_741_824.0,
+                _ => c,
+            };
+            let e = self.empty_like_shape(Shape::from([]), self.dtype())?;
+            Tensor::launch(copy::fill(e.dtype(), e.layout().clone(), c), &[], &[&e])?;
+            return self.pow(&e);
+        }
         self.scalar_op(UnaryOp::PowScalar(c), 0.5)
     }
     /// `clamp(x, lo, hi)`; either bound may be absent. NaN stays NaN.

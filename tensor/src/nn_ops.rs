@@ -116,8 +116,7 @@ impl Tensor {
     /// ```
     pub fn nll_loss(&self, target: &Tensor) -> Result<Tensor> {
         self.check_nll("nll_loss", target)?;
-        // A negative class is out of range here, unlike a negative `gather` index.
-        self.gather_impl("nll_loss", 1, &target.unsqueeze(1)?, false)?
+        self.gather_impl("nll_loss", 1, &target.unsqueeze(1)?)?
             .mean_all()?
             .neg()
     }
@@ -132,7 +131,7 @@ impl Tensor {
             });
         }
         Tensor::check_index(op, target)?;
-        Tensor::check_index_values_from(op, target, self.dims()[1], false)?;
+        Tensor::check_index_values(op, target, self.dims()[1])?;
         self.same_device(op, target)
     }
 
@@ -322,25 +321,13 @@ impl Tensor {
     }
 
     /// Where `idx`'s values are known on the host (made by `from_vec` and not written since),
-    /// checks them against `-size..size` (negative indices count from the end) now, so the
-    /// error comes from the call; otherwise the kernel checks them and a bad one surfaces at
-    /// the next sync.
+    /// checks them against `0..size` now, so the error comes from the call; otherwise the
+    /// kernel checks them and a bad one surfaces at the next sync. A negative index is out of
+    /// range, as in PyTorch's indexing ops.
     fn check_index_values(op: &'static str, idx: &Tensor, size: usize) -> Result<()> {
-        Tensor::check_index_values_from(op, idx, size, true)
-    }
-
-    /// [`check_index_values`](Self::check_index_values), with `-size..0` allowed only
-    /// `if from_end`.
-    fn check_index_values_from(
-        op: &'static str,
-        idx: &Tensor,
-        size: usize,
-        from_end: bool,
-    ) -> Result<()> {
         let n = i64::try_from(size).unwrap_or(i64::MAX);
-        let lowest = if from_end { -n } else { 0 };
         match idx.known_range() {
-            Some((lo, _)) if lo < lowest => Err(Error::IndexOutOfRange {
+            Some((lo, _)) if lo < 0 => Err(Error::IndexOutOfRange {
                 op,
                 index: lo,
                 size,
@@ -464,7 +451,7 @@ impl Tensor {
 
     /// Out-of-place `index_add`: `self` with slice `j` of `src` along `dim` added to slice
     /// `index[j]` (repeated indices add up), as PyTorch's `index_add`. `index` is 1-D (`i64` or
-    /// `i32`, negative entries count from the end); `src` has `self`'s shape except `index.len()`
+    /// `i32`, each in `0..size`); `src` has `self`'s shape except `index.len()`
     /// at `dim`, and `self`'s dtype. Integers wrap. Differentiable in `self` and `src`.
     ///
     /// # Errors
@@ -645,18 +632,11 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn gather(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
-        self.gather_impl("gather", dim, index, true)
+        self.gather_impl("gather", dim, index)
     }
 
-    /// [`gather`](Self::gather) as op `op`, with negative indices counted from the end only
-    /// `if from_end` (else out of range).
-    fn gather_impl(
-        &self,
-        op: &'static str,
-        dim: isize,
-        index: &Tensor,
-        from_end: bool,
-    ) -> Result<Tensor> {
+    /// [`gather`](Self::gather) as op `op`.
+    fn gather_impl(&self, op: &'static str, dim: isize, index: &Tensor) -> Result<Tensor> {
         Tensor::check_index(op, index)?;
         self.same_device(op, index)?;
         let d = norm_dim(op, dim, self.rank())?;
@@ -674,7 +654,7 @@ impl Tensor {
                 rhs: index.dims().to_vec(),
             });
         }
-        Tensor::check_index_values_from(op, index, self.dims()[d], from_end)?;
+        Tensor::check_index_values(op, index, self.dims()[d])?;
         let idx = index.contiguous()?;
         let mut ls = self.layout().clone();
         ls.shape = idx.shape().clone();
@@ -689,7 +669,6 @@ impl Tensor {
             stride_dim,
             size,
             idx.layout().offset,
-            from_end,
         );
         Tensor::launch(k, &[self, &idx], &[&out])?;
         let in_shape = self.shape().clone();

@@ -142,6 +142,7 @@ pub fn exp_f32(x: f32) -> f32 {
 /// assert!((tanh_f32(0.3) - 0.3f32.tanh()).abs() <= 2e-7);
 /// assert!((tanh_f32(-2.0) - (-2.0f32).tanh()).abs() <= 2e-7);
 /// assert_eq!(tanh_f32(f32::NEG_INFINITY), -1.0);
+/// assert!(tanh_f32(-0.0).is_sign_negative()); // odd, as std's
 /// ```
 #[inline(always)]
 pub fn tanh_f32(x: f32) -> f32 {
@@ -156,7 +157,8 @@ pub fn tanh_f32(x: f32) -> f32 {
     let big = 1.0 - 2.0 / (exp_f32(2.0 * a) + 1.0);
     let big = if x < 0.0 { -big } else { big };
     if a < 0.625 {
-        small
+        // The sign of x, for -0.0: `p·z·x + x` is +0.0 there.
+        small.copysign(x)
     } else if a.is_nan() {
         x
     } else {
@@ -259,6 +261,9 @@ mod tests {
         }
         assert_eq!(tanh_f32(f32::INFINITY), 1.0);
         assert_eq!(tanh_f32(f32::NEG_INFINITY), -1.0);
+        // Odd functions keep the sign of zero, as std's and PyTorch's do.
+        assert!(tanh_f32(-0.0).is_sign_negative() && erf_f32(-0.0).is_sign_negative());
+        assert!(tanh_f32(0.0).is_sign_positive() && erf_f32(0.0).is_sign_positive());
         assert!(tanh_f32(f32::NAN).is_nan() && erf_f32(f32::NAN).is_nan());
         assert_eq!(erf_f32(f32::INFINITY), 1.0);
         assert_eq!(erf_f32(f32::NEG_INFINITY), -1.0);

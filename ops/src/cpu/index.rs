@@ -8,8 +8,8 @@ use eddy_vm::Counted;
 use eddy_vm::{Blob, instruction::Kernel};
 
 /// Reads the index blob (`i64` or `i32`, contiguous at `offset`, `n` entries) as `i64`s,
-/// checking each against `size`. A negative index counts from the end, as in PyTorch, `if
-/// from_end`; else it is out of range.
+/// checking each against `0..size`. A negative index is out of range, as in PyTorch's
+/// `index_select`, `gather` and `embedding`.
 fn indices(
     op: &str,
     b: &Blob,
@@ -17,7 +17,6 @@ fn indices(
     offset: usize,
     n: usize,
     size: usize,
-    from_end: bool,
 ) -> Result<Vec<usize>, String> {
     let raw: Vec<i64> = match dtype {
         // SAFETY: the index blob is an input of the calling kernel.
@@ -31,18 +30,13 @@ fn indices(
     };
     raw.into_iter()
         .map(|i| {
-            // In i128: a dim may have 2^63 elements or more when another is 0.
-            let j = if i < 0 && from_end {
-                i as i128 + size as i128
-            } else {
-                i as i128
-            };
-            if j < 0 || j >= size as i128 {
+            // In u128: a dim may have 2^63 elements or more when another is 0.
+            if i < 0 || i as u128 >= size as u128 {
                 Err(format!(
                     "{op}: index {i} out of range for a dim of size {size}"
                 ))
             } else {
-                Ok(j as usize)
+                Ok(i as usize)
             }
         })
         .collect()
@@ -61,8 +55,8 @@ fn indices(
 /// let vm = Vm::builder().build()?;
 /// let (src, idx, out) = (vm.new_blob(4 * 4), vm.new_blob(3 * 8), vm.new_blob(6 * 4));
 /// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 2.0, 3.0, 4.0]), &[], &[&src], false)?;
-/// vm.run_op(StreamId::CPU, from_host(vec![1i64, -2, 1]), &[], &[&idx], false)?;
-/// // Rows 1, 0 (-2 counts from the end) and 1 of a [2, 2] source: outer 1, size 2, inner 2.
+/// vm.run_op(StreamId::CPU, from_host(vec![1i64, 0, 1]), &[], &[&idx], false)?;
+/// // Rows 1, 0 and 1 of a [2, 2] source: outer 1, size 2, inner 2.
 /// let k = index_select(DType::F32, DType::I64, 0, 0, 1, 2, 2, 3);
 /// vm.run_op(StreamId::CPU, k, &[&src, &idx], &[&out], false)?;
 /// let l = Layout::contiguous([3, 2]);
@@ -84,15 +78,7 @@ pub fn index_select(
     FnKernel::new(
         "index_select",
         move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-            let idx = indices(
-                "index_select",
-                &ins[1],
-                idx_dtype,
-                idx_offset,
-                nidx,
-                size,
-                true,
-            )?;
+            let idx = indices("index_select", &ins[1], idx_dtype, idx_offset, nidx, size)?;
             dispatch!(dtype, T => {
                 // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
                 let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
@@ -144,15 +130,7 @@ pub fn index_add(
     FnKernel::new(
         "index_add",
         move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-            let idx = indices(
-                "index_add",
-                &ins[1],
-                idx_dtype,
-                idx_offset,
-                nidx,
-                size,
-                true,
-            )?;
+            let idx = indices("index_add", &ins[1], idx_dtype, idx_offset, nidx, size)?;
             dispatch!(dtype, T => {
                 // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
                 let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
@@ -176,8 +154,8 @@ pub fn index_add(
 /// `out[i] = src[pos(i) with dim replaced by idx[i]]`: input 0 the source in layout `ls`
 /// restricted to the index's shape with `stride_dim` taken out (stride 0 at `dim`), input 1 the
 /// index, contiguous, of that shape; output 0 contiguous. `size` is the source's dim size.
-/// A negative index counts from the end `if from_end`, else it fails the kernel as out of
-/// range (`nll_loss`'s class targets); `op` names the kernel and its errors.
+/// A negative index, or one `>= size`, fails the kernel as out of range; `op` names the kernel
+/// and its errors (`gather`, or `nll_loss` for its class targets).
 ///
 /// # Examples
 ///
@@ -194,7 +172,7 @@ pub fn index_add(
 /// // Along dim 1 with a [2, 2] index: the source's strides [3, 1] with dim 1's set to 0.
 /// let mut ls = Layout::contiguous([2, 2]);
 /// ls.strides[..].copy_from_slice(&[3, 0]);
-/// let k = gather("gather", DType::F32, DType::I32, ls, 1, 3, 0, true);
+/// let k = gather("gather", DType::F32, DType::I32, ls, 1, 3, 0);
 /// vm.run_op(StreamId::CPU, k, &[&src, &idx], &[&out], false)?;
 /// let l = Layout::contiguous([4]);
 /// let v = vm.read_blob(&out, move |m| gather_host::<f32>(m, &l))?;
@@ -211,11 +189,10 @@ pub fn gather(
     stride_dim: usize,
     size: usize,
     idx_offset: usize,
-    from_end: bool,
 ) -> impl Kernel {
     FnKernel::new(op, move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
         let n = ls.numel();
-        let idx = indices(op, &ins[1], idx_dtype, idx_offset, n, size, from_end)?;
+        let idx = indices(op, &ins[1], idx_dtype, idx_offset, n, size)?;
         dispatch!(dtype, T => {
             // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
             let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
@@ -268,7 +245,7 @@ pub fn scatter_add(
         "scatter_add",
         move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
             let n = lo.numel();
-            let idx = indices("scatter_add", &ins[1], idx_dtype, idx_offset, n, size, true)?;
+            let idx = indices("scatter_add", &ins[1], idx_dtype, idx_offset, n, size)?;
             dispatch!(dtype, T => {
                 // SAFETY: inputs are read, output 0 written; the output is a fresh blob.
                 let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
