@@ -66,5 +66,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         y = y.add(&x).unwrap();
     });
     y.sync()?;
+    let x64 = Tensor::full([64], 1.0 / 64.0, DType::F32)?;
+    let mut z = Tensor::ones([64], DType::F32)?;
+    time("dispatch_mixed's cycle of 4 ops (divide by 4)", || {
+        z = z.add(&x64).unwrap();
+        z = z.mul(&x64).unwrap();
+        z = z.relu().unwrap();
+        z = z.sum_all().unwrap().broadcast_to([64]).unwrap();
+    });
+    z.sync()?;
     Ok(())
 }
