@@ -1476,3 +1476,118 @@ fn run_op_with_many_operands_sees_them_all() {
         assert!(eventually(5_000, || counts() == before));
     });
 }
+
+// ---- found by a review of the engine's internals (thirty-fifth session) ----------------------
+
+/// A free fused ahead of an allocation in one unit used to be prepared after it: the unit's
+/// members are all prepared before any computes, so `b` could not use `a`'s memory and failed
+/// with OutOfMemory where the same program without fusion ran. A free now ends its unit.
+#[test]
+fn a_free_then_an_allocation_that_needs_its_memory_succeed_with_fusion_on() {
+    watchdog(30, || {
+        for fusion in [true, false] {
+            let vm = VmBuilder::new()
+                .capacity(Some(4 << 20))
+                .fusion(fusion)
+                .build()
+                .unwrap();
+            let a = vm.new_blob(3 << 20);
+            vm.run(CPU, Noop::new(vec![], vec![a.clone()])).unwrap();
+            vm.sync().unwrap();
+            // Hold the stream, so that a use of `a`, its free and the allocation arrive in one
+            // window and fuse (the scheduler ingests them while the gate waits).
+            let gate = Gate::new();
+            let g = gate.clone();
+            let log = Log::default();
+            let hold = vm.new_blob(8);
+            vm.run(
+                CPU,
+                Record::new(1, vec![], vec![hold.clone()], &log).with_body(move || g.wait()),
+            )
+            .unwrap();
+            vm.run(CPU, Noop::new(vec![a.clone()], vec![])).unwrap();
+            vm.release(&a).unwrap();
+            let b = vm.new_blob(3 << 20);
+            vm.run(CPU, Noop::new(vec![], vec![b.clone()])).unwrap();
+            gate.open();
+            vm.sync().unwrap_or_else(|e| panic!("fusion {fusion}: {e}"));
+            assert_eq!(vm.stats().ooms, 0, "fusion {fusion}");
+            assert!(b.is_allocated());
+        }
+    });
+}
+
+/// A panic in the closure of `read_blob` or `write_blob` reaches the caller as a panic at
+/// once; it used to leave the caller waiting out the deadlock timeout.
+#[test]
+fn a_panicking_host_access_panics_the_caller_at_once() {
+    watchdog(30, || {
+        let vm = VmBuilder::new()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .unwrap();
+        let b = vm.new_blob(4);
+        vm.write_blob(&b, |m| m.fill(1)).unwrap();
+        let t = std::time::Instant::now();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            vm.read_blob(&b, |m| assert_eq!(m[0], 2, "the value read"))
+        }));
+        let p = r.expect_err("the closure's assert panics the caller");
+        let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("the value read"), "{msg}");
+        let w = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            vm.write_blob(&b, |_| panic!("a write panics"))
+        }));
+        assert!(w.is_err());
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        // The engine goes on.
+        assert_eq!(vm.read_blob(&b, |m| m.len()).unwrap(), 4);
+        vm.sync().unwrap();
+    });
+}
+
+/// `Duration::MAX` as a timeout or spin means "forever", not an overflow panic on the
+/// scheduler thread; a zero timeout, which would fail every wait, is refused.
+#[test]
+fn huge_durations_mean_forever_and_a_zero_timeout_is_refused() {
+    watchdog(30, || {
+        let vm = VmBuilder::new()
+            .timeout(Duration::MAX)
+            .spin(Duration::MAX)
+            .capacity(Some(1 << 20))
+            .build()
+            .unwrap();
+        let x = vm.new_blob(64);
+        vm.run(CPU, Noop::new(vec![], vec![x.clone()])).unwrap();
+        vm.sync().unwrap();
+        // The OOM path computes a deadline from the timeout.
+        let big = vm.new_blob(2 << 20);
+        vm.run(CPU, Noop::new(vec![], vec![big.clone()])).unwrap();
+        assert!(vm.sync().unwrap_err().is_oom());
+        vm.clear_errors();
+        vm.run(CPU, Noop::new(vec![x.clone()], vec![])).unwrap();
+        vm.sync().unwrap();
+        vm.shutdown_timeout(Duration::MAX).unwrap();
+        let e = VmBuilder::new()
+            .timeout(Duration::ZERO)
+            .build()
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    });
+}
+
+/// A probe that panics is dropped; the engine and the other probes go on.
+#[test]
+fn a_panicking_probe_does_not_fail_the_engine() {
+    watchdog(30, || {
+        let vm = Vm::builder().build().unwrap();
+        let polls = Arc::new(AtomicUsize::new(0));
+        let p = polls.clone();
+        vm.add_probe(|| panic!("a probe panics"));
+        vm.add_probe(move || p.fetch_add(1, Ordering::SeqCst) + 1 == 3);
+        assert!(eventually(10_000, || polls.load(Ordering::SeqCst) >= 3));
+        let x = vm.new_blob(8);
+        vm.run(CPU, Noop::new(vec![], vec![x.clone()])).unwrap();
+        vm.sync().unwrap();
+    });
+}

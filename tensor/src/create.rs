@@ -7,8 +7,9 @@ use eddy_ops::cpu::copy::{self, Distribution};
 use eddy_ops::kernel::from_host;
 use parking_lot::Mutex;
 
-/// The global generator: a seed and a counter. Each random tensor takes `numel` (×2 for normal)
-/// counters, so values depend only on the seed and the order of calls, never on threads.
+/// The global generator: a seed and a counter. Each random tensor takes `numel` counters (×2
+/// for normal, [`copy::counters_for`]), so values depend only on the seed and the order of
+/// calls, never on threads, and consecutive tensors share none.
 #[allow(clippy::unusual_byte_groupings)] // the groups spell "seed of Eddy"
 static GENERATOR: Mutex<(u64, u64)> = Mutex::new((0x5EED_0F_EDD7, 0));
 
@@ -344,13 +345,30 @@ impl Tensor {
 
     fn random(shape: Shape, dist: Distribution, dtype: DType) -> Result<Tensor> {
         if !dtype.is_float() {
-            return Err(Error::UnsupportedDType { op: "rand", dtype });
+            let op = match dist {
+                Distribution::Uniform { .. } => "rand",
+                Distribution::Normal { .. } => "randn",
+            };
+            return Err(Error::UnsupportedDType { op, dtype });
         }
         match dist {
             Distribution::Uniform { lo, hi } if !(lo.is_finite() && hi.is_finite() && lo <= hi) => {
                 return Err(Error::invalid(
                     "uniform",
                     format!("needs finite bounds with lo <= hi, got [{lo}, {hi})"),
+                ));
+            }
+            // As PyTorch: the range's width, and each bound in the dtype, must be finite.
+            Distribution::Uniform { lo, hi }
+                if !(hi - lo).is_finite()
+                    || eddy_ops::dispatch!(dtype, T => !(T::from_f64(lo).to_f64().is_finite()
+                        && T::from_f64(hi).to_f64().is_finite())) =>
+            {
+                return Err(Error::invalid(
+                    "uniform",
+                    format!(
+                        "[{lo}, {hi}) is wider than {dtype} or the largest finite value can hold"
+                    ),
                 ));
             }
             Distribution::Normal { mean, std }
@@ -364,7 +382,7 @@ impl Tensor {
             _ => {}
         }
         let t = Tensor::empty_on(current()?, shape, dtype)?;
-        let (seed, offset) = take_counters(t.numel() as u64);
+        let (seed, offset) = take_counters(copy::counters_for(dist, t.numel() as u64));
         Tensor::launch(copy::random(dtype, dist, seed, offset), &[], &[&t])?;
         Ok(t)
     }

@@ -9,6 +9,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The longest timeout or spin a `VmBuilder` keeps: a century, far below what makes
+/// `Instant::now() + d` overflow.
+pub(crate) const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// The engine's settings. Every field has an `EDDY_VM_*` variable (see [`VmBuilder::from_env`]).
 ///
 /// # Examples
@@ -323,7 +327,8 @@ impl VmBuilder {
         self.config.capacity = bytes;
         self
     }
-    /// The deadlock timeout of waits.
+    /// The deadlock timeout of waits: more than 0, and at most a century (longer ones, such as
+    /// `Duration::MAX`, are taken as a century).
     ///
     /// # Examples
     ///
@@ -365,7 +370,8 @@ impl VmBuilder {
         self.config.cpu_exec = e;
         self
     }
-    /// The scheduler's spin time after progress.
+    /// The scheduler's spin time after progress (at most a century, as
+    /// [`timeout`](Self::timeout)).
     ///
     /// # Examples
     ///
@@ -462,14 +468,26 @@ impl VmBuilder {
         if let Some(e) = self.env_error.take() {
             return Err(e);
         }
-        let c = &self.config;
+        // "Forever" is a century: deadlines are `Instant::now() + d`, which overflows for
+        // durations such as `Duration::MAX`.
+        let c = &mut self.config;
+        c.timeout = c.timeout.min(FOREVER);
+        c.spin = c.spin.min(FOREVER);
         if c.window == 0 || c.low_water > c.high_water || c.high_water == 0 {
             return Err(Error::InvalidArgument {
                 op: "VmBuilder".into(),
                 message: format!(
-                    "need window > 0 and 0 < low_water <= high_water (window {}, low {}, high {})",
+                    "need window > 0, high_water > 0 and low_water <= high_water (window {}, \
+                     low {}, high {})",
                     c.window, c.low_water, c.high_water
                 ),
+            });
+        }
+        if c.timeout.is_zero() {
+            return Err(Error::InvalidArgument {
+                op: "VmBuilder".into(),
+                message: "the deadlock timeout must be longer than 0 (every wait would fail)"
+                    .into(),
             });
         }
         let main: Arc<dyn StreamPolicy> = Arc::new(CpuStream::new("cpu", c.cpu_exec));

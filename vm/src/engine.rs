@@ -1113,20 +1113,30 @@ impl Vm {
             });
         }
         let w = Arc::new(Waiter::new());
-        let slot: Arc<Mutex<Option<Result<R>>>> = Arc::new(Mutex::new(None));
+        let slot: HostSlot<R> = Arc::new(Mutex::new(None));
         let (w2, s2) = (w.clone(), slot.clone());
         let access = AccessBlobByCallback::new(blob.clone(), false, move |r| {
-            // SAFETY: this callback runs as the compute of an instruction that reads `blob`, so
-            // every earlier writer has finished and no later writer starts until it returns.
-            let out = r.map(|b| f(unsafe { b.bytes_ref() }));
-            *s2.lock() = Some(out);
-            w2.signal();
+            host_reply(&s2, &w2, || {
+                // SAFETY: this callback runs as the compute of an instruction that reads
+                // `blob`, so every earlier writer has finished and no later writer starts until
+                // it returns.
+                r.map(|b| f(unsafe { b.bytes_ref() }))
+            })
         })
         .waited();
         // Host reads run on the main CPU stream; soft sync orders them.
         self.run_then_wait(None, StreamId::CPU, access, &w, "read_blob")?;
-        let r = slot.lock().take();
-        self.or_failed(r.unwrap_or(Err(Error::EngineShutDown)))
+        self.host_result(&slot)
+    }
+
+    /// What a host access's closure returned, from its slot: its panic goes on on the calling
+    /// thread, as a panic in a closure passed to `std::thread::scope` does.
+    fn host_result<R>(&self, slot: &HostSlot<R>) -> Result<R> {
+        match slot.lock().take() {
+            Some(Ok(r)) => self.or_failed(r),
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => self.or_failed(Err(Error::EngineShutDown)),
+        }
     }
 
     /// Runs `f` on `blob`'s bytes for writing, ordered after every earlier access.
@@ -1159,25 +1169,25 @@ impl Vm {
             });
         }
         let w = Arc::new(Waiter::new());
-        let slot: Arc<Mutex<Option<Result<R>>>> = Arc::new(Mutex::new(None));
+        let slot: HostSlot<R> = Arc::new(Mutex::new(None));
         let (w2, s2) = (w.clone(), slot.clone());
         let access = AccessBlobByCallback::new(blob.clone(), true, move |r| {
-            let out = r.map(|b| {
-                b.clear_poison();
-                // SAFETY: this callback runs as the compute of an instruction that writes `blob`,
-                // so it has exclusive access until it returns.
-                f(unsafe { b.bytes_mut() })
-            });
-            *s2.lock() = Some(out);
-            w2.signal();
+            host_reply(&s2, &w2, || {
+                r.map(|b| {
+                    b.clear_poison();
+                    // SAFETY: this callback runs as the compute of an instruction that writes
+                    // `blob`, so it has exclusive access until it returns.
+                    f(unsafe { b.bytes_mut() })
+                })
+            })
         })
         .waited();
         self.run_then_wait(None, StreamId::CPU, access, &w, "write_blob")?;
-        let r = slot.lock().take();
-        self.or_failed(r.unwrap_or(Err(Error::EngineShutDown)))
+        self.host_result(&slot)
     }
 
-    /// Registers a probe: polled by the scheduler every pass until it returns `true`.
+    /// Registers a probe: polled by the scheduler every pass until it returns `true`. A probe
+    /// that panics is dropped (the panic is logged through `tracing`); the engine goes on.
     ///
     /// # Examples
     ///
@@ -1378,7 +1388,7 @@ impl Vm {
                 Ok(())
             }
             Mode::Threaded { handle: h, .. } => {
-                let deadline = Instant::now() + d;
+                let deadline = Instant::now() + d.min(crate::config::FOREVER);
                 let mut g = sh.sched_exited.lock();
                 while !*g {
                     if sh.sched_exited_cv.wait_until(&mut g, deadline).timed_out() && !*g {
@@ -1429,6 +1439,18 @@ impl Vm {
     pub fn is_shut_down(&self) -> bool {
         self.shared().shutdown.load(Ordering::Acquire)
     }
+}
+
+/// Where a host access (`read_blob`, `write_blob`) leaves its closure's result, or its panic.
+type HostSlot<R> = Arc<Mutex<Option<std::thread::Result<Result<R>>>>>;
+
+/// Runs a host access's closure on the engine, catching its panic, then fills `slot` and wakes
+/// `w`: the caller gets the result or the panic, and never waits out the deadlock timeout for
+/// a signal that a panic skipped.
+fn host_reply<R>(slot: &HostSlot<R>, w: &Waiter, f: impl FnOnce() -> Result<R>) {
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    *slot.lock() = Some(out);
+    w.signal();
 }
 
 impl Drop for VmInner {

@@ -181,9 +181,9 @@ pub fn generate(
 /// ```
 /// use eddy_ops::cpu::copy::{random_value, Distribution};
 /// let d = Distribution::Uniform { lo: -1.0, hi: 1.0 };
-/// assert!((0..100).all(|i| (-1.0..1.0).contains(&random_value(d, 42, 0, i))));
+/// assert!((0..100).all(|i| (-1.0..1.0).contains(&random_value(d, 42, 0, i, 53))));
 /// let constant = Distribution::Normal { mean: 3.0, std: 0.0 };
-/// assert_eq!(random_value(constant, 42, 0, 7), 3.0);
+/// assert_eq!(random_value(constant, 42, 0, 7, 53), 3.0);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Distribution {
@@ -234,35 +234,104 @@ pub fn splitmix64(mut z: u64) -> u64 {
 /// ```
 #[inline(always)]
 pub fn uniform01(seed: u64, c: u64) -> f64 {
-    (splitmix64(seed ^ splitmix64(c)) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    uniform01_digits(seed, c, 53)
 }
 
-/// Element `i` of a random tensor drawn with `seed` starting at counter `offset`.
+/// A uniform value in `[0, 1)` with `digits` significant bits (1..=53), a multiple of
+/// `2^-digits`: exact in a float type with that many digits, so it never rounds up to 1 there
+/// (PyTorch draws `rand` the same way).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::copy::uniform01_digits;
+/// let u = uniform01_digits(7, 3, 11); // f16's 11 digits
+/// assert!((0.0..1.0).contains(&u));
+/// assert_eq!(u * 2048.0, (u * 2048.0).trunc());
+/// assert_eq!(half::f16::from_f64(u).to_f64(), u);
+/// ```
+#[inline(always)]
+pub fn uniform01_digits(seed: u64, c: u64, digits: u32) -> f64 {
+    debug_assert!((1..=53).contains(&digits));
+    // 2^-digits, built in the exponent bits.
+    let scale = f64::from_bits((1023 - digits as u64) << 52);
+    (splitmix64(seed ^ splitmix64(c)) >> (64 - digits)) as f64 * scale
+}
+
+/// The significant bits of a float dtype (`f16` 11, `bf16` 8, `f32` 24, `f64` 53); 53 for
+/// the others.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::copy::mantissa_digits;
+/// use eddy_ops::DType;
+/// assert_eq!(mantissa_digits(DType::BF16), 8);
+/// assert_eq!(mantissa_digits(DType::F32), f32::MANTISSA_DIGITS);
+/// ```
+pub fn mantissa_digits(dtype: DType) -> u32 {
+    match dtype {
+        DType::F16 => 11,
+        DType::BF16 => 8,
+        DType::F32 => f32::MANTISSA_DIGITS,
+        _ => f64::MANTISSA_DIGITS,
+    }
+}
+
+/// The counters a random tensor of `numel` elements takes from its stream: one per element
+/// for a uniform draw, two for a normal one (Box–Muller), so that consecutive tensors never
+/// share a counter.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::copy::{counters_for, Distribution};
+/// assert_eq!(counters_for(Distribution::Uniform { lo: 0.0, hi: 1.0 }, 5), 5);
+/// assert_eq!(counters_for(Distribution::Normal { mean: 0.0, std: 1.0 }, 5), 10);
+/// ```
+pub fn counters_for(dist: Distribution, numel: u64) -> u64 {
+    match dist {
+        Distribution::Uniform { .. } => numel,
+        Distribution::Normal { .. } => numel.wrapping_mul(2),
+    }
+}
+
+/// Element `i` of a random tensor drawn with `seed` starting at counter `offset`, with
+/// `digits` significant bits in a uniform draw ([`mantissa_digits`] of the dtype). A uniform
+/// element uses counter `offset + i`, a normal one counters `offset + 2i` and `offset + 2i + 1`
+/// ([`counters_for`]).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::cpu::copy::{random_value, Distribution};
 /// let d = Distribution::Normal { mean: 0.0, std: 1.0 };
-/// // Element 5 from counter 0 is element 0 from counter 5: draws continue across calls.
-/// assert_eq!(random_value(d, 1, 0, 5), random_value(d, 1, 5, 0));
-/// assert_ne!(random_value(d, 1, 0, 5), random_value(d, 2, 0, 5));
+/// // Element 5 from counter 0 is element 0 from counter 10: draws continue across calls.
+/// assert_eq!(random_value(d, 1, 0, 5, 53), random_value(d, 1, 10, 0, 53));
+/// assert_ne!(random_value(d, 1, 0, 5, 53), random_value(d, 2, 0, 5, 53));
+/// let u = Distribution::Uniform { lo: 0.0, hi: 1.0 };
+/// assert_eq!(random_value(u, 1, 0, 5, 24), random_value(u, 1, 5, 0, 24));
 /// ```
 #[inline(always)]
-pub fn random_value(dist: Distribution, seed: u64, offset: u64, i: usize) -> f64 {
-    let c = offset + i as u64;
+pub fn random_value(dist: Distribution, seed: u64, offset: u64, i: usize, digits: u32) -> f64 {
     match dist {
-        Distribution::Uniform { lo, hi } => lo + (hi - lo) * uniform01(seed, c),
+        Distribution::Uniform { lo, hi } => {
+            let c = offset.wrapping_add(i as u64);
+            lo + (hi - lo) * uniform01_digits(seed, c, digits)
+        }
         Distribution::Normal { mean, std } => {
-            // Box–Muller on two independent counters of the same element.
-            let u1 = 1.0 - uniform01(seed, 2 * c);
-            let u2 = uniform01(seed, 2 * c + 1);
+            // Box–Muller on the element's two counters.
+            let c = offset.wrapping_add(2 * i as u64);
+            let u1 = 1.0 - uniform01(seed, c);
+            let u2 = uniform01(seed, c.wrapping_add(1));
             mean + std * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
         }
     }
 }
 
-/// Fills output 0 with values of `dist` from the counter-based generator (`seed`, `offset`).
+/// Fills output 0 with values of `dist` from the counter-based generator (`seed`, `offset`),
+/// rounded once to `dtype`. A uniform value that rounds up to `hi` in the dtype (possible for
+/// bounds other than `[0, 1)`) becomes `lo`, so every value is in `[lo, hi)`.
 ///
 /// # Examples
 ///
@@ -277,10 +346,32 @@ pub fn random_value(dist: Distribution, seed: u64, offset: u64, i: usize) -> f64
 /// vm.run_op(StreamId::CPU, random(DType::F64, d, 9, 100), &[], &[&out], false)?;
 /// let l = Layout::contiguous([3]);
 /// let v = vm.read_blob(&out, move |b| gather_host::<f64>(b, &l))?;
-/// assert_eq!(v, (0..3).map(|i| random_value(d, 9, 100, i)).collect::<Vec<_>>());
+/// assert_eq!(v, (0..3).map(|i| random_value(d, 9, 100, i, 53)).collect::<Vec<_>>());
 /// assert!(v.iter().all(|x| (0.0..10.0).contains(x)));
 /// # Ok::<(), eddy_vm::Error>(())
 /// ```
 pub fn random(dtype: DType, dist: Distribution, seed: u64, offset: u64) -> impl Kernel {
-    generate("rand", dtype, move |i| random_value(dist, seed, offset, i))
+    let digits = mantissa_digits(dtype);
+    FnKernel::new(
+        "rand",
+        move |_: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            dispatch!(dtype, T => {
+                // SAFETY: output 0 is written only by this instruction.
+                let o = unsafe { output::<T>(&outs[0]) };
+                par_out(o, |start, c| {
+                    for (k, v) in c.iter_mut().enumerate() {
+                        let mut x = T::from_f64(random_value(dist, seed, offset, start + k, digits));
+                        if let Distribution::Uniform { lo, hi } = dist
+                            && x.to_f64() >= hi
+                            && lo < hi
+                        {
+                            x = T::from_f64(lo);
+                        }
+                        *v = x;
+                    }
+                });
+            });
+            Ok(())
+        },
+    )
 }

@@ -73,6 +73,7 @@ pub struct Instruction {
 #[derive(Clone, Copy, Default, Debug)]
 pub(crate) struct Flags {
     pub fusable: bool,
+    pub frees_memory: bool,
     pub handles_poison: bool,
     pub barrier: bool,
     pub cheap: bool,
@@ -82,6 +83,7 @@ impl Flags {
     fn of<P: InstructionPolicy + ?Sized>(p: &P) -> Self {
         Flags {
             fusable: p.fusable(),
+            frees_memory: p.frees_memory(),
             handles_poison: p.handles_poison(),
             barrier: p.is_barrier(),
             cheap: p.cheap(),

@@ -94,6 +94,26 @@ pub trait InstructionPolicy: Send + 'static {
         false
     }
 
+    /// Whether the instruction's compute frees memory that later allocations may need (as
+    /// [`ReleaseTensor`](crate::instruction::ReleaseTensor)'s does). Such an instruction ends
+    /// a fused unit, and fusion's look-ahead does not step over it: every member of a unit is
+    /// prepared (its outputs allocated) before any computes, so a member after a free could
+    /// not use the freed memory, and would report out of memory where running unfused would
+    /// not. Asked once, when the instruction is submitted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{InstructionPolicy, instruction::ReleaseTensor, testing::Noop, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// assert!(ReleaseTensor::new(vm.new_blob(4)).frees_memory());
+    /// assert!(!Noop::new(vec![], vec![]).frees_memory());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    fn frees_memory(&self) -> bool {
+        false
+    }
+
     /// Whether `compute` runs even when an input is poisoned (release and host access do).
     /// Asked once, when the instruction is submitted.
     ///
@@ -432,6 +452,9 @@ impl InstructionPolicy for Box<dyn InstructionPolicy> {
     }
     fn fusable(&self) -> bool {
         (**self).fusable()
+    }
+    fn frees_memory(&self) -> bool {
+        (**self).frees_memory()
     }
     fn handles_poison(&self) -> bool {
         (**self).handles_poison()

@@ -62,6 +62,9 @@ impl InstructionPolicy for ReleaseTensor {
     fn fusable(&self) -> bool {
         true
     }
+    fn frees_memory(&self) -> bool {
+        true
+    }
     fn handles_poison(&self) -> bool {
         true
     }

@@ -80,7 +80,7 @@ impl Scheduler {
                 continue;
             }
             let s = head.stream.0 as usize;
-            if self.streams[s].fusion && head.flags.fusable {
+            if self.streams[s].fusion && head.flags.fusable && !head.flags.frees_memory {
                 let n = self.fuse_into(&mut head, window - taken);
                 taken += n;
                 fused += n;
@@ -104,7 +104,8 @@ impl Scheduler {
     ///
     /// A follower is fusable, on `head`'s stream, and comes before any barrier, any
     /// instruction that is not fusable, and any same-stream instruction that may not join (so
-    /// each stream still runs in submission order). Fusable instructions of other streams in
+    /// each stream still runs in submission order). An instruction that frees memory is a unit's
+    /// last member and is never stepped over. Fusable instructions of other streams in
     /// between are stepped over (at most [`LOOK_AHEAD`]) and stay queued, in order, if they
     /// share no blob with the follower in a way that orders them (one writes what the other
     /// reads or writes): then running the follower before them is what the edges allow anyway.
@@ -126,10 +127,15 @@ impl Scheduler {
                 }
                 let mut m = self.local.pop_front().expect("front exists");
                 self.number(&mut m);
+                let last = m.flags.frees_memory;
                 head.followers.push_back(m);
                 moved += 1;
+                if last {
+                    break; // a free ends the unit: what follows may need its memory
+                }
             } else {
-                if over.count == LOOK_AHEAD {
+                // A free stepped over would run after the follower, which may need its memory.
+                if over.count == LOOK_AHEAD || n.flags.frees_memory {
                     break;
                 }
                 let mut m = self.local.pop_front().expect("front exists");

@@ -237,7 +237,20 @@ impl Scheduler {
             return false;
         }
         let before = probes.len();
-        probes.retain_mut(|p| !p());
+        // A panicking probe is dropped, as one that is done: it must not fail the engine, nor
+        // lose the other probes taken out of the shared list above.
+        probes.retain_mut(
+            |p| match std::panic::catch_unwind(std::panic::AssertUnwindSafe(p)) {
+                Ok(done) => !done,
+                Err(e) => {
+                    tracing::error!(
+                        message = %crate::exec::panic_message(&*e),
+                        "a probe panicked; it is dropped"
+                    );
+                    false
+                }
+            },
+        );
         let progressed = probes.len() != before;
         let mut all = self.shared.probes.lock();
         all.extend(probes);
