@@ -36,10 +36,12 @@ methods (a.NAME(..)):
   leaky_relu(negative_slope=0.01) elu(alpha=1) softplus(beta=1, threshold=20)
   dropout(p=0.5, training=true)
   add sub mul div pow maximum minimum eq ne lt le gt ge matmul (tensor or number)
-  sum mean prod (dims.., keepdim=true)  max min argmax argmin (dim, keepdim=true)
+  sum mean prod (dims.., keepdim=true)  argmax argmin (dim, keepdim=true)
+  max min: of all elements, or (dim, keepdim=true): [values, indices]
   softmax(dim) log_softmax(dim) cross_entropy(t) nll_loss(t) mse_loss(t)
   reshape view permute expand (dims..)  transpose(a, b) t() narrow(dim, start, len)
-  select(dim, i) squeeze(dim) unsqueeze(dim) flatten() contiguous() clamp(lo, hi)
+  select(dim, i) squeeze(dim) unsqueeze(dim) flatten(start_dim=0, end_dim=-1)
+  contiguous() clamp(lo, hi)
   index_select(dim, idx) gather(dim, idx) to(dtype) float() long() detach()
   logical_and logical_or logical_xor (tensor) logical_not()
   cumsum(dim) var std (dims.., correction=1) logsumexp any all norm(p=2) (dims..)
@@ -60,6 +62,7 @@ commands:
 /// use eddy::repl::Value;
 /// assert_eq!(Value::Num(3.0, true).to_string(), "3");
 /// assert_eq!(Value::Num(0.5, false).to_string(), "0.5");
+/// assert_eq!(Value::Num(2f64.powi(63), true).to_string(), "9223372036854775808");
 /// let list = Value::List(vec![Value::Bool(true), Value::Str("hi".into()), Value::Unit]);
 /// assert_eq!(list.to_string(), r#"[true, "hi", ]"#);
 /// ```
@@ -85,7 +88,10 @@ impl std::fmt::Display for Value {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Value::Tensor(t) => write!(f, "{t}"),
-            Value::Num(v, true) => write!(f, "{}", *v as i64),
+            Value::Num(v, true) if fits_i64(*v) => write!(f, "{}", *v as i64),
+            // Beyond `i64` an integer prints as the `f64` it is, every digit (`2 ** 63` is
+            // 9223372036854775808, not `i64::MAX`), or `inf`.
+            Value::Num(v, true) => write!(f, "{v:.0}"),
             Value::Num(v, false) => write!(f, "{v}"),
             Value::Bool(b) => write!(f, "{b}"),
             Value::List(l) => {
@@ -207,7 +213,11 @@ impl Session {
         let vm = self.vm.clone();
         eddy_tensor::with_engine(&vm, || {
             let toks = lex(line)?;
-            let mut p = Parser { toks, pos: 0 };
+            let mut p = Parser {
+                toks,
+                pos: 0,
+                nesting: 0,
+            };
             let stmt = p.statement()?;
             p.expect_end()?;
             match stmt {
@@ -296,7 +306,13 @@ impl Session {
             Expr::Str(s) => Value::Str(s.clone()),
             Expr::Var(name) => self.var(name)?,
             Expr::List(items) => {
-                Value::List(items.iter().map(|i| self.eval(i)).collect::<R<Vec<_>>>()?)
+                let items = items.iter().map(|i| self.eval(i)).collect::<R<Vec<_>>>()?;
+                // Lists nest through variables too (`let a = [a]`, line after line): they stay
+                // as shallow as the syntax, for printing and dropping one recurse a level.
+                if 1 + items.iter().map(list_depth).max().unwrap_or(0) > MAX_DEPTH {
+                    return Err(too_deep());
+                }
+                Value::List(items)
             }
             Expr::Neg(x) => match self.eval(x)? {
                 Value::Num(v, i) => Value::Num(-v, i),
@@ -309,12 +325,12 @@ impl Session {
             }
             Expr::Call(name, args) => {
                 let args = self.eval_args(args)?;
-                call(name, args)?
+                within_rank(name, call(name, args)?)?
             }
             Expr::Method(recv, name, args) => {
                 let recv = self.eval(recv)?;
                 let args = self.eval_args(args)?;
-                method(recv, name, args)?
+                within_rank(name, method(recv, name, args)?)?
             }
             Expr::Attr(recv, name) => {
                 let recv = self.eval(recv)?;
@@ -437,6 +453,109 @@ fn err(e: crate::Error) -> String {
     e.to_string()
 }
 
+/// The deepest an expression (or a list value) may nest. Parsing, evaluating, printing and
+/// dropping one recurse once a level, so a line of 100000 `(` (or `1+1+…` of 100000 terms, a
+/// left-nested tree) is refused with an error instead of overflowing the stack.
+const MAX_DEPTH: usize = 256;
+
+/// The most dims a tensor made in the REPL may have, as PyTorch's limit of 64: printing and
+/// `tolist` recurse once a dim.
+const MAX_RANK: usize = 64;
+
+/// The most values, and the most lists, `tolist` builds: each is a boxed [`Value`].
+const TOLIST_MAX: usize = 10_000_000;
+
+fn too_deep() -> String {
+    format!("expression nested too deeply (more than {MAX_DEPTH} levels)")
+}
+
+/// How deeply `v` nests lists: 0 for a value that is not a list.
+fn list_depth(v: &Value) -> usize {
+    match v {
+        Value::List(items) => 1 + items.iter().map(list_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Refuses `rank` dims for `f` past [`MAX_RANK`].
+fn check_rank(f: &str, rank: usize) -> R<()> {
+    if rank > MAX_RANK {
+        return Err(format!(
+            "{f}: {rank} dims, more than the {MAX_RANK} a tensor may have"
+        ));
+    }
+    Ok(())
+}
+
+/// `v`, unless it is a tensor of more than [`MAX_RANK`] dims (`unsqueeze` or `stack` again and
+/// again).
+fn within_rank(f: &str, v: Value) -> R<Value> {
+    if let Value::Tensor(t) = &v {
+        check_rank(f, t.rank())?;
+    }
+    Ok(v)
+}
+
+/// Whether `v` is an `i64` value (so `v as i64` neither saturates nor is NaN's 0).
+fn fits_i64(v: f64) -> bool {
+    (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&v)
+}
+
+/// A number as the 0-d tensor that meets the tensor `other`, converted once from its `f64`
+/// value: of `other`'s dtype (so `0.1` meets an `f64` tensor as f64's 0.1, not as f32's
+/// widened), except that a fraction meeting an integer or bool tensor is `f32` and an integer
+/// meeting a bool tensor is `i64`, as PyTorch promotes.
+fn num_like(c: f64, int: bool, other: &Tensor) -> R<Tensor> {
+    let d = other.dtype();
+    let dt = if d.is_float() {
+        d
+    } else if !int || c.fract() != 0.0 {
+        DType::F32
+    } else if d == DType::Bool {
+        DType::I64
+    } else {
+        d
+    };
+    Tensor::full((), c, dt).map_err(err)
+}
+
+/// PyTorch's `flatten(start_dim, end_dim)`: dims `start..=end` (negative ones counted from the
+/// end) become one; a 0-d tensor becomes 1-d.
+fn flatten(x: &Tensor, start: i64, end: i64) -> R<Tensor> {
+    let dims = x.dims();
+    // A 0-d tensor takes dims 0 and -1, as a 1-d one does.
+    let r = dims.len().max(1) as i64;
+    let norm = |d: i64| -> R<usize> {
+        let n = if d < 0 { d + r } else { d };
+        if (0..r).contains(&n) {
+            Ok(n as usize)
+        } else {
+            Err(format!(
+                "flatten: dim {d} out of range for {} dims",
+                dims.len()
+            ))
+        }
+    };
+    let (s, e) = (norm(start)?, norm(end)?);
+    if s > e {
+        return Err(format!(
+            "flatten: start_dim {start} comes after end_dim {end}"
+        ));
+    }
+    if dims.is_empty() {
+        return x.reshape([1usize]).map_err(err);
+    }
+    // The merged size is at most the element count, unless another dim is 0.
+    let merged = dims[s..=e]
+        .iter()
+        .try_fold(1usize, |p, &d| p.checked_mul(d))
+        .ok_or_else(|| format!("flatten: dims {s} to {e} of {dims:?} overflow"))?;
+    let mut shape = dims[..s].to_vec();
+    shape.push(merged);
+    shape.extend_from_slice(&dims[e + 1..]);
+    x.reshape(shape).map_err(err)
+}
+
 fn parse_dtype(n: &str) -> Option<DType> {
     Some(match n {
         "f32" | "float32" | "float" => DType::F32,
@@ -557,16 +676,36 @@ impl Args {
     fn keepdim(&mut self, f: &str) -> R<bool> {
         self.named("keepdim").map_or(Ok(false), |v| as_bool(&v, f))
     }
-    /// Takes a named `dim` as the last positional argument; no other named one may be left.
-    fn take_dim(&mut self, f: &str) -> R<()> {
+    /// Takes a named `dim` as positional argument `at` (the dims, from there on); no other
+    /// named one may be left. A dim given both ways is an error, as Python's "got multiple
+    /// values for argument" (`x.sum(0, dim=1)` does not sum both).
+    fn take_dim(&mut self, f: &str, at: usize) -> R<()> {
         if let Some(d) = self.named("dim") {
+            if self.pos.len() > at {
+                return Err(format!("{f}: got multiple values for argument `dim`"));
+            }
+            if self.pos.len() < at {
+                return Err(format!(
+                    "{f}: expected {at} arguments before `dim`, got {}",
+                    self.pos.len()
+                ));
+            }
             self.pos.push(d);
         }
         self.done(f)
     }
+    /// Argument `at`, given positionally or as `key=` (not both, as Python); `None` if neither.
+    fn param(&mut self, f: &str, at: usize, key: &str) -> R<Option<Value>> {
+        let named = self.named(key);
+        match (self.pos.get(at), named) {
+            (Some(_), Some(_)) => Err(format!("{f}: got multiple values for argument `{key}`")),
+            (Some(v), None) => Ok(Some(v.clone())),
+            (None, v) => Ok(v),
+        }
+    }
     /// The dims given (positionally or as `dim=`), or all `rank` of them when none is.
     fn dims_or_all(&mut self, f: &str, rank: usize) -> R<Vec<isize>> {
-        self.take_dim(f)?;
+        self.take_dim(f, 0)?;
         let dims: Vec<isize> = self.idims(f)?.into_iter().map(|d| d as isize).collect();
         Ok(if dims.is_empty() {
             (0..rank as isize).collect()
@@ -576,7 +715,7 @@ impl Args {
     }
     /// One dim, given positionally or as `dim=`; the last when none is.
     fn dim_or_last(&mut self, f: &str) -> R<isize> {
-        self.take_dim(f)?;
+        self.take_dim(f, 0)?;
         self.arity(f, 0, 1)?;
         self.pos
             .first()
@@ -584,47 +723,82 @@ impl Args {
     }
 }
 
-/// Builds a tensor from a (nested) list; integers give `i64` unless `dtype` says otherwise.
+/// Builds a tensor from a number or a (nested) list, as `torch.tensor`: every number at one
+/// depth and the lists at each depth of one length. Without `dtype`, booleans alone give
+/// `bool`, integers (with or without booleans) `i64`, and a fraction or no number at all
+/// (`tensor([])`) `f32`. The values are converted once, from their `f64`, to the dtype; an
+/// integer dtype refuses a value outside `i64`'s range instead of saturating.
 fn list_tensor(v: &Value, dtype: Option<DType>) -> R<Tensor> {
-    fn walk(
-        v: &Value,
-        depth: usize,
-        shape: &mut Vec<usize>,
-        out: &mut Vec<f64>,
-        int: &mut bool,
-    ) -> R<()> {
-        match v {
-            Value::List(items) => {
-                if shape.len() == depth {
-                    shape.push(items.len());
-                } else if shape[depth] != items.len() {
-                    return Err(format!(
-                        "tensor: ragged list (length {} where {} was expected)",
-                        items.len(),
-                        shape[depth]
-                    ));
+    /// What the walk has gathered.
+    #[derive(Default)]
+    struct Walk {
+        shape: Vec<usize>,
+        vals: Vec<f64>,
+        /// Whether a number was seen: the shape is complete then, and a list one level deeper
+        /// than every list before it (`[1, [2]]`) is ragged.
+        leaf: bool,
+        /// Whether an integer, a fraction was seen.
+        int: bool,
+        float: bool,
+        /// The first number outside `i64`'s range.
+        huge: Option<Value>,
+    }
+    impl Walk {
+        fn walk(&mut self, v: &Value, depth: usize) -> R<()> {
+            match v {
+                Value::List(items) => {
+                    if self.shape.len() == depth {
+                        if self.leaf {
+                            return Err(RAGGED.into());
+                        }
+                        check_rank("tensor", depth + 1)?;
+                        self.shape.push(items.len());
+                    } else if self.shape[depth] != items.len() {
+                        return Err(format!(
+                            "tensor: ragged list (length {} where {} was expected)",
+                            items.len(),
+                            self.shape[depth]
+                        ));
+                    }
+                    items.iter().try_for_each(|i| self.walk(i, depth + 1))
                 }
-                for i in items {
-                    walk(i, depth + 1, shape, out, int)?;
+                &Value::Num(x, int) if self.shape.len() == depth => {
+                    self.leaf = true;
+                    if int {
+                        self.int = true;
+                    } else {
+                        self.float = true;
+                    }
+                    if !fits_i64(x) && self.huge.is_none() {
+                        self.huge = Some(Value::Num(x, int));
+                    }
+                    self.vals.push(x);
+                    Ok(())
                 }
-                Ok(())
+                &Value::Bool(b) if self.shape.len() == depth => {
+                    self.leaf = true;
+                    self.vals.push(f64::from(u8::from(b)));
+                    Ok(())
+                }
+                _ => Err(RAGGED.into()),
             }
-            Value::Num(x, i) if shape.len() == depth => {
-                *int &= *i;
-                out.push(*x);
-                Ok(())
-            }
-            Value::Bool(b) if shape.len() == depth => {
-                out.push(f64::from(u8::from(*b)));
-                Ok(())
-            }
-            _ => Err("tensor: expected a nested list of numbers of one depth".into()),
         }
     }
-    let (mut shape, mut vals, mut int) = (Vec::new(), Vec::new(), true);
-    walk(v, 0, &mut shape, &mut vals, &mut int)?;
-    let dtype = dtype.unwrap_or(if int { DType::I64 } else { DType::F32 });
-    Tensor::from_vec(vals, shape)
+    const RAGGED: &str = "tensor: expected a nested list of numbers of one depth";
+    let mut w = Walk::default();
+    w.walk(v, 0)?;
+    let dtype = dtype.unwrap_or(match (w.leaf, w.float, w.int) {
+        (true, false, true) => DType::I64,
+        (true, false, false) => DType::Bool,
+        _ => DType::F32,
+    });
+    // PyTorch's "Overflow when unpacking long": `tensor(2 ** 63)` is not `i64::MAX`.
+    if let Some(h) = w.huge.filter(|_| !dtype.is_float() && dtype != DType::Bool) {
+        return Err(format!(
+            "tensor: {h} is outside the range of i64 (overflow)"
+        ));
+    }
+    Tensor::from_vec(w.vals, w.shape)
         .and_then(|t| t.to_dtype(dtype))
         .map_err(err)
 }
@@ -637,6 +811,7 @@ fn call(name: &str, mut a: Args) -> R<Value> {
             let dt = a.dtype(f, DType::F32)?;
             a.done(f)?;
             let dims = a.dims(f)?;
+            check_rank(f, dims.len())?;
             match name {
                 "randn" => t(Tensor::randn(dims, 0.0, 1.0, dt))?,
                 "rand" => t(Tensor::rand(dims, dt))?,
@@ -653,6 +828,7 @@ fn call(name: &str, mut a: Args) -> R<Value> {
                 named: BTreeMap::new(),
             }
             .dims(f)?;
+            check_rank(f, dims.len())?;
             t(Tensor::full(dims, as_num(&a.pos[1], f)?, dt))?
         }
         "eye" => {
@@ -694,17 +870,8 @@ fn call(name: &str, mut a: Args) -> R<Value> {
             };
             a.done(f)?;
             a.arity(f, 1, 1)?;
-            match &a.pos[0] {
-                Value::Num(..) | Value::Bool(_) => {
-                    let v = a.pos[0].clone();
-                    let s = as_tensor(v, f)?;
-                    Value::Tensor(match dt {
-                        Some(d) => s.to_dtype(d).map_err(err)?,
-                        None => s,
-                    })
-                }
-                v => Value::Tensor(list_tensor(v, dt)?),
-            }
+            // A number is a 0-d tensor, built as a list is: from its f64 value, converted once.
+            Value::Tensor(list_tensor(&a.pos[0], dt)?)
         }
         "cat" | "stack" => {
             let dim = a.named("dim").map(|v| as_int(&v, f)).transpose()?;
@@ -845,7 +1012,12 @@ fn attr(recv: Value, name: &str) -> R<Value> {
         "device" => Value::Str(t.device().to_string()),
         "ndim" => Value::Num(t.rank() as f64, true),
         "numel" => Value::Num(t.numel() as f64, true),
-        "T" => Value::Tensor(t.t().map_err(err)?),
+        // PyTorch's `.T`: every dim reversed; a 0-d or 1-d tensor as it is.
+        "T" if t.rank() < 2 => Value::Tensor(t),
+        "T" => {
+            let reversed: Vec<isize> = (0..t.rank() as isize).rev().collect();
+            Value::Tensor(t.permute(&reversed).map_err(err)?)
+        }
         "grad" => t.grad().map_or(Value::Unit, Value::Tensor),
         "requires_grad" => Value::Bool(t.requires_grad()),
         _ => return Err(format!("a tensor has no attribute `{name}`")),
@@ -879,6 +1051,22 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             .and_then(|v| as_int(v, f))
             .map(|d| d as isize)
     };
+    // Methods without parameters refuse stray arguments, as Python does.
+    if matches!(
+        name,
+        "contiguous"
+            | "detach"
+            | "float"
+            | "double"
+            | "long"
+            | "half"
+            | "sync"
+            | "tolist"
+            | "to_vec"
+    ) {
+        a.done(f)?;
+        a.arity(f, 0, 0)?;
+    }
     let v = match name {
         _ if is_unary(name) => {
             a.done(f)?;
@@ -938,17 +1126,14 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             t(x.zero_())?
         }
         "sum" | "mean" | "prod" => {
+            // No dims: every dim, kept as size 1 with keepdim (`[[total]]` for a matrix).
             let keep = a.keepdim(f)?;
-            a.take_dim(f)?;
-            let dims: Vec<isize> = a.idims(f)?.into_iter().map(|d| d as isize).collect();
-            match (name, dims.is_empty() && !keep) {
-                ("sum", true) => t(x.sum_all())?,
-                ("mean", true) => t(x.mean_all())?,
-                (_, true) => t(x.prod(&(0..x.rank() as isize).collect::<Vec<_>>(), false))?,
-                ("sum", false) => t(x.sum(&dims, keep))?,
-                ("mean", false) => t(x.mean(&dims, keep))?,
-                _ => t(x.prod(&dims, keep))?,
-            }
+            let dims = a.dims_or_all(f, x.rank())?;
+            t(match name {
+                "sum" => x.sum(&dims, keep),
+                "mean" => x.mean(&dims, keep),
+                _ => x.prod(&dims, keep),
+            })?
         }
         "var" | "std" => {
             // PyTorch's defaults: every dim, correction 1.
@@ -962,7 +1147,7 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             })?
         }
         "cumsum" => {
-            a.take_dim(f)?;
+            a.take_dim(f, 0)?;
             a.arity(f, 1, 1)?;
             t(x.cumsum(dim_arg(&a, 0)?))?
         }
@@ -997,7 +1182,7 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
         "topk" => {
             // PyTorch's form: topk(k, dim=-1, largest=True).
             let largest = a.named("largest").map_or(Ok(true), |v| as_bool(&v, f))?;
-            a.take_dim(f)?;
+            a.take_dim(f, 1)?;
             a.arity(f, 1, 2)?;
             let k = as_usize(&a.pos[0], f)?;
             let dim = a.pos.get(1).map_or(Ok(-1), |v| as_int(v, f))? as isize;
@@ -1006,7 +1191,7 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
         "median" => {
             // No dim: the median of every element (a value); a dim: (values, indices).
             let keep = a.keepdim(f)?;
-            a.take_dim(f)?;
+            a.take_dim(f, 0)?;
             a.arity(f, 0, 1)?;
             match a.pos.first() {
                 None => t(x
@@ -1084,8 +1269,10 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             t(if name == "tril" { x.tril(k) } else { x.triu(k) })?
         }
         "max" | "min" | "argmax" | "argmin" => {
+            // No dim: over every element (max and min a value). A dim: max and min give
+            // PyTorch's (values, indices) pair, `x.max(1)[1]` the positions.
             let keep = a.keepdim(f)?;
-            a.take_dim(f)?;
+            a.take_dim(f, 0)?;
             a.arity(f, 0, 1)?;
             if a.pos.is_empty() {
                 match name {
@@ -1097,8 +1284,14 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             } else {
                 let d = dim_arg(&a, 0)?;
                 match name {
-                    "max" => t(x.max(d, keep))?,
-                    "min" => t(x.min(d, keep))?,
+                    "max" => pair(
+                        x.max(d, keep)
+                            .and_then(|v| x.argmax(d, keep).map(|i| (v, i))),
+                    )?,
+                    "min" => pair(
+                        x.min(d, keep)
+                            .and_then(|v| x.argmin(d, keep).map(|i| (v, i))),
+                    )?,
                     "argmax" => t(x.argmax(d, keep))?,
                     _ => t(x.argmin(d, keep))?,
                 }
@@ -1132,6 +1325,7 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
         "reshape" | "view" | "expand" | "broadcast_to" => {
             a.done(f)?;
             let dims = a.idims(f)?;
+            check_rank(f, dims.len())?;
             // One -1 in reshape/view is inferred from the element count.
             let n_infer = dims.iter().filter(|&&d| d == -1).count();
             let dims: Vec<usize> = if n_infer == 1 && matches!(name, "reshape" | "view") {
@@ -1204,8 +1398,14 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             })?
         }
         "flatten" => {
+            // PyTorch's flatten(start_dim=0, end_dim=-1).
+            let start = a.param(f, 0, "start_dim")?;
+            let end = a.param(f, 1, "end_dim")?;
             a.done(f)?;
-            t(x.flatten_all())?
+            a.arity(f, 0, 2)?;
+            let start = start.map_or(Ok(0), |v| as_int(&v, f))?;
+            let end = end.map_or(Ok(-1), |v| as_int(&v, f))?;
+            Value::Tensor(flatten(&x, start, end)?)
         }
         "contiguous" => t(x.contiguous())?,
         "detach" => Value::Tensor(x.detach()),
@@ -1272,7 +1472,20 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             }
         }
         "tolist" | "to_vec" => {
-            a.done(f)?;
+            // A list per index into every dim but the last: 1 + d0 + d0*d1 + … of them. Both
+            // counts saturate, and past TOLIST_MAX the call is refused rather than exhaust
+            // memory (`zeros(4294967296, 0)` has no values but 2^32 lists).
+            let (mut lists, mut values) = (0usize, 1usize);
+            for &d in x.dims() {
+                lists = lists.saturating_add(values);
+                values = values.saturating_mul(d);
+            }
+            if values > TOLIST_MAX || lists > TOLIST_MAX {
+                return Err(format!(
+                    "{f}: a tensor of shape {:?} makes {values} values in {lists} lists, more than {TOLIST_MAX}",
+                    x.dims()
+                ));
+            }
             let vals = x.to_f64_vec().map_err(err)?;
             // Python's element types: bool, int or float.
             let leaf = match x.dtype() {
@@ -1284,7 +1497,9 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
                 match dims.split_first() {
                     None => leaf(vals[0]),
                     Some((&n, rest)) => {
-                        let inner: usize = rest.iter().product();
+                        // Saturating: with `n` 0 the others may be huge (`[0, 2^32, 2^32]`);
+                        // else their product is at most the element count.
+                        let inner = rest.iter().fold(1usize, |p, &d| p.saturating_mul(d));
                         Value::List(
                             (0..n)
                                 .map(|i| nest(rest, &vals[i * inner..(i + 1) * inner], leaf))
@@ -1366,14 +1581,41 @@ fn binary(op: Op, a: Value, b: Value) -> R<Value> {
             Sub => y.rsub_scalar(c),
             _ => y.mul_scalar(c),
         }),
-        (a, b) => {
-            let x = as_tensor(a, "operator")?;
-            // A number meets the tensor's dtype (`2 / t` stays f32 for an f32 `t`).
-            let y = match b {
-                Value::Num(c, _) => x.full_like(c).map_err(err)?,
-                b => as_tensor(b, "operator")?,
+        // A number left of a comparison is the mirrored comparison with it on the right, which
+        // compares it exactly at the tensor's dtype (`0.1 > t` for an f64 `t` of 0.1 is false).
+        (Value::Num(c, int), Value::Tensor(y)) if matches!(op, Eq | Ne | Lt | Le | Gt | Ge) => {
+            let mirrored = match op {
+                Lt => Gt,
+                Le => Ge,
+                Gt => Lt,
+                Ge => Le,
+                same => same,
             };
-            let x = if x.rank() == 0 && y.dtype() != x.dtype() && x.dtype() != DType::Bool {
+            binary(mirrored, Value::Tensor(y), Value::Num(c, int))
+        }
+        (a, b) => {
+            // A number meets the other operand's dtype, converted once from its f64 value
+            // (`2 / t` stays f32 for an f32 `t`; `0.1 ** t` is f64's 0.1 for an f64 `t`).
+            let (x, y) = match (a, b) {
+                (Value::Num(c, int), b) => {
+                    let y = as_tensor(b, "operator")?;
+                    (num_like(c, int, &y)?, y)
+                }
+                (a, Value::Num(c, int)) => {
+                    let x = as_tensor(a, "operator")?;
+                    let y = num_like(c, int, &x)?;
+                    (x, y)
+                }
+                (a, b) => (as_tensor(a, "operator")?, as_tensor(b, "operator")?),
+            };
+            // A 0-d tensor on the left takes the other's dtype of its own category (float or
+            // integer): PyTorch's 0-d operands do not promote within one (`x.sum() / t` stays
+            // f16 for an f16 `t`), while `x.sum() / i` is a float for an integer `i`.
+            let (dx, dy) = (x.dtype(), y.dtype());
+            let x = if x.rank() == 0
+                && dx != dy
+                && ((dx.is_float() && dy.is_float()) || (dx.is_int() && dy.is_int()))
+            {
                 x.to_dtype(y.dtype()).map_err(err)?
             } else {
                 x
@@ -1474,6 +1716,9 @@ fn lex(s: &str) -> R<Vec<Tok>> {
     Ok(out)
 }
 
+/// A call's arguments: each with its keyword, if named.
+type CallArgs = Vec<(Option<String>, Expr)>;
+
 #[derive(Clone, Debug)]
 enum Expr {
     Num(f64, bool),
@@ -1482,8 +1727,8 @@ enum Expr {
     List(Vec<Expr>),
     Neg(Box<Expr>),
     Bin(Op, Box<Expr>, Box<Expr>),
-    Call(String, Vec<(Option<String>, Expr)>),
-    Method(Box<Expr>, String, Vec<(Option<String>, Expr)>),
+    Call(String, CallArgs),
+    Method(Box<Expr>, String, CallArgs),
     Attr(Box<Expr>, String),
     Index(Box<Expr>, Vec<IndexItem>),
 }
@@ -1500,9 +1745,26 @@ enum Stmt {
     Expr(Expr),
 }
 
+/// A parsed expression and the depth of its tree (a leaf is 1).
+type Node = (Expr, usize);
+
+/// The depth of a node over children at most `below` deep, or the error past [`MAX_DEPTH`]:
+/// checked before the node is built, so no tree deeper than that exists, even the partial one of
+/// a refused line (whose dropping recurses too).
+fn deeper(below: usize) -> R<usize> {
+    if below >= MAX_DEPTH {
+        return Err(too_deep());
+    }
+    Ok(below + 1)
+}
+
 struct Parser {
     toks: Vec<Tok>,
     pos: usize,
+    /// How many [`unary`](Self::unary) calls are open: every nesting of the grammar (brackets,
+    /// arguments, unary signs, `**`) passes there, so this bounds the parser's own recursion,
+    /// also where no node is built (`((((1))))`, `+ + 1`).
+    nesting: usize,
 }
 
 impl Parser {
@@ -1557,19 +1819,19 @@ impl Parser {
             self.pos += 1;
             let name = self.ident()?;
             self.expect("=")?;
-            return Ok(Stmt::Let(name, self.expr()?));
+            return Ok(Stmt::Let(name, self.expr()?.0));
         }
         // `a = expr` also binds.
         if let (Some(Tok::Ident(name)), Some(Tok::Sym("="))) = (self.toks.first(), self.toks.get(1))
         {
             let name = name.clone();
             self.pos = 2;
-            return Ok(Stmt::Let(name, self.expr()?));
+            return Ok(Stmt::Let(name, self.expr()?.0));
         }
-        Ok(Stmt::Expr(self.expr()?))
+        Ok(Stmt::Expr(self.expr()?.0))
     }
-    fn expr(&mut self) -> R<Expr> {
-        let a = self.additive()?;
+    fn expr(&mut self) -> R<Node> {
+        let (a, da) = self.additive()?;
         let op = match self.peek() {
             Some(Tok::Sym("==")) => Op::Eq,
             Some(Tok::Sym("!=")) => Op::Ne,
@@ -1577,28 +1839,31 @@ impl Parser {
             Some(Tok::Sym("<=")) => Op::Le,
             Some(Tok::Sym(">")) => Op::Gt,
             Some(Tok::Sym(">=")) => Op::Ge,
-            _ => return Ok(a),
+            _ => return Ok((a, da)),
         };
         self.pos += 1;
-        let b = self.additive()?;
-        Ok(Expr::Bin(op, Box::new(a), Box::new(b)))
+        let (b, db) = self.additive()?;
+        let d = deeper(da.max(db))?;
+        Ok((Expr::Bin(op, Box::new(a), Box::new(b)), d))
     }
-    fn additive(&mut self) -> R<Expr> {
-        let mut a = self.term()?;
+    fn additive(&mut self) -> R<Node> {
+        // The loop builds a left-nested tree: `1+1+…+1` is as deep as it is long.
+        let (mut a, mut da) = self.term()?;
         loop {
             let op = if self.eat("+") {
                 Op::Add
             } else if self.eat("-") {
                 Op::Sub
             } else {
-                return Ok(a);
+                return Ok((a, da));
             };
-            let b = self.term()?;
+            let (b, db) = self.term()?;
+            da = deeper(da.max(db))?;
             a = Expr::Bin(op, Box::new(a), Box::new(b));
         }
     }
-    fn term(&mut self) -> R<Expr> {
-        let mut a = self.unary()?;
+    fn term(&mut self) -> R<Node> {
+        let (mut a, mut da) = self.unary()?;
         loop {
             let op = if self.eat("*") {
                 Op::Mul
@@ -1607,76 +1872,103 @@ impl Parser {
             } else if self.eat("@") {
                 Op::Matmul
             } else {
-                return Ok(a);
+                return Ok((a, da));
             };
-            let b = self.unary()?;
+            let (b, db) = self.unary()?;
+            da = deeper(da.max(db))?;
             a = Expr::Bin(op, Box::new(a), Box::new(b));
         }
     }
-    fn unary(&mut self) -> R<Expr> {
+    /// Counts itself in [`nesting`](Self::nesting) around [`signed`](Self::signed).
+    fn unary(&mut self) -> R<Node> {
+        if self.nesting >= MAX_DEPTH {
+            return Err(too_deep());
+        }
+        self.nesting += 1;
+        let r = self.signed();
+        self.nesting -= 1;
+        r
+    }
+    fn signed(&mut self) -> R<Node> {
         if self.eat("-") {
-            return Ok(Expr::Neg(Box::new(self.unary()?)));
+            let (x, d) = self.unary()?;
+            return Ok((Expr::Neg(Box::new(x)), deeper(d)?));
         }
         if self.eat("+") {
             return self.unary();
         }
-        let base = self.postfix()?;
+        let (base, db) = self.postfix()?;
         if self.eat("**") {
             // Right-associative and tighter than unary minus on its left: -2**2 == -4.
-            let exp = self.unary()?;
-            return Ok(Expr::Bin(Op::Pow, Box::new(base), Box::new(exp)));
+            let (exp, de) = self.unary()?;
+            let d = deeper(db.max(de))?;
+            return Ok((Expr::Bin(Op::Pow, Box::new(base), Box::new(exp)), d));
         }
-        Ok(base)
+        Ok((base, db))
     }
-    fn postfix(&mut self) -> R<Expr> {
-        let mut e = self.primary()?;
+    fn postfix(&mut self) -> R<Node> {
+        let (mut e, mut d) = self.primary()?;
         loop {
             if self.eat(".") {
                 let name = self.ident()?;
                 if self.eat("(") {
-                    let args = self.args(")")?;
+                    let (args, da) = self.args(")")?;
+                    d = deeper(d.max(da))?;
                     e = Expr::Method(Box::new(e), name, args);
                 } else {
+                    d = deeper(d)?;
                     e = Expr::Attr(Box::new(e), name);
                 }
             } else if self.eat("[") {
-                let mut items = Vec::new();
+                let (mut items, mut di) = (Vec::new(), 0);
                 loop {
-                    items.push(self.index_item()?);
+                    let (item, depth) = self.index_item()?;
+                    items.push(item);
+                    di = di.max(depth);
                     if !self.eat(",") {
                         break;
                     }
                 }
                 self.expect("]")?;
+                d = deeper(d.max(di))?;
                 e = Expr::Index(Box::new(e), items);
             } else {
-                return Ok(e);
+                return Ok((e, d));
             }
         }
     }
-    fn index_item(&mut self) -> R<IndexItem> {
+    /// An index item and the depth of its deepest bound (0 for `:`).
+    fn index_item(&mut self) -> R<(IndexItem, usize)> {
         let lo = if self.is(":") {
             None
         } else {
             Some(self.expr()?)
         };
         if !self.eat(":") {
-            return lo.map(IndexItem::At).ok_or("empty index".into());
+            return lo
+                .map(|(e, d)| (IndexItem::At(e), d))
+                .ok_or("empty index".into());
         }
         let hi = if self.is(",") || self.is("]") {
             None
         } else {
             Some(self.expr()?)
         };
-        Ok(match (lo, hi) {
+        let d = lo
+            .as_ref()
+            .map_or(0, |n| n.1)
+            .max(hi.as_ref().map_or(0, |n| n.1));
+        let item = match (lo, hi) {
             (None, None) => IndexItem::All,
-            (lo, hi) => IndexItem::Range(lo, hi),
-        })
+            (lo, hi) => IndexItem::Range(lo.map(|n| n.0), hi.map(|n| n.0)),
+        };
+        Ok((item, d))
     }
-    fn args(&mut self, close: &str) -> R<Vec<(Option<String>, Expr)>> {
-        let mut out = Vec::new();
+    /// Arguments up to `close`, and the depth of the deepest (0 for none).
+    fn args(&mut self, close: &str) -> R<(CallArgs, usize)> {
+        let (mut out, mut depth) = (Vec::new(), 0);
         if self.eat(close) {
-            return Ok(out);
+            return Ok((out, depth));
         }
         loop {
             let named = match (self.peek(), self.toks.get(self.pos + 1)) {
@@ -1686,33 +1978,35 @@ impl Parser {
             if named.is_some() {
                 self.pos += 2;
             }
-            out.push((named, self.expr()?));
+            let (e, d) = self.expr()?;
+            depth = depth.max(d);
+            out.push((named, e));
             if self.eat(close) {
-                return Ok(out);
+                return Ok((out, depth));
             }
             self.expect(",")?;
             if self.eat(close) {
-                return Ok(out);
+                return Ok((out, depth));
             }
         }
     }
-    fn primary(&mut self) -> R<Expr> {
+    fn primary(&mut self) -> R<Node> {
         match self.peek().cloned() {
             Some(Tok::Num(v, int)) => {
                 self.pos += 1;
-                Ok(Expr::Num(v, int))
+                Ok((Expr::Num(v, int), 1))
             }
             Some(Tok::Str(s)) => {
                 self.pos += 1;
-                Ok(Expr::Str(s))
+                Ok((Expr::Str(s), 1))
             }
             Some(Tok::Ident(name)) => {
                 self.pos += 1;
                 if self.eat("(") {
-                    let args = self.args(")")?;
-                    Ok(Expr::Call(name, args))
+                    let (args, d) = self.args(")")?;
+                    Ok((Expr::Call(name, args), deeper(d)?))
                 } else {
-                    Ok(Expr::Var(name))
+                    Ok((Expr::Var(name), 1))
                 }
             }
             Some(Tok::Sym("(")) => {
@@ -1723,11 +2017,12 @@ impl Parser {
             }
             Some(Tok::Sym("[")) => {
                 self.pos += 1;
-                let items = self.args("]")?;
+                let (items, d) = self.args("]")?;
                 if items.iter().any(|(n, _)| n.is_some()) {
                     return Err("a list cannot have named items".into());
                 }
-                Ok(Expr::List(items.into_iter().map(|(_, e)| e).collect()))
+                let list = Expr::List(items.into_iter().map(|(_, e)| e).collect());
+                Ok((list, deeper(d)?))
             }
             _ => Err(format!("expected a value, found {}", self.found())),
         }

@@ -389,6 +389,207 @@ tensor([2, 3]) ** -1
     );
 }
 
+/// Runs `script` through `eddy repl`, which must exit successfully (not abort on a stack
+/// overflow), and returns its output lines.
+fn repl_lines(script: &str) -> Vec<String> {
+    let out = eddy_stdin(&["repl"], script);
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        text(&out.stderr)
+    );
+    text(&out.stdout).lines().map(str::to_string).collect()
+}
+
+/// Deep nesting is an error line, not a stack overflow that aborts the process: 100000 `(`,
+/// unary minuses or `[`, `1+1+…` of 100000 terms (a left-nested tree), lists nested through a
+/// variable line after line; tensors of more than 64 dims are refused where they would be made.
+/// Nesting within the limits still evaluates.
+#[test]
+fn repl_refuses_deep_nesting_and_huge_ranks() {
+    let n = 100_000;
+    let ones = |k: usize| vec!["1"; k].join(", ");
+    let mut script = [
+        format!("{}1", "(".repeat(n)),
+        format!("{}1", "-".repeat(n)),
+        format!("{}1{}", "[".repeat(n), "]".repeat(n)),
+        format!("1{}", "+1".repeat(n)),
+        format!("zeros({})", ones(n)),
+        format!("tensor({}1{})", "[".repeat(100), "]".repeat(100)),
+        format!("{}1{}", "(".repeat(200), ")".repeat(200)),
+        format!("1{}", "+1".repeat(199)),
+        format!("zeros({}).shape", ones(64)),
+        format!("let u = zeros({})", ones(64)),
+        "u.unsqueeze(0)".to_string(),
+        format!("zeros(1).reshape({})", ones(65)),
+        "let a = 1".to_string(),
+    ]
+    .join("\n");
+    // Lines 14 to 269: `a` one list deeper each time, to 256; line 270 would be 257.
+    for _ in 0..257 {
+        script += "\nlet a = [a]";
+    }
+    script.push('\n');
+    let lines = repl_lines(&script);
+    let too_deep = "expression nested too deeply (more than 256 levels)";
+    for (i, line) in lines[..4].iter().enumerate() {
+        assert_eq!(
+            line,
+            &format!("error: stdin:{}: {too_deep}", i + 1),
+            "{lines:?}"
+        );
+    }
+    assert_eq!(
+        lines[4],
+        "error: stdin:5: zeros: 100000 dims, more than the 64 a tensor may have"
+    );
+    assert_eq!(
+        lines[5],
+        "error: stdin:6: tensor: 65 dims, more than the 64 a tensor may have"
+    );
+    assert_eq!(lines[6], "1");
+    assert_eq!(lines[7], "200");
+    assert_eq!(lines[8], format!("[{}]", ones(64)));
+    assert_eq!(
+        lines[9],
+        "error: stdin:11: unsqueeze: 65 dims, more than the 64 a tensor may have"
+    );
+    assert_eq!(
+        lines[10],
+        "error: stdin:12: reshape: 65 dims, more than the 64 a tensor may have"
+    );
+    assert_eq!(lines[11], format!("error: stdin:270: {too_deep}"));
+    assert_eq!(lines.len(), 12, "{lines:?}");
+}
+
+/// `tensor(..)` as `torch.tensor`: every number at one depth (a later sibling list does not add
+/// a dim), booleans give `bool` and an empty list `f32`, a float constant is converted once to
+/// an `f64` tensor's dtype (not rounded to `f32` first), and an integer outside `i64` is an
+/// error rather than `i64::MAX`.
+#[test]
+fn repl_tensor_literals_and_constants_follow_pytorch() {
+    let script = "\
+tensor([1, [2]])
+tensor([1, 2, [3]])
+tensor([true, false])
+tensor([])
+tensor([[], []]).dtype
+tensor(0.1, dtype=f64).item()
+0.1 > tensor([0.1], dtype=f64)
+(0.1 / tensor(1., dtype=f64)).item()
+2 ** 63
+tensor(2 ** 63)
+tensor([1, -2 ** 63 - 4096])
+1.5 / tensor([1, 2])
+";
+    let lines = repl_lines(script);
+    let ragged = "tensor: expected a nested list of numbers of one depth";
+    assert_eq!(lines[0], format!("error: stdin:1: {ragged}"), "{lines:?}");
+    assert_eq!(lines[1], format!("error: stdin:2: {ragged}"), "{lines:?}");
+    assert_eq!(lines[2], "tensor([ True, False], dtype=bool)");
+    assert_eq!(lines[3], "tensor([], dtype=f32)");
+    assert_eq!(lines[4], "f32");
+    assert_eq!(lines[5], "0.1");
+    assert_eq!(lines[6], "tensor([False], dtype=bool)");
+    assert_eq!(lines[7], "0.1");
+    assert_eq!(lines[8], "9223372036854775808");
+    assert_eq!(
+        lines[9],
+        "error: stdin:10: tensor: 9223372036854775808 is outside the range of i64 (overflow)"
+    );
+    assert_eq!(
+        lines[10],
+        "error: stdin:11: tensor: -9223372036854779904 is outside the range of i64 (overflow)"
+    );
+    assert_eq!(lines[11], "tensor([1.5000, 0.7500], dtype=f32)");
+    assert_eq!(lines.len(), 12, "{lines:?}");
+}
+
+/// Methods take PyTorch's arguments: `max(dim)`/`min(dim)` give (values, indices), `flatten`
+/// its start and end dims, methods without parameters refuse arguments, `.T` reverses every
+/// dim, a reduction without dims reduces all of them (keeping them with keepdim), and a dim
+/// given positionally and as `dim=` is an error.
+#[test]
+fn repl_methods_take_pytorch_arguments() {
+    let script = "\
+let m = tensor([[1., 5, 2], [7, 0, 3]])
+m.max(1)[0]
+m.max(1)[1]
+m.min(dim=0)[1]
+m.max(1, keepdim=true)[1].shape
+zeros(2, 3, 4).flatten(1).shape
+zeros(2, 3, 4).flatten(0, 1).shape
+zeros(2, 3, 4).flatten(end_dim=-2).shape
+zeros(2, 3, 4).flatten(1, start_dim=0)
+zeros(2, 3, 4).flatten(2, 1)
+m.contiguous(1)
+m.float(dtype=f64)
+m.detach(0)
+m.sync(0)
+m.tolist(0)
+zeros(2, 3, 4).T.shape
+arange(3).T.shape
+m.sum(keepdim=true).tolist()
+m.mean(keepdim=true).shape
+m.prod(keepdim=true).shape
+m.sum(0, dim=1)
+m.var(0, dim=1)
+";
+    let lines = repl_lines(script);
+    let expected = [
+        "tensor([5.0000, 7.0000], dtype=f32)",
+        "tensor([1, 0], dtype=i64)",
+        "tensor([0, 1, 0], dtype=i64)",
+        "[2, 1]",
+        "[2, 12]",
+        "[6, 4]",
+        "[6, 4]",
+        "error: stdin:9: flatten: got multiple values for argument `start_dim`",
+        "error: stdin:10: flatten: start_dim 2 comes after end_dim 1",
+        "error: stdin:11: contiguous: expected 0 arguments, got 1",
+        "error: stdin:12: float: unknown argument `dtype`",
+        "error: stdin:13: detach: expected 0 arguments, got 1",
+        "error: stdin:14: sync: expected 0 arguments, got 1",
+        "error: stdin:15: tolist: expected 0 arguments, got 1",
+        "[4, 3, 2]",
+        "[3]",
+        "[[18]]",
+        "[1, 1]",
+        "[1, 1]",
+        "error: stdin:21: sum: got multiple values for argument `dim`",
+        "error: stdin:22: var: got multiple values for argument `dim`",
+    ];
+    assert_eq!(lines, expected);
+}
+
+/// `tolist` neither overflows its size arithmetic (a `[0, 2^32, 2^32]` tensor is `[]`) nor
+/// builds more than 10 million values or lists (`[20000000, 0]` has no values but 20000001
+/// lists).
+#[test]
+fn repl_tolist_is_bounded() {
+    let script = "\
+zeros(0, 4294967296, 4294967296).tolist()
+zeros(20000000, 0).tolist()
+zeros(3, 4000000).tolist()
+";
+    let lines = repl_lines(script);
+    assert_eq!(lines[0], "[]");
+    assert_eq!(
+        lines[1],
+        "error: stdin:2: tolist: a tensor of shape [20000000, 0] makes 0 values in 20000001 \
+         lists, more than 10000000"
+    );
+    // The old output of this line was 12 million numbers: show only its start.
+    let start: String = lines[2].chars().take(200).collect();
+    assert_eq!(
+        start,
+        "error: stdin:3: tolist: a tensor of shape [3, 4000000] makes 12000000 values in 4 \
+         lists, more than 10000000"
+    );
+    assert_eq!(lines.len(), 3);
+}
+
 /// Each stream named in the trace's metadata has at least one instruction.
 fn check_trace(path: &std::path::Path) -> usize {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();

@@ -1101,10 +1101,11 @@ proptest! {
                 }
                 3 => {
                     if rank < 2 {
-                        assert!(matches!(t.t(), Err(Error::InvalidArgument { op: "t", .. })));
-                        continue;
+                        // A 0-d or 1-d tensor is its own transpose, as in PyTorch.
+                        (t.t().unwrap(), a.clone(), Some(true))
+                    } else {
+                        (t.t().unwrap(), a.transpose(rank - 2, rank - 1), Some(true))
                     }
-                    (t.t().unwrap(), a.transpose(rank - 2, rank - 1), Some(true))
                 }
                 4 | 5 if rank >= 1 => {
                     let d = pick(0, rank);
@@ -3052,4 +3053,39 @@ proptest! {
             }
         }
     }
+}
+
+/// Views of 0-d and 1-d tensors and of empty dims, as PyTorch: `t` returns a 0-d or 1-d tensor
+/// as it is; `squeeze` and `transpose` take dim 0 or -1 of a 0-d tensor; `chunk` of an empty
+/// dim gives `chunks` empty pieces.
+#[test]
+fn views_of_small_ranks_and_empty_dims_match_pytorch() {
+    let v = Tensor::from_vec(vec![1f32, 2., 3.], [3]).unwrap();
+    let vt = v.t().unwrap();
+    assert_eq!(vt.dims(), &[3]);
+    assert!(vt.shares_storage(&v));
+    let s = Tensor::scalar(5f32).unwrap();
+    assert_eq!(s.t().unwrap().item::<f32>().unwrap(), 5.0);
+    for d in [0, -1] {
+        assert_eq!(s.squeeze(d).unwrap().dims(), &[] as &[usize]);
+        assert_eq!(s.transpose(d, 0).unwrap().item::<f32>().unwrap(), 5.0);
+    }
+    assert!(matches!(s.squeeze(1), Err(Error::InvalidDim { .. })));
+    assert!(matches!(s.transpose(0, 1), Err(Error::InvalidDim { .. })));
+    // The gradient flows through a 0-d transpose.
+    let x = Tensor::scalar(3f32).unwrap().requires_grad_(true);
+    x.transpose(0, 0)
+        .unwrap()
+        .mul_scalar(2.0)
+        .unwrap()
+        .backward()
+        .unwrap();
+    assert_eq!(x.grad().unwrap().item::<f32>().unwrap(), 2.0);
+    let e = Tensor::zeros([0, 2], F32).unwrap();
+    let parts = e.chunk(3, 0).unwrap();
+    assert_eq!(parts.len(), 3);
+    assert!(parts.iter().all(|p| p.dims() == [0, 2]));
+    assert_eq!(e.chunk(3, 1).unwrap().len(), 2); // a non-empty dim: as before
+    let huge = e.chunk(usize::MAX, 0).unwrap_err();
+    assert!(huge.to_string().contains("chunk"), "{huge}");
 }

@@ -193,26 +193,38 @@ impl Tensor {
     ///
     /// # Errors
     ///
-    /// `InvalidArgument` if `step` is zero or has the wrong sign, or a bound is not finite.
+    /// `InvalidArgument` if `step` is zero or has the wrong sign, a bound is not finite, or the
+    /// range has 2^63 elements or more.
     ///
     /// # Examples
     ///
     /// ```
     /// use eddy_tensor::{Tensor, DType};
     /// assert_eq!(Tensor::arange(0.0, 5.0, 2.0, DType::I64)?.to_vec::<i64>()?, vec![0, 2, 4]);
+    /// assert!(Tensor::arange(0.0, 1e-200, -1e-200, DType::F64).is_err()); // the wrong way
+    /// assert!(Tensor::arange(-1e308, 1e308, 1e300, DType::F64).is_err()); // too many
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn arange(start: f64, end: f64, step: f64, dtype: DType) -> Result<Tensor> {
+        // Signs compared, not multiplied: `(end - start) * step` underflows to 0 for tiny ones.
         if !(start.is_finite() && end.is_finite() && step.is_finite())
             || step == 0.0
-            || (end - start) * step < 0.0
+            || (end != start && (end > start) != (step > 0.0))
         {
             return Err(Error::invalid(
                 "arange",
                 format!("no range from {start} to {end} by step {step}"),
             ));
         }
-        let n = ((end - start) / step).ceil().max(0.0) as usize;
+        let count = ((end - start) / step).ceil().max(0.0);
+        // 2^63: past it the count saturates (and `end - start` may be infinite).
+        if count >= 9.223_372_036_854_776e18 {
+            return Err(Error::invalid(
+                "arange",
+                format!("{count} elements from {start} to {end} by step {step}: too many"),
+            ));
+        }
+        let n = count as usize;
         let t = Tensor::empty_on(current()?, Shape::from([n]), dtype)?;
         Tensor::launch(
             copy::generate("arange", dtype, move |i| start + i as f64 * step),

@@ -103,13 +103,24 @@ impl Tensor {
     /// let tt = t.transpose(0, 1)?;
     /// assert_eq!(tt.to_vec2::<f32>()?, [[0., 3.], [1., 4.], [2., 5.]]);
     /// assert!(t.transpose(0, 2).is_err());
+    /// let s = Tensor::scalar(1f32)?; // a 0-d tensor takes dim 0 or -1, as in PyTorch
+    /// assert_eq!(s.transpose(0, -1)?.dims(), &[] as &[usize]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn transpose(&self, a: isize, b: isize) -> Result<Tensor> {
+        // A 0-d tensor has one nameable dim, as PyTorch's dim wrapping gives it.
+        let rank = self.rank().max(1);
         let (a, b) = (
-            norm_dim("transpose", a, self.rank())?,
-            norm_dim("transpose", b, self.rank())?,
+            norm_dim("transpose", a, rank)?,
+            norm_dim("transpose", b, rank)?,
         );
+        if self.rank() == 0 {
+            return Ok(self.with_layout(self.layout().clone()).record(
+                "transpose",
+                &[self],
+                |g, _, _| Ok(vec![Some(g.clone())]),
+            ));
+        }
         Ok(self.with_layout(self.layout().transpose(a, b)).record(
             "transpose",
             &[self],
@@ -117,11 +128,12 @@ impl Tensor {
         ))
     }
 
-    /// The transpose of a matrix (the last two dims swapped).
+    /// The transpose of a matrix (the last two dims swapped); a 0-d or 1-d tensor is returned
+    /// as it is, as PyTorch's `t`.
     ///
     /// # Errors
     ///
-    /// `InvalidArgument` for tensors of rank below 2.
+    /// None for now; a `Result` like the other views.
     ///
     /// # Examples
     ///
@@ -130,15 +142,12 @@ impl Tensor {
     /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
     /// assert_eq!(t.t()?.dims(), &[3, 2]);
     /// assert_eq!(t.reshape([1, 2, 3])?.t()?.dims(), &[1, 3, 2]); // the last two dims
-    /// assert!(t.flatten_all()?.t().is_err());
+    /// assert_eq!(t.flatten_all()?.t()?.dims(), &[6]); // 1-d: unchanged
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn t(&self) -> Result<Tensor> {
         if self.rank() < 2 {
-            return Err(Error::invalid(
-                "t",
-                format!("needs rank >= 2, got {:?}", self.dims()),
-            ));
+            return self.transpose(0, 0);
         }
         self.transpose(-2, -1)
     }
@@ -287,11 +296,12 @@ impl Tensor {
     /// let x = Tensor::zeros([1, 3], DType::F32)?;
     /// assert_eq!(x.squeeze(0)?.dims(), &[3]);
     /// assert_eq!(x.squeeze(1)?.dims(), &[1, 3]); // size 3: unchanged
+    /// assert_eq!(Tensor::scalar(2f32)?.squeeze(-1)?.dims(), &[] as &[usize]); // 0-d: dim 0 or -1
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn squeeze(&self, dim: isize) -> Result<Tensor> {
-        let d = norm_dim("squeeze", dim, self.rank())?;
-        if self.dims()[d] != 1 {
+        let d = norm_dim("squeeze", dim, self.rank().max(1))?;
+        if self.rank() == 0 || self.dims()[d] != 1 {
             return Ok(self.clone());
         }
         let mut l = self.layout().clone();
@@ -516,7 +526,8 @@ impl Tensor {
     }
 
     /// At most `chunks` views of equal size `⌈n / chunks⌉` along `dim` (the last may be
-    /// smaller, and there are fewer when the dim is short), as PyTorch's `chunk`.
+    /// smaller, and there are fewer when the dim is short; an empty dim gives `chunks` empty
+    /// views), as PyTorch's `chunk`.
     ///
     /// # Errors
     ///
@@ -529,12 +540,21 @@ impl Tensor {
     /// let t = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?;
     /// let c = t.chunk(4, 0)?;
     /// assert_eq!(c.iter().map(|p| p.numel()).collect::<Vec<_>>(), [2, 2, 2]);
+    /// assert_eq!(Tensor::zeros([0, 2], DType::F32)?.chunk(3, 0)?.len(), 3); // 3 empty pieces
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
         let d = norm_dim("chunk", dim, self.rank())?;
         if chunks == 0 {
             return Err(Error::invalid("chunk", "0 chunks"));
+        }
+        if self.dims()[d] == 0 {
+            // As PyTorch: an empty dim gives `chunks` empty pieces, not one.
+            let mut parts = crate::host::views_reserve("chunk", chunks)?;
+            for _ in 0..chunks {
+                parts.push(self.narrow(d as isize, 0, 0)?);
+            }
+            return Ok(parts);
         }
         self.split(self.dims()[d].div_ceil(chunks), dim)
     }
