@@ -519,43 +519,6 @@ fn num_like(c: f64, int: bool, other: &Tensor) -> R<Tensor> {
     Tensor::full((), c, dt).map_err(err)
 }
 
-/// PyTorch's `flatten(start_dim, end_dim)`: dims `start..=end` (negative ones counted from the
-/// end) become one; a 0-d tensor becomes 1-d.
-fn flatten(x: &Tensor, start: i64, end: i64) -> R<Tensor> {
-    let dims = x.dims();
-    // A 0-d tensor takes dims 0 and -1, as a 1-d one does.
-    let r = dims.len().max(1) as i64;
-    let norm = |d: i64| -> R<usize> {
-        let n = if d < 0 { d + r } else { d };
-        if (0..r).contains(&n) {
-            Ok(n as usize)
-        } else {
-            Err(format!(
-                "flatten: dim {d} out of range for {} dims",
-                dims.len()
-            ))
-        }
-    };
-    let (s, e) = (norm(start)?, norm(end)?);
-    if s > e {
-        return Err(format!(
-            "flatten: start_dim {start} comes after end_dim {end}"
-        ));
-    }
-    if dims.is_empty() {
-        return x.reshape([1usize]).map_err(err);
-    }
-    // The merged size is at most the element count, unless another dim is 0.
-    let merged = dims[s..=e]
-        .iter()
-        .try_fold(1usize, |p, &d| p.checked_mul(d))
-        .ok_or_else(|| format!("flatten: dims {s} to {e} of {dims:?} overflow"))?;
-    let mut shape = dims[..s].to_vec();
-    shape.push(merged);
-    shape.extend_from_slice(&dims[e + 1..]);
-    x.reshape(shape).map_err(err)
-}
-
 fn parse_dtype(n: &str) -> Option<DType> {
     Some(match n {
         "f32" | "float32" | "float" => DType::F32,
@@ -1405,7 +1368,7 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             a.arity(f, 0, 2)?;
             let start = start.map_or(Ok(0), |v| as_int(&v, f))?;
             let end = end.map_or(Ok(-1), |v| as_int(&v, f))?;
-            Value::Tensor(flatten(&x, start, end)?)
+            t(x.flatten(start as isize, end as isize))?
         }
         "contiguous" => t(x.contiguous())?,
         "detach" => Value::Tensor(x.detach()),

@@ -546,7 +546,7 @@ m.var(0, dim=1)
         "[6, 4]",
         "[6, 4]",
         "error: stdin:9: flatten: got multiple values for argument `start_dim`",
-        "error: stdin:10: flatten: start_dim 2 comes after end_dim 1",
+        "error: stdin:10: invalid argument to `flatten`: start_dim 2 comes after end_dim 1",
         "error: stdin:11: contiguous: expected 0 arguments, got 1",
         "error: stdin:12: float: unknown argument `dtype`",
         "error: stdin:13: detach: expected 0 arguments, got 1",

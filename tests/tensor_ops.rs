@@ -3089,3 +3089,94 @@ fn views_of_small_ranks_and_empty_dims_match_pytorch() {
     let huge = e.chunk(usize::MAX, 0).unwrap_err();
     assert!(huge.to_string().contains("chunk"), "{huge}");
 }
+
+/// `flatten(start, end)` merges dims `start..=end` as PyTorch: negative dims count from the end,
+/// a 0-d tensor becomes 1-d, a contiguous tensor gives a view, and the gradient flows back in
+/// the input's shape.
+#[test]
+fn flatten_merges_a_range_of_dims_as_pytorch() {
+    let t = Tensor::arange(0.0, 24.0, 1.0, F32)
+        .unwrap()
+        .reshape([2, 3, 4])
+        .unwrap();
+    let cases: [(isize, isize, &[usize]); 5] = [
+        (0, -1, &[24]),
+        (1, 2, &[2, 12]),
+        (0, 1, &[6, 4]),
+        (-1, -1, &[2, 3, 4]),
+        (1, 1, &[2, 3, 4]),
+    ];
+    for (s, e, want) in cases {
+        let f = t.flatten(s, e).unwrap();
+        assert_eq!(f.dims(), want, "flatten({s}, {e})");
+        assert!(f.shares_storage(&t));
+        assert_eq!(
+            f.flatten_all().unwrap().to_vec::<f32>().unwrap(),
+            t.to_vec::<f32>().unwrap()
+        );
+    }
+    // A transposed input is copied in its logical order.
+    let tt = t.transpose(0, 2).unwrap().flatten(0, 1).unwrap();
+    assert_eq!(tt.dims(), &[12, 2]);
+    assert_eq!(tt.to_vec2::<f32>().unwrap()[1], [4.0, 16.0]);
+    let s = Tensor::scalar(7f32).unwrap();
+    for (a, b) in [(0, 0), (0, -1), (-1, -1)] {
+        assert_eq!(s.flatten(a, b).unwrap().to_vec::<f32>().unwrap(), [7.0]);
+    }
+    assert!(matches!(
+        s.flatten(0, 1),
+        Err(Error::InvalidDim { op: "flatten", .. })
+    ));
+    assert!(matches!(
+        t.flatten(0, 3),
+        Err(Error::InvalidDim {
+            op: "flatten",
+            dim: 3,
+            rank: 3
+        })
+    ));
+    assert!(matches!(
+        t.flatten(-4, 0),
+        Err(Error::InvalidDim {
+            op: "flatten",
+            dim: -4,
+            ..
+        })
+    ));
+    let after = t.flatten(2, 1).unwrap_err();
+    assert!(
+        matches!(after, Error::InvalidArgument { op: "flatten", .. }),
+        "{after}"
+    );
+    assert!(
+        after
+            .to_string()
+            .contains("start_dim 2 comes after end_dim 1"),
+        "{after}"
+    );
+    // Beside a dim of size 0 the merged size can overflow; it is refused, not wrapped.
+    let big = 1usize << 40;
+    let e = Tensor::zeros([0, 1], F32)
+        .unwrap()
+        .expand([0, big])
+        .unwrap();
+    let e = e.unsqueeze(2).unwrap().expand([0, big, big]).unwrap();
+    let over = e.flatten(1, 2).unwrap_err();
+    assert!(
+        matches!(over, Error::InvalidArgument { op: "flatten", .. }),
+        "{over}"
+    );
+    // The gradient comes back in the input's shape.
+    let x = Tensor::ones([2, 3, 4], F32).unwrap().requires_grad_(true);
+    x.flatten(1, 2)
+        .unwrap()
+        .mul_scalar(3.0)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    let g = x.grad().unwrap();
+    assert_eq!(g.dims(), &[2, 3, 4]);
+    assert!(g.to_vec::<f32>().unwrap().iter().all(|&v| v == 3.0));
+}

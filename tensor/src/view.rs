@@ -89,6 +89,55 @@ impl Tensor {
         self.reshape([self.numel()])
     }
 
+    /// Dims `start..=end` merged into one, as PyTorch's `flatten(start_dim, end_dim)`; negative
+    /// dims count from the end, and a 0-d tensor becomes a 1-d tensor of one element.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim` if a dim is out of range; `InvalidArgument` if `start` comes after `end`
+    /// or the merged size overflows `usize` (possible only beside a dim of size 0).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::zeros([2, 3, 4, 5], DType::F32)?;
+    /// assert_eq!(t.flatten(1, 2)?.dims(), &[2, 12, 5]);
+    /// assert_eq!(t.flatten(-2, -1)?.dims(), &[2, 3, 20]);
+    /// assert_eq!(Tensor::scalar(7f32)?.flatten(0, -1)?.to_vec::<f32>()?, [7.]);
+    /// assert!(t.flatten(2, 1).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn flatten(&self, start: isize, end: isize) -> Result<Tensor> {
+        let dims = self.dims();
+        // A 0-d tensor takes dims 0 and -1, as a 1-d one does.
+        let rank = dims.len().max(1);
+        let (s, e) = (
+            norm_dim("flatten", start, rank)?,
+            norm_dim("flatten", end, rank)?,
+        );
+        if s > e {
+            return Err(Error::invalid(
+                "flatten",
+                format!("start_dim {start} comes after end_dim {end}"),
+            ));
+        }
+        if dims.is_empty() {
+            return self.reshape([1usize]);
+        }
+        // The merged size is at most the element count, unless another dim is 0.
+        let merged = dims[s..=e]
+            .iter()
+            .try_fold(1usize, |p, &d| p.checked_mul(d))
+            .ok_or_else(|| {
+                Error::invalid("flatten", format!("dims {s} to {e} of {dims:?} overflow"))
+            })?;
+        let mut shape = dims[..s].to_vec();
+        shape.push(merged);
+        shape.extend_from_slice(&dims[e + 1..]);
+        self.reshape(shape)
+    }
+
     /// Swaps dims `a` and `b`.
     ///
     /// # Errors
