@@ -146,6 +146,11 @@ pub struct InstructionsBuilder<'a> {
     vm: &'a Vm,
     list: InstrList,
     n: usize,
+    /// Each operand's last-used stream as this builder's instructions leave it, in first-use
+    /// order. Written to the blobs only at submit: a builder dropped unsubmitted must not
+    /// claim a stream for a blob that never ran there (a later instruction on that stream
+    /// would then skip the cross-stream sync it needs).
+    tracked: SmallVec<[(Counted<Blob>, u32); 4]>,
 }
 
 impl<'a> InstructionsBuilder<'a> {
@@ -154,6 +159,33 @@ impl<'a> InstructionsBuilder<'a> {
             vm,
             list: InstrList::new(InstrAdapter::new()),
             n: 0,
+            tracked: SmallVec::new(),
+        }
+    }
+
+    /// The stream that last used `b`, counting this builder's own instructions.
+    fn last_used(&self, b: &Counted<Blob>) -> u32 {
+        match self.tracked.iter().find(|(t, _)| Counted::ptr_eq(t, b)) {
+            Some(&(_, s)) => s,
+            None => b.last_used_stream.load(Relaxed),
+        }
+    }
+
+    /// Records `stream` as the last user of `blobs`, for this builder (see `tracked`).
+    fn track(&mut self, stream: StreamId, blobs: &[Counted<Blob>]) {
+        for b in blobs {
+            match self.tracked.iter_mut().find(|(t, _)| Counted::ptr_eq(t, b)) {
+                Some((_, s)) => *s = stream.0,
+                None if b.last_used_stream.load(Relaxed) == stream.0 => {}
+                None => self.tracked.push((b.clone(), stream.0)),
+            }
+        }
+    }
+
+    /// Writes the tracked streams to the blobs: the instructions are being handed over.
+    fn commit_tracking(&mut self) {
+        for (b, s) in self.tracked.drain(..) {
+            track_streams(StreamId(s), std::slice::from_ref(&b));
         }
     }
 
@@ -204,7 +236,7 @@ impl<'a> InstructionsBuilder<'a> {
         if sh.any_async_stream {
             let mut groups: SmallVec<[(u32, Vec<Counted<Blob>>); 2]> = SmallVec::new();
             for b in inputs.iter().chain(outputs) {
-                let last = b.last_used_stream.load(Relaxed);
+                let last = self.last_used(b);
                 if last == NO_STREAM
                     || last == stream.0
                     || !sh.streams[last as usize].policy.done_means_launched()
@@ -235,8 +267,8 @@ impl<'a> InstructionsBuilder<'a> {
                 }
             }
         }
-        track_streams(stream, inputs);
-        track_streams(stream, outputs);
+        self.track(stream, inputs);
+        self.track(stream, outputs);
     }
 
     /// Adds an instruction running `policy` on `stream`.
@@ -340,6 +372,11 @@ impl<'a> InstructionsBuilder<'a> {
     /// ```
     pub fn release(&mut self, blob: &Counted<Blob>) -> Result<()> {
         let (stream, policy) = release_policy(self.vm.shared(), blob)?;
+        // On the stream that last used it, counting this builder's own instructions.
+        let stream = match self.last_used(blob) {
+            NO_STREAM => stream,
+            s => StreamId(s),
+        };
         self.push_release(stream, policy);
         Ok(())
     }
@@ -353,6 +390,7 @@ impl<'a> InstructionsBuilder<'a> {
     /// What was built, and how many instructions, for a caller that holds the scheduler and
     /// hands it over itself (see `Vm::run_then_wait`).
     pub(crate) fn into_list(mut self) -> (InstrList, usize) {
+        self.commit_tracking();
         (self.list.take(), self.n)
     }
 
@@ -380,6 +418,7 @@ impl<'a> InstructionsBuilder<'a> {
         if self.n == 0 {
             return Ok(());
         }
+        self.commit_tracking();
         let list = self.list.take();
         self.vm.receive(list, self.n)
     }

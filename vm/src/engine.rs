@@ -6,7 +6,7 @@ use crate::blob::Blob;
 use crate::builder::InstructionsBuilder;
 use crate::config::{Config, VmBuilder};
 use crate::error::{Error, Result};
-use crate::exec::{IN_ENGINE, in_engine};
+use crate::exec::{EngineScope, in_engine};
 use crate::handoff::HandOff;
 use crate::instruction::op_call::{KernelCall, SHALLOW_MAX, Shallow};
 use crate::instruction::{
@@ -91,6 +91,11 @@ impl Shared {
         let e = Error::EngineFailed { cause };
         *self.failed.lock() = Some(e.clone());
         self.shutdown.store(true, Ordering::Release);
+        // A pass on a user thread may fail while the scheduler thread sleeps: wake it to see
+        // the failure and exit, and wake submitters blocked on back-pressure to see shutdown.
+        self.pending.notifier.notify();
+        let _g = self.bp_lock.lock();
+        self.bp_cv.notify_all();
         e
     }
 
@@ -117,9 +122,16 @@ impl Shared {
     }
 
     /// Wakes submitters blocked on the high-water mark once at most `low_water` are in flight.
+    ///
+    /// The releaser lowers `in_flight` and then reads `bp_waiters`; a blocking submitter
+    /// raises `bp_waiters` and then reads `in_flight` (`Vm::block_on_high_water`). All four
+    /// are `SeqCst`, so at least one of the two sees the other's write: either the submitter
+    /// finds low water and does not sleep, or the releaser finds the waiter and notifies it.
+    /// With acquire/release alone both could read the old values, and the submitter would
+    /// sleep out its timed wait.
     pub(crate) fn wake_submitters(&self) {
-        if self.bp_waiters.load(Ordering::Acquire) > 0
-            && self.in_flight.load(Ordering::Acquire) <= self.config.low_water
+        if self.bp_waiters.load(Ordering::SeqCst) > 0
+            && self.in_flight.load(Ordering::SeqCst) <= self.config.low_water
         {
             let _g = self.bp_lock.lock();
             self.bp_cv.notify_all();
@@ -668,13 +680,27 @@ impl Vm {
     /// On the threaded engine, with its scheduler held by this thread and work queued: runs
     /// that work here if all of it is cheap (see `Scheduler::only_cheap_queued`); returns
     /// whether the engine is idle afterwards.
+    ///
+    /// The passes are bounded by what was queued when this thread looked: work submitted
+    /// meanwhile (by kernels, or by other threads while this one holds the scheduler) is
+    /// taken too, but a stream of it must not keep this caller running other threads' work.
+    /// A chain of `n` cheap instructions takes about `n + 2` passes (each pass releases the
+    /// one that ran and dispatches the next), so `2n + 8` only stops a stream of new work.
     #[cold]
     #[inline(never)]
     fn catch_up(&self, s: &mut Scheduler) -> Result<bool> {
-        if !matches!(self.inner.mode, Mode::Threaded { .. }) || !s.only_cheap_queued() {
+        if !matches!(self.inner.mode, Mode::Threaded { .. }) {
             return Ok(false);
         }
-        self.run_passes_here(s, || false)?;
+        let Some(queued) = s.only_cheap_queued() else {
+            return Ok(false);
+        };
+        let budget = std::cell::Cell::new(queued.saturating_mul(2).saturating_add(8));
+        self.run_passes_here(s, || {
+            let left = budget.get();
+            budget.set(left.saturating_sub(1));
+            left == 0
+        })?;
         if s.is_idle() {
             return Ok(true);
         }
@@ -721,9 +747,10 @@ impl Vm {
 
     fn block_on_high_water(&self) {
         let sh = self.shared();
-        sh.bp_waiters.fetch_add(1, Ordering::AcqRel);
+        // SeqCst: the other half of the protocol in `Shared::wake_submitters`.
+        sh.bp_waiters.fetch_add(1, Ordering::SeqCst);
         let mut g = sh.bp_lock.lock();
-        while sh.in_flight.load(Ordering::Acquire) > sh.config.low_water
+        while sh.in_flight.load(Ordering::SeqCst) > sh.config.low_water
             && !sh.shutdown.load(Ordering::Acquire)
         {
             // The timed wait is a safety net; the scheduler notifies when crossing low water.
@@ -766,14 +793,14 @@ impl Vm {
         if let Some(e) = sh.failed.lock().clone() {
             return Err(e);
         }
-        let was = IN_ENGINE.with(|c| c.replace(true));
+        let scope = EngineScope::enter();
         let r =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(
                 || {
                     while !stop() && s.pass() {}
                 },
             ));
-        IN_ENGINE.with(|c| c.set(was));
+        drop(scope);
         r.map_err(|p| sh.fail(&*p))
     }
 
@@ -1519,6 +1546,56 @@ mod catch_up_tests {
         vm.sync().unwrap();
         let st = vm.stats();
         assert_eq!((st.inserted, st.erased, st.in_flight), (4, 4, 0), "{st:?}");
+    }
+
+    /// A chain of cheap kernels, each submitting the next, as a stream of work from elsewhere:
+    /// the thread catching up runs a bounded part of it and leaves the rest to the scheduler
+    /// thread (it used to run all of it, however long, before returning to its own op).
+    #[test]
+    fn catching_up_stops_when_work_keeps_arriving() {
+        fn link(vm: &Vm, log: &Log, x: &Counted<Blob>, left: u64) -> Cheap<Record> {
+            let (v, l, b) = (vm.clone(), log.clone(), x.clone());
+            let r = Record::new(left, vec![x.clone()], vec![x.clone()], log).with_body(move || {
+                if left > 0 {
+                    v.run(StreamId::CPU, link(&v, &l, &b, left - 1)).unwrap();
+                }
+            });
+            Cheap(r)
+        }
+        const LEN: u64 = 2_000;
+        let vm = Vm::builder().build().unwrap();
+        let (log, x) = (Log::default(), vm.new_blob(8));
+        let mut s = sched(&vm).lock();
+        vm.run(StreamId::CPU, link(&vm, &log, &x, LEN)).unwrap();
+        assert!(!vm.catch_up(&mut s).unwrap(), "stopped with work left");
+        let ran = log.lock().len();
+        assert!((1..100).contains(&ran), "ran {ran} of {} here", LEN + 1);
+        drop(s);
+        // A sync waits for what was submitted before it; each kernel submits its successor,
+        // so sync until the chain is done.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while log.lock().len() as u64 <= LEN && Instant::now() < deadline {
+            vm.sync().unwrap();
+        }
+        let want: Vec<u64> = (0..=LEN).rev().collect();
+        assert_eq!(*log.lock(), want, "all of the chain, once each, in order");
+    }
+
+    /// A long chain queued while this thread held the scheduler is caught up in full: the
+    /// bound leaves room for one instruction per pass.
+    #[test]
+    fn a_long_queued_chain_is_caught_up_in_full() {
+        let vm = Vm::builder().build().unwrap();
+        let (log, x) = (Log::default(), vm.new_blob(8));
+        let mut s = sched(&vm).lock();
+        for tag in 0..500 {
+            let op = Record::new(tag, vec![x.clone()], vec![x.clone()], &log).fusable(false);
+            vm.run(StreamId::CPU, Cheap(op)).unwrap();
+        }
+        assert!(vm.catch_up(&mut s).unwrap(), "idle after catching up");
+        assert_eq!(*log.lock(), (0..500).collect::<Vec<u64>>());
+        drop(s);
+        vm.sync().unwrap();
     }
 
     #[test]

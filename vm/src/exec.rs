@@ -26,6 +26,27 @@ pub(crate) fn in_engine() -> bool {
     IN_ENGINE.with(|c| c.get())
 }
 
+/// Marks the current thread as running engine code until dropped, then restores what it was,
+/// also when engine code unwinds (a user thread that ran a pass must not stay marked: its
+/// later blocking calls would fail with `ReentrantWait`).
+pub(crate) struct EngineScope {
+    was: bool,
+}
+
+impl EngineScope {
+    pub(crate) fn enter() -> Self {
+        EngineScope {
+            was: IN_ENGINE.with(|c| c.replace(true)),
+        }
+    }
+}
+
+impl Drop for EngineScope {
+    fn drop(&mut self) {
+        IN_ENGINE.with(|c| c.set(self.was));
+    }
+}
+
 /// What compute needs from its stream.
 pub(crate) struct ExecEnv<'a> {
     pub stream_id: StreamId,

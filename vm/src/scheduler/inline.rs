@@ -10,7 +10,7 @@
 
 use super::Scheduler;
 use crate::blob::Blob;
-use crate::exec::{ExecEnv, IN_ENGINE, Run, run_policy};
+use crate::exec::{EngineScope, ExecEnv, Run, run_policy};
 use crate::instruction::PrepareCtx;
 use crate::stream::StreamId;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -58,7 +58,7 @@ impl Scheduler {
             shared: &self.shared,
         };
         // As on the scheduler thread: a kernel that waits on the engine gets `ReentrantWait`.
-        let was = IN_ENGINE.with(|c| c.replace(true));
+        let scope = EngineScope::enter();
         let handles_poison = policy.handles_poison();
         let completion = run_policy(policy, id, None, handles_poison, &env);
         if let Some(ev) = completion {
@@ -68,7 +68,7 @@ impl Scheduler {
                 std::thread::yield_now();
             }
         }
-        IN_ENGINE.with(|c| c.set(was));
+        drop(scope);
         self.count_inlined();
         true
     }
@@ -77,14 +77,15 @@ impl Scheduler {
     /// by running passes itself: nothing is live (so nothing waits on a worker or a device)
     /// and everything received is cheap, on streams that compute inline with synchronous
     /// completion, and no barrier. Takes the pending list to look at it; what it took stays
-    /// queued, in order, for whichever thread runs the next pass.
+    /// queued, in order, for whichever thread runs the next pass. Returns how many are queued
+    /// if the thread may catch up, else `None`.
     ///
     /// Without this, one small op that finds the scheduler busy is queued, every later one
     /// must queue behind it (the engine is no longer idle), and a loop of small ops stays in
     /// that slower mode for good: the scheduler thread never quite catches up.
-    pub(crate) fn only_cheap_queued(&mut self) -> bool {
+    pub(crate) fn only_cheap_queued(&mut self) -> Option<usize> {
         if self.live != 0 || !self.barriers.is_empty() {
-            return false;
+            return None;
         }
         if self.local.is_empty() {
             self.local = self.shared.pending.take();
@@ -93,8 +94,9 @@ impl Scheduler {
             // it all to the scheduler thread rather than run what may not be cheap here. (A
             // submitter on another thread may still push after this look; the passes stay
             // correct on either thread, only slower here.)
-            return false;
+            return None;
         }
+        let mut queued = 0;
         let mut c = self.local.front();
         while let Some(n) = c.get() {
             let runs_now = self
@@ -102,11 +104,12 @@ impl Scheduler {
                 .get(n.stream.0 as usize)
                 .is_some_and(|st| st.runs_now);
             if !n.flags.cheap || n.flags.barrier || !runs_now {
-                return false;
+                return None;
             }
+            queued += 1;
             c.move_next();
         }
-        true
+        Some(queued)
     }
 
     /// Frees `blob`'s memory now if the engine is idle and `stream`, its last user, computes

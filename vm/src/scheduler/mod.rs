@@ -277,6 +277,12 @@ impl Scheduler {
         let mut last_progress = Instant::now();
         loop {
             let mut s = cell.lock();
+            // A pass that panicked on a user thread (`Vm::run_passes_here`) failed the engine
+            // and may have left this state inconsistent: do not run another pass on it.
+            if shared.shutdown.load(Ordering::Acquire) && shared.is_failed() {
+                s.shutdown_workers();
+                return;
+            }
             let mut progressed = false;
             while s.pass() {
                 progressed = true;

@@ -5,7 +5,7 @@ use super::Scheduler;
 use crate::exec::{ExecEnv, panic_message};
 use crate::instruction::{ComputeCtx, InstrAdapter, InstrList, Instruction};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::Ordering::{AcqRel, Relaxed};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 /// The scheduler's counters: kept locally and published once per pass, so the submitting
 /// threads' cache lines are not written per instruction.
@@ -119,7 +119,8 @@ impl Scheduler {
         if self.counts.unpublished_releases > 0 {
             self.shared
                 .in_flight
-                .fetch_sub(self.counts.unpublished_releases, AcqRel);
+                // SeqCst, as `wake_submitters`' load of the waiter count: see there.
+                .fetch_sub(self.counts.unpublished_releases, SeqCst);
             self.counts.unpublished_releases = 0;
             self.shared.wake_submitters();
         }
