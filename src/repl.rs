@@ -783,7 +783,13 @@ fn call(name: &str, mut a: Args) -> R<Value> {
             }
         }
         "full" => {
-            let dt = a.dtype(f, DType::F32)?;
+            // PyTorch infers the dtype from the fill value: an integer gives i64, a bool bool.
+            let dt = match a.pos.get(1) {
+                Some(Value::Num(_, true)) => DType::I64,
+                Some(Value::Bool(_)) => DType::Bool,
+                _ => DType::F32,
+            };
+            let dt = a.dtype(f, dt)?;
             a.done(f)?;
             a.arity(f, 2, 2)?;
             let dims = Args {
@@ -1232,17 +1238,25 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
             t(if name == "tril" { x.tril(k) } else { x.triu(k) })?
         }
         "max" | "min" | "argmax" | "argmin" => {
-            // No dim: over every element (max and min a value). A dim: max and min give
-            // PyTorch's (values, indices) pair, `x.max(1)[1]` the positions.
+            // No dim: over every element (max and min a value; argmax and argmin with keepdim
+            // keep every dim as 1, as PyTorch). A dim: max and min give PyTorch's (values,
+            // indices) pair, `x.max(1)[1]` the positions.
             let keep = a.keepdim(f)?;
             a.take_dim(f, 0)?;
             a.arity(f, 0, 1)?;
             if a.pos.is_empty() {
+                let ones = vec![1usize; if keep { x.rank() } else { 0 }];
                 match name {
+                    // PyTorch has no max(keepdim=...) without a dim: a TypeError there.
+                    "max" | "min" if keep => return Err(format!("{f}: keepdim needs a dim")),
                     "max" => t(x.max_all())?,
                     "min" => t(x.min_all())?,
-                    "argmax" => t(x.flatten_all().and_then(|v| v.argmax(0, false)))?,
-                    _ => t(x.flatten_all().and_then(|v| v.argmin(0, false)))?,
+                    "argmax" => t(x
+                        .flatten_all()
+                        .and_then(|v| v.argmax(0, false)?.reshape(ones)))?,
+                    _ => t(x
+                        .flatten_all()
+                        .and_then(|v| v.argmin(0, false)?.reshape(ones)))?,
                 }
             } else {
                 let d = dim_arg(&a, 0)?;

@@ -509,7 +509,9 @@ tensor([1, -2 ** 63 - 4096])
 /// Methods take PyTorch's arguments: `max(dim)`/`min(dim)` give (values, indices), `flatten`
 /// its start and end dims, methods without parameters refuse arguments, `.T` reverses every
 /// dim, a reduction without dims reduces all of them (keeping them with keepdim), and a dim
-/// given positionally and as `dim=` is an error.
+/// given positionally and as `dim=` is an error; `max(keepdim=true)` needs a dim and
+/// `argmax(keepdim=true)` keeps every dim as 1, as PyTorch; a fill value the dtype cannot
+/// hold is refused.
 #[test]
 fn repl_methods_take_pytorch_arguments() {
     let script = "\
@@ -535,6 +537,14 @@ m.mean(keepdim=true).shape
 m.prod(keepdim=true).shape
 m.sum(0, dim=1)
 m.var(0, dim=1)
+m.max(keepdim=true)
+m.argmax(keepdim=true)
+m.argmin()
+full([2], 300, dtype=u8)
+full([2], -1, dtype=u8).tolist()
+full([2], 3).dtype
+full([2], true).dtype
+full([2], 2.5).dtype
 ";
     let lines = repl_lines(script);
     let expected = [
@@ -559,6 +569,14 @@ m.var(0, dim=1)
         "[1, 1]",
         "error: stdin:21: sum: got multiple values for argument `dim`",
         "error: stdin:22: var: got multiple values for argument `dim`",
+        "error: stdin:23: max: keepdim needs a dim",
+        "tensor([[3]], dtype=i64)",
+        "tensor(4, dtype=i64)",
+        "error: stdin:26: invalid argument to `full`: value 300 cannot be converted to u8 without overflow",
+        "[255, 255]",
+        "i64",
+        "bool",
+        "f32",
     ];
     assert_eq!(lines, expected);
 }

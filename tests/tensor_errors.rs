@@ -1425,3 +1425,97 @@ fn f16_dropout_with_a_huge_scale() {
         "200,000 draws at 1e-5 kept none"
     );
 }
+
+/// Fill values as PyTorch converts them: a value the dtype cannot hold is an error at the call
+/// (nothing enqueued or allocated, nothing written), not saturated; infinities and NaN fill
+/// float dtypes; integer dtypes truncate toward zero; whole negatives down to -255 wrap into
+/// `u8`; bool takes anything.
+#[test]
+fn fill_values_past_the_dtype_are_refused_as_pytorch() {
+    use DType::{BF16, Bool, I32, U8};
+    let vm = private();
+    let refused: [(f64, DType); 14] = [
+        (256.0, U8),
+        (255.5, U8),
+        (-0.5, U8),
+        (-256.0, U8),
+        (-0.5 - 255.0, U8),
+        (f64::NAN, U8),
+        (2_147_483_648.0, I32),
+        (-2_147_483_649.0, I32),
+        (f64::INFINITY, I32),
+        (9_223_372_036_854_775_808.0, I64),
+        (f64::NAN, I64),
+        (65_520.0, F16),
+        (1e39, F32),
+        (-1e39, BF16),
+    ];
+    for (v, dt) in refused {
+        let e = fails_at_call(&[&vm], || on(&vm, || Ok(Tensor::full([2], v, dt))));
+        assert!(
+            matches!(&e, Error::InvalidArgument { op: "full", message } if message.contains("without overflow")),
+            "full({v}, {dt}): {e}"
+        );
+    }
+    let kept: [(f64, DType, f64); 11] = [
+        (255.0, U8, 255.0),
+        (-1.0, U8, 255.0),
+        (-255.0, U8, 1.0),
+        (2.7, I32, 2.0),
+        (-2.7, I32, -2.0),
+        (-2_147_483_648.0, I32, -2_147_483_648.0),
+        (
+            -9_223_372_036_854_775_808.0,
+            I64,
+            -9_223_372_036_854_775_808.0,
+        ),
+        (65_504.0, F16, 65_504.0),
+        (f64::NEG_INFINITY, F16, f64::NEG_INFINITY),
+        (1e300, F64, 1e300),
+        (-7.0, Bool, 1.0),
+    ];
+    for (v, dt, want) in kept {
+        let t = on(&vm, || Tensor::full([2], v, dt));
+        let got = on(&vm, || t.to_dtype(F64)?.to_vec::<f64>());
+        assert_eq!(got, [want, want], "full({v}, {dt})");
+    }
+    let nan = on(&vm, || {
+        Tensor::full([1], f64::NAN, BF16)?
+            .to_dtype(F64)?
+            .item::<f64>()
+    });
+    assert!(nan.is_nan());
+    // fill_, full_like and masked_fill check the same way; a refused fill_ writes nothing.
+    let t = on(&vm, || Tensor::full([2], 7.0, U8));
+    let e = fails_at_call(&[&vm], || t.fill_(300.0));
+    assert!(
+        matches!(e, Error::InvalidArgument { op: "fill_", .. }),
+        "{e}"
+    );
+    assert_eq!(on(&vm, || t.to_vec::<u8>()), [7, 7]);
+    let e = fails_at_call(&[&vm], || t.full_like(1e3));
+    assert!(
+        matches!(
+            e,
+            Error::InvalidArgument {
+                op: "full_like",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let mask = on(&vm, || Tensor::from_vec(vec![true, false], [2]));
+    let e = fails_at_call(&[&vm], || t.masked_fill(&mask, -300.0));
+    assert!(
+        matches!(
+            e,
+            Error::InvalidArgument {
+                op: "masked_fill",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let m = on(&vm, || t.masked_fill(&mask, -1.0)?.to_vec::<u8>());
+    assert_eq!(m, [255, 7]);
+}

@@ -38,21 +38,68 @@ pub(crate) fn take_counters(n: u64) -> (u64, u64) {
     r
 }
 
+/// `value` as `op` (`full`, `full_like`, `fill_`) stores it in `dtype`, checked as PyTorch's
+/// conversion of a fill value: a finite value past a float dtype's largest finite one, a value
+/// outside an integer dtype's range, or NaN into an integer dtype is an error, not saturated.
+/// Infinities and NaN fill float dtypes; an integer dtype truncates a fraction toward zero;
+/// `Bool` takes any value (nonzero is true). As PyTorch does for an integer fill value, a
+/// whole negative value down to `-255` wraps into `U8` (`-1` fills 255).
+pub(crate) fn checked_fill_value(op: &'static str, value: f64, dtype: DType) -> Result<f64> {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    let (lo, hi) = match dtype {
+        DType::F64 | DType::Bool => return Ok(value),
+        DType::F32 => (f32::MIN as f64, f32::MAX as f64),
+        DType::F16 => (half::f16::MIN.to_f64(), half::f16::MAX.to_f64()),
+        DType::BF16 => (half::bf16::MIN.to_f64(), half::bf16::MAX.to_f64()),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::U8 if value.fract() == 0.0 && (-255.0..0.0).contains(&value) => {
+            return Ok(256.0 + value);
+        }
+        DType::U8 => (0.0, 255.0),
+        // 2^63 - 1 is not an f64: the range ends below 2^63.
+        DType::I64 => (-TWO_63, TWO_63.next_down()),
+    };
+    // The value itself is checked, before truncation, as PyTorch does: 255.5 does not fit `U8`.
+    let fits = if dtype.is_float() {
+        !value.is_finite() || (lo..=hi).contains(&value)
+    } else {
+        (lo..=hi).contains(&value) // false for NaN
+    };
+    if fits {
+        Ok(value)
+    } else {
+        Err(Error::invalid(
+            op,
+            format!("value {value} cannot be converted to {dtype} without overflow"),
+        ))
+    }
+}
+
 impl Tensor {
-    /// A tensor of `shape` filled with `value` (converted to `dtype`).
+    /// A tensor of `shape` filled with `value` (converted to `dtype` as PyTorch's `full`: see
+    /// the errors).
     ///
     /// # Errors
     ///
-    /// `ShapeOverflow` for shapes whose byte size overflows.
+    /// `ShapeOverflow` for shapes whose byte size overflows; `InvalidArgument` for a value
+    /// `dtype` cannot hold: a finite value past a float dtype's largest, a value outside an
+    /// integer dtype's range, NaN into an integer dtype. (Infinities and NaN fill float dtypes;
+    /// an integer dtype truncates toward zero; a whole negative value down to -255 wraps into
+    /// `U8`, as PyTorch's integer fill values do.)
     ///
     /// # Examples
     ///
     /// ```
     /// use eddy_tensor::{Tensor, DType};
     /// assert_eq!(Tensor::full([2], 1.5, DType::F32)?.to_vec::<f32>()?, vec![1.5, 1.5]);
+    /// assert_eq!(Tensor::full([1], -1.0, DType::U8)?.to_vec::<u8>()?, [255]);
+    /// assert!(Tensor::full([1], 300.0, DType::U8).is_err());
+    /// assert!(Tensor::full([1], 1e6, DType::F16).is_err());
+    /// assert!(Tensor::full([1], f64::INFINITY, DType::F16).is_ok());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn full(shape: impl Into<Shape>, value: f64, dtype: DType) -> Result<Tensor> {
+        let value = checked_fill_value("full", value, dtype)?;
         let t = Tensor::empty_on(current()?, shape.into(), dtype)?;
         Tensor::launch(copy::fill(dtype, t.layout().clone(), value), &[], &[&t])?;
         Ok(t)
@@ -142,6 +189,7 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn full_like(&self, value: f64) -> Result<Tensor> {
+        let value = checked_fill_value("full_like", value, self.dtype())?;
         let t = self.empty_like_shape(self.shape().clone(), self.dtype())?;
         Tensor::launch(copy::fill(t.dtype(), t.layout().clone(), value), &[], &[&t])?;
         Ok(t)

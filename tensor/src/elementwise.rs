@@ -1260,19 +1260,22 @@ impl Tensor {
     ///
     /// # Errors
     ///
-    /// `OverlappingWrite`, `Autograd` as for [`add_`](Self::add_).
+    /// `OverlappingWrite`, `Autograd` as for [`add_`](Self::add_); `InvalidArgument` for a
+    /// value the dtype cannot hold, as [`full`](Self::full).
     ///
     /// # Examples
     ///
     /// ```
     /// use eddy_tensor::{Tensor, DType};
     /// let a = Tensor::zeros([2, 2], DType::F32)?;
+    /// assert!(a.fill_(1e39).is_err()); // past f32's largest finite value: nothing written
     /// a.narrow(1, 0, 1)?.fill_(7.0)?; // through a view: the first column
     /// assert_eq!(a.to_vec::<f32>()?, [7., 0., 7., 0.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn fill_(&self, value: f64) -> Result<Tensor> {
         self.check_inplace("fill_")?;
+        let value = crate::create::checked_fill_value("fill_", value, self.dtype())?;
         Tensor::launch(
             copy::fill(self.dtype(), self.layout().clone(), value),
             &[],
@@ -1650,7 +1653,8 @@ impl Tensor {
     /// # Errors
     ///
     /// `UnsupportedDType` if `mask` is not `Bool`; `ShapeMismatch` if it does not broadcast to
-    /// `self`; `DeviceMismatch`.
+    /// `self`; `DeviceMismatch`; `InvalidArgument` for a value `self`'s dtype cannot hold, as
+    /// [`full`](Self::full).
     ///
     /// # Examples
     ///
@@ -1678,6 +1682,7 @@ impl Tensor {
                 rhs: mask.dims().to_vec(),
             });
         }
+        let value = crate::create::checked_fill_value(OP, value, self.dtype())?;
         let fill = self.new_filled(Shape::default(), self.dtype(), value)?;
         mask.where_(&fill, self)
     }
