@@ -516,7 +516,29 @@ fn num_like(c: f64, int: bool, other: &Tensor) -> R<Tensor> {
     } else {
         d
     };
-    Tensor::full((), c, dt).map_err(err)
+    // An operand, not a fill value: as PyTorch's scalar operands, an integer past the dtype
+    // wraps (`u8 + 300` adds 44) and a float past a float dtype's range becomes infinite in
+    // it, rather than being refused as `full` refuses it.
+    match dt {
+        DType::U8 => Tensor::full((), c.rem_euclid(256.0), dt),
+        DType::I32 => {
+            let w = c.rem_euclid(4_294_967_296.0);
+            Tensor::full(
+                (),
+                if w >= 2_147_483_648.0 {
+                    w - 4_294_967_296.0
+                } else {
+                    w
+                },
+                dt,
+            )
+        }
+        DType::F32 | DType::F16 | DType::BF16 => {
+            Tensor::full((), c, DType::F64).and_then(|t| t.to_dtype(dt))
+        }
+        _ => Tensor::full((), c, dt),
+    }
+    .map_err(err)
 }
 
 fn parse_dtype(n: &str) -> Option<DType> {
@@ -871,8 +893,17 @@ fn call(name: &str, mut a: Args) -> R<Value> {
             a.arity(f, 3, 3)?;
             let mut it = a.pos.into_iter();
             let c = as_tensor(it.next().expect("3"), f)?;
-            let x = as_tensor(it.next().expect("3"), f)?;
-            let y = as_tensor(it.next().expect("3"), f)?;
+            let (x, y) = (it.next().expect("3"), it.next().expect("3"));
+            // A number beside a tensor takes the tensor's dtype, as PyTorch's scalar operands
+            // (`where(c, 0.1, x)` of an f64 `x` is f64's 0.1, not f32's).
+            let (x, y) = match (x, y) {
+                (Value::Num(v, int), Value::Tensor(y)) => (num_like(v, int, &y)?, y),
+                (Value::Tensor(x), Value::Num(v, int)) => {
+                    let y = num_like(v, int, &x)?;
+                    (x, y)
+                }
+                (x, y) => (as_tensor(x, f)?, as_tensor(y, f)?),
+            };
             t(c.where_(&x, &y))?
         }
         "matmul" => {

@@ -708,3 +708,34 @@ fn out_of_range_and_misattached_option_values_are_usage_errors() {
         text(&out.stdout)
     );
 }
+
+/// Numbers beside tensors take the tensor's dtype as PyTorch's scalar operands do: `where`'s
+/// 0.1 beside an f64 tensor is f64's 0.1, an integer past `u8` wraps (`+ 300` adds 44), and a
+/// float past `f16`'s range is infinite there; none of them is refused as a fill value is.
+#[test]
+fn repl_scalar_operands_take_the_tensors_dtype() {
+    let script = "\
+let c = tensor([true, false])
+let x = tensor([1., 2.]).double()
+where(c, 0.1, x).tolist()
+where(c, x, 0.1).tolist()
+where(c, 0.1, x).dtype
+let u = tensor([1, 2]).to(u8)
+(u + 300).tolist()
+(tensor([1., 2.]).half() + 1e6).tolist()
+where(c, 3, u).dtype
+";
+    let lines = repl_lines(script);
+    assert_eq!(
+        lines,
+        [
+            "[0.1, 2]",
+            "[1, 0.1]",
+            "f64",
+            "[45, 46]",
+            "[inf, inf]",
+            "u8"
+        ],
+        "{lines:?}"
+    );
+}

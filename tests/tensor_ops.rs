@@ -3180,3 +3180,62 @@ fn flatten_merges_a_range_of_dims_as_pytorch() {
     assert_eq!(g.dims(), &[2, 3, 4]);
     assert!(g.to_vec::<f32>().unwrap().iter().all(|&v| v == 3.0));
 }
+
+/// `linspace` as PyTorch's CPU kernel: the first half counts up from `start`, the second down
+/// from `end` (so both ends are exact and the sequence is symmetric), in `f32` arithmetic for
+/// `f32`; integer dtypes truncate the bounds, then each value; bounds the dtype cannot hold
+/// are refused.
+#[test]
+fn linspace_follows_pytorchs_kernel() {
+    // PyTorch's formula, written out on its own (the first half up, the second down).
+    fn reference(s: f32, e: f32, n: usize) -> Vec<f32> {
+        let step = (e - s) / (n - 1) as f32;
+        (0..n)
+            .map(|i| {
+                if i < n / 2 {
+                    s + step * i as f32
+                } else {
+                    e - step * (n - 1 - i) as f32
+                }
+            })
+            .collect()
+    }
+    for (s, e, n) in [
+        (0.0, 1.0, 7),
+        (-3.3, 9.1, 11),
+        (1e-3, 7.0, 100),
+        (5.0, -5.0, 6),
+    ] {
+        let t = Tensor::linspace(s, e, n, F32)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        assert_eq!(
+            t,
+            reference(s as f32, e as f32, n),
+            "linspace({s}, {e}, {n})"
+        );
+        assert_eq!((t[0], t[n - 1]), (s as f32, e as f32));
+    }
+    // Symmetric about the middle when the bounds are: x[i] == -x[n-1-i].
+    let t = Tensor::linspace(-1.0, 1.0, 9, F32)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    assert!((0..9).all(|i| t[i] == -t[8 - i]), "{t:?}");
+    let i = Tensor::linspace(0.0, 10.0, 4, I64)
+        .unwrap()
+        .to_vec::<i64>()
+        .unwrap();
+    assert_eq!(i, [0, 3, 6, 10]);
+    let i = Tensor::linspace(0.9, 10.7, 3, I32)
+        .unwrap()
+        .to_vec::<i32>()
+        .unwrap();
+    assert_eq!(i, [0, 5, 10]);
+    let e = Tensor::linspace(0.0, 300.0, 3, DType::U8).unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidArgument { op: "linspace", .. }),
+        "{e}"
+    );
+}

@@ -282,11 +282,16 @@ impl Tensor {
         Ok(t)
     }
 
-    /// `steps` values evenly spaced from `start` to `end` inclusive.
+    /// `steps` values evenly spaced from `start` to `end` inclusive, computed as PyTorch's
+    /// CPU kernel does: the first half as `start + i·step`, the second as
+    /// `end - (steps - 1 - i)·step`, so both ends are exact and the values are symmetric;
+    /// in `f32` arithmetic for `f32`, `f16` and `bf16` (rounded once), in `f64` otherwise.
+    /// An integer dtype truncates the bounds first and each value after.
     ///
     /// # Errors
     ///
-    /// `InvalidArgument` if a bound is not finite.
+    /// `InvalidArgument` if a bound is not finite, or does not fit the dtype (as
+    /// [`full`](Self::full)).
     ///
     /// # Examples
     ///
@@ -294,30 +299,52 @@ impl Tensor {
     /// use eddy_tensor::{Tensor, DType};
     /// let t = Tensor::linspace(0.0, 1.0, 5, DType::F32)?;
     /// assert_eq!(t.to_vec::<f32>()?, [0., 0.25, 0.5, 0.75, 1.]);
+    /// let i = Tensor::linspace(0.5, 10.7, 3, DType::I64)?; // bounds truncated to 0 and 10
+    /// assert_eq!(i.to_vec::<i64>()?, [0, 5, 10]);
     /// assert!(Tensor::linspace(0.0, f64::INFINITY, 2, DType::F32).is_err());
+    /// assert!(Tensor::linspace(0.0, 300.0, 2, DType::U8).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn linspace(start: f64, end: f64, steps: usize, dtype: DType) -> Result<Tensor> {
+        const OP: &str = "linspace";
         if !(start.is_finite() && end.is_finite()) {
-            return Err(Error::invalid("linspace", "bounds must be finite"));
+            return Err(Error::invalid(OP, "bounds must be finite"));
         }
+        let (start, end) = (
+            checked_fill_value(OP, start, dtype)?,
+            checked_fill_value(OP, end, dtype)?,
+        );
         let t = Tensor::empty_on(current()?, Shape::from([steps]), dtype)?;
-        let step = if steps > 1 {
-            (end - start) / (steps - 1) as f64
-        } else {
-            0.0
-        };
-        Tensor::launch(
-            copy::generate("linspace", dtype, move |i| {
-                if steps > 1 && i == steps - 1 {
-                    end
+        let (last, half) = (steps.saturating_sub(1), steps / 2);
+        let value: Box<dyn Fn(usize) -> f64 + Send + Sync> = match dtype {
+            DType::F32 | DType::F16 | DType::BF16 => {
+                let (s, e) = (start as f32, end as f32);
+                let step = (e - s) / last.max(1) as f32;
+                Box::new(move |i| {
+                    f64::from(if i < half {
+                        s + step * i as f32
+                    } else {
+                        e - step * (last - i) as f32
+                    })
+                })
+            }
+            _ => {
+                let (s, e) = if dtype.is_float() {
+                    (start, end)
                 } else {
-                    start + i as f64 * step
-                }
-            }),
-            &[],
-            &[&t],
-        )?;
+                    (start.trunc(), end.trunc())
+                };
+                let step = (e - s) / last.max(1) as f64;
+                Box::new(move |i| {
+                    if i < half {
+                        s + step * i as f64
+                    } else {
+                        e - step * (last - i) as f64
+                    }
+                })
+            }
+        };
+        Tensor::launch(copy::generate(OP, dtype, value), &[], &[&t])?;
         Ok(t)
     }
 
