@@ -3223,6 +3223,11 @@ fn linspace_follows_pytorchs_kernel() {
         .to_vec::<f32>()
         .unwrap();
     assert!((0..9).all(|i| t[i] == -t[8 - i]), "{t:?}");
+    let one = Tensor::linspace(2.0, 3.0, 1, F32)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    assert_eq!(one, [2.0], "one step is start");
     let i = Tensor::linspace(0.0, 10.0, 4, I64)
         .unwrap()
         .to_vec::<i64>()

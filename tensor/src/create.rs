@@ -315,7 +315,8 @@ impl Tensor {
             checked_fill_value(OP, end, dtype)?,
         );
         let t = Tensor::empty_on(current()?, Shape::from([steps]), dtype)?;
-        let (last, half) = (steps.saturating_sub(1), steps / 2);
+        // One step is `start`, as PyTorch's fill of that case.
+        let (last, half) = (steps.saturating_sub(1), (steps / 2).max(1));
         let value: Box<dyn Fn(usize) -> f64 + Send + Sync> = match dtype {
             DType::F32 | DType::F16 | DType::BF16 => {
                 let (s, e) = (start as f32, end as f32);
