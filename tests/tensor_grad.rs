@@ -489,6 +489,40 @@ fn index_grads() {
 }
 
 #[test]
+fn linear_grads() {
+    // The fused product-and-bias instruction (f64 takes it), for inputs of rank 1 to 3, a
+    // bias of `out` elements or one broadcast element, and no bias.
+    let mut rng = seeded(12);
+    let w = rnd(&mut rng, &[3, 4], Dom::Any);
+    for x_shape in [&[4][..], &[5, 4], &[2, 3, 4]] {
+        let x = rnd(&mut rng, x_shape, Dom::Any);
+        for b_shape in [&[3][..], &[1]] {
+            let b = rnd(&mut rng, b_shape, Dom::Any);
+            grad_check(
+                &format!("linear {x_shape:?}, bias {b_shape:?}"),
+                &[x.clone(), w.clone(), b],
+                |xs| xs[0].linear(&xs[1], Some(&xs[2])),
+            );
+        }
+        grad_check(
+            &format!("linear {x_shape:?}, no bias"),
+            &[x.clone(), w.clone()],
+            |xs| xs[0].linear(&xs[1], None),
+        );
+    }
+    // A transposed (column-major) input.
+    grad_check(
+        "linear of a transposed input",
+        &[
+            rnd(&mut rng, &[4, 5], Dom::Any),
+            w.clone(),
+            rnd(&mut rng, &[3], Dom::Any),
+        ],
+        |xs| xs[0].t()?.linear(&xs[1], Some(&xs[2])),
+    );
+}
+
+#[test]
 fn loss_grads() {
     let mut rng = seeded(4);
     let logits = rnd(&mut rng, &[4, 5], Dom::Any);

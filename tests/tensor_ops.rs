@@ -927,6 +927,33 @@ proptest! {
         check(&format!("matmul {sha:?} @ {shb:?}"), &got.unwrap(), &want, dt);
     }
 
+    /// `linear` (for f32 and f64 the product and the bias in one instruction) against
+    /// `x @ wᵀ + b`, for inputs of rank 1 to 3, views, a bias of `n` elements, of one, or none.
+    #[test]
+    fn linear_matches_reference(
+        lead in shape(0..=2), kn in (dim(), dim()), sx in steps(), sw in steps(),
+        bias in 0usize..3, dt in dtype(), seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (k, n) = kn;
+        let mut shx = lead.clone();
+        shx.push(k);
+        let (tx, ax) = input(&shx, &sx, dt, Dom::Any, &mut rng);
+        let (tw, aw) = input(&[n, k], &sw, dt, Dom::Any, &mut rng);
+        let product = ax.matmul(&aw.transpose(0, 1)).unwrap();
+        let (got, want) = match bias {
+            0 => (tx.linear(&tw, None), product),
+            b => {
+                let shb = if b == 1 { vec![n] } else { vec![1] };
+                let (tb, ab) = input(&shb, &[], dt, Dom::Any, &mut rng);
+                (tx.linear(&tw, Some(&tb)), product.zip(&ab, |p, q| p + q).unwrap())
+            }
+        };
+        let what = format!("linear {shx:?}, weight [{n}, {k}], bias kind {bias}");
+        prop_assert!(got.is_ok(), "{what}: {:?}", got.as_ref().err());
+        check(&what, &got.unwrap(), &want, dt);
+    }
+
     /// `softmax` and `log_softmax` over any dim.
     #[test]
     fn softmax_matches_reference(shape in shape(0..=3), steps in steps(), dt in float_dtype(), d in 0usize..4, neg in any::<bool>(), seed in any::<u64>()) {
@@ -2024,6 +2051,102 @@ fn linear_and_sequential_forward() {
     );
     let l = Linear::new(5, 7, false, F32).unwrap();
     assert_eq!((l.weight.dims(), l.bias.is_none()), (&[7, 5][..], true));
+}
+
+#[test]
+fn linear_is_the_product_then_the_bias_bit_for_bit() {
+    // The MLP workload's shapes (batch 1 takes the single-row kernel, batch 128 gemm with its
+    // column-major output, split over the pool), a transposed input, and an empty inner dim
+    // (the bias alone).
+    eddy::tensor::manual_seed(3);
+    for (m, k, n, transposed) in [
+        (1, 784, 512, false),
+        (128, 784, 512, false),
+        (128, 512, 10, false),
+        (37, 100, 70, true),
+        (3, 0, 5, false),
+    ] {
+        let x = match transposed {
+            false => Tensor::randn([m, k], 0.0, 1.0, F32).unwrap(),
+            true => Tensor::randn([k, m], 0.0, 1.0, F32).unwrap().t().unwrap(),
+        };
+        let w = Tensor::randn([n, k], 0.0, 1.0, F32).unwrap();
+        let b = Tensor::randn([n], 0.0, 1.0, F32).unwrap();
+        let fused = x.linear(&w, Some(&b)).unwrap().to_vec::<f32>().unwrap();
+        let apart = x.matmul(&w.t().unwrap()).unwrap().add(&b).unwrap();
+        assert_eq!(
+            fused,
+            apart.to_vec::<f32>().unwrap(),
+            "[{m}, {k}] @ [{n}, {k}]ᵀ"
+        );
+        if k == 0 {
+            assert_eq!(fused, b.expand([m, n]).unwrap().to_vec::<f32>().unwrap());
+        }
+    }
+}
+
+#[test]
+fn linear_refuses_bad_operands_at_the_call() {
+    let x = Tensor::ones([2, 3], F32).unwrap();
+    let w = Tensor::ones([4, 3], F32).unwrap();
+    let b = Tensor::ones([4], F32).unwrap();
+    let shape = |r: eddy::tensor::Result<Tensor>| match r {
+        Err(Error::ShapeMismatch {
+            op: "linear",
+            lhs,
+            rhs,
+        }) => (lhs, rhs),
+        other => panic!("want a linear ShapeMismatch, got {other:?}"),
+    };
+    assert_eq!(
+        shape(x.linear(&w.t().unwrap(), None)),
+        (vec![2, 3], vec![3, 4])
+    );
+    let bad_bias = Tensor::ones([3], F32).unwrap();
+    assert_eq!(shape(x.linear(&w, Some(&bad_bias))), (vec![4], vec![3]));
+    let b2 = Tensor::ones([1, 4], F32).unwrap();
+    assert_eq!(shape(x.linear(&w, Some(&b2))), (vec![4], vec![1, 4]));
+    let invalid = |r: eddy::tensor::Result<Tensor>| {
+        assert!(
+            matches!(r, Err(Error::InvalidArgument { op: "linear", .. })),
+            "{r:?}"
+        )
+    };
+    invalid(Tensor::scalar(1f32).unwrap().linear(&w, None));
+    invalid(x.linear(&Tensor::ones([3], F32).unwrap(), None));
+    let wd = Tensor::ones([4, 3], F64).unwrap();
+    assert!(matches!(
+        x.linear(&wd, Some(&b)),
+        Err(Error::DTypeMismatch {
+            op: "linear",
+            lhs: F32,
+            rhs: F64
+        })
+    ));
+    assert!(matches!(
+        x.linear(&w, Some(&b.to_dtype(F64).unwrap())),
+        Err(Error::DTypeMismatch { op: "linear", .. })
+    ));
+    let xb = Tensor::ones([2, 3], DType::Bool).unwrap();
+    let wb = Tensor::ones([4, 3], DType::Bool).unwrap();
+    assert!(matches!(
+        xb.linear(&wb, None),
+        Err(Error::UnsupportedDType {
+            op: "linear",
+            dtype: DType::Bool
+        })
+    ));
+    // One element broadcasts; rows of zero and ones work.
+    let one = Tensor::full([1], 0.5, F32).unwrap();
+    assert_eq!(
+        x.linear(&w, Some(&one)).unwrap().to_vec::<f32>().unwrap(),
+        [3.5; 8]
+    );
+    let empty = Tensor::ones([0, 3], F32)
+        .unwrap()
+        .linear(&w, Some(&b))
+        .unwrap();
+    assert_eq!(empty.dims(), &[0, 4]);
 }
 
 /// Three optimizer steps on `L = Σ (w − t)²` (so `∂L/∂w = 2(w − t)`), against `update`,

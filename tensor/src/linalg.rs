@@ -97,37 +97,153 @@ impl Tensor {
         let out = self.empty_like_shape(full(m, n), dt)?;
         let macs = eddy_ops::numel_of(&[batch.numel(), m, n, k]);
         Tensor::launch_with_work(km::matmul(dt, la, lb), &[self, rhs], &[&out], Some(macs))?;
-        // The gradient of each operand reads the other.
-        let saved: &[&Tensor] = match (self.requires_grad(), rhs.requires_grad()) {
-            (true, true) => &[self, rhs],
-            (true, false) => &[rhs],
-            (false, _) => &[self],
-        };
+        let saved = &[self, rhs][saved_operands(self, rhs)];
         Ok(
             out.record_saving("matmul", &[self, rhs], saved, false, |g, ins, _| {
-                let (a, b) = (&ins[0], &ins[1]);
-                // A column-major 2-D operand (a transposed view, as `Linear`'s `w.t()`) gets its
-                // gradient column-major too, `(gᵀa)ᵀ` rather than `aᵀg`, so that the transpose's
-                // backward hands the weight a contiguous gradient (the optimizer's update then
-                // streams instead of striding).
-                let col_major =
-                    |t: &Tensor| t.rank() == 2 && t.layout().strides[0] == 1 && t.dims()[0] > 1;
-                let ga = a
-                    .requires_grad()
-                    .then(|| match col_major(a) && g.rank() == 2 {
-                        true => b.matmul(&g.t()?)?.t(),
-                        false => g.matmul(&b.t()?)?.sum_to(a.shape()),
-                    })
-                    .transpose()?;
-                let gb = b
-                    .requires_grad()
-                    .then(|| match col_major(b) && g.rank() == 2 {
-                        true => g.t()?.matmul(a)?.t(),
-                        false => a.t()?.matmul(g)?.sum_to(b.shape()),
-                    })
-                    .transpose()?;
+                let (ga, gb) = matmul_grads(g, &ins[0], &ins[1])?;
                 Ok(vec![ga, gb])
             }),
         )
     }
+
+    /// `self @ weightᵀ + bias`, PyTorch's `torch.nn.functional.linear` (what [`Linear`]
+    /// computes): `self` of shape `[.., in]`, `weight` of `[out, in]`, `bias` of `[out]` (or
+    /// one element, broadcast); the result has shape `[.., out]`. For `f32` and `f64` the bias
+    /// is added inside the product's instruction, block by block while the block is in cache
+    /// (PyTorch's `addmm`): one instruction and one output instead of two, and for 2-D input
+    /// the same values, bit for bit, as `self.matmul(&weight.t()?)?.add(bias)`. Other dtypes
+    /// compute exactly that.
+    ///
+    /// [`Linear`]: crate::nn::Linear
+    ///
+    /// # Errors
+    ///
+    /// `ShapeMismatch` if `self`'s last dim is not `weight`'s second, or `bias` does not have
+    /// `out` elements; `InvalidArgument` for a 0-dim `self` or a `weight` that is not 2-D;
+    /// `DTypeMismatch`, `DeviceMismatch`; `UnsupportedDType` for `bool`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let x = Tensor::from_vec(vec![1f32, 2., 3., 4., 5., 6.], [2, 3])?;
+    /// let w = Tensor::from_vec(vec![1f32, 0., -1., 0.5, 0.5, 0.5], [2, 3])?;
+    /// let b = Tensor::from_vec(vec![10f32, 20.], [2])?;
+    /// let y = x.linear(&w, Some(&b))?;
+    /// assert_eq!(y.to_vec2::<f32>()?, [[8., 23.], [8., 27.5]]);
+    /// assert_eq!(y.to_vec::<f32>()?, x.matmul(&w.t()?)?.add(&b)?.to_vec::<f32>()?);
+    /// assert!(x.linear(&w.t()?, None).is_err(), "[2, 3] against a weight of [3, 2]");
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        const OP: &str = "linear";
+        self.same_device(OP, weight)?;
+        for t in std::iter::once(weight).chain(bias) {
+            if t.dtype() != self.dtype() {
+                return Err(Error::DTypeMismatch {
+                    op: OP,
+                    lhs: self.dtype(),
+                    rhs: t.dtype(),
+                });
+            }
+        }
+        if let Some(b) = bias {
+            self.same_device(OP, b)?;
+        }
+        if self.rank() == 0 || weight.rank() != 2 {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "needs input of at least one dim and a 2-D weight, got {:?} and {:?}",
+                    self.dims(),
+                    weight.dims()
+                ),
+            ));
+        }
+        if self.dtype() == DType::Bool {
+            return Err(Error::UnsupportedDType {
+                op: OP,
+                dtype: DType::Bool,
+            });
+        }
+        let (out_f, in_f) = (weight.dims()[0], weight.dims()[1]);
+        if self.dims()[self.rank() - 1] != in_f {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: self.dims().to_vec(),
+                rhs: weight.dims().to_vec(),
+            });
+        }
+        if let Some(b) = bias
+            && (b.rank() > 1 || (b.numel() != out_f && b.numel() != 1))
+        {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: vec![out_f],
+                rhs: b.dims().to_vec(),
+            });
+        }
+        let dt = self.dtype();
+        let wt = weight.t()?;
+        let Some(b) = bias.filter(|_| matches!(dt, DType::F32 | DType::F64)) else {
+            let y = self.matmul(&wt)?;
+            return match bias {
+                Some(b) => y.add(b),
+                None => Ok(y),
+            };
+        };
+        // Rows of the product: every leading dim of `self` together.
+        let lead = &self.dims()[..self.rank() - 1];
+        let rows = eddy_ops::numel_of(lead);
+        let x = self.reshape([rows, in_f])?;
+        let out = self.empty_like_shape(Shape::from(&[rows, out_f][..]), dt)?;
+        let lc = b.layout().broadcast_to(out.shape());
+        let k = km::matmul_bias(dt, x.layout().clone(), wt.layout().clone(), lc);
+        let macs = eddy_ops::numel_of(&[rows, out_f, in_f]);
+        Tensor::launch_with_work(k, &[&x, &wt, b], &[&out], Some(macs))?;
+        let saved = &[&x, &wt][saved_operands(&x, &wt)];
+        let out = out.record_saving(OP, &[&x, &wt, b], saved, false, |g, ins, _| {
+            let (gx, gw) = matmul_grads(g, &ins[0], &ins[1])?;
+            let gb = ins[2]
+                .requires_grad()
+                .then(|| g.sum_to(ins[2].shape()))
+                .transpose()?;
+            Ok(vec![gx, gw, gb])
+        });
+        let mut dims = lead.to_vec();
+        dims.push(out_f);
+        out.reshape(dims)
+    }
+}
+
+/// Which of `[a, b]` the gradients of `a @ b` read: each operand's gradient reads the other.
+fn saved_operands(a: &Tensor, b: &Tensor) -> std::ops::Range<usize> {
+    match (a.requires_grad(), b.requires_grad()) {
+        (true, true) => 0..2,
+        (true, false) => 1..2,
+        (false, _) => 0..1,
+    }
+}
+
+/// The gradients of `a @ b` for an incoming gradient `g`, for the operands that require one.
+fn matmul_grads(g: &Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    // A column-major 2-D operand (a transposed view, as `Linear`'s `w.t()`) gets its gradient
+    // column-major too, `(gᵀa)ᵀ` rather than `aᵀg`, so that the transpose's backward hands the
+    // weight a contiguous gradient (the optimizer's update then streams instead of striding).
+    let col_major = |t: &Tensor| t.rank() == 2 && t.layout().strides[0] == 1 && t.dims()[0] > 1;
+    let ga = a
+        .requires_grad()
+        .then(|| match col_major(a) && g.rank() == 2 {
+            true => b.matmul(&g.t()?)?.t(),
+            false => g.matmul(&b.t()?)?.sum_to(a.shape()),
+        })
+        .transpose()?;
+    let gb = b
+        .requires_grad()
+        .then(|| match col_major(b) && g.rank() == 2 {
+            true => g.t()?.matmul(a)?.t(),
+            false => a.t()?.matmul(g)?.sum_to(b.shape()),
+        })
+        .transpose()?;
+    Ok((ga, gb))
 }

@@ -41,12 +41,49 @@ pub fn matmul(dtype: DType, la: Layout, lb: Layout) -> impl Kernel {
     FnKernel::new(
         "matmul",
         move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| match dtype {
-            DType::F32 => run::<f32>(&la, &lb, ins, outs, single_row_f32),
-            DType::F64 => run::<f64>(&la, &lb, ins, outs, |_, _, _, _, _| false),
+            DType::F32 => run::<f32>(&la, &lb, None, ins, outs, single_row_f32),
+            DType::F64 => run::<f64>(&la, &lb, None, ins, outs, |_, _, _, _, _| false),
             DType::I64 => run_int::<i64>(&la, &lb, ins, outs),
             DType::I32 => run_int::<i32>(&la, &lb, ins, outs),
             DType::U8 => run_int::<u8>(&la, &lb, ins, outs),
             d => Err(format!("matmul kernel does not take {d}")),
+        },
+    )
+}
+
+/// `out[b] = a[b] @ b[b] + c[b]`, PyTorch's `addmm` (and `linear`): [`matmul`] with input 2
+/// of layout `lc`, already broadcast to the output's shape `[batch.., m, n]` (a bias is a row
+/// broadcast down the rows), added to each block of the product right after it is computed,
+/// while the block is in cache. Every output element is `product + c`, rounded once more,
+/// exactly as a separate `add` after [`matmul`] computes it. `dtype` is `f32` or `f64`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::matmul::matmul_bias;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout, Shape};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, b, c, o) = (vm.new_blob(4 * 8), vm.new_blob(4 * 8), vm.new_blob(2 * 8), vm.new_blob(4 * 8));
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f64, 2.0, 3.0, 4.0]), &[], &[&a], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![5.0f64, 6.0, 7.0, 8.0]), &[], &[&b], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![0.5f64, -1.0]), &[], &[&c], false)?;
+/// let l = Layout::contiguous([2, 2]);
+/// let lc = Layout::contiguous([2]).broadcast_to(&Shape::from(&[2, 2][..]));
+/// let k = matmul_bias(DType::F64, l.clone(), l.clone(), lc);
+/// vm.run_op(StreamId::CPU, k, &[&a, &b, &c], &[&o], false)?;
+/// let v = vm.read_blob(&o, move |m| gather_host::<f64>(m, &l))?;
+/// assert_eq!(v, [19.5, 21.0, 43.5, 49.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+pub fn matmul_bias(dtype: DType, la: Layout, lb: Layout, lc: Layout) -> impl Kernel {
+    FnKernel::new(
+        "addmm",
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| match dtype {
+            DType::F32 => run::<f32>(&la, &lb, Some(&lc), ins, outs, single_row_f32),
+            DType::F64 => run::<f64>(&la, &lb, Some(&lc), ins, outs, |_, _, _, _, _| false),
+            d => Err(format!("addmm kernel does not take {d}")),
         },
     )
 }
@@ -96,6 +133,7 @@ fn product<'a, T: Elem>(
 fn run<T: Elem + num_traits::Zero>(
     la: &Layout,
     lb: &Layout,
+    lc: Option<&Layout>,
     ins: &[Counted<Blob>],
     outs: &[Counted<Blob>],
     single_row: SingleRow<T>,
@@ -114,10 +152,10 @@ fn run<T: Elem + num_traits::Zero>(
     if nb == 0 || m == 0 || n == 0 {
         return Ok(());
     }
-    if k == 0 {
-        o[..nb * m * n].fill(T::ZERO);
-        return Ok(());
-    }
+    let with_bias = lc.is_some();
+    // SAFETY: input 2, when there is a bias, is read.
+    let c = lc.map(|_| unsafe { input::<T>(&ins[2]) }).unwrap_or(&[]);
+    let lc = lc.unwrap_or(la); // without a bias, its strides and offset go unused
     let parts = if m * n * k >= PAR_MNK {
         eddy_vm::par::threads()
     } else {
@@ -125,15 +163,45 @@ fn run<T: Elem + num_traits::Zero>(
     };
     let (a_rs, a_cs) = (la.strides[r - 2] as isize, la.strides[r - 1] as isize);
     let (b_rs, b_cs) = (lb.strides[r - 2] as isize, lb.strides[r - 1] as isize);
+    let (c_rs, c_cs) = (lc.strides[r - 2], lc.strides[r - 1]);
     let mut err = None;
     walk(
         batch,
-        [&la.strides[..r - 2], &lb.strides[..r - 2]],
-        [la.offset, lb.offset],
+        [
+            &la.strides[..r - 2],
+            &lb.strides[..r - 2],
+            &lc.strides[..r - 2],
+        ],
+        [la.offset, lb.offset, lc.offset],
         0,
         nb,
-        |bi, [oa, ob]| {
+        |bi, [oa, ob, oc]| {
             let dst = &mut o[bi * m * n..(bi + 1) * m * n];
+            let bias = match with_bias {
+                true if oc + (m - 1) * c_rs + (n - 1) * c_cs >= c.len() => {
+                    err = Some("addmm bias out of its storage".to_string());
+                    return;
+                }
+                // SAFETY: every element `(i, j)` of the `m × n` bias, `oc + i*c_rs + j*c_cs`,
+                // is within `c` (the last one was checked just above).
+                true => Some(Mat {
+                    p: unsafe { c.as_ptr().add(oc) }.cast_mut(),
+                    rs: c_rs as isize,
+                    cs: c_cs as isize,
+                }),
+                false => None,
+            };
+            let whole = Mat {
+                p: dst.as_mut_ptr(),
+                rs: n as isize,
+                cs: 1,
+            };
+            if k == 0 {
+                dst.fill(T::ZERO);
+                // SAFETY: `whole` is `dst`, `m × n` row-major; `bias` was checked above.
+                unsafe { add_bias(whole, bias, m, n) };
+                return;
+            }
             let last_a = oa + (m - 1) * a_rs as usize + (k - 1) * a_cs as usize;
             let last_b = ob + (k - 1) * b_rs as usize + (n - 1) * b_cs as usize;
             if last_a >= a.len() || last_b >= b.len() {
@@ -144,19 +212,18 @@ fn run<T: Elem + num_traits::Zero>(
                 && a_cs == 1
                 && single_row(&a[oa..oa + k], &b[ob..], b_rs as usize, b_cs as usize, dst)
             {
+                // SAFETY: as for the `k == 0` case.
+                unsafe { add_bias(whole, bias, m, n) };
                 return;
             }
             // SAFETY: every element gemm reads, `base + i*rs + j*cs` for i, j within the
             // operand's dims, lies inside its slice (the last one was checked just above; strides
-            // are non-negative); `dst` is a dense `m × n` row-major slice that only gemm writes.
+            // are non-negative); `dst` is a dense `m × n` row-major slice that only gemm writes;
+            // `bias`, when given, was checked as above.
             unsafe {
                 gemm_parts(
                     parts,
-                    Mat {
-                        p: dst.as_mut_ptr(),
-                        rs: n as isize,
-                        cs: 1,
-                    },
+                    whole,
                     Mat {
                         p: a.as_ptr().add(oa).cast_mut(),
                         rs: a_rs,
@@ -167,6 +234,7 @@ fn run<T: Elem + num_traits::Zero>(
                         rs: b_rs,
                         cs: b_cs,
                     },
+                    bias,
                     m,
                     n,
                     k,
@@ -175,6 +243,42 @@ fn run<T: Elem + num_traits::Zero>(
         },
     );
     err.map_or(Ok(()), Err)
+}
+
+/// `dst += bias` over a `rows × cols` block, `dst` row-major (`dst.cs == 1`); nothing
+/// without a bias.
+///
+/// # Safety
+///
+/// Every element `(i, j)` of both matrices is in bounds; `dst`'s are written by nothing else
+/// during the call and do not overlap `bias`'s.
+unsafe fn add_bias<T: Elem + num_traits::Zero>(
+    dst: Mat<T>,
+    bias: Option<Mat<T>>,
+    rows: usize,
+    cols: usize,
+) {
+    let Some(c) = bias else { return };
+    debug_assert_eq!(dst.cs, 1);
+    for i in 0..rows as isize {
+        // SAFETY: row `i` of `dst` is `cols` writable elements (the caller's guarantee).
+        let d = unsafe { std::slice::from_raw_parts_mut(dst.p.offset(i * dst.rs), cols) };
+        // SAFETY: row `i` of the bias is in bounds, as above.
+        let cr = unsafe { c.p.offset(i * c.rs) };
+        if c.cs == 1 {
+            // SAFETY: a contiguous row of `cols` elements, as above (the slice lets the loop
+            // vectorise).
+            let cr = unsafe { std::slice::from_raw_parts(cr, cols) };
+            for (x, &y) in d.iter_mut().zip(cr) {
+                *x = *x + y;
+            }
+        } else {
+            for (j, x) in d.iter_mut().enumerate() {
+                // SAFETY: element `(i, j)` of the bias, as above.
+                *x = *x + unsafe { *cr.offset(j as isize * c.cs) };
+            }
+        }
+    }
 }
 
 /// The integer product: exact, with every multiply and add wrapping in `T` (a sum that
@@ -295,19 +399,25 @@ unsafe impl<T: Send + Sync> Sync for Mat<T> {}
 /// # Safety
 ///
 /// As `gemm::gemm`: every element of the three matrices is in bounds, `dst` is written by
-/// nothing else, and `a`, `b` are not written during the call.
+/// nothing else, and `a`, `b` are not written during the call; the same for `bias`, an
+/// `m × n` matrix added to `dst` when given.
 unsafe fn gemm_parts<T: Elem + num_traits::Zero + 'static>(
     parts: usize,
     dst: Mat<T>,
     a: Mat<T>,
     b: Mat<T>,
+    bias: Option<Mat<T>>,
     m: usize,
     n: usize,
     k: usize,
 ) {
     // SAFETY: the caller's guarantee, for the block of `rows × cols` at `(i0, j0)`.
     let block = |i0: usize, j0: usize, rows: usize, cols: usize| unsafe {
-        let (dst, a, b) = (dst, a, b); // whole operands (`Sync`), not their raw pointer fields
+        let (dst, a, b, bias) = (dst, a, b, bias); // whole operands (`Sync`), not their fields
+        let bias = bias.map(|c| Mat {
+            p: c.p.offset(i0 as isize * c.rs + j0 as isize * c.cs),
+            ..c
+        });
         let a = Mat {
             p: a.p.offset(i0 as isize * a.rs),
             ..a
@@ -361,6 +471,8 @@ unsafe fn gemm_parts<T: Elem + num_traits::Zero + 'static>(
                 with_reordered(ub, b, k, cols, 1, |b| product(dst, a, b))
             })
         }
+        // The block's bias while the block is in cache.
+        add_bias(dst, bias, rows, cols);
     };
     let split_cols = n >= m;
     let len = if split_cols { n } else { m };
