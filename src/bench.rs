@@ -51,8 +51,10 @@ pub struct Report {
     pub metrics: BTreeMap<String, f64>,
     /// Key → every repetition.
     pub samples: BTreeMap<String, Vec<f64>>,
-    /// With `--roof`: matmul key → the `gemm` crate's own samples, each taken right after the
-    /// same repetition of Eddy's (see [`matmul_with_roof`]).
+    /// With `--roof`: key → the roof's samples, each taken right after the same repetition of
+    /// Eddy's: for the matmul keys the `gemm` crate's own (see [`matmul_with_roof`]), for
+    /// `mlp_infer_us_per_fwd` the forward through the kernels alone (see
+    /// [`mlp_infer_with_roof`]).
     pub roof: BTreeMap<String, Vec<f64>>,
 }
 
@@ -102,8 +104,10 @@ impl Report {
                 .map(|(k, s)| (k.clone(), median(s).into()))
                 .collect();
             v["roof"] = serde_json::json!({
-                "what": "the gemm crate called directly on plain buffers (its own rayon split), \
-                         each repetition right after Eddy's",
+                "what": "each repetition right after Eddy's: for matmul, the gemm crate called \
+                         directly on plain buffers (its own rayon split); for mlp_infer, the \
+                         same forward through Eddy's single-row kernel on plain buffers, \
+                         without the engine",
                 "metrics": medians,
                 "samples": self.roof,
             });
@@ -452,6 +456,89 @@ pub fn mlp_infer() -> Result<Vec<f64>> {
     })
 }
 
+/// [`mlp_infer`] with its floor measured side by side: each repetition of Eddy's 300 synced
+/// forwards is followed by 300 of the same forward computed by calling Eddy's single-row
+/// kernel ([`eddy_ops::cpu::gemv::gemv`], both threads) straight on plain buffers, with the
+/// bias and ReLU in plain loops: no instruction, allocation or sync. The gap between the two
+/// is what the engine costs; the roof itself is bound by reading the model's 2.6 MB of
+/// weights, each core its half from its own L2. Returns (Eddy's samples, the roof's), the
+/// roof empty where the CPU lacks AVX2 and FMA.
+///
+/// # Errors
+///
+/// Engine errors, or the two forwards disagreeing.
+///
+/// # Examples
+///
+/// ```no_run
+/// // 2 × 300 forwards per repetition: run it from `eddy bench --roof`, not in a doctest.
+/// let (eddy, roof) = eddy::bench::mlp_infer_with_roof()?;
+/// assert!(roof.is_empty() || roof.len() == eddy.len()); // one pair per repetition
+/// # Ok::<(), eddy::Error>(())
+/// ```
+pub fn mlp_infer_with_roof() -> Result<(Vec<f64>, Vec<f64>)> {
+    manual_seed_all(0);
+    let model = mlp(&[784, 512, 512, 10])?;
+    let x = Tensor::randn([1, 784], 0.0, 1.0, DType::F32)?;
+    let _g = no_grad();
+    let params = (model.parameters().iter())
+        .map(|p| p.to_vec::<f32>())
+        .collect::<Result<Vec<_>>>()?;
+    let xv = x.to_vec::<f32>()?;
+    // Layer `l`'s output in `acts[l]`; weight `[out, in]` read as `Bᵀ` (row stride 1, column
+    // stride `in`), as `x @ w.t()` reads it.
+    let mut acts: Vec<Vec<f32>> = params.chunks(2).map(|p| vec![0.0; p[1].len()]).collect();
+    let layers = params.len() / 2;
+    let direct = |acts: &mut [Vec<f32>]| -> bool {
+        for (l, p) in params.chunks(2).enumerate() {
+            let (done, rest) = acts.split_at_mut(l);
+            let input = done.last().map_or(&xv[..], |a| &a[..]);
+            if !eddy_ops::cpu::gemv::gemv(input, &p[0], 1, input.len(), &mut rest[0]) {
+                return false;
+            }
+            let hidden = l + 1 < layers;
+            for (v, &b) in rest[0].iter_mut().zip(&p[1]) {
+                *v += b;
+                if hidden {
+                    *v = v.max(0.0);
+                }
+            }
+        }
+        true
+    };
+    let forwards = |n: usize| -> Result<()> {
+        for _ in 0..n {
+            model.forward(&x)?.sync()?;
+        }
+        Ok(())
+    };
+    if !direct(&mut acts) {
+        return Ok((mlp_infer()?, Vec::new()));
+    }
+    let want = model.forward(&x)?.to_vec::<f32>()?;
+    let worst = (want.iter().zip(acts.last().expect("three layers")))
+        .map(|(a, b)| (a - b).abs() / (1.0 + a.abs()))
+        .fold(0.0f32, f32::max);
+    check(
+        worst <= 1e-5,
+        "mlp_infer roof: the direct forward disagrees",
+    )?;
+    forwards(300)?; // warm-up
+    let (mut es, mut gs) = (Vec::new(), Vec::new());
+    for _ in 0..REPS {
+        let t = Instant::now();
+        forwards(300)?;
+        es.push(t.elapsed().as_secs_f64() * 1e6 / 300.0);
+        let t = Instant::now();
+        for _ in 0..300 {
+            direct(&mut acts);
+        }
+        std::hint::black_box(&acts);
+        gs.push(t.elapsed().as_secs_f64() * 1e6 / 300.0);
+    }
+    Ok((es, gs))
+}
+
 /// The resident set (`VmRSS`) and its peak (`VmHWM`) of this process, in MiB.
 ///
 /// # Examples
@@ -514,7 +601,8 @@ pub fn run_train_child() -> Result<Report> {
 /// A workload's error, or the child process failing.
 ///
 /// With `roof`, each matmul workload is measured side by side with the `gemm` crate called
-/// directly ([`matmul_with_roof`]); its figures go to [`Report::roof`].
+/// directly ([`matmul_with_roof`]), and the batch-1 forward beside its kernels alone
+/// ([`mlp_infer_with_roof`]); their figures go to [`Report::roof`].
 ///
 /// # Examples
 ///
@@ -567,7 +655,13 @@ pub fn run(
     if want("mlp_train_ms_per_step_nosync") {
         r.put("mlp_train_ms_per_step_nosync", mlp_train_nosync()?);
     }
-    if want("mlp_infer_us_per_fwd") {
+    if want("mlp_infer_us_per_fwd") && roof {
+        let (e, g) = mlp_infer_with_roof()?;
+        r.put("mlp_infer_us_per_fwd", e);
+        if !g.is_empty() {
+            r.roof.insert("mlp_infer_us_per_fwd".into(), g);
+        }
+    } else if want("mlp_infer_us_per_fwd") {
         r.put("mlp_infer_us_per_fwd", mlp_infer()?);
     }
     Ok(r)

@@ -117,6 +117,45 @@ fn bench_roof_measures_gemm_beside_each_matmul() {
     assert!(v.get("roof").is_none());
 }
 
+/// `--roof` measures the batch-1 forward beside the same forward through its kernels alone
+/// (where the CPU has the AVX2 and FMA the single-row kernel needs).
+#[test]
+fn bench_roof_measures_the_forward_beside_its_kernels() {
+    let out = eddy(&[
+        "bench",
+        "--json",
+        "--roof",
+        "--only",
+        "mlp_infer_us_per_fwd",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["samples"]["mlp_infer_us_per_fwd"]
+            .as_array()
+            .unwrap()
+            .len(),
+        7
+    );
+    let has_kernel = cfg!(target_arch = "x86_64") && {
+        #[cfg(target_arch = "x86_64")]
+        let k = std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma");
+        #[cfg(not(target_arch = "x86_64"))]
+        let k = false;
+        k
+    };
+    if has_kernel {
+        let samples = v["roof"]["samples"]["mlp_infer_us_per_fwd"]
+            .as_array()
+            .unwrap();
+        assert_eq!(samples.len(), 7);
+        assert!(samples.iter().all(|s| s.as_f64().unwrap() > 0.0));
+    } else {
+        assert!(v.get("roof").is_none());
+    }
+}
+
 #[test]
 fn bad_options_exit_with_code_2_and_a_message() {
     let cases: &[(&[&str], &str)] = &[

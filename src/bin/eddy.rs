@@ -25,7 +25,8 @@ usage:
       --trace FILE.json  --plot FILE.png (eddy-train.png)
   eddy bench [--json] [--threads N] [--only KEY,...] [--roof]
                            run the benchmark workloads (--roof: matmul beside the gemm
-                           crate called directly, repetition by repetition)
+                           crate called directly, the batch-1 forward beside its kernels
+                           alone, repetition by repetition)
   eddy repl                interactive tensor expressions (:help inside); also `eddy repl < script`
   eddy trace [--steps N (3) | --script FILE] [--out FILE.json (eddy-trace.json)]
              [--svg FILE.svg (next to --out)] [--sync-mode]
@@ -359,11 +360,7 @@ fn cmd_bench(args: &[String]) -> Result<(), Fail> {
             println!("{k:34} {v:>12.3}");
         }
         for (k, s) in &report.roof {
-            println!(
-                "{:34} {:>12.3}",
-                format!("(gemm roof) {k}"),
-                bench::median(s)
-            );
+            println!("{:34} {:>12.3}", format!("(roof) {k}"), bench::median(s));
         }
         println!("({notes}; {threads} threads; --json for the machine-readable report)");
     }

@@ -27,10 +27,24 @@ const PAR_MIN: usize = 32 * 1024;
 /// column stride `cs`, if this CPU has AVX2 and FMA and `B` has contiguous rows (`cs == 1`)
 /// or columns (`rs == 1`, a transposed weight). Returns whether it ran.
 ///
+/// Called directly (not through an instruction) by `eddy bench --roof`, as the floor of the
+/// batch-1 forward.
+///
 /// # Panics
 ///
 /// If `B` reaches past `b` (the caller checked the layout).
-pub(crate) fn gemv(x: &[f32], b: &[f32], rs: usize, cs: usize, y: &mut [f32]) -> bool {
+///
+/// # Examples
+///
+/// ```
+/// // `[1, 3] @ wᵀ` for `w` of `[2, 3]`: `B = wᵀ` has row stride 1 and column stride 3.
+/// let (x, w) = ([1f32, 2., 3.], [1f32, 0., -1., 2., 2., 2.]);
+/// let mut y = [0f32; 2];
+/// if eddy_ops::cpu::gemv::gemv(&x, &w, 1, 3, &mut y) {
+///     assert_eq!(y, [-2., 12.]);
+/// } // else this CPU lacks AVX2 and FMA: `matmul` takes the general path
+/// ```
+pub fn gemv(x: &[f32], b: &[f32], rs: usize, cs: usize, y: &mut [f32]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         if !(std::arch::is_x86_feature_detected!("avx2")

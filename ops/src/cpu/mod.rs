@@ -4,7 +4,7 @@
 pub mod copy;
 pub mod elementwise;
 pub mod fastmath;
-mod gemv;
+pub mod gemv;
 pub mod index;
 pub mod matmul;
 pub mod nn;
