@@ -481,10 +481,22 @@ pub fn mlp_infer_with_roof() -> Result<(Vec<f64>, Vec<f64>)> {
     let model = mlp(&[784, 512, 512, 10])?;
     let x = Tensor::randn([1, 784], 0.0, 1.0, DType::F32)?;
     let _g = no_grad();
-    let params = (model.parameters().iter())
-        .map(|p| p.to_vec::<f32>())
+    // Each buffer starts on a cache line, as the engine's blobs do: from a line's middle every
+    // 64-byte load of the kernel would split across two lines.
+    let aligned = |v: Vec<f32>| -> (Vec<f32>, usize) {
+        let mut buf = vec![0f32; v.len() + 16];
+        let at = buf.as_ptr().align_offset(64).min(16);
+        buf[at..at + v.len()].copy_from_slice(&v);
+        (buf, at)
+    };
+    let bufs = (model.parameters().iter())
+        .map(|p| Ok(aligned(p.to_vec::<f32>()?)))
         .collect::<Result<Vec<_>>>()?;
-    let xv = x.to_vec::<f32>()?;
+    let params: Vec<&[f32]> = (model.parameters().iter().zip(&bufs))
+        .map(|(p, (b, at))| &b[*at..*at + p.numel()])
+        .collect();
+    let (xbuf, xat) = aligned(x.to_vec::<f32>()?);
+    let xv = &xbuf[xat..xat + 784];
     // Layer `l`'s output in `acts[l]`; weight `[out, in]` read as `Bᵀ` (row stride 1, column
     // stride `in`), as `x @ w.t()` reads it.
     let mut acts: Vec<Vec<f32>> = params.chunks(2).map(|p| vec![0.0; p[1].len()]).collect();
@@ -492,12 +504,12 @@ pub fn mlp_infer_with_roof() -> Result<(Vec<f64>, Vec<f64>)> {
     let direct = |acts: &mut [Vec<f32>]| -> bool {
         for (l, p) in params.chunks(2).enumerate() {
             let (done, rest) = acts.split_at_mut(l);
-            let input = done.last().map_or(&xv[..], |a| &a[..]);
-            if !eddy_ops::cpu::gemv::gemv(input, &p[0], 1, input.len(), &mut rest[0]) {
+            let input = done.last().map_or(xv, |a| &a[..]);
+            if !eddy_ops::cpu::gemv::gemv(input, p[0], 1, input.len(), &mut rest[0]) {
                 return false;
             }
             let hidden = l + 1 < layers;
-            for (v, &b) in rest[0].iter_mut().zip(&p[1]) {
+            for (v, &b) in rest[0].iter_mut().zip(p[1]) {
                 *v += b;
                 if hidden {
                     *v = v.max(0.0);
