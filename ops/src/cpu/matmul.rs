@@ -182,10 +182,10 @@ fn run<T: Elem + num_traits::Zero>(
                     err = Some("addmm bias out of its storage".to_string());
                     return;
                 }
-                // SAFETY: every element `(i, j)` of the `m × n` bias, `oc + i*c_rs + j*c_cs`,
-                // is within `c` (the last one was checked just above).
+                // Every element `(i, j)` of the `m × n` bias, `oc + i*c_rs + j*c_cs`, is
+                // within `c` (the last one was checked just above).
                 true => Some(Mat {
-                    p: unsafe { c.as_ptr().add(oc) }.cast_mut(),
+                    p: c.as_ptr().wrapping_add(oc).cast_mut(),
                     rs: c_rs as isize,
                     cs: c_cs as isize,
                 }),
@@ -235,9 +235,7 @@ fn run<T: Elem + num_traits::Zero>(
                         cs: b_cs,
                     },
                     bias,
-                    m,
-                    n,
-                    k,
+                    [m, n, k],
                 )
             }
         },
@@ -390,9 +388,10 @@ unsafe impl<T: Send + Sync> Send for Mat<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send + Sync> Sync for Mat<T> {}
 
-/// `dst = a @ b` (`m × k` by `k × n`) as `parts` single-threaded gemm calls on the kernel pool,
-/// each computing a band of the output: columns when `n ≥ m`, else rows, in multiples of 16 so
-/// every band keeps whole micro-kernel tiles. One band per thread, each packing its own
+/// `dst = a @ b`, plus `bias` when given, for `[m, n, k]` (`m × k` by `k × n`) as `parts`
+/// single-threaded gemm calls on the kernel pool, each computing a band of the output (and
+/// adding its bias): columns when `n ≥ m`, else rows, in multiples of 16 so every band keeps
+/// whole micro-kernel tiles. One band per thread, each packing its own
 /// operands, measured faster than gemm's own rayon split from a non-rayon thread for every
 /// shape of the MLP workload (the hand-off to rayon's sleeping threads cost 15–20 µs a call).
 ///
@@ -407,9 +406,7 @@ unsafe fn gemm_parts<T: Elem + num_traits::Zero + 'static>(
     a: Mat<T>,
     b: Mat<T>,
     bias: Option<Mat<T>>,
-    m: usize,
-    n: usize,
-    k: usize,
+    [m, n, k]: [usize; 3],
 ) {
     // SAFETY: the caller's guarantee, for the block of `rows × cols` at `(i0, j0)`.
     let block = |i0: usize, j0: usize, rows: usize, cols: usize| unsafe {
