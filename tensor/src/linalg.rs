@@ -195,7 +195,12 @@ impl Tensor {
         // Rows of the product: every leading dim of `self` together.
         let lead = &self.dims()[..self.rank() - 1];
         let rows = eddy_ops::numel_of(lead);
-        let x = self.reshape([rows, in_f])?;
+        // 2-D input is used as it is (strided or not, as `matmul` reads it), without a
+        // reshape's handle and autograd node.
+        let x = match self.rank() {
+            2 => self.clone(),
+            _ => self.reshape([rows, in_f])?,
+        };
         let out = self.empty_like_shape(Shape::from(&[rows, out_f][..]), dt)?;
         let lc = b.layout().broadcast_to(out.shape());
         let k = km::matmul_bias(dt, x.layout().clone(), wt.layout().clone(), lc);
@@ -210,6 +215,9 @@ impl Tensor {
                 .transpose()?;
             Ok(vec![gx, gw, gb])
         });
+        if self.rank() == 2 {
+            return Ok(out);
+        }
         let mut dims = lead.to_vec();
         dims.push(out_f);
         out.reshape(dims)
