@@ -11,10 +11,10 @@ compile_error!("cfg(loom) and cfg(shuttle) are exclusive: build one model checke
 #[cfg(not(any(loom, shuttle)))]
 pub(crate) use parking_lot::{Condvar, Mutex};
 #[cfg(not(any(loom, shuttle)))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
 
 #[cfg(any(loom, shuttle))]
-pub(crate) use model::atomic::{AtomicBool, AtomicPtr, AtomicUsize};
+pub(crate) use model::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
 #[cfg(any(loom, shuttle))]
 pub(crate) use shim::{Condvar, Mutex};
 

@@ -23,6 +23,13 @@ const COLS: usize = 64;
 /// From this many multiply-adds on, the product is split over the kernel pool.
 const PAR_MIN: usize = 32 * 1024;
 
+/// Bands per pool thread: the threads' halves are not equally fast (the caller starts first,
+/// a core may be shared), and the faster one takes over the slower one's last bands.
+const BANDS: usize = 8;
+
+/// The fewest multiply-adds in a band (a claim is an atomic compare-and-swap).
+const BAND_MIN: usize = 8 * 1024;
+
 /// `y = x @ B` for one row `x` of length `k`, `B` starting at `b[0]` with row stride `rs` and
 /// column stride `cs`, if this CPU has AVX2 and FMA and `B` has contiguous rows (`cs == 1`)
 /// or columns (`rs == 1`, a transposed weight). Returns whether it ran.
@@ -87,8 +94,11 @@ pub fn gemv(x: &[f32], b: &[f32], rs: usize, cs: usize, y: &mut [f32]) -> bool {
     }
 }
 
-/// Runs `f(start, band)` over `y` cut into one band per pool thread (multiples of `unit`), or
-/// over all of `y` at once when the product is small.
+/// Runs `f(start, band)` over `y` cut into about [`BANDS`] bands per pool thread (multiples
+/// of `unit`, each at least [`BAND_MIN`] multiply-adds), or over all of `y` at once when the
+/// product is small. The caller claims bands from the front and the helper from the back
+/// (`eddy_vm::par`), so the two meet where their speeds put them, and each reads about the
+/// same rows, from its own L2, on every call.
 #[cfg(target_arch = "x86_64")]
 fn split(y: &mut [f32], k: usize, unit: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     let n = y.len();
@@ -97,8 +107,31 @@ fn split(y: &mut [f32], k: usize, unit: usize, f: impl Fn(usize, &mut [f32]) + S
         f(0, y);
         return;
     }
-    let band = n.div_ceil(threads).next_multiple_of(unit);
+    let band = n
+        .div_ceil(threads * BANDS)
+        .max(BAND_MIN.div_ceil(k))
+        .next_multiple_of(unit);
     eddy_vm::par::for_each_chunk_mut(y, band, f);
+}
+
+/// Checks that rows `start..start + n` of `w` (`k` elements each, `ld` apart) lie in `w`, and
+/// returns the pointer to row `start + j`, for `j < n`.
+///
+/// # Panics
+///
+/// If they do not (the caller checked the layout).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn rows_of(k: usize, w: &[f32], ld: usize, start: usize, n: usize) -> impl Fn(usize) -> *const f32 {
+    assert!(
+        n == 0 || (start + n - 1) * ld + k <= w.len(),
+        "gemv: rows {start}..{} of {k} past B's {} elements",
+        start + n,
+        w.len()
+    );
+    let wp = w.as_ptr();
+    // `wrapping_add`: computing the pointer is safe; reading it is `dot_rows`', within bounds.
+    move |j| wp.wrapping_add((start + j) * ld)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -111,19 +144,20 @@ mod avx2 {
     ///
     /// # Safety
     ///
-    /// The CPU has AVX2 and FMA. (Bounds are checked: rows are sliced from `w`.)
+    /// The CPU has AVX2 and FMA. (Bounds are checked once per band, by [`super::rows_of`].)
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn dot_band(x: &[f32], w: &[f32], ld: usize, start: usize, y: &mut [f32]) {
-        let k = x.len();
-        let row = |j: usize| &w[(start + j) * ld..(start + j) * ld + k];
+        let row = super::rows_of(x.len(), w, ld, start, y.len());
         let mut j = 0;
         while j + ROWS <= y.len() {
-            let r = dot_rows(x, [row(j), row(j + 1), row(j + 2), row(j + 3)]);
+            // SAFETY: `row` checked every row of the band against `w`.
+            let r = unsafe { dot_rows(x, [row(j), row(j + 1), row(j + 2), row(j + 3)]) };
             y[j..j + ROWS].copy_from_slice(&r);
             j += ROWS;
         }
         while j < y.len() {
-            y[j] = dot_rows(x, [row(j)])[0];
+            // SAFETY: as above.
+            y[j] = unsafe { dot_rows(x, [row(j)])[0] };
             j += 1;
         }
     }
@@ -131,9 +165,13 @@ mod avx2 {
     /// The dot products of `x` with `R` rows of its length: per row two 8-lane FMA
     /// accumulators over 16-element steps, added lane-wise and reduced pairwise, then the tail
     /// one FMA at a time.
+    ///
+    /// # Safety
+    ///
+    /// Each of `rows` points to `x.len()` readable elements.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    fn dot_rows<const R: usize>(x: &[f32], rows: [&[f32]; R]) -> [f32; R] {
+    unsafe fn dot_rows<const R: usize>(x: &[f32], rows: [*const f32; R]) -> [f32; R] {
         let k = x.len();
         let full = k / 16 * 16;
         let mut acc = [[_mm256_setzero_ps(); 2]; R];
@@ -145,7 +183,7 @@ mod avx2 {
                 let x0 = _mm256_loadu_ps(xp.add(i));
                 let x1 = _mm256_loadu_ps(xp.add(i + 8));
                 for r in 0..R {
-                    let p = rows[r].as_ptr().add(i);
+                    let p = rows[r].add(i);
                     acc[r][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(p), acc[r][0]);
                     acc[r][1] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(p.add(8)), acc[r][1]);
                 }
@@ -159,8 +197,9 @@ mod avx2 {
             let q = _mm_add_ps(q, _mm_movehl_ps(q, q));
             let q = _mm_add_ss(q, _mm_shuffle_ps::<1>(q, q));
             let mut t = _mm_cvtss_f32(q);
-            for (a, b) in x[full..].iter().zip(&rows[r][full..]) {
-                t = a.mul_add(*b, t);
+            for (i, a) in x.iter().enumerate().skip(full) {
+                // SAFETY: `i < k`.
+                t = a.mul_add(unsafe { *rows[r].add(i) }, t);
             }
             out[r] = t;
         }
@@ -227,19 +266,32 @@ mod avx512 {
     ///
     /// # Safety
     ///
-    /// The CPU has AVX-512F. (Bounds are checked: rows are sliced from `w`.)
+    /// The CPU has AVX-512F. (Bounds are checked once per band, by [`super::rows_of`].)
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn dot_band(x: &[f32], w: &[f32], ld: usize, start: usize, y: &mut [f32]) {
-        let k = x.len();
-        let row = |j: usize| &w[(start + j) * ld..(start + j) * ld + k];
+        let row = super::rows_of(x.len(), w, ld, start, y.len());
         let mut j = 0;
         while j + 2 * ROWS <= y.len() {
-            let r = dot_rows(x, std::array::from_fn::<_, { 2 * ROWS }, _>(|q| row(j + q)));
+            // (Eight pointers in registers: `array::from_fn` built them on the stack, out of
+            // line, and reloading them stalled on store forwarding, 8 % of the kernel.)
+            let rows = [
+                row(j),
+                row(j + 1),
+                row(j + 2),
+                row(j + 3),
+                row(j + 4),
+                row(j + 5),
+                row(j + 6),
+                row(j + 7),
+            ];
+            // SAFETY: `row` checked every row of the band against `w`.
+            let r = unsafe { dot_rows(x, rows) };
             y[j..j + 2 * ROWS].copy_from_slice(&r);
             j += 2 * ROWS;
         }
         while j < y.len() {
-            y[j] = dot_rows(x, [row(j)])[0];
+            // SAFETY: as above.
+            y[j] = unsafe { dot_rows(x, [row(j)])[0] };
             j += 1;
         }
     }
@@ -247,9 +299,13 @@ mod avx512 {
     /// Per row two 16-lane FMA accumulators over 32-element steps, one more 16-element step
     /// into the first when 16 or more remain, the two added and reduced, then the tail one FMA
     /// at a time.
+    ///
+    /// # Safety
+    ///
+    /// Each of `rows` points to `x.len()` readable elements.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    fn dot_rows<const R: usize>(x: &[f32], rows: [&[f32]; R]) -> [f32; R] {
+    unsafe fn dot_rows<const R: usize>(x: &[f32], rows: [*const f32; R]) -> [f32; R] {
         let k = x.len();
         let full = k / 32 * 32;
         let half = if k - full >= 16 { full + 16 } else { full };
@@ -262,7 +318,7 @@ mod avx512 {
                 let x0 = _mm512_loadu_ps(xp.add(i));
                 let x1 = _mm512_loadu_ps(xp.add(i + 16));
                 for r in 0..R {
-                    let p = rows[r].as_ptr().add(i);
+                    let p = rows[r].add(i);
                     acc[r][0] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(p), acc[r][0]);
                     acc[r][1] = _mm512_fmadd_ps(x1, _mm512_loadu_ps(p.add(16)), acc[r][1]);
                 }
@@ -274,7 +330,7 @@ mod avx512 {
             unsafe {
                 let x0 = _mm512_loadu_ps(xp.add(full));
                 for r in 0..R {
-                    let p = rows[r].as_ptr().add(full);
+                    let p = rows[r].add(full);
                     acc[r][0] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(p), acc[r][0]);
                 }
             }
@@ -282,8 +338,9 @@ mod avx512 {
         let mut out = [0f32; R];
         for r in 0..R {
             let mut t = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
-            for (a, b) in x[half..].iter().zip(&rows[r][half..]) {
-                t = a.mul_add(*b, t);
+            for (i, a) in x.iter().enumerate().skip(half) {
+                // SAFETY: `i < k`.
+                t = a.mul_add(unsafe { *rows[r].add(i) }, t);
             }
             out[r] = t;
         }
