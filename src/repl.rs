@@ -63,6 +63,8 @@ commands:
 /// assert_eq!(Value::Num(3.0, true).to_string(), "3");
 /// assert_eq!(Value::Num(0.5, false).to_string(), "0.5");
 /// assert_eq!(Value::Num(2f64.powi(63), true).to_string(), "9223372036854775808");
+/// assert_eq!(Value::int(3).to_string(), "3"); // `Num(3.0, true)`
+/// assert_eq!(Value::int((1 << 53) + 1).to_string(), "9007199254740993"); // `Int`, exact
 /// let list = Value::List(vec![Value::Bool(true), Value::Str("hi".into()), Value::Unit]);
 /// assert_eq!(list.to_string(), r#"[true, "hi", ]"#);
 /// ```
@@ -72,6 +74,10 @@ pub enum Value {
     Tensor(Tensor),
     /// A number; `true` if it was written or computed as an integer.
     Num(f64, bool),
+    /// An integer that `i64` holds but `f64` does not, exactly: beyond ±2^53 (smaller ones
+    /// are `Num(_, true)`; see [`Value::int`]). Literals, integer arithmetic, `item()` and
+    /// `tolist()` of `i64` tensors keep it exact, as Python's `int` does.
+    Int(i64),
     /// A boolean.
     Bool(bool),
     /// A list.
@@ -84,6 +90,34 @@ pub enum Value {
     Unit,
 }
 
+impl Value {
+    /// The integer `i`: `Num(i as f64, true)` where `f64` holds it exactly, else `Int(i)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::repl::Value;
+    /// assert!(matches!(Value::int(-(1 << 53)), Value::Num(x, true) if x == -(2f64.powi(53))));
+    /// assert!(matches!(Value::int(i64::MAX), Value::Int(i64::MAX)));
+    /// ```
+    pub fn int(i: i64) -> Value {
+        if i.unsigned_abs() <= 1 << 53 {
+            Value::Num(i as f64, true)
+        } else {
+            Value::Int(i)
+        }
+    }
+
+    /// This value as an exact `i64`, if it is an integer within `i64`'s range.
+    fn exact_int(&self) -> Option<i64> {
+        match *self {
+            Value::Int(i) => Some(i),
+            Value::Num(x, true) if fits_i64(x) => Some(x as i64),
+            _ => None,
+        }
+    }
+}
+
 impl std::fmt::Display for Value {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -93,6 +127,7 @@ impl std::fmt::Display for Value {
             // 9223372036854775808, not `i64::MAX`), or `inf`.
             Value::Num(v, true) => write!(f, "{v:.0}"),
             Value::Num(v, false) => write!(f, "{v}"),
+            Value::Int(i) => write!(f, "{i}"),
             Value::Bool(b) => write!(f, "{b}"),
             Value::List(l) => {
                 write!(f, "[")?;
@@ -303,6 +338,7 @@ impl Session {
     fn eval(&mut self, e: &Expr) -> R<Value> {
         Ok(match e {
             Expr::Num(v, int) => Value::Num(*v, *int),
+            Expr::Int(i) => Value::int(*i),
             Expr::Str(s) => Value::Str(s.clone()),
             Expr::Var(name) => self.var(name)?,
             Expr::List(items) => {
@@ -316,6 +352,9 @@ impl Session {
             }
             Expr::Neg(x) => match self.eval(x)? {
                 Value::Num(v, i) => Value::Num(-v, i),
+                Value::Int(i) => i
+                    .checked_neg()
+                    .map_or(Value::Num(-(i as f64), true), Value::int),
                 Value::Tensor(t) => Value::Tensor(t.neg().map_err(err)?),
                 v => return Err(format!("cannot negate {}", kind(&v))),
             },
@@ -541,6 +580,18 @@ fn num_like(c: f64, int: bool, other: &Tensor) -> R<Tensor> {
     .map_err(err)
 }
 
+/// The integer `i` as the 0-d tensor that meets the tensor `other`: exactly, of `other`'s
+/// dtype, where that is an integer dtype (wrapping past it, as [`num_like`]); `i64` for a
+/// bool tensor; else as `num_like` converts its `f64` value.
+fn int_like(i: i64, other: &Tensor) -> R<Tensor> {
+    match other.dtype() {
+        DType::I64 | DType::Bool => Tensor::scalar(i).map_err(err),
+        DType::I32 => Tensor::scalar(i as i32).map_err(err), // wraps
+        DType::U8 => Tensor::scalar(i as u8).map_err(err),   // wraps
+        _ => num_like(i as f64, true, other),
+    }
+}
+
 fn parse_dtype(n: &str) -> Option<DType> {
     Some(match n {
         "f32" | "float32" | "float" => DType::F32,
@@ -558,7 +609,7 @@ fn parse_dtype(n: &str) -> Option<DType> {
 fn kind(v: &Value) -> &'static str {
     match v {
         Value::Tensor(_) => "a tensor",
-        Value::Num(..) => "a number",
+        Value::Num(..) | Value::Int(_) => "a number",
         Value::Bool(_) => "a boolean",
         Value::List(_) => "a list",
         Value::DType(_) => "a dtype",
@@ -572,6 +623,7 @@ fn as_tensor(v: Value, what: &str) -> R<Tensor> {
         Value::Tensor(t) => Ok(t),
         Value::Num(x, true) => Tensor::scalar(x as i64).map_err(err),
         Value::Num(x, false) => Tensor::scalar(x as f32).map_err(err),
+        Value::Int(i) => Tensor::scalar(i).map_err(err),
         Value::Bool(b) => Tensor::scalar(b).map_err(err),
         Value::List(_) => list_tensor(&v, None),
         v => Err(format!("{what}: expected a tensor, got {}", kind(&v))),
@@ -581,6 +633,7 @@ fn as_tensor(v: Value, what: &str) -> R<Tensor> {
 fn as_num(v: &Value, what: &str) -> R<f64> {
     match v {
         Value::Num(x, _) => Ok(*x),
+        Value::Int(i) => Ok(*i as f64),
         Value::Bool(b) => Ok(f64::from(u8::from(*b))),
         Value::Tensor(t) if t.numel() == 1 => t.to_scalar().map_err(err),
         v => Err(format!("{what}: expected a number, got {}", kind(v))),
@@ -588,6 +641,9 @@ fn as_num(v: &Value, what: &str) -> R<f64> {
 }
 
 fn as_int(v: &Value, what: &str) -> R<i64> {
+    if let Value::Int(i) = v {
+        return Ok(*i);
+    }
     let x = as_num(v, what)?;
     if x.fract() != 0.0 {
         return Err(format!("{what}: expected an integer, got {x}"));
@@ -604,6 +660,7 @@ fn as_bool(v: &Value, what: &str) -> R<bool> {
     match v {
         Value::Bool(b) => Ok(*b),
         Value::Num(x, _) => Ok(*x != 0.0),
+        Value::Int(_) => Ok(true), // never 0
         v => Err(format!("{what}: expected true or false, got {}", kind(v))),
     }
 }
@@ -711,14 +768,18 @@ impl Args {
 /// Builds a tensor from a number or a (nested) list, as `torch.tensor`: every number at one
 /// depth and the lists at each depth of one length. Without `dtype`, booleans alone give
 /// `bool`, integers (with or without booleans) `i64`, and a fraction or no number at all
-/// (`tensor([])`) `f32`. The values are converted once, from their `f64`, to the dtype; an
-/// integer dtype refuses a value outside `i64`'s range instead of saturating.
+/// (`tensor([])`) `f32`. An `i64` tensor takes its integers exactly; otherwise the values
+/// are converted once, from their `f64`, to the dtype. An integer dtype refuses a value
+/// outside `i64`'s range instead of saturating.
 fn list_tensor(v: &Value, dtype: Option<DType>) -> R<Tensor> {
     /// What the walk has gathered.
     #[derive(Default)]
     struct Walk {
         shape: Vec<usize>,
         vals: Vec<f64>,
+        /// The same values as `i64`s: exact for integers, fractions truncated toward zero as
+        /// `to_dtype` truncates them (used for an `i64` result).
+        ints: Vec<i64>,
         /// Whether a number was seen: the shape is complete then, and a list one level deeper
         /// than every list before it (`[1, [2]]`) is ragged.
         leaf: bool,
@@ -758,11 +819,20 @@ fn list_tensor(v: &Value, dtype: Option<DType>) -> R<Tensor> {
                         self.huge = Some(Value::Num(x, int));
                     }
                     self.vals.push(x);
+                    self.ints.push(x as i64);
+                    Ok(())
+                }
+                &Value::Int(i) if self.shape.len() == depth => {
+                    self.leaf = true;
+                    self.int = true;
+                    self.vals.push(i as f64);
+                    self.ints.push(i);
                     Ok(())
                 }
                 &Value::Bool(b) if self.shape.len() == depth => {
                     self.leaf = true;
                     self.vals.push(f64::from(u8::from(b)));
+                    self.ints.push(i64::from(b));
                     Ok(())
                 }
                 _ => Err(RAGGED.into()),
@@ -782,6 +852,9 @@ fn list_tensor(v: &Value, dtype: Option<DType>) -> R<Tensor> {
         return Err(format!(
             "tensor: {h} is outside the range of i64 (overflow)"
         ));
+    }
+    if dtype == DType::I64 {
+        return Tensor::from_vec(w.ints, w.shape).map_err(err);
     }
     Tensor::from_vec(w.vals, w.shape)
         .and_then(|t| t.to_dtype(dtype))
@@ -807,7 +880,7 @@ fn call(name: &str, mut a: Args) -> R<Value> {
         "full" => {
             // PyTorch infers the dtype from the fill value: an integer gives i64, a bool bool.
             let dt = match a.pos.get(1) {
-                Some(Value::Num(_, true)) => DType::I64,
+                Some(Value::Num(_, true) | Value::Int(_)) => DType::I64,
                 Some(Value::Bool(_)) => DType::Bool,
                 _ => DType::F32,
             };
@@ -820,6 +893,11 @@ fn call(name: &str, mut a: Args) -> R<Value> {
             }
             .dims(f)?;
             check_rank(f, dims.len())?;
+            if let (&Value::Int(i), DType::I64) = (&a.pos[1], dt) {
+                // Exactly: `Tensor::full` takes an `f64`.
+                let one = Tensor::scalar(i).map_err(err)?;
+                return t(one.broadcast_to(dims).and_then(|o| o.contiguous()));
+            }
             t(Tensor::full(dims, as_num(&a.pos[1], f)?, dt))?
         }
         "eye" => {
@@ -829,7 +907,10 @@ fn call(name: &str, mut a: Args) -> R<Value> {
             t(Tensor::eye(as_usize(&a.pos[0], f)?, dt))?
         }
         "arange" => {
-            let all_int = a.pos.iter().all(|v| matches!(v, Value::Num(_, true)));
+            let all_int = a
+                .pos
+                .iter()
+                .all(|v| matches!(v, Value::Num(_, true) | Value::Int(_)));
             let dt = a.dtype(f, if all_int { DType::I64 } else { DType::F32 })?;
             a.done(f)?;
             a.arity(f, 1, 3)?;
@@ -900,6 +981,11 @@ fn call(name: &str, mut a: Args) -> R<Value> {
                 (Value::Num(v, int), Value::Tensor(y)) => (num_like(v, int, &y)?, y),
                 (Value::Tensor(x), Value::Num(v, int)) => {
                     let y = num_like(v, int, &x)?;
+                    (x, y)
+                }
+                (Value::Int(i), Value::Tensor(y)) => (int_like(i, &y)?, y),
+                (Value::Tensor(x), Value::Int(i)) => {
+                    let y = int_like(i, &x)?;
                     (x, y)
                 }
                 (x, y) => (as_tensor(x, f)?, as_tensor(y, f)?),
@@ -1106,7 +1192,10 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
                     _ => x.mul_scalar_(*c),
                 });
             }
-            let y = as_tensor(arg, f)?;
+            let y = match arg {
+                Value::Int(i) => int_like(i, &x)?,
+                arg => as_tensor(arg, f)?,
+            };
             t(match name {
                 "add_" => x.add_(&y),
                 "sub_" => x.sub_(&y),
@@ -1473,6 +1562,9 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
                     x.numel()
                 ));
             }
+            if x.dtype() == DType::I64 {
+                return Ok(Value::int(x.item::<i64>().map_err(err)?));
+            }
             let v = x.to_scalar().map_err(err)?;
             match x.dtype() {
                 DType::Bool => Value::Bool(v != 0.0),
@@ -1494,14 +1586,18 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
                     x.dims()
                 ));
             }
+            // Python's element types: bool, int (exact for `i64`) or float.
+            if x.dtype() == DType::I64 {
+                let vals = x.to_vec::<i64>().map_err(err)?;
+                return Ok(nest(x.dims(), &vals, Value::int));
+            }
             let vals = x.to_f64_vec().map_err(err)?;
-            // Python's element types: bool, int or float.
             let leaf = match x.dtype() {
                 DType::Bool => |v: f64| Value::Bool(v != 0.0),
                 d if d.is_float() => |v: f64| Value::Num(v, false),
                 _ => |v: f64| Value::Num(v, true),
             };
-            fn nest(dims: &[usize], vals: &[f64], leaf: fn(f64) -> Value) -> Value {
+            fn nest<T: Copy>(dims: &[usize], vals: &[T], leaf: fn(T) -> Value) -> Value {
                 match dims.split_first() {
                     None => leaf(vals[0]),
                     Some((&n, rest)) => {
@@ -1549,6 +1645,40 @@ enum Op {
 fn binary(op: Op, a: Value, b: Value) -> R<Value> {
     use Op::*;
     let t = |r: crate::Result<Tensor>| r.map(Value::Tensor).map_err(err);
+    // Integers within `i64` compute exactly, as Python's do; one that overflows `i64` goes on
+    // as an `f64` below (`2 ** 63` is 9223372036854775808.0's integer).
+    if let (Some(x), Some(y)) = (a.exact_int(), b.exact_int()) {
+        let r = match op {
+            Add => x.checked_add(y),
+            Sub => x.checked_sub(y),
+            Mul => x.checked_mul(y),
+            Pow => u32::try_from(y).ok().and_then(|y| x.checked_pow(y)),
+            Max => Some(x.max(y)),
+            Min => Some(x.min(y)),
+            Eq => return Ok(Value::Bool(x == y)),
+            Ne => return Ok(Value::Bool(x != y)),
+            Lt => return Ok(Value::Bool(x < y)),
+            Le => return Ok(Value::Bool(x <= y)),
+            Gt => return Ok(Value::Bool(x > y)),
+            Ge => return Ok(Value::Bool(x >= y)),
+            Div | Matmul => None,
+        };
+        if let Some(r) = r {
+            return Ok(Value::int(r));
+        }
+    }
+    // An `Int` meets a tensor as a 0-d tensor, exactly where the tensor is an integer one;
+    // meets a number as its `f64`.
+    let (a, b) = match (a, b) {
+        (Value::Int(i), Value::Tensor(y)) => (Value::Tensor(int_like(i, &y)?), Value::Tensor(y)),
+        (Value::Tensor(x), Value::Int(i)) => {
+            let y = int_like(i, &x)?;
+            (Value::Tensor(x), Value::Tensor(y))
+        }
+        (Value::Int(i), b) => (Value::Num(i as f64, true), b),
+        (a, Value::Int(i)) => (a, Value::Num(i as f64, true)),
+        ab => ab,
+    };
     match (a, b) {
         (Value::Num(x, xi), Value::Num(y, yi)) => {
             let int = xi && yi;
@@ -1654,6 +1784,8 @@ fn binary(op: Op, a: Value, b: Value) -> R<Value> {
 enum Tok {
     Ident(String),
     Num(f64, bool),
+    /// An integer literal beyond ±2^53 that `i64` holds (see [`Value::Int`]).
+    Int(i64),
     Str(String),
     Sym(&'static str),
 }
@@ -1699,10 +1831,15 @@ fn lex(s: &str) -> R<Vec<Tok>> {
                 }
             }
             let text: String = s[st..i].chars().filter(|&c| c != '_').collect();
-            let v: f64 = text
-                .parse()
-                .map_err(|_| format!("bad number `{}`", &s[st..i]))?;
-            out.push(Tok::Num(v, int));
+            match text.parse::<i64>() {
+                Ok(v) if int && v.unsigned_abs() > 1 << 53 => out.push(Tok::Int(v)),
+                _ => {
+                    let v: f64 = text
+                        .parse()
+                        .map_err(|_| format!("bad number `{}`", &s[st..i]))?;
+                    out.push(Tok::Num(v, int));
+                }
+            }
         } else if c.is_ascii_alphabetic() || c == '_' {
             let st = i;
             while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
@@ -1730,6 +1867,7 @@ type CallArgs = Vec<(Option<String>, Expr)>;
 #[derive(Clone, Debug)]
 enum Expr {
     Num(f64, bool),
+    Int(i64),
     Str(String),
     Var(String),
     List(Vec<Expr>),
@@ -1802,6 +1940,7 @@ impl Parser {
             None => "the end of the line".into(),
             Some(Tok::Ident(s)) => format!("`{s}`"),
             Some(Tok::Num(v, _)) => format!("`{v}`"),
+            Some(Tok::Int(i)) => format!("`{i}`"),
             Some(Tok::Str(s)) => format!("{s:?}"),
             Some(Tok::Sym(s)) => format!("`{s}`"),
         }
@@ -2004,6 +2143,10 @@ impl Parser {
                 self.pos += 1;
                 Ok((Expr::Num(v, int), 1))
             }
+            Some(Tok::Int(i)) => {
+                self.pos += 1;
+                Ok((Expr::Int(i), 1))
+            }
             Some(Tok::Str(s)) => {
                 self.pos += 1;
                 Ok((Expr::Str(s), 1))
@@ -2050,6 +2193,71 @@ mod tests {
             Ok(Outcome::Print(p)) => p,
             other => panic!("{line}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn integers_beyond_2_pow_53_stay_exact() {
+        let mut s = session();
+        // Literals and integer arithmetic, as Python's `int` (2^53 + 1 is not an `f64`).
+        assert_eq!(out(&mut s, "9007199254740993"), "9007199254740993");
+        assert_eq!(out(&mut s, "2 ** 53 + 1"), "9007199254740993");
+        assert_eq!(out(&mut s, "-9007199254740993 - 2"), "-9007199254740995");
+        assert_eq!(out(&mut s, "9007199254740993 == 9007199254740992"), "false");
+        assert_eq!(out(&mut s, "9007199254740993 / 1"), "9007199254740992"); // a float
+        // Past `i64` an integer goes on as the `f64` it is.
+        assert_eq!(
+            out(&mut s, "9223372036854775807 + 1"),
+            "9223372036854775808"
+        );
+        assert_eq!(
+            out(&mut s, "-(-9223372036854775807 - 1)"),
+            "9223372036854775808"
+        );
+        // Into and out of `i64` tensors, exactly.
+        out(
+            &mut s,
+            "let x = tensor([9007199254740993, -9007199254740995, 1])",
+        );
+        assert_eq!(out(&mut s, "x.dtype"), "i64");
+        assert_eq!(
+            out(&mut s, "x.tolist()"),
+            "[9007199254740993, -9007199254740995, 1]"
+        );
+        assert_eq!(out(&mut s, "x[0].item()"), "9007199254740993");
+        assert_eq!(out(&mut s, "(x + 2).tolist()[0]"), "9007199254740995");
+        assert_eq!(out(&mut s, "(x - 9007199254740993).tolist()[0]"), "0");
+        assert_eq!(
+            out(&mut s, "(9007199254740993 - x).tolist()[2]"),
+            "9007199254740992"
+        );
+        assert_eq!(
+            out(&mut s, "x.eq(9007199254740993).tolist()"),
+            "[true, false, false]"
+        );
+        assert_eq!(out(&mut s, "(x == 9007199254740992).sum().item()"), "0");
+        assert_eq!(
+            out(&mut s, "where(x.gt(0), 9007199254740995, x).tolist()"),
+            "[9007199254740995, -9007199254740995, 9007199254740995]"
+        );
+        assert_eq!(
+            out(&mut s, "full([2], 9007199254740993).tolist()"),
+            "[9007199254740993, 9007199254740993]"
+        );
+        out(&mut s, "x.add_(9007199254740993)");
+        assert_eq!(out(&mut s, "x.tolist()[2]"), "9007199254740994");
+        // Other integer dtypes wrap, as PyTorch's scalar operands do (2^53 + 1 ≡ 1 mod 256).
+        assert_eq!(
+            out(
+                &mut s,
+                "(tensor([1], dtype=u8) + 9007199254740993).tolist()"
+            ),
+            "[2]"
+        );
+        // An `f64` tensor takes the nearest `f64`.
+        assert_eq!(
+            out(&mut s, "tensor([9007199254740993], dtype=f64).item()"),
+            "9007199254740992"
+        );
     }
 
     #[test]
