@@ -580,15 +580,22 @@ fn num_like(c: f64, int: bool, other: &Tensor) -> R<Tensor> {
     .map_err(err)
 }
 
-/// The integer `i` as the 0-d tensor that meets the tensor `other`: exactly, of `other`'s
-/// dtype, where that is an integer dtype (wrapping past it, as [`num_like`]); `i64` for a
-/// bool tensor; else as `num_like` converts its `f64` value.
-fn int_like(i: i64, other: &Tensor) -> R<Tensor> {
-    match other.dtype() {
-        DType::I64 | DType::Bool => Tensor::scalar(i).map_err(err),
-        DType::I32 => Tensor::scalar(i as i32).map_err(err), // wraps
-        DType::U8 => Tensor::scalar(i as u8).map_err(err),   // wraps
-        _ => num_like(i as f64, true, other),
+/// Whether `v` is a number (`Num` or `Int`).
+fn is_number(v: &Value) -> bool {
+    matches!(v, Value::Num(..) | Value::Int(_))
+}
+
+/// The number `v` as the 0-d tensor that meets the tensor `other`, as [`num_like`]; an
+/// `Int` exactly where `other` has an integer dtype (wrapping past it), `i64` beside a bool
+/// tensor.
+fn number_like(v: &Value, other: &Tensor) -> R<Tensor> {
+    match (v, other.dtype()) {
+        (&Value::Int(i), DType::I64 | DType::Bool) => Tensor::scalar(i).map_err(err),
+        (&Value::Int(i), DType::I32) => Tensor::scalar(i as i32).map_err(err), // wraps
+        (&Value::Int(i), DType::U8) => Tensor::scalar(i as u8).map_err(err),   // wraps
+        (&Value::Int(i), _) => num_like(i as f64, true, other),
+        (&Value::Num(c, int), _) => num_like(c, int, other),
+        _ => Err(format!("expected a number, got {}", kind(v))),
     }
 }
 
@@ -978,14 +985,9 @@ fn call(name: &str, mut a: Args) -> R<Value> {
             // A number beside a tensor takes the tensor's dtype, as PyTorch's scalar operands
             // (`where(c, 0.1, x)` of an f64 `x` is f64's 0.1, not f32's).
             let (x, y) = match (x, y) {
-                (Value::Num(v, int), Value::Tensor(y)) => (num_like(v, int, &y)?, y),
-                (Value::Tensor(x), Value::Num(v, int)) => {
-                    let y = num_like(v, int, &x)?;
-                    (x, y)
-                }
-                (Value::Int(i), Value::Tensor(y)) => (int_like(i, &y)?, y),
-                (Value::Tensor(x), Value::Int(i)) => {
-                    let y = int_like(i, &x)?;
+                (x, Value::Tensor(y)) if is_number(&x) => (number_like(&x, &y)?, y),
+                (Value::Tensor(x), y) if is_number(&y) => {
+                    let y = number_like(&y, &x)?;
                     (x, y)
                 }
                 (x, y) => (as_tensor(x, f)?, as_tensor(y, f)?),
@@ -1193,7 +1195,7 @@ fn method(recv: Value, name: &str, mut a: Args) -> R<Value> {
                 });
             }
             let y = match arg {
-                Value::Int(i) => int_like(i, &x)?,
+                Value::Int(_) => number_like(&arg, &x)?,
                 arg => as_tensor(arg, f)?,
             };
             t(match name {
@@ -1667,17 +1669,16 @@ fn binary(op: Op, a: Value, b: Value) -> R<Value> {
             return Ok(Value::int(r));
         }
     }
-    // An `Int` meets a tensor as a 0-d tensor, exactly where the tensor is an integer one;
-    // meets a number as its `f64`.
-    let (a, b) = match (a, b) {
-        (Value::Int(i), Value::Tensor(y)) => (Value::Tensor(int_like(i, &y)?), Value::Tensor(y)),
-        (Value::Tensor(x), Value::Int(i)) => {
-            let y = int_like(i, &x)?;
-            (Value::Tensor(x), Value::Tensor(y))
-        }
-        (Value::Int(i), b) => (Value::Num(i as f64, true), b),
-        (a, Value::Int(i)) => (a, Value::Num(i as f64, true)),
-        ab => ab,
+    // Beside another number an `Int` is its `f64`; beside a tensor or a list it takes the
+    // path of `Num` operands that meet the other's dtype (below), exactly (`number_like`).
+    let (a, b) = if is_number(&a) && is_number(&b) {
+        let float = |v| match v {
+            Value::Int(i) => Value::Num(i as f64, true),
+            v => v,
+        };
+        (float(a), float(b))
+    } else {
+        (a, b)
     };
     match (a, b) {
         (Value::Num(x, xi), Value::Num(y, yi)) => {
@@ -1735,13 +1736,13 @@ fn binary(op: Op, a: Value, b: Value) -> R<Value> {
             // A number meets the other operand's dtype, converted once from its f64 value
             // (`2 / t` stays f32 for an f32 `t`; `0.1 ** t` is f64's 0.1 for an f64 `t`).
             let (x, y) = match (a, b) {
-                (Value::Num(c, int), b) => {
+                (a, b) if is_number(&a) => {
                     let y = as_tensor(b, "operator")?;
-                    (num_like(c, int, &y)?, y)
+                    (number_like(&a, &y)?, y)
                 }
-                (a, Value::Num(c, int)) => {
+                (a, b) if is_number(&b) => {
                     let x = as_tensor(a, "operator")?;
-                    let y = num_like(c, int, &x)?;
+                    let y = number_like(&b, &x)?;
                     (x, y)
                 }
                 (a, b) => (as_tensor(a, "operator")?, as_tensor(b, "operator")?),
@@ -2242,6 +2243,10 @@ mod tests {
         assert_eq!(
             out(&mut s, "full([2], 9007199254740993).tolist()"),
             "[9007199254740993, 9007199254740993]"
+        );
+        assert_eq!(
+            out(&mut s, "([1, 2] + 9007199254740993).tolist()"),
+            "[9007199254740994, 9007199254740995]"
         );
         out(&mut s, "x.add_(9007199254740993)");
         assert_eq!(out(&mut s, "x.tolist()[2]"), "9007199254740994");

@@ -18,10 +18,11 @@
 //! (`lo`), the helpers from the back (`hi - 1`). So a job cut finer than one chunk per thread
 //! balances itself, and the caller and a single helper meet where their speeds put them; and a
 //! kernel run again on the same data gives each thread about the same part as last time, still
-//! in its core's cache (on a 2 MiB L2 a batch-1 forward's weights stay there between calls). Then it withdraws the offer from each helper (a compare-and-swap
-//! back to null): a withdrawn offer was never seen, so it un-counts it; an offer a helper took
-//! (its own compare-and-swap to null) is un-counted by that helper once it has stopped
-//! claiming chunks, which is its last touch of the job. The caller returns only when
+//! in its core's cache (on a 2 MiB L2 a batch-1 forward's weights stay there between calls).
+//! Then it withdraws the offer from each helper (a compare-and-swap back to null): a withdrawn
+//! offer was never seen, so it un-counts it; an offer a helper took (its own compare-and-swap
+//! to null) is un-counted by that helper once it has stopped claiming chunks, which is its
+//! last touch of the job. The caller returns only when
 //! `remaining` is zero, so no helper outlives the job's borrow.
 //!
 //! A helper spins on its slot for [`SPIN`] after its last job, then announces `sleeping`
@@ -231,6 +232,7 @@ impl Pool {
     /// assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
     /// ```
     pub fn for_each(&self, n: usize, f: impl Fn(usize) + Sync) {
+        // (More than 2^32 chunks do not fit the claim word; they run here, one by one.)
         if n <= 1
             || n > u32::MAX as usize
             || self.shared.helpers.is_empty()
@@ -604,8 +606,9 @@ mod loom_tests {
     use super::*;
 
     /// A job offered to a helper that may be spinning, parking or asleep, the caller and the
-    /// helper claiming from either end of its three chunks: every chunk runs once, and the caller returns only after no chunk is running any more (so no helper
-    /// outlives the job's borrow); nothing is left asleep (the pool's drop joins the helper).
+    /// helper claiming from either end of its three chunks: every chunk runs once, and the
+    /// caller returns only after no chunk is running any more (so no helper outlives the
+    /// job's borrow); nothing is left asleep (the pool's drop joins the helper).
     #[test]
     fn par_job_runs_each_chunk_once_and_the_helper_lets_go() {
         use loom::sync::atomic::AtomicUsize;
