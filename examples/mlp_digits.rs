@@ -2,7 +2,7 @@
 //! `cargo run --release --example mlp_digits`.
 
 use eddy::data::{Dataset, default_path};
-use eddy::tensor::nn::{Func, Linear, Module, Sequential};
+use eddy::tensor::nn::{Linear, Module, Relu, Sequential};
 use eddy::tensor::optim::{Adam, Optimizer};
 use eddy::{DType, Tensor, no_grad};
 
@@ -13,7 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let model = Sequential::new()
         .add(Linear::new(64, 128, true, DType::F32)?)
-        .add(Func::new(Tensor::relu))
+        .add(Relu)
         .add(Linear::new(128, 10, true, DType::F32)?);
     let mut opt = Adam::new(model.parameters(), 1e-2)?;
 

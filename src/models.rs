@@ -1,6 +1,6 @@
 //! Models the CLI and the benchmarks train, and the training loop they share.
 
-use crate::tensor::nn::{Func, Linear, Module, Sequential};
+use crate::tensor::nn::{Linear, Module, Relu, Sequential};
 use crate::tensor::optim::Optimizer;
 use crate::{DType, Result, Tensor};
 
@@ -23,7 +23,7 @@ pub fn mlp(sizes: &[usize]) -> Result<Sequential> {
     for (i, w) in sizes.windows(2).enumerate() {
         s = s.add(Linear::new(w[0], w[1], true, DType::F32)?);
         if i + 2 < sizes.len() {
-            s = s.add(Func::new(Tensor::relu));
+            s = s.add(Relu);
         }
     }
     Ok(s)

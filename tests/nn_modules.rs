@@ -1,7 +1,9 @@
 //! Dropout, the `nn` modules beyond `Linear` (`Dropout`, `Embedding`, `LayerNorm`), named
 //! parameters, and saving and loading them as safetensors files.
 
-use eddy::tensor::nn::{self, Dropout, Embedding, Func, LayerNorm, Linear, Module, Sequential};
+use eddy::tensor::nn::{
+    self, Dropout, Embedding, Func, LayerNorm, Linear, Module, Relu, Sequential,
+};
 use eddy::tensor::optim::{Optimizer, Sgd};
 use eddy::tensor::{DType, Error, Tensor, bf16, f16, manual_seed, safetensors};
 use std::path::PathBuf;
@@ -541,6 +543,58 @@ fn load_refuses_files_that_do_not_fit_and_leaves_the_module_unchanged() -> R {
 
 /// Adam counts steps per parameter, as PyTorch's `state['step']`: a parameter that first gets
 /// a gradient at the second step gets a first step's bias correction, so it moves by `lr`.
+#[test]
+fn sequential_runs_linear_then_relu_as_one_instruction() -> R {
+    // Two models on the same parameters: `Relu` after a `Linear` is fused into it, a closure
+    // is not. Same values and gradients, and one instruction fewer per pair: the ReLU's.
+    let _g = draws();
+    let vm = eddy::vm::Vm::builder().build()?;
+    eddy::tensor::with_engine(&vm, || -> R {
+        let (l1, l2) = (
+            Linear::new(6, 8, true, DType::F32)?,
+            Linear::new(8, 3, true, DType::F32)?,
+        );
+        let same = |l: &Linear| Linear {
+            weight: l.weight.clone(),
+            bias: l.bias.clone(),
+        };
+        let fused = Sequential::new()
+            .add(same(&l1))
+            .add(Relu)
+            .add(same(&l2))
+            .add(Relu);
+        let apart = Sequential::new()
+            .add(same(&l1))
+            .add(Func::new(Tensor::relu))
+            .add(same(&l2))
+            .add(Func::new(Tensor::relu));
+        let x = Tensor::randn([5, 6], 0.0, 1.0, DType::F32)?;
+        let count = |m: &Sequential| -> R<(u64, Vec<f32>)> {
+            let _ng = eddy::tensor::no_grad();
+            vm.sync()?;
+            let before = vm.stats().inserted;
+            let y = m.forward(&x)?.to_vec::<f32>()?;
+            vm.sync()?;
+            Ok((vm.stats().inserted - before, y))
+        };
+        let ((nf, yf), (na, ya)) = (count(&fused)?, count(&apart)?);
+        assert_eq!(yf, ya);
+        assert!(yf.contains(&0.0) && yf.iter().any(|&v| v > 0.0));
+        assert_eq!(nf + 2, na, "fused {nf} instructions, apart {na}");
+        // With autograd: the same gradients.
+        let grads = |m: &Sequential| -> R<Vec<Vec<f32>>> {
+            let ps = m.parameters();
+            ps.iter().for_each(|p| p.set_grad(None));
+            m.forward(&x)?.square()?.sum_all()?.backward()?;
+            ps.iter()
+                .map(|p| p.grad().expect("a gradient").to_vec::<f32>())
+                .collect()
+        };
+        assert_eq!(grads(&fused)?, grads(&apart)?);
+        Ok(())
+    })
+}
+
 #[test]
 fn adam_counts_steps_per_parameter() {
     use eddy::tensor::optim::Adam;

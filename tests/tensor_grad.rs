@@ -523,6 +523,65 @@ fn linear_grads() {
 }
 
 #[test]
+fn linear_relu_grads() {
+    // The fused product, bias and ReLU (`f64` takes it) and the unfused path without a bias,
+    // for inputs of rank 1 to 3.
+    let mut rng = seeded(13);
+    let w = rnd(&mut rng, &[3, 4], Dom::Any);
+    for x_shape in [&[4][..], &[5, 4], &[2, 3, 4]] {
+        let x = rnd(&mut rng, x_shape, Dom::Any);
+        let b = rnd(&mut rng, &[3], Dom::Any);
+        grad_check(
+            &format!("linear_relu {x_shape:?}"),
+            &[x.clone(), w.clone(), b],
+            |xs| xs[0].linear_relu(&xs[1], Some(&xs[2])),
+        );
+        grad_check(
+            &format!("linear_relu {x_shape:?}, no bias"),
+            &[x, w.clone()],
+            |xs| xs[0].linear_relu(&xs[1], None),
+        );
+    }
+}
+
+#[test]
+fn linear_relu_grads_are_those_of_linear_then_relu_bit_for_bit() {
+    // One row (the single-row kernel) and 64 rows (gemm split over the pool), in both dtypes
+    // the fused instruction takes: the output and every gradient must match the two ops'.
+    let mut rng = seeded(14);
+    for dt in [DType::F32, DType::F64] {
+        for (m, k, n) in [(1, 50, 30), (64, 100, 70)] {
+            let (x, w, b) = (
+                rnd(&mut rng, &[m, k], Dom::Any),
+                rnd(&mut rng, &[n, k], Dom::Any),
+                rnd(&mut rng, &[n], Dom::Any),
+            );
+            let g = leaf(&rnd(&mut rng, &[m, n], Dom::Any))
+                .to_dtype(dt)
+                .unwrap();
+            let run = |fused: bool| -> Vec<Vec<u64>> {
+                let [x, w, b] =
+                    [&x, &w, &b].map(|t| leaf(t).to_dtype(dt).unwrap().requires_grad_(true));
+                let y = match fused {
+                    true => x.linear_relu(&w, Some(&b)).unwrap(),
+                    false => x.linear(&w, Some(&b)).unwrap().relu().unwrap(),
+                };
+                y.mul(&g).unwrap().sum_all().unwrap().backward().unwrap();
+                let grads = [&x, &w, &b].map(|t| t.grad().expect("a gradient"));
+                std::iter::once(y.detach())
+                    .chain(grads)
+                    .map(|t| {
+                        let v = t.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap();
+                        v.into_iter().map(f64::to_bits).collect()
+                    })
+                    .collect()
+            };
+            assert_eq!(run(true), run(false), "{dt:?} [{m}, {k}] @ [{n}, {k}]ᵀ");
+        }
+    }
+}
+
+#[test]
 fn loss_grads() {
     let mut rng = seeded(4);
     let logits = rnd(&mut rng, &[4, 5], Dom::Any);

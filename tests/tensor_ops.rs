@@ -2086,6 +2086,88 @@ fn linear_is_the_product_then_the_bias_bit_for_bit() {
 }
 
 #[test]
+fn linear_relu_is_linear_then_relu_bit_for_bit() {
+    // The single-row kernel, gemm split over the pool, a transposed input, an empty inner dim,
+    // a broadcast one-element bias, 3-D input, and the unfused paths (no bias, `f16`); with a
+    // NaN in the input's first row (of several), which must stay NaN through the ReLU, as the
+    // `relu` kernel keeps it.
+    let bits = |t: &Tensor| -> Vec<u64> {
+        let v = t.to_dtype(F64).unwrap().to_vec::<f64>().unwrap();
+        v.into_iter().map(f64::to_bits).collect()
+    };
+    let mut rng = StdRng::seed_from_u64(41);
+    let mut host = |n: usize, nan: bool| -> Vec<f64> {
+        let mut v: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+        if nan && n > 0 {
+            v[0] = f64::NAN;
+        }
+        v
+    };
+    for dt in [F32, F64, F16] {
+        for (m, k, n, transposed, one_bias, rank3) in [
+            (1, 784, 512, false, false, false),
+            (128, 300, 70, false, false, false),
+            (37, 100, 70, true, false, false),
+            (3, 0, 5, false, false, false),
+            (4, 9, 6, false, true, false),
+            (6, 9, 6, false, false, true),
+        ] {
+            let x = Tensor::from_vec(host(m * k, m > 1), [m, k]).unwrap();
+            let x = match (transposed, rank3) {
+                (true, _) => x.t().unwrap().contiguous().unwrap().t().unwrap(),
+                (_, true) => x.reshape([2, m / 2, k]).unwrap(),
+                _ => x,
+            };
+            let x = x.to_dtype(dt).unwrap();
+            let w = Tensor::from_vec(host(n * k, false), [n, k]).unwrap();
+            let b = Tensor::from_vec(
+                host(if one_bias { 1 } else { n }, false),
+                [if one_bias { 1 } else { n }],
+            )
+            .unwrap();
+            let (w, b) = (w.to_dtype(dt).unwrap(), b.to_dtype(dt).unwrap());
+            let what = format!("{dt:?} [{m}, {k}] @ [{n}, {k}]ᵀ");
+            let fused = x.linear_relu(&w, Some(&b)).unwrap();
+            let apart = x.linear(&w, Some(&b)).unwrap().relu().unwrap();
+            assert_eq!(fused.dims(), apart.dims(), "{what}");
+            let (f, a) = (bits(&fused), bits(&apart));
+            assert_eq!(f, a, "{what}");
+            // Both signs occur and the NaN row is NaN: the ReLU did something to compare.
+            let v = fused.to_dtype(F64).unwrap().to_vec::<f64>().unwrap();
+            if k > 0 {
+                let rest = &v[if m > 1 { n } else { 0 }..];
+                assert!(
+                    m == 1 || v[..n].iter().all(|v| v.is_nan()),
+                    "{what}: the NaN row"
+                );
+                assert!(rest.contains(&0.0), "{what}: no clipped output");
+                assert!(rest.iter().any(|&v| v > 0.0), "{what}: no positive output");
+            }
+            let unbiased = x.linear_relu(&w, None).unwrap();
+            let want = x.linear(&w, None).unwrap().relu().unwrap();
+            assert_eq!(bits(&unbiased), bits(&want), "{what}, no bias");
+        }
+    }
+    // Its errors name it.
+    let x = Tensor::ones([2, 3], F32).unwrap();
+    let w = Tensor::ones([4, 3], F32).unwrap();
+    assert!(matches!(
+        x.linear_relu(&w.t().unwrap(), None),
+        Err(Error::ShapeMismatch {
+            op: "linear_relu",
+            ..
+        })
+    ));
+    assert!(matches!(
+        x.linear_relu(&w, Some(&Tensor::ones([3], F32).unwrap())),
+        Err(Error::ShapeMismatch {
+            op: "linear_relu",
+            ..
+        })
+    ));
+}
+
+#[test]
 fn linear_refuses_bad_operands_at_the_call() {
     let x = Tensor::ones([2, 3], F32).unwrap();
     let w = Tensor::ones([4, 3], F32).unwrap();

@@ -1,6 +1,7 @@
 //! Matrix products (`matmul`, batched, with broadcast batch dims) through the `gemm` crate.
 
 use crate::{DType, Error, Result, Shape, Tensor};
+use eddy_ops::cpu::elementwise::BinaryOp;
 use eddy_ops::{broadcast_shapes, cpu::matmul as km};
 
 impl Tensor {
@@ -136,23 +137,66 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-        const OP: &str = "linear";
-        self.same_device(OP, weight)?;
+        self.linear_with("linear", weight, bias, false)
+    }
+
+    /// `relu(self @ weightᵀ + bias)`: [`linear`](Self::linear) followed by ReLU, as one
+    /// instruction for `f32` and `f64` with a bias (PyTorch's `_addmm_activation`). Each block
+    /// of the product gets its bias and its ReLU while it is in cache, so the activation costs
+    /// no instruction, no pass over memory and no intermediate tensor. The values are bit for
+    /// bit those of `self.linear(weight, bias)?.relu()`, and so are the gradients (ReLU's
+    /// backward reads the output, whose sign is the input's). Without a bias, or for other
+    /// dtypes, it computes exactly that. [`Sequential`] runs a [`Linear`] followed by
+    /// [`Relu`] this way.
+    ///
+    /// [`Linear`]: crate::nn::Linear
+    /// [`Relu`]: crate::nn::Relu
+    /// [`Sequential`]: crate::nn::Sequential
+    ///
+    /// # Errors
+    ///
+    /// Those of [`linear`](Self::linear), with `linear_relu` as the op's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1f32, 2., 3., 4., 5., 6.], [2, 3])?;
+    /// let w = Tensor::from_vec(vec![1f32, 0., -1., -0.5, 0.5, 0.5], [2, 3])?;
+    /// let b = Tensor::from_vec(vec![1f32, -3.], [2])?;
+    /// let y = x.linear_relu(&w, Some(&b))?;
+    /// assert_eq!(y.to_vec2::<f32>()?, [[0., 0.], [0., 0.5]]); // before ReLU: [[-1, -1], [-1, 0.5]]
+    /// assert_eq!(y.to_vec::<f32>()?, x.linear(&w, Some(&b))?.relu()?.to_vec::<f32>()?);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn linear_relu(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        self.linear_with("linear_relu", weight, bias, true)
+    }
+
+    /// [`linear`](Self::linear), followed by ReLU if `relu`, under the op name `name`.
+    fn linear_with(
+        &self,
+        name: &'static str,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        relu: bool,
+    ) -> Result<Tensor> {
+        self.same_device(name, weight)?;
         for t in std::iter::once(weight).chain(bias) {
             if t.dtype() != self.dtype() {
                 return Err(Error::DTypeMismatch {
-                    op: OP,
+                    op: name,
                     lhs: self.dtype(),
                     rhs: t.dtype(),
                 });
             }
         }
         if let Some(b) = bias {
-            self.same_device(OP, b)?;
+            self.same_device(name, b)?;
         }
         if self.rank() == 0 || weight.rank() != 2 {
             return Err(Error::invalid(
-                OP,
+                name,
                 format!(
                     "needs input of at least one dim and a 2-D weight, got {:?} and {:?}",
                     self.dims(),
@@ -162,14 +206,14 @@ impl Tensor {
         }
         if self.dtype() == DType::Bool {
             return Err(Error::UnsupportedDType {
-                op: OP,
+                op: name,
                 dtype: DType::Bool,
             });
         }
         let (out_f, in_f) = (weight.dims()[0], weight.dims()[1]);
         if self.dims()[self.rank() - 1] != in_f {
             return Err(Error::ShapeMismatch {
-                op: OP,
+                op: name,
                 lhs: self.dims().to_vec(),
                 rhs: weight.dims().to_vec(),
             });
@@ -178,7 +222,7 @@ impl Tensor {
             && (b.rank() > 1 || (b.numel() != out_f && b.numel() != 1))
         {
             return Err(Error::ShapeMismatch {
-                op: OP,
+                op: name,
                 lhs: vec![out_f],
                 rhs: b.dims().to_vec(),
             });
@@ -187,10 +231,11 @@ impl Tensor {
         let wt = weight.t()?;
         let Some(b) = bias.filter(|_| matches!(dt, DType::F32 | DType::F64)) else {
             let y = self.matmul(&wt)?;
-            return match bias {
-                Some(b) => y.add(b),
-                None => Ok(y),
+            let y = match bias {
+                Some(b) => y.add(b)?,
+                None => y,
             };
+            return if relu { y.relu() } else { Ok(y) };
         };
         // Rows of the product: every leading dim of `self` together.
         let lead = &self.dims()[..self.rank() - 1];
@@ -203,11 +248,30 @@ impl Tensor {
         };
         let out = self.empty_like_shape(Shape::from(&[rows, out_f][..]), dt)?;
         let lc = b.layout().broadcast_to(out.shape());
-        let k = km::matmul_bias(dt, x.layout().clone(), wt.layout().clone(), lc);
-        let macs = eddy_ops::numel_of(&[rows, out_f, in_f]);
-        Tensor::launch_with_work(k, &[&x, &wt, b], &[&out], Some(macs))?;
+        let (la, lb) = (x.layout().clone(), wt.layout().clone());
+        let macs = Some(eddy_ops::numel_of(&[rows, out_f, in_f]));
+        match relu {
+            true => {
+                let k = km::matmul_bias_relu(dt, la, lb, lc);
+                Tensor::launch_with_work(k, &[&x, &wt, b], &[&out], macs)?
+            }
+            false => {
+                let k = km::matmul_bias(dt, la, lb, lc);
+                Tensor::launch_with_work(k, &[&x, &wt, b], &[&out], macs)?
+            }
+        }
         let saved = &[&x, &wt][saved_operands(&x, &wt)];
-        let out = out.record_saving(OP, &[&x, &wt, b], saved, false, |g, ins, _| {
+        let out = out.record_saving(name, &[&x, &wt, b], saved, relu, move |g, ins, y| {
+            // ReLU's backward masks by the output, which is positive exactly where the
+            // product plus bias was.
+            let masked;
+            let g = match relu {
+                true => {
+                    masked = y.binary(g, BinaryOp::ReluBackward)?;
+                    &masked
+                }
+                false => g,
+            };
             let (gx, gw) = matmul_grads(g, &ins[0], &ins[1])?;
             let gb = ins[2]
                 .requires_grad()

@@ -1,5 +1,5 @@
 //! A small `nn` module: the [`Module`] trait, [`Linear`], [`Embedding`], [`LayerNorm`],
-//! [`Dropout`], activations ([`Func`]), [`Sequential`], init schemes, [`save`]/[`load`] of
+//! [`Dropout`], activations ([`Relu`], [`Func`]), [`Sequential`], init schemes, [`save`]/[`load`] of
 //! named parameters, and gradient clipping ([`clip_grad_norm`], [`clip_grad_value`]).
 //! Parameters are leaf tensors that require grad.
 
@@ -96,6 +96,33 @@ pub trait Module: Send + Sync {
     /// ```
     fn set_training(&self, training: bool) {
         let _ = training;
+    }
+    /// This module as a [`Linear`], if it is one. [`Sequential`] runs a `Linear` followed by
+    /// [`Relu`] as one [`Tensor::linear_relu`] instruction. `None` by default.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Linear, Module, Relu}, DType};
+    /// assert!(Linear::new(3, 2, true, DType::F32)?.as_linear().is_some());
+    /// assert!(Relu.as_linear().is_none());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    fn as_linear(&self) -> Option<&Linear> {
+        None
+    }
+    /// Whether this module is [`Relu`], which [`Sequential`] fuses into a [`Linear`] before
+    /// it (see [`as_linear`](Self::as_linear)). `false` by default.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Func, Module, Relu}, Tensor};
+    /// assert!(Relu.is_relu());
+    /// assert!(!Func::new(Tensor::relu).is_relu()); // a closure is opaque: not fused
+    /// ```
+    fn is_relu(&self) -> bool {
+        false
     }
 }
 
@@ -244,6 +271,9 @@ impl Module for Linear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         x.linear(&self.weight, self.bias.as_ref())
     }
+    fn as_linear(&self) -> Option<&Linear> {
+        Some(self)
+    }
     fn parameters(&self) -> Vec<Tensor> {
         std::iter::once(self.weight.clone())
             .chain(self.bias.clone())
@@ -256,7 +286,31 @@ impl Module for Linear {
     }
 }
 
-/// A parameter-free module from a function (activations: `Func::new(Tensor::relu)`).
+/// PyTorch's `nn.ReLU`: `max(x, 0)`, as [`Tensor::relu`]. After a [`Linear`] in a
+/// [`Sequential`], the two run as one instruction ([`Tensor::linear_relu`]).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{nn::{Module, Relu}, Tensor};
+/// let y = Relu.forward(&Tensor::from_vec(vec![-1f32, 2.], [2])?)?;
+/// assert_eq!(y.to_vec::<f32>()?, [0., 2.]);
+/// assert!(Relu.parameters().is_empty());
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Relu;
+
+impl Module for Relu {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.relu()
+    }
+    fn is_relu(&self) -> bool {
+        true
+    }
+}
+
+/// A parameter-free module from a function (activations: `Func::new(Tensor::gelu)`).
 ///
 /// # Examples
 ///
@@ -301,10 +355,10 @@ impl Module for Func {
 /// # Examples
 ///
 /// ```
-/// use eddy_tensor::{nn::{Func, Linear, Module, Sequential}, Tensor, DType};
+/// use eddy_tensor::{nn::{Linear, Module, Relu, Sequential}, Tensor, DType};
 /// let mlp = Sequential::new()
 ///     .add(Linear::new(4, 8, true, DType::F32)?)
-///     .add(Func::new(Tensor::relu))
+///     .add(Relu) // runs inside the Linear before it: one instruction for the pair
 ///     .add(Linear::new(8, 2, true, DType::F32)?);
 /// assert_eq!(mlp.forward(&Tensor::ones([1, 4], DType::F32)?)?.dims(), &[1, 2]);
 /// assert_eq!(mlp.parameters().len(), 4);
@@ -377,10 +431,22 @@ impl Sequential {
 }
 
 impl Module for Sequential {
+    /// Each module in turn, except that a [`Linear`] followed by [`Relu`] runs as one
+    /// [`Tensor::linear_relu`]: the same values and gradients in one instruction.
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let mut y = x.clone();
-        for m in &self.0 {
-            y = m.forward(&y)?;
+        let mut i = 0;
+        while let Some(m) = self.0.get(i) {
+            match (m.as_linear(), self.0.get(i + 1)) {
+                (Some(l), Some(next)) if next.is_relu() => {
+                    y = y.linear_relu(&l.weight, l.bias.as_ref())?;
+                    i += 2;
+                }
+                _ => {
+                    y = m.forward(&y)?;
+                    i += 1;
+                }
+            }
         }
         Ok(y)
     }

@@ -78,12 +78,59 @@ pub fn matmul(dtype: DType, la: Layout, lb: Layout) -> impl Kernel {
 /// # Ok::<(), eddy_vm::Error>(())
 /// ```
 pub fn matmul_bias(dtype: DType, la: Layout, lb: Layout, lc: Layout) -> impl Kernel {
+    addmm("addmm", dtype, la, lb, lc, false)
+}
+
+/// [`matmul_bias`] followed by ReLU, PyTorch's `_addmm_activation` (what the tensor API's
+/// `linear_relu` runs): each
+/// block of the product gets its bias and then `max(·, 0)` while it is in cache, so the
+/// activation costs no instruction, no pass over memory and no intermediate tensor. Every
+/// output element is what the `relu` kernel gives for [`matmul_bias`]'s: `v` where `v > 0` or
+/// `v` is NaN, else `+0`. `dtype` is `f32` or `f64`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::matmul::matmul_bias_relu;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout, Shape};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, b, c, o) = (vm.new_blob(2 * 8), vm.new_blob(4 * 8), vm.new_blob(2 * 8), vm.new_blob(2 * 8));
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f64, 2.0]), &[], &[&a], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f64, -1.0, 1.0, -1.0]), &[], &[&b], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![0.5f64, 2.0]), &[], &[&c], false)?;
+/// let (la, lb) = (Layout::contiguous([1, 2]), Layout::contiguous([2, 2]));
+/// let lc = Layout::contiguous([2]).broadcast_to(&Shape::from(&[1, 2][..]));
+/// let k = matmul_bias_relu(DType::F64, la.clone(), lb, lc);
+/// vm.run_op(StreamId::CPU, k, &[&a, &b, &c], &[&o], false)?;
+/// // [1, 2] @ [[1, -1], [1, -1]] = [3, -3]; plus the bias, [3.5, -1]; ReLU, [3.5, 0].
+/// let v = vm.read_blob(&o, move |m| gather_host::<f64>(m, &la))?;
+/// assert_eq!(v, [3.5, 0.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+pub fn matmul_bias_relu(dtype: DType, la: Layout, lb: Layout, lc: Layout) -> impl Kernel {
+    addmm("addmm_relu", dtype, la, lb, lc, true)
+}
+
+/// The kernel of [`matmul_bias`] (`relu` false) and [`matmul_bias_relu`].
+fn addmm(
+    name: &'static str,
+    dtype: DType,
+    la: Layout,
+    lb: Layout,
+    lc: Layout,
+    relu: bool,
+) -> impl Kernel {
     FnKernel::new(
-        "addmm",
-        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| match dtype {
-            DType::F32 => run::<f32>(&la, &lb, Some(&lc), ins, outs, single_row_f32),
-            DType::F64 => run::<f64>(&la, &lb, Some(&lc), ins, outs, |_, _, _, _, _| false),
-            d => Err(format!("addmm kernel does not take {d}")),
+        name,
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let epi = Some((&lc, relu));
+            match dtype {
+                DType::F32 => run::<f32>(&la, &lb, epi, ins, outs, single_row_f32),
+                DType::F64 => run::<f64>(&la, &lb, epi, ins, outs, |_, _, _, _, _| false),
+                d => Err(format!("{name} kernel does not take {d}")),
+            }
         },
     )
 }
@@ -130,10 +177,11 @@ fn product<'a, T: Elem>(
     }
 }
 
+/// `lc` with its ReLU flag: the bias added to the product, if any (see [`Bias`]).
 fn run<T: Elem + num_traits::Zero>(
     la: &Layout,
     lb: &Layout,
-    lc: Option<&Layout>,
+    lc: Option<(&Layout, bool)>,
     ins: &[Counted<Blob>],
     outs: &[Counted<Blob>],
     single_row: SingleRow<T>,
@@ -152,10 +200,10 @@ fn run<T: Elem + num_traits::Zero>(
     if nb == 0 || m == 0 || n == 0 {
         return Ok(());
     }
-    let with_bias = lc.is_some();
+    let (with_bias, relu) = (lc.is_some(), lc.is_some_and(|(_, r)| r));
     // SAFETY: input 2, when there is a bias, is read.
     let c = lc.map(|_| unsafe { input::<T>(&ins[2]) }).unwrap_or(&[]);
-    let lc = lc.unwrap_or(la); // without a bias, its strides and offset go unused
+    let lc = lc.map_or(la, |(l, _)| l); // without a bias, its strides and offset go unused
     let parts = if m * n * k >= PAR_MNK {
         eddy_vm::par::threads()
     } else {
@@ -184,10 +232,13 @@ fn run<T: Elem + num_traits::Zero>(
                 }
                 // Every element `(i, j)` of the `m × n` bias, `oc + i*c_rs + j*c_cs`, is
                 // within `c` (the last one was checked just above).
-                true => Some(Mat {
-                    p: c.as_ptr().wrapping_add(oc).cast_mut(),
-                    rs: c_rs as isize,
-                    cs: c_cs as isize,
+                true => Some(Bias {
+                    c: Mat {
+                        p: c.as_ptr().wrapping_add(oc).cast_mut(),
+                        rs: c_rs as isize,
+                        cs: c_cs as isize,
+                    },
+                    relu,
                 }),
                 false => None,
             };
@@ -243,8 +294,15 @@ fn run<T: Elem + num_traits::Zero>(
     err.map_or(Ok(()), Err)
 }
 
-/// `dst += bias` over a `rows × cols` block, `dst` row-major (`dst.cs == 1`); nothing
-/// without a bias.
+/// What the bias-adding products add to each block: the bias matrix `c`, then ReLU if `relu`.
+#[derive(Clone, Copy)]
+struct Bias<T> {
+    c: Mat<T>,
+    relu: bool,
+}
+
+/// `dst += bias.c` over a `rows × cols` block, `dst` row-major (`dst.cs == 1`), then
+/// `dst = relu(dst)` if `bias.relu`; nothing without a bias.
 ///
 /// # Safety
 ///
@@ -252,11 +310,43 @@ fn run<T: Elem + num_traits::Zero>(
 /// during the call and do not overlap `bias`'s.
 unsafe fn add_bias<T: Elem + num_traits::Zero>(
     dst: Mat<T>,
-    bias: Option<Mat<T>>,
+    bias: Option<Bias<T>>,
     rows: usize,
     cols: usize,
 ) {
-    let Some(c) = bias else { return };
+    let Some(Bias { c, relu }) = bias else { return };
+    if relu {
+        // SAFETY: the caller's guarantee.
+        unsafe {
+            add_rows(
+                dst,
+                c,
+                rows,
+                cols,
+                |v| if v <= T::ZERO { T::ZERO } else { v },
+            )
+        }
+    } else {
+        // SAFETY: as above.
+        unsafe { add_rows(dst, c, rows, cols, |v| v) }
+    }
+}
+
+/// `dst = act(dst + c)` over a `rows × cols` block: [`add_bias`]'s loop, one copy per
+/// activation so that each vectorises on its own. ReLU is `v <= 0 ? +0 : v`, the `relu`
+/// kernel's: NaN (for which `v <= 0` is false) passes through, and `-0` becomes `+0`.
+///
+/// # Safety
+///
+/// As [`add_bias`].
+#[inline(always)]
+unsafe fn add_rows<T: Elem + num_traits::Zero>(
+    dst: Mat<T>,
+    c: Mat<T>,
+    rows: usize,
+    cols: usize,
+    act: impl Fn(T) -> T,
+) {
     debug_assert_eq!(dst.cs, 1);
     for i in 0..rows as isize {
         // SAFETY: row `i` of `dst` is `cols` writable elements (the caller's guarantee).
@@ -268,12 +358,12 @@ unsafe fn add_bias<T: Elem + num_traits::Zero>(
             // vectorise).
             let cr = unsafe { std::slice::from_raw_parts(cr, cols) };
             for (x, &y) in d.iter_mut().zip(cr) {
-                *x = *x + y;
+                *x = act(*x + y);
             }
         } else {
             for (j, x) in d.iter_mut().enumerate() {
                 // SAFETY: element `(i, j)` of the bias, as above.
-                *x = *x + unsafe { *cr.offset(j as isize * c.cs) };
+                *x = act(*x + unsafe { *cr.offset(j as isize * c.cs) });
             }
         }
     }
@@ -405,15 +495,18 @@ unsafe fn gemm_parts<T: Elem + num_traits::Zero + 'static>(
     dst: Mat<T>,
     a: Mat<T>,
     b: Mat<T>,
-    bias: Option<Mat<T>>,
+    bias: Option<Bias<T>>,
     [m, n, k]: [usize; 3],
 ) {
     // SAFETY: the caller's guarantee, for the block of `rows × cols` at `(i0, j0)`.
     let block = |i0: usize, j0: usize, rows: usize, cols: usize| unsafe {
         let (dst, a, b, bias) = (dst, a, b, bias); // whole operands (`Sync`), not their fields
-        let bias = bias.map(|c| Mat {
-            p: c.p.offset(i0 as isize * c.rs + j0 as isize * c.cs),
-            ..c
+        let bias = bias.map(|Bias { c, relu }| Bias {
+            c: Mat {
+                p: c.p.offset(i0 as isize * c.rs + j0 as isize * c.cs),
+                ..c
+            },
+            relu,
         });
         let a = Mat {
             p: a.p.offset(i0 as isize * a.rs),
