@@ -7,6 +7,8 @@
 //! | `vm_roundtrip` | one tiny instruction plus a sync; p50 and p99, back to back (warm) and after the engine went to sleep (idle), the idle one also for a cheap instruction (run at once) and beside the operating system's floor (wake a parked thread, wait for its answer) |
 //! | `vm_idle_cpu` | CPU time an idle engine burns per second |
 //!
+//! `--only` takes keys or variant labels, comma-separated (`--only "vm_chain (fusion on)",vm_fanout`).
+//!
 //! Each figure is the median of 5 repetitions, printed with the spread (min..max).
 
 use eddy::vm::stream::{Exec, cpu::CpuStream};
@@ -66,9 +68,11 @@ fn main() {
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1))
         .cloned();
+    // A key selects a benchmark and all its variants; a variant's label (`--only "vm_chain
+    // (fusion on)"`) selects that variant alone.
     let want = |k: &str| {
         only.as_deref()
-            .is_none_or(|o| o.split(',').any(|x| k.starts_with(x)))
+            .is_none_or(|o| o.split(',').any(|x| k.starts_with(x) || x.starts_with(k)))
     };
     let reps = if quick { 3 } else { 5 };
     let n = if quick { 200_000 } else { 1_000_000 };
@@ -80,6 +84,9 @@ fn main() {
             ("vm_chain (worker stream)", builder().cpu_exec(Exec::Worker)),
             ("vm_chain (synchronous)", builder().sync_mode(true)),
         ] {
+            if !want(label) {
+                continue;
+            }
             let vm = b.build().unwrap();
             chain(&vm, n / 10, 1, &[StreamId::CPU]); // warm-up
             let v: Vec<f64> = (0..reps)

@@ -35,6 +35,7 @@ mod notifier;
 pub mod par;
 mod pending;
 mod pool;
+mod prefetch;
 mod scheduler;
 #[cfg(all(test, shuttle))]
 mod shuttle_tests;

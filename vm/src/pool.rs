@@ -24,6 +24,11 @@ pub(crate) fn take_node(shared: &Shared) -> Box<Instruction> {
         .try_with(|c| {
             let mut c = c.borrow_mut();
             if let Some(n) = c.pop_front() {
+                // The next node comes back from the scheduler's cache: ask for it now, so its
+                // lines arrive while this one is filled and submitted.
+                if let Some(next) = c.front().get() {
+                    crate::prefetch::node_for_write(next);
+                }
                 return n;
             }
             if !shared.free_nodes.is_empty() {

@@ -46,25 +46,37 @@ use std::sync::Arc;
 /// let i = Instruction::new(StreamId::CPU, Barrier::new(|| {}));
 /// assert_eq!(i.name(), "barrier");
 /// ```
+#[repr(C, align(64))]
 pub struct Instruction {
+    // The layout is fixed (`repr(C)`) and line-aligned because the node crosses between
+    // cores twice per instruction (the submitter fills it, the scheduler runs and empties it,
+    // the pool brings it back), and every line either side touches is a transfer. The first
+    // line holds what both sides touch outside the policy: the links, the stream, the flags;
+    // the second starts with the policy's vtable and its first 48 bytes (all of a small
+    // policy). What only the scheduler touches comes last.
     pub(crate) link: LinkedListLink,
     /// The next (older) instruction on the pending stack (see `pending`).
     pub(crate) pending_next: crate::sync::AtomicPtr<Instruction>,
+    /// A prefetch hint for the pending stack's consumer: the node its submitting thread pushed
+    /// a few pushes before this one (see `pending`): an address, never dereferenced.
+    pub(crate) pending_hint: usize,
     pub(crate) stream: StreamId,
-    pub(crate) policy: Option<PolicyBox>,
-    /// Engine-assigned: submission sequence number (the instruction id).
-    pub(crate) id: u64,
     /// Engine-assigned: the scheduler slot while live.
     pub(crate) slot: u32,
-    /// Fused members after this one (empty unless this heads a group).
-    pub(crate) followers: LinkedList<InstrAdapter>,
-    /// An error from `prepare` (the member is then not computed; its outputs are poisoned).
-    pub(crate) prep_error: Option<Error>,
-    /// Set by a kernel through [`ComputeCtx::complete_when`]: done only when this completes.
-    pub(crate) completion: Option<Arc<dyn Event>>,
     /// The policy's constant answers ([`Flags`]), asked once when the node is filled, where the
     /// policy's type is known, instead of through its vtable at every step.
     pub(crate) flags: Flags,
+    /// Engine-assigned: submission sequence number (the instruction id).
+    pub(crate) id: u64,
+    /// Starts the policy on the second line.
+    _pad: [u8; 8],
+    pub(crate) policy: Option<PolicyBox>,
+    /// Fused members after this one (empty unless this heads a group).
+    pub(crate) followers: LinkedList<InstrAdapter>,
+    /// Set by a kernel through [`ComputeCtx::complete_when`]: done only when this completes.
+    pub(crate) completion: Option<Arc<dyn Event>>,
+    /// An error from `prepare` (the member is then not computed; its outputs are poisoned).
+    pub(crate) prep_error: Option<Error>,
 }
 
 /// A policy's answers to [`InstructionPolicy::fusable`], [`handles_poison`](
@@ -121,6 +133,8 @@ impl Instruction {
         Box::new(Instruction {
             link: LinkedListLink::new(),
             pending_next: crate::sync::AtomicPtr::new(std::ptr::null_mut()),
+            pending_hint: 0,
+            _pad: [0; 8],
             stream: StreamId::CPU,
             policy: None,
             id: 0,
@@ -213,4 +227,34 @@ pub(crate) fn model_batch(ids: &[u64]) -> InstrList {
         l.push_back(i);
     }
     l
+}
+
+#[cfg(all(test, not(loom), not(shuttle)))]
+mod tests {
+    use super::*;
+    use std::mem::offset_of;
+
+    /// The layout the hand-offs rely on (see `Instruction`): line-aligned nodes, what both
+    /// threads touch outside the policy in the first line, the policy's vtable and first
+    /// 48 bytes in the second.
+    #[test]
+    fn an_instruction_keeps_its_shared_fields_in_its_first_two_lines() {
+        assert_eq!(align_of::<Instruction>(), 64);
+        for end in [
+            offset_of!(Instruction, link) + size_of::<LinkedListLink>(),
+            offset_of!(Instruction, pending_next) + 8,
+            offset_of!(Instruction, pending_hint) + 8,
+            offset_of!(Instruction, stream) + size_of::<StreamId>(),
+            offset_of!(Instruction, flags) + size_of::<Flags>(),
+        ] {
+            assert!(end <= 64, "a shared field ends at byte {end}");
+        }
+        assert_eq!(offset_of!(Instruction, policy), 64);
+        let node = Instruction::new(StreamId::CPU, Barrier::new(|| {}));
+        assert_eq!(
+            &*node as *const Instruction as usize % 64,
+            0,
+            "a line-aligned box"
+        );
+    }
 }
