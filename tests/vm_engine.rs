@@ -1613,3 +1613,51 @@ fn a_panicking_probe_does_not_fail_the_engine() {
         vm.sync().unwrap();
     });
 }
+
+/// A policy whose drop is deferred (`InstructionPolicy::deferred_drop`: `Link`) is dropped by
+/// a submitting thread or a sweep, not at release; either way its blob handles are gone by the
+/// time `sync` returns, and, without a sync, once the engine goes idle; and a blob whose last
+/// handle such a policy held is freed with it.
+#[test]
+fn deferred_drops_are_done_by_sync_and_by_an_idle_engine() {
+    watchdog(60, || {
+        use eddy::vm::testing::Link;
+        let vm = Vm::builder().build().unwrap();
+        let (a, b) = (vm.new_blob(64), vm.new_blob(64));
+        assert!(Link([a.clone(), b.clone()]).deferred_drop());
+        for round in 0..20 {
+            for _ in 0..5_000 {
+                vm.run(StreamId::CPU, Link([a.clone(), b.clone()])).unwrap();
+            }
+            vm.sync().unwrap();
+            assert_eq!(
+                (Counted::count(&a), Counted::count(&b)),
+                (1, 1),
+                "round {round}: every handle an instruction held is dropped once sync returns"
+            );
+        }
+        // No sync: the scheduler drops what is left when it goes to sleep.
+        for _ in 0..5_000 {
+            vm.run(StreamId::CPU, Link([a.clone(), b.clone()])).unwrap();
+        }
+        assert!(
+            eventually(10_000, || Counted::count(&a) == 1
+                && Counted::count(&b) == 1),
+            "left held: {} {}",
+            Counted::count(&a),
+            Counted::count(&b)
+        );
+        // The last handle goes with the blob's memory, wherever the policy was dropped.
+        let before = vm.stats().alloc.in_use;
+        let c = vm.new_blob(1 << 20);
+        vm.run(StreamId::CPU, Link([a.clone(), c.clone()])).unwrap();
+        vm.sync().unwrap();
+        assert!(vm.stats().alloc.in_use >= before + (1 << 20));
+        drop(c);
+        assert_eq!(
+            vm.stats().alloc.in_use,
+            before,
+            "freed with its last handle"
+        );
+    });
+}

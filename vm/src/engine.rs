@@ -42,6 +42,10 @@ pub(crate) struct Shared {
     /// Scheduler → submitting threads: emptied instruction nodes (see `pool`).
     pub free_nodes: CachePadded<HandOff>,
     pub free_count: AtomicUsize,
+    /// Scheduler → submitting threads: released nodes that still hold a policy whose drop is
+    /// deferred (see `InstructionPolicy::deferred_drop` and `pool`).
+    pub deferred_nodes: CachePadded<HandOff>,
+    pub deferred_count: AtomicUsize,
     /// Workers → scheduler.
     pub completions: CachePadded<HandOff>,
     /// Received and not yet released (back-pressure). The scheduler subtracts once per pass.
@@ -221,6 +225,8 @@ impl Vm {
             completions: CachePadded::new(HandOff::new()),
             free_nodes: CachePadded::new(HandOff::new()),
             free_count: AtomicUsize::new(0),
+            deferred_nodes: CachePadded::new(HandOff::new()),
+            deferred_count: AtomicUsize::new(0),
             in_flight: CachePadded::new(AtomicUsize::new(0)),
             bp_lock: Mutex::new(()),
             bp_cv: Condvar::new(),

@@ -65,6 +65,9 @@ impl InstructionPolicy for Noop {
     fn fusable(&self) -> bool {
         true
     }
+    fn deferred_drop(&self) -> bool {
+        true
+    }
     fn compute(&mut self, _ctx: &mut ComputeCtx<'_>) -> Result<()> {
         Ok(())
     }
@@ -94,6 +97,9 @@ impl InstructionPolicy for Link {
         &self.0[1..]
     }
     fn fusable(&self) -> bool {
+        true
+    }
+    fn deferred_drop(&self) -> bool {
         true
     }
     fn compute(&mut self, _ctx: &mut ComputeCtx<'_>) -> Result<()> {
@@ -132,6 +138,9 @@ impl<P: InstructionPolicy> InstructionPolicy for Cheap<P> {
     }
     fn cheap(&self) -> bool {
         true
+    }
+    fn deferred_drop(&self) -> bool {
+        self.0.deferred_drop()
     }
     fn prepare(
         &mut self,

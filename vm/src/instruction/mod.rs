@@ -89,6 +89,7 @@ pub(crate) struct Flags {
     pub handles_poison: bool,
     pub barrier: bool,
     pub cheap: bool,
+    pub deferred_drop: bool,
 }
 
 impl Flags {
@@ -99,6 +100,7 @@ impl Flags {
             handles_poison: p.handles_poison(),
             barrier: p.is_barrier(),
             cheap: p.cheap(),
+            deferred_drop: p.deferred_drop(),
         }
     }
 }
@@ -157,8 +159,14 @@ impl Instruction {
     /// Empties a node for reuse (its followers must have been taken). Drops the policy, which
     /// runs user drop glue: callers guard against panics.
     pub(crate) fn clear(&mut self) {
-        debug_assert!(self.followers.is_empty());
+        self.clear_keeping_policy();
         self.policy = None;
+    }
+
+    /// Empties a node for reuse except for its policy, which its next user drops (see
+    /// [`InstructionPolicy::deferred_drop`]).
+    pub(crate) fn clear_keeping_policy(&mut self) {
+        debug_assert!(self.followers.is_empty());
         self.prep_error = None;
         self.completion = None;
         self.slot = u32::MAX;

@@ -128,6 +128,28 @@ pub trait Kernel: Send + 'static {
     fn cheap(&self) -> bool {
         false
     }
+    /// Whether dropping the kernel has no effect anyone waits for (see
+    /// [`InstructionPolicy::deferred_drop`]); default: no. An op call's own handles qualify,
+    /// so [`OpCall::deferred_drop`] is this answer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::instruction::{ComputeCtx, InstructionPolicy, Kernel, OpCall};
+    /// # use eddy_vm::{Blob, Counted, Result};
+    /// struct Scale(f32);
+    /// impl Kernel for Scale {
+    ///     fn name(&self) -> &str { "scale" }
+    ///     fn deferred_drop(&self) -> bool { true } // a number: nothing to drop
+    ///     // ...
+    /// #   fn compute(&mut self, _: &[Counted<Blob>], _: &[Counted<Blob>], _: &mut ComputeCtx<'_>)
+    /// #       -> Result<()> { Ok(()) }
+    /// }
+    /// assert!(OpCall::new(Scale(2.0), Default::default(), Default::default()).deferred_drop());
+    /// ```
+    fn deferred_drop(&self) -> bool {
+        false
+    }
 }
 
 /// Operand lists, inline for up to four blobs.
@@ -227,6 +249,9 @@ impl<K: Kernel> InstructionPolicy for OpCall<K> {
     }
     fn cheap(&self) -> bool {
         self.cheap
+    }
+    fn deferred_drop(&self) -> bool {
+        self.kernel.deferred_drop()
     }
     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
         self.kernel.compute(&self.inputs, &self.outputs, ctx)

@@ -65,6 +65,9 @@ impl InstructionPolicy for ReleaseTensor {
     fn frees_memory(&self) -> bool {
         true
     }
+    fn deferred_drop(&self) -> bool {
+        true // a blob handle (the memory is freed by `compute`)
+    }
     fn handles_poison(&self) -> bool {
         true
     }

@@ -120,6 +120,21 @@ pub(crate) struct Scheduler {
     counts: release::Counts,
     /// Released, emptied nodes waiting to go to the pool at the end of the pass.
     recycle: InstrList,
+    /// Released nodes that keep their policy for a submitting thread to drop (see
+    /// `InstructionPolicy::deferred_drop`), waiting to go to the pool at the end of the pass.
+    deferred: InstrList,
+    /// The addresses of the last few nodes put on `deferred`, for each new one's prefetch
+    /// hint (see `pool::take_node`), and the next index.
+    deferred_recent: [usize; 8],
+    deferred_next: usize,
+    /// Whether released policies that allow it are left for a submitting thread to drop: set
+    /// while the scheduler thread runs its passes, where it pays off (the policies' blob
+    /// counts stay with the thread that raises them). A user thread running the passes
+    /// drops them itself.
+    pub(crate) defer_drops: bool,
+    /// Nodes on `recycle` and `deferred`, and of those on `deferred`: see `publish`.
+    pooled: usize,
+    pooled_deferred: usize,
     /// Streams whose failing allocation is in the OOM path (see `oom_drain`).
     draining: SmallVec<[usize; 4]>,
 }
@@ -170,6 +185,12 @@ impl Scheduler {
             next_id: 1,
             counts: Default::default(),
             recycle: InstrList::new(InstrAdapter::new()),
+            deferred: InstrList::new(InstrAdapter::new()),
+            deferred_recent: [0; 8],
+            deferred_next: 0,
+            defer_drops: false,
+            pooled: 0,
+            pooled_deferred: 0,
             draining: SmallVec::new(),
         })
     }
@@ -284,9 +305,12 @@ impl Scheduler {
                 return;
             }
             let mut progressed = false;
+            s.defer_drops = true;
             while s.pass() {
                 progressed = true;
             }
+            s.defer_drops = false;
+            s.publish_all();
             if progressed {
                 last_progress = Instant::now();
                 backoff.reset();
@@ -308,6 +332,13 @@ impl Scheduler {
                 if spin_until_notified(&shared, last_progress + spin, &backoff) {
                     continue;
                 }
+            }
+            // Going to sleep: drop the policies left for the submitting threads, which may not
+            // come back for them.
+            if !shared.deferred_nodes.is_empty() {
+                let mut s = cell.lock();
+                s.sweep_deferred();
+                s.publish_all();
             }
             // Poll device events and probes at a modest rate; otherwise sleep until notified.
             let timeout = poll.then(|| std::time::Duration::from_micros(100));

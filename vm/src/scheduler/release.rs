@@ -84,15 +84,39 @@ impl Scheduler {
         // A policy's drop glue is user code: a panic there must not take the scheduler down.
         // One guard for the whole unit; after a panic, the nodes left get a new one.
         loop {
-            let recycle = &mut self.recycle;
+            let Scheduler {
+                recycle,
+                deferred,
+                deferred_recent,
+                deferred_next,
+                defer_drops,
+                pooled,
+                pooled_deferred,
+                ..
+            } = self;
             let r = catch_unwind(AssertUnwindSafe(|| {
                 while let Some(mut n) = rest.pop_front() {
                     // The followers first, onto `rest`: if the policy's drop panics, the node
                     // unwinding out of this loop takes no other node with it.
                     rest.cursor_mut().splice_after(n.followers.take());
-                    n.clear();
                     n.id = 0; // unnumbered: `ingest` numbers it when it comes back
-                    recycle.push_back(n);
+                    *pooled += 1;
+                    if *defer_drops && n.flags.deferred_drop {
+                        n.clear_keeping_policy();
+                        // The hint: the node put here a few nodes before, which the pool's
+                        // walk from the back reaches that many steps later.
+                        let i = *deferred_next;
+                        n.pending_hint = std::mem::replace(
+                            &mut deferred_recent[i],
+                            &*n as *const Instruction as usize,
+                        );
+                        *deferred_next = (i + 1) % deferred_recent.len();
+                        *pooled_deferred += 1;
+                        deferred.push_back(n);
+                    } else {
+                        n.clear();
+                        recycle.push_back(n);
+                    }
                 }
             }));
             match r {
@@ -104,17 +128,39 @@ impl Scheduler {
         }
     }
 
+    /// Drops the policies of every released node left for the submitting threads (see
+    /// `InstructionPolicy::deferred_drop`), those not yet handed over and those waiting in the
+    /// engine's list; the emptied nodes go to the pool at the next `publish`. A node a
+    /// submitting thread has already taken has its policy dropped by that thread.
+    pub(crate) fn sweep_deferred(&mut self) {
+        let mut all = std::mem::replace(&mut self.deferred, InstrList::new(InstrAdapter::new()));
+        if !self.shared.deferred_nodes.is_empty() {
+            self.shared.deferred_count.store(0, Relaxed);
+            all.back_mut()
+                .splice_after(self.shared.deferred_nodes.take());
+        }
+        crate::pool::drop_policies(&mut all, &mut self.recycle);
+        self.pooled_deferred = 0; // now on `recycle` (still counted in `pooled`)
+    }
+
     /// Publishes the counters and the in-flight count; wakes submitters blocked on back-pressure.
+    /// Hands released nodes to the pool once [`POOL_BATCH`](crate::pool::POOL_BATCH) have
+    /// gathered: each hand-over takes locked instructions on lines the submitting threads
+    /// share, and per pass they were 7 % of the scheduler's time in `vm_chain`.
     pub(super) fn publish(&mut self) {
+        self.publish_with(false);
+    }
+
+    /// [`publish`](Self::publish), handing every released node to the pool (before the
+    /// scheduler lets go of its work: a barrier, the end of its passes).
+    pub(crate) fn publish_all(&mut self) {
+        self.publish_with(true);
+    }
+
+    fn publish_with(&mut self, all: bool) {
         self.publish_counters();
-        if !self.recycle.is_empty() {
-            if self.shared.free_count.load(Relaxed) < crate::pool::POOL_CAP {
-                let n = self.recycle.iter().count();
-                self.shared.free_count.fetch_add(n, Relaxed);
-                self.shared.free_nodes.push(self.recycle.take());
-            } else {
-                self.recycle.clear(); // frees the nodes: the pool is full
-            }
+        if all || self.pooled >= crate::pool::POOL_BATCH {
+            self.hand_over_nodes();
         }
         if self.counts.unpublished_releases > 0 {
             self.shared
@@ -123,6 +169,30 @@ impl Scheduler {
                 .fetch_sub(self.counts.unpublished_releases, SeqCst);
             self.counts.unpublished_releases = 0;
             self.shared.wake_submitters();
+        }
+    }
+
+    /// Moves the released nodes to the engine's lists, for the submitting threads.
+    fn hand_over_nodes(&mut self) {
+        let (deferred, free) = (self.pooled_deferred, self.pooled - self.pooled_deferred);
+        (self.pooled, self.pooled_deferred) = (0, 0);
+        if !self.deferred.is_empty() {
+            if self.shared.deferred_count.load(Relaxed) < crate::pool::POOL_CAP {
+                self.shared.deferred_count.fetch_add(deferred, Relaxed);
+                self.shared.deferred_nodes.push(self.deferred.take());
+            } else {
+                // The submitting threads are not taking them: drop the policies here.
+                let mut d = self.deferred.take();
+                crate::pool::drop_policies(&mut d, &mut self.recycle);
+            }
+        }
+        if !self.recycle.is_empty() {
+            if self.shared.free_count.load(Relaxed) < crate::pool::POOL_CAP {
+                self.shared.free_count.fetch_add(free, Relaxed);
+                self.shared.free_nodes.push(self.recycle.take());
+            } else {
+                self.recycle.clear(); // frees the nodes: the pool is full
+            }
         }
     }
 
@@ -146,11 +216,14 @@ impl Scheduler {
             && self.epochs[0] == 0
         {
             let (_, mut b) = self.barriers.pop_front().expect("front exists");
+            // Everything before the barrier is released: drop the policies left for the
+            // submitting threads, so that a `sync` it wakes finds them dropped.
+            self.sweep_deferred();
             // Count the barrier as released before its callback runs, so a `sync` it wakes sees
             // counters that include everything before it and the barrier itself.
             self.counts.erased += 1;
             self.counts.unpublished_releases += 1;
-            self.publish();
+            self.publish_all();
             self.epochs.pop_front();
             self.first_epoch += 1;
             let st = &self.streams[0];
