@@ -267,7 +267,7 @@ impl Dataset {
         // Fisher–Yates with a SplitMix64 stream.
         let mut s = seed;
         for i in (1..idx.len()).rev() {
-            s = eddy_ops::cpu::copy::splitmix64(s);
+            s = crate::ops::random::splitmix64(s);
             idx.swap(i, (s % (i as u64 + 1)) as usize);
         }
         let n_test = (self.len() as f64 * test_fraction).round() as usize;

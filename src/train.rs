@@ -230,7 +230,7 @@ pub fn train(
             let t0 = Instant::now();
             // Reshuffle the training rows every epoch (seeded).
             for i in (1..order.len()).rev() {
-                rng = eddy_ops::cpu::copy::splitmix64(rng);
+                rng = crate::ops::random::splitmix64(rng);
                 order.swap(i, (rng % (i as u64 + 1)) as usize);
             }
             let mut loss_sum: Option<Tensor> = None;

@@ -3,7 +3,7 @@
 //! dtype. One test in its own binary, since it pins the generator's counter and other tests
 //! would draw from it concurrently.
 
-use eddy::ops::cpu::copy::{Distribution, random_value, uniform01_digits};
+use eddy::ops::random::{Distribution, random_value, uniform01_digits};
 use eddy::tensor::{DType, Error, Tensor, manual_seed};
 use eddy::tensor::{bf16, f16};
 

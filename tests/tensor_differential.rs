@@ -11,7 +11,7 @@
 mod common;
 
 use common::watchdog;
-use eddy::tensor::{DType, Error, Tensor, no_grad, with_engine};
+use eddy::tensor::{DType, Device, Error, Tensor, no_grad, with_device, with_engine};
 use eddy::vm::Vm;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
@@ -427,19 +427,29 @@ fn program(seed: u64, thread: u64, shared: &Tensor, steps: usize) -> Log {
 
 /// Runs both threads' programs concurrently on `vm`.
 fn run_on(vm: &Vm, seed: u64, steps: usize) -> Vec<Log> {
+    run_on_device(vm, Device::CPU, seed, steps)
+}
+
+/// Runs both threads' programs concurrently on `device` of `vm`.
+fn run_on_device(vm: &Vm, device: Device, seed: u64, steps: usize) -> Vec<Log> {
     let shared = with_engine(vm, || {
-        Tensor::arange(0.0, 12.0, 1.0, DType::F32)
-            .and_then(|t| t.reshape([3, 4]))
-            .and_then(|t| t.mul_scalar(0.25))
+        with_device(device, || {
+            Tensor::arange(0.0, 12.0, 1.0, DType::F32)
+                .and_then(|t| t.reshape([3, 4]))
+                .and_then(|t| t.mul_scalar(0.25))
+        })
     })
     .unwrap();
+    assert_eq!(shared.device(), device);
     let barrier = Arc::new(std::sync::Barrier::new(2));
     let handles: Vec<_> = (0..2u64)
         .map(|th| {
             let (vm, shared, barrier) = (vm.clone(), shared.clone(), barrier.clone());
             std::thread::spawn(move || {
                 barrier.wait();
-                with_engine(&vm, || program(seed, th, &shared, steps))
+                with_engine(&vm, || {
+                    with_device(device, || program(seed, th, &shared, steps))
+                })
             })
         })
         .collect();
@@ -457,6 +467,14 @@ fn compare(seed: u64, steps: usize) {
     let sync_vm = Vm::builder().sync_mode(true).build().unwrap();
     let a = run_on(&async_vm, seed, steps);
     let s = run_on(&sync_vm, seed, steps);
+    assert_logs_agree(seed, &a, &s);
+    async_vm.sync().unwrap();
+    sync_vm.sync().unwrap();
+}
+
+/// The logs `a` (of the asynchronous engine or a device) and `s` (of the reference) agree
+/// entry for entry, and show real work.
+fn assert_logs_agree(seed: u64, a: &[Log], s: &[Log]) {
     for th in 0..2 {
         assert_eq!(
             a[th].len(),
@@ -466,7 +484,7 @@ fn compare(seed: u64, steps: usize) {
         for (k, (x, y)) in a[th].iter().zip(&s[th]).enumerate() {
             assert!(
                 x == y,
-                "seed {seed} thread {th}, entry {k}:\n  async: {} {:?}\n  sync:  {} {:?}",
+                "seed {seed} thread {th}, entry {k}:\n  tested:    {} {:?}\n  reference: {} {:?}",
                 x.0,
                 x.1,
                 y.0,
@@ -481,8 +499,21 @@ fn compare(seed: u64, steps: usize) {
             "seed {seed}: nothing read"
         );
     }
-    async_vm.sync().unwrap();
-    sync_vm.sync().unwrap();
+}
+
+/// The same programs on two CPU devices of one asynchronous engine (`cpu:1` with its own
+/// stream and allocator) give the same log, bit for bit, as on `cpu:0`.
+#[test]
+fn two_cpu_devices_agree_bit_for_bit() {
+    watchdog(60, || {
+        let vm = Vm::builder().cpu_devices(2).build().unwrap();
+        for seed in [3, 0xD1CE] {
+            let a = run_on_device(&vm, Device::Cpu(1), seed, 120);
+            let s = run_on_device(&vm, Device::Cpu(0), seed, 120);
+            assert_logs_agree(seed, &a, &s);
+        }
+        vm.sync().unwrap();
+    });
 }
 
 proptest! {

@@ -127,6 +127,16 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// The op has no kernel for the operands' device yet. Eddy never copies to another device
+    /// behind the caller's back: move the operands with `to_device` if that is what you want.
+    #[error("`{op}` has no kernel for device {device}")]
+    Unsupported {
+        /// The op's name.
+        op: &'static str,
+        /// The operands' device.
+        device: eddy_vm::Device,
+    },
+
     // ---- arguments and autograd ------------------------------------------------------------------
     /// Any other bad argument.
     #[error("invalid argument to `{op}`: {message}")]
@@ -178,6 +188,7 @@ impl Error {
             | Error::UnsupportedDType { op, .. }
             | Error::DeviceMismatch { op, .. }
             | Error::DeviceUnavailable { op, .. }
+            | Error::Unsupported { op, .. }
             | Error::InvalidArgument { op, .. }
             | Error::Autograd { op, .. }
             | Error::Io { op, .. } => Some(op),

@@ -1,14 +1,17 @@
 //! Eddy's ops: element types, shapes and layouts, the typed [`Error`] every op call returns,
-//! and the CPU kernels the tensor API enqueues as `OpCall` instructions.
+//! and the op layer: for each op, its inference (shapes, dtypes, devices) and the kernel for
+//! its operands' device, which the tensor API enqueues as an `OpCall` instruction.
 //!
-//! Kernels see blobs, layouts and dtypes, never a tensor or the scheduler. Shape and dtype
-//! inference helpers ([`broadcast_shapes`], [`DType::promote`], [`norm_dim`]) run on the
-//! caller's thread before anything is enqueued.
+//! The op-layer modules ([`elementwise`], [`reduce`], [`linalg`], [`nn`], [`index`],
+//! [`sort`], [`copy`]) take a [`Device`] and return that device's kernel, or
+//! [`Error::Unsupported`] where it has none ([`device::choose`]). Kernels live in one module
+//! per device ([`cpu`]); they see blobs, layouts and dtypes, never a tensor or the scheduler.
+//! Inference runs on the caller's thread before anything is enqueued.
 //!
 //! # Examples
 //!
 //! ```
-//! use eddy_ops::{cpu::elementwise::{binary, BinaryOp, Lay}, DType, Layout};
+//! use eddy_ops::{elementwise::{binary, BinaryOp}, DType, Device, Lay, Layout};
 //! use eddy_vm::{instruction::OpCall, StreamId, Vm};
 //! let vm = Vm::builder().build().unwrap();
 //! let (a, b, c) = (vm.new_blob(8), vm.new_blob(8), vm.new_blob(8));
@@ -16,20 +19,32 @@
 //!     vm.write_blob(blob, move |m| m.chunks_mut(4).for_each(|c| c.copy_from_slice(&v.to_ne_bytes()))).unwrap();
 //! }
 //! let l = Layout::contiguous([2]);
-//! let k = binary(BinaryOp::Add, DType::F32, Lay::of(l.clone()), Lay::of(l));
+//! let k = binary(Device::CPU, BinaryOp::Add, DType::F32, Lay::of(l.clone()), Lay::of(l)).unwrap();
 //! vm.run(StreamId::CPU, OpCall::new(k, [a, b].into_iter().collect(), [c.clone()].into_iter().collect())).unwrap();
 //! let out = vm.read_blob(&c, |m| f32::from_ne_bytes(m[..4].try_into().unwrap())).unwrap();
 //! assert_eq!(out, 3.0);
 //! ```
 
+pub mod copy;
 pub mod cpu;
+pub mod device;
 mod dtype;
+pub mod elementwise;
 mod error;
+pub mod index;
 pub mod kernel;
+mod lay;
+pub mod linalg;
+pub mod nn;
+pub mod random;
+pub mod reduce;
 mod shape;
+pub mod sort;
 
+pub use device::Device;
 pub use dtype::{Bool8, DType, Elem};
 pub use error::{Error, Result};
 pub use half;
 pub use kernel::FnKernel;
+pub use lay::Lay;
 pub use shape::{Layout, Shape, broadcast_shapes, broadcasts_to, norm_dim, numel_of};

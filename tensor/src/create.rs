@@ -3,12 +3,12 @@
 use crate::engine::current;
 use crate::{DType, Elem, Error, Result, Shape, Tensor};
 use eddy_ops::Layout;
-use eddy_ops::cpu::copy::{self, Distribution};
-use eddy_ops::kernel::from_host;
+use eddy_ops::copy;
+use eddy_ops::random::{Distribution, counters_for};
 use parking_lot::Mutex;
 
 /// The global generator: a seed and a counter. Each random tensor takes `numel` counters (×2
-/// for normal, [`copy::counters_for`]), so values depend only on the seed and the order of
+/// for normal, [`counters_for`]), so values depend only on the seed and the order of
 /// calls, never on threads, and consecutive tensors share none.
 #[allow(clippy::unusual_byte_groupings)] // the groups spell "seed of Eddy"
 static GENERATOR: Mutex<(u64, u64)> = Mutex::new((0x5EED_0F_EDD7, 0));
@@ -100,8 +100,9 @@ impl Tensor {
     /// ```
     pub fn full(shape: impl Into<Shape>, value: f64, dtype: DType) -> Result<Tensor> {
         let value = checked_fill_value("full", value, dtype)?;
-        let t = Tensor::empty_on(current()?, shape.into(), dtype)?;
-        Tensor::launch(copy::fill(dtype, t.layout().clone(), value), &[], &[&t])?;
+        let t = Tensor::empty_on(current("full")?, shape.into(), dtype)?;
+        let k = copy::fill(t.device(), dtype, t.layout().clone(), value)?;
+        Tensor::launch(k, &[], &[&t])?;
         Ok(t)
     }
     /// Zeros.
@@ -191,7 +192,8 @@ impl Tensor {
     pub fn full_like(&self, value: f64) -> Result<Tensor> {
         let value = checked_fill_value("full_like", value, self.dtype())?;
         let t = self.empty_like_shape(self.shape().clone(), self.dtype())?;
-        Tensor::launch(copy::fill(t.dtype(), t.layout().clone(), value), &[], &[&t])?;
+        let k = copy::fill(t.device(), t.dtype(), t.layout().clone(), value)?;
+        Tensor::launch(k, &[], &[&t])?;
         Ok(t)
     }
     /// Uniform random values in `[0, 1)` of `self`'s shape and dtype.
@@ -273,9 +275,11 @@ impl Tensor {
             ));
         }
         let n = count as usize;
-        let t = Tensor::empty_on(current()?, Shape::from([n]), dtype)?;
+        let t = Tensor::empty_on(current("arange")?, Shape::from([n]), dtype)?;
         Tensor::launch(
-            copy::generate("arange", dtype, move |i| start + i as f64 * step),
+            copy::generate(t.device(), "arange", dtype, move |i| {
+                start + i as f64 * step
+            })?,
             &[],
             &[&t],
         )?;
@@ -314,7 +318,7 @@ impl Tensor {
             checked_fill_value(OP, start, dtype)?,
             checked_fill_value(OP, end, dtype)?,
         );
-        let t = Tensor::empty_on(current()?, Shape::from([steps]), dtype)?;
+        let t = Tensor::empty_on(current(OP)?, Shape::from([steps]), dtype)?;
         // One step is `start`, as PyTorch's fill of that case.
         let (last, half) = (steps.saturating_sub(1), (steps / 2).max(1));
         let value: Box<dyn Fn(usize) -> f64 + Send + Sync> = match dtype {
@@ -345,7 +349,7 @@ impl Tensor {
                 })
             }
         };
-        Tensor::launch(copy::generate(OP, dtype, value), &[], &[&t])?;
+        Tensor::launch(copy::generate(t.device(), OP, dtype, value)?, &[], &[&t])?;
         Ok(t)
     }
 
@@ -364,9 +368,11 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn eye(n: usize, dtype: DType) -> Result<Tensor> {
-        let t = Tensor::empty_on(current()?, Shape::from([n, n]), dtype)?;
+        let t = Tensor::empty_on(current("eye")?, Shape::from([n, n]), dtype)?;
         Tensor::launch(
-            copy::generate("eye", dtype, move |i| (i / n == i % n) as u8 as f64),
+            copy::generate(t.device(), "eye", dtype, move |i| {
+                (i / n == i % n) as u8 as f64
+            })?,
             &[],
             &[&t],
         )?;
@@ -469,9 +475,10 @@ impl Tensor {
             }
             _ => {}
         }
-        let t = Tensor::empty_on(current()?, shape, dtype)?;
-        let (seed, offset) = take_counters(copy::counters_for(dist, t.numel() as u64));
-        Tensor::launch(copy::random(dtype, dist, seed, offset), &[], &[&t])?;
+        let t = Tensor::empty_on(current("rand")?, shape, dtype)?;
+        let (seed, offset) = take_counters(counters_for(dist, t.numel() as u64));
+        let k = copy::random(t.device(), dtype, dist, seed, offset)?;
+        Tensor::launch(k, &[], &[&t])?;
         Ok(t)
     }
 
@@ -511,9 +518,9 @@ impl Tensor {
                     (lo.min(v), hi.max(v))
                 })
             });
-        let t = Tensor::empty_with_range(current()?, shape, T::DTYPE, range)?;
+        let t = Tensor::empty_with_range(current("from_vec")?, shape, T::DTYPE, range)?;
         if !data.is_empty() {
-            Tensor::launch(from_host(data), &[], &[&t])?;
+            Tensor::launch(copy::from_host(t.device(), data)?, &[], &[&t])?;
             t.range_is_filled();
         }
         Ok(t)
@@ -559,11 +566,13 @@ impl Tensor {
     /// A fresh contiguous tensor with `self`'s engine, of `shape` and `dtype`, filled by `fill`.
     pub(crate) fn new_filled(&self, shape: Shape, dtype: DType, value: f64) -> Result<Tensor> {
         let t = self.empty_like_shape(shape, dtype)?;
-        Tensor::launch(
-            copy::fill(dtype, Layout::contiguous(t.shape().clone()), value),
-            &[],
-            &[&t],
+        let k = copy::fill(
+            t.device(),
+            dtype,
+            Layout::contiguous(t.shape().clone()),
+            value,
         )?;
+        Tensor::launch(k, &[], &[&t])?;
         Ok(t)
     }
 }

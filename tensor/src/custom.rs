@@ -81,6 +81,13 @@ impl Tensor {
                 });
             }
         }
+        if !first.device().is_cpu() {
+            // The closure reads host slices: it runs only where the memory is the host's.
+            return Err(Error::Unsupported {
+                op: name,
+                device: first.device(),
+            });
+        }
         let shape = out_shape.into();
         if shape.checked_numel().is_none() {
             return Err(Error::ShapeOverflow {

@@ -2,10 +2,10 @@
 //! [`DType::promote`]), scalar variants, comparisons, `where_`, `clamp`, casts, and the in-place
 //! forms (`add_`, `mul_`, `copy_`, `zero_`, …) that write into existing storage.
 
-use crate::{DType, Error, Result, Shape, Tensor};
-use eddy_ops::broadcast_shapes;
-use eddy_ops::cpu::copy;
-use eddy_ops::cpu::elementwise::{self as ew, BinaryOp, CmpOp, UnaryOp};
+use crate::engine::Place;
+use crate::{DType, Device, Error, Result, Shape, Tensor};
+use eddy_ops::elementwise::{self as ew, BinaryOp, CmpOp, Operand, UnaryOp};
+use eddy_ops::{Lay, broadcast_shapes, copy};
 
 macro_rules! unary_methods {
     ($($(#[$m:meta])* $name:ident => $op:ident),* $(,)?) => {
@@ -456,11 +456,12 @@ impl Tensor {
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
         let out = self.empty_like_shape(self.shape().clone(), dtype)?;
         let k = copy::copy(
+            self.device(),
             self.layout().clone(),
             self.dtype(),
             out.layout().clone(),
             dtype,
-        );
+        )?;
         Tensor::launch(k, &[self], &[&out])?;
         let from = self.dtype();
         if !(from.is_float() && dtype.is_float()) {
@@ -471,49 +472,59 @@ impl Tensor {
         }))
     }
 
-    /// Moves the tensor to `device`. Only `Device::Cpu` exists in this build.
+    /// A copy of the tensor on `device` (itself if it is there already), as PyTorch's `to`.
+    ///
+    /// The copy is an instruction on the destination's stream like any other op: it returns at
+    /// once, runs after every earlier write of the source, and every later op on either side
+    /// is ordered after it as its reads and writes require. Gradients flow back to the source's
+    /// device.
     ///
     /// # Errors
     ///
-    /// `DeviceUnavailable` for any other device.
+    /// `DeviceUnavailable` if the tensor's engine has no such device (a CPU device past
+    /// [`VmBuilder::cpu_devices`](eddy_vm::VmBuilder::cpu_devices), or CUDA in a build without
+    /// it); `Unsupported` for a pair of devices with no copy between them.
     ///
     /// # Examples
     ///
     /// ```
-    /// use eddy_tensor::{Device, Error, Tensor};
-    /// let t = Tensor::from_vec(vec![1f32, 2.], [2])?;
-    /// assert_eq!(t.to_device(Device::Cpu)?.to_vec::<f32>()?, [1., 2.]);
+    /// use eddy_tensor::{with_engine, Device, Error, Tensor};
+    /// let vm = eddy_vm::Vm::builder().cpu_devices(2).build()?;
+    /// let t = with_engine(&vm, || Tensor::from_vec(vec![1f32, 2.], [2]))?;
+    /// let u = t.to_device(Device::Cpu(1))?;
+    /// assert_eq!((u.device(), u.to_vec::<f32>()?), (Device::Cpu(1), vec![1., 2.]));
+    /// assert!(matches!(t.add(&u), Err(Error::DeviceMismatch { .. })));
     /// assert!(matches!(t.to_device(Device::Cuda(0)), Err(Error::DeviceUnavailable { .. })));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
-    pub fn to_device(&self, device: crate::Device) -> Result<Tensor> {
-        match device {
-            crate::Device::Cpu => Ok(self.clone()),
-            d => Err(Error::DeviceUnavailable {
-                op: "to_device",
-                device: format!("{d:?}"),
-                reason: "this build has no CUDA support (feature `cuda`)",
-            }),
+    pub fn to_device(&self, device: Device) -> Result<Tensor> {
+        if device == self.device() {
+            return Ok(self.clone());
         }
+        let place = Place::on("to_device", self.engine_ref().share(), device)?;
+        let k = copy::transfer(self.device(), device, self.dtype(), self.layout().clone())?;
+        let out = Tensor::empty_on(place, self.shape().clone(), self.dtype())?;
+        Tensor::launch(k, &[self], &[&out])?;
+        if !self.dtype().is_float() {
+            return Ok(out);
+        }
+        let from = self.device();
+        Ok(out.record("to_device", &[self], move |g, _, _| {
+            Ok(vec![Some(g.to_device(from)?)])
+        }))
     }
 
     pub(crate) fn unary(&self, op: UnaryOp) -> Result<Tensor> {
-        let dt = self.dtype();
-        if dt == DType::Bool {
-            return Err(Error::UnsupportedDType {
-                op: op.name(),
-                dtype: dt,
-            });
-        }
-        if !dt.is_float() && !op.keeps_int() {
-            return self.to_dtype(dt.to_float())?.unary(op);
+        let dt = ew::unary_dtype(op, self.dtype())?;
+        if dt != self.dtype() {
+            return self.to_dtype(dt)?.unary(op);
         }
         let lay = if self.is_contiguous() {
-            ew::Lay::Dense(self.layout().offset) // its own shape: no comparison needed
+            Lay::Dense(self.layout().offset) // its own shape: no comparison needed
         } else {
             self.lay_for(self.shape())
         };
-        let k = ew::unary(op, dt, lay); // before the output, as in `binary`
+        let k = ew::unary(self.device(), op, dt, lay)?; // before the output, as in `binary`
         let out = self.empty_like_shape(self.shape().clone(), dt)?;
         Tensor::launch(k, &[self], &[&out])?;
         if !dt.is_float() {
@@ -728,7 +739,8 @@ impl Tensor {
                 _ => c,
             };
             let e = self.empty_like_shape(Shape::from([]), self.dtype())?;
-            Tensor::launch(copy::fill(e.dtype(), e.layout().clone(), c), &[], &[&e])?;
+            let k = copy::fill(e.device(), e.dtype(), e.layout().clone(), c)?;
+            Tensor::launch(k, &[], &[&e])?;
             return self.pow(&e);
         }
         self.scalar_op(UnaryOp::PowScalar(c), 0.5)
@@ -763,11 +775,16 @@ impl Tensor {
         self.scalar_op(UnaryOp::Clamp(l, h), if int_ok { 0.0 } else { 0.5 })
     }
 
+    /// What inference needs of this tensor as an operand.
+    #[inline]
+    pub(crate) fn operand(&self) -> Operand<'_> {
+        Operand::new(self.shape(), self.dtype(), self.device())
+    }
+
     /// Checks operands of a binary op and returns (output shape, compute dtype).
     fn binary_prep(&self, op: &'static str, rhs: &Tensor) -> Result<(Shape, DType)> {
         self.same_device(op, rhs)?;
-        let shape = broadcast_shapes(op, self.shape(), rhs.shape())?;
-        Ok((shape, self.dtype().promote(rhs.dtype())))
+        ew::infer_binary(op, self.operand(), rhs.operand())
     }
 
     pub(crate) fn binary(&self, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
@@ -781,6 +798,7 @@ impl Tensor {
                 && dt != DType::Bool
                 && (op != BinaryOp::Div || dt.is_float())
                 && self.shape() == rhs.shape()
+                && self.device() == rhs.device()
                 && self.engine().same_engine(rhs.engine()))
             {
                 break 'flat;
@@ -788,7 +806,7 @@ impl Tensor {
             // Both dense tested apart: going through the `Option`s of the general test cost
             // the commonest op about fifteen instructions (callgrind).
             let (la, lb) = if self.is_contiguous() && rhs.is_contiguous() {
-                let dense = |t: &Tensor| ew::Lay::Dense(t.layout().offset);
+                let dense = |t: &Tensor| Lay::Dense(t.layout().offset);
                 (dense(self), dense(rhs))
             } else {
                 match (self.flat_lay(), rhs.flat_lay()) {
@@ -799,25 +817,18 @@ impl Tensor {
             // The kernel before the output: built right before the launch, its fields were
             // still in the store buffer when the launch copied them in wider pieces, a
             // store-forwarding stall (a sixth of `launch`'s samples).
-            let k = ew::binary(op, dt, la, lb);
+            let k = ew::binary(self.device(), op, dt, la, lb)?;
             let out = self.empty_like_shape(self.shape().clone(), dt)?;
             Tensor::launch(k, &[self, rhs], &[&out])?;
             return Ok(Tensor::record_binary(out, op, self, rhs));
         }
-        let (shape, mut dt) = self.binary_prep(op.name(), rhs)?;
-        if dt == DType::Bool {
-            return Err(Error::UnsupportedDType {
-                op: op.name(),
-                dtype: dt,
-            });
-        }
-        if op == BinaryOp::Div {
-            dt = dt.to_float();
-        }
+        let (shape, dt) = self.binary_prep(op.name(), rhs)?;
+        let dt = ew::binary_dtype(op, dt)?;
         let (a, b) = (self.cast_ref(dt)?, rhs.cast_ref(dt)?);
         let (a, b) = (&*a, &*b);
         let out = self.empty_like_shape(shape, dt)?;
-        let k = ew::binary(op, dt, a.lay_for(out.shape()), b.lay_for(out.shape()));
+        let (la, lb) = (a.lay_for(out.shape()), b.lay_for(out.shape()));
+        let k = ew::binary(self.device(), op, dt, la, lb)?;
         Tensor::launch(k, &[a, b], &[&out])?;
         Ok(Tensor::record_binary(out, op, a, b))
     }
@@ -900,7 +911,8 @@ impl Tensor {
         let (a, b) = (self.cast_ref(dt)?, rhs.cast_ref(dt)?);
         let (a, b) = (&*a, &*b);
         let out = self.empty_like_shape(shape, DType::Bool)?;
-        let k = ew::compare(op, dt, a.lay_for(out.shape()), b.lay_for(out.shape()));
+        let (la, lb) = (a.lay_for(out.shape()), b.lay_for(out.shape()));
+        let k = ew::compare(self.device(), op, dt, la, lb)?;
         Tensor::launch(k, &[a, b], &[&out])?;
         Ok(out)
     }
@@ -933,11 +945,12 @@ impl Tensor {
         let (a, b) = (on_true.cast(dt)?, on_false.cast(dt)?);
         let out = self.empty_like_shape(shape.clone(), dt)?;
         let k = ew::where_(
+            self.device(),
             dt,
             self.layout().broadcast_to(&shape),
             a.layout().broadcast_to(&shape),
             b.layout().broadcast_to(&shape),
-        );
+        )?;
         Tensor::launch(k, &[self, &a, &b], &[&out])?;
         let cond = self.detach();
         Ok(out.record_saving(
@@ -1028,11 +1041,12 @@ impl Tensor {
         let src = if src.shares_storage(self) {
             let out = src.empty_like_shape(src.shape().clone(), self.dtype())?;
             let k = copy::copy(
+                src.device(),
                 src.layout().clone(),
                 src.dtype(),
                 out.layout().clone(),
                 out.dtype(),
-            );
+            )?;
             Tensor::launch(k, &[src], &[&out])?;
             out
         } else {
@@ -1055,12 +1069,13 @@ impl Tensor {
         }
         let x = self.inplace_operand(op.name(), src, promote)?;
         let k = ew::binary_inplace(
+            self.device(),
             op,
             self.dtype(),
             self.layout().clone(),
             x.layout().broadcast_to(self.shape()),
             alpha,
-        );
+        )?;
         Tensor::launch(k, &[&x], &[self])?;
         self.blob().bump_version();
         Ok(self.clone())
@@ -1246,11 +1261,12 @@ impl Tensor {
         self.check_inplace("copy_")?;
         let x = self.inplace_operand("copy_", src, self.dtype())?;
         let k = copy::copy(
+            self.device(),
             x.layout().broadcast_to(self.shape()),
             x.dtype(),
             self.layout().clone(),
             self.dtype(),
-        );
+        )?;
         Tensor::launch(k, &[&x], &[self])?;
         self.blob().bump_version();
         Ok(self.clone())
@@ -1276,11 +1292,8 @@ impl Tensor {
     pub fn fill_(&self, value: f64) -> Result<Tensor> {
         self.check_inplace("fill_")?;
         let value = crate::create::checked_fill_value("fill_", value, self.dtype())?;
-        Tensor::launch(
-            copy::fill(self.dtype(), self.layout().clone(), value),
-            &[],
-            &[self],
-        )?;
+        let k = copy::fill(self.device(), self.dtype(), self.layout().clone(), value)?;
+        Tensor::launch(k, &[], &[self])?;
         self.blob().bump_version();
         Ok(self.clone())
     }

@@ -1,9 +1,10 @@
-//! Which engine new tensors go to: a process-wide default started on first use (configured by
-//! the `EDDY_VM_*` variables), or an explicit one for a scope ([`with_engine`]).
+//! Where new tensors go: the engine (a process-wide default started on first use, configured by
+//! the `EDDY_VM_*` variables, or an explicit one for a scope: [`with_engine`]) and the device on
+//! it (`cpu:0`, or another for a scope: [`with_device`]).
 
-use crate::Result;
-use eddy_vm::Vm;
-use std::cell::RefCell;
+use crate::{Device, Error, Result};
+use eddy_vm::{StreamId, Vm};
+use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
 
@@ -11,6 +12,7 @@ static DEFAULT: OnceLock<Vm> = OnceLock::new();
 
 thread_local! {
     static SCOPED: RefCell<Vec<Vm>> = const { RefCell::new(Vec::new()) };
+    static DEVICE: Cell<Device> = const { Cell::new(Device::CPU) };
 }
 
 /// The process-wide engine, started on first use.
@@ -55,6 +57,78 @@ pub fn with_engine<R>(vm: &Vm, f: impl FnOnce() -> R) -> R {
     SCOPED.with(|s| s.borrow_mut().push(vm.clone()));
     let _pop = Pop;
     f()
+}
+
+/// Runs `f` with `device` as the device of the tensors it creates on this thread (`zeros`,
+/// `from_vec`, `randn`, …), as PyTorch's `torch.device` context. Ops on existing tensors run on
+/// their operands' device; a creation on a device the engine lacks fails with
+/// `DeviceUnavailable`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{with_device, with_engine, Device, Tensor, DType};
+/// let vm = eddy_vm::Vm::builder().cpu_devices(2).build()?;
+/// let t = with_engine(&vm, || with_device(Device::Cpu(1), || Tensor::ones([2], DType::F32)))?;
+/// assert_eq!(t.device(), Device::Cpu(1));
+/// assert_eq!(t.add(&t)?.device(), Device::Cpu(1)); // ops follow their operands
+/// let far = with_device(Device::Cpu(7), || Tensor::ones([2], DType::F32));
+/// assert!(matches!(far, Err(eddy_tensor::Error::DeviceUnavailable { .. })));
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
+pub fn with_device<R>(device: Device, f: impl FnOnce() -> R) -> R {
+    struct Restore(Device);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DEVICE.with(|d| d.set(self.0));
+        }
+    }
+    let _restore = Restore(DEVICE.with(|d| d.replace(device)));
+    f()
+}
+
+/// Where a new tensor goes: an engine, one of its devices, and that device's compute stream.
+pub(crate) struct Place {
+    pub(crate) vm: VmRef,
+    pub(crate) device: Device,
+    pub(crate) stream: StreamId,
+}
+
+impl Place {
+    /// `device` on `vm`.
+    ///
+    /// # Errors
+    ///
+    /// `DeviceUnavailable` (for `op`) if the engine has no stream on that device.
+    pub(crate) fn on(op: &'static str, vm: VmRef, device: Device) -> Result<Place> {
+        if device == Device::CPU {
+            return Ok(Place {
+                vm,
+                device,
+                stream: StreamId::CPU,
+            });
+        }
+        match vm.device_stream(device) {
+            Some(stream) => Ok(Place { vm, device, stream }),
+            None => Err(unavailable(op, device)),
+        }
+    }
+}
+
+/// Why `device` cannot be used here.
+#[cold]
+pub(crate) fn unavailable(op: &'static str, device: Device) -> Error {
+    Error::DeviceUnavailable {
+        op,
+        device: device.to_string(),
+        reason: match device {
+            Device::Cpu(_) => {
+                "the engine has fewer CPU devices (VmBuilder::cpu_devices, EDDY_VM_CPU_DEVICES)"
+            }
+            Device::Cuda(_) => "this build has no CUDA support (feature `cuda`)",
+            Device::Test(_) => "the engine has no stream on that test device",
+        },
+    }
 }
 
 /// A tensor's engine handle. For the process-wide default engine it is an uncounted copy of
@@ -120,8 +194,15 @@ impl std::ops::Deref for VmRef {
     }
 }
 
+/// Where new tensors made by `op` on this thread go: the scoped or default engine, and the
+/// scoped device.
+pub(crate) fn current(op: &'static str) -> Result<Place> {
+    let device = DEVICE.with(|d| d.get());
+    Place::on(op, current_engine()?, device)
+}
+
 /// The engine new tensors on this thread go to.
-pub(crate) fn current() -> Result<VmRef> {
+fn current_engine() -> Result<VmRef> {
     if let Some(vm) = SCOPED.with(|s| s.borrow().last().map(VmRef::of)) {
         return Ok(vm);
     }

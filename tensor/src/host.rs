@@ -93,6 +93,10 @@ impl Tensor {
         if n.saturating_mul(std::mem::size_of::<T>()) >= PROBE_BYTES {
             host_reserve::<T>("to_vec", &mut Vec::new(), n)?;
         }
+        if !self.device().is_cpu() {
+            // Device memory is read through a copy to the host, ordered like any other op.
+            return self.to_device(crate::Device::CPU)?.to_vec();
+        }
         let layout = self.layout().clone();
         Ok(self
             .engine()
@@ -262,7 +266,7 @@ impl fmt::Display for Tensor {
                 write!(f, ", size=({})", dims.join(", "))?;
             }
             write!(f, ", dtype={}", self.dtype())?;
-            if self.device() != crate::Device::Cpu {
+            if self.device() != crate::Device::CPU {
                 write!(f, ", device={}", self.device())?;
             }
             return write!(f, ")");
@@ -348,7 +352,7 @@ impl fmt::Display for Tensor {
         );
         rec(&mut out, self.dims(), &strs, 0, &mut width, summarize, 7);
         write!(f, "{out}, dtype={}", self.dtype())?;
-        if self.device() != crate::Device::Cpu {
+        if self.device() != crate::Device::CPU {
             write!(f, ", device={}", self.device())?;
         }
         write!(f, ")")

@@ -72,7 +72,7 @@ pub use create::manual_seed;
 pub use custom::CustomBackward;
 pub use eddy_ops::{Bool8, DType, Elem, Error, Layout, Result, Shape};
 pub use eddy_vm::Device;
-pub use engine::{default_engine, with_engine};
+pub use engine::{default_engine, with_device, with_engine};
 /// The half-precision element types of `F16` and `BF16` tensors (from the `half` crate), for
 /// `from_vec` and `to_vec` without a direct dependency.
 pub use half::{bf16, f16};

@@ -1,8 +1,8 @@
 //! Matrix products (`matmul`, batched, with broadcast batch dims) through the `gemm` crate.
 
 use crate::{DType, Error, Result, Shape, Tensor};
-use eddy_ops::cpu::elementwise::BinaryOp;
-use eddy_ops::{broadcast_shapes, cpu::matmul as km};
+use eddy_ops::elementwise::BinaryOp;
+use eddy_ops::{broadcast_shapes, linalg as km};
 
 impl Tensor {
     /// The matrix product, as PyTorch's `matmul`: 1-D operands are promoted to a row (lhs) or
@@ -97,7 +97,8 @@ impl Tensor {
         let lb = rhs.layout().broadcast_to(&full(k, n));
         let out = self.empty_like_shape(full(m, n), dt)?;
         let macs = eddy_ops::numel_of(&[batch.numel(), m, n, k]);
-        Tensor::launch_with_work(km::matmul(dt, la, lb), &[self, rhs], &[&out], Some(macs))?;
+        let k = km::matmul(self.device(), dt, la, lb)?;
+        Tensor::launch_with_work(k, &[self, rhs], &[&out], Some(macs))?;
         let saved = &[self, rhs][saved_operands(self, rhs)];
         Ok(
             out.record_saving("matmul", &[self, rhs], saved, false, |g, ins, _| {
@@ -252,11 +253,11 @@ impl Tensor {
         let macs = Some(eddy_ops::numel_of(&[rows, out_f, in_f]));
         match relu {
             true => {
-                let k = km::matmul_bias_relu(dt, la, lb, lc);
+                let k = km::matmul_bias_relu(x.device(), dt, la, lb, lc)?;
                 Tensor::launch_with_work(k, &[&x, &wt, b], &[&out], macs)?
             }
             false => {
-                let k = km::matmul_bias(dt, la, lb, lc);
+                let k = km::matmul_bias(x.device(), dt, la, lb, lc)?;
                 Tensor::launch_with_work(k, &[&x, &wt, b], &[&out], macs)?
             }
         }

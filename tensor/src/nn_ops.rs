@@ -3,7 +3,8 @@
 //! (`cat`, `stack`).
 
 use crate::{DType, Error, Result, Shape, Tensor};
-use eddy_ops::cpu::{index as ki, nn as kn};
+use eddy_ops::index::{self as ki, IndexDims};
+use eddy_ops::nn as kn;
 use eddy_ops::{norm_dim, numel_of};
 
 impl Tensor {
@@ -39,11 +40,8 @@ impl Tensor {
         let cols = x.dims()[last];
         let rows = x.numel() / cols.max(1);
         let out = x.empty_like_shape(x.shape().clone(), x.dtype())?;
-        Tensor::launch(
-            kn::softmax(x.dtype(), x.layout().offset, rows, cols, log),
-            &[&x],
-            &[&out],
-        )?;
+        let k = kn::softmax(x.device(), x.dtype(), x.layout().offset, rows, cols, log)?;
+        Tensor::launch(k, &[&x], &[&out])?;
         let out = if d == last {
             out
         } else {
@@ -205,17 +203,14 @@ impl Tensor {
         let late = dt == DType::F16 && scale > 65504.0;
         let mask_scale = if late { 1.0 } else { scale };
         let keep = move |i: usize| {
-            if eddy_ops::cpu::copy::uniform01(seed, offset.wrapping_add(i as u64)) >= p {
+            if eddy_ops::random::uniform01(seed, offset.wrapping_add(i as u64)) >= p {
                 mask_scale
             } else {
                 0.0
             }
         };
-        Tensor::launch(
-            eddy_ops::cpu::copy::generate("dropout", dt, keep),
-            &[],
-            &[&mask],
-        )?;
+        let k = eddy_ops::copy::generate(mask.device(), "dropout", dt, keep)?;
+        Tensor::launch(k, &[], &[&mask])?;
         if late {
             self.mul(&mask)?.mul_scalar(scale)
         } else {
@@ -382,16 +377,17 @@ impl Tensor {
         let mut shape = self.shape().clone();
         shape.0[d] = nidx;
         let out = self.empty_like_shape(shape, self.dtype())?;
-        let k = ki::index_select(
-            x.dtype(),
-            idx.dtype(),
-            x.layout().offset,
-            idx.layout().offset,
+        let dims = IndexDims {
+            dtype: x.dtype(),
+            idx_dtype: idx.dtype(),
+            offset: x.layout().offset,
+            idx_offset: idx.layout().offset,
             outer,
             size,
             inner,
             nidx,
-        );
+        };
+        let k = ki::index_select(x.device(), dims)?;
         Tensor::launch(k, &[&x, &idx], &[&out])?;
         let in_shape = self.shape().clone();
         Ok(out.record_saving(
@@ -412,16 +408,17 @@ impl Tensor {
     fn add_at_index(&self, idx: &Tensor, shape: &Shape, d: usize) -> Result<Tensor> {
         let src = self.contiguous()?;
         let out = self.empty_like_shape(shape.clone(), self.dtype())?;
-        let k = ki::index_add(
-            src.dtype(),
-            idx.dtype(),
-            src.layout().offset,
-            idx.layout().offset,
-            numel_of(&shape.dims()[..d]),
-            shape.dims()[d],
-            numel_of(&shape.dims()[d + 1..]),
-            idx.numel(),
-        );
+        let dims = IndexDims {
+            dtype: src.dtype(),
+            idx_dtype: idx.dtype(),
+            offset: src.layout().offset,
+            idx_offset: idx.layout().offset,
+            outer: numel_of(&shape.dims()[..d]),
+            size: shape.dims()[d],
+            inner: numel_of(&shape.dims()[d + 1..]),
+            nidx: idx.numel(),
+        };
+        let k = ki::index_add(src.device(), dims)?;
         Tensor::launch(k, &[&src, idx], &[&out])?;
         Ok(out)
     }
@@ -436,6 +433,7 @@ impl Tensor {
         lo.shape = idx.shape().clone();
         let stride_dim = std::mem::replace(&mut lo.strides[d], 0);
         let k = ki::scatter_add(
+            src.device(),
             src.dtype(),
             idx.dtype(),
             src.layout().offset,
@@ -444,7 +442,7 @@ impl Tensor {
             shape.dims()[d],
             shape.numel(),
             idx.layout().offset,
-        );
+        )?;
         Tensor::launch(k, &[&src, idx], &[&out])?;
         Ok(out)
     }
@@ -662,6 +660,7 @@ impl Tensor {
         let size = self.dims()[d];
         let out = self.empty_like_shape(idx.shape().clone(), self.dtype())?;
         let k = ki::gather(
+            self.device(),
             op,
             self.dtype(),
             idx.dtype(),
@@ -669,7 +668,7 @@ impl Tensor {
             stride_dim,
             size,
             idx.layout().offset,
-        );
+        )?;
         Tensor::launch(k, &[self, &idx], &[&out])?;
         let in_shape = self.shape().clone();
         Ok(

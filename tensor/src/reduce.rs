@@ -4,8 +4,8 @@
 //! `max`/`min`/`arg*` over an empty dim are `EmptyTensor` errors.
 
 use crate::{DType, Error, Result, Shape, Tensor};
-use eddy_ops::cpu::reduce::{self as kr, ReduceOp};
 use eddy_ops::norm_dim;
+use eddy_ops::reduce::{self as kr, ReduceOp};
 use smallvec::SmallVec;
 
 /// A list of dims: inline up to 4, so that a small reduction allocates only its output.
@@ -63,7 +63,8 @@ impl Tensor {
             && prefix
             && n_reduced > 0
         {
-            let k = kr::sum_leading(self.dtype(), self.layout().offset, n_red, out_numel);
+            let (dt, off) = (self.dtype(), self.layout().offset);
+            let k = kr::sum_leading(self.device(), dt, off, n_red, out_numel)?;
             Tensor::launch(k, &[self], &[&out])?;
         } else {
             // The kept dims first, then the reduced ones.
@@ -71,7 +72,8 @@ impl Tensor {
                 .filter(|&d| !red[d])
                 .chain((0..r).filter(|&d| red[d]))
                 .collect();
-            let k = kr::reduce(op, self.dtype(), self.layout().permute(&perm), n_red);
+            let la = self.layout().permute(&perm);
+            let k = kr::reduce(self.device(), op, self.dtype(), la, n_red)?;
             Tensor::launch(k, &[self], &[&out])?;
         }
         if !self.dtype().is_float()
@@ -424,10 +426,11 @@ impl Tensor {
         let out = self.empty_like_shape(self.shape().clone(), out_dtype)?;
         let perm: Dims<usize> = (0..r).filter(|&k| k != d).chain([d]).collect();
         let k = kr::cumsum(
+            self.device(),
             dtype,
             self.layout().permute(&perm),
             out.layout().permute(&perm),
-        );
+        )?;
         Tensor::launch(k, &[self], &[&out])?;
         if !dtype.is_float() || !crate::autograd::records(&[self]) {
             return Ok(out);

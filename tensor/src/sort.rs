@@ -1,10 +1,10 @@
 //! Ordering along a dim: `sort`, `argsort`, `topk` and `median`, all from one kernel
-//! ([`eddy_ops::cpu::sort`]). NaN counts as larger than every number and equal values keep
+//! ([`eddy_ops::sort`]). NaN counts as larger than every number and equal values keep
 //! their order (the sort is stable), so results are the same on any thread count.
 
 use crate::{DType, Error, Result, Shape, Tensor};
-use eddy_ops::cpu::sort as ks;
 use eddy_ops::norm_dim;
+use eddy_ops::sort as ks;
 use smallvec::SmallVec;
 
 impl Tensor {
@@ -167,11 +167,12 @@ impl Tensor {
         let indices = self.empty_like_shape(shape, DType::I64)?;
         let perm: SmallVec<[usize; 6]> = (0..r).filter(|&j| j != d).chain([d]).collect();
         let kern = ks::sort(
+            self.device(),
             self.dtype(),
             self.layout().permute(&perm),
             values.layout().permute(&perm),
             descending,
-        );
+        )?;
         Tensor::launch(kern, &[self], &[&values, &indices])?;
         if !self.dtype().is_float() || !crate::autograd::records(&[self]) {
             return Ok((values, indices));

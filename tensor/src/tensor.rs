@@ -1,7 +1,7 @@
 //! [`Tensor`]: a cheap handle to a layout over shared storage, plus its autograd record.
 
 use crate::autograd::Node;
-use crate::engine::VmRef;
+use crate::engine::{Place, VmRef};
 use crate::{DType, Device, Error, Layout, Result, Shape};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted, StreamId, Vm};
@@ -49,6 +49,9 @@ pub(crate) struct Inner {
     blob: Counted<Blob>,
     vm: VmRef,
     dtype: DType,
+    /// The device the storage lives on, and its compute stream on `vm`, where ops run.
+    device: Device,
+    stream: StreamId,
     pub(crate) layout: Layout,
     /// `layout.numel()` and `layout.is_contiguous()`, worked out once: every op asks.
     numel: usize,
@@ -76,6 +79,8 @@ struct Parts<'a> {
     blob: Counted<Blob>,
     vm: VmRef,
     dtype: DType,
+    device: Device,
+    stream: StreamId,
     host_range: Option<&'a TArc<HostRange>>,
 }
 
@@ -89,6 +94,8 @@ impl Tensor {
                 blob: self.0.blob.clone(),
                 vm: self.0.vm.share(),
                 dtype: self.0.dtype,
+                device: self.0.device,
+                stream: self.0.stream,
                 host_range: self.0.host_range.as_ref(),
             },
             layout,
@@ -114,6 +121,8 @@ impl Tensor {
                 addr_of_mut!((*p).blob).write(parts.blob);
                 addr_of_mut!((*p).vm).write(parts.vm);
                 addr_of_mut!((*p).dtype).write(parts.dtype);
+                addr_of_mut!((*p).device).write(parts.device);
+                addr_of_mut!((*p).stream).write(parts.stream);
                 addr_of_mut!((*p).layout).write(layout);
                 addr_of_mut!((*p).numel).write(numel);
                 addr_of_mut!((*p).contiguous).write(contiguous);
@@ -127,16 +136,16 @@ impl Tensor {
         Tensor(inner)
     }
 
-    /// A fresh contiguous tensor on `vm` whose memory `Prepare` allocates when its producer
+    /// A fresh contiguous tensor at `place` whose memory `Prepare` allocates when its producer
     /// runs.
-    pub(crate) fn empty_on(vm: VmRef, shape: Shape, dtype: DType) -> Result<Tensor> {
-        Tensor::empty_with_range(vm, shape, dtype, None)
+    pub(crate) fn empty_on(place: Place, shape: Shape, dtype: DType) -> Result<Tensor> {
+        Tensor::empty_with_range(place, shape, dtype, None)
     }
 
     /// As [`empty_on`](Self::empty_on), for a tensor that will hold host values between `lo`
     /// and `hi` (`range`); [`range_is_filled`](Self::range_is_filled) says when they are queued.
     pub(crate) fn empty_with_range(
-        vm: VmRef,
+        place: Place,
         shape: Shape,
         dtype: DType,
         range: Option<(i64, i64)>,
@@ -156,9 +165,11 @@ impl Tensor {
         Ok(Tensor::from_parts(
             Parts {
                 // The blob counts its creator as its first holder: this handle.
-                blob: vm.new_blob(bytes),
-                vm,
+                blob: place.vm.new_blob(bytes),
+                vm: place.vm,
                 dtype,
+                device: place.device,
+                stream: place.stream,
                 host_range: host_range.as_ref(),
             },
             layout,
@@ -167,9 +178,20 @@ impl Tensor {
         ))
     }
 
-    /// A fresh tensor on the same engine as `self`.
+    /// A fresh tensor on the same engine and device as `self`.
+    #[inline]
     pub(crate) fn empty_like_shape(&self, shape: Shape, dtype: DType) -> Result<Tensor> {
-        Tensor::empty_on(self.0.vm.share(), shape, dtype)
+        Tensor::empty_on(self.place(), shape, dtype)
+    }
+
+    /// Where `self` lives, for a new tensor beside it.
+    #[inline]
+    pub(crate) fn place(&self) -> Place {
+        Place {
+            vm: self.0.vm.share(),
+            device: self.0.device,
+            stream: self.0.stream,
+        }
     }
 
     /// Marks the host values given to [`empty_with_range`](Self::empty_with_range) as the
@@ -202,16 +224,16 @@ impl Tensor {
 
     /// This tensor as a kernel operand of its own shape, when it is dense or a splat.
     #[inline]
-    pub(crate) fn flat_lay(&self) -> Option<eddy_ops::cpu::elementwise::Lay> {
-        eddy_ops::cpu::elementwise::Lay::flat(self.layout(), self.0.contiguous)
+    pub(crate) fn flat_lay(&self) -> Option<eddy_ops::Lay> {
+        eddy_ops::Lay::flat(self.layout(), self.0.contiguous)
     }
 
     /// This operand's layout for an elementwise kernel whose output has `shape` (which it
     /// broadcasts to): dense or a splat without building a layout ([`Lay::for_shape`]).
     ///
-    /// [`Lay::for_shape`]: eddy_ops::cpu::elementwise::Lay::for_shape
-    pub(crate) fn lay_for(&self, shape: &Shape) -> eddy_ops::cpu::elementwise::Lay {
-        eddy_ops::cpu::elementwise::Lay::for_shape(self.layout(), self.0.contiguous, shape)
+    /// [`Lay::for_shape`]: eddy_ops::Lay::for_shape
+    pub(crate) fn lay_for(&self, shape: &Shape) -> eddy_ops::Lay {
+        eddy_ops::Lay::for_shape(self.layout(), self.0.contiguous, shape)
     }
 
     /// The dims.
@@ -301,17 +323,21 @@ impl Tensor {
     pub fn dtype(&self) -> DType {
         self.0.dtype
     }
-    /// The device.
+    /// The device the tensor's storage lives on, where its ops run.
     ///
     /// # Examples
     ///
     /// ```
-    /// use eddy_tensor::{Device, Tensor, DType};
-    /// assert_eq!(Tensor::zeros([2], DType::F32)?.device(), Device::Cpu);
+    /// use eddy_tensor::{with_engine, Device, Tensor, DType};
+    /// assert_eq!(Tensor::zeros([2], DType::F32)?.device(), Device::CPU);
+    /// let vm = eddy_vm::Vm::builder().cpu_devices(2).build()?;
+    /// let t = with_engine(&vm, || Tensor::zeros([2], DType::F32))?.to_device(Device::Cpu(1))?;
+    /// assert_eq!(t.device(), Device::Cpu(1));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[inline]
     pub fn device(&self) -> Device {
-        Device::Cpu
+        self.0.device
     }
     /// Shape, strides and offset into the storage.
     ///
@@ -396,7 +422,7 @@ impl Tensor {
     /// Checks that `other` is on the same device and engine, for `op`.
     #[inline]
     pub(crate) fn same_device(&self, op: &'static str, other: &Tensor) -> Result<()> {
-        if !self.engine().same_engine(other.engine()) {
+        if self.0.device != other.0.device || !self.engine().same_engine(other.engine()) {
             return Err(self.device_mismatch(op, other));
         }
         Ok(())
@@ -417,14 +443,18 @@ impl Tensor {
     #[cold]
     #[inline(never)]
     fn device_mismatch(&self, op: &'static str, other: &Tensor) -> Error {
+        let (lhs, rhs) = (self.device(), other.device());
+        if lhs != rhs {
+            return Error::DeviceMismatch {
+                op,
+                lhs: format!("{lhs} (tensor {})", self.id()),
+                rhs: format!("{rhs} (tensor {})", other.id()),
+            };
+        }
         Error::DeviceMismatch {
             op,
-            lhs: format!("{:?} (engine of tensor {})", self.device(), self.id()),
-            rhs: format!(
-                "{:?} (another engine, tensor {})",
-                other.device(),
-                other.id()
-            ),
+            lhs: format!("{lhs} (engine of tensor {})", self.id()),
+            rhs: format!("{rhs} (another engine, tensor {})", other.id()),
         }
     }
 
@@ -460,18 +490,13 @@ impl Tensor {
                 h.valid.store(false, Ordering::Relaxed);
             }
         }
-        let vm = outs.first().or(ins.first()).expect("an operand").engine();
+        let t = outs.first().or(ins.first()).expect("an operand");
         let cheap = match work {
             Some(w) => w <= CHEAP_WORK,
             None => kernel.cheap(),
         };
-        vm.run_op(
-            StreamId::CPU,
-            kernel,
-            &blob_refs(ins),
-            &blob_refs(outs),
-            cheap,
-        )?;
+        t.engine()
+            .run_op(t.0.stream, kernel, &blob_refs(ins), &blob_refs(outs), cheap)?;
         Ok(())
     }
 }
@@ -499,7 +524,7 @@ pub(crate) const CHEAP_WORK: usize = 8192;
 ///
 /// ```
 /// let t = eddy_tensor::Tensor::from_vec(vec![1i64, 2], [2]).unwrap();
-/// assert_eq!(format!("{t:?}"), "Tensor[dims [2], i64, cpu] tensor([1, 2], dtype=i64)");
+/// assert_eq!(format!("{t:?}"), "Tensor[dims [2], i64, cpu:0] tensor([1, 2], dtype=i64)");
 /// ```
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

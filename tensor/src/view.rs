@@ -484,17 +484,18 @@ impl Tensor {
         }
         // A copy of every element: the values known on the host stay known.
         let out = Tensor::empty_with_range(
-            self.engine_ref().share(),
+            self.place(),
             self.shape().clone(),
             self.dtype(),
             self.known_range(),
         )?;
-        let k = eddy_ops::cpu::copy::copy(
+        let k = eddy_ops::copy::copy(
+            self.device(),
             self.layout().clone(),
             self.dtype(),
             out.layout().clone(),
             out.dtype(),
-        );
+        )?;
         Tensor::launch(k, &[self], &[&out])?;
         out.range_is_filled();
         Ok(out.record("contiguous", &[self], |g, _, _| Ok(vec![Some(g.clone())])))

@@ -13,6 +13,9 @@ use std::time::Duration;
 /// `Instant::now() + d` overflow.
 pub(crate) const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
+/// The most CPU devices an engine may have ([`VmBuilder::cpu_devices`]).
+pub const MAX_CPU_DEVICES: u32 = 64;
+
 /// The engine's settings. Every field has an `EDDY_VM_*` variable (see [`VmBuilder::from_env`]).
 ///
 /// # Examples
@@ -45,8 +48,11 @@ pub struct Config {
     pub timeout: Duration,
     /// Caching or pass-through allocation (`EDDY_VM_ALLOCATOR=caching|passthrough`).
     pub alloc_mode: AllocMode,
-    /// Where the main CPU stream computes (`EDDY_VM_CPU_EXEC=inline|worker`, default inline).
+    /// Where the CPU devices' streams compute (`EDDY_VM_CPU_EXEC=inline|worker`, default inline).
     pub cpu_exec: Exec,
+    /// How many CPU devices the engine has, `cpu:0` to `cpu:{n-1}`, each with its own compute
+    /// stream and allocator (`EDDY_VM_CPU_DEVICES`, default 1, at most 64).
+    pub cpu_devices: u32,
     /// How long the scheduler keeps polling after its last progress before sleeping
     /// (`EDDY_VM_SPIN_US`, default 1000).
     pub spin: Duration,
@@ -68,6 +74,7 @@ impl Default for Config {
             timeout: Duration::from_secs(600),
             alloc_mode: AllocMode::Caching,
             cpu_exec: Exec::Inline,
+            cpu_devices: 1,
             spin: Duration::from_millis(1),
             trace: false,
             dump_limit: 32,
@@ -236,6 +243,16 @@ impl VmBuilder {
             c.cpu_exec = e;
             true
         });
+        set(
+            "EDDY_VM_CPU_DEVICES",
+            &mut |v| match v.trim().parse::<u32>() {
+                Ok(n) if (1..=MAX_CPU_DEVICES).contains(&n) => {
+                    c.cpu_devices = n;
+                    true
+                }
+                _ => false,
+            },
+        );
         set("EDDY_VM_SPIN_US", &mut |v| {
             v.trim()
                 .parse()
@@ -320,7 +337,7 @@ impl VmBuilder {
     /// ```
     /// use eddy_vm::{stream::Device, VmBuilder};
     /// let vm = VmBuilder::new().capacity(Some(1 << 20)).build()?;
-    /// assert_eq!(vm.allocator(Device::Cpu).unwrap().capacity(), Some(1 << 20));
+    /// assert_eq!(vm.allocator(Device::CPU).unwrap().capacity(), Some(1 << 20));
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn capacity(mut self, bytes: Option<usize>) -> Self {
@@ -349,7 +366,7 @@ impl VmBuilder {
     /// ```
     /// use eddy_vm::{alloc::AllocMode, stream::Device, VmBuilder};
     /// let vm = VmBuilder::new().alloc_mode(AllocMode::Passthrough).build()?;
-    /// assert_eq!(vm.allocator(Device::Cpu).unwrap().mode(), AllocMode::Passthrough);
+    /// assert_eq!(vm.allocator(Device::CPU).unwrap().mode(), AllocMode::Passthrough);
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn alloc_mode(mut self, m: AllocMode) -> Self {
@@ -368,6 +385,25 @@ impl VmBuilder {
     /// ```
     pub fn cpu_exec(mut self, e: Exec) -> Self {
         self.config.cpu_exec = e;
+        self
+    }
+
+    /// Gives the engine `n` CPU devices, `cpu:0` to `cpu:{n-1}` (1 to 64). Each has its own
+    /// compute stream and allocator; they share the host's memory and kernels, so an op gives
+    /// the same bits on every one of them, and a copy between two is an instruction ordered
+    /// like any other.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, VmBuilder};
+    /// let vm = VmBuilder::new().cpu_devices(3).build()?;
+    /// assert_eq!(vm.devices(), [Device::Cpu(0), Device::Cpu(1), Device::Cpu(2)]);
+    /// assert!(VmBuilder::new().cpu_devices(0).build().is_err());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn cpu_devices(mut self, n: u32) -> Self {
+        self.config.cpu_devices = n;
         self
     }
     /// The scheduler's spin time after progress (at most a century, as
@@ -425,8 +461,8 @@ impl VmBuilder {
     /// ```
     /// use eddy_vm::{alloc::{AllocMode, CpuBackend, DeviceAllocator}, stream::Device, VmBuilder};
     /// let alloc = DeviceAllocator::new(Box::new(CpuBackend::new(Some(4096))), AllocMode::Caching);
-    /// let vm = VmBuilder::new().device_allocator(Device::Cpu, alloc.clone()).build()?;
-    /// assert!(std::sync::Arc::ptr_eq(&vm.allocator(Device::Cpu).unwrap(), &alloc));
+    /// let vm = VmBuilder::new().device_allocator(Device::CPU, alloc.clone()).build()?;
+    /// assert!(std::sync::Arc::ptr_eq(&vm.allocator(Device::CPU).unwrap(), &alloc));
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn device_allocator(mut self, device: Device, alloc: Arc<DeviceAllocator>) -> Self {
@@ -490,8 +526,21 @@ impl VmBuilder {
                     .into(),
             });
         }
+        if !(1..=MAX_CPU_DEVICES).contains(&c.cpu_devices) {
+            return Err(Error::InvalidArgument {
+                op: "VmBuilder".into(),
+                message: format!(
+                    "need 1 to {MAX_CPU_DEVICES} CPU devices, not {}",
+                    c.cpu_devices
+                ),
+            });
+        }
         let main: Arc<dyn StreamPolicy> = Arc::new(CpuStream::new("cpu", c.cpu_exec));
         self.streams.insert(0, main);
+        for n in 1..c.cpu_devices {
+            let s = CpuStream::new(format!("cpu:{n}"), c.cpu_exec).on_device(n);
+            self.streams.push(Arc::new(s));
+        }
         Vm::start(self)
     }
 

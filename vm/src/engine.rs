@@ -15,7 +15,7 @@ use crate::instruction::{
 use crate::pending::PendingStack;
 use crate::scheduler::Scheduler;
 use crate::stats::{StatCounters, VmStats};
-use crate::stream::{Device, StreamId, StreamPolicy};
+use crate::stream::{Device, StreamId, StreamKind, StreamPolicy};
 use crate::trace::TraceEvent;
 use crate::wait::Waiter;
 use crossbeam_utils::CachePadded;
@@ -335,7 +335,7 @@ impl Vm {
     /// ```
     /// use eddy_vm::{Device, StreamId, Vm};
     /// let vm = Vm::builder().build()?;
-    /// assert_eq!(vm.stream_policy(StreamId::CPU).unwrap().device(), Device::Cpu);
+    /// assert_eq!(vm.stream_policy(StreamId::CPU).unwrap().device(), Device::CPU);
     /// assert!(vm.stream_policy(StreamId(3)).is_none());
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
@@ -353,7 +353,7 @@ impl Vm {
     /// ```
     /// use eddy_vm::{Device, Vm};
     /// let vm = Vm::builder().build()?;
-    /// assert!(vm.allocator(Device::Cpu).is_some());
+    /// assert!(vm.allocator(Device::CPU).is_some());
     /// assert!(vm.allocator(Device::Test(0)).is_none(), "no stream on that device");
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
@@ -363,6 +363,50 @@ impl Vm {
             .iter()
             .find(|s| s.policy.device() == device)
             .map(|s| s.allocator.clone())
+    }
+
+    /// The compute stream of `device`: where ops on its tensors run. `None` if the engine has
+    /// no stream on that device.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, StreamId, Vm};
+    /// let vm = Vm::builder().cpu_devices(2).build()?;
+    /// assert_eq!(vm.device_stream(Device::CPU), Some(StreamId::CPU));
+    /// assert!(vm.device_stream(Device::Cpu(1)).is_some());
+    /// assert_eq!(vm.device_stream(Device::Cpu(2)), None);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn device_stream(&self, device: Device) -> Option<StreamId> {
+        if device == Device::CPU {
+            return Some(StreamId::CPU); // the main stream, always stream 0
+        }
+        self.shared()
+            .streams
+            .iter()
+            .position(|s| s.policy.device() == device && s.policy.kind() == StreamKind::Compute)
+            .map(|i| StreamId(i as u32))
+    }
+
+    /// The devices the engine has streams on, in order, each once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, Vm};
+    /// assert_eq!(Vm::builder().build()?.devices(), [Device::CPU]);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn devices(&self) -> Vec<Device> {
+        let mut out: Vec<Device> = Vec::new();
+        for s in &self.shared().streams {
+            if !out.contains(&s.policy.device()) {
+                out.push(s.policy.device());
+            }
+        }
+        out.sort();
+        out
     }
 
     /// Whether `self` and `other` are handles to the same engine.
@@ -1263,7 +1307,7 @@ impl Vm {
     pub fn stats(&self) -> VmStats {
         let sh = self.shared();
         let alloc = self
-            .allocator(Device::Cpu)
+            .allocator(Device::CPU)
             .map(|a| a.stats())
             .unwrap_or_default();
         sh.stats
@@ -1285,7 +1329,7 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn alloc_stats(&self) -> AllocStats {
-        self.allocator(Device::Cpu)
+        self.allocator(Device::CPU)
             .map(|a| a.stats())
             .unwrap_or_default()
     }

@@ -48,7 +48,7 @@ mod wait;
 
 pub use blob::Blob;
 pub use builder::InstructionsBuilder;
-pub use config::{Config, VmBuilder};
+pub use config::{Config, MAX_CPU_DEVICES, VmBuilder};
 pub use counted::Counted;
 pub use engine::Vm;
 pub use error::{Error, Result};

@@ -5,8 +5,9 @@
 
 use super::fastmath::Transcendental;
 use super::stream_store::{wants_streaming, write_chunk};
+use crate::elementwise::{BinaryOp, CmpOp, UnaryOp};
 use crate::kernel::{FnKernel, input, output, par_out, walk};
-use crate::{Bool8, DType, Elem, Layout};
+use crate::{Bool8, DType, Elem, Lay, Layout};
 use eddy_vm::Counted;
 use eddy_vm::{Blob, instruction::Kernel};
 use half::{bf16, f16};
@@ -187,133 +188,12 @@ macro_rules! dispatch_int {
 }
 pub(crate) use dispatch_int;
 
-/// An elementwise operand's layout as a kernel keeps it: `Dense(offset)` when its elements are
-/// stored in the output's row-major order from `offset` (the common case: a word to move and
-/// nothing to walk), else the layout broadcast to the output's shape, boxed so that the kernel,
-/// which the engine moves a few times per op, stays small.
-///
-/// # Examples
-///
-/// ```
-/// use eddy_ops::{cpu::elementwise::Lay, Layout};
-/// let mut row = Layout::contiguous([3]);
-/// row.offset = 6;
-/// assert_eq!(Lay::of(row), Lay::Dense(6));
-/// let scalar = Layout::contiguous([1]).broadcast_to(&[2, 3].into());
-/// assert_eq!(Lay::of(scalar), Lay::Splat(0));
-/// let t = Layout::contiguous([3, 2]).transpose(0, 1);
-/// assert_eq!(Lay::of(t.clone()), Lay::Strided(Box::new(t)));
-/// ```
-#[derive(Clone, Debug, PartialEq)]
-pub enum Lay {
-    /// Contiguous, the output's shape, starting at this element offset.
-    Dense(usize),
-    /// One element, at this offset, read for every element of the output (a scalar broadcast
-    /// to the output's shape, as `sum(y).broadcast_to(..)`): the kernel loads it once.
-    Splat(usize),
-    /// Any layout of the output's shape.
-    Strided(Box<Layout>),
-}
-
-impl Lay {
-    /// `l` (already of the output's shape), as dense when it is contiguous.
-    ///
-    /// ```
-    /// use eddy_ops::{Layout, cpu::elementwise::Lay};
-    /// assert_eq!(Lay::of(Layout::contiguous([2, 3])), Lay::Dense(0));
-    /// assert!(matches!(Lay::of(Layout::contiguous([2, 3]).transpose(0, 1)), Lay::Strided(_)));
-    /// assert_eq!(Lay::of(Layout::contiguous([1]).broadcast_to(&[4, 3].into())), Lay::Splat(0));
-    /// ```
-    pub fn of(l: Layout) -> Lay {
-        if l.is_contiguous() {
-            Lay::Dense(l.offset)
-        } else if Lay::is_splat(&l) {
-            Lay::Splat(l.offset)
-        } else {
-            Lay::Strided(Box::new(l))
-        }
-    }
-
-    /// `l` read at its own shape as a dense run or a splat (`contiguous` as the caller knows
-    /// it), or `None` for any other layout: the operands that an op of one shape can take
-    /// without the layout analysis.
-    ///
-    /// ```
-    /// use eddy_ops::{Layout, cpu::elementwise::Lay};
-    /// assert_eq!(Lay::flat(&Layout::contiguous([2, 3]), true), Some(Lay::Dense(0)));
-    /// let stretched = Layout::contiguous([1]).broadcast_to(&[4].into());
-    /// assert_eq!(Lay::flat(&stretched, false), Some(Lay::Splat(0)));
-    /// assert_eq!(Lay::flat(&Layout::contiguous([3, 2]).transpose(0, 1), false), None);
-    /// ```
-    #[inline]
-    pub fn flat(l: &Layout, contiguous: bool) -> Option<Lay> {
-        if contiguous {
-            Some(Lay::Dense(l.offset))
-        } else if Lay::is_splat(l) {
-            Some(Lay::Splat(l.offset))
-        } else {
-            None
-        }
-    }
-
-    /// `l` broadcast to `shape` (the output's), without building the broadcast layout when it
-    /// is not kept: dense when `l` is contiguous (`contiguous`, which the caller knows) and of
-    /// that shape, a splat when it holds one element or steps 0 along every dim longer than 1.
-    ///
-    /// ```
-    /// use eddy_ops::{Layout, cpu::elementwise::Lay};
-    /// let s = [2, 3].into();
-    /// assert_eq!(Lay::for_shape(&Layout::contiguous([2, 3]), true, &s), Lay::Dense(0));
-    /// assert_eq!(Lay::for_shape(&Layout::contiguous([1]), true, &s), Lay::Splat(0));
-    /// let stretched = Layout::contiguous([1]).broadcast_to(&s);
-    /// assert_eq!(Lay::for_shape(&stretched, false, &s), Lay::Splat(0));
-    /// let t = Layout::contiguous([3, 2]).transpose(0, 1);
-    /// assert!(matches!(Lay::for_shape(&t, false, &s), Lay::Strided(_)));
-    /// ```
-    pub fn for_shape(l: &Layout, contiguous: bool, shape: &crate::Shape) -> Lay {
-        if l.shape != *shape {
-            if l.shape.dims().iter().all(|&d| d == 1) {
-                return Lay::Splat(l.offset); // one element, read for every output element
-            }
-            return Lay::of(l.broadcast_to(shape));
-        }
-        Lay::flat(l, contiguous).unwrap_or_else(|| Lay::Strided(Box::new(l.clone())))
-    }
-
-    /// Whether `l` has elements and reads one of them everywhere: it steps 0 along every dim
-    /// longer than 1.
-    fn is_splat(l: &Layout) -> bool {
-        l.numel() > 0
-            && l.strides
-                .iter()
-                .zip(l.dims())
-                .all(|(&st, &d)| st == 0 || d == 1)
-    }
-
-    /// The full layout, given the output's shape (taken from a strided operand's layout).
-    fn layout(&self, shape: &crate::Shape) -> std::borrow::Cow<'_, Layout> {
-        match self {
-            Lay::Dense(off) => {
-                let mut l = Layout::contiguous(shape.clone());
-                l.offset = *off;
-                std::borrow::Cow::Owned(l)
-            }
-            Lay::Splat(off) => std::borrow::Cow::Owned(Layout {
-                strides: smallvec::smallvec![0; shape.rank()],
-                shape: shape.clone(),
-                offset: *off,
-            }),
-            Lay::Strided(l) => std::borrow::Cow::Borrowed(l),
-        }
-    }
-}
-
 /// [`map1`] over an operand kept as a [`Lay`]; `out` holds exactly the output's elements.
 ///
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::cpu::elementwise::{map1_lay, Lay};
+/// use eddy_ops::{cpu::elementwise::map1_lay, Lay};
 /// let a = [1.0f32, 2.0, 3.0, 4.0];
 /// let mut out = [0.0f32; 2];
 /// map1_lay(&a, &Lay::Dense(2), &mut out, |x| x * 10.0);
@@ -337,7 +217,7 @@ pub fn map1_lay<S: Elem, D: Elem>(a: &[S], la: &Lay, out: &mut [D], f: impl Fn(S
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::cpu::elementwise::{map2_lay, Lay};
+/// use eddy_ops::{cpu::elementwise::map2_lay, Lay};
 /// use eddy_ops::Layout;
 /// let (a, bias) = ([1, 2, 3, 4, 5, 6i64], [10i64]);
 /// let mut out = [0i64; 6];
@@ -580,187 +460,6 @@ fn rows2<A: Elem, B: Elem, D: Elem>(
     }
 }
 
-/// A unary elementwise op. Parameterised ops carry their scalar.
-///
-/// # Examples
-///
-/// ```
-/// use eddy_ops::cpu::elementwise::UnaryOp;
-/// let op = UnaryOp::LeakyRelu(0.1);
-/// assert_eq!(op.name(), "leaky_relu");
-/// assert!(!op.keeps_int());
-/// assert_ne!(UnaryOp::Clamp(0.0, 1.0), UnaryOp::Clamp(0.0, 2.0));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum UnaryOp {
-    /// `-x`
-    Neg,
-    /// `|x|`
-    Abs,
-    /// `e^x`
-    Exp,
-    /// `ln x`
-    Log,
-    /// `√x`
-    Sqrt,
-    /// `1 / √x`
-    Rsqrt,
-    /// `sin x` (radians)
-    Sin,
-    /// `cos x` (radians)
-    Cos,
-    /// `tanh x`
-    Tanh,
-    /// `1 / (1 + e^-x)`
-    Sigmoid,
-    /// `max(x, 0)` (NaN stays NaN).
-    Relu,
-    /// The exact (erf) GELU, as PyTorch's default.
-    Gelu,
-    /// `x * sigmoid(x)`
-    Silu,
-    /// `1 / x`
-    Recip,
-    /// `x * x`
-    Square,
-    /// `-1`, `0` or `1` (NaN stays NaN).
-    Sign,
-    /// The derivative of GELU.
-    GeluGrad,
-    /// The derivative of SiLU.
-    SiluGrad,
-    /// `x + c`
-    AddScalar(f64),
-    /// `x * c`
-    MulScalar(f64),
-    /// `x / c`
-    DivScalar(f64),
-    /// `c - x`
-    RSubScalar(f64),
-    /// `c / x`
-    RDivScalar(f64),
-    /// `x ^ c`
-    PowScalar(f64),
-    /// `c ^ x`
-    RPowScalar(f64),
-    /// `min(max(x, lo), hi)`
-    Clamp(f64, f64),
-    /// The largest integer `≤ x`.
-    Floor,
-    /// The smallest integer `≥ x`.
-    Ceil,
-    /// The nearest integer, halves to even (as PyTorch and IEEE `roundeven`).
-    Round,
-    /// `x` without its fraction (toward zero).
-    Trunc,
-    /// `ln(1 + x)`, exact near 0.
-    Log1p,
-    /// `e^x - 1`, exact near 0.
-    Expm1,
-    /// `log₂ x`
-    Log2,
-    /// `log₁₀ x`
-    Log10,
-    /// `tan x` (radians)
-    Tan,
-    /// `atan x`
-    Atan,
-    /// The error function.
-    Erf,
-    /// `x` if `x > 0`, else `slope · x`.
-    LeakyRelu(f64),
-    /// `x` if `x > 0`, else `alpha · (e^x − 1)`.
-    Elu(f64),
-    /// `ln(1 + e^(βx)) / β`, and `x` where `βx > threshold` (PyTorch's form).
-    Softplus(f64, f64),
-}
-
-impl UnaryOp {
-    /// The op's name.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use eddy_ops::cpu::elementwise::UnaryOp;
-    /// assert_eq!(UnaryOp::Recip.name(), "reciprocal");
-    /// assert_eq!(UnaryOp::AddScalar(2.0).name(), "add_scalar");
-    /// ```
-    pub fn name(self) -> &'static str {
-        use UnaryOp::*;
-        match self {
-            Neg => "neg",
-            Abs => "abs",
-            Exp => "exp",
-            Log => "log",
-            Sqrt => "sqrt",
-            Rsqrt => "rsqrt",
-            Sin => "sin",
-            Cos => "cos",
-            Tanh => "tanh",
-            Sigmoid => "sigmoid",
-            Relu => "relu",
-            Gelu => "gelu",
-            Silu => "silu",
-            Recip => "reciprocal",
-            Square => "square",
-            Sign => "sign",
-            GeluGrad => "gelu_backward",
-            SiluGrad => "silu_backward",
-            AddScalar(_) => "add_scalar",
-            MulScalar(_) => "mul_scalar",
-            DivScalar(_) => "div_scalar",
-            RSubScalar(_) => "rsub_scalar",
-            RDivScalar(_) => "rdiv_scalar",
-            PowScalar(_) => "pow_scalar",
-            RPowScalar(_) => "rpow_scalar",
-            Clamp(..) => "clamp",
-            Floor => "floor",
-            Ceil => "ceil",
-            Round => "round",
-            Trunc => "trunc",
-            Log1p => "log1p",
-            Expm1 => "expm1",
-            Log2 => "log2",
-            Log10 => "log10",
-            Tan => "tan",
-            Atan => "atan",
-            Erf => "erf",
-            LeakyRelu(_) => "leaky_relu",
-            Elu(_) => "elu",
-            Softplus(..) => "softplus",
-        }
-    }
-
-    /// Whether the op is defined on integer tensors with an integer result.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use eddy_ops::cpu::elementwise::UnaryOp;
-    /// assert!(UnaryOp::Abs.keeps_int());
-    /// assert!(UnaryOp::Clamp(0.0, 9.0).keeps_int());
-    /// assert!(!UnaryOp::Exp.keeps_int()); // an integer input is promoted to float first
-    /// ```
-    pub fn keeps_int(self) -> bool {
-        use UnaryOp::*;
-        matches!(
-            self,
-            Neg | Abs
-                | Relu
-                | Square
-                | Sign
-                | AddScalar(_)
-                | MulScalar(_)
-                | RSubScalar(_)
-                | Clamp(..)
-                | Floor
-                | Ceil
-                | Round
-                | Trunc
-        )
-    }
-}
-
 const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
 /// `1/√(2π)`.
 const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
@@ -935,7 +634,7 @@ fn params(op: UnaryOp) -> (f64, f64) {
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::cpu::elementwise::{unary, Lay, UnaryOp};
+/// use eddy_ops::{cpu::elementwise::unary, elementwise::UnaryOp, Lay};
 /// use eddy_ops::kernel::{from_host, gather_host};
 /// use eddy_ops::{DType, Layout};
 /// use eddy_vm::{StreamId, Vm};
@@ -991,59 +690,6 @@ pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> impl Kernel {
     )
 }
 
-/// A binary elementwise op on two operands of one dtype.
-///
-/// # Examples
-///
-/// ```
-/// use eddy_ops::cpu::elementwise::BinaryOp;
-/// let op = BinaryOp::ReluBackward;
-/// assert_eq!(op.name(), "relu_backward");
-/// assert_ne!(op, BinaryOp::Maximum);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BinaryOp {
-    /// `a + b`
-    Add,
-    /// `a - b`
-    Sub,
-    /// `a * b`
-    Mul,
-    /// `a / b` (floats only: integer operands are promoted to float).
-    Div,
-    /// `a ^ b` (for integers, a negative `b` gives `0`).
-    Pow,
-    /// The larger of `a` and `b` (a NaN wins).
-    Maximum,
-    /// The smaller of `a` and `b` (a NaN wins).
-    Minimum,
-    /// `a > 0 ? b : 0` (ReLU's backward: `a` the input, `b` the gradient).
-    ReluBackward,
-}
-
-impl BinaryOp {
-    /// The op's name.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use eddy_ops::cpu::elementwise::BinaryOp;
-    /// assert_eq!(BinaryOp::Maximum.name(), "maximum");
-    /// ```
-    pub fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-            BinaryOp::Pow => "pow",
-            BinaryOp::Maximum => "maximum",
-            BinaryOp::Minimum => "minimum",
-            BinaryOp::ReluBackward => "relu_backward",
-        }
-    }
-}
-
 #[inline(always)]
 fn nan_max<A: PartialOrd + Copy>(x: A, y: A) -> A {
     #[allow(clippy::eq_op)]
@@ -1061,7 +707,7 @@ fn nan_min<A: PartialOrd + Copy>(x: A, y: A) -> A {
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::cpu::elementwise::{binary, BinaryOp, Lay};
+/// use eddy_ops::{cpu::elementwise::binary, elementwise::BinaryOp, Lay};
 /// use eddy_ops::kernel::{from_host, gather_host};
 /// use eddy_ops::{DType, Layout};
 /// use eddy_vm::{StreamId, Vm};
@@ -1125,67 +771,12 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
     )
 }
 
-/// A comparison; the result is `Bool`.
-///
-/// # Examples
-///
-/// ```
-/// use eddy_ops::cpu::elementwise::CmpOp;
-/// assert_eq!(CmpOp::Le.name(), "le");
-/// assert_eq!(CmpOp::Xor.name(), "logical_xor");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CmpOp {
-    /// `a == b`
-    Eq,
-    /// `a != b`
-    Ne,
-    /// `a < b`
-    Lt,
-    /// `a <= b`
-    Le,
-    /// `a > b`
-    Gt,
-    /// `a >= b`
-    Ge,
-    /// `a && b`, each operand true where it is not zero (NaN is true, as in PyTorch)
-    And,
-    /// `a || b`, as [`And`](Self::And)
-    Or,
-    /// `a != b` as truth values, as [`And`](Self::And)
-    Xor,
-}
-
-impl CmpOp {
-    /// The op's name.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use eddy_ops::cpu::elementwise::CmpOp;
-    /// assert_eq!(CmpOp::And.name(), "logical_and");
-    /// ```
-    pub fn name(self) -> &'static str {
-        match self {
-            CmpOp::Eq => "eq",
-            CmpOp::Ne => "ne",
-            CmpOp::Lt => "lt",
-            CmpOp::Le => "le",
-            CmpOp::Gt => "gt",
-            CmpOp::Ge => "ge",
-            CmpOp::And => "logical_and",
-            CmpOp::Or => "logical_or",
-            CmpOp::Xor => "logical_xor",
-        }
-    }
-}
-
 /// `out = a cmp b` (as `Bool`), inputs of one `dtype` broadcast to the output shape.
 ///
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::cpu::elementwise::{compare, CmpOp, Lay};
+/// use eddy_ops::{cpu::elementwise::compare, elementwise::CmpOp, Lay};
 /// use eddy_ops::kernel::{from_host, gather_host};
 /// use eddy_ops::{DType, Layout};
 /// use eddy_vm::{StreamId, Vm};
@@ -1281,7 +872,7 @@ fn inplace_run<T: Elem>(out: &mut [T], x: &[T], f: &impl Fn(T, T) -> T) {
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::cpu::elementwise::{binary_inplace, BinaryOp};
+/// use eddy_ops::{cpu::elementwise::binary_inplace, elementwise::BinaryOp};
 /// use eddy_ops::kernel::{from_host, gather_host};
 /// use eddy_ops::{DType, Layout};
 /// use eddy_vm::{StreamId, Vm};

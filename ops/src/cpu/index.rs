@@ -2,6 +2,7 @@
 //! `scatter_add`. Indices are read on the stream; one out of range fails the kernel with a
 //! message naming it (surfaced at the next sync).
 
+use crate::index::IndexDims;
 use crate::kernel::{FnKernel, input, output, walk};
 use crate::{DType, Elem, Layout, dispatch};
 use eddy_vm::Counted;
@@ -48,7 +49,7 @@ fn indices(
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::cpu::index::index_select;
+/// use eddy_ops::{cpu::index::index_select, index::IndexDims};
 /// use eddy_ops::kernel::{from_host, gather_host};
 /// use eddy_ops::{DType, Layout};
 /// use eddy_vm::{StreamId, Vm};
@@ -57,24 +58,26 @@ fn indices(
 /// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 2.0, 3.0, 4.0]), &[], &[&src], false)?;
 /// vm.run_op(StreamId::CPU, from_host(vec![1i64, 0, 1]), &[], &[&idx], false)?;
 /// // Rows 1, 0 and 1 of a [2, 2] source: outer 1, size 2, inner 2.
-/// let k = index_select(DType::F32, DType::I64, 0, 0, 1, 2, 2, 3);
+/// let d = IndexDims { dtype: DType::F32, idx_dtype: DType::I64, offset: 0, idx_offset: 0,
+///                     outer: 1, size: 2, inner: 2, nidx: 3 };
+/// let k = index_select(d);
 /// vm.run_op(StreamId::CPU, k, &[&src, &idx], &[&out], false)?;
 /// let l = Layout::contiguous([3, 2]);
 /// let v = vm.read_blob(&out, move |m| gather_host::<f32>(m, &l))?;
 /// assert_eq!(v, [3.0, 4.0, 1.0, 2.0, 3.0, 4.0]);
 /// # Ok::<(), eddy_vm::Error>(())
 /// ```
-#[allow(clippy::too_many_arguments)]
-pub fn index_select(
-    dtype: DType,
-    idx_dtype: DType,
-    offset: usize,
-    idx_offset: usize,
-    outer: usize,
-    size: usize,
-    inner: usize,
-    nidx: usize,
-) -> impl Kernel {
+pub fn index_select(d: IndexDims) -> impl Kernel {
+    let IndexDims {
+        dtype,
+        idx_dtype,
+        offset,
+        idx_offset,
+        outer,
+        size,
+        inner,
+        nidx,
+    } = d;
     FnKernel::new(
         "index_select",
         move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
@@ -101,7 +104,7 @@ pub fn index_select(
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::cpu::index::index_add;
+/// use eddy_ops::{cpu::index::index_add, index::IndexDims};
 /// use eddy_ops::kernel::{from_host, gather_host};
 /// use eddy_ops::{DType, Layout};
 /// use eddy_vm::{StreamId, Vm};
@@ -110,23 +113,25 @@ pub fn index_select(
 /// vm.run_op(StreamId::CPU, from_host(vec![1i64, 10, 100]), &[], &[&src], false)?;
 /// vm.run_op(StreamId::CPU, from_host(vec![0i64, 2, 0]), &[], &[&idx], false)?;
 /// // out[idx[j]] += src[j] into 3 slots: outer 1, size 3, inner 1, 3 indices.
-/// let k = index_add(DType::I64, DType::I64, 0, 0, 1, 3, 1, 3);
+/// let d = IndexDims { dtype: DType::I64, idx_dtype: DType::I64, offset: 0, idx_offset: 0,
+///                     outer: 1, size: 3, inner: 1, nidx: 3 };
+/// let k = index_add(d);
 /// vm.run_op(StreamId::CPU, k, &[&src, &idx], &[&out], false)?;
 /// let l = Layout::contiguous([3]);
 /// assert_eq!(vm.read_blob(&out, move |m| gather_host::<i64>(m, &l))?, [101, 0, 10]);
 /// # Ok::<(), eddy_vm::Error>(())
 /// ```
-#[allow(clippy::too_many_arguments)]
-pub fn index_add(
-    dtype: DType,
-    idx_dtype: DType,
-    offset: usize,
-    idx_offset: usize,
-    outer: usize,
-    size: usize,
-    inner: usize,
-    nidx: usize,
-) -> impl Kernel {
+pub fn index_add(d: IndexDims) -> impl Kernel {
+    let IndexDims {
+        dtype,
+        idx_dtype,
+        offset,
+        idx_offset,
+        outer,
+        size,
+        inner,
+        nidx,
+    } = d;
     FnKernel::new(
         "index_add",
         move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {

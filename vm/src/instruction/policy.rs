@@ -398,7 +398,7 @@ impl<'a> ComputeCtx<'a> {
     /// let seen = Arc::new(Mutex::new(None));
     /// vm.run(StreamId::CPU, Ask(seen.clone()))?;
     /// vm.sync()?;
-    /// assert_eq!(*seen.lock().unwrap(), Some((Device::Cpu, Exec::Inline)));
+    /// assert_eq!(*seen.lock().unwrap(), Some((Device::CPU, Exec::Inline)));
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn stream(&self) -> &'a dyn StreamPolicy {

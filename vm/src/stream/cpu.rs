@@ -31,6 +31,7 @@ pub struct CpuStream {
     name: String,
     exec: Exec,
     kind: StreamKind,
+    device: Device,
 }
 
 impl CpuStream {
@@ -48,7 +49,23 @@ impl CpuStream {
             name: name.into(),
             exec,
             kind: StreamKind::Compute,
+            device: Device::CPU,
         }
+    }
+
+    /// The same stream on CPU device `n` (`cpu:0` by default): the engine gives each device
+    /// its own allocator.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, stream::{cpu::CpuStream, Exec, StreamPolicy}};
+    /// let s = CpuStream::new("cpu:1", Exec::Inline).on_device(1);
+    /// assert_eq!(s.device(), Device::Cpu(1));
+    /// ```
+    pub fn on_device(mut self, n: u32) -> Self {
+        self.device = Device::Cpu(n);
+        self
     }
 }
 
@@ -57,7 +74,7 @@ impl StreamPolicy for CpuStream {
         &self.name
     }
     fn device(&self) -> Device {
-        Device::Cpu
+        self.device
     }
     fn kind(&self) -> StreamKind {
         self.kind

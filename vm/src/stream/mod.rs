@@ -14,31 +14,56 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-/// A device.
+/// A device: where a blob's memory lives and its kernels run.
+///
+/// Several devices of one kind are normal. Every engine has `cpu:0`; more CPU devices
+/// ([`VmBuilder::cpu_devices`](crate::VmBuilder::cpu_devices)) each have their own compute
+/// stream and allocator, over the same host memory and kernels.
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_vm::{Device, Vm};
-/// assert_eq!(Device::Cpu.to_string(), "cpu");
+/// assert_eq!(Device::CPU, Device::Cpu(0));
+/// assert_eq!(Device::Cpu(1).to_string(), "cpu:1");
 /// assert_eq!(Device::Cuda(1).to_string(), "cuda:1");
-/// let vm = Vm::builder().build().unwrap();
-/// assert!(vm.allocator(Device::Cpu).is_some());
+/// let vm = Vm::builder().cpu_devices(2).build().unwrap();
+/// assert!(vm.allocator(Device::CPU).is_some());
+/// assert!(vm.device_stream(Device::Cpu(1)).is_some());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Device {
-    /// Host memory and CPU threads.
-    Cpu,
+    /// Host memory and CPU threads: CPU device `n`.
+    Cpu(u32),
     /// A CUDA device (reserved for the CUDA backend).
     Cuda(u32),
     /// The test-only asynchronous device `n`.
     Test(u32),
 }
 
+impl Device {
+    /// The first CPU device, `cpu:0`, which every engine has.
+    pub const CPU: Device = Device::Cpu(0);
+
+    /// Whether the device's memory is host memory (every CPU device).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::Device;
+    /// assert!(Device::Cpu(3).is_cpu());
+    /// assert!(!Device::Cuda(0).is_cpu());
+    /// ```
+    #[inline]
+    pub fn is_cpu(self) -> bool {
+        matches!(self, Device::Cpu(_))
+    }
+}
+
 impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Device::Cpu => write!(f, "cpu"),
+            Device::Cpu(n) => write!(f, "cpu:{n}"),
             Device::Cuda(n) => write!(f, "cuda:{n}"),
             Device::Test(n) => write!(f, "test:{n}"),
         }
@@ -152,7 +177,7 @@ pub trait Event: Send + Sync + 'static {
 /// struct Side;
 /// impl StreamPolicy for Side {
 ///     fn name(&self) -> &str { "side" }
-///     fn device(&self) -> Device { Device::Cpu }
+///     fn device(&self) -> Device { Device::CPU }
 ///     fn exec(&self) -> Exec { Exec::Inline }
 ///     fn as_any(&self) -> &dyn std::any::Any { self }
 /// }
@@ -184,7 +209,7 @@ pub trait StreamPolicy: Send + Sync + 'static {
     /// ```
     /// use eddy_vm::stream::{async_device::AsyncDevice, cpu::CpuStream};
     /// use eddy_vm::stream::{Device, Exec, StreamPolicy};
-    /// assert_eq!(CpuStream::new("cpu", Exec::Inline).device(), Device::Cpu);
+    /// assert_eq!(CpuStream::new("cpu", Exec::Inline).device(), Device::CPU);
     /// assert_eq!(AsyncDevice::new(3).stream("compute").device(), Device::Test(3));
     /// ```
     fn device(&self) -> Device;

@@ -1,0 +1,593 @@
+//! Elementwise ops: unary maps, binary maps with broadcasting, comparisons and `where`: their
+//! inference (shapes, dtypes, devices) and the kernel for the operands' device.
+//!
+//! # Examples
+//!
+//! ```
+//! use eddy_ops::elementwise::{binary, infer_binary, BinaryOp, Operand};
+//! use eddy_ops::{DType, Device, Lay, Shape};
+//! let (a, b): (Shape, Shape) = ([2, 3].into(), [3].into());
+//! let (shape, dt) = infer_binary(
+//!     "add",
+//!     Operand::new(&a, DType::F32, Device::CPU),
+//!     Operand::new(&b, DType::I64, Device::CPU),
+//! )?;
+//! assert_eq!((shape.dims(), dt), (&[2, 3][..], DType::F32));
+//! let k = binary(Device::CPU, BinaryOp::Add, dt, Lay::Dense(0), Lay::Dense(0));
+//! assert!(k.is_ok());
+//! # Ok::<(), eddy_ops::Error>(())
+//! ```
+
+use crate::device::{Device, choose};
+use crate::{DType, Error, Lay, Layout, Result, Shape, broadcast_shapes, cpu};
+use eddy_vm::instruction::Kernel;
+
+/// What inference needs to know of an operand: its shape, dtype and device.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{elementwise::Operand, DType, Device, Shape};
+/// let s: Shape = [4].into();
+/// let a = Operand::new(&s, DType::F16, Device::Cpu(1));
+/// assert_eq!((a.dtype, a.device), (DType::F16, Device::Cpu(1)));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Operand<'a> {
+    /// The dims.
+    pub shape: &'a Shape,
+    /// The element type.
+    pub dtype: DType,
+    /// Where its storage lives.
+    pub device: Device,
+}
+
+impl<'a> Operand<'a> {
+    /// An operand of `shape`, `dtype`, on `device`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::{elementwise::Operand, DType, Device, Shape};
+    /// let s = Shape::default();
+    /// assert_eq!(Operand::new(&s, DType::Bool, Device::CPU).shape.rank(), 0);
+    /// ```
+    pub fn new(shape: &'a Shape, dtype: DType, device: Device) -> Self {
+        Operand {
+            shape,
+            dtype,
+            device,
+        }
+    }
+}
+
+/// Checks that two operands of `op` share a device.
+///
+/// # Errors
+///
+/// `DeviceMismatch`, naming both devices.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{elementwise::same_device, Device, Error};
+/// assert!(same_device("mul", Device::Cpu(1), Device::Cpu(1)).is_ok());
+/// let e = same_device("mul", Device::Cpu(0), Device::Cpu(1)).unwrap_err();
+/// assert!(matches!(e, Error::DeviceMismatch { op: "mul", .. }), "{e}");
+/// ```
+#[inline]
+pub fn same_device(op: &'static str, lhs: Device, rhs: Device) -> Result<()> {
+    if lhs == rhs {
+        return Ok(());
+    }
+    Err(Error::DeviceMismatch {
+        op,
+        lhs: lhs.to_string(),
+        rhs: rhs.to_string(),
+    })
+}
+
+/// The output shape and the dtype both operands compute in, for a binary op: one device, the
+/// shapes broadcast as NumPy's rules, the dtypes promoted as PyTorch's.
+///
+/// # Errors
+///
+/// `DeviceMismatch`; `ShapeMismatch` for shapes that do not broadcast.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{elementwise::{infer_binary, Operand}, DType, Device, Error, Shape};
+/// let (a, b): (Shape, Shape) = ([2, 1].into(), [3].into());
+/// let x = Operand::new(&a, DType::I32, Device::CPU);
+/// let (s, dt) = infer_binary("add", x, Operand::new(&b, DType::I64, Device::CPU))?;
+/// assert_eq!((s.dims(), dt), (&[2, 3][..], DType::I64));
+/// let (c, d): (Shape, Shape) = ([2, 3].into(), [4].into());
+/// let x = Operand::new(&c, DType::I32, Device::CPU);
+/// let bad = infer_binary("add", x, Operand::new(&d, DType::I32, Device::CPU));
+/// assert!(matches!(bad, Err(Error::ShapeMismatch { .. })));
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+pub fn infer_binary(
+    op: &'static str,
+    lhs: Operand<'_>,
+    rhs: Operand<'_>,
+) -> Result<(Shape, DType)> {
+    same_device(op, lhs.device, rhs.device)?;
+    let shape = broadcast_shapes(op, lhs.shape, rhs.shape)?;
+    Ok((shape, lhs.dtype.promote(rhs.dtype)))
+}
+
+/// The dtype an arithmetic binary op computes in, given its operands' promoted dtype: `div`
+/// of integers computes in float; `Bool` has no arithmetic.
+///
+/// # Errors
+///
+/// `UnsupportedDType` for `Bool`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{elementwise::{binary_dtype, BinaryOp}, DType};
+/// assert_eq!(binary_dtype(BinaryOp::Div, DType::I32)?, DType::F32);
+/// assert_eq!(binary_dtype(BinaryOp::Mul, DType::I32)?, DType::I32);
+/// assert!(binary_dtype(BinaryOp::Add, DType::Bool).is_err());
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[inline]
+pub fn binary_dtype(op: BinaryOp, promoted: DType) -> Result<DType> {
+    if promoted == DType::Bool {
+        return Err(Error::UnsupportedDType {
+            op: op.name(),
+            dtype: promoted,
+        });
+    }
+    Ok(if op == BinaryOp::Div {
+        promoted.to_float()
+    } else {
+        promoted
+    })
+}
+
+/// The dtype a unary op computes in for an input of `dtype`: integers stay integer for the
+/// ops that keep them ([`UnaryOp::keeps_int`]), else compute in float; `Bool` has none.
+///
+/// # Errors
+///
+/// `UnsupportedDType` for `Bool`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{elementwise::{unary_dtype, UnaryOp}, DType};
+/// assert_eq!(unary_dtype(UnaryOp::Neg, DType::I64)?, DType::I64);
+/// assert_eq!(unary_dtype(UnaryOp::Exp, DType::I64)?, DType::F32);
+/// assert!(unary_dtype(UnaryOp::Exp, DType::Bool).is_err());
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[inline]
+pub fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
+    if dtype == DType::Bool {
+        return Err(Error::UnsupportedDType {
+            op: op.name(),
+            dtype,
+        });
+    }
+    Ok(if !dtype.is_float() && !op.keeps_int() {
+        dtype.to_float()
+    } else {
+        dtype
+    })
+}
+
+/// The kernel of `out = op(x)` on `device`: input laid out as `la`, all of `dtype` (see
+/// [`unary_dtype`]).
+///
+/// # Errors
+///
+/// `Unsupported` if `device` has no kernel for it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{elementwise::{unary, UnaryOp}, DType, Device, Lay};
+/// assert!(unary(Device::Cpu(1), UnaryOp::Exp, DType::F32, Lay::Dense(0)).is_ok());
+/// assert!(unary(Device::Cuda(0), UnaryOp::Exp, DType::F32, Lay::Dense(0)).is_err());
+/// ```
+#[inline(always)]
+pub fn unary(device: Device, op: UnaryOp, dtype: DType, la: Lay) -> Result<impl Kernel + use<>> {
+    choose(op.name(), device, || cpu::elementwise::unary(op, dtype, la))
+}
+
+/// The kernel of `out = a op b` on `device`: operands laid out as `la`, `lb` (already
+/// broadcast to the output's shape), all of `dtype` (see [`binary_dtype`]).
+///
+/// # Errors
+///
+/// `Unsupported` if `device` has no kernel for it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{elementwise::{binary, BinaryOp}, DType, Device, Lay};
+/// assert!(binary(Device::CPU, BinaryOp::Add, DType::F32, Lay::Dense(0), Lay::Splat(0)).is_ok());
+/// ```
+#[inline(always)]
+pub fn binary(
+    device: Device,
+    op: BinaryOp,
+    dtype: DType,
+    la: Lay,
+    lb: Lay,
+) -> Result<impl Kernel + use<>> {
+    choose(op.name(), device, || {
+        cpu::elementwise::binary(op, dtype, la, lb)
+    })
+}
+
+/// The kernel of `out = a cmp b` (a `Bool` output) on `device`, operands of one `dtype`.
+///
+/// # Errors
+///
+/// `Unsupported` if `device` has no kernel for it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{elementwise::{compare, CmpOp}, DType, Device, Lay};
+/// assert!(compare(Device::CPU, CmpOp::Lt, DType::I32, Lay::Dense(0), Lay::Dense(0)).is_ok());
+/// ```
+#[inline(always)]
+pub fn compare(
+    device: Device,
+    op: CmpOp,
+    dtype: DType,
+    la: Lay,
+    lb: Lay,
+) -> Result<impl Kernel + use<>> {
+    choose(op.name(), device, || {
+        cpu::elementwise::compare(op, dtype, la, lb)
+    })
+}
+
+/// The kernel of `out = cond ? a : b` on `device`: layouts broadcast to the output's shape,
+/// `a`, `b` and the output of `dtype`.
+///
+/// # Errors
+///
+/// `Unsupported` if `device` has no kernel for it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{elementwise::where_, DType, Device, Layout};
+/// let l = Layout::contiguous([3]);
+/// assert!(where_(Device::CPU, DType::F32, l.clone(), l.clone(), l).is_ok());
+/// ```
+pub fn where_(
+    device: Device,
+    dtype: DType,
+    lc: Layout,
+    la: Layout,
+    lb: Layout,
+) -> Result<impl Kernel + use<>> {
+    choose("where", device, || {
+        cpu::elementwise::where_(dtype, lc, la, lb)
+    })
+}
+
+/// The kernel of the in-place `out op= alpha * x` on `device` (`add_`, `mul_`, …): output 0
+/// laid out as `lo` is read and written, input 0 as `lx` broadcast to it.
+///
+/// # Errors
+///
+/// `Unsupported` if `device` has no kernel for it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{elementwise::{binary_inplace, BinaryOp}, DType, Device, Layout};
+/// let l = Layout::contiguous([3]);
+/// assert!(binary_inplace(Device::CPU, BinaryOp::Add, DType::F32, l.clone(), l, 1.0).is_ok());
+/// ```
+pub fn binary_inplace(
+    device: Device,
+    op: BinaryOp,
+    dtype: DType,
+    lo: Layout,
+    lx: Layout,
+    alpha: f64,
+) -> Result<impl Kernel + use<>> {
+    choose(op.name(), device, || {
+        cpu::elementwise::binary_inplace(op, dtype, lo, lx, alpha)
+    })
+}
+
+/// A unary elementwise op. Parameterised ops carry their scalar.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::elementwise::UnaryOp;
+/// let op = UnaryOp::LeakyRelu(0.1);
+/// assert_eq!(op.name(), "leaky_relu");
+/// assert!(!op.keeps_int());
+/// assert_ne!(UnaryOp::Clamp(0.0, 1.0), UnaryOp::Clamp(0.0, 2.0));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnaryOp {
+    /// `-x`
+    Neg,
+    /// `|x|`
+    Abs,
+    /// `e^x`
+    Exp,
+    /// `ln x`
+    Log,
+    /// `√x`
+    Sqrt,
+    /// `1 / √x`
+    Rsqrt,
+    /// `sin x` (radians)
+    Sin,
+    /// `cos x` (radians)
+    Cos,
+    /// `tanh x`
+    Tanh,
+    /// `1 / (1 + e^-x)`
+    Sigmoid,
+    /// `max(x, 0)` (NaN stays NaN).
+    Relu,
+    /// The exact (erf) GELU, as PyTorch's default.
+    Gelu,
+    /// `x * sigmoid(x)`
+    Silu,
+    /// `1 / x`
+    Recip,
+    /// `x * x`
+    Square,
+    /// `-1`, `0` or `1` (NaN stays NaN).
+    Sign,
+    /// The derivative of GELU.
+    GeluGrad,
+    /// The derivative of SiLU.
+    SiluGrad,
+    /// `x + c`
+    AddScalar(f64),
+    /// `x * c`
+    MulScalar(f64),
+    /// `x / c`
+    DivScalar(f64),
+    /// `c - x`
+    RSubScalar(f64),
+    /// `c / x`
+    RDivScalar(f64),
+    /// `x ^ c`
+    PowScalar(f64),
+    /// `c ^ x`
+    RPowScalar(f64),
+    /// `min(max(x, lo), hi)`
+    Clamp(f64, f64),
+    /// The largest integer `≤ x`.
+    Floor,
+    /// The smallest integer `≥ x`.
+    Ceil,
+    /// The nearest integer, halves to even (as PyTorch and IEEE `roundeven`).
+    Round,
+    /// `x` without its fraction (toward zero).
+    Trunc,
+    /// `ln(1 + x)`, exact near 0.
+    Log1p,
+    /// `e^x - 1`, exact near 0.
+    Expm1,
+    /// `log₂ x`
+    Log2,
+    /// `log₁₀ x`
+    Log10,
+    /// `tan x` (radians)
+    Tan,
+    /// `atan x`
+    Atan,
+    /// The error function.
+    Erf,
+    /// `x` if `x > 0`, else `slope · x`.
+    LeakyRelu(f64),
+    /// `x` if `x > 0`, else `alpha · (e^x − 1)`.
+    Elu(f64),
+    /// `ln(1 + e^(βx)) / β`, and `x` where `βx > threshold` (PyTorch's form).
+    Softplus(f64, f64),
+}
+
+impl UnaryOp {
+    /// The op's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::elementwise::UnaryOp;
+    /// assert_eq!(UnaryOp::Recip.name(), "reciprocal");
+    /// assert_eq!(UnaryOp::AddScalar(2.0).name(), "add_scalar");
+    /// ```
+    pub fn name(self) -> &'static str {
+        use UnaryOp::*;
+        match self {
+            Neg => "neg",
+            Abs => "abs",
+            Exp => "exp",
+            Log => "log",
+            Sqrt => "sqrt",
+            Rsqrt => "rsqrt",
+            Sin => "sin",
+            Cos => "cos",
+            Tanh => "tanh",
+            Sigmoid => "sigmoid",
+            Relu => "relu",
+            Gelu => "gelu",
+            Silu => "silu",
+            Recip => "reciprocal",
+            Square => "square",
+            Sign => "sign",
+            GeluGrad => "gelu_backward",
+            SiluGrad => "silu_backward",
+            AddScalar(_) => "add_scalar",
+            MulScalar(_) => "mul_scalar",
+            DivScalar(_) => "div_scalar",
+            RSubScalar(_) => "rsub_scalar",
+            RDivScalar(_) => "rdiv_scalar",
+            PowScalar(_) => "pow_scalar",
+            RPowScalar(_) => "rpow_scalar",
+            Clamp(..) => "clamp",
+            Floor => "floor",
+            Ceil => "ceil",
+            Round => "round",
+            Trunc => "trunc",
+            Log1p => "log1p",
+            Expm1 => "expm1",
+            Log2 => "log2",
+            Log10 => "log10",
+            Tan => "tan",
+            Atan => "atan",
+            Erf => "erf",
+            LeakyRelu(_) => "leaky_relu",
+            Elu(_) => "elu",
+            Softplus(..) => "softplus",
+        }
+    }
+
+    /// Whether the op is defined on integer tensors with an integer result.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::elementwise::UnaryOp;
+    /// assert!(UnaryOp::Abs.keeps_int());
+    /// assert!(UnaryOp::Clamp(0.0, 9.0).keeps_int());
+    /// assert!(!UnaryOp::Exp.keeps_int()); // an integer input is promoted to float first
+    /// ```
+    pub fn keeps_int(self) -> bool {
+        use UnaryOp::*;
+        matches!(
+            self,
+            Neg | Abs
+                | Relu
+                | Square
+                | Sign
+                | AddScalar(_)
+                | MulScalar(_)
+                | RSubScalar(_)
+                | Clamp(..)
+                | Floor
+                | Ceil
+                | Round
+                | Trunc
+        )
+    }
+}
+
+/// A binary elementwise op on two operands of one dtype.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::elementwise::BinaryOp;
+/// let op = BinaryOp::ReluBackward;
+/// assert_eq!(op.name(), "relu_backward");
+/// assert_ne!(op, BinaryOp::Maximum);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b` (floats only: integer operands are promoted to float).
+    Div,
+    /// `a ^ b` (for integers, a negative `b` gives `0`).
+    Pow,
+    /// The larger of `a` and `b` (a NaN wins).
+    Maximum,
+    /// The smaller of `a` and `b` (a NaN wins).
+    Minimum,
+    /// `a > 0 ? b : 0` (ReLU's backward: `a` the input, `b` the gradient).
+    ReluBackward,
+}
+
+impl BinaryOp {
+    /// The op's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::elementwise::BinaryOp;
+    /// assert_eq!(BinaryOp::Maximum.name(), "maximum");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+            BinaryOp::ReluBackward => "relu_backward",
+        }
+    }
+}
+
+/// A comparison; the result is `Bool`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::elementwise::CmpOp;
+/// assert_eq!(CmpOp::Le.name(), "le");
+/// assert_eq!(CmpOp::Xor.name(), "logical_xor");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmpOp {
+    /// `a == b`
+    Eq,
+    /// `a != b`
+    Ne,
+    /// `a < b`
+    Lt,
+    /// `a <= b`
+    Le,
+    /// `a > b`
+    Gt,
+    /// `a >= b`
+    Ge,
+    /// `a && b`, each operand true where it is not zero (NaN is true, as in PyTorch)
+    And,
+    /// `a || b`, as [`And`](Self::And)
+    Or,
+    /// `a != b` as truth values, as [`And`](Self::And)
+    Xor,
+}
+
+impl CmpOp {
+    /// The op's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::elementwise::CmpOp;
+    /// assert_eq!(CmpOp::And.name(), "logical_and");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "eq",
+            CmpOp::Ne => "ne",
+            CmpOp::Lt => "lt",
+            CmpOp::Le => "le",
+            CmpOp::Gt => "gt",
+            CmpOp::Ge => "ge",
+            CmpOp::And => "logical_and",
+            CmpOp::Or => "logical_or",
+            CmpOp::Xor => "logical_xor",
+        }
+    }
+}

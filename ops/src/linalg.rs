@@ -1,0 +1,74 @@
+//! Matrix products: the kernel for the operands' device.
+
+use crate::device::{Device, choose};
+use crate::{DType, Layout, Result, cpu};
+use eddy_vm::instruction::Kernel;
+
+/// The kernel of `out = a @ b` (batched; layouts give the batch, rows and columns), on
+/// `device`.
+///
+/// # Errors
+///
+/// `Unsupported` if `device` has no kernel for it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{linalg::matmul, DType, Device, Layout};
+/// let (a, b) = (Layout::contiguous([2, 3]), Layout::contiguous([3, 4]));
+/// assert!(matmul(Device::CPU, DType::F32, a, b).is_ok());
+/// ```
+pub fn matmul(device: Device, dtype: DType, la: Layout, lb: Layout) -> Result<impl Kernel + use<>> {
+    choose("matmul", device, || cpu::matmul::matmul(dtype, la, lb))
+}
+
+/// The kernel of `out = a @ b + c` (PyTorch's `addmm`, `c` a bias broadcast over the rows),
+/// on `device`.
+///
+/// # Errors
+///
+/// `Unsupported` if `device` has no kernel for it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{linalg::matmul_bias, DType, Device, Layout};
+/// let (a, b, c) = (Layout::contiguous([2, 3]), Layout::contiguous([3, 4]), Layout::contiguous([4]));
+/// assert!(matmul_bias(Device::CPU, DType::F32, a, b, c).is_ok());
+/// ```
+pub fn matmul_bias(
+    device: Device,
+    dtype: DType,
+    la: Layout,
+    lb: Layout,
+    lc: Layout,
+) -> Result<impl Kernel + use<>> {
+    choose("linear", device, || {
+        cpu::matmul::matmul_bias(dtype, la, lb, lc)
+    })
+}
+
+/// The kernel of `out = relu(a @ b + c)` (PyTorch's `_addmm_activation`), on `device`.
+///
+/// # Errors
+///
+/// `Unsupported` if `device` has no kernel for it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{linalg::matmul_bias_relu, DType, Device, Layout};
+/// let (a, b, c) = (Layout::contiguous([2, 3]), Layout::contiguous([3, 4]), Layout::contiguous([4]));
+/// assert!(matmul_bias_relu(Device::CPU, DType::F32, a, b, c).is_ok());
+/// ```
+pub fn matmul_bias_relu(
+    device: Device,
+    dtype: DType,
+    la: Layout,
+    lb: Layout,
+    lc: Layout,
+) -> Result<impl Kernel + use<>> {
+    choose("linear_relu", device, || {
+        cpu::matmul::matmul_bias_relu(dtype, la, lb, lc)
+    })
+}
