@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Eddy and candle side by side on this host: builds both harnesses, runs them alternately
-# (ROUNDS process runs each, default 3, as BENCHMARKS.md measured the other frameworks), keeps
+# (ROUNDS process runs each, default 3, as the book's performance chapter measured the other frameworks), keeps
 # every JSON object under OUT (default target/compare), and prints one table: each framework's
 # median over the rounds, and the median of the per-round ratios, the figure the host's noise
 # moves least because both runs of a round saw the same host.

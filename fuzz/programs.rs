@@ -5,8 +5,8 @@
 //! Every byte string decodes to a valid program (a read past the end gives zeros), and each
 //! program checks its own properties; a violation panics, which is what a fuzzer reports.
 //!
-//! - [`alloc_trace`]: allocations, frees and shrinks on a capped `DeviceAllocator` (RELIABILITY
-//!   F10): the allocator's invariants after every step, no two live blocks overlapping (checked
+//! - [`alloc_trace`]: allocations, frees and shrinks on a capped `DeviceAllocator` (failure mode
+//!   F10, book: reliability): the allocator's invariants after every step, no two live blocks overlapping (checked
 //!   by the addresses and by marker bytes written into each block), statistics equal to a
 //!   recount, typed failures with the right figures, and nothing held after free-all + shrink.
 //! - [`shape_program`]: op calls with decoded shape arguments, dimensions drawn from

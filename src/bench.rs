@@ -1,4 +1,4 @@
-//! The benchmark harness behind `eddy bench --json`: the workloads of `BENCHMARKS.md`, with
+//! The benchmark harness behind `eddy bench --json`: the workloads of the book's performance chapter, with
 //! fixed keys, 7 repetitions after a warm-up, medians in `metrics` and every repetition in
 //! `samples`.
 //!
@@ -64,7 +64,7 @@ impl Report {
         self.samples.insert(key.into(), samples);
     }
 
-    /// The JSON object of `BENCHMARKS.md`.
+    /// The JSON object the benchmark workloads print (book: performance).
     ///
     /// # Examples
     ///

@@ -1,9 +1,11 @@
 //! Eddy: an eager virtual machine for tensors.
 //!
 //! This facade re-exports the workspace's crates: [`vm`] (the instruction engine), [`ops`]
-//! (op definitions and kernels) and [`tensor`] (the user API), plus the pieces the `eddy` CLI
-//! is made of: the [`data`] loader, the [`models`] the benchmarks train, and the [`bench`]
-//! harness.
+//! (the op layer and its kernels) and [`tensor`] (the user API). With the default feature
+//! `cli` it also holds the pieces the `eddy` command line is made of: the `data` loader, the
+//! `models` the benchmarks train, the `bench` harness, the `repl`, `train` and `plot`. A crate
+//! that uses Eddy as a library depends on it with `default-features = false` and compiles none
+//! of the command line's dependencies.
 //!
 //! # Examples
 //!
@@ -14,12 +16,19 @@
 //! # Ok::<(), eddy::Error>(())
 //! ```
 
+#[cfg(feature = "cli")]
 pub mod bench;
+#[cfg(feature = "cli")]
 pub mod data;
+#[cfg(feature = "cli")]
 pub mod malloc;
+#[cfg(feature = "cli")]
 pub mod models;
+#[cfg(feature = "cli")]
 pub mod plot;
+#[cfg(feature = "cli")]
 pub mod repl;
+#[cfg(feature = "cli")]
 pub mod train;
 
 pub use eddy_ops as ops;
@@ -27,6 +36,7 @@ pub use eddy_tensor as tensor;
 pub use eddy_tensor::{DType, Device, Error, Result, Shape, Tensor, no_grad};
 pub use eddy_vm as vm;
 pub use eddy_vm::{Vm, VmBuilder};
+#[cfg(feature = "cli")]
 pub use malloc::Malloc;
 
 /// The README's examples, compiled and run as doctests.
@@ -58,6 +68,7 @@ pub mod book {
         Errors => "errors.md",
         Switches => "switches.md",
         Testing => "testing.md",
+        Reliability => "reliability.md",
         Benchmarks => "benchmarks.md",
     }
 }

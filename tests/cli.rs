@@ -1,5 +1,5 @@
-//! The `eddy` command, run as a user runs it: the benchmark JSON has the shape of
-//! BENCHMARKS.md; `train` trains, writes a real PNG, is reproducible and rejects bad data with
+//! The `eddy` command, run as a user runs it: the benchmark JSON has the shape the
+//! book's performance chapter gives; `train` trains, writes a real PNG, is reproducible and rejects bad data with
 //! exit code 2 and one line naming file and row; `repl` runs scripts and survives errors;
 //! `trace` writes parseable chrome-trace JSON and an SVG.
 

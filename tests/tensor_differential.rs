@@ -1,4 +1,4 @@
-//! Differential test (RELIABILITY F4, F8, F14): random programs of tensor ops, with views and
+//! Differential test (failure modes F4, F8, F14, book: reliability): random programs of tensor ops, with views and
 //! in-place writes through them, give bit-identical results on the normal asynchronous engine
 //! and on the synchronous reference engine (`sync_mode`, which runs every instruction on the
 //! submitting thread in program order).

@@ -1,4 +1,4 @@
-//! Typed errors of the tensor API (RELIABILITY F1–F4, F17): argument errors are returned at the
+//! Typed errors of the tensor API (failure modes F1–F4, F17, book: reliability): argument errors are returned at the
 //! call with nothing enqueued and nothing allocated; asynchronous kernel errors surface at the
 //! read that depends on them and poison only what depends on them; writes through views are
 //! ordered against reads of the base; a 100k-long autograd chain builds, back-propagates and
@@ -1068,7 +1068,7 @@ fn bad_dropout_probabilities_and_integer_operands_fail_at_the_call() {
     }
 }
 
-// ---- edge inputs found by a review of the less-travelled ops (thirty-third session) ---------
+// ---- edge inputs found by a review of the less-travelled ops -----------------------------
 
 /// A negative class target is out of range for `nll_loss` and `cross_entropy`, as a negative
 /// `gather` index is: at the call when the target's values are known on the host, else at the

@@ -1,5 +1,5 @@
 //! Every tensor op against a naive reference written with plain loops over `f64`
-//! (RELIABILITY F1, F3, F4, F13).
+//! (failure modes F1, F3, F4, F13, book: reliability).
 //!
 //! Inputs come from proptest: ranks 0..=3, dims 0..=4 with 0 drawn often in every position,
 //! non-contiguous views (transposed, narrowed and broadcast views of larger tensors), operands

@@ -1,5 +1,5 @@
-//! The engine's invariants (DESIGN §9) and failure modes (RELIABILITY F5, F6, F8, F9, F10,
-//! F12–F16), pinned with mock policies. Every test runs under a watchdog.
+//! The engine's invariants (book: architecture) and failure modes (F5, F6, F8, F9, F10,
+//! F12–F16; book: reliability), pinned with mock policies. Every test runs under a watchdog.
 
 mod common;
 
@@ -1499,7 +1499,7 @@ fn run_op_with_many_operands_sees_them_all() {
     });
 }
 
-// ---- found by a review of the engine's internals (thirty-fifth session) ----------------------
+// ---- found by a review of the engine's internals ---------------------------------------------
 
 /// A free fused ahead of an allocation in one unit used to be prepared after it: the unit's
 /// members are all prepared before any computes, so `b` could not use `a`'s memory and failed

@@ -1,4 +1,4 @@
-//! RELIABILITY F8 as a property: for random programs over a few blobs on three streams with
+//! Failure mode F8 (book: reliability) as a property: for random programs over a few blobs on three streams with
 //! random failing ops, the engine's poisoned blobs, the root attributed to each, the list of
 //! root errors and the first one returned by `sync` equal those of a sequential reference.
 

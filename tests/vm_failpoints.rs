@@ -1,4 +1,4 @@
-//! Fault injection (RELIABILITY F19, F9): fail points inside the scheduler loop, the dispatch
+//! Fault injection (failure modes F19, F9, book: reliability): fail points inside the scheduler loop, the dispatch
 //! step and the allocator, enabled one at a time. An engine thread that fails moves the engine
 //! to `EngineFailed`: every waiter wakes with it, new work is refused, `Drop` returns.
 //! Each test holds a `FailScenario`, which serialises the tests of this binary.

@@ -1,4 +1,4 @@
-//! Allocator traces on a capped `DeviceAllocator` (RELIABILITY F10); see `programs.rs`.
+//! Allocator traces on a capped `DeviceAllocator` (failure mode F10, book: reliability); see `programs.rs`.
 #![no_main]
 
 #[path = "../programs.rs"]

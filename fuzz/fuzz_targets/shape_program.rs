@@ -1,4 +1,4 @@
-//! Op calls with decoded shape arguments (RELIABILITY F2, F3); see `programs.rs`.
+//! Op calls with decoded shape arguments (failure modes F2, F3, book: reliability); see `programs.rs`.
 #![no_main]
 
 #[path = "../programs.rs"]

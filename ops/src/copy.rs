@@ -3,23 +3,21 @@
 
 use crate::device::{Device, choose};
 use crate::random::Distribution;
-use crate::{DType, Elem, Error, Layout, Result, cpu};
+use crate::{DType, Elem, Layout, cpu};
 use eddy_vm::instruction::Kernel;
 
 /// The kernel copying `src` (any layout, broadcast allowed) of `src_dtype` into `dst` (a
 /// non-overlapping layout of the same shape) of `dst_dtype`, on `device` (a cast when the
 /// dtypes differ).
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{copy::copy, DType, Device, Layout};
 /// let l = Layout::contiguous([4]);
-/// assert!(copy(Device::CPU, l.clone(), DType::I32, l, DType::F32).is_ok());
+/// assert!(copy(Device::CPU, l.clone(), DType::I32, l, DType::F32).is_some());
 /// ```
 pub fn copy(
     device: Device,
@@ -27,103 +25,89 @@ pub fn copy(
     src_dtype: DType,
     dst: Layout,
     dst_dtype: DType,
-) -> Result<impl Kernel + use<>> {
-    choose("copy", device, || {
-        cpu::copy::copy(src, src_dtype, dst, dst_dtype)
-    })
+) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::copy::copy(src, src_dtype, dst, dst_dtype))
 }
 
 /// The kernel copying `src` on device `from` into a contiguous output of `src`'s shape on
 /// device `to`, in one `dtype`. It runs on `to`'s compute stream; the engine orders it after
 /// every earlier write of the source and before every later access of either side.
 ///
-/// # Errors
-///
-/// `Unsupported` for a pair of devices with no copy between them yet.
+/// `None` for a pair of devices with no copy between them yet.
 ///
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::{copy::transfer, DType, Device, Error, Layout};
+/// use eddy_ops::{copy::transfer, DType, Device, Layout};
 /// let l = Layout::contiguous([2, 3]);
-/// assert!(transfer(Device::Cpu(0), Device::Cpu(1), DType::F32, l.clone()).is_ok());
-/// let e = transfer(Device::Cpu(0), Device::Cuda(0), DType::F32, l).err().unwrap();
-/// assert!(matches!(e, Error::Unsupported { op: "to_device", .. }));
+/// assert!(transfer(Device::Cpu(0), Device::Cpu(1), DType::F32, l.clone()).is_some());
+/// assert!(transfer(Device::Cpu(0), Device::Cuda(0), DType::F32, l).is_none());
 /// ```
 pub fn transfer(
     from: Device,
     to: Device,
     dtype: DType,
     src: Layout,
-) -> Result<impl Kernel + use<>> {
+) -> Option<impl Kernel + use<>> {
     match (from, to) {
         (Device::Cpu(_), Device::Cpu(_)) => {
             let dst = Layout::contiguous(src.shape.clone());
-            Ok(cpu::copy::copy(src, dtype, dst, dtype))
+            Some(cpu::copy::copy(src, dtype, dst, dtype))
         }
-        (Device::Cpu(_), device) | (device, _) => Err(Error::Unsupported {
-            op: "to_device",
-            device,
-        }),
+        _ => None,
     }
 }
 
 /// The kernel filling the elements of output 0 that `layout` covers with `value`, on `device`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{copy::fill, DType, Device, Layout};
-/// assert!(fill(Device::CPU, DType::F32, Layout::contiguous([4]), 0.0).is_ok());
+/// assert!(fill(Device::CPU, DType::F32, Layout::contiguous([4]), 0.0).is_some());
 /// ```
 pub fn fill(
     device: Device,
     dtype: DType,
     layout: Layout,
     value: f64,
-) -> Result<impl Kernel + use<>> {
-    choose("fill", device, || cpu::copy::fill(dtype, layout, value))
+) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::copy::fill(dtype, layout, value))
 }
 
 /// The kernel writing `f(i)` to element `i` of a contiguous output 0 (`arange`, `linspace`,
 /// `eye`), on `device`; `name` is the op's.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{copy::generate, DType, Device};
-/// assert!(generate(Device::CPU, "arange", DType::I64, |i| i as f64).is_ok());
+/// assert!(generate(Device::CPU, "arange", DType::I64, |i| i as f64).is_some());
 /// ```
 pub fn generate<F: Fn(usize) -> f64 + Send + Sync + 'static>(
     device: Device,
     name: &'static str,
     dtype: DType,
     f: F,
-) -> Result<impl Kernel + use<F>> {
-    choose(name, device, || cpu::copy::generate(name, dtype, f))
+) -> Option<impl Kernel + use<F>> {
+    choose(device, || cpu::copy::generate(name, dtype, f))
 }
 
 /// The kernel filling output 0 with values of `dist` from the counter-based generator
 /// ([`crate::random`]), on `device`: the same values on every device for one seed and offset.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{copy::random, random::Distribution, DType, Device};
 /// let d = Distribution::Uniform { lo: 0.0, hi: 1.0 };
-/// assert!(random(Device::CPU, DType::F32, d, 7, 0).is_ok());
+/// assert!(random(Device::CPU, DType::F32, d, 7, 0).is_some());
 /// ```
 pub fn random(
     device: Device,
@@ -131,24 +115,20 @@ pub fn random(
     dist: Distribution,
     seed: u64,
     offset: u64,
-) -> Result<impl Kernel + use<>> {
-    choose("rand", device, || {
-        cpu::copy::random(dtype, dist, seed, offset)
-    })
+) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::copy::random(dtype, dist, seed, offset))
 }
 
 /// The kernel writing host values `data` into a contiguous output 0 on `device`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{copy::from_host, Device};
-/// assert!(from_host(Device::Cpu(2), vec![1.0f32, 2.0]).is_ok());
+/// assert!(from_host(Device::Cpu(2), vec![1.0f32, 2.0]).is_some());
 /// ```
-pub fn from_host<T: Elem>(device: Device, data: Vec<T>) -> Result<impl Kernel + use<T>> {
-    choose("from_vec", device, || crate::kernel::from_host(data))
+pub fn from_host<T: Elem>(device: Device, data: Vec<T>) -> Option<impl Kernel + use<T>> {
+    choose(device, || crate::kernel::from_host(data))
 }

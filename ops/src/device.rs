@@ -1,5 +1,6 @@
 //! The choice of kernel by device: every op-layer constructor takes the operands' [`Device`]
-//! and returns that device's kernel, or [`Error::Unsupported`] where the device has none.
+//! and returns that device's kernel, or `None` where the device has none, which the caller
+//! reports as [`Error::Unsupported`] ([`unsupported`]).
 //!
 //! Every CPU device (`cpu:0`, `cpu:1`, …) runs the same kernels on host memory, so an op gives
 //! the same bits on each. A new device adds a kernel module beside [`cpu`](crate::cpu) and an
@@ -7,24 +8,41 @@
 
 pub use eddy_vm::Device;
 
-use crate::{Error, Result};
+use crate::Error;
 
-/// The kernel for `device`: `cpu()` on a CPU device, else `Unsupported` naming `op` and the
-/// device. Never a silent copy to the host.
+/// The kernel for `device`: `cpu()` on a CPU device, else `None` (the device has no kernel
+/// for the op; the caller reports [`unsupported`]). Never a silent copy to the host.
+///
+/// The op-layer constructors return `Option` rather than `Result` on purpose: a kernel is
+/// moved a few times per op, and one wrapped in a `Result` (whose error is large) cost the
+/// per-op path about twenty instructions of moves under callgrind; an `Option` of a kernel
+/// is the kernel's own size.
 ///
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::{device::{choose, Device}, Error};
-/// assert_eq!(choose("add", Device::Cpu(1), || 7).unwrap(), 7);
-/// let e = choose("add", Device::Cuda(0), || 7).unwrap_err();
-/// assert_eq!(e, Error::Unsupported { op: "add", device: Device::Cuda(0) });
-/// assert_eq!(e.to_string(), "`add` has no kernel for device cuda:0");
+/// use eddy_ops::device::{choose, Device};
+/// assert_eq!(choose(Device::Cpu(1), || 7), Some(7));
+/// assert_eq!(choose(Device::Cuda(0), || 7), None);
 /// ```
 #[inline(always)]
-pub fn choose<K>(op: &'static str, device: Device, cpu: impl FnOnce() -> K) -> Result<K> {
+pub fn choose<K>(device: Device, cpu: impl FnOnce() -> K) -> Option<K> {
     match device {
-        Device::Cpu(_) => Ok(cpu()),
-        device => Err(Error::Unsupported { op, device }),
+        Device::Cpu(_) => Some(cpu()),
+        _ => None,
     }
+}
+
+/// The error of an op with no kernel for `device`; out of line, off the per-op path.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{device::unsupported, Device};
+/// assert_eq!(unsupported("exp", Device::Cuda(1)).to_string(), "`exp` has no kernel for device cuda:1");
+/// ```
+#[cold]
+#[inline(never)]
+pub fn unsupported(op: &'static str, device: Device) -> Error {
+    Error::Unsupported { op, device }
 }

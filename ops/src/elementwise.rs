@@ -14,7 +14,7 @@
 //! )?;
 //! assert_eq!((shape.dims(), dt), (&[2, 3][..], DType::F32));
 //! let k = binary(Device::CPU, BinaryOp::Add, dt, Lay::Dense(0), Lay::Dense(0));
-//! assert!(k.is_ok());
+//! assert!(k.is_some());
 //! # Ok::<(), eddy_ops::Error>(())
 //! ```
 
@@ -183,34 +183,30 @@ pub fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
 /// The kernel of `out = op(x)` on `device`: input laid out as `la`, all of `dtype` (see
 /// [`unary_dtype`]).
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{elementwise::{unary, UnaryOp}, DType, Device, Lay};
-/// assert!(unary(Device::Cpu(1), UnaryOp::Exp, DType::F32, Lay::Dense(0)).is_ok());
-/// assert!(unary(Device::Cuda(0), UnaryOp::Exp, DType::F32, Lay::Dense(0)).is_err());
+/// assert!(unary(Device::Cpu(1), UnaryOp::Exp, DType::F32, Lay::Dense(0)).is_some());
+/// assert!(unary(Device::Cuda(0), UnaryOp::Exp, DType::F32, Lay::Dense(0)).is_none());
 /// ```
 #[inline(always)]
-pub fn unary(device: Device, op: UnaryOp, dtype: DType, la: Lay) -> Result<impl Kernel + use<>> {
-    choose(op.name(), device, || cpu::elementwise::unary(op, dtype, la))
+pub fn unary(device: Device, op: UnaryOp, dtype: DType, la: Lay) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::elementwise::unary(op, dtype, la))
 }
 
 /// The kernel of `out = a op b` on `device`: operands laid out as `la`, `lb` (already
 /// broadcast to the output's shape), all of `dtype` (see [`binary_dtype`]).
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{elementwise::{binary, BinaryOp}, DType, Device, Lay};
-/// assert!(binary(Device::CPU, BinaryOp::Add, DType::F32, Lay::Dense(0), Lay::Splat(0)).is_ok());
+/// assert!(binary(Device::CPU, BinaryOp::Add, DType::F32, Lay::Dense(0), Lay::Splat(0)).is_some());
 /// ```
 #[inline(always)]
 pub fn binary(
@@ -219,23 +215,19 @@ pub fn binary(
     dtype: DType,
     la: Lay,
     lb: Lay,
-) -> Result<impl Kernel + use<>> {
-    choose(op.name(), device, || {
-        cpu::elementwise::binary(op, dtype, la, lb)
-    })
+) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::elementwise::binary(op, dtype, la, lb))
 }
 
 /// The kernel of `out = a cmp b` (a `Bool` output) on `device`, operands of one `dtype`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{elementwise::{compare, CmpOp}, DType, Device, Lay};
-/// assert!(compare(Device::CPU, CmpOp::Lt, DType::I32, Lay::Dense(0), Lay::Dense(0)).is_ok());
+/// assert!(compare(Device::CPU, CmpOp::Lt, DType::I32, Lay::Dense(0), Lay::Dense(0)).is_some());
 /// ```
 #[inline(always)]
 pub fn compare(
@@ -244,25 +236,21 @@ pub fn compare(
     dtype: DType,
     la: Lay,
     lb: Lay,
-) -> Result<impl Kernel + use<>> {
-    choose(op.name(), device, || {
-        cpu::elementwise::compare(op, dtype, la, lb)
-    })
+) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::elementwise::compare(op, dtype, la, lb))
 }
 
 /// The kernel of `out = cond ? a : b` on `device`: layouts broadcast to the output's shape,
 /// `a`, `b` and the output of `dtype`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{elementwise::where_, DType, Device, Layout};
 /// let l = Layout::contiguous([3]);
-/// assert!(where_(Device::CPU, DType::F32, l.clone(), l.clone(), l).is_ok());
+/// assert!(where_(Device::CPU, DType::F32, l.clone(), l.clone(), l).is_some());
 /// ```
 pub fn where_(
     device: Device,
@@ -270,25 +258,21 @@ pub fn where_(
     lc: Layout,
     la: Layout,
     lb: Layout,
-) -> Result<impl Kernel + use<>> {
-    choose("where", device, || {
-        cpu::elementwise::where_(dtype, lc, la, lb)
-    })
+) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::elementwise::where_(dtype, lc, la, lb))
 }
 
 /// The kernel of the in-place `out op= alpha * x` on `device` (`add_`, `mul_`, …): output 0
 /// laid out as `lo` is read and written, input 0 as `lx` broadcast to it.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{elementwise::{binary_inplace, BinaryOp}, DType, Device, Layout};
 /// let l = Layout::contiguous([3]);
-/// assert!(binary_inplace(Device::CPU, BinaryOp::Add, DType::F32, l.clone(), l, 1.0).is_ok());
+/// assert!(binary_inplace(Device::CPU, BinaryOp::Add, DType::F32, l.clone(), l, 1.0).is_some());
 /// ```
 pub fn binary_inplace(
     device: Device,
@@ -297,8 +281,8 @@ pub fn binary_inplace(
     lo: Layout,
     lx: Layout,
     alpha: f64,
-) -> Result<impl Kernel + use<>> {
-    choose(op.name(), device, || {
+) -> Option<impl Kernel + use<>> {
+    choose(device, || {
         cpu::elementwise::binary_inplace(op, dtype, lo, lx, alpha)
     })
 }

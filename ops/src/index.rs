@@ -3,7 +3,7 @@
 //! the next sync) for one out of range.
 
 use crate::device::{Device, choose};
-use crate::{DType, Layout, Result, cpu};
+use crate::{DType, Layout, cpu};
 use eddy_vm::instruction::Kernel;
 
 /// Where an index op's operands sit: the dtypes of the values and indices and their offsets,
@@ -40,9 +40,7 @@ pub struct IndexDims {
 
 /// The kernel of `index_select` on `device`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
@@ -50,17 +48,15 @@ pub struct IndexDims {
 /// use eddy_ops::{index::{index_select, IndexDims}, DType, Device};
 /// let d = IndexDims { dtype: DType::F32, idx_dtype: DType::I64, offset: 0, idx_offset: 0,
 ///                     outer: 1, size: 10, inner: 4, nidx: 3 };
-/// assert!(index_select(Device::CPU, d).is_ok());
+/// assert!(index_select(Device::CPU, d).is_some());
 /// ```
-pub fn index_select(device: Device, d: IndexDims) -> Result<impl Kernel + use<>> {
-    choose("index_select", device, || cpu::index::index_select(d))
+pub fn index_select(device: Device, d: IndexDims) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::index::index_select(d))
 }
 
 /// The kernel of `index_add` on `device` (output 0 read and written).
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
@@ -68,25 +64,23 @@ pub fn index_select(device: Device, d: IndexDims) -> Result<impl Kernel + use<>>
 /// use eddy_ops::{index::{index_add, IndexDims}, DType, Device};
 /// let d = IndexDims { dtype: DType::F32, idx_dtype: DType::I64, offset: 0, idx_offset: 0,
 ///                     outer: 1, size: 10, inner: 4, nidx: 3 };
-/// assert!(index_add(Device::CPU, d).is_ok());
+/// assert!(index_add(Device::CPU, d).is_some());
 /// ```
-pub fn index_add(device: Device, d: IndexDims) -> Result<impl Kernel + use<>> {
-    choose("index_add", device, || cpu::index::index_add(d))
+pub fn index_add(device: Device, d: IndexDims) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::index::index_add(d))
 }
 
 /// The kernel of `gather` along a dim (named `op` in errors) on `device`: `ls` the source's
 /// layout with the gathered dim's stride `stride_dim` and size `size`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{index::gather, DType, Device, Layout};
 /// let ls = Layout::contiguous([2, 3]);
-/// assert!(gather(Device::CPU, "gather", DType::F32, DType::I64, ls, 1, 3, 0).is_ok());
+/// assert!(gather(Device::CPU, "gather", DType::F32, DType::I64, ls, 1, 3, 0).is_some());
 /// ```
 #[allow(clippy::too_many_arguments)] // the kernel's own parameters, passed through
 pub fn gather(
@@ -98,24 +92,22 @@ pub fn gather(
     stride_dim: usize,
     size: usize,
     idx_offset: usize,
-) -> Result<impl Kernel + use<>> {
-    choose(op, device, || {
+) -> Option<impl Kernel + use<>> {
+    choose(device, || {
         cpu::index::gather(op, dtype, idx_dtype, ls, stride_dim, size, idx_offset)
     })
 }
 
 /// The kernel of `scatter_add` on `device`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{index::scatter_add, DType, Device, Layout};
 /// let lo = Layout::contiguous([2, 3]);
-/// assert!(scatter_add(Device::CPU, DType::F32, DType::I64, 0, lo, 1, 3, 6, 0).is_ok());
+/// assert!(scatter_add(Device::CPU, DType::F32, DType::I64, 0, lo, 1, 3, 6, 0).is_some());
 /// ```
 #[allow(clippy::too_many_arguments)] // the kernel's own parameters, passed through
 pub fn scatter_add(
@@ -128,8 +120,8 @@ pub fn scatter_add(
     size: usize,
     out_numel: usize,
     idx_offset: usize,
-) -> Result<impl Kernel + use<>> {
-    choose("scatter_add", device, || {
+) -> Option<impl Kernel + use<>> {
+    choose(device, || {
         cpu::index::scatter_add(
             dtype, idx_dtype, offset, lo, stride_dim, size, out_numel, idx_offset,
         )

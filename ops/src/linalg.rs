@@ -1,40 +1,36 @@
 //! Matrix products: the kernel for the operands' device.
 
 use crate::device::{Device, choose};
-use crate::{DType, Layout, Result, cpu};
+use crate::{DType, Layout, cpu};
 use eddy_vm::instruction::Kernel;
 
 /// The kernel of `out = a @ b` (batched; layouts give the batch, rows and columns), on
 /// `device`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{linalg::matmul, DType, Device, Layout};
 /// let (a, b) = (Layout::contiguous([2, 3]), Layout::contiguous([3, 4]));
-/// assert!(matmul(Device::CPU, DType::F32, a, b).is_ok());
+/// assert!(matmul(Device::CPU, DType::F32, a, b).is_some());
 /// ```
-pub fn matmul(device: Device, dtype: DType, la: Layout, lb: Layout) -> Result<impl Kernel + use<>> {
-    choose("matmul", device, || cpu::matmul::matmul(dtype, la, lb))
+pub fn matmul(device: Device, dtype: DType, la: Layout, lb: Layout) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::matmul::matmul(dtype, la, lb))
 }
 
 /// The kernel of `out = a @ b + c` (PyTorch's `addmm`, `c` a bias broadcast over the rows),
 /// on `device`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{linalg::matmul_bias, DType, Device, Layout};
 /// let (a, b, c) = (Layout::contiguous([2, 3]), Layout::contiguous([3, 4]), Layout::contiguous([4]));
-/// assert!(matmul_bias(Device::CPU, DType::F32, a, b, c).is_ok());
+/// assert!(matmul_bias(Device::CPU, DType::F32, a, b, c).is_some());
 /// ```
 pub fn matmul_bias(
     device: Device,
@@ -42,24 +38,20 @@ pub fn matmul_bias(
     la: Layout,
     lb: Layout,
     lc: Layout,
-) -> Result<impl Kernel + use<>> {
-    choose("linear", device, || {
-        cpu::matmul::matmul_bias(dtype, la, lb, lc)
-    })
+) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::matmul::matmul_bias(dtype, la, lb, lc))
 }
 
 /// The kernel of `out = relu(a @ b + c)` (PyTorch's `_addmm_activation`), on `device`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{linalg::matmul_bias_relu, DType, Device, Layout};
 /// let (a, b, c) = (Layout::contiguous([2, 3]), Layout::contiguous([3, 4]), Layout::contiguous([4]));
-/// assert!(matmul_bias_relu(Device::CPU, DType::F32, a, b, c).is_ok());
+/// assert!(matmul_bias_relu(Device::CPU, DType::F32, a, b, c).is_some());
 /// ```
 pub fn matmul_bias_relu(
     device: Device,
@@ -67,8 +59,6 @@ pub fn matmul_bias_relu(
     la: Layout,
     lb: Layout,
     lc: Layout,
-) -> Result<impl Kernel + use<>> {
-    choose("linear_relu", device, || {
-        cpu::matmul::matmul_bias_relu(dtype, la, lb, lc)
-    })
+) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::matmul::matmul_bias_relu(dtype, la, lb, lc))
 }

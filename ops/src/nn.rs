@@ -1,21 +1,19 @@
 //! Row-wise network ops: the kernel for the operands' device.
 
 use crate::device::{Device, choose};
-use crate::{DType, Result, cpu};
+use crate::{DType, cpu};
 use eddy_vm::instruction::Kernel;
 
 /// The kernel of softmax (or log-softmax when `log`) over the last dim of a dense
 /// `[rows, cols]` input from `offset`, on `device`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{nn::softmax, DType, Device};
-/// assert!(softmax(Device::CPU, DType::F32, 0, 2, 10, true).is_ok());
+/// assert!(softmax(Device::CPU, DType::F32, 0, 2, 10, true).is_some());
 /// ```
 pub fn softmax(
     device: Device,
@@ -24,9 +22,6 @@ pub fn softmax(
     rows: usize,
     cols: usize,
     log: bool,
-) -> Result<impl Kernel + use<>> {
-    let op = if log { "log_softmax" } else { "softmax" };
-    choose(op, device, || {
-        cpu::nn::softmax(dtype, offset, rows, cols, log)
-    })
+) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::nn::softmax(dtype, offset, rows, cols, log))
 }

@@ -1,21 +1,19 @@
 //! Reductions and scans: the op descriptor and the kernel for the operands' device.
 
 use crate::device::{Device, choose};
-use crate::{DType, Layout, Result, cpu};
+use crate::{DType, Layout, cpu};
 use eddy_vm::instruction::Kernel;
 
 /// The kernel reducing the trailing `r` elements of each output element's run of `la` (the
 /// reduced dims permuted last) with `op`, on `device`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{reduce::{reduce, ReduceOp}, DType, Device, Layout};
-/// assert!(reduce(Device::CPU, ReduceOp::Sum, DType::F32, Layout::contiguous([2, 3]), 3).is_ok());
+/// assert!(reduce(Device::CPU, ReduceOp::Sum, DType::F32, Layout::contiguous([2, 3]), 3).is_some());
 /// ```
 pub fn reduce(
     device: Device,
@@ -23,22 +21,20 @@ pub fn reduce(
     dtype: DType,
     la: Layout,
     r: usize,
-) -> Result<impl Kernel + use<>> {
-    choose(op.name(), device, || cpu::reduce::reduce(op, dtype, la, r))
+) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::reduce::reduce(op, dtype, la, r))
 }
 
 /// The kernel summing the leading `rows` rows of a dense `[rows, cols]` input starting at
 /// `offset` into `cols` outputs (a bias gradient), on `device`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{reduce::sum_leading, DType, Device};
-/// assert!(sum_leading(Device::CPU, DType::F32, 0, 4, 8).is_ok());
+/// assert!(sum_leading(Device::CPU, DType::F32, 0, 4, 8).is_some());
 /// ```
 pub fn sum_leading(
     device: Device,
@@ -46,27 +42,25 @@ pub fn sum_leading(
     offset: usize,
     rows: usize,
     cols: usize,
-) -> Result<impl Kernel + use<>> {
-    choose("sum", device, || {
+) -> Option<impl Kernel + use<>> {
+    choose(device, || {
         cpu::reduce::sum_leading(dtype, offset, rows, cols)
     })
 }
 
 /// The kernel of a cumulative sum along the last dim of `la` into `lo`, on `device`.
 ///
-/// # Errors
-///
-/// `Unsupported` if `device` has no kernel for it.
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{reduce::cumsum, DType, Device, Layout};
 /// let l = Layout::contiguous([2, 3]);
-/// assert!(cumsum(Device::CPU, DType::F32, l.clone(), l).is_ok());
+/// assert!(cumsum(Device::CPU, DType::F32, l.clone(), l).is_some());
 /// ```
-pub fn cumsum(device: Device, dtype: DType, la: Layout, lo: Layout) -> Result<impl Kernel + use<>> {
-    choose("cumsum", device, || cpu::reduce::cumsum(dtype, la, lo))
+pub fn cumsum(device: Device, dtype: DType, la: Layout, lo: Layout) -> Option<impl Kernel + use<>> {
+    choose(device, || cpu::reduce::cumsum(dtype, la, lo))
 }
 
 /// A reduction.

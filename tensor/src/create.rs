@@ -101,7 +101,11 @@ impl Tensor {
     pub fn full(shape: impl Into<Shape>, value: f64, dtype: DType) -> Result<Tensor> {
         let value = checked_fill_value("full", value, dtype)?;
         let t = Tensor::empty_on(current("full")?, shape.into(), dtype)?;
-        let k = copy::fill(t.device(), dtype, t.layout().clone(), value)?;
+        let k = kernel!(
+            "fill",
+            t.device(),
+            copy::fill(t.device(), dtype, t.layout().clone(), value)
+        );
         Tensor::launch(k, &[], &[&t])?;
         Ok(t)
     }
@@ -192,7 +196,11 @@ impl Tensor {
     pub fn full_like(&self, value: f64) -> Result<Tensor> {
         let value = checked_fill_value("full_like", value, self.dtype())?;
         let t = self.empty_like_shape(self.shape().clone(), self.dtype())?;
-        let k = copy::fill(t.device(), t.dtype(), t.layout().clone(), value)?;
+        let k = kernel!(
+            "fill",
+            t.device(),
+            copy::fill(t.device(), t.dtype(), t.layout().clone(), value)
+        );
         Tensor::launch(k, &[], &[&t])?;
         Ok(t)
     }
@@ -277,9 +285,13 @@ impl Tensor {
         let n = count as usize;
         let t = Tensor::empty_on(current("arange")?, Shape::from([n]), dtype)?;
         Tensor::launch(
-            copy::generate(t.device(), "arange", dtype, move |i| {
-                start + i as f64 * step
-            })?,
+            kernel!(
+                "arange",
+                t.device(),
+                copy::generate(t.device(), "arange", dtype, move |i| {
+                    start + i as f64 * step
+                })
+            ),
             &[],
             &[&t],
         )?;
@@ -349,7 +361,11 @@ impl Tensor {
                 })
             }
         };
-        Tensor::launch(copy::generate(t.device(), OP, dtype, value)?, &[], &[&t])?;
+        Tensor::launch(
+            kernel!(OP, t.device(), copy::generate(t.device(), OP, dtype, value)),
+            &[],
+            &[&t],
+        )?;
         Ok(t)
     }
 
@@ -370,9 +386,13 @@ impl Tensor {
     pub fn eye(n: usize, dtype: DType) -> Result<Tensor> {
         let t = Tensor::empty_on(current("eye")?, Shape::from([n, n]), dtype)?;
         Tensor::launch(
-            copy::generate(t.device(), "eye", dtype, move |i| {
-                (i / n == i % n) as u8 as f64
-            })?,
+            kernel!(
+                "eye",
+                t.device(),
+                copy::generate(t.device(), "eye", dtype, move |i| {
+                    (i / n == i % n) as u8 as f64
+                })
+            ),
             &[],
             &[&t],
         )?;
@@ -477,7 +497,11 @@ impl Tensor {
         }
         let t = Tensor::empty_on(current("rand")?, shape, dtype)?;
         let (seed, offset) = take_counters(counters_for(dist, t.numel() as u64));
-        let k = copy::random(t.device(), dtype, dist, seed, offset)?;
+        let k = kernel!(
+            "rand",
+            t.device(),
+            copy::random(t.device(), dtype, dist, seed, offset)
+        );
         Tensor::launch(k, &[], &[&t])?;
         Ok(t)
     }
@@ -520,7 +544,11 @@ impl Tensor {
             });
         let t = Tensor::empty_with_range(current("from_vec")?, shape, T::DTYPE, range)?;
         if !data.is_empty() {
-            Tensor::launch(copy::from_host(t.device(), data)?, &[], &[&t])?;
+            Tensor::launch(
+                kernel!("from_vec", t.device(), copy::from_host(t.device(), data)),
+                &[],
+                &[&t],
+            )?;
             t.range_is_filled();
         }
         Ok(t)
@@ -566,12 +594,16 @@ impl Tensor {
     /// A fresh contiguous tensor with `self`'s engine, of `shape` and `dtype`, filled by `fill`.
     pub(crate) fn new_filled(&self, shape: Shape, dtype: DType, value: f64) -> Result<Tensor> {
         let t = self.empty_like_shape(shape, dtype)?;
-        let k = copy::fill(
+        let k = kernel!(
+            "fill",
             t.device(),
-            dtype,
-            Layout::contiguous(t.shape().clone()),
-            value,
-        )?;
+            copy::fill(
+                t.device(),
+                dtype,
+                Layout::contiguous(t.shape().clone()),
+                value,
+            )
+        );
         Tensor::launch(k, &[], &[&t])?;
         Ok(t)
     }

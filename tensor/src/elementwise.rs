@@ -455,13 +455,17 @@ impl Tensor {
     /// ```
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
         let out = self.empty_like_shape(self.shape().clone(), dtype)?;
-        let k = copy::copy(
+        let k = kernel!(
+            "copy",
             self.device(),
-            self.layout().clone(),
-            self.dtype(),
-            out.layout().clone(),
-            dtype,
-        )?;
+            copy::copy(
+                self.device(),
+                self.layout().clone(),
+                self.dtype(),
+                out.layout().clone(),
+                dtype,
+            )
+        );
         Tensor::launch(k, &[self], &[&out])?;
         let from = self.dtype();
         if !(from.is_float() && dtype.is_float()) {
@@ -502,7 +506,11 @@ impl Tensor {
             return Ok(self.clone());
         }
         let place = Place::on("to_device", self.engine_ref().share(), device)?;
-        let k = copy::transfer(self.device(), device, self.dtype(), self.layout().clone())?;
+        let k = kernel!(
+            "to_device",
+            self.device(),
+            copy::transfer(self.device(), device, self.dtype(), self.layout().clone())
+        );
         let out = Tensor::empty_on(place, self.shape().clone(), self.dtype())?;
         Tensor::launch(k, &[self], &[&out])?;
         if !self.dtype().is_float() {
@@ -524,7 +532,11 @@ impl Tensor {
         } else {
             self.lay_for(self.shape())
         };
-        let k = ew::unary(self.device(), op, dt, lay)?; // before the output, as in `binary`
+        let k = kernel!(
+            op.name(),
+            self.device(),
+            ew::unary(self.device(), op, dt, lay)
+        ); // before the output, as in `binary`
         let out = self.empty_like_shape(self.shape().clone(), dt)?;
         Tensor::launch(k, &[self], &[&out])?;
         if !dt.is_float() {
@@ -739,7 +751,11 @@ impl Tensor {
                 _ => c,
             };
             let e = self.empty_like_shape(Shape::from([]), self.dtype())?;
-            let k = copy::fill(e.device(), e.dtype(), e.layout().clone(), c)?;
+            let k = kernel!(
+                "fill",
+                e.device(),
+                copy::fill(e.device(), e.dtype(), e.layout().clone(), c)
+            );
             Tensor::launch(k, &[], &[&e])?;
             return self.pow(&e);
         }
@@ -798,8 +814,7 @@ impl Tensor {
                 && dt != DType::Bool
                 && (op != BinaryOp::Div || dt.is_float())
                 && self.shape() == rhs.shape()
-                && self.device() == rhs.device()
-                && self.engine().same_engine(rhs.engine()))
+                && self.same_place(rhs))
             {
                 break 'flat;
             }
@@ -817,7 +832,11 @@ impl Tensor {
             // The kernel before the output: built right before the launch, its fields were
             // still in the store buffer when the launch copied them in wider pieces, a
             // store-forwarding stall (a sixth of `launch`'s samples).
-            let k = ew::binary(self.device(), op, dt, la, lb)?;
+            let k = kernel!(
+                op.name(),
+                self.device(),
+                ew::binary(self.device(), op, dt, la, lb)
+            );
             let out = self.empty_like_shape(self.shape().clone(), dt)?;
             Tensor::launch(k, &[self, rhs], &[&out])?;
             return Ok(Tensor::record_binary(out, op, self, rhs));
@@ -828,7 +847,11 @@ impl Tensor {
         let (a, b) = (&*a, &*b);
         let out = self.empty_like_shape(shape, dt)?;
         let (la, lb) = (a.lay_for(out.shape()), b.lay_for(out.shape()));
-        let k = ew::binary(self.device(), op, dt, la, lb)?;
+        let k = kernel!(
+            op.name(),
+            self.device(),
+            ew::binary(self.device(), op, dt, la, lb)
+        );
         Tensor::launch(k, &[a, b], &[&out])?;
         Ok(Tensor::record_binary(out, op, a, b))
     }
@@ -912,7 +935,11 @@ impl Tensor {
         let (a, b) = (&*a, &*b);
         let out = self.empty_like_shape(shape, DType::Bool)?;
         let (la, lb) = (a.lay_for(out.shape()), b.lay_for(out.shape()));
-        let k = ew::compare(self.device(), op, dt, la, lb)?;
+        let k = kernel!(
+            op.name(),
+            self.device(),
+            ew::compare(self.device(), op, dt, la, lb)
+        );
         Tensor::launch(k, &[a, b], &[&out])?;
         Ok(out)
     }
@@ -944,13 +971,17 @@ impl Tensor {
         let shape = broadcast_shapes("where", self.shape(), &s1)?;
         let (a, b) = (on_true.cast(dt)?, on_false.cast(dt)?);
         let out = self.empty_like_shape(shape.clone(), dt)?;
-        let k = ew::where_(
+        let k = kernel!(
+            "where",
             self.device(),
-            dt,
-            self.layout().broadcast_to(&shape),
-            a.layout().broadcast_to(&shape),
-            b.layout().broadcast_to(&shape),
-        )?;
+            ew::where_(
+                self.device(),
+                dt,
+                self.layout().broadcast_to(&shape),
+                a.layout().broadcast_to(&shape),
+                b.layout().broadcast_to(&shape),
+            )
+        );
         Tensor::launch(k, &[self, &a, &b], &[&out])?;
         let cond = self.detach();
         Ok(out.record_saving(
@@ -1040,13 +1071,17 @@ impl Tensor {
         }
         let src = if src.shares_storage(self) {
             let out = src.empty_like_shape(src.shape().clone(), self.dtype())?;
-            let k = copy::copy(
+            let k = kernel!(
+                "copy",
                 src.device(),
-                src.layout().clone(),
-                src.dtype(),
-                out.layout().clone(),
-                out.dtype(),
-            )?;
+                copy::copy(
+                    src.device(),
+                    src.layout().clone(),
+                    src.dtype(),
+                    out.layout().clone(),
+                    out.dtype(),
+                )
+            );
             Tensor::launch(k, &[src], &[&out])?;
             out
         } else {
@@ -1068,14 +1103,18 @@ impl Tensor {
             promote = promote.to_float();
         }
         let x = self.inplace_operand(op.name(), src, promote)?;
-        let k = ew::binary_inplace(
+        let k = kernel!(
+            op.name(),
             self.device(),
-            op,
-            self.dtype(),
-            self.layout().clone(),
-            x.layout().broadcast_to(self.shape()),
-            alpha,
-        )?;
+            ew::binary_inplace(
+                self.device(),
+                op,
+                self.dtype(),
+                self.layout().clone(),
+                x.layout().broadcast_to(self.shape()),
+                alpha,
+            )
+        );
         Tensor::launch(k, &[&x], &[self])?;
         self.blob().bump_version();
         Ok(self.clone())
@@ -1260,13 +1299,17 @@ impl Tensor {
     pub fn copy_(&self, src: &Tensor) -> Result<Tensor> {
         self.check_inplace("copy_")?;
         let x = self.inplace_operand("copy_", src, self.dtype())?;
-        let k = copy::copy(
+        let k = kernel!(
+            "copy",
             self.device(),
-            x.layout().broadcast_to(self.shape()),
-            x.dtype(),
-            self.layout().clone(),
-            self.dtype(),
-        )?;
+            copy::copy(
+                self.device(),
+                x.layout().broadcast_to(self.shape()),
+                x.dtype(),
+                self.layout().clone(),
+                self.dtype(),
+            )
+        );
         Tensor::launch(k, &[&x], &[self])?;
         self.blob().bump_version();
         Ok(self.clone())
@@ -1292,7 +1335,11 @@ impl Tensor {
     pub fn fill_(&self, value: f64) -> Result<Tensor> {
         self.check_inplace("fill_")?;
         let value = crate::create::checked_fill_value("fill_", value, self.dtype())?;
-        let k = copy::fill(self.device(), self.dtype(), self.layout().clone(), value)?;
+        let k = kernel!(
+            "fill",
+            self.device(),
+            copy::fill(self.device(), self.dtype(), self.layout().clone(), value)
+        );
         Tensor::launch(k, &[], &[self])?;
         self.blob().bump_version();
         Ok(self.clone())

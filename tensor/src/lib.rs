@@ -50,6 +50,19 @@
 //! # Ok::<(), eddy_tensor::Error>(())
 //! ```
 
+/// The op layer's kernel from `$call` (an `Option`), or an early return of
+/// `Error::Unsupported` naming `$op` and `$device` when the device has no kernel for it. A
+/// macro, not a function: the kernel is then never wrapped in a `Result`, whose moves cost
+/// the per-op path (see `eddy_ops::device::choose`).
+macro_rules! kernel {
+    ($op:expr, $device:expr, $call:expr) => {
+        match $call {
+            Some(k) => k,
+            None => return Err(eddy_ops::device::unsupported($op, $device)),
+        }
+    };
+}
+
 mod autograd;
 mod create;
 mod custom;

@@ -97,7 +97,11 @@ impl Tensor {
         let lb = rhs.layout().broadcast_to(&full(k, n));
         let out = self.empty_like_shape(full(m, n), dt)?;
         let macs = eddy_ops::numel_of(&[batch.numel(), m, n, k]);
-        let k = km::matmul(self.device(), dt, la, lb)?;
+        let k = kernel!(
+            "matmul",
+            self.device(),
+            km::matmul(self.device(), dt, la, lb)
+        );
         Tensor::launch_with_work(k, &[self, rhs], &[&out], Some(macs))?;
         let saved = &[self, rhs][saved_operands(self, rhs)];
         Ok(
@@ -253,11 +257,19 @@ impl Tensor {
         let macs = Some(eddy_ops::numel_of(&[rows, out_f, in_f]));
         match relu {
             true => {
-                let k = km::matmul_bias_relu(x.device(), dt, la, lb, lc)?;
+                let k = kernel!(
+                    "linear_relu",
+                    x.device(),
+                    km::matmul_bias_relu(x.device(), dt, la, lb, lc)
+                );
                 Tensor::launch_with_work(k, &[&x, &wt, b], &[&out], macs)?
             }
             false => {
-                let k = km::matmul_bias(x.device(), dt, la, lb, lc)?;
+                let k = kernel!(
+                    "linear",
+                    x.device(),
+                    km::matmul_bias(x.device(), dt, la, lb, lc)
+                );
                 Tensor::launch_with_work(k, &[&x, &wt, b], &[&out], macs)?
             }
         }

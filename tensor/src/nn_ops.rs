@@ -40,7 +40,11 @@ impl Tensor {
         let cols = x.dims()[last];
         let rows = x.numel() / cols.max(1);
         let out = x.empty_like_shape(x.shape().clone(), x.dtype())?;
-        let k = kn::softmax(x.device(), x.dtype(), x.layout().offset, rows, cols, log)?;
+        let k = kernel!(
+            "softmax",
+            x.device(),
+            kn::softmax(x.device(), x.dtype(), x.layout().offset, rows, cols, log)
+        );
         Tensor::launch(k, &[&x], &[&out])?;
         let out = if d == last {
             out
@@ -209,7 +213,11 @@ impl Tensor {
                 0.0
             }
         };
-        let k = eddy_ops::copy::generate(mask.device(), "dropout", dt, keep)?;
+        let k = kernel!(
+            "dropout",
+            mask.device(),
+            eddy_ops::copy::generate(mask.device(), "dropout", dt, keep)
+        );
         Tensor::launch(k, &[], &[&mask])?;
         if late {
             self.mul(&mask)?.mul_scalar(scale)
@@ -387,7 +395,11 @@ impl Tensor {
             inner,
             nidx,
         };
-        let k = ki::index_select(x.device(), dims)?;
+        let k = kernel!(
+            "index_select",
+            x.device(),
+            ki::index_select(x.device(), dims)
+        );
         Tensor::launch(k, &[&x, &idx], &[&out])?;
         let in_shape = self.shape().clone();
         Ok(out.record_saving(
@@ -418,7 +430,7 @@ impl Tensor {
             inner: numel_of(&shape.dims()[d + 1..]),
             nidx: idx.numel(),
         };
-        let k = ki::index_add(src.device(), dims)?;
+        let k = kernel!("index_add", src.device(), ki::index_add(src.device(), dims));
         Tensor::launch(k, &[&src, idx], &[&out])?;
         Ok(out)
     }
@@ -432,17 +444,21 @@ impl Tensor {
         let mut lo = eddy_ops::Layout::contiguous(shape.clone());
         lo.shape = idx.shape().clone();
         let stride_dim = std::mem::replace(&mut lo.strides[d], 0);
-        let k = ki::scatter_add(
+        let k = kernel!(
+            "scatter_add",
             src.device(),
-            src.dtype(),
-            idx.dtype(),
-            src.layout().offset,
-            lo,
-            stride_dim,
-            shape.dims()[d],
-            shape.numel(),
-            idx.layout().offset,
-        )?;
+            ki::scatter_add(
+                src.device(),
+                src.dtype(),
+                idx.dtype(),
+                src.layout().offset,
+                lo,
+                stride_dim,
+                shape.dims()[d],
+                shape.numel(),
+                idx.layout().offset,
+            )
+        );
         Tensor::launch(k, &[&src, idx], &[&out])?;
         Ok(out)
     }
@@ -659,16 +675,20 @@ impl Tensor {
         let stride_dim = std::mem::replace(&mut ls.strides[d], 0);
         let size = self.dims()[d];
         let out = self.empty_like_shape(idx.shape().clone(), self.dtype())?;
-        let k = ki::gather(
-            self.device(),
+        let k = kernel!(
             op,
-            self.dtype(),
-            idx.dtype(),
-            ls,
-            stride_dim,
-            size,
-            idx.layout().offset,
-        )?;
+            self.device(),
+            ki::gather(
+                self.device(),
+                op,
+                self.dtype(),
+                idx.dtype(),
+                ls,
+                stride_dim,
+                size,
+                idx.layout().offset,
+            )
+        );
         Tensor::launch(k, &[self, &idx], &[&out])?;
         let in_shape = self.shape().clone();
         Ok(

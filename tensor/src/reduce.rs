@@ -64,7 +64,11 @@ impl Tensor {
             && n_reduced > 0
         {
             let (dt, off) = (self.dtype(), self.layout().offset);
-            let k = kr::sum_leading(self.device(), dt, off, n_red, out_numel)?;
+            let k = kernel!(
+                "sum",
+                self.device(),
+                kr::sum_leading(self.device(), dt, off, n_red, out_numel)
+            );
             Tensor::launch(k, &[self], &[&out])?;
         } else {
             // The kept dims first, then the reduced ones.
@@ -73,7 +77,11 @@ impl Tensor {
                 .chain((0..r).filter(|&d| red[d]))
                 .collect();
             let la = self.layout().permute(&perm);
-            let k = kr::reduce(self.device(), op, self.dtype(), la, n_red)?;
+            let k = kernel!(
+                op.name(),
+                self.device(),
+                kr::reduce(self.device(), op, self.dtype(), la, n_red)
+            );
             Tensor::launch(k, &[self], &[&out])?;
         }
         if !self.dtype().is_float()
@@ -425,12 +433,16 @@ impl Tensor {
         };
         let out = self.empty_like_shape(self.shape().clone(), out_dtype)?;
         let perm: Dims<usize> = (0..r).filter(|&k| k != d).chain([d]).collect();
-        let k = kr::cumsum(
+        let k = kernel!(
+            "cumsum",
             self.device(),
-            dtype,
-            self.layout().permute(&perm),
-            out.layout().permute(&perm),
-        )?;
+            kr::cumsum(
+                self.device(),
+                dtype,
+                self.layout().permute(&perm),
+                out.layout().permute(&perm),
+            )
+        );
         Tensor::launch(k, &[self], &[&out])?;
         if !dtype.is_float() || !crate::autograd::records(&[self]) {
             return Ok(out);

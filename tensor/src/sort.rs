@@ -166,13 +166,17 @@ impl Tensor {
         let values = self.empty_like_shape(shape.clone(), self.dtype())?;
         let indices = self.empty_like_shape(shape, DType::I64)?;
         let perm: SmallVec<[usize; 6]> = (0..r).filter(|&j| j != d).chain([d]).collect();
-        let kern = ks::sort(
+        let kern = kernel!(
+            "sort",
             self.device(),
-            self.dtype(),
-            self.layout().permute(&perm),
-            values.layout().permute(&perm),
-            descending,
-        )?;
+            ks::sort(
+                self.device(),
+                self.dtype(),
+                self.layout().permute(&perm),
+                values.layout().permute(&perm),
+                descending,
+            )
+        );
         Tensor::launch(kern, &[self], &[&values, &indices])?;
         if !self.dtype().is_float() || !crate::autograd::records(&[self]) {
             return Ok((values, indices));

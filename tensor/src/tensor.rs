@@ -1,10 +1,10 @@
 //! [`Tensor`]: a cheap handle to a layout over shared storage, plus its autograd record.
 
 use crate::autograd::Node;
-use crate::engine::{Place, VmRef};
+use crate::engine::{Loc, Place, VmRef};
 use crate::{DType, Device, Error, Layout, Result, Shape};
 use eddy_vm::instruction::Kernel;
-use eddy_vm::{Blob, Counted, StreamId, Vm};
+use eddy_vm::{Blob, Counted, Vm};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::sync::OnceLock;
@@ -50,8 +50,7 @@ pub(crate) struct Inner {
     vm: VmRef,
     dtype: DType,
     /// The device the storage lives on, and its compute stream on `vm`, where ops run.
-    device: Device,
-    stream: StreamId,
+    loc: Loc,
     pub(crate) layout: Layout,
     /// `layout.numel()` and `layout.is_contiguous()`, worked out once: every op asks.
     numel: usize,
@@ -79,8 +78,7 @@ struct Parts<'a> {
     blob: Counted<Blob>,
     vm: VmRef,
     dtype: DType,
-    device: Device,
-    stream: StreamId,
+    loc: Loc,
     host_range: Option<&'a TArc<HostRange>>,
 }
 
@@ -94,8 +92,7 @@ impl Tensor {
                 blob: self.0.blob.clone(),
                 vm: self.0.vm.share(),
                 dtype: self.0.dtype,
-                device: self.0.device,
-                stream: self.0.stream,
+                loc: self.0.loc,
                 host_range: self.0.host_range.as_ref(),
             },
             layout,
@@ -121,8 +118,7 @@ impl Tensor {
                 addr_of_mut!((*p).blob).write(parts.blob);
                 addr_of_mut!((*p).vm).write(parts.vm);
                 addr_of_mut!((*p).dtype).write(parts.dtype);
-                addr_of_mut!((*p).device).write(parts.device);
-                addr_of_mut!((*p).stream).write(parts.stream);
+                addr_of_mut!((*p).loc).write(parts.loc);
                 addr_of_mut!((*p).layout).write(layout);
                 addr_of_mut!((*p).numel).write(numel);
                 addr_of_mut!((*p).contiguous).write(contiguous);
@@ -142,10 +138,29 @@ impl Tensor {
         Tensor::empty_with_range(place, shape, dtype, None)
     }
 
+    /// As [`empty_on`](Self::empty_on), at a place given by its parts (passed in registers:
+    /// the per-op path).
+    #[inline(always)]
+    fn empty_at(vm: VmRef, loc: Loc, shape: Shape, dtype: DType) -> Result<Tensor> {
+        Tensor::fresh(vm, loc, shape, dtype, None)
+    }
+
     /// As [`empty_on`](Self::empty_on), for a tensor that will hold host values between `lo`
     /// and `hi` (`range`); [`range_is_filled`](Self::range_is_filled) says when they are queued.
     pub(crate) fn empty_with_range(
         place: Place,
+        shape: Shape,
+        dtype: DType,
+        range: Option<(i64, i64)>,
+    ) -> Result<Tensor> {
+        Tensor::fresh(place.vm, place.loc, shape, dtype, range)
+    }
+
+    /// A fresh contiguous tensor on `vm` at `loc`, for host values in `range` if given.
+    #[inline]
+    fn fresh(
+        vm: VmRef,
+        loc: Loc,
         shape: Shape,
         dtype: DType,
         range: Option<(i64, i64)>,
@@ -165,11 +180,10 @@ impl Tensor {
         Ok(Tensor::from_parts(
             Parts {
                 // The blob counts its creator as its first holder: this handle.
-                blob: place.vm.new_blob(bytes),
-                vm: place.vm,
+                blob: vm.new_blob(bytes),
+                vm,
                 dtype,
-                device: place.device,
-                stream: place.stream,
+                loc,
                 host_range: host_range.as_ref(),
             },
             layout,
@@ -179,9 +193,9 @@ impl Tensor {
     }
 
     /// A fresh tensor on the same engine and device as `self`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn empty_like_shape(&self, shape: Shape, dtype: DType) -> Result<Tensor> {
-        Tensor::empty_on(self.place(), shape, dtype)
+        Tensor::empty_at(self.0.vm.share(), self.0.loc, shape, dtype)
     }
 
     /// Where `self` lives, for a new tensor beside it.
@@ -189,8 +203,7 @@ impl Tensor {
     pub(crate) fn place(&self) -> Place {
         Place {
             vm: self.0.vm.share(),
-            device: self.0.device,
-            stream: self.0.stream,
+            loc: self.0.loc,
         }
     }
 
@@ -337,7 +350,13 @@ impl Tensor {
     /// ```
     #[inline]
     pub fn device(&self) -> Device {
-        self.0.device
+        self.0.loc.device()
+    }
+
+    /// Whether `other` is on the same device of the same engine: the same compute stream.
+    #[inline]
+    pub(crate) fn same_place(&self, other: &Tensor) -> bool {
+        self.0.loc == other.0.loc && self.engine().same_engine(other.engine())
     }
     /// Shape, strides and offset into the storage.
     ///
@@ -422,7 +441,7 @@ impl Tensor {
     /// Checks that `other` is on the same device and engine, for `op`.
     #[inline]
     pub(crate) fn same_device(&self, op: &'static str, other: &Tensor) -> Result<()> {
-        if self.0.device != other.0.device || !self.engine().same_engine(other.engine()) {
+        if !self.same_place(other) {
             return Err(self.device_mismatch(op, other));
         }
         Ok(())
@@ -495,8 +514,13 @@ impl Tensor {
             Some(w) => w <= CHEAP_WORK,
             None => kernel.cheap(),
         };
-        t.engine()
-            .run_op(t.0.stream, kernel, &blob_refs(ins), &blob_refs(outs), cheap)?;
+        t.engine().run_op(
+            t.0.loc.stream(),
+            kernel,
+            &blob_refs(ins),
+            &blob_refs(outs),
+            cheap,
+        )?;
         Ok(())
     }
 }

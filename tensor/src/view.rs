@@ -489,13 +489,17 @@ impl Tensor {
             self.dtype(),
             self.known_range(),
         )?;
-        let k = eddy_ops::copy::copy(
+        let k = kernel!(
+            "copy",
             self.device(),
-            self.layout().clone(),
-            self.dtype(),
-            out.layout().clone(),
-            out.dtype(),
-        )?;
+            eddy_ops::copy::copy(
+                self.device(),
+                self.layout().clone(),
+                self.dtype(),
+                out.layout().clone(),
+                out.dtype(),
+            )
+        );
         Tensor::launch(k, &[self], &[&out])?;
         out.range_is_filled();
         Ok(out.record("contiguous", &[self], |g, _, _| Ok(vec![Some(g.clone())])))

@@ -1,4 +1,4 @@
-//! The live accesses of one dependence and the edge rules of DESIGN §4.
+//! The live accesses of one dependence and the edge rules of the book's lifecycle chapter.
 //!
 //! A dependence's live accesses always have the shape `[W?] R*`: at most one leading writer,
 //! then readers. The list is owned by the scheduler: it lives in a `QCell` whose owner is the

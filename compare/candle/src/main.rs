@@ -1,4 +1,4 @@
-//! The workloads of `BENCHMARKS.md` written for candle, printing the same JSON object as
+//! The benchmark workloads (book: performance) written for candle, printing the same JSON object as
 //! `eddy bench --json` (`"framework": "candle"`), so that `compare/run.sh` can run both on one
 //! host, interleaved, and report ratios instead of figures taken on different days.
 //!
@@ -298,7 +298,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     let threads = candle_core::utils::get_num_threads();
     let v = serde_json::json!({
         "framework": "candle",
-        "meta": {"version": "0.11", "threads": threads, "notes": "compare/candle: BENCHMARKS.md workloads"},
+        "meta": {"version": "0.11", "threads": threads, "notes": "compare/candle: Eddy's benchmark workloads"},
         "metrics": metrics,
         "samples": samples,
     });

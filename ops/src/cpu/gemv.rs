@@ -8,7 +8,7 @@
 //! about 176 GB/s). The calling thread takes the first band and a spinning helper the second,
 //! so each core reads the same band on every call; on a CPU with 2 MiB of L2 per core a
 //! model's bands then stay in L2 between forwards, and the L2's rate bounds the product (about
-//! 13 µs on the Xeon of the thirty-first session, AVX-512).
+//! 13 µs on a 2-vCPU Xeon with AVX-512).
 //!
 //! Every output element is computed by the same sequence of operations whatever the thread
 //! count or the band it falls in, so results do not depend on `EDDY_THREADS`.

@@ -770,7 +770,7 @@ mod transpose {
     ///
     /// Why both widths: on this host (2 MiB of L2 per core) the 16 × 16 form moved a
     /// 512 × 256 block in 37 µs against 65 µs, and the 512 × 128 left-operand copy of
-    /// `with_reordered` in 15 µs against 19 µs (thirty-second session's probe, medians of 9).
+    /// `with_reordered` in 15 µs against 19 µs (medians of 9 runs of a probe).
     ///
     /// # Safety
     ///
