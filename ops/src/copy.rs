@@ -1,7 +1,7 @@
 //! Copies, fills and generators: the kernel for the operands' device, and the copy between
 //! two devices that `to_device` enqueues.
 
-use crate::device::{Device, choose};
+use crate::device::{Device, pick};
 use crate::random::Distribution;
 use crate::{DType, Elem, Layout, cpu};
 use eddy_vm::instruction::Kernel;
@@ -26,14 +26,19 @@ pub fn copy(
     dst: Layout,
     dst_dtype: DType,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::copy::copy(src, src_dtype, dst, dst_dtype))
+    pick!(
+        device,
+        cpu::copy::copy(src, src_dtype, dst, dst_dtype),
+        crate::cuda::ops::copy(src, src_dtype, dst, dst_dtype)
+    )
 }
 
 /// The kernel copying `src` on device `from` into a contiguous output of `src`'s shape on
 /// device `to`, in one `dtype`. It runs on `to`'s compute stream; the engine orders it after
 /// every earlier write of the source and before every later access of either side.
 ///
-/// `None` for a pair of devices with no copy between them yet.
+/// `None` for a pair of devices with no copy between them yet, and between a CPU and a CUDA
+/// device for a source that is not contiguous (make it contiguous first).
 ///
 /// # Examples
 ///
@@ -49,6 +54,27 @@ pub fn transfer(
     dtype: DType,
     src: Layout,
 ) -> Option<impl Kernel + use<>> {
+    #[cfg(feature = "cuda")]
+    {
+        use crate::device::Either;
+        match (from, to) {
+            (Device::Cpu(_), Device::Cpu(_)) => {
+                let dst = Layout::contiguous(src.shape.clone());
+                Some(Either::Cpu(Either::Cpu(cpu::copy::copy(
+                    src, dtype, dst, dtype,
+                ))))
+            }
+            (Device::Cpu(_), Device::Cuda(_)) if src.is_contiguous() => {
+                Some(Either::Cuda(crate::cuda::ops::upload_tensor(dtype, src)))
+            }
+            // A CPU kernel on the destination's stream.
+            (Device::Cuda(n), Device::Cpu(_)) if src.is_contiguous() => Some(Either::Cpu(
+                Either::Cuda(crate::cuda::ops::download(n, dtype, src)),
+            )),
+            _ => None,
+        }
+    }
+    #[cfg(not(feature = "cuda"))]
     match (from, to) {
         (Device::Cpu(_), Device::Cpu(_)) => {
             let dst = Layout::contiguous(src.shape.clone());
@@ -74,7 +100,11 @@ pub fn fill(
     layout: Layout,
     value: f64,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::copy::fill(dtype, layout, value))
+    pick!(
+        device,
+        cpu::copy::fill(dtype, layout, value),
+        crate::cuda::ops::fill(dtype, layout, value)
+    )
 }
 
 /// The kernel writing `f(i)` to element `i` of a contiguous output 0 (`arange`, `linspace`,
@@ -94,7 +124,11 @@ pub fn generate<F: Fn(usize) -> f64 + Send + Sync + 'static>(
     dtype: DType,
     f: F,
 ) -> Option<impl Kernel + use<F>> {
-    choose(device, || cpu::copy::generate(name, dtype, f))
+    pick!(
+        device,
+        cpu::copy::generate(name, dtype, f),
+        Some(crate::cuda::ops::generate(name, dtype, f))
+    )
 }
 
 /// The kernel filling output 0 with values of `dist` from the counter-based generator
@@ -116,7 +150,11 @@ pub fn random(
     seed: u64,
     offset: u64,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::copy::random(dtype, dist, seed, offset))
+    pick!(
+        device,
+        cpu::copy::random(dtype, dist, seed, offset),
+        Some(crate::cuda::ops::random(dtype, dist, seed, offset))
+    )
 }
 
 /// The kernel writing host values `data` into a contiguous output 0 on `device`.
@@ -130,5 +168,9 @@ pub fn random(
 /// assert!(from_host(Device::Cpu(2), vec![1.0f32, 2.0]).is_some());
 /// ```
 pub fn from_host<T: Elem>(device: Device, data: Vec<T>) -> Option<impl Kernel + use<T>> {
-    choose(device, || crate::kernel::from_host(data))
+    pick!(
+        device,
+        crate::kernel::from_host(data),
+        Some(crate::cuda::ops::from_host(data))
+    )
 }

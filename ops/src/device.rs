@@ -9,6 +9,8 @@
 pub use eddy_vm::Device;
 
 use crate::Error;
+use eddy_vm::instruction::{ComputeCtx, Kernel};
+use eddy_vm::{Blob, Counted};
 
 /// The kernel for `device`: `cpu()` on a CPU device, else `None` (the device has no kernel
 /// for the op; the caller reports [`unsupported`]). Never a silent copy to the host.
@@ -45,4 +47,117 @@ pub fn choose<K>(device: Device, cpu: impl FnOnce() -> K) -> Option<K> {
 #[inline(never)]
 pub fn unsupported(op: &'static str, device: Device) -> Error {
     Error::Unsupported { op, device }
+}
+
+/// The kernel for `device` from one of two device kinds' constructors: `$cpu` (an expression
+/// giving a CPU kernel) on a CPU device, `$cuda` (an expression giving `Option` of a CUDA
+/// kernel; only with the `cuda` feature) on a CUDA device, `None` elsewhere. Each expression is
+/// evaluated only on its device kind.
+macro_rules! pick {
+    ($device:expr, $cpu:expr) => {
+        match $device {
+            $crate::Device::Cpu(_) => Some($crate::device::Either::Cpu($cpu)),
+            _ => None::<$crate::device::Either<_, $crate::device::NoKernel>>,
+        }
+    };
+    ($device:expr, $cpu:expr, $cuda:expr) => {{
+        #[cfg(feature = "cuda")]
+        {
+            match $device {
+                $crate::Device::Cpu(_) => Some($crate::device::Either::Cpu($cpu)),
+                $crate::Device::Cuda(_) => ($cuda).map($crate::device::Either::Cuda),
+                _ => None,
+            }
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            pick!($device, $cpu)
+        }
+    }};
+}
+pub(crate) use pick;
+
+/// A kernel of one of two device kinds, as the op layer hands it out.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::device::{Either, NoKernel};
+/// use eddy_ops::FnKernel;
+/// use eddy_vm::instruction::Kernel;
+/// let k: Either<_, NoKernel> = Either::Cpu(FnKernel::new("nop", |_, _| Ok(())));
+/// assert_eq!(k.name(), "nop");
+/// ```
+pub enum Either<A, B> {
+    /// A CPU kernel.
+    Cpu(A),
+    /// A CUDA kernel.
+    Cuda(B),
+}
+
+impl<A: Kernel, B: Kernel> Kernel for Either<A, B> {
+    #[inline]
+    fn name(&self) -> &str {
+        match self {
+            Either::Cpu(k) => k.name(),
+            Either::Cuda(k) => k.name(),
+        }
+    }
+    #[inline]
+    fn compute(
+        &mut self,
+        inputs: &[Counted<Blob>],
+        outputs: &[Counted<Blob>],
+        ctx: &mut ComputeCtx<'_>,
+    ) -> eddy_vm::Result<()> {
+        match self {
+            Either::Cpu(k) => k.compute(inputs, outputs, ctx),
+            Either::Cuda(k) => k.compute(inputs, outputs, ctx),
+        }
+    }
+    #[inline]
+    fn fusable(&self) -> bool {
+        match self {
+            Either::Cpu(k) => k.fusable(),
+            Either::Cuda(k) => k.fusable(),
+        }
+    }
+    #[inline]
+    fn cheap(&self) -> bool {
+        match self {
+            Either::Cpu(k) => k.cheap(),
+            Either::Cuda(k) => k.cheap(),
+        }
+    }
+    #[inline]
+    fn deferred_drop(&self) -> bool {
+        match self {
+            Either::Cpu(k) => k.deferred_drop(),
+            Either::Cuda(k) => k.deferred_drop(),
+        }
+    }
+}
+
+/// The kernel type of a device kind that has no kernel for an op: never built.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::device::NoKernel;
+/// let _ = std::mem::size_of::<NoKernel>();
+/// ```
+pub enum NoKernel {}
+
+impl Kernel for NoKernel {
+    fn name(&self) -> &str {
+        match *self {}
+    }
+    fn compute(
+        &mut self,
+        _: &[Counted<Blob>],
+        _: &[Counted<Blob>],
+        _: &mut ComputeCtx<'_>,
+    ) -> eddy_vm::Result<()> {
+        match *self {}
+    }
 }

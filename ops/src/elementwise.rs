@@ -18,7 +18,7 @@
 //! # Ok::<(), eddy_ops::Error>(())
 //! ```
 
-use crate::device::{Device, choose};
+use crate::device::{Device, pick};
 use crate::{DType, Error, Lay, Layout, Result, Shape, broadcast_shapes, cpu};
 use eddy_vm::instruction::Kernel;
 
@@ -194,7 +194,11 @@ pub fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
 /// ```
 #[inline(always)]
 pub fn unary(device: Device, op: UnaryOp, dtype: DType, la: Lay) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::elementwise::unary(op, dtype, la))
+    pick!(
+        device,
+        cpu::elementwise::unary(op, dtype, la),
+        crate::cuda::ops::unary(op, dtype, la)
+    )
 }
 
 /// The kernel of `out = a op b` on `device`: operands laid out as `la`, `lb` (already
@@ -216,7 +220,11 @@ pub fn binary(
     la: Lay,
     lb: Lay,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::elementwise::binary(op, dtype, la, lb))
+    pick!(
+        device,
+        cpu::elementwise::binary(op, dtype, la, lb),
+        crate::cuda::ops::binary(op, dtype, la, lb)
+    )
 }
 
 /// The kernel of `out = a cmp b` (a `Bool` output) on `device`, operands of one `dtype`.
@@ -237,7 +245,11 @@ pub fn compare(
     la: Lay,
     lb: Lay,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::elementwise::compare(op, dtype, la, lb))
+    pick!(
+        device,
+        cpu::elementwise::compare(op, dtype, la, lb),
+        crate::cuda::ops::compare(op, dtype, la, lb)
+    )
 }
 
 /// The kernel of `out = cond ? a : b` on `device`: layouts broadcast to the output's shape,
@@ -259,7 +271,11 @@ pub fn where_(
     la: Layout,
     lb: Layout,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::elementwise::where_(dtype, lc, la, lb))
+    pick!(
+        device,
+        cpu::elementwise::where_(dtype, lc, la, lb),
+        crate::cuda::ops::where_(dtype, lc, la, lb)
+    )
 }
 
 /// The kernel of the in-place `out op= alpha * x` on `device` (`add_`, `mul_`, …): output 0
@@ -282,9 +298,11 @@ pub fn binary_inplace(
     lx: Layout,
     alpha: f64,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || {
-        cpu::elementwise::binary_inplace(op, dtype, lo, lx, alpha)
-    })
+    pick!(
+        device,
+        cpu::elementwise::binary_inplace(op, dtype, lo, lx, alpha),
+        crate::cuda::ops::binary_inplace(op, dtype, lo, lx, alpha)
+    )
 }
 
 /// A unary elementwise op. Parameterised ops carry their scalar.

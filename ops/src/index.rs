@@ -2,7 +2,7 @@
 //! operands' device. Index values are checked by the kernel, which fails the op (an error at
 //! the next sync) for one out of range.
 
-use crate::device::{Device, choose};
+use crate::device::{Device, pick};
 use crate::{DType, Layout, cpu};
 use eddy_vm::instruction::Kernel;
 
@@ -51,7 +51,11 @@ pub struct IndexDims {
 /// assert!(index_select(Device::CPU, d).is_some());
 /// ```
 pub fn index_select(device: Device, d: IndexDims) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::index::index_select(d))
+    pick!(
+        device,
+        cpu::index::index_select(d),
+        crate::cuda::ops::index_select(d)
+    )
 }
 
 /// The kernel of `index_add` on `device` (output 0 read and written).
@@ -67,7 +71,11 @@ pub fn index_select(device: Device, d: IndexDims) -> Option<impl Kernel + use<>>
 /// assert!(index_add(Device::CPU, d).is_some());
 /// ```
 pub fn index_add(device: Device, d: IndexDims) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::index::index_add(d))
+    pick!(
+        device,
+        cpu::index::index_add(d),
+        crate::cuda::ops::index_add(d)
+    )
 }
 
 /// The kernel of `gather` along a dim (named `op` in errors) on `device`: `ls` the source's
@@ -93,9 +101,11 @@ pub fn gather(
     size: usize,
     idx_offset: usize,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || {
-        cpu::index::gather(op, dtype, idx_dtype, ls, stride_dim, size, idx_offset)
-    })
+    pick!(
+        device,
+        cpu::index::gather(op, dtype, idx_dtype, ls, stride_dim, size, idx_offset),
+        crate::cuda::ops::gather(op, dtype, idx_dtype, ls, stride_dim, size, idx_offset)
+    )
 }
 
 /// The kernel of `scatter_add` on `device`.
@@ -121,9 +131,13 @@ pub fn scatter_add(
     out_numel: usize,
     idx_offset: usize,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || {
+    pick!(
+        device,
         cpu::index::scatter_add(
             dtype, idx_dtype, offset, lo, stride_dim, size, out_numel, idx_offset,
+        ),
+        crate::cuda::ops::scatter_add(
+            dtype, idx_dtype, offset, lo, stride_dim, size, out_numel, idx_offset,
         )
-    })
+    )
 }

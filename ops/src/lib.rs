@@ -27,6 +27,8 @@
 
 pub mod copy;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device;
 mod dtype;
 pub mod elementwise;

@@ -1,6 +1,6 @@
 //! Matrix products: the kernel for the operands' device.
 
-use crate::device::{Device, choose};
+use crate::device::{Device, pick};
 use crate::{DType, Layout, cpu};
 use eddy_vm::instruction::Kernel;
 
@@ -17,7 +17,11 @@ use eddy_vm::instruction::Kernel;
 /// assert!(matmul(Device::CPU, DType::F32, a, b).is_some());
 /// ```
 pub fn matmul(device: Device, dtype: DType, la: Layout, lb: Layout) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::matmul::matmul(dtype, la, lb))
+    pick!(
+        device,
+        cpu::matmul::matmul(dtype, la, lb),
+        crate::cuda::ops::matmul(dtype, la, lb)
+    )
 }
 
 /// The kernel of `out = a @ b + c` (PyTorch's `addmm`, `c` a bias broadcast over the rows),
@@ -39,7 +43,11 @@ pub fn matmul_bias(
     lb: Layout,
     lc: Layout,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::matmul::matmul_bias(dtype, la, lb, lc))
+    pick!(
+        device,
+        cpu::matmul::matmul_bias(dtype, la, lb, lc),
+        crate::cuda::ops::matmul_bias(dtype, la, lb, lc, false)
+    )
 }
 
 /// The kernel of `out = relu(a @ b + c)` (PyTorch's `_addmm_activation`), on `device`.
@@ -60,5 +68,9 @@ pub fn matmul_bias_relu(
     lb: Layout,
     lc: Layout,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::matmul::matmul_bias_relu(dtype, la, lb, lc))
+    pick!(
+        device,
+        cpu::matmul::matmul_bias_relu(dtype, la, lb, lc),
+        crate::cuda::ops::matmul_bias(dtype, la, lb, lc, true)
+    )
 }

@@ -1,6 +1,6 @@
 //! Row-wise network ops: the kernel for the operands' device.
 
-use crate::device::{Device, choose};
+use crate::device::{Device, pick};
 use crate::{DType, cpu};
 use eddy_vm::instruction::Kernel;
 
@@ -23,5 +23,9 @@ pub fn softmax(
     cols: usize,
     log: bool,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::nn::softmax(dtype, offset, rows, cols, log))
+    pick!(
+        device,
+        cpu::nn::softmax(dtype, offset, rows, cols, log),
+        crate::cuda::ops::softmax(dtype, offset, rows, cols, log)
+    )
 }

@@ -1,6 +1,6 @@
 //! Reductions and scans: the op descriptor and the kernel for the operands' device.
 
-use crate::device::{Device, choose};
+use crate::device::{Device, pick};
 use crate::{DType, Layout, cpu};
 use eddy_vm::instruction::Kernel;
 
@@ -22,7 +22,11 @@ pub fn reduce(
     la: Layout,
     r: usize,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::reduce::reduce(op, dtype, la, r))
+    pick!(
+        device,
+        cpu::reduce::reduce(op, dtype, la, r),
+        crate::cuda::ops::reduce(op, dtype, la, r)
+    )
 }
 
 /// The kernel summing the leading `rows` rows of a dense `[rows, cols]` input starting at
@@ -43,9 +47,11 @@ pub fn sum_leading(
     rows: usize,
     cols: usize,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || {
-        cpu::reduce::sum_leading(dtype, offset, rows, cols)
-    })
+    pick!(
+        device,
+        cpu::reduce::sum_leading(dtype, offset, rows, cols),
+        crate::cuda::ops::sum_leading(dtype, offset, rows, cols)
+    )
 }
 
 /// The kernel of a cumulative sum along the last dim of `la` into `lo`, on `device`.
@@ -60,7 +66,7 @@ pub fn sum_leading(
 /// assert!(cumsum(Device::CPU, DType::F32, l.clone(), l).is_some());
 /// ```
 pub fn cumsum(device: Device, dtype: DType, la: Layout, lo: Layout) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::reduce::cumsum(dtype, la, lo))
+    pick!(device, cpu::reduce::cumsum(dtype, la, lo))
 }
 
 /// A reduction.

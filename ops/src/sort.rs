@@ -1,6 +1,6 @@
 //! Sorting along the last dim: the kernel for the operands' device.
 
-use crate::device::{Device, choose};
+use crate::device::{Device, pick};
 use crate::{DType, Layout, cpu};
 use eddy_vm::instruction::Kernel;
 
@@ -23,5 +23,5 @@ pub fn sort(
     lo: Layout,
     descending: bool,
 ) -> Option<impl Kernel + use<>> {
-    choose(device, || cpu::sort::sort(dtype, la, lo, descending))
+    pick!(device, cpu::sort::sort(dtype, la, lo, descending))
 }

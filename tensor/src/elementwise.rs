@@ -506,13 +506,20 @@ impl Tensor {
             return Ok(self.clone());
         }
         let place = Place::on("to_device", self.engine_ref().share(), device)?;
+        // Between device kinds the copy moves whole storage ranges: a strided source is made
+        // contiguous on its own device first.
+        let src = if self.device().is_cpu() != device.is_cpu() && !self.is_contiguous() {
+            &self.contiguous()?
+        } else {
+            self
+        };
         let k = kernel!(
             "to_device",
-            self.device(),
-            copy::transfer(self.device(), device, self.dtype(), self.layout().clone())
+            device,
+            copy::transfer(src.device(), device, src.dtype(), src.layout().clone())
         );
-        let out = Tensor::empty_on(place, self.shape().clone(), self.dtype())?;
-        Tensor::launch(k, &[self], &[&out])?;
+        let out = Tensor::empty_on(place, src.shape().clone(), src.dtype())?;
+        Tensor::launch(k, &[src], &[&out])?;
         if !self.dtype().is_float() {
             return Ok(out);
         }

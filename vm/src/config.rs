@@ -53,6 +53,10 @@ pub struct Config {
     /// How many CPU devices the engine has, `cpu:0` to `cpu:{n-1}`, each with its own compute
     /// stream and allocator (`EDDY_VM_CPU_DEVICES`, default 1, at most 64).
     pub cpu_devices: u32,
+    /// How many CUDA devices the engine opens, `cuda:0` to `cuda:{n-1}`, each with a compute
+    /// stream and a device allocator (`EDDY_VM_CUDA_DEVICES`, a number or `all`; default 0).
+    /// Needs the `cuda` feature; `u32::MAX` means every device the machine has.
+    pub cuda_devices: u32,
     /// How long the scheduler keeps polling after its last progress before sleeping
     /// (`EDDY_VM_SPIN_US`, default 1000).
     pub spin: Duration,
@@ -75,6 +79,7 @@ impl Default for Config {
             alloc_mode: AllocMode::Caching,
             cpu_exec: Exec::Inline,
             cpu_devices: 1,
+            cuda_devices: 0,
             spin: Duration::from_millis(1),
             trace: false,
             dump_limit: 32,
@@ -253,6 +258,19 @@ impl VmBuilder {
                 _ => false,
             },
         );
+        set("EDDY_VM_CUDA_DEVICES", &mut |v| match v.trim() {
+            "all" => {
+                c.cuda_devices = u32::MAX;
+                true
+            }
+            n => match n.parse::<u32>() {
+                Ok(n) => {
+                    c.cuda_devices = n;
+                    true
+                }
+                Err(_) => false,
+            },
+        });
         set("EDDY_VM_SPIN_US", &mut |v| {
             v.trim()
                 .parse()
@@ -406,6 +424,26 @@ impl VmBuilder {
         self.config.cpu_devices = n;
         self
     }
+
+    /// Opens `n` CUDA devices, `cuda:0` to `cuda:{n-1}` (`u32::MAX`: all the machine has), each
+    /// with an in-order compute stream and a caching allocator over device memory. Needs the
+    /// `cuda` feature.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Error, VmBuilder};
+    /// // Without the feature, or on a machine without CUDA: a typed error, never a panic.
+    /// if cfg!(not(feature = "cuda")) {
+    ///     let e = VmBuilder::new().cuda_devices(1).build().unwrap_err();
+    ///     assert!(matches!(e, Error::DeviceUnavailable { .. }), "{e}");
+    /// }
+    /// assert!(VmBuilder::new().cuda_devices(0).build().is_ok());
+    /// ```
+    pub fn cuda_devices(mut self, n: u32) -> Self {
+        self.config.cuda_devices = n;
+        self
+    }
     /// The scheduler's spin time after progress (at most a century, as
     /// [`timeout`](Self::timeout)).
     ///
@@ -541,7 +579,57 @@ impl VmBuilder {
             let s = CpuStream::new(format!("cpu:{n}"), c.cpu_exec).on_device(n);
             self.streams.push(Arc::new(s));
         }
-        Vm::start(self)
+        let n_cuda = c.cuda_devices;
+        #[cfg(feature = "cuda")]
+        {
+            let cuda = self.open_cuda(n_cuda)?;
+            let vm = Vm::start(self)?;
+            for d in cuda {
+                d.set_waker(Arc::new(vm.waker()));
+            }
+            Ok(vm)
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            self.open_cuda(n_cuda)?;
+            Vm::start(self)
+        }
+    }
+
+    /// Opens `n` CUDA devices (`u32::MAX`: all), adding a stream and an allocator for each.
+    #[cfg(feature = "cuda")]
+    fn open_cuda(&mut self, n: u32) -> Result<Vec<Arc<crate::stream::cuda::CudaDevice>>> {
+        use crate::alloc::cuda::CudaBackend;
+        use crate::stream::cuda::{CudaDevice, device_count};
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let n = if n == u32::MAX { device_count()? } else { n };
+        let mut out = Vec::new();
+        for i in 0..n {
+            let d = CudaDevice::open(i)?;
+            let stream = d.stream(&format!("cuda:{i}"))?;
+            let backend = CudaBackend::new(d.clone(), self.config.capacity);
+            // Device memory is never host memory: blobs keep no bytes inline.
+            let alloc = DeviceAllocator::new(Box::new(backend), self.config.alloc_mode);
+            self.allocators.insert(Device::Cuda(i), alloc);
+            self.streams.push(Arc::new(stream));
+            out.push(d);
+        }
+        Ok(out)
+    }
+
+    /// Without the `cuda` feature, asking for a CUDA device is an error.
+    #[cfg(not(feature = "cuda"))]
+    fn open_cuda(&mut self, n: u32) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        Err(Error::DeviceUnavailable {
+            op: "VmBuilder".into(),
+            device: "cuda:0".into(),
+            reason: "this build has no CUDA support (feature `cuda`)".into(),
+        })
     }
 
     pub(crate) fn allocator_for(&mut self, device: Device) -> Arc<DeviceAllocator> {

@@ -100,6 +100,18 @@ pub enum Error {
         message: String,
     },
 
+    /// A device the engine was asked for cannot be used: the build lacks its backend, the
+    /// machine lacks its driver library or the device, or the driver refused it.
+    #[error("`{op}`: device {device} is not available ({reason})")]
+    DeviceUnavailable {
+        /// The call that asked for it.
+        op: String,
+        /// The device, as `cuda:0`.
+        device: String,
+        /// Why it is not available.
+        reason: String,
+    },
+
     // ---- waiting and lifecycle --------------------------------------------------------------
     /// A wait saw no instruction released for a whole timeout.
     #[error(
@@ -158,6 +170,7 @@ impl Error {
             | Error::ForeignBlob { op, .. }
             | Error::UnknownStream { op, .. }
             | Error::InvalidArgument { op, .. }
+            | Error::DeviceUnavailable { op, .. }
             | Error::ReentrantWait { op } => Some(op),
             Error::Deadlock { .. }
             | Error::EngineShutDown

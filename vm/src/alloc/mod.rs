@@ -9,6 +9,8 @@
 
 pub mod backend;
 pub mod caching;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device;
 
 pub use backend::{Backend, CpuBackend};

@@ -113,6 +113,9 @@ impl Scheduler {
                 // The OOM path: free what can be freed, wait for the device's running work,
                 // shrink the caches, retry once.
                 self.oom_drain(s);
+                // Frees whose memory goes with their policy (a device's `ReleaseTensor`, which
+                // frees once its event completes) wait on the deferred list: drop them now.
+                self.sweep_deferred();
                 self.streams[s].allocator.shrink();
                 let r = self.try_prepare(s, m);
                 let ok = r.is_ok();

@@ -8,6 +8,8 @@
 
 pub mod async_device;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub(crate) mod thread_ctx;
 
 use std::any::Any;
@@ -166,6 +168,20 @@ pub trait Event: Send + Sync + 'static {
     /// assert!(e.is_complete());
     /// ```
     fn is_complete(&self) -> bool;
+
+    /// The event as `Any`, so a stream of the same device kind can recognise its own events
+    /// and wait for them on the device. The default (`()`) recognises nothing: such an event
+    /// is waited for on the host.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncEvent, Event};
+    /// assert!(AsyncEvent::default().as_any_event().downcast_ref::<AsyncEvent>().is_none());
+    /// ```
+    fn as_any_event(&self) -> &dyn Any {
+        &()
+    }
 }
 
 /// How a stream runs instructions and reports completion.

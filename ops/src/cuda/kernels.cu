@@ -1,0 +1,300 @@
+// Eddy's CUDA kernels, compiled at run time by NVRTC (once per device) from this file, which
+// the crate embeds. f32 throughout; integer tensors reach CUDA only as indices (i64).
+//
+// A `Lay` is an operand's layout as the CPU kernels see it: up to 8 dims, strides in
+// elements, an offset; `at(l, i)` is the storage index of the output's i-th element.
+
+typedef long long i64;
+typedef unsigned char u8;
+
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
+
+struct Lay {
+    int rank;
+    int pad;
+    i64 off;
+    i64 dims[8];
+    i64 strides[8];
+};
+
+__device__ __forceinline__ i64 at(const Lay& l, i64 i) {
+    i64 o = l.off;
+    for (int d = l.rank - 1; d >= 0; --d) {
+        i64 n = l.dims[d];
+        i64 k = i % n;
+        i /= n;
+        o += k * l.strides[d];
+    }
+    return o;
+}
+
+#define GRID_STRIDE(i, n) \
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)blockDim.x * gridDim.x)
+
+__device__ __forceinline__ float round_half_even(float x) { return rintf(x); }
+
+__device__ float unary_op(int op, float x, float c, float d) {
+    switch (op) {
+    case 0: return -x;
+    case 1: return fabsf(x);
+    case 2: return expf(x);
+    case 3: return logf(x);
+    case 4: return sqrtf(x);
+    case 5: return 1.0f / sqrtf(x);
+    case 6: return sinf(x);
+    case 7: return cosf(x);
+    case 8: return tanhf(x);
+    case 9: return 1.0f / (1.0f + expf(-x));
+    case 10: return (x > 0.0f || x != x) ? x : 0.0f;
+    case 11: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case 12: return x / (1.0f + expf(-x));
+    case 13: return 1.0f / x;
+    case 14: return x * x;
+    case 15: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x);
+    case 16: {
+        float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+        float pdf = expf(-0.5f * x * x) * 0.39894228040143268f;
+        return cdf + x * pdf;
+    }
+    case 17: { float s = 1.0f / (1.0f + expf(-x)); return s * (1.0f + x * (1.0f - s)); }
+    case 18: return x + c;
+    case 19: return x * c;
+    case 20: return x / c;
+    case 21: return c - x;
+    case 22: return c / x;
+    case 23: return powf(x, c);
+    case 24: return powf(c, x);
+    case 25: return x != x ? x : fminf(fmaxf(x, c), d);
+    case 26: return floorf(x);
+    case 27: return ceilf(x);
+    case 28: return round_half_even(x);
+    case 29: return truncf(x);
+    case 30: return log1pf(x);
+    case 31: return expm1f(x);
+    case 32: return log2f(x);
+    case 33: return log10f(x);
+    case 34: return tanf(x);
+    case 35: return atanf(x);
+    case 36: return erff(x);
+    case 37: return x > 0.0f ? x : x * c;
+    case 38: return x > 0.0f ? x : c * expm1f(x);
+    case 39: { float bx = x * c; return bx > d ? x : log1pf(expf(bx)) / c; }
+    }
+    return x;
+}
+
+extern "C" __global__ void unary_f32(int op, float c, float d, const float* x, Lay lx, float* y, i64 n) {
+    GRID_STRIDE(i, n) { y[i] = unary_op(op, x[at(lx, i)], c, d); }
+}
+
+__device__ __forceinline__ float nan_max(float x, float y) { return (x != x || x >= y) ? x : y; }
+__device__ __forceinline__ float nan_min(float x, float y) { return (x != x || x <= y) ? x : y; }
+
+__device__ __forceinline__ float binary_op(int op, float a, float b) {
+    switch (op) {
+    case 0: return a + b;
+    case 1: return a - b;
+    case 2: return a * b;
+    case 3: return a / b;
+    case 4: return powf(a, b);
+    case 5: return nan_max(a, b);
+    case 6: return nan_min(a, b);
+    case 7: return a > 0.0f ? b : 0.0f;
+    }
+    return a;
+}
+
+extern "C" __global__ void binary_f32(int op, const float* a, Lay la, const float* b, Lay lb, float* y, i64 n) {
+    GRID_STRIDE(i, n) { y[i] = binary_op(op, a[at(la, i)], b[at(lb, i)]); }
+}
+
+// out op= alpha * x, out laid out as `lo` (read and written), x broadcast to it.
+extern "C" __global__ void binary_inplace_f32(int op, float* o, Lay lo, const float* x, Lay lx, float alpha, i64 n) {
+    GRID_STRIDE(i, n) {
+        i64 k = at(lo, i);
+        o[k] = binary_op(op, o[k], alpha * x[at(lx, i)]);
+    }
+}
+
+template <typename T>
+__device__ void compare_body(int op, const T* a, const Lay& la, const T* b, const Lay& lb, u8* y, i64 n) {
+    GRID_STRIDE(i, n) {
+        T x = a[at(la, i)], z = b[at(lb, i)];
+        bool r = false;
+        switch (op) {
+        case 0: r = x == z; break;
+        case 1: r = x != z; break;
+        case 2: r = x < z; break;
+        case 3: r = x <= z; break;
+        case 4: r = x > z; break;
+        case 5: r = x >= z; break;
+        case 6: r = (x != (T)0) && (z != (T)0); break;
+        case 7: r = (x != (T)0) || (z != (T)0); break;
+        case 8: r = (x != (T)0) != (z != (T)0); break;
+        }
+        y[i] = r ? 1 : 0;
+    }
+}
+extern "C" __global__ void compare_f32(int op, const float* a, Lay la, const float* b, Lay lb, u8* y, i64 n) {
+    compare_body<float>(op, a, la, b, lb, y, n);
+}
+extern "C" __global__ void compare_i64(int op, const i64* a, Lay la, const i64* b, Lay lb, u8* y, i64 n) {
+    compare_body<i64>(op, a, la, b, lb, y, n);
+}
+
+extern "C" __global__ void where_f32(const u8* c, Lay lc, const float* a, Lay la, const float* b, Lay lb, float* y, i64 n) {
+    GRID_STRIDE(i, n) { y[i] = c[at(lc, i)] ? a[at(la, i)] : b[at(lb, i)]; }
+}
+
+// Element i of `src` (any layout) to element i of `dst` (any non-overlapping layout).
+extern "C" __global__ void copy_f32(const float* x, Lay lx, float* y, Lay ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = x[at(lx, i)]; }
+}
+extern "C" __global__ void copy_i64(const i64* x, Lay lx, i64* y, Lay ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = x[at(lx, i)]; }
+}
+extern "C" __global__ void copy_u8(const u8* x, Lay lx, u8* y, Lay ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = x[at(lx, i)]; }
+}
+extern "C" __global__ void cast_u8_f32(const u8* x, Lay lx, float* y, Lay ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = x[at(lx, i)] ? 1.0f : 0.0f; }
+}
+extern "C" __global__ void cast_i64_f32(const i64* x, Lay lx, float* y, Lay ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = (float)x[at(lx, i)]; }
+}
+
+extern "C" __global__ void fill_f32(float* y, Lay ly, float v, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = v; }
+}
+extern "C" __global__ void fill_i64(i64* y, Lay ly, i64 v, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = v; }
+}
+extern "C" __global__ void fill_u8(u8* y, Lay ly, u8 v, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = v; }
+}
+
+// Output j reduces elements j*r .. (j+1)*r of `lx` (the reduced dims permuted last).
+// One warp per output: lanes stride the run, then a shuffle tree. ops: 0 sum, 1 mean,
+// 2 prod, 3 max, 4 min (NaN wins).
+extern "C" __global__ void reduce_f32(int op, const float* x, Lay lx, float* y, i64 nout, i64 r) {
+    i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x % 32;
+    if (warp >= nout) return;
+    float acc = op == 2 ? 1.0f : (op == 3 ? -INFINITY : (op == 4 ? INFINITY : 0.0f));
+    for (i64 k = lane; k < r; k += 32) {
+        float v = x[at(lx, warp * r + k)];
+        if (op <= 1) acc += v;
+        else if (op == 2) acc *= v;
+        else if (op == 3) acc = nan_max(acc, v);
+        else acc = nan_min(acc, v);
+    }
+    for (int s = 16; s > 0; s /= 2) {
+        float o = __shfl_down_sync(0xffffffffu, acc, s);
+        if (op <= 1) acc += o;
+        else if (op == 2) acc *= o;
+        else if (op == 3) acc = nan_max(acc, o);
+        else acc = nan_min(acc, o);
+    }
+    if (lane == 0) y[warp] = op == 1 ? (r > 0 ? acc / (float)r : NAN) : acc;
+}
+
+// ArgMax (op 0) / ArgMin (op 1) of each run, first index on ties, NaN wins; i64 output.
+extern "C" __global__ void argreduce_f32(int op, const float* x, Lay lx, i64* y, i64 nout, i64 r) {
+    GRID_STRIDE(j, nout) {
+        float best = x[at(lx, j * r)];
+        i64 bi = 0;
+        for (i64 k = 1; k < r; ++k) {
+            float v = x[at(lx, j * r + k)];
+            if (best != best) break;
+            bool better = (v != v) || (op == 0 ? v > best : v < best);
+            if (better) { best = v; bi = k; }
+        }
+        y[j] = bi;
+    }
+}
+
+// Softmax (or log-softmax) over the last dim of a dense [rows, cols] input: one block a row.
+extern "C" __global__ void softmax_f32(const float* x, i64 off, float* y, i64 rows, i64 cols, int log_) {
+    extern __shared__ float sh[];
+    i64 row = blockIdx.x;
+    if (row >= rows) return;
+    const float* xr = x + off + row * cols;
+    float* yr = y + row * cols;
+    float m = -INFINITY;
+    for (i64 k = threadIdx.x; k < cols; k += blockDim.x) m = fmaxf(m, xr[k]);
+    sh[threadIdx.x] = m;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s /= 2) {
+        if (threadIdx.x < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
+        __syncthreads();
+    }
+    m = sh[0];
+    __syncthreads();
+    float sum = 0.0f;
+    for (i64 k = threadIdx.x; k < cols; k += blockDim.x) sum += expf(xr[k] - m);
+    sh[threadIdx.x] = sum;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s /= 2) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    sum = sh[0];
+    float lse = logf(sum);
+    for (i64 k = threadIdx.x; k < cols; k += blockDim.x) {
+        float z = xr[k] - m;
+        yr[k] = log_ ? z - lse : expf(z) / sum;
+    }
+}
+
+// out[o, j, q] = src[o, idx[j], q]; an index out of range sets *bad.
+extern "C" __global__ void index_select_f32(const float* s, i64 off, const i64* idx, i64 ioff, float* y,
+                                            i64 outer, i64 size, i64 inner, i64 nidx, int* bad) {
+    GRID_STRIDE(i, outer * nidx * inner) {
+        i64 q = i % inner, j = (i / inner) % nidx, o = i / (inner * nidx);
+        i64 ix = idx[ioff + j];
+        if (ix < 0 || ix >= size) { if (bad) atomicExch(bad, 1); y[i] = NAN; continue; }
+        y[i] = s[off + (o * size + ix) * inner + q];
+    }
+}
+
+// out[i] = src[at(ls with dim replaced by idx[i])]: `ls` is the source layout broadcast to the
+// index's shape with the gathered dim's stride zeroed; `stride_dim` adds idx * stride.
+extern "C" __global__ void gather_f32(const float* s, Lay ls, i64 stride_dim, i64 size, const i64* idx,
+                                      i64 ioff, float* y, i64 n, int* bad) {
+    GRID_STRIDE(i, n) {
+        i64 ix = idx[ioff + i];
+        if (ix < 0 || ix >= size) { if (bad) atomicExch(bad, 1); y[i] = NAN; continue; }
+        y[i] = s[at(ls, i) + ix * stride_dim];
+    }
+}
+
+// y = relu?(y + bias[col]) over a dense [rows, cols] y; bias laid out as `lb` over y's shape.
+extern "C" __global__ void bias_act_f32(float* y, const float* b, Lay lb, i64 n, int relu) {
+    GRID_STRIDE(i, n) {
+        float v = y[i] + b[at(lb, i)];
+        y[i] = relu ? ((v > 0.0f || v != v) ? v : 0.0f) : v;
+    }
+}
+
+// out[at(lo, i) + idx[i] * stride_dim] += src[off + i] (out zeroed first); indices out of
+// range are skipped (the op layer checks known ranges on the host).
+extern "C" __global__ void scatter_add_f32(const float* s, i64 off, Lay lo, i64 stride_dim, i64 size,
+                                           const i64* idx, i64 ioff, float* y, i64 n) {
+    GRID_STRIDE(i, n) {
+        i64 ix = idx[ioff + i];
+        if (ix < 0 || ix >= size) continue;
+        atomicAdd(&y[at(lo, i) + ix * stride_dim], s[off + i]);
+    }
+}
+
+// out[o, idx[j], q] += src[o, j, q] (out zeroed first).
+extern "C" __global__ void index_add_f32(const float* s, i64 off, const i64* idx, i64 ioff, float* y,
+                                         i64 outer, i64 size, i64 inner, i64 nidx) {
+    GRID_STRIDE(i, outer * nidx * inner) {
+        i64 q = i % inner, j = (i / inner) % nidx, o = i / (inner * nidx);
+        i64 ix = idx[ioff + j];
+        if (ix < 0 || ix >= size) continue;
+        atomicAdd(&y[(o * size + ix) * inner + q], s[off + i]);
+    }
+}

@@ -1,0 +1,340 @@
+//! The launch machinery: the per-device module cache, the [`CudaKernel`] adapter to the
+//! engine's `Kernel` trait, and [`DevLay`], an operand's layout as the device kernels take it.
+
+use crate::Layout;
+use cudarc::driver::{CudaFunction, CudaModule, result, sys};
+use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
+use eddy_vm::instruction::{ComputeCtx, Kernel};
+use eddy_vm::stream::cuda::{CudaDevice, CudaStream};
+use eddy_vm::{Blob, Counted};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, OnceLock};
+
+/// The device kernels' source, compiled at run time by NVRTC.
+pub const SOURCE: &str = include_str!("kernels.cu");
+
+/// The most dims a device layout holds (`kernels.cu`'s `Lay`).
+pub const MAX_DIMS: usize = 8;
+
+/// Compiles [`SOURCE`] for `arch` (e.g. `"sm_90"`) to PTX; NVRTC needs no GPU.
+///
+/// # Errors
+///
+/// NVRTC's log, with line and message, for a kernel that does not compile, or a line saying
+/// the NVRTC library is missing.
+///
+/// # Examples
+///
+/// ```no_run
+/// let ptx = eddy_ops::cuda::compile("sm_90").expect("the kernels compile");
+/// ```
+pub fn compile(arch: &'static str) -> Result<Ptx, String> {
+    // SAFETY: only tries to load the library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err("no NVRTC library (libnvrtc.so) on this machine".into());
+    }
+    let opts = CompileOptions {
+        arch: Some(arch),
+        options: vec!["--std=c++17".into()],
+        ..Default::default()
+    };
+    compile_ptx_with_opts(SOURCE, opts).map_err(|e| format!("NVRTC: {e}"))
+}
+
+/// One device's compiled kernels and its cuBLAS handle.
+pub struct DeviceModule {
+    _module: Arc<CudaModule>,
+    functions: HashMap<String, CudaFunction>,
+    blas: Mutex<Option<BlasHandle>>,
+}
+
+struct BlasHandle(cudarc::cublas::sys::cublasHandle_t);
+// SAFETY: a cuBLAS handle may be used from any thread, one at a time: it sits behind a mutex.
+unsafe impl Send for BlasHandle {}
+
+/// The kernels of `device`, compiled on first use and cached for the life of the process.
+///
+/// # Errors
+///
+/// NVRTC's or the driver's message if the module cannot be built or loaded.
+pub fn module_for(device: &CudaDevice) -> Result<Arc<DeviceModule>, String> {
+    static CACHE: OnceLock<Mutex<HashMap<u32, Arc<DeviceModule>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(m) = cache.lock().get(&device.ordinal()) {
+        return Ok(m.clone());
+    }
+    let ctx = device.context();
+    let (major, minor) = ctx.compute_capability().map_err(|e| e.to_string())?;
+    // NVRTC takes a `'static` name; one per distinct architecture, kept for the process.
+    let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
+    let ptx = compile(arch)?;
+    let module = ctx
+        .load_module(ptx)
+        .map_err(|e| format!("loading the kernels: {e}"))?;
+    let mut functions = HashMap::new();
+    for name in kernel_names() {
+        let f = module
+            .load_function(name)
+            .map_err(|e| format!("kernel {name}: {e}"))?;
+        functions.insert(name.to_string(), f);
+    }
+    let m = Arc::new(DeviceModule {
+        _module: module,
+        functions,
+        blas: Mutex::new(None),
+    });
+    cache.lock().insert(device.ordinal(), m.clone());
+    Ok(m)
+}
+
+/// The `extern "C"` kernels of [`SOURCE`].
+fn kernel_names() -> impl Iterator<Item = &'static str> {
+    SOURCE.lines().filter_map(|l| {
+        let rest = l.strip_prefix("extern \"C\" __global__ void ")?;
+        rest.split('(').next()
+    })
+}
+
+/// Whether `EDDY_LAUNCH_BLOCKING=1`: every launch waits for its kernel, so a device fault is
+/// reported by the op that caused it.
+pub fn launch_blocking() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("EDDY_LAUNCH_BLOCKING").is_ok_and(|v| v.trim() == "1"))
+}
+
+/// What a kernel body launches with: the stream and the device's kernels.
+pub struct Launch<'a> {
+    stream: &'a CudaStream,
+    module: &'a DeviceModule,
+}
+
+impl Launch<'_> {
+    /// The raw stream.
+    pub fn stream(&self) -> sys::CUstream {
+        self.stream.raw()
+    }
+
+    /// Launches kernel `name` over `n` elements (a grid-stride loop) with `params`, each a
+    /// pointer to one argument in the kernel's order.
+    ///
+    /// # Errors
+    ///
+    /// The driver's message (an unknown kernel, a launch failure, or an earlier fault).
+    pub fn elementwise(
+        &self,
+        name: &str,
+        n: usize,
+        params: &mut [*mut c_void],
+    ) -> Result<(), String> {
+        if n == 0 {
+            return Ok(());
+        }
+        let block = 256u32;
+        let grid = n.div_ceil(block as usize).min(65_535 * 8) as u32;
+        self.grid(name, grid, block, 0, params)
+    }
+
+    /// Launches kernel `name` on `grid` blocks of `block` threads with `shared` bytes of shared
+    /// memory.
+    ///
+    /// # Errors
+    ///
+    /// As [`elementwise`](Self::elementwise).
+    pub fn grid(
+        &self,
+        name: &str,
+        grid: u32,
+        block: u32,
+        shared: u32,
+        params: &mut [*mut c_void],
+    ) -> Result<(), String> {
+        let f = self
+            .module
+            .functions
+            .get(name)
+            .ok_or_else(|| format!("no device kernel {name}"))?;
+        // SAFETY: `f` is a live function of this device's module; `params` point to values of
+        // the kernel's parameter types in order (each call site builds them from the kernel's
+        // signature in `kernels.cu`), alive for the call; the device addresses in them are
+        // the operands' blobs, which the engine keeps allocated until the launch is done and,
+        // on this in-order stream, until the kernel has run.
+        unsafe {
+            result::launch_kernel(
+                f.cu_function(),
+                (grid.max(1), 1, 1),
+                (block, 1, 1),
+                shared,
+                self.stream.raw(),
+                params,
+            )
+        }
+        .map_err(|e| format!("launching {name}: {e}"))
+    }
+
+    /// Runs `f` with the device's cuBLAS handle, bound to this stream.
+    ///
+    /// # Errors
+    ///
+    /// cuBLAS's message if the handle cannot be made.
+    pub fn blas<R>(
+        &self,
+        f: impl FnOnce(cudarc::cublas::sys::cublasHandle_t) -> Result<R, String>,
+    ) -> Result<R, String> {
+        let mut slot = self.module.blas.lock();
+        if slot.is_none() {
+            let h =
+                cudarc::cublas::result::create_handle().map_err(|e| format!("cuBLAS: {e:?}"))?;
+            *slot = Some(BlasHandle(h));
+        }
+        let h = slot.as_ref().expect("just made").0;
+        // SAFETY: both handles are live; the stream belongs to the bound context.
+        unsafe { cudarc::cublas::result::set_stream(h, self.stream.raw() as _) }
+            .map_err(|e| format!("cuBLAS: {e:?}"))?;
+        f(h)
+    }
+}
+
+/// The device address of a blob's memory (plus `elems` elements of `T`).
+pub fn dptr<T>(b: &Blob, elems: usize) -> u64 {
+    b.as_ptr() as u64 + (elems * std::mem::size_of::<T>()) as u64
+}
+
+/// An operand's layout as the device kernels take it (`kernels.cu`'s `Lay`): a rank, an
+/// offset, and up to [`MAX_DIMS`] dims and strides, in elements.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DevLay {
+    rank: i32,
+    pad: i32,
+    off: i64,
+    dims: [i64; MAX_DIMS],
+    strides: [i64; MAX_DIMS],
+}
+
+impl DevLay {
+    /// `l` as a device layout, or `None` past [`MAX_DIMS`] dims.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::{cuda::DevLay, Layout};
+    /// assert!(DevLay::of(&Layout::contiguous([2, 3])).is_some());
+    /// assert!(DevLay::of(&Layout::contiguous([1; 9])).is_none());
+    /// ```
+    pub fn of(l: &Layout) -> Option<DevLay> {
+        let r = l.shape.rank();
+        if r > MAX_DIMS {
+            return None;
+        }
+        let mut d = DevLay {
+            rank: r as i32,
+            off: l.offset as i64,
+            ..Default::default()
+        };
+        for k in 0..r {
+            d.dims[k] = l.shape.dims()[k] as i64;
+            d.strides[k] = l.strides[k] as i64;
+        }
+        Some(d)
+    }
+
+    /// `n` elements from `offset` with stride `stride` (1: dense, 0: one value repeated).
+    pub fn flat(offset: usize, n: usize, stride: i64) -> DevLay {
+        let mut d = DevLay {
+            rank: 1,
+            off: offset as i64,
+            ..Default::default()
+        };
+        d.dims[0] = n.max(1) as i64;
+        d.strides[0] = stride;
+        d
+    }
+}
+
+/// A device kernel: a name and a body that launches on the stream it is given.
+pub struct CudaKernel<F> {
+    name: &'static str,
+    f: F,
+}
+
+impl<F> CudaKernel<F>
+where
+    F: FnMut(&Launch<'_>, &[Counted<Blob>], &[Counted<Blob>]) -> Result<(), String>
+        + Send
+        + 'static,
+{
+    /// A kernel named `name` running `f(launch, inputs, outputs)` on a CUDA stream.
+    pub fn new(name: &'static str, f: F) -> Self {
+        CudaKernel { name, f }
+    }
+}
+
+impl<F> Kernel for CudaKernel<F>
+where
+    F: FnMut(&Launch<'_>, &[Counted<Blob>], &[Counted<Blob>]) -> Result<(), String>
+        + Send
+        + 'static,
+{
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn compute(
+        &mut self,
+        inputs: &[Counted<Blob>],
+        outputs: &[Counted<Blob>],
+        ctx: &mut ComputeCtx<'_>,
+    ) -> eddy_vm::Result<()> {
+        let err = |m: String| eddy_vm::Error::kernel(self.name, m);
+        let stream = ctx
+            .stream()
+            .as_any()
+            .downcast_ref::<CudaStream>()
+            .ok_or_else(|| {
+                err(format!(
+                    "runs only on a CUDA stream, not {}",
+                    ctx.stream().name()
+                ))
+            })?;
+        let device = stream.cuda_device();
+        device.bind().map_err(|e| err(e.to_string()))?;
+        let module = module_for(device).map_err(err)?;
+        let launch = Launch {
+            stream,
+            module: &module,
+        };
+        (self.f)(&launch, inputs, outputs).map_err(err)?;
+        if launch_blocking() {
+            stream
+                .synchronize()
+                .map_err(|e| err(format!("device fault: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every kernel of the source compiles for the H100/H200 architecture. NVRTC needs no GPU:
+    /// CI installs its library, so a typo in a kernel fails there; without it the test says it
+    /// skips.
+    #[test]
+    fn the_kernels_compile_for_hopper() {
+        match super::compile("sm_90") {
+            Ok(ptx) => {
+                let src = ptx.to_src();
+                for name in super::kernel_names() {
+                    assert!(
+                        src.contains(&format!(".entry {name}(")),
+                        "{name} missing from the PTX"
+                    );
+                }
+                assert!(super::kernel_names().count() >= 20);
+            }
+            Err(e) if e.starts_with("no NVRTC") => eprintln!("SKIPPED: {e}"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}

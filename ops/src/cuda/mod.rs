@@ -1,0 +1,17 @@
+//! CUDA kernels (feature `cuda`): NVRTC-compiled from `kernels.cu` (embedded in the crate),
+//! once per device, and products through cuBLAS. f32 first; integer and bool tensors reach the
+//! device for indices, masks and copies.
+//!
+//! Each constructor returns `None` for what it does not cover yet (another dtype, a layout
+//! cuBLAS cannot take), which the tensor layer reports as `Unsupported` naming the op and the
+//! device; nothing falls back to the host behind the caller's back.
+//!
+//! A kernel runs on the device's compute stream: `compute` binds the device's context, takes
+//! the operands' device addresses from their blobs and launches; the engine counts it done
+//! once launched. With `EDDY_LAUNCH_BLOCKING=1` every launch is followed by a stream
+//! synchronisation, so a fault is reported by the op that caused it.
+
+mod launch;
+pub mod ops;
+
+pub use launch::{CudaKernel, DevLay, Launch, SOURCE, compile, launch_blocking, module_for};

@@ -1,0 +1,305 @@
+//! CUDA devices (feature `cuda`): every op with a CUDA kernel gives the CPU's result within
+//! f32 tolerance, gradients included; copies between host and device are ordered by the
+//! engine from several threads; out of device memory is a typed error the engine survives; an
+//! op without a CUDA kernel fails by name. Each test prints why it skips where the machine has
+//! no CUDA device (a skip is not a pass).
+#![cfg(feature = "cuda")]
+
+mod common;
+
+use common::watchdog;
+use eddy::tensor::{DType, Device, Error, Tensor, manual_seed, with_device, with_engine};
+use eddy::vm::Vm;
+
+type R<T> = eddy::tensor::Result<T>;
+
+const GPU: Device = Device::Cuda(0);
+
+/// An engine with `cuda:0`, or `None` (with the reason printed) where there is none.
+fn engine(capacity: Option<usize>) -> Option<Vm> {
+    match Vm::builder().cuda_devices(1).capacity(capacity).build() {
+        Ok(vm) => Some(vm),
+        Err(e) => {
+            eprintln!("SKIPPED: no CUDA device here: {e}");
+            None
+        }
+    }
+}
+
+fn close(name: &str, cpu: &Tensor, gpu: &Tensor) {
+    assert_eq!(gpu.device(), GPU, "{name}: ran on {}", gpu.device());
+    assert_eq!(
+        (cpu.dims(), cpu.dtype()),
+        (gpu.dims(), gpu.dtype()),
+        "{name}"
+    );
+    let (a, b) = (cpu.to_f64_vec().unwrap(), gpu.to_f64_vec().unwrap());
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        let ok = (x.is_nan() && y.is_nan()) || (x - y).abs() <= 2e-4 * (1.0 + x.abs());
+        assert!(ok, "{name}[{i}]: cpu {x} vs cuda {y}");
+    }
+}
+
+/// The ops that have CUDA kernels, each made on the current device from the same inputs.
+fn suite() -> R<Vec<(&'static str, Tensor)>> {
+    let x = Tensor::arange(-3.0, 3.0, 0.125, DType::F32)?.reshape([6, 8])?;
+    let w = Tensor::linspace(-1.0, 1.5, 40, DType::F32)?.reshape([5, 8])?;
+    let b = Tensor::from_vec(vec![0.5f32, -0.25, 1.0, 0.0, 2.0], [5])?;
+    let i = Tensor::from_vec(vec![3i64, 0, 2, 4], [4])?;
+    let t = Tensor::from_vec(vec![1i64, 4, 0, 2, 3, 1], [6])?;
+    let mut out = vec![
+        (
+            "add broadcast",
+            x.add(&Tensor::arange(0.0, 8.0, 1.0, DType::F32)?)?,
+        ),
+        (
+            "sub mul div",
+            x.sub_scalar(0.5)?
+                .mul(&x)?
+                .div(&x.abs()?.add_scalar(1.0)?)?,
+        ),
+        (
+            "pow maximum",
+            x.abs()?
+                .pow(&x.t()?.contiguous()?.reshape([6, 8])?.abs()?)?
+                .maximum(&x)?,
+        ),
+        ("exp log sqrt", x.exp()?.add_scalar(1.0)?.log()?.sqrt()?),
+        ("tanh sigmoid", x.tanh()?.add(&x.sigmoid()?)?),
+        (
+            "relu gelu silu",
+            x.relu()?.add(&x.gelu()?)?.add(&x.silu()?)?,
+        ),
+        ("erf log1p", x.erf()?.add(&x.abs()?.log1p()?)?),
+        (
+            "clamp leaky elu",
+            x.clamp(Some(-1.0), Some(2.0))?
+                .add(&x.leaky_relu(0.1)?)?
+                .add(&x.elu(1.0)?)?,
+        ),
+        (
+            "floor round",
+            x.mul_scalar(1.7)?
+                .floor()?
+                .add(&x.mul_scalar(2.0)?.round()?)?,
+        ),
+        (
+            "scalar ops",
+            x.add_scalar(1.0)?
+                .mul_scalar(3.0)?
+                .rsub_scalar(2.0)?
+                .div_scalar(4.0)?,
+        ),
+        ("where", x.gt_scalar(0.0)?.where_(&x, &x.mul_scalar(0.1)?)?),
+        ("compare", x.le(&x.flip(&[1])?)?.to_dtype(DType::F32)?),
+        ("transpose copy", x.t()?.contiguous()?),
+        ("narrow", x.narrow(1, 2, 3)?.mul_scalar(2.0)?),
+        ("sum", x.sum(&[0], false)?),
+        ("sum all", x.sum_all()?),
+        ("mean keepdim", x.mean(&[1], true)?),
+        ("max", x.max(1, false)?),
+        ("min", x.min(0, false)?),
+        ("argmax", x.sin()?.argmax(1, false)?.to_dtype(DType::F32)?),
+        ("matmul", x.matmul(&w.t()?)?),
+        ("matmul batched", x.reshape([2, 3, 8])?.matmul(&w.t()?)?),
+        ("matmul transposed lhs", x.t()?.matmul(&x)?),
+        ("linear", x.linear(&w, Some(&b))?),
+        ("linear_relu", x.linear_relu(&w, Some(&b))?),
+        ("softmax", x.softmax(1)?),
+        ("log_softmax", x.log_softmax(0)?),
+        ("cross_entropy", x.linear(&w, None)?.cross_entropy(&t)?),
+        ("index_select", x.index_select(0, &i)?),
+        ("embedding", w.embedding(&i)?),
+        (
+            "gather",
+            x.gather(1, &Tensor::from_vec(vec![5i64, 0, 1, 4, 7, 2], [6, 1])?)?,
+        ),
+        ("eye", Tensor::eye(4, DType::F32)?),
+        ("full", Tensor::full([2, 3], -1.5, DType::F32)?),
+    ];
+    let y = x.mul_scalar(1.0)?;
+    y.narrow(0, 1, 2)?.add_(&x.narrow(0, 0, 1)?)?;
+    y.mul_scalar_(0.5)?;
+    out.push(("in place", y));
+    manual_seed(11);
+    out.push(("rand", Tensor::rand([3, 4], DType::F32)?));
+    out.push(("randn", Tensor::randn([7], 0.0, 2.0, DType::F32)?));
+    let p = x.mul_scalar(1.0)?.requires_grad_(true);
+    let wp = w.mul_scalar(1.0)?.requires_grad_(true);
+    let loss = p.tanh()?.linear(&wp, Some(&b))?.relu()?.cross_entropy(&t)?;
+    loss.backward()?;
+    out.push(("loss", loss));
+    out.push(("grad x", p.grad().expect("a gradient")));
+    out.push(("grad w", wp.grad().expect("a gradient")));
+    Ok(out)
+}
+
+#[test]
+fn every_op_with_a_cuda_kernel_matches_the_cpu() {
+    let Some(vm) = engine(None) else { return };
+    watchdog(300, move || {
+        let cpu = with_engine(&vm, || with_device(Device::CPU, suite)).unwrap();
+        let gpu = with_engine(&vm, || with_device(GPU, suite)).unwrap();
+        assert_eq!(cpu.len(), gpu.len());
+        for ((name, c), (_, g)) in cpu.iter().zip(&gpu) {
+            close(name, c, g);
+        }
+        println!("{} ops matched on {GPU}", cpu.len());
+    });
+}
+
+/// Host → device → compute → host chains from four threads, queued without waiting, with the
+/// host source overwritten right after each copy: every result is the one its copy saw.
+#[test]
+fn copies_and_compute_are_ordered_across_streams_from_four_threads() {
+    let Some(vm) = engine(None) else { return };
+    watchdog(300, move || {
+        let hs: Vec<_> = (0..4u32)
+            .map(|th| {
+                let vm = vm.clone();
+                std::thread::spawn(move || {
+                    with_engine(&vm, || -> R<()> {
+                        let n = 256 * 1024;
+                        let x = Tensor::zeros([n], DType::F32)?;
+                        let mut pending = Vec::new();
+                        for step in 0..30u32 {
+                            let v = (th * 100 + step) as f32;
+                            x.fill_(v as f64)?; // host write
+                            let g = x.to_device(GPU)?; // H2D on the device stream
+                            x.add_scalar_(0.5)?; // WAR: must not reach the copy
+                            let z = g.mul_scalar(2.0)?.add_scalar(1.0)?; // device compute
+                            g.mul_scalar_(0.0)?; // WAW on the device after the read above
+                            pending.push((v, z.to_device(Device::CPU)?)); // D2H
+                        }
+                        for (v, z) in pending {
+                            let got = z.to_vec::<f32>()?;
+                            assert!(
+                                got.iter().all(|&g| g == v * 2.0 + 1.0),
+                                "thread {th}: {} for {v}",
+                                got[0]
+                            );
+                        }
+                        Ok(())
+                    })
+                    .unwrap()
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    });
+}
+
+/// Out of device memory: the engine retries after freeing its cache, and a request no retry
+/// can meet is a typed `OutOfMemory` for that op; the device keeps working.
+#[test]
+fn device_memory_runs_out_with_a_typed_error_and_the_engine_goes_on() {
+    let cap = 256 << 20;
+    let Some(vm) = engine(Some(cap)) else { return };
+    watchdog(300, move || {
+        with_engine(&vm, || -> R<()> {
+            // Fill to within a margin, drop, fill again with larger pieces: the cache holds the
+            // old blocks, so each new round needs the out-of-memory path to free them and
+            // retry, which the user never sees.
+            for (count, mib) in [(4usize, 32usize), (3, 60), (2, 100)] {
+                let elems = (mib << 20) / 4;
+                let held = (0..count)
+                    .map(|_| with_device(GPU, || Tensor::ones([elems], DType::F32)))
+                    .collect::<R<Vec<_>>>()?;
+                for t in &held {
+                    let s = t.sum_all()?.to_device(Device::CPU)?.item::<f32>()?;
+                    assert_eq!(s, elems as f32);
+                }
+            }
+            let stats = vm.allocator(GPU).expect("cuda:0 has an allocator").stats();
+            assert!(stats.oom_retries > 0, "no retry happened: {stats:?}");
+            // Larger than the whole device budget.
+            let big = with_device(GPU, || Tensor::ones([128 << 20], DType::F32))?; // 512 MiB
+            let e = big
+                .sum_all()
+                .and_then(|s| s.to_device(Device::CPU)?.item::<f32>())
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("out of memory")
+                    || matches!(e, Error::Vm(ref v) if v.is_oom()),
+                "{e}"
+            );
+            // The engine and the device go on.
+            let ok = with_device(GPU, || Tensor::ones([1024], DType::F32))?.sum_all()?;
+            assert_eq!(ok.to_device(Device::CPU)?.item::<f32>()?, 1024.0);
+            Ok(())
+        })
+        .unwrap();
+    });
+}
+
+/// An op with no CUDA kernel yet fails at the call, naming the op and the device; nothing is
+/// copied to the host behind the caller's back.
+#[test]
+fn an_op_without_a_cuda_kernel_is_unsupported_by_name() {
+    let Some(vm) = engine(None) else { return };
+    with_engine(&vm, || -> R<()> {
+        let g = with_device(GPU, || Tensor::arange(0.0, 6.0, 1.0, DType::F32))?;
+        match g.sort(0, false) {
+            Err(Error::Unsupported { op, device }) => assert_eq!((op, device), ("sort", GPU)),
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        match g.to_dtype(DType::F16) {
+            Err(Error::Unsupported { op, device }) => assert_eq!((op, device), ("copy", GPU)),
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// A few steps of an MLP trained on the device lower its loss, as on the CPU.
+#[test]
+fn an_mlp_trains_on_the_device() {
+    use eddy::tensor::nn::{Linear, Module};
+    use eddy::tensor::optim::{Adam, Optimizer};
+    let Some(vm) = engine(None) else { return };
+    watchdog(300, move || {
+        let run = |d: Device| {
+            with_engine(&vm, || {
+                with_device(d, || -> R<(f32, f32)> {
+                    manual_seed(5);
+                    let l1 = Linear::new(16, 32, true, DType::F32)?;
+                    let l2 = Linear::new(32, 4, true, DType::F32)?;
+                    let mut ps = l1.parameters();
+                    ps.extend(l2.parameters());
+                    let mut opt = Adam::new(ps, 0.01)?;
+                    let x = Tensor::randn([64, 16], 0.0, 1.0, DType::F32)?;
+                    let y = x.narrow(1, 0, 4)?.argmax(1, false)?;
+                    let mut first = 0.0;
+                    let mut last = 0.0;
+                    for step in 0..50 {
+                        opt.zero_grad();
+                        let loss = l2.forward(&l1.forward(&x)?.relu()?)?.cross_entropy(&y)?;
+                        loss.backward()?;
+                        opt.step()?;
+                        let v = loss.to_device(Device::CPU)?.item::<f32>()?;
+                        if step == 0 {
+                            first = v;
+                        }
+                        last = v;
+                    }
+                    Ok((first, last))
+                })
+            })
+            .unwrap()
+        };
+        let (c0, c1) = run(Device::CPU);
+        let (g0, g1) = run(GPU);
+        println!("loss cpu {c0} -> {c1}, cuda {g0} -> {g1}");
+        assert!(
+            g1 < g0 * 0.5,
+            "the loss fell too little on the device: {g0} -> {g1}"
+        );
+        assert!(
+            (g0 - c0).abs() < 1e-3 && (g1 - c1).abs() < 2e-2,
+            "cpu {c0}->{c1}, cuda {g0}->{g1}"
+        );
+    });
+}
