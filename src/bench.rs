@@ -605,7 +605,8 @@ pub fn run_train_child() -> Result<Report> {
     Ok(r)
 }
 
-/// Runs the selected workloads (`only` empty: all). `exe` re-spawns this program for the
+/// Runs the selected workloads (`only` empty: all) on the current engine and device (see
+/// `with_device`; `device` is passed on to the training child). `exe` re-spawns this program for the
 /// training workload, so that its peak RSS is a fresh process's.
 ///
 /// # Errors
@@ -621,7 +622,7 @@ pub fn run_train_child() -> Result<Report> {
 /// ```no_run
 /// // Seconds of work: `eddy bench --json --only dispatch_small_ns_per_op` does this.
 /// let only = ["dispatch_small_ns_per_op".to_string()];
-/// let report = eddy::bench::run(&only, None, 1, false)?;
+/// let report = eddy::bench::run(&only, None, 1, false, eddy::Device::CPU)?;
 /// assert_eq!(report.metrics.len(), 1);
 /// println!("{}", report.to_json(1, ""));
 /// # Ok::<(), eddy::Error>(())
@@ -631,6 +632,7 @@ pub fn run(
     exe: Option<&std::path::Path>,
     threads: usize,
     roof: bool,
+    device: crate::Device,
 ) -> Result<Report> {
     let want = |k: &str| only.is_empty() || only.iter().any(|o| o == k);
     let mut r = Report::default();
@@ -658,7 +660,7 @@ pub fn run(
         .filter(|k| k.starts_with("mlp_train") && !k.ends_with("nosync"));
     if train_keys.clone().any(|k| want(k)) {
         let child = match exe {
-            Some(exe) => spawn_child(exe, threads)?,
+            Some(exe) => spawn_child(exe, threads, device)?,
             None => run_train_child()?,
         };
         r.metrics.extend(child.metrics);
@@ -679,8 +681,12 @@ pub fn run(
     Ok(r)
 }
 
-fn spawn_child(exe: &std::path::Path, threads: usize) -> Result<Report> {
+fn spawn_child(exe: &std::path::Path, threads: usize, device: crate::Device) -> Result<Report> {
     let bad = |m: String| Error::invalid("bench", m);
+    let device = match device {
+        crate::Device::Cuda(n) => format!("cuda:{n}"),
+        _ => "cpu".to_string(),
+    };
     let out = std::process::Command::new(exe)
         .args([
             "bench",
@@ -688,6 +694,8 @@ fn spawn_child(exe: &std::path::Path, threads: usize) -> Result<Report> {
             "--child",
             "--threads",
             &threads.to_string(),
+            "--device",
+            &device,
         ])
         .output()
         .map_err(|e| bad(format!("spawning {}: {e}", exe.display())))?;

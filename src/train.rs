@@ -46,6 +46,8 @@ pub struct TrainOptions {
     pub seed: u64,
     /// The fraction of rows held out for testing.
     pub test_fraction: f64,
+    /// Where the model and the batches live (`cpu:0` by default); the engine must have it.
+    pub device: crate::Device,
 }
 
 impl Default for TrainOptions {
@@ -57,6 +59,7 @@ impl Default for TrainOptions {
             hidden: vec![128],
             seed: 0,
             test_fraction: 0.2,
+            device: crate::Device::CPU,
         }
     }
 }
@@ -215,74 +218,78 @@ pub fn train(
     }
     let start = Instant::now();
     eddy_tensor::with_engine(vm, || {
-        eddy_tensor::manual_seed(opts.seed);
-        let mut sizes = vec![data.n_features];
-        sizes.extend(&opts.hidden);
-        sizes.push(data.n_classes.max(2));
-        let model = mlp(&sizes)?;
-        let mut opt = Adam::new(model.parameters(), opts.lr)?;
-        let (tx, _) = test_set.batch(0..test_set.len())?;
-        let steps = train_set.len().div_ceil(opts.batch_size);
-        let mut order: Vec<usize> = (0..train_set.len()).collect();
-        let mut rng = opts.seed ^ 0x5eed_5eed;
-        let mut epochs = Vec::new();
-        for epoch in 1..=opts.epochs {
-            let t0 = Instant::now();
-            // Reshuffle the training rows every epoch (seeded).
-            for i in (1..order.len()).rev() {
-                rng = crate::ops::random::splitmix64(rng);
-                order.swap(i, (rng % (i as u64 + 1)) as usize);
-            }
-            let mut loss_sum: Option<Tensor> = None;
-            for step in 0..steps {
-                let rows =
-                    &order[step * opts.batch_size..((step + 1) * opts.batch_size).min(order.len())];
-                let (x, y) = gather_rows(&train_set, rows)?;
-                opt.zero_grad();
-                let loss = model.forward(&x)?.cross_entropy(&y)?;
-                loss.backward()?;
-                opt.step()?;
-                let l = loss.detach();
-                loss_sum = Some(match loss_sum {
-                    None => l,
-                    Some(s) => s.add(&l)?,
-                });
-                let read = (step + 1) % 8 == 0 || step + 1 == steps;
-                let mean = if read {
-                    Some(loss_sum.as_ref().expect("a step ran").to_scalar()? / (step + 1) as f64)
-                } else {
-                    None
-                };
-                progress(Progress::Step {
+        eddy_tensor::with_device(opts.device, || {
+            eddy_tensor::manual_seed(opts.seed);
+            let mut sizes = vec![data.n_features];
+            sizes.extend(&opts.hidden);
+            sizes.push(data.n_classes.max(2));
+            let model = mlp(&sizes)?;
+            let mut opt = Adam::new(model.parameters(), opts.lr)?;
+            let (tx, _) = test_set.batch(0..test_set.len())?;
+            let steps = train_set.len().div_ceil(opts.batch_size);
+            let mut order: Vec<usize> = (0..train_set.len()).collect();
+            let mut rng = opts.seed ^ 0x5eed_5eed;
+            let mut epochs = Vec::new();
+            for epoch in 1..=opts.epochs {
+                let t0 = Instant::now();
+                // Reshuffle the training rows every epoch (seeded).
+                for i in (1..order.len()).rev() {
+                    rng = crate::ops::random::splitmix64(rng);
+                    order.swap(i, (rng % (i as u64 + 1)) as usize);
+                }
+                let mut loss_sum: Option<Tensor> = None;
+                for step in 0..steps {
+                    let rows = &order
+                        [step * opts.batch_size..((step + 1) * opts.batch_size).min(order.len())];
+                    let (x, y) = gather_rows(&train_set, rows)?;
+                    opt.zero_grad();
+                    let loss = model.forward(&x)?.cross_entropy(&y)?;
+                    loss.backward()?;
+                    opt.step()?;
+                    let l = loss.detach();
+                    loss_sum = Some(match loss_sum {
+                        None => l,
+                        Some(s) => s.add(&l)?,
+                    });
+                    let read = (step + 1) % 8 == 0 || step + 1 == steps;
+                    let mean = if read {
+                        Some(
+                            loss_sum.as_ref().expect("a step ran").to_scalar()? / (step + 1) as f64,
+                        )
+                    } else {
+                        None
+                    };
+                    progress(Progress::Step {
+                        epoch,
+                        step: step + 1,
+                        steps,
+                        loss: mean,
+                    });
+                }
+                let loss = loss_sum.expect("at least one step").to_scalar()? / steps as f64;
+                let test_accuracy = crate::models::accuracy(&model, &tx, &test_set.labels)?;
+                let e = EpochStats {
                     epoch,
-                    step: step + 1,
-                    steps,
-                    loss: mean,
-                });
+                    loss,
+                    test_accuracy,
+                    steps_per_s: steps as f64 / t0.elapsed().as_secs_f64(),
+                };
+                progress(Progress::Epoch(e));
+                epochs.push(e);
             }
-            let loss = loss_sum.expect("at least one step").to_scalar()? / steps as f64;
-            let test_accuracy = crate::models::accuracy(&model, &tx, &test_set.labels)?;
-            let e = EpochStats {
-                epoch,
-                loss,
-                test_accuracy,
-                steps_per_s: steps as f64 / t0.elapsed().as_secs_f64(),
-            };
-            progress(Progress::Epoch(e));
-            epochs.push(e);
-        }
-        vm.sync()?;
-        Ok(TrainReport {
-            test_accuracy: epochs.last().map_or(0.0, |e| e.test_accuracy),
-            epochs,
-            seconds: start.elapsed().as_secs_f64(),
-            stats: vm.stats(),
-            sizes: (
-                train_set.len(),
-                test_set.len(),
-                data.n_features,
-                data.n_classes,
-            ),
+            vm.sync()?;
+            Ok(TrainReport {
+                test_accuracy: epochs.last().map_or(0.0, |e| e.test_accuracy),
+                epochs,
+                seconds: start.elapsed().as_secs_f64(),
+                stats: vm.stats(),
+                sizes: (
+                    train_set.len(),
+                    test_set.len(),
+                    data.n_features,
+                    data.n_classes,
+                ),
+            })
         })
     })
 }

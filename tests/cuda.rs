@@ -116,6 +116,21 @@ fn suite() -> R<Vec<(&'static str, Tensor)>> {
         ),
         ("eye", Tensor::eye(4, DType::F32)?),
         ("full", Tensor::full([2, 3], -1.5, DType::F32)?),
+        (
+            "int unary",
+            t.mul_scalar(3.0)?
+                .neg()?
+                .clamp(Some(-10.0), Some(-2.0))?
+                .abs()?
+                .to_dtype(DType::F32)?,
+        ),
+        (
+            "casts",
+            x.mul_scalar(2.5)?
+                .to_dtype(DType::I64)?
+                .to_dtype(DType::F32)?
+                .add(&x.gt_scalar(0.5)?.to_dtype(DType::F32)?)?,
+        ),
     ];
     let y = x.mul_scalar(1.0)?;
     y.narrow(0, 1, 2)?.add_(&x.narrow(0, 0, 1)?)?;

@@ -52,12 +52,14 @@ pub fn unsupported(op: &'static str, device: Device) -> Error {
 /// The kernel for `device` from one of two device kinds' constructors: `$cpu` (an expression
 /// giving a CPU kernel) on a CPU device, `$cuda` (an expression giving `Option` of a CUDA
 /// kernel; only with the `cuda` feature) on a CUDA device, `None` elsewhere. Each expression is
-/// evaluated only on its device kind.
+/// evaluated only on its device kind. Without the `cuda` feature, or given only `$cpu`, the
+/// kernel is the CPU one itself, not wrapped in an [`Either`]: the per-op path of a CPU-only
+/// build pays nothing for the second device kind.
 macro_rules! pick {
     ($device:expr, $cpu:expr) => {
         match $device {
-            $crate::Device::Cpu(_) => Some($crate::device::Either::Cpu($cpu)),
-            _ => None::<$crate::device::Either<_, $crate::device::NoKernel>>,
+            $crate::Device::Cpu(_) => Some($cpu),
+            _ => None,
         }
     };
     ($device:expr, $cpu:expr, $cuda:expr) => {{
@@ -82,10 +84,11 @@ pub(crate) use pick;
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::device::{Either, NoKernel};
+/// use eddy_ops::device::Either;
 /// use eddy_ops::FnKernel;
 /// use eddy_vm::instruction::Kernel;
-/// let k: Either<_, NoKernel> = Either::Cpu(FnKernel::new("nop", |_, _| Ok(())));
+/// let nop = FnKernel::new("nop", |_, _| Ok(()));
+/// let k: Either<_, FnKernel<fn(&[_], &[_]) -> Result<(), String>>> = Either::Cpu(nop);
 /// assert_eq!(k.name(), "nop");
 /// ```
 pub enum Either<A, B> {
@@ -135,29 +138,5 @@ impl<A: Kernel, B: Kernel> Kernel for Either<A, B> {
             Either::Cpu(k) => k.deferred_drop(),
             Either::Cuda(k) => k.deferred_drop(),
         }
-    }
-}
-
-/// The kernel type of a device kind that has no kernel for an op: never built.
-///
-/// # Examples
-///
-/// ```
-/// use eddy_ops::device::NoKernel;
-/// let _ = std::mem::size_of::<NoKernel>();
-/// ```
-pub enum NoKernel {}
-
-impl Kernel for NoKernel {
-    fn name(&self) -> &str {
-        match *self {}
-    }
-    fn compute(
-        &mut self,
-        _: &[Counted<Blob>],
-        _: &[Counted<Blob>],
-        _: &mut ComputeCtx<'_>,
-    ) -> eddy_vm::Result<()> {
-        match *self {}
     }
 }

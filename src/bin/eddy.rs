@@ -22,8 +22,8 @@ usage:
   eddy train [options]     train an MLP on the bundled digits data (the main job)
       --epochs N (20)  --batch-size N (64)  --lr X (0.01)  --hidden N[,N..] (128)
       --seed S (0)  --data FILE.csv[.gz]  --threads N  --sync-mode
-      --trace FILE.json  --plot FILE.png (eddy-train.png)
-  eddy bench [--json] [--threads N] [--only KEY,...] [--roof]
+      --trace FILE.json  --plot FILE.png (eddy-train.png)  --device cpu|cuda[:N] (cpu)
+  eddy bench [--json] [--threads N] [--only KEY,...] [--roof] [--device cpu|cuda[:N]]
                            run the benchmark workloads (--roof: matmul beside the gemm
                            crate called directly, the batch-1 forward beside its kernels
                            alone, repetition by repetition)
@@ -130,6 +130,32 @@ impl Opts {
     }
 }
 
+/// The `--device` option: `cpu` (the default) or `cuda`, `cuda:N`.
+fn device_opt(o: &Opts) -> Result<eddy::Device, Fail> {
+    let Some(d) = o.str("--device") else {
+        return Ok(eddy::Device::CPU);
+    };
+    let bad = || {
+        Fail::Usage(format!(
+            "bad value for --device: `{d}` (cpu, cuda or cuda:N)"
+        ))
+    };
+    match d.split_once(':') {
+        None if d == "cpu" => Ok(eddy::Device::CPU),
+        None if d == "cuda" => Ok(eddy::Device::Cuda(0)),
+        Some(("cuda", n)) => n.parse().map(eddy::Device::Cuda).map_err(|_| bad()),
+        _ => Err(bad()),
+    }
+}
+
+/// An engine builder that has `device` (a CUDA device opens the devices up to it).
+fn builder_for(device: eddy::Device) -> eddy::VmBuilder {
+    match device {
+        eddy::Device::Cuda(n) => Vm::builder().cuda_devices(n + 1),
+        _ => Vm::builder(),
+    }
+}
+
 fn set_threads(o: &Opts) -> Result<usize, Fail> {
     let threads: usize = o.get(
         "--threads",
@@ -165,9 +191,11 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
             ("--sync-mode", false),
             ("--trace", true),
             ("--plot", true),
+            ("--device", true),
         ],
     )?;
     let d = TrainOptions::default();
+    let device = device_opt(&o)?;
     let hidden = match o.str("--hidden") {
         None => d.hidden.clone(),
         Some(h) => h
@@ -186,6 +214,7 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
         lr: o.get("--lr", d.lr)?,
         hidden,
         seed: o.get("--seed", d.seed)?,
+        device,
         ..d
     };
     if opts.epochs == 0 || opts.batch_size == 0 {
@@ -204,7 +233,7 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
     let plot_path = PathBuf::from(o.str("--plot").unwrap_or("eddy-train.png"));
     let trace = o.str("--trace").map(PathBuf::from);
     let data = Dataset::load(&path).map_err(|e| Fail::Usage(e.to_string()))?;
-    let vm = Vm::builder()
+    let vm = builder_for(device)
         .sync_mode(o.has("--sync-mode"))
         .trace(trace.is_some())
         .build()?;
@@ -332,11 +361,28 @@ fn cmd_bench(args: &[String]) -> Result<(), Fail> {
             ("--only", true),
             ("--child", false),
             ("--roof", false),
+            ("--device", true),
         ],
     )?;
     let threads = set_threads(&o)?;
+    let device = device_opt(&o)?;
+    if device != eddy::Device::CPU && o.has("--roof") {
+        return Err(Fail::Usage(
+            "--roof measures CPU kernels: not with --device".into(),
+        ));
+    }
+    // The CPU workloads run on the process-wide engine, as a user's program does (its tensors
+    // hold an uncounted handle to it); a device gets an engine that has it.
+    let vm = match device {
+        eddy::Device::Cpu(0) => None,
+        d => Some(builder_for(d).build()?),
+    };
+    let on_device = |f: &dyn Fn() -> eddy::Result<bench::Report>| match &vm {
+        None => f(),
+        Some(vm) => eddy::tensor::with_engine(vm, || eddy::tensor::with_device(device, f)),
+    };
     let report = if o.has("--child") {
-        bench::run_train_child()?
+        on_device(&bench::run_train_child)?
     } else {
         let only: Vec<String> = o
             .str("--only")
@@ -349,9 +395,10 @@ fn cmd_bench(args: &[String]) -> Result<(), Fail> {
             )));
         }
         let exe = std::env::current_exe().ok();
-        bench::run(&only, exe.as_deref(), threads, o.has("--roof"))?
+        on_device(&|| bench::run(&only, exe.as_deref(), threads, o.has("--roof"), device))?
     };
-    let notes = "CPU, f32; medians of 7 repetitions (training: of 50 steps)";
+    let notes = format!("{device}, f32; medians of 7 repetitions (training: of 50 steps)");
+    let notes = notes.as_str();
     if o.has("--json") {
         println!("{}", report.to_json(threads, notes));
     } else {

@@ -88,6 +88,26 @@ extern "C" __global__ void unary_f32(int op, float c, float d, const float* x, L
     GRID_STRIDE(i, n) { y[i] = unary_op(op, x[at(lx, i)], c, d); }
 }
 
+// The integer-preserving unary ops on i64 (wrapping, as the CPU kernels): codes as above.
+extern "C" __global__ void unary_i64(int op, i64 c, i64 d, const i64* x, Lay lx, i64* y, i64 n) {
+    GRID_STRIDE(i, n) {
+        i64 v = x[at(lx, i)];
+        unsigned long long u = (unsigned long long)v;
+        i64 r = v;
+        switch (op) {
+        case 0: r = (i64)(0ULL - u); break;
+        case 1: r = v < 0 ? (i64)(0ULL - u) : v; break;
+        case 14: r = (i64)(u * u); break;
+        case 15: r = v > 0 ? 1 : (v < 0 ? -1 : 0); break;
+        case 18: r = (i64)(u + (unsigned long long)c); break;
+        case 19: r = (i64)(u * (unsigned long long)c); break;
+        case 21: r = (i64)((unsigned long long)c - u); break;
+        case 25: r = v < c ? c : (v > d ? d : v); break;
+        }
+        y[i] = r;
+    }
+}
+
 __device__ __forceinline__ float nan_max(float x, float y) { return (x != x || x >= y) ? x : y; }
 __device__ __forceinline__ float nan_min(float x, float y) { return (x != x || x <= y) ? x : y; }
 
@@ -147,22 +167,35 @@ extern "C" __global__ void where_f32(const u8* c, Lay lc, const float* a, Lay la
     GRID_STRIDE(i, n) { y[i] = c[at(lc, i)] ? a[at(la, i)] : b[at(lb, i)]; }
 }
 
-// Element i of `src` (any layout) to element i of `dst` (any non-overlapping layout).
-extern "C" __global__ void copy_f32(const float* x, Lay lx, float* y, Lay ly, i64 n) {
-    GRID_STRIDE(i, n) { y[at(ly, i)] = x[at(lx, i)]; }
+// Element i of `src` (any layout) to element i of `dst` (any non-overlapping layout),
+// converted: floats to integers truncate toward zero (as Rust's `as`), anything to bool is
+// "not zero".
+template <typename S, typename D>
+__device__ void copy_body(const S* x, const Lay& lx, D* y, const Lay& ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = (D)x[at(lx, i)]; }
 }
-extern "C" __global__ void copy_i64(const i64* x, Lay lx, i64* y, Lay ly, i64 n) {
-    GRID_STRIDE(i, n) { y[at(ly, i)] = x[at(lx, i)]; }
+template <typename S>
+__device__ void to_bool_body(const S* x, const Lay& lx, u8* y, const Lay& ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = x[at(lx, i)] != (S)0; }
 }
-extern "C" __global__ void copy_u8(const u8* x, Lay lx, u8* y, Lay ly, i64 n) {
-    GRID_STRIDE(i, n) { y[at(ly, i)] = x[at(lx, i)]; }
+__device__ __forceinline__ i64 f32_to_i64(float v) {
+    // NaN to 0 and saturation at the ends, as Rust's `as`.
+    if (v != v) return 0;
+    if (v >= 9.2233720368547758e18f) return 0x7fffffffffffffffLL;
+    if (v <= -9.2233720368547758e18f) return (i64)0x8000000000000000ULL;
+    return (i64)v;
 }
-extern "C" __global__ void cast_u8_f32(const u8* x, Lay lx, float* y, Lay ly, i64 n) {
-    GRID_STRIDE(i, n) { y[at(ly, i)] = x[at(lx, i)] ? 1.0f : 0.0f; }
+extern "C" __global__ void copy_f32(const float* x, Lay lx, float* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
+extern "C" __global__ void copy_i64(const i64* x, Lay lx, i64* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
+extern "C" __global__ void copy_u8(const u8* x, Lay lx, u8* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
+extern "C" __global__ void cast_u8_f32(const u8* x, Lay lx, float* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
+extern "C" __global__ void cast_i64_f32(const i64* x, Lay lx, float* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
+extern "C" __global__ void cast_u8_i64(const u8* x, Lay lx, i64* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
+extern "C" __global__ void cast_f32_i64(const float* x, Lay lx, i64* y, Lay ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = f32_to_i64(x[at(lx, i)]); }
 }
-extern "C" __global__ void cast_i64_f32(const i64* x, Lay lx, float* y, Lay ly, i64 n) {
-    GRID_STRIDE(i, n) { y[at(ly, i)] = (float)x[at(lx, i)]; }
-}
+extern "C" __global__ void cast_f32_bool(const float* x, Lay lx, u8* y, Lay ly, i64 n) { to_bool_body(x, lx, y, ly, n); }
+extern "C" __global__ void cast_i64_bool(const i64* x, Lay lx, u8* y, Lay ly, i64 n) { to_bool_body(x, lx, y, ly, n); }
 
 extern "C" __global__ void fill_f32(float* y, Lay ly, float v, i64 n) {
     GRID_STRIDE(i, n) { y[at(ly, i)] = v; }

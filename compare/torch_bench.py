@@ -1,0 +1,185 @@
+"""The benchmark workloads of `eddy bench` written for PyTorch, printing the same JSON object.
+
+    python3 compare/torch_bench.py --device cuda [--only KEY,...]
+
+Each workload mirrors its Eddy twin in src/bench.rs: the same shapes, iteration counts, sync
+points and medians, so the two JSON objects can be read side by side on one host.
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def reps(n, f, warm=1):
+    for _ in range(warm):
+        f()
+    return [f() for _ in range(n)]
+
+
+def dispatch_small(dev):
+    x = torch.ones(16, device=dev)
+
+    def one():
+        y = torch.zeros(16, device=dev)
+        sync(dev)
+        t = time.perf_counter()
+        for _ in range(10_000):
+            y = y + x
+        sync(dev)
+        ns = (time.perf_counter() - t) * 1e9 / 10_000
+        assert y[0].item() == 10_000.0
+        return ns
+
+    return reps(7, one)
+
+
+def dispatch_mixed(dev):
+    x = torch.full((64,), 1.0 / 64.0, device=dev)
+
+    def one():
+        y = torch.ones(64, device=dev)
+        sync(dev)
+        t = time.perf_counter()
+        for _ in range(2_500):
+            y = y + x
+            y = y * x
+            y = torch.relu(y)
+            y = y.sum().expand(64)
+        sync(dev)
+        return (time.perf_counter() - t) * 1e9 / 10_000
+
+    return reps(7, one)
+
+
+def add_large(dev):
+    n = 16 << 20
+    a = torch.rand(n, device=dev)
+    b = torch.rand(n, device=dev)
+    c = a + b
+    sync(dev)
+
+    def one():
+        nonlocal c
+        t = time.perf_counter()
+        for _ in range(10):
+            c = a + b
+        sync(dev)
+        return 3.0 * n * 4 * 10 / (time.perf_counter() - t) / 1e9
+
+    return reps(7, one, warm=2)
+
+
+def matmul(dev, n):
+    a = torch.randn(n, n, device=dev)
+    b = torch.randn(n, n, device=dev)
+    (a @ b)
+    sync(dev)
+    t = time.perf_counter()
+    (a @ b)
+    sync(dev)
+    iters = max(1, min(10_000, int(0.25 / max(time.perf_counter() - t, 1e-6))))
+
+    def one():
+        t = time.perf_counter()
+        for _ in range(iters):
+            c = a @ b
+        sync(dev)
+        return 2.0 * n**3 * iters / (time.perf_counter() - t) / 1e9
+
+    return reps(7, one)
+
+
+def mlp(dev):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(784, 512), torch.nn.ReLU(),
+        torch.nn.Linear(512, 512), torch.nn.ReLU(),
+        torch.nn.Linear(512, 10),
+    ).to(dev)
+
+
+def mlp_train(dev):
+    model = mlp(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(128, 784, device=dev)
+    y = torch.randint(0, 10, (128,), device=dev)
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(5):
+        step().item()
+    times = []
+    first = last = None
+    for i in range(50):
+        t = time.perf_counter()
+        v = step().item()
+        times.append((time.perf_counter() - t) * 1e3)
+        first = v if i == 0 else first
+        last = v
+    return times, first, last
+
+
+def mlp_infer(dev):
+    model = mlp(dev)
+    x = torch.randn(1, 784, device=dev)
+
+    def one():
+        with torch.no_grad():
+            t = time.perf_counter()
+            for _ in range(300):
+                model(x)
+                sync(dev)
+            return (time.perf_counter() - t) * 1e6 / 300
+
+    return reps(7, one)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--only", default="")
+    a = p.parse_args()
+    dev = torch.device(a.device)
+    only = [k for k in a.only.split(",") if k]
+    want = lambda k: not only or k in only
+    samples = {}
+    if want("dispatch_small_ns_per_op"):
+        samples["dispatch_small_ns_per_op"] = dispatch_small(dev)
+    if want("dispatch_mixed_ns_per_op"):
+        samples["dispatch_mixed_ns_per_op"] = dispatch_mixed(dev)
+    if want("add_large_gbps"):
+        samples["add_large_gbps"] = add_large(dev)
+    for n in (256, 512, 1024):
+        if want(f"matmul_{n}_gflops"):
+            samples[f"matmul_{n}_gflops"] = matmul(dev, n)
+    if want("mlp_train_ms_per_step"):
+        times, first, last = mlp_train(dev)
+        samples["mlp_train_ms_per_step"] = times
+        samples["mlp_train_loss_first"] = [first]
+        samples["mlp_train_loss_last"] = [last]
+    if want("mlp_infer_us_per_fwd"):
+        samples["mlp_infer_us_per_fwd"] = mlp_infer(dev)
+    metrics = {k: statistics.median(v) for k, v in samples.items()}
+    print(json.dumps({
+        "metrics": metrics,
+        "samples": samples,
+        "meta": {"framework": f"torch {torch.__version__}", "device": str(dev)},
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+//! Copies and casts on the device, fills, and transfers between host and device.
+
+use super::{arg, dev_layout, numel};
+use crate::cuda::launch::{CudaKernel, Launch, dptr};
+use crate::random::{Distribution, mantissa_digits, random_value};
+use crate::{DType, Elem, FnKernel, Layout};
+use cudarc::driver::result;
+use eddy_vm::instruction::Kernel;
+use eddy_vm::stream::cuda::CudaDevice;
+use eddy_vm::{Blob, Counted};
+
+/// Element i of `src` to element i of `dst` on the device: the same dtype (f32, i64, bool,
+/// u8), or a cast among f32, i64 and bool (u8 to f32 and i64 too).
+pub fn copy(
+    src: Layout,
+    src_dtype: DType,
+    dst: Layout,
+    dst_dtype: DType,
+) -> Option<impl Kernel + use<>> {
+    use DType::*;
+    let name = match (src_dtype, dst_dtype) {
+        (F32, F32) => "copy_f32",
+        (I64, I64) => "copy_i64",
+        (Bool, Bool) | (U8, U8) => "copy_u8",
+        (Bool, F32) | (U8, F32) => "cast_u8_f32",
+        (I64, F32) => "cast_i64_f32",
+        (Bool, I64) | (U8, I64) => "cast_u8_i64",
+        (F32, I64) => "cast_f32_i64",
+        (F32, Bool) => "cast_f32_bool",
+        (I64, Bool) => "cast_i64_bool",
+        _ => return None,
+    };
+    Some(CudaKernel::new(
+        "copy",
+        move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let n = src.numel();
+            let (mut x, mut y) = (dptr::<u8>(&ins[0], 0), dptr::<u8>(&outs[0], 0));
+            let (mut dx, mut dy) = (dev_layout(&src)?, dev_layout(&dst)?);
+            let mut n64 = n as i64;
+            l.elementwise(
+                name,
+                n,
+                &mut [
+                    arg(&mut x),
+                    arg(&mut dx),
+                    arg(&mut y),
+                    arg(&mut dy),
+                    arg(&mut n64),
+                ],
+            )
+        },
+    ))
+}
+
+/// Fills the elements of output 0 that `layout` covers with `value` (f32, i64, bool, u8).
+pub fn fill(dtype: DType, layout: Layout, value: f64) -> Option<impl Kernel + use<>> {
+    let name = match dtype {
+        DType::F32 => "fill_f32",
+        DType::I64 => "fill_i64",
+        DType::Bool | DType::U8 => "fill_u8",
+        _ => return None,
+    };
+    Some(CudaKernel::new(
+        "fill",
+        move |l: &Launch<'_>, _: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let n = layout.numel();
+            let mut y = dptr::<u8>(&outs[0], 0);
+            let mut dl = dev_layout(&layout)?;
+            let mut n64 = n as i64;
+            let (mut vf, mut vi, mut vb) = (value as f32, value as i64, (value != 0.0) as u8);
+            let v = match dtype {
+                DType::F32 => arg(&mut vf),
+                DType::I64 => arg(&mut vi),
+                _ => arg(&mut vb),
+            };
+            l.elementwise(name, n, &mut [arg(&mut y), arg(&mut dl), v, arg(&mut n64)])
+        },
+    ))
+}
+
+/// Copies `bytes` (the storage of a contiguous tensor) into output `out`, on the stream.
+fn upload_bytes(l: &Launch<'_>, out: &Blob, bytes: &[u8]) -> Result<(), String> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: the destination is `out`'s device memory, at least `bytes.len()` long (the
+    // tensor's size); the host source is pageable, so the driver stages it before returning
+    // and `bytes` may go when this returns.
+    unsafe { result::memcpy_htod_async(dptr::<u8>(out, 0), bytes, l.stream()) }
+        .map_err(|e| format!("host to device copy: {e}"))
+}
+
+/// Host values to device memory: output 0 gets `bytes`, copied on the stream.
+fn upload(name: &'static str, bytes: Vec<u8>) -> impl Kernel {
+    CudaKernel::new(
+        name,
+        move |l: &Launch<'_>, _: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            upload_bytes(l, &outs[0], &bytes)
+        },
+    )
+}
+
+/// The storage bytes of host values.
+fn storage_bytes<T: Elem>(data: &[T]) -> Vec<u8> {
+    if T::DTYPE == DType::Bool {
+        return data.iter().map(|v| (v.to_f64() != 0.0) as u8).collect();
+    }
+    // SAFETY: `T` is a plain element type; its bytes are read as they are stored.
+    unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
+        .to_vec()
+}
+
+/// `data` into a contiguous output 0 on the device.
+pub fn from_host<T: Elem>(data: Vec<T>) -> impl Kernel {
+    upload("from_vec", storage_bytes(&data))
+}
+
+/// Values `f(i)` computed on the host, in `dtype`, uploaded.
+fn host_values(dtype: DType, n: usize, f: impl Fn(usize) -> f64) -> Vec<u8> {
+    crate::dispatch!(dtype, T => {
+        let v: Vec<T> = (0..n).map(|i| T::from_f64(f(i))).collect();
+        storage_bytes(&v)
+    })
+}
+
+/// `f(i)` into element i of output 0 (arange, linspace, eye, a dropout mask): computed on the
+/// host, exactly as on a CPU device, and uploaded.
+pub fn generate(
+    name: &'static str,
+    dtype: DType,
+    f: impl Fn(usize) -> f64 + Send + Sync + 'static,
+) -> impl Kernel {
+    CudaKernel::new(
+        name,
+        move |l: &Launch<'_>, _: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let n = numel(&outs[0], dtype.size_in_bytes().max(1));
+            upload_bytes(l, &outs[0], &host_values(dtype, n, &f))
+        },
+    )
+}
+
+/// Random values of `dist`: the same counter-based values as on a CPU device, uploaded.
+pub fn random(dtype: DType, dist: Distribution, seed: u64, offset: u64) -> impl Kernel {
+    let digits = mantissa_digits(dtype);
+    generate("rand", dtype, move |i| {
+        random_value(dist, seed, offset, i, digits)
+    })
+}
+
+/// A contiguous device tensor (input 0, `src` a contiguous layout) to host memory (output 0,
+/// contiguous), as a CPU kernel: the engine runs it after the device's writes of the source
+/// have completed (the event a host consumer waits for), on the destination's CPU stream.
+pub fn download(ordinal: u32, dtype: DType, src: Layout) -> impl Kernel {
+    FnKernel::new(
+        "to_device",
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let device =
+                CudaDevice::opened(ordinal).ok_or_else(|| format!("cuda:{ordinal} is not open"))?;
+            device.bind().map_err(|e| e.to_string())?;
+            let size = dtype.size_in_bytes();
+            let bytes = src.numel() * size;
+            if bytes == 0 {
+                return Ok(());
+            }
+            // SAFETY: output 0 is this instruction's fresh host blob of `bytes`; the engine gives
+            // the kernel exclusive access to it.
+            let out = unsafe { outs[0].bytes_mut() };
+            // SAFETY: the source range is inside input 0's device memory (its layout is contiguous
+            // from `offset`); the engine ordered this copy after the device finished writing it.
+            unsafe {
+                result::memcpy_dtoh_sync(&mut out[..bytes], dptr::<u8>(&ins[0], src.offset * size))
+            }
+            .map_err(|e| format!("device to host copy: {e}"))
+        },
+    )
+}
+
+/// A contiguous host tensor (input 0 from `offset` elements) to device memory (output 0), on
+/// the device's stream.
+pub fn upload_tensor(dtype: DType, src: Layout) -> impl Kernel {
+    CudaKernel::new(
+        "to_device",
+        move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let size = dtype.size_in_bytes();
+            let bytes = src.numel() * size;
+            if bytes == 0 {
+                return Ok(());
+            }
+            // SAFETY: input 0 is a host blob the engine keeps readable during this instruction,
+            // holding at least `offset + numel` elements.
+            let host = unsafe { ins[0].bytes_ref() };
+            let from = src.offset * size;
+            // SAFETY: output 0's device memory holds `bytes`; the host range is pageable, so the
+            // driver has copied it out before this returns.
+            unsafe {
+                result::memcpy_htod_async(
+                    dptr::<u8>(&outs[0], 0),
+                    &host[from..from + bytes],
+                    l.stream(),
+                )
+            }
+            .map_err(|e| format!("host to device copy: {e}"))
+        },
+    )
+}

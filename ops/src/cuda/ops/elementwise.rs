@@ -1,0 +1,293 @@
+//! Elementwise kernels: unary and binary maps, in-place updates, comparisons, `where`.
+
+use super::{arg, dev_lay, dev_layout, numel};
+use crate::cuda::launch::{CudaKernel, Launch, dptr};
+use crate::elementwise::{BinaryOp, CmpOp, UnaryOp};
+use crate::{DType, Lay, Layout};
+use eddy_vm::instruction::Kernel;
+use eddy_vm::{Blob, Counted};
+
+/// The kernel's code for a unary op and its two scalars (`kernels.cu`'s `unary_op`).
+fn unary_code(op: UnaryOp) -> Option<(i32, f32, f32)> {
+    use UnaryOp::*;
+    Some(match op {
+        Neg => (0, 0.0, 0.0),
+        Abs => (1, 0.0, 0.0),
+        Exp => (2, 0.0, 0.0),
+        Log => (3, 0.0, 0.0),
+        Sqrt => (4, 0.0, 0.0),
+        Rsqrt => (5, 0.0, 0.0),
+        Sin => (6, 0.0, 0.0),
+        Cos => (7, 0.0, 0.0),
+        Tanh => (8, 0.0, 0.0),
+        Sigmoid => (9, 0.0, 0.0),
+        Relu => (10, 0.0, 0.0),
+        Gelu => (11, 0.0, 0.0),
+        Silu => (12, 0.0, 0.0),
+        Recip => (13, 0.0, 0.0),
+        Square => (14, 0.0, 0.0),
+        Sign => (15, 0.0, 0.0),
+        GeluGrad => (16, 0.0, 0.0),
+        SiluGrad => (17, 0.0, 0.0),
+        AddScalar(c) => (18, c as f32, 0.0),
+        MulScalar(c) => (19, c as f32, 0.0),
+        DivScalar(c) => (20, c as f32, 0.0),
+        RSubScalar(c) => (21, c as f32, 0.0),
+        RDivScalar(c) => (22, c as f32, 0.0),
+        PowScalar(c) => (23, c as f32, 0.0),
+        RPowScalar(c) => (24, c as f32, 0.0),
+        Clamp(lo, hi) => (25, lo as f32, hi as f32),
+        Floor => (26, 0.0, 0.0),
+        Ceil => (27, 0.0, 0.0),
+        Round => (28, 0.0, 0.0),
+        Trunc => (29, 0.0, 0.0),
+        Log1p => (30, 0.0, 0.0),
+        Expm1 => (31, 0.0, 0.0),
+        Log2 => (32, 0.0, 0.0),
+        Log10 => (33, 0.0, 0.0),
+        Tan => (34, 0.0, 0.0),
+        Atan => (35, 0.0, 0.0),
+        Erf => (36, 0.0, 0.0),
+        LeakyRelu(s) => (37, s as f32, 0.0),
+        Elu(a) => (38, a as f32, 0.0),
+        Softplus(b, t) => (39, b as f32, t as f32),
+    })
+}
+
+fn binary_code(op: BinaryOp) -> i32 {
+    match op {
+        BinaryOp::Add => 0,
+        BinaryOp::Sub => 1,
+        BinaryOp::Mul => 2,
+        BinaryOp::Div => 3,
+        BinaryOp::Pow => 4,
+        BinaryOp::Maximum => 5,
+        BinaryOp::Minimum => 6,
+        BinaryOp::ReluBackward => 7,
+    }
+}
+
+/// `out = op(x)`: f32, or i64 for the ops that keep integers (negation, absolute value,
+/// square, sign, integral scalar add, multiply and reverse subtract, clamp), wrapping as on the
+/// CPU.
+pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> Option<impl Kernel + use<>> {
+    use crate::device::Either;
+    match dtype {
+        DType::F32 => unary_f32(op, la).map(Either::Cpu),
+        DType::I64 => unary_i64(op, la).map(Either::Cuda),
+        _ => None,
+    }
+}
+
+/// [`unary`] on i64.
+fn unary_i64(op: UnaryOp, la: Lay) -> Option<impl Kernel + use<>> {
+    use UnaryOp::*;
+    let whole = |v: f64| (v.fract() == 0.0 && v.abs() < 9.2e18).then_some(v as i64);
+    let (code, c, d) = match op {
+        Neg => (0, 0, 0),
+        Abs => (1, 0, 0),
+        Square => (14, 0, 0),
+        Sign => (15, 0, 0),
+        AddScalar(c) => (18, whole(c)?, 0),
+        MulScalar(c) => (19, whole(c)?, 0),
+        RSubScalar(c) => (21, whole(c)?, 0),
+        Clamp(lo, hi) => (
+            25,
+            if lo == f64::NEG_INFINITY {
+                i64::MIN
+            } else {
+                whole(lo)?
+            },
+            if hi == f64::INFINITY {
+                i64::MAX
+            } else {
+                whole(hi)?
+            },
+        ),
+        _ => return None,
+    };
+    Some(CudaKernel::new(
+        op.name(),
+        move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let n = numel(&outs[0], 8);
+            let (mut code, mut c, mut d) = (code, c, d);
+            let mut lx = dev_lay(&la, n)?;
+            let (mut x, mut y, mut n64) =
+                (dptr::<i64>(&ins[0], 0), dptr::<i64>(&outs[0], 0), n as i64);
+            l.elementwise(
+                "unary_i64",
+                n,
+                &mut [
+                    arg(&mut code),
+                    arg(&mut c),
+                    arg(&mut d),
+                    arg(&mut x),
+                    arg(&mut lx),
+                    arg(&mut y),
+                    arg(&mut n64),
+                ],
+            )
+        },
+    ))
+}
+
+/// [`unary`] on f32.
+fn unary_f32(op: UnaryOp, la: Lay) -> Option<impl Kernel + use<>> {
+    let (code, c, d) = unary_code(op)?;
+    Some({
+        CudaKernel::new(
+            op.name(),
+            move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+                let n = numel(&outs[0], 4);
+                let (mut code, mut c, mut d) = (code, c, d);
+                let mut lx = dev_lay(&la, n)?;
+                let (mut x, mut y, mut n64) =
+                    (dptr::<f32>(&ins[0], 0), dptr::<f32>(&outs[0], 0), n as i64);
+                l.elementwise(
+                    "unary_f32",
+                    n,
+                    &mut [
+                        arg(&mut code),
+                        arg(&mut c),
+                        arg(&mut d),
+                        arg(&mut x),
+                        arg(&mut lx),
+                        arg(&mut y),
+                        arg(&mut n64),
+                    ],
+                )
+            },
+        )
+    })
+}
+
+/// `out = a op b`, f32.
+pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel + use<>> {
+    (dtype == DType::F32).then(|| {
+        CudaKernel::new(
+            op.name(),
+            move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+                let n = numel(&outs[0], 4);
+                let mut code = binary_code(op);
+                let (mut a, mut b) = (dptr::<f32>(&ins[0], 0), dptr::<f32>(&ins[1], 0));
+                let (mut da, mut db) = (dev_lay(&la, n)?, dev_lay(&lb, n)?);
+                let (mut y, mut n64) = (dptr::<f32>(&outs[0], 0), n as i64);
+                l.elementwise(
+                    "binary_f32",
+                    n,
+                    &mut [
+                        arg(&mut code),
+                        arg(&mut a),
+                        arg(&mut da),
+                        arg(&mut b),
+                        arg(&mut db),
+                        arg(&mut y),
+                        arg(&mut n64),
+                    ],
+                )
+            },
+        )
+    })
+}
+
+/// `out op= alpha * x` in place, f32.
+pub fn binary_inplace(
+    op: BinaryOp,
+    dtype: DType,
+    lo: Layout,
+    lx: Layout,
+    alpha: f64,
+) -> Option<impl Kernel + use<>> {
+    (dtype == DType::F32).then(|| {
+        CudaKernel::new(
+            op.name(),
+            move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+                let n = lo.numel();
+                let mut code = binary_code(op);
+                let (mut o, mut x) = (dptr::<f32>(&outs[0], 0), dptr::<f32>(&ins[0], 0));
+                let (mut dlo, mut dlx) = (dev_layout(&lo)?, dev_layout(&lx)?);
+                let (mut alpha, mut n64) = (alpha as f32, n as i64);
+                l.elementwise(
+                    "binary_inplace_f32",
+                    n,
+                    &mut [
+                        arg(&mut code),
+                        arg(&mut o),
+                        arg(&mut dlo),
+                        arg(&mut x),
+                        arg(&mut dlx),
+                        arg(&mut alpha),
+                        arg(&mut n64),
+                    ],
+                )
+            },
+        )
+    })
+}
+
+/// `out = a cmp b` as bool, f32 or i64 operands.
+pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel + use<>> {
+    let name = match dtype {
+        DType::F32 => "compare_f32",
+        DType::I64 => "compare_i64",
+        _ => return None,
+    };
+    let code = op as i32;
+    Some(CudaKernel::new(
+        op.name(),
+        move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let n = numel(&outs[0], 1);
+            let mut code = code;
+            let (mut a, mut b) = (dptr::<u8>(&ins[0], 0), dptr::<u8>(&ins[1], 0));
+            let (mut da, mut db) = (dev_lay(&la, n)?, dev_lay(&lb, n)?);
+            let (mut y, mut n64) = (dptr::<u8>(&outs[0], 0), n as i64);
+            l.elementwise(
+                name,
+                n,
+                &mut [
+                    arg(&mut code),
+                    arg(&mut a),
+                    arg(&mut da),
+                    arg(&mut b),
+                    arg(&mut db),
+                    arg(&mut y),
+                    arg(&mut n64),
+                ],
+            )
+        },
+    ))
+}
+
+/// `out = cond ? a : b`, f32.
+pub fn where_(dtype: DType, lc: Layout, la: Layout, lb: Layout) -> Option<impl Kernel + use<>> {
+    (dtype == DType::F32).then(|| {
+        CudaKernel::new(
+            "where",
+            move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+                let n = numel(&outs[0], 4);
+                let (mut c, mut a, mut b) = (
+                    dptr::<u8>(&ins[0], 0),
+                    dptr::<f32>(&ins[1], 0),
+                    dptr::<f32>(&ins[2], 0),
+                );
+                let (mut dc, mut da, mut db) =
+                    (dev_layout(&lc)?, dev_layout(&la)?, dev_layout(&lb)?);
+                let (mut y, mut n64) = (dptr::<f32>(&outs[0], 0), n as i64);
+                l.elementwise(
+                    "where_f32",
+                    n,
+                    &mut [
+                        arg(&mut c),
+                        arg(&mut dc),
+                        arg(&mut a),
+                        arg(&mut da),
+                        arg(&mut b),
+                        arg(&mut db),
+                        arg(&mut y),
+                        arg(&mut n64),
+                    ],
+                )
+            },
+        )
+    })
+}

@@ -1,0 +1,42 @@
+//! The CUDA kernels of each op family, as the op layer asks for them: one module per family,
+//! the argument helpers here.
+
+mod copy;
+mod elementwise;
+mod index;
+mod linalg;
+mod reduce;
+
+pub use copy::{copy, download, fill, from_host, generate, random, upload_tensor};
+pub use elementwise::{binary, binary_inplace, compare, unary, where_};
+pub use index::{gather, index_add, index_select, scatter_add};
+pub use linalg::{matmul, matmul_bias};
+pub use reduce::{reduce, softmax, sum_leading};
+
+use super::launch::DevLay;
+use crate::{Lay, Layout};
+use eddy_vm::Blob;
+use std::ffi::c_void;
+
+/// A pointer to one kernel argument.
+pub(super) fn arg<T>(x: &mut T) -> *mut c_void {
+    (x as *mut T).cast()
+}
+
+/// `la` over an output of `n` elements.
+pub(super) fn dev_lay(la: &Lay, n: usize) -> Result<DevLay, String> {
+    match la {
+        Lay::Dense(off) => Ok(DevLay::flat(*off, n, 1)),
+        Lay::Splat(off) => Ok(DevLay::flat(*off, n, 0)),
+        Lay::Strided(l) => DevLay::of(l).ok_or_else(|| "more than 8 dims".to_string()),
+    }
+}
+
+pub(super) fn dev_layout(l: &Layout) -> Result<DevLay, String> {
+    DevLay::of(l).ok_or_else(|| "more than 8 dims".to_string())
+}
+
+/// How many elements of `elem` bytes `b` holds.
+pub(super) fn numel(b: &Blob, elem: usize) -> usize {
+    b.bytes() / elem
+}

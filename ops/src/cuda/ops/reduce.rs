@@ -1,0 +1,119 @@
+//! Reductions over trailing runs and row-wise softmax.
+
+use super::{arg, dev_layout};
+use crate::cuda::launch::{CudaKernel, Launch, dptr};
+use crate::reduce::ReduceOp;
+use crate::{DType, Layout};
+use eddy_vm::instruction::Kernel;
+use eddy_vm::{Blob, Counted};
+
+/// Reductions of runs of `r` elements of `la` (the reduced dims permuted last), f32.
+pub fn reduce(op: ReduceOp, dtype: DType, la: Layout, r: usize) -> Option<impl Kernel + use<>> {
+    if dtype != DType::F32 {
+        return None;
+    }
+    let (name, code) = match op {
+        ReduceOp::Sum => ("reduce_f32", 0),
+        ReduceOp::Mean => ("reduce_f32", 1),
+        ReduceOp::Prod => ("reduce_f32", 2),
+        ReduceOp::Max => ("reduce_f32", 3),
+        ReduceOp::Min => ("reduce_f32", 4),
+        ReduceOp::ArgMax => ("argreduce_f32", 0),
+        ReduceOp::ArgMin => ("argreduce_f32", 1),
+    };
+    Some(reduce_kernel(op.name(), name, code, la, r))
+}
+
+fn reduce_kernel(
+    op: &'static str,
+    name: &'static str,
+    code: i32,
+    la: Layout,
+    r: usize,
+) -> impl Kernel {
+    CudaKernel::new(
+        op,
+        move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let nout = la.numel().checked_div(r).unwrap_or(0);
+            if nout == 0 {
+                return Ok(());
+            }
+            let mut code = code;
+            let mut x = dptr::<f32>(&ins[0], 0);
+            let mut dl = dev_layout(&la)?;
+            let (mut y, mut nout64, mut r64) = (dptr::<u8>(&outs[0], 0), nout as i64, r as i64);
+            let params = &mut [
+                arg(&mut code),
+                arg(&mut x),
+                arg(&mut dl),
+                arg(&mut y),
+                arg(&mut nout64),
+                arg(&mut r64),
+            ];
+            if name == "reduce_f32" {
+                // One warp per output.
+                let block = 256u32;
+                let grid = (nout * 32).div_ceil(block as usize) as u32;
+                l.grid(name, grid, block, 0, params)
+            } else {
+                l.elementwise(name, nout, params)
+            }
+        },
+    )
+}
+
+/// Sums the leading `rows` rows of a dense `[rows, cols]` f32 input from `offset`.
+pub fn sum_leading(
+    dtype: DType,
+    offset: usize,
+    rows: usize,
+    cols: usize,
+) -> Option<impl Kernel + use<>> {
+    if dtype != DType::F32 {
+        return None;
+    }
+    // Output j sums elements j, j + cols, …: the layout [cols, rows] with strides [1, cols].
+    let mut l = Layout::contiguous([cols, rows]);
+    l.strides = [1, cols].into_iter().collect();
+    l.offset = offset;
+    Some(reduce_kernel("sum", "reduce_f32", 0, l, rows))
+}
+
+/// Softmax or log-softmax over the last dim of a dense `[rows, cols]` f32 input.
+pub fn softmax(
+    dtype: DType,
+    offset: usize,
+    rows: usize,
+    cols: usize,
+    log: bool,
+) -> Option<impl Kernel + use<>> {
+    (dtype == DType::F32).then(|| {
+        let op = if log { "log_softmax" } else { "softmax" };
+        CudaKernel::new(
+            op,
+            move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+                let (mut x, mut off, mut y) = (
+                    dptr::<f32>(&ins[0], 0),
+                    offset as i64,
+                    dptr::<f32>(&outs[0], 0),
+                );
+                let (mut rows64, mut cols64, mut lg) = (rows as i64, cols as i64, log as i32);
+                let block = 256u32;
+                l.grid(
+                    "softmax_f32",
+                    rows as u32,
+                    block,
+                    block * 4,
+                    &mut [
+                        arg(&mut x),
+                        arg(&mut off),
+                        arg(&mut y),
+                        arg(&mut rows64),
+                        arg(&mut cols64),
+                        arg(&mut lg),
+                    ],
+                )
+            },
+        )
+    })
+}
