@@ -261,15 +261,19 @@ fn device_errors_are_typed_and_name_the_op() {
 /// back; every CPU device has every kernel.
 #[test]
 fn an_op_without_a_kernel_for_the_device_is_unsupported() {
-    use eddy::ops::{DType as D, Lay, device, elementwise};
+    use eddy::ops::{DType as D, Lay, Layout, device, elementwise, sort};
+    // A device with no kernels at all, and an op CUDA has no kernel for (with or without the
+    // `cuda` feature).
     let k = elementwise::binary(
-        Device::Cuda(0),
+        Device::Test(0),
         elementwise::BinaryOp::Mul,
         D::F32,
         Lay::Dense(0),
         Lay::Dense(0),
     );
     assert!(k.is_none());
+    let l = Layout::contiguous([2, 3]);
+    assert!(sort::sort(Device::Cuda(0), D::F32, l.clone(), l, false).is_none());
     let e = device::unsupported("mul", Device::Cuda(0));
     assert_eq!(
         e,

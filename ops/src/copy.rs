@@ -46,7 +46,7 @@ pub fn copy(
 /// use eddy_ops::{copy::transfer, DType, Device, Layout};
 /// let l = Layout::contiguous([2, 3]);
 /// assert!(transfer(Device::Cpu(0), Device::Cpu(1), DType::F32, l.clone()).is_some());
-/// assert!(transfer(Device::Cpu(0), Device::Cuda(0), DType::F32, l).is_none());
+/// assert!(transfer(Device::Cpu(0), Device::Test(0), DType::F32, l).is_none());
 /// ```
 pub fn transfer(
     from: Device,

@@ -190,7 +190,7 @@ pub fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
 /// ```
 /// use eddy_ops::{elementwise::{unary, UnaryOp}, DType, Device, Lay};
 /// assert!(unary(Device::Cpu(1), UnaryOp::Exp, DType::F32, Lay::Dense(0)).is_some());
-/// assert!(unary(Device::Cuda(0), UnaryOp::Exp, DType::F32, Lay::Dense(0)).is_none());
+/// assert!(unary(Device::Test(0), UnaryOp::Exp, DType::F32, Lay::Dense(0)).is_none());
 /// ```
 #[inline(always)]
 pub fn unary(device: Device, op: UnaryOp, dtype: DType, la: Lay) -> Option<impl Kernel + use<>> {
