@@ -106,16 +106,33 @@ fn unary_i64(op: UnaryOp, la: Lay) -> Option<impl Kernel + use<>> {
         ),
         _ => return None,
     };
-    Some(CudaKernel::new(
-        op.name(),
+    Some(unary_kernel(op.name(), "unary_i64", 8, (code, c, d), la))
+}
+
+/// [`unary`] on f32.
+fn unary_f32(op: UnaryOp, la: Lay) -> Option<impl Kernel + use<>> {
+    Some(unary_kernel(op.name(), "unary_f32", 4, unary_code(op)?, la))
+}
+
+/// A launch of the unary kernel `kernel` (`(op code, c, d)` its first three arguments, then
+/// the input, its layout, the output and the count) over elements of `elem` bytes.
+fn unary_kernel<C: Copy + Send + 'static>(
+    name: &'static str,
+    kernel: &'static str,
+    elem: usize,
+    (code, c, d): (i32, C, C),
+    la: Lay,
+) -> impl Kernel {
+    CudaKernel::new(
+        name,
         move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-            let n = numel(&outs[0], 8);
+            let n = numel(&outs[0], elem);
             let (mut code, mut c, mut d) = (code, c, d);
             let mut lx = dev_lay(&la, n)?;
             let (mut x, mut y, mut n64) =
-                (dptr::<i64>(&ins[0], 0), dptr::<i64>(&outs[0], 0), n as i64);
+                (dptr::<u8>(&ins[0], 0), dptr::<u8>(&outs[0], 0), n as i64);
             l.elementwise(
-                "unary_i64",
+                kernel,
                 n,
                 &mut [
                     arg(&mut code),
@@ -128,37 +145,7 @@ fn unary_i64(op: UnaryOp, la: Lay) -> Option<impl Kernel + use<>> {
                 ],
             )
         },
-    ))
-}
-
-/// [`unary`] on f32.
-fn unary_f32(op: UnaryOp, la: Lay) -> Option<impl Kernel + use<>> {
-    let (code, c, d) = unary_code(op)?;
-    Some({
-        CudaKernel::new(
-            op.name(),
-            move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-                let n = numel(&outs[0], 4);
-                let (mut code, mut c, mut d) = (code, c, d);
-                let mut lx = dev_lay(&la, n)?;
-                let (mut x, mut y, mut n64) =
-                    (dptr::<f32>(&ins[0], 0), dptr::<f32>(&outs[0], 0), n as i64);
-                l.elementwise(
-                    "unary_f32",
-                    n,
-                    &mut [
-                        arg(&mut code),
-                        arg(&mut c),
-                        arg(&mut d),
-                        arg(&mut x),
-                        arg(&mut lx),
-                        arg(&mut y),
-                        arg(&mut n64),
-                    ],
-                )
-            },
-        )
-    })
+    )
 }
 
 /// `out = a op b`, f32.
