@@ -38,6 +38,37 @@ pub struct IndexDims {
     pub nidx: usize,
 }
 
+impl IndexDims {
+    /// Indexing a tensor of `dims` along dim `d` with `nidx` indices: the values of `dtype`
+    /// from element `offset`, the indices of `idx_dtype` from `idx_offset`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::{index::IndexDims, DType};
+    /// let d = IndexDims::along(&[2, 10, 4], 1, 3, (DType::F32, 0), (DType::I64, 5));
+    /// assert_eq!((d.outer, d.size, d.inner, d.nidx, d.idx_offset), (2, 10, 4, 3, 5));
+    /// ```
+    pub fn along(
+        dims: &[usize],
+        d: usize,
+        nidx: usize,
+        (dtype, offset): (DType, usize),
+        (idx_dtype, idx_offset): (DType, usize),
+    ) -> IndexDims {
+        IndexDims {
+            dtype,
+            idx_dtype,
+            offset,
+            idx_offset,
+            outer: crate::numel_of(&dims[..d]),
+            size: dims[d],
+            inner: crate::numel_of(&dims[d + 1..]),
+            nidx,
+        }
+    }
+}
+
 /// The kernel of `index_select` on `device`.
 ///
 /// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).

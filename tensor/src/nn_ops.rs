@@ -5,7 +5,7 @@
 use crate::{DType, Error, Result, Shape, Tensor};
 use eddy_ops::index::{self as ki, IndexDims};
 use eddy_ops::nn as kn;
-use eddy_ops::{norm_dim, numel_of};
+use eddy_ops::norm_dim;
 
 impl Tensor {
     /// Moves `dim` last and makes the tensor contiguous (for row-wise kernels).
@@ -379,22 +379,15 @@ impl Tensor {
             self.contiguous()?
         };
         let idx = index.contiguous()?;
-        let (outer, size) = (numel_of(&self.dims()[..d]), self.dims()[d]);
-        let inner = numel_of(&self.dims()[d + 1..]);
         let nidx = index.numel();
         let mut shape = self.shape().clone();
         shape.0[d] = nidx;
         let out = self.empty_like_shape(shape, self.dtype())?;
-        let dims = IndexDims {
-            dtype: x.dtype(),
-            idx_dtype: idx.dtype(),
-            offset: x.layout().offset,
-            idx_offset: idx.layout().offset,
-            outer,
-            size,
-            inner,
-            nidx,
-        };
+        let (values, indices) = (
+            (x.dtype(), x.layout().offset),
+            (idx.dtype(), idx.layout().offset),
+        );
+        let dims = IndexDims::along(self.dims(), d, nidx, values, indices);
         let k = kernel!(
             "index_select",
             x.device(),
@@ -420,16 +413,11 @@ impl Tensor {
     fn add_at_index(&self, idx: &Tensor, shape: &Shape, d: usize) -> Result<Tensor> {
         let src = self.contiguous()?;
         let out = self.empty_like_shape(shape.clone(), self.dtype())?;
-        let dims = IndexDims {
-            dtype: src.dtype(),
-            idx_dtype: idx.dtype(),
-            offset: src.layout().offset,
-            idx_offset: idx.layout().offset,
-            outer: numel_of(&shape.dims()[..d]),
-            size: shape.dims()[d],
-            inner: numel_of(&shape.dims()[d + 1..]),
-            nidx: idx.numel(),
-        };
+        let (values, indices) = (
+            (src.dtype(), src.layout().offset),
+            (idx.dtype(), idx.layout().offset),
+        );
+        let dims = IndexDims::along(shape.dims(), d, idx.numel(), values, indices);
         let k = kernel!("index_add", src.device(), ki::index_add(src.device(), dims));
         Tensor::launch(k, &[&src, idx], &[&out])?;
         Ok(out)
