@@ -183,7 +183,7 @@ pub fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
 /// The kernel of `out = op(x)` on `device`: input laid out as `la`, all of `dtype` (see
 /// [`unary_dtype`]).
 ///
-/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`]).
 ///
 /// # Examples
 ///
@@ -204,7 +204,7 @@ pub fn unary(device: Device, op: UnaryOp, dtype: DType, la: Lay) -> Option<impl 
 /// The kernel of `out = a op b` on `device`: operands laid out as `la`, `lb` (already
 /// broadcast to the output's shape), all of `dtype` (see [`binary_dtype`]).
 ///
-/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`]).
 ///
 /// # Examples
 ///
@@ -229,7 +229,7 @@ pub fn binary(
 
 /// The kernel of `out = a cmp b` (a `Bool` output) on `device`, operands of one `dtype`.
 ///
-/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`]).
 ///
 /// # Examples
 ///
@@ -255,7 +255,7 @@ pub fn compare(
 /// The kernel of `out = cond ? a : b` on `device`: layouts broadcast to the output's shape,
 /// `a`, `b` and the output of `dtype`.
 ///
-/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`]).
 ///
 /// # Examples
 ///
@@ -281,7 +281,7 @@ pub fn where_(
 /// The kernel of the in-place `out op= alpha * x` on `device` (`add_`, `mul_`, …): output 0
 /// laid out as `lo` is read and written, input 0 as `lx` broadcast to it.
 ///
-/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`]).
 ///
 /// # Examples
 ///

@@ -4,7 +4,7 @@
 //!
 //! The op-layer modules ([`elementwise`], [`reduce`], [`linalg`], [`nn`], [`index`],
 //! [`sort`], [`copy`]) take a [`Device`] and return that device's kernel, or
-//! [`Error::Unsupported`] where it has none ([`device::choose`]). Kernels live in one module
+//! [`Error::Unsupported`] where it has none ([`device`]). Kernels live in one module
 //! per device ([`cpu`]); they see blobs, layouts and dtypes, never a tensor or the scheduler.
 //! Inference runs on the caller's thread before anything is enqueued.
 //!

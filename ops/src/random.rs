@@ -3,7 +3,7 @@
 
 use crate::DType;
 
-/// The distribution of [`random`].
+/// The distribution of [`copy::random`](crate::copy::random).
 ///
 /// # Examples
 ///

@@ -305,13 +305,15 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
         epochs,
         report.seconds
     );
+    // The memory of the device the model trained on (the engine's summary is `cpu:0`'s).
+    let mem = vm.allocator(device).map_or(s.alloc, |a| a.stats());
     println!(
         "engine: {} instructions ({} fused into others), {} OOM retries, peak memory {} (cached {})",
         s.inserted,
         s.fused,
         s.oom_retries,
-        mib(s.alloc.peak_in_use),
-        mib(s.alloc.cached)
+        mib(mem.peak_in_use),
+        mib(mem.cached)
     );
     plot::training_curve_png(&report.epochs, &plot_path, (960, 400)).map_err(Fail::Run)?;
     println!(

@@ -53,7 +53,7 @@
 /// The op layer's kernel from `$call` (an `Option`), or an early return of
 /// `Error::Unsupported` naming `$op` and `$device` when the device has no kernel for it. A
 /// macro, not a function: the kernel is then never wrapped in a `Result`, whose moves cost
-/// the per-op path (see `eddy_ops::device::choose`).
+/// the per-op path (see `eddy_ops::device`).
 macro_rules! kernel {
     ($op:expr, $device:expr, $call:expr) => {
         match $call {

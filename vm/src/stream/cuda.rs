@@ -250,6 +250,11 @@ impl Drop for CudaStream {
 }
 
 /// The host function an event's record enqueues: wakes the engine.
+///
+/// # Safety
+///
+/// `data` must be a `Box<Arc<dyn Fn() + Send + Sync>>` turned into a raw pointer, passed to
+/// this function exactly once (the driver calls each enqueued host function once).
 unsafe extern "C" fn wake_engine(data: *mut c_void) {
     // SAFETY: `data` is the `Box<Arc<dyn Fn>>` leaked in `record_event`, taken back once.
     let waker: Box<Arc<dyn Fn() + Send + Sync>> = unsafe { Box::from_raw(data.cast()) };
