@@ -145,10 +145,25 @@ impl Scheduler {
         if !self.is_idle() {
             return false;
         }
+        // As a queued barrier does (`run_barriers`): the policies left for the submitting
+        // threads are dropped before the `sync` returns. Without this, a `sync` on an engine
+        // that had just gone idle could return while a released policy still held a blob,
+        // whose memory then outlived its last user handle.
+        let sweep = !self.deferred.is_empty() || !self.shared.deferred_nodes.is_empty();
+        if sweep {
+            // Drop glue is user code: a wait inside it fails with `ReentrantWait`, as on the
+            // scheduler thread, instead of waiting on the scheduler this thread holds.
+            let _scope = crate::exec::EngineScope::enter();
+            self.sweep_deferred();
+        }
         self.next_id += 1;
         self.counts.inserted += 1;
         self.counts.erased += 1;
-        self.publish_counters();
+        if sweep {
+            self.publish_all();
+        } else {
+            self.publish_counters();
+        }
         true
     }
 }
