@@ -6,68 +6,7 @@ use crate::device::{Device, pick};
 use crate::{DType, Layout, cpu};
 use eddy_vm::instruction::Kernel;
 
-/// Where an index op's operands sit: the dtypes of the values and indices and their offsets,
-/// and the `[outer, size, inner]` view of the source around the indexed dim, with `nidx`
-/// indices.
-///
-/// # Examples
-///
-/// ```
-/// use eddy_ops::{index::IndexDims, DType};
-/// let d = IndexDims { dtype: DType::F32, idx_dtype: DType::I64, offset: 0, idx_offset: 0,
-///                     outer: 1, size: 10, inner: 4, nidx: 3 };
-/// assert_eq!(d.size, 10);
-/// ```
-#[derive(Clone, Copy, Debug)]
-pub struct IndexDims {
-    /// The values' dtype.
-    pub dtype: DType,
-    /// The indices' dtype.
-    pub idx_dtype: DType,
-    /// The values' offset in their storage.
-    pub offset: usize,
-    /// The indices' offset in their storage.
-    pub idx_offset: usize,
-    /// The product of the dims before the indexed one.
-    pub outer: usize,
-    /// The indexed dim's size.
-    pub size: usize,
-    /// The product of the dims after it.
-    pub inner: usize,
-    /// How many indices.
-    pub nidx: usize,
-}
-
-impl IndexDims {
-    /// Indexing a tensor of `dims` along dim `d` with `nidx` indices: the values of `dtype`
-    /// from element `offset`, the indices of `idx_dtype` from `idx_offset`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use eddy_ops::{index::IndexDims, DType};
-    /// let d = IndexDims::along(&[2, 10, 4], 1, 3, (DType::F32, 0), (DType::I64, 5));
-    /// assert_eq!((d.outer, d.size, d.inner, d.nidx, d.idx_offset), (2, 10, 4, 3, 5));
-    /// ```
-    pub fn along(
-        dims: &[usize],
-        d: usize,
-        nidx: usize,
-        (dtype, offset): (DType, usize),
-        (idx_dtype, idx_offset): (DType, usize),
-    ) -> IndexDims {
-        IndexDims {
-            dtype,
-            idx_dtype,
-            offset,
-            idx_offset,
-            outer: crate::numel_of(&dims[..d]),
-            size: dims[d],
-            inner: crate::numel_of(&dims[d + 1..]),
-            nidx,
-        }
-    }
-}
+pub use crate::kinds::IndexDims;
 
 /// The kernel of `index_select` on `device`.
 ///

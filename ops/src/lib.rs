@@ -35,6 +35,7 @@ pub mod elementwise;
 mod error;
 pub mod index;
 pub mod kernel;
+mod kinds;
 mod lay;
 pub mod linalg;
 pub mod nn;

@@ -3,54 +3,11 @@
 //! topological order, iteratively, running the backward closures as ordinary tensor ops (so
 //! they are instructions on the engine like the forward pass).
 
-use crate::tensor::Inner;
+use crate::tensor::{Grads, Node};
 use crate::{Error, Result, Tensor};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-
-/// Gradients of an op's inputs, `None` where an input gets none.
-pub(crate) type Grads = Vec<Option<Tensor>>;
-
-/// `backward(grad_of_output, inputs, output)`.
-pub(crate) type BackwardFn =
-    Box<dyn Fn(&Tensor, &[Tensor], &Tensor) -> Result<Grads> + Send + Sync>;
-
-/// What an op's output remembers for backward.
-pub(crate) struct Node {
-    pub(crate) name: &'static str,
-    pub(crate) inputs: Vec<Tensor>,
-    pub(crate) backward: BackwardFn,
-    /// The storages whose values the backward reads (inputs, or tensors it captured), with
-    /// their versions at the forward: an in-place write since then would make the gradient
-    /// wrong, so backward refuses it (PyTorch's saved-tensor version check).
-    saved: Vec<(eddy_vm::Counted<eddy_vm::Blob>, u64)>,
-    /// The output's version at the forward, when the backward reads the output's values.
-    out_version: Option<u64>,
-}
-
-impl Node {
-    /// `Autograd` naming this node's op if a tensor its backward reads was written in place
-    /// since the forward; `out` is the node's output.
-    fn check_saved(&self, out: &Tensor) -> Result<()> {
-        let stale = self
-            .saved
-            .iter()
-            .map(|(b, v)| (b.version(), *v))
-            .chain(self.out_version.map(|v| (out.blob().version(), v)))
-            .find(|(now, then)| now != then);
-        match stale {
-            None => Ok(()),
-            Some((now, then)) => Err(Error::Autograd {
-                op: self.name,
-                message: format!(
-                    "a tensor this op's gradient needs was modified by an in-place operation \
-                     after the forward: it is at version {now}, expected version {then}"
-                ),
-            }),
-        }
-    }
-}
 
 thread_local! {
     static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
@@ -129,22 +86,6 @@ impl Drop for NoGradGuard {
 }
 
 impl Tensor {
-    /// Whether gradients flow to this tensor.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use eddy_tensor::{Tensor, DType};
-    /// let w = Tensor::ones([2], DType::F32)?;
-    /// assert!(!w.requires_grad()); // fresh tensors do not
-    /// let w = w.requires_grad_(true);
-    /// assert!(w.mul_scalar(2.0)?.requires_grad()); // an op on it does
-    /// # Ok::<(), eddy_tensor::Error>(())
-    /// ```
-    pub fn requires_grad(&self) -> bool {
-        self.0.requires_grad.load(Ordering::Relaxed)
-    }
-
     /// Marks a leaf as requiring grad (returns `self` for chaining).
     ///
     /// # Examples
@@ -442,21 +383,4 @@ fn topo_order(root: &Tensor) -> Vec<Tensor> {
         }
     }
     order
-}
-
-/// Drops a handle's autograd record iteratively (F17), from `Inner`'s drop: a tensor's node
-/// holds its inputs, whose nodes hold theirs; a recursive drop of 100k links would overflow the
-/// stack.
-pub(crate) fn drop_graph(inner: &mut Inner) {
-    let Some(node) = inner.node.take() else {
-        return;
-    };
-    let mut stack = node.inputs;
-    while let Some(t) = stack.pop() {
-        if let Ok(mut inner) = eddy_vm::Counted::try_unwrap(t.0)
-            && let Some(n) = inner.node.take()
-        {
-            stack.extend(n.inputs);
-        }
-    }
 }

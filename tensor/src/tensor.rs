@@ -1,6 +1,5 @@
 //! [`Tensor`]: a cheap handle to a layout over shared storage, plus its autograd record.
 
-use crate::autograd::Node;
 use crate::engine::{Loc, Place, VmRef};
 use crate::{DType, Device, Error, Layout, Result, Shape};
 use eddy_vm::instruction::Kernel;
@@ -10,6 +9,49 @@ use smallvec::SmallVec;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use triomphe::Arc as TArc; // the host range's: no weak count
+
+/// Gradients of an op's inputs, `None` where an input gets none.
+pub(crate) type Grads = Vec<Option<Tensor>>;
+
+/// `backward(grad_of_output, inputs, output)`.
+pub(crate) type BackwardFn =
+    Box<dyn Fn(&Tensor, &[Tensor], &Tensor) -> Result<Grads> + Send + Sync>;
+
+/// What an op's output remembers for backward.
+pub(crate) struct Node {
+    pub(crate) name: &'static str,
+    pub(crate) inputs: Vec<Tensor>,
+    pub(crate) backward: BackwardFn,
+    /// The storages whose values the backward reads (inputs, or tensors it captured), with
+    /// their versions at the forward: an in-place write since then would make the gradient
+    /// wrong, so backward refuses it (PyTorch's saved-tensor version check).
+    pub(crate) saved: Vec<(eddy_vm::Counted<eddy_vm::Blob>, u64)>,
+    /// The output's version at the forward, when the backward reads the output's values.
+    pub(crate) out_version: Option<u64>,
+}
+
+impl Node {
+    /// `Autograd` naming this node's op if a tensor its backward reads was written in place
+    /// since the forward; `out` is the node's output.
+    pub(crate) fn check_saved(&self, out: &Tensor) -> Result<()> {
+        let stale = self
+            .saved
+            .iter()
+            .map(|(b, v)| (b.version(), *v))
+            .chain(self.out_version.map(|v| (out.blob().version(), v)))
+            .find(|(now, then)| now != then);
+        match stale {
+            None => Ok(()),
+            Some((now, then)) => Err(Error::Autograd {
+                op: self.name,
+                message: format!(
+                    "a tensor this op's gradient needs was modified by an in-place operation \
+                     after the forward: it is at version {now}, expected version {then}"
+                ),
+            }),
+        }
+    }
+}
 
 /// The smallest and largest value of an integer tensor filled from host data, so index ops can
 /// check their indices on the calling thread (`from_vec`). Shared by every view of the
@@ -65,7 +107,7 @@ pub(crate) struct Inner {
 /// The storage's holders: the last handle of a tensor and its views releases the blob.
 impl Drop for Inner {
     fn drop(&mut self) {
-        crate::autograd::drop_graph(self);
+        drop_graph(self);
         if self.blob.unhold() {
             // An engine that is shut down has freed everything already; nothing to report.
             let _ = self.vm.release_unheld(&self.blob);
@@ -83,6 +125,22 @@ struct Parts<'a> {
 }
 
 impl Tensor {
+    /// Whether gradients flow to this tensor.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let w = Tensor::ones([2], DType::F32)?;
+    /// assert!(!w.requires_grad()); // fresh tensors do not
+    /// let w = w.requires_grad_(true);
+    /// assert!(w.mul_scalar(2.0)?.requires_grad()); // an op on it does
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn requires_grad(&self) -> bool {
+        self.0.requires_grad.load(Ordering::Relaxed)
+    }
+
     /// A new handle (no autograd record) on the storage `self` views, with `layout`.
     pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
         let (numel, contiguous) = (layout.numel(), layout.is_contiguous());
@@ -565,5 +623,22 @@ impl std::fmt::Debug for Tensor {
             },
             self
         )
+    }
+}
+
+/// Drops a handle's autograd record iteratively (F17), from `Inner`'s drop: a tensor's node
+/// holds its inputs, whose nodes hold theirs; a recursive drop of 100k links would overflow the
+/// stack.
+pub(crate) fn drop_graph(inner: &mut Inner) {
+    let Some(node) = inner.node.take() else {
+        return;
+    };
+    let mut stack = node.inputs;
+    while let Some(t) = stack.pop() {
+        if let Ok(mut inner) = eddy_vm::Counted::try_unwrap(t.0)
+            && let Some(n) = inner.node.take()
+        {
+            stack.extend(n.inputs);
+        }
     }
 }

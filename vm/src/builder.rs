@@ -10,15 +10,22 @@
 
 use crate::Counted;
 use crate::blob::{Blob, NO_STREAM};
-use crate::engine::{Shared, Vm};
 use crate::error::{Error, Result};
 use crate::instruction::{
     Barrier, EventSlot, InstrAdapter, InstrList, InstructionPolicy, RecordEvent, ReleaseTensor,
     StreamWait,
 };
+use crate::shared::Shared;
 use crate::stream::StreamId;
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
+
+/// Where a builder hands its list: the engine (the `Vm` handle implements it). The builder
+/// needs nothing else of the engine but its [`Shared`] state.
+pub(crate) trait Receive {
+    /// Takes a built list of `n` instructions (blocking above the high-water mark).
+    fn receive(&self, list: InstrList, n: usize) -> Result<()>;
+}
 
 /// Checks an instruction's stream and operands and records the stream as their last user, in
 /// one pass (for engines without asynchronous streams, where no soft sync is ever needed).
@@ -143,7 +150,8 @@ pub(crate) fn mark_released(sh: &Shared, blob: &Counted<Blob>, unheld: bool) -> 
 /// vm.sync().unwrap();
 /// ```
 pub struct InstructionsBuilder<'a> {
-    vm: &'a Vm,
+    shared: &'a Shared,
+    engine: &'a dyn Receive,
     list: InstrList,
     n: usize,
     /// Each operand's last-used stream as this builder's instructions leave it, in first-use
@@ -154,9 +162,10 @@ pub struct InstructionsBuilder<'a> {
 }
 
 impl<'a> InstructionsBuilder<'a> {
-    pub(crate) fn new(vm: &'a Vm) -> Self {
+    pub(crate) fn new(shared: &'a Shared, engine: &'a dyn Receive) -> Self {
         InstructionsBuilder {
-            vm,
+            shared,
+            engine,
             list: InstrList::new(InstrAdapter::new()),
             n: 0,
             tracked: SmallVec::new(),
@@ -223,7 +232,7 @@ impl<'a> InstructionsBuilder<'a> {
     }
 
     fn append<P: InstructionPolicy>(&mut self, stream: StreamId, policy: P) {
-        let mut node = crate::pool::take_node(self.vm.shared());
+        let mut node = crate::pool::take_node(self.shared);
         node.set(stream, policy);
         self.list.push_back(node);
         self.n += 1;
@@ -232,7 +241,7 @@ impl<'a> InstructionsBuilder<'a> {
     /// Inserts the cross-stream sync `blobs` need before being used on `stream`, and records
     /// `stream` as their last user.
     fn soft_sync(&mut self, stream: StreamId, inputs: &[Counted<Blob>], outputs: &[Counted<Blob>]) {
-        let sh = self.vm.shared();
+        let sh = self.shared;
         if sh.any_async_stream {
             let mut groups: SmallVec<[(u32, Vec<Counted<Blob>>); 2]> = SmallVec::new();
             for b in inputs.iter().chain(outputs) {
@@ -291,7 +300,7 @@ impl<'a> InstructionsBuilder<'a> {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn push<P: InstructionPolicy>(&mut self, stream: StreamId, policy: P) -> Result<()> {
-        let sh = self.vm.shared();
+        let sh = self.shared;
         check_stream(sh, policy.name(), stream)?;
         if !policy.is_barrier() {
             check_blobs(sh, policy.name(), policy.inputs())?;
@@ -371,7 +380,7 @@ impl<'a> InstructionsBuilder<'a> {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn release(&mut self, blob: &Counted<Blob>) -> Result<()> {
-        let (stream, policy) = release_policy(self.vm.shared(), blob)?;
+        let (stream, policy) = release_policy(self.shared, blob)?;
         // On the stream that last used it, counting this builder's own instructions.
         let stream = match self.last_used(blob) {
             NO_STREAM => stream,
@@ -420,6 +429,6 @@ impl<'a> InstructionsBuilder<'a> {
         }
         self.commit_tracking();
         let list = self.list.take();
-        self.vm.receive(list, self.n)
+        self.engine.receive(list, self.n)
     }
 }

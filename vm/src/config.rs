@@ -1,13 +1,15 @@
 //! [`VmBuilder`]: the engine's switches, from code or `EDDY_VM_*` environment variables.
 
 use crate::alloc::{AllocMode, CpuBackend, DeviceAllocator};
-use crate::engine::Vm;
 use crate::error::{Error, Result};
 use crate::stream::cpu::CpuStream;
 use crate::stream::{Device, Exec, StreamId, StreamPolicy};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Gives a device the function that wakes its engine's scheduler (see `Vm::waker`).
+pub(crate) type SetWaker = Box<dyn FnOnce(Arc<dyn Fn() + Send + Sync>)>;
 
 /// The longest timeout or spin a `VmBuilder` keeps: a century, far below what makes
 /// `Instant::now() + d` overflow.
@@ -521,24 +523,10 @@ impl VmBuilder {
         &self.config
     }
 
-    /// Starts the engine.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidArgument` for a bad setting (an unparsable variable, water marks out of order, a
-    /// zero window); an I/O error spawning threads is reported the same way.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use eddy_vm::{Error, VmBuilder};
-    /// let vm = VmBuilder::new().build()?;
-    /// assert_eq!(vm.stream_count(), 1);
-    /// let bad = VmBuilder::new().water_marks(1, 2).build();
-    /// assert!(matches!(bad, Err(Error::InvalidArgument { .. })));
-    /// # Ok::<(), eddy_vm::Error>(())
-    /// ```
-    pub fn build(mut self) -> Result<Vm> {
+    /// Checks the settings and adds the streams and allocators of every device: what
+    /// [`build`](Self::build) does before it starts the engine. Returns, for each device whose
+    /// completions come from outside the engine, what gives it the engine's waker.
+    pub(crate) fn open_devices(&mut self) -> Result<Vec<SetWaker>> {
         if let Some(e) = self.env_error.take() {
             return Err(e);
         }
@@ -580,25 +568,12 @@ impl VmBuilder {
             self.streams.push(Arc::new(s));
         }
         let n_cuda = c.cuda_devices;
-        #[cfg(feature = "cuda")]
-        {
-            let cuda = self.open_cuda(n_cuda)?;
-            let vm = Vm::start(self)?;
-            for d in cuda {
-                d.set_waker(Arc::new(vm.waker()));
-            }
-            Ok(vm)
-        }
-        #[cfg(not(feature = "cuda"))]
-        {
-            self.open_cuda(n_cuda)?;
-            Vm::start(self)
-        }
+        self.open_cuda(n_cuda)
     }
 
     /// Opens `n` CUDA devices (`u32::MAX`: all), adding a stream and an allocator for each.
     #[cfg(feature = "cuda")]
-    fn open_cuda(&mut self, n: u32) -> Result<Vec<Arc<crate::stream::cuda::CudaDevice>>> {
+    fn open_cuda(&mut self, n: u32) -> Result<Vec<SetWaker>> {
         use crate::alloc::cuda::CudaBackend;
         use crate::stream::cuda::{CudaDevice, device_count};
         if n == 0 {
@@ -614,16 +589,16 @@ impl VmBuilder {
             let alloc = DeviceAllocator::new(Box::new(backend), self.config.alloc_mode);
             self.allocators.insert(Device::Cuda(i), alloc);
             self.streams.push(Arc::new(stream));
-            out.push(d);
+            out.push(Box::new(move |w| d.set_waker(w)) as SetWaker);
         }
         Ok(out)
     }
 
     /// Without the `cuda` feature, asking for a CUDA device is an error.
     #[cfg(not(feature = "cuda"))]
-    fn open_cuda(&mut self, n: u32) -> Result<()> {
+    fn open_cuda(&mut self, n: u32) -> Result<Vec<SetWaker>> {
         if n == 0 {
-            return Ok(());
+            return Ok(Vec::new());
         }
         Err(Error::DeviceUnavailable {
             op: "VmBuilder".into(),

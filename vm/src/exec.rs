@@ -1,16 +1,11 @@
 //! Running an instruction's compute: poison checks, panic capture, error recording, tracing.
 //! Shared by inline streams (on the scheduler thread) and worker threads.
 
-use crate::Counted;
 use crate::alloc::DeviceAllocator;
-use crate::blob::Blob;
-use crate::engine::Shared;
 use crate::error::Error;
-use crate::instruction::{
-    ComputeCtx, InstrList, Instruction, InstructionPolicy, PrepareCtx, PrepareError,
-};
+use crate::instruction::{ComputeCtx, InstrList, Instruction, Run};
+use crate::shared::Shared;
 use crate::stream::{Event, StreamId, StreamPolicy};
-use std::any::Any;
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -53,58 +48,6 @@ pub(crate) struct ExecEnv<'a> {
     pub policy: &'a dyn StreamPolicy,
     pub allocator: &'a Arc<DeviceAllocator>,
     pub shared: &'a Shared,
-}
-
-/// What running an instruction needs of it: the hooks of [`InstructionPolicy`] that
-/// [`run_policy`] and the submitting thread's run at once (`scheduler/inline.rs`) call. Every
-/// policy has them; so does a kernel borrowed with its operands
-/// ([`KernelCall`](crate::instruction::op_call::KernelCall)), which `Vm::run_op` runs at once
-/// without building a policy.
-pub(crate) trait Run {
-    fn name(&self) -> &str;
-    fn inputs(&self) -> &[Counted<Blob>];
-    fn outputs(&self) -> &[Counted<Blob>];
-    fn handles_poison(&self) -> bool;
-    fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError>;
-    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> crate::error::Result<()>;
-}
-
-impl<P: InstructionPolicy + ?Sized> Run for P {
-    #[inline]
-    fn name(&self) -> &str {
-        InstructionPolicy::name(self)
-    }
-    #[inline]
-    fn inputs(&self) -> &[Counted<Blob>] {
-        InstructionPolicy::inputs(self)
-    }
-    #[inline]
-    fn outputs(&self) -> &[Counted<Blob>] {
-        InstructionPolicy::outputs(self)
-    }
-    #[inline]
-    fn handles_poison(&self) -> bool {
-        InstructionPolicy::handles_poison(self)
-    }
-    #[inline]
-    fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {
-        InstructionPolicy::prepare(self, ctx)
-    }
-    #[inline]
-    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> crate::error::Result<()> {
-        InstructionPolicy::compute(self, ctx)
-    }
-}
-
-/// Turns a panic payload into a message.
-pub(crate) fn panic_message(p: &(dyn Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic with a non-string payload".to_string()
-    }
 }
 
 /// Runs every member of a unit (an instruction and its fused followers) in order.
@@ -197,7 +140,7 @@ pub(crate) fn run_policy<P: Run + ?Sized>(
         Err(panic) => Err(Error::KernelPanic {
             op: p.name().to_string(),
             instr_id: id,
-            message: panic_message(&*panic),
+            message: crate::error::panic_message(&*panic),
         }),
     };
     match r {

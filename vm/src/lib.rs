@@ -37,11 +37,13 @@ mod pending;
 mod pool;
 mod prefetch;
 mod scheduler;
+mod shared;
 #[cfg(all(test, shuttle))]
 mod shuttle_tests;
 pub mod stats;
 pub mod stream;
 mod sync;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod trace;
 mod wait;

@@ -5,8 +5,8 @@
 //! submitting thread takes that whole list into a thread-local cache when its cache runs dry.
 //! Nodes are plain memory, so one thread-local cache serves every engine.
 
-use crate::engine::Shared;
 use crate::instruction::{InstrAdapter, InstrList, Instruction};
+use crate::shared::Shared;
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
@@ -77,7 +77,7 @@ pub(crate) fn drop_policies(list: &mut InstrList, into: &mut InstrList) {
         if let Err(p) = r {
             tracing::error!(
                 "an instruction's drop panicked: {}",
-                crate::exec::panic_message(&*p)
+                crate::error::panic_message(&*p)
             );
         }
     }

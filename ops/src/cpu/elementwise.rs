@@ -5,8 +5,8 @@
 
 use super::fastmath::Transcendental;
 use super::stream_store::{wants_streaming, write_chunk};
-use crate::elementwise::{BinaryOp, CmpOp, UnaryOp};
 use crate::kernel::{FnKernel, input, output, par_out, walk};
+use crate::kinds::{BinaryOp, CmpOp, UnaryOp};
 use crate::{Bool8, DType, Elem, Lay, Layout};
 use eddy_vm::Counted;
 use eddy_vm::{Blob, instruction::Kernel};

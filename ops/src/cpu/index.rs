@@ -2,8 +2,8 @@
 //! `scatter_add`. Indices are read on the stream; one out of range fails the kernel with a
 //! message naming it (surfaced at the next sync).
 
-use crate::index::IndexDims;
 use crate::kernel::{FnKernel, input, output, walk};
+use crate::kinds::IndexDims;
 use crate::{DType, Elem, Layout, dispatch};
 use eddy_vm::Counted;
 use eddy_vm::{Blob, instruction::Kernel};

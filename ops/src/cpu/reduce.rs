@@ -3,7 +3,7 @@
 
 use super::elementwise::{FloatElem, IntElem, dispatch_float, dispatch_int};
 use crate::kernel::{FnKernel, input, output, walk};
-use crate::reduce::ReduceOp;
+use crate::kinds::ReduceOp;
 use crate::{Bool8, DType, Elem, Layout};
 use eddy_vm::Counted;
 use eddy_vm::{Blob, instruction::Kernel};

@@ -26,6 +26,7 @@ pub mod stream_wait;
 pub use access_blob::AccessBlobByCallback;
 pub use barrier::Barrier;
 pub use op_call::{Kernel, OpCall};
+pub(crate) use policy::Run;
 pub use policy::{ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError};
 pub use release::ReleaseTensor;
 pub use stream_wait::{EventSlot, RecordEvent, StreamWait};

@@ -312,14 +312,14 @@ impl Shallow {
 }
 
 /// A kernel borrowed with its operands, run at once by [`Vm::run_op`](crate::Vm::run_op) as
-/// an instruction would run (see `exec::Run`): no policy object is built or moved.
+/// an instruction would run (see `instruction::Run`): no policy object is built or moved.
 pub(crate) struct KernelCall<'a, K: Kernel> {
     pub(crate) kernel: &'a mut K,
     pub(crate) inputs: &'a [Counted<Blob>],
     pub(crate) outputs: &'a [Counted<Blob>],
 }
 
-impl<K: Kernel> crate::exec::Run for KernelCall<'_, K> {
+impl<K: Kernel> super::policy::Run for KernelCall<'_, K> {
     #[inline]
     fn name(&self) -> &str {
         self.kernel.name()

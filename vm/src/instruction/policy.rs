@@ -502,3 +502,44 @@ impl InstructionPolicy for Box<dyn InstructionPolicy> {
         (**self).compute(ctx)
     }
 }
+
+/// What running an instruction needs of it: the hooks of [`InstructionPolicy`] that
+/// `run_policy` and the submitting thread's run at once (`scheduler/inline.rs`) call. Every
+/// policy has them; so does a kernel borrowed with its operands
+/// ([`KernelCall`](crate::instruction::op_call::KernelCall)), which `Vm::run_op` runs at once
+/// without building a policy.
+pub(crate) trait Run {
+    fn name(&self) -> &str;
+    fn inputs(&self) -> &[Counted<Blob>];
+    fn outputs(&self) -> &[Counted<Blob>];
+    fn handles_poison(&self) -> bool;
+    fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError>;
+    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> crate::error::Result<()>;
+}
+
+impl<P: InstructionPolicy + ?Sized> Run for P {
+    #[inline]
+    fn name(&self) -> &str {
+        InstructionPolicy::name(self)
+    }
+    #[inline]
+    fn inputs(&self) -> &[Counted<Blob>] {
+        InstructionPolicy::inputs(self)
+    }
+    #[inline]
+    fn outputs(&self) -> &[Counted<Blob>] {
+        InstructionPolicy::outputs(self)
+    }
+    #[inline]
+    fn handles_poison(&self) -> bool {
+        InstructionPolicy::handles_poison(self)
+    }
+    #[inline]
+    fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {
+        InstructionPolicy::prepare(self, ctx)
+    }
+    #[inline]
+    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> crate::error::Result<()> {
+        InstructionPolicy::compute(self, ctx)
+    }
+}

@@ -3,7 +3,8 @@
 
 use super::Scheduler;
 use crate::error::Error;
-use crate::exec::{ExecEnv, panic_message, run_unit};
+use crate::error::panic_message;
+use crate::exec::{ExecEnv, run_unit};
 use crate::instruction::{InstrAdapter, InstrList, Instruction, PrepareCtx, PrepareError};
 use crate::stream::Exec;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -10,8 +10,8 @@
 
 use super::Scheduler;
 use crate::blob::Blob;
-use crate::exec::{EngineScope, ExecEnv, Run, run_policy};
-use crate::instruction::PrepareCtx;
+use crate::exec::{EngineScope, ExecEnv, run_policy};
+use crate::instruction::{PrepareCtx, Run};
 use crate::stream::StreamId;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -175,7 +175,7 @@ pub(crate) fn drop_policy<P>(policy: P) {
     if let Err(p) = catch_unwind(AssertUnwindSafe(|| drop(policy))) {
         tracing::error!(
             "an instruction's drop panicked: {}",
-            crate::exec::panic_message(&*p)
+            crate::error::panic_message(&*p)
         );
     }
 }

@@ -37,14 +37,14 @@ mod dispatch;
 mod ingest;
 mod inline;
 mod release;
+mod worker;
 
 pub(crate) use inline::drop_policy;
 
 use crate::alloc::DeviceAllocator;
-use crate::engine::Shared;
 use crate::exec::IN_ENGINE;
 use crate::instruction::{InstrAdapter, InstrList, Instruction};
-use crate::stream::thread_ctx::ThreadCtx;
+use crate::shared::Shared;
 use crate::stream::{Device, Event, Exec, StreamId, StreamPolicy};
 use crossbeam_utils::Backoff;
 use qcell::QCellOwner;
@@ -54,6 +54,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
+use worker::ThreadCtx;
 
 /// One live unit (an instruction or a fused group).
 struct Slot {
@@ -265,7 +266,7 @@ impl Scheduler {
                 Ok(done) => !done,
                 Err(e) => {
                     tracing::error!(
-                        message = %crate::exec::panic_message(&*e),
+                        message = %crate::error::panic_message(&*e),
                         "a probe panicked; it is dropped"
                     );
                     false

@@ -2,7 +2,8 @@
 //! list) and run barriers whose epoch has drained.
 
 use super::Scheduler;
-use crate::exec::{ExecEnv, panic_message};
+use crate::error::panic_message;
+use crate::exec::ExecEnv;
 use crate::instruction::{ComputeCtx, InstrAdapter, InstrList, Instruction};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};

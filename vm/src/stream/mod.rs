@@ -2,7 +2,7 @@
 //!
 //! A stream is a (device, kind) pair with a [`StreamPolicy`]. Each stream runs its instructions
 //! in submission order (FIFO). [`cpu::CpuStream`] runs compute inline on the scheduler thread or
-//! on a worker [`thread_ctx`]; [`async_device`] is a test-only device whose work completes later
+//! on a worker thread (the scheduler's `worker` module); [`async_device`] is a test-only device whose work completes later
 //! under the test's control, with the semantics of a CUDA stream (done means launched; events
 //! for cross-stream and host-visible completion).
 
@@ -10,7 +10,6 @@ pub mod async_device;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
-pub(crate) mod thread_ctx;
 
 use std::any::Any;
 use std::fmt;

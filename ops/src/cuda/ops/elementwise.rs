@@ -2,7 +2,7 @@
 
 use super::{arg, dev_lay, dev_layout, numel};
 use crate::cuda::launch::{CudaKernel, Launch, dptr};
-use crate::elementwise::{BinaryOp, CmpOp, UnaryOp};
+use crate::kinds::{BinaryOp, CmpOp, UnaryOp};
 use crate::{DType, Lay, Layout};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};

@@ -2,7 +2,7 @@
 
 use super::{arg, dev_layout};
 use crate::cuda::launch::{CudaKernel, DevLay, Launch, dptr};
-use crate::index::IndexDims;
+use crate::kinds::IndexDims;
 use crate::{DType, Layout};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};

@@ -2,7 +2,7 @@
 
 use super::{arg, dev_layout};
 use crate::cuda::launch::{CudaKernel, Launch, dptr};
-use crate::reduce::ReduceOp;
+use crate::kinds::ReduceOp;
 use crate::{DType, Layout};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};

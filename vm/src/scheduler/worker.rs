@@ -8,10 +8,10 @@
 //! joins it.
 
 use crate::alloc::DeviceAllocator;
-use crate::engine::Shared;
 use crate::exec::{ExecEnv, IN_ENGINE, run_unit};
 use crate::handoff::HandOff;
 use crate::instruction::{InstrAdapter, InstrList};
+use crate::shared::Shared;
 use crate::stream::{StreamId, StreamPolicy};
 use crossbeam_utils::Backoff;
 use std::sync::Arc;

@@ -1,0 +1,348 @@
+//! [`Vm`]: the engine handle. Its methods are grouped by concern: [`submit`] (run, run_op,
+//! release, back-pressure), [`wait`] (sync, barrier, errors, dump), [`host`] (blob access,
+//! probes), [`observe`] (stats, timeline) and [`shutdown`]. The state its threads share is
+//! [`Shared`](crate::shared::Shared).
+//!
+//! # Fast paths
+//!
+//! The costs per op that the at-once paths exist for, measured with `eddy bench` on the
+//! small-op keys (`dispatch_small_ns_per_op`, `dispatch_mixed_ns_per_op`):
+//!
+//! - **Run at once on an idle engine** (`Vm::run`, `Vm::run_op`, `scheduler/inline.rs`): a
+//!   cheap instruction submitted while nothing is live runs on the submitting thread, without
+//!   a node, a queue or a wake-up. Queueing and handing over to the scheduler thread costs two
+//!   to five times as much per op.
+//! - **Borrowed operands** (`Vm::run_op` with `Shallow`): a kernel run at once takes no new
+//!   handles to its blobs; each handle is an atomic increment and decrement.
+//! - **Catch-up** (`Vm::catch_up`): a submitter that finds only cheap work queued runs it
+//!   itself, in order, and returns to the at-once path, rather than queueing behind it.
+//! - **Waiting after a pass** (`Vm::sched_after_pass`): a submitter that finds the scheduler
+//!   thread in a short pass spins about a microsecond for it instead of queueing.
+//! - **Passes on the waiting thread** (`Vm::wait`, `Vm::run_then_wait`): a thread that waits
+//!   on an engine whose scheduler thread sleeps runs the passes itself; waking the scheduler
+//!   thread costs tens of microseconds on an idle machine.
+//! - **Release at once** (`Vm::release_marked`): a blob released on an idle engine is freed
+//!   without an instruction; one with inline memory needs nothing at all.
+//! - **One node, one push** (`Vm::submit_checked`): without asynchronous streams no soft
+//!   sync can be needed, so a single instruction skips the builder.
+
+mod host;
+mod observe;
+mod shutdown;
+mod submit;
+mod wait;
+
+use crate::Counted;
+use crate::alloc::DeviceAllocator;
+use crate::blob::Blob;
+use crate::builder::{InstructionsBuilder, Receive};
+use crate::config::{Config, VmBuilder};
+use crate::error::{Error, Result};
+use crate::instruction::InstrList;
+use crate::scheduler::Scheduler;
+use crate::shared::{Shared, StreamEntry};
+use crate::stream::{Device, StreamId, StreamKind, StreamPolicy};
+use parking_lot::Mutex;
+use qcell::QCellOwner;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub(super) enum Mode {
+    /// The scheduler thread holds `sched` only while it runs passes, and lets go of it to spin
+    /// and to sleep; a thread that waits on an engine whose scheduler is out of work takes it
+    /// and runs the passes itself (see [`Vm::wait`]), instead of paying for waking the
+    /// scheduler thread, and a thread that submits a cheap instruction to an idle engine runs
+    /// it at once (`scheduler/inline.rs`).
+    Threaded {
+        handle: Mutex<Option<JoinHandle<()>>>,
+        sched: Arc<Mutex<Scheduler>>,
+    },
+    Sync(Box<Mutex<Scheduler>>),
+}
+
+pub(crate) struct VmInner {
+    pub(crate) shared: Arc<Shared>,
+    pub(super) mode: Mode,
+}
+
+/// The engine: a cheap, cloneable handle. The engine shuts down (drains, joins its threads)
+/// when the last handle drops.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{Vm, testing::Noop};
+/// let vm = Vm::builder().build().unwrap();
+/// let (a, b) = (vm.new_blob(4), vm.new_blob(4));
+/// vm.run(eddy_vm::StreamId::CPU, Noop::new(vec![a.clone()], vec![b.clone()])).unwrap();
+/// vm.sync().unwrap();
+/// assert_eq!(vm.stats().in_flight, 0);
+/// ```
+#[derive(Clone)]
+pub struct Vm {
+    pub(crate) inner: Arc<VmInner>,
+}
+
+impl std::fmt::Debug for Vm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vm")
+            .field("streams", &self.stream_count())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Vm {
+    /// A builder with defaults overridden by the `EDDY_VM_*` environment variables.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().window(16).build()?;
+    /// assert_eq!(vm.config().window, 16);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn builder() -> VmBuilder {
+        VmBuilder::from_env()
+    }
+
+    pub(crate) fn start(mut b: VmBuilder) -> Result<Vm> {
+        let owner = QCellOwner::new();
+        let policies = std::mem::take(&mut b.streams);
+        let streams: Vec<StreamEntry> = policies
+            .into_iter()
+            .map(|p| StreamEntry {
+                allocator: b.allocator_for(p.device()),
+                policy: p,
+            })
+            .collect();
+        let shared = Arc::new(Shared::new(b.config.clone(), streams, owner.id()));
+        let io = |e: std::io::Error| Error::InvalidArgument {
+            op: "Vm::start".into(),
+            message: format!("cannot spawn an engine thread: {e}"),
+        };
+        let sched = Scheduler::new(shared.clone(), owner).map_err(io)?;
+        let mode = if shared.config.sync_mode {
+            Mode::Sync(Box::new(Mutex::new(sched)))
+        } else {
+            let sh = shared.clone();
+            let sched = Arc::new(Mutex::new(sched));
+            let cell = sched.clone();
+            let h = std::thread::Builder::new()
+                .name("eddy-scheduler".into())
+                .spawn(move || {
+                    // A panic of the scheduler itself (an internal invariant, not a kernel:
+                    // those are caught per instruction) fails the engine.
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        Scheduler::run_thread(&cell)
+                    }));
+                    if let Err(p) = r {
+                        sh.fail(&*p);
+                    }
+                    sh.scheduler_exited();
+                })
+                .map_err(io)?;
+            Mode::Threaded {
+                handle: Mutex::new(Some(h)),
+                sched,
+            }
+        };
+        Ok(Vm {
+            inner: Arc::new(VmInner { shared, mode }),
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+
+    /// The settings the engine runs with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().fusion(false).build()?;
+    /// assert!(!vm.config().fusion);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn config(&self) -> &Config {
+        &self.shared().config
+    }
+
+    /// A new blob of `bytes` bytes (memory is allocated by the first instruction that writes it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// let b = vm.new_blob(64);
+    /// assert_eq!(b.bytes(), 64);
+    /// assert!(!b.is_allocated(), "no memory until the first write");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn new_blob(&self, bytes: usize) -> Counted<Blob> {
+        Blob::new_arc(self.shared().owner_id, bytes)
+    }
+
+    /// Number of streams (the main CPU stream is `StreamId::CPU`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// assert_eq!(vm.stream_count(), 1, "the main CPU stream");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn stream_count(&self) -> usize {
+        self.shared().streams.len()
+    }
+
+    /// The policy of `stream`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// assert_eq!(vm.stream_policy(StreamId::CPU).unwrap().device(), Device::CPU);
+    /// assert!(vm.stream_policy(StreamId(3)).is_none());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn stream_policy(&self, stream: StreamId) -> Option<&Arc<dyn StreamPolicy>> {
+        self.shared()
+            .streams
+            .get(stream.0 as usize)
+            .map(|s| &s.policy)
+    }
+
+    /// The allocator of `device`, if the engine has a stream on it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// assert!(vm.allocator(Device::CPU).is_some());
+    /// assert!(vm.allocator(Device::Test(0)).is_none(), "no stream on that device");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn allocator(&self, device: Device) -> Option<Arc<DeviceAllocator>> {
+        self.shared()
+            .streams
+            .iter()
+            .find(|s| s.policy.device() == device)
+            .map(|s| s.allocator.clone())
+    }
+
+    /// The compute stream of `device`: where ops on its tensors run. `None` if the engine has
+    /// no stream on that device.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, StreamId, Vm};
+    /// let vm = Vm::builder().cpu_devices(2).build()?;
+    /// assert_eq!(vm.device_stream(Device::CPU), Some(StreamId::CPU));
+    /// assert!(vm.device_stream(Device::Cpu(1)).is_some());
+    /// assert_eq!(vm.device_stream(Device::Cpu(2)), None);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn device_stream(&self, device: Device) -> Option<StreamId> {
+        if device == Device::CPU {
+            return Some(StreamId::CPU); // the main stream, always stream 0
+        }
+        self.shared()
+            .streams
+            .iter()
+            .position(|s| s.policy.device() == device && s.policy.kind() == StreamKind::Compute)
+            .map(|i| StreamId(i as u32))
+    }
+
+    /// The devices the engine has streams on, in order, each once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, Vm};
+    /// assert_eq!(Vm::builder().build()?.devices(), [Device::CPU]);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn devices(&self) -> Vec<Device> {
+        let mut out: Vec<Device> = Vec::new();
+        for s in &self.shared().streams {
+            if !out.contains(&s.policy.device()) {
+                out.push(s.policy.device());
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Whether `self` and `other` are handles to the same engine.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let a = eddy_vm::Vm::builder().build().unwrap();
+    /// assert!(a.same_engine(&a.clone()));
+    /// assert!(!a.same_engine(&eddy_vm::Vm::builder().build().unwrap()));
+    /// ```
+    pub fn same_engine(&self, other: &Vm) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// A builder for a list of instructions submitted together.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let x = vm.new_blob(4);
+    /// let mut b = vm.instructions();
+    /// b.push(StreamId::CPU, Noop::new(vec![], vec![x.clone()]))?;
+    /// b.submit()?;
+    /// vm.sync()?;
+    /// assert!(x.is_allocated());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn instructions(&self) -> InstructionsBuilder<'_> {
+        InstructionsBuilder::new(self.shared(), self)
+    }
+}
+
+/// The builder hands its list to the engine through this.
+impl Receive for Vm {
+    fn receive(&self, list: InstrList, n: usize) -> Result<()> {
+        Vm::receive(self, list, n)
+    }
+}
+
+impl VmBuilder {
+    /// Starts the engine.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for a bad setting (an unparsable variable, water marks out of order, a
+    /// zero window); an I/O error spawning threads is reported the same way.
+    /// `DeviceUnavailable` for a device that cannot be opened.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Error, VmBuilder};
+    /// let vm = VmBuilder::new().build()?;
+    /// assert_eq!(vm.stream_count(), 1);
+    /// let bad = VmBuilder::new().water_marks(1, 2).build();
+    /// assert!(matches!(bad, Err(Error::InvalidArgument { .. })));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn build(mut self) -> Result<Vm> {
+        let wakeable = self.open_devices()?;
+        let vm = Vm::start(self)?;
+        for set_waker in wakeable {
+            set_waker(Arc::new(vm.waker()));
+        }
+        Ok(vm)
+    }
+}

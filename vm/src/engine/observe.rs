@@ -1,0 +1,149 @@
+//! What the engine reports: counters, allocator figures and the timeline.
+use super::Vm;
+use crate::alloc::AllocStats;
+use crate::stats::VmStats;
+use crate::stream::Device;
+use crate::trace::TraceEvent;
+use std::sync::atomic::Ordering;
+
+impl Vm {
+    /// Counters and allocator figures.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// vm.run(StreamId::CPU, Noop::new(vec![], vec![vm.new_blob(4)]))?;
+    /// vm.sync()?;
+    /// let st = vm.stats();
+    /// assert_eq!(st.in_flight, 0);
+    /// assert_eq!(st.inserted, st.erased, "nothing is live");
+    /// assert!(st.erased >= 1);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn stats(&self) -> VmStats {
+        let sh = self.shared();
+        let alloc = self
+            .allocator(Device::CPU)
+            .map(|a| a.stats())
+            .unwrap_or_default();
+        sh.stats
+            .snapshot(sh.in_flight.load(Ordering::Acquire) as u64, alloc)
+    }
+
+    /// The CPU allocator's figures.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// let b = vm.new_blob(1024); // above `INLINE_BYTES`: from the allocator
+    /// vm.write_blob(&b, |bytes| bytes.fill(0))?;
+    /// assert!(vm.alloc_stats().in_use >= 1024);
+    /// vm.release(&b)?;
+    /// vm.sync()?;
+    /// assert_eq!(vm.alloc_stats().in_use, 0);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn alloc_stats(&self) -> AllocStats {
+        self.allocator(Device::CPU)
+            .map(|a| a.stats())
+            .unwrap_or_default()
+    }
+
+    /// The recorded timeline (empty unless tracing was on).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, StreamId, Vm};
+    /// let vm = Vm::builder().trace(true).build()?;
+    /// vm.run(StreamId::CPU, Noop::new(vec![], vec![vm.new_blob(4)]))?;
+    /// vm.sync()?;
+    /// assert!(vm.trace_events().iter().any(|e| e.name == "noop" && e.stream == 0));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn trace_events(&self) -> Vec<TraceEvent> {
+        self.shared().trace.lock().clone()
+    }
+
+    /// Clears the recorded timeline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, StreamId, Vm};
+    /// let vm = Vm::builder().trace(true).build()?;
+    /// vm.run(StreamId::CPU, Noop::new(vec![], vec![vm.new_blob(4)]))?;
+    /// vm.sync()?;
+    /// assert!(!vm.trace_events().is_empty());
+    /// vm.clear_trace();
+    /// assert!(vm.trace_events().is_empty());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn clear_trace(&self) {
+        self.shared().trace.lock().clear();
+    }
+
+    /// Turns recording of the timeline on or off from now on (the builder's `trace` switch,
+    /// `EDDY_VM_TRACE`, sets it at start). Instructions already running are not affected.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// assert!(!vm.is_tracing());
+    /// vm.set_trace(true);
+    /// assert!(vm.is_tracing());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn set_trace(&self, on: bool) {
+        self.shared().tracing.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether the timeline is being recorded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().trace(true).build()?;
+    /// assert!(vm.is_tracing());
+    /// vm.set_trace(false);
+    /// assert!(!vm.is_tracing());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn is_tracing(&self) -> bool {
+        self.shared().tracing.load(Ordering::Relaxed)
+    }
+
+    /// Writes the timeline as chrome-trace / Perfetto JSON.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors from `w`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, StreamId, Vm};
+    /// let vm = Vm::builder().trace(true).build()?;
+    /// vm.run(StreamId::CPU, Noop::new(vec![], vec![vm.new_blob(4)]))?;
+    /// vm.sync()?;
+    /// let mut json = Vec::new();
+    /// vm.write_chrome_trace(&mut json).unwrap();
+    /// let json = String::from_utf8(json).unwrap();
+    /// assert!(json.starts_with("{\"traceEvents\":["));
+    /// assert!(json.contains("\"name\":\"noop\""));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn write_chrome_trace(&self, w: impl std::io::Write) -> std::io::Result<()> {
+        let names: Vec<String> = self
+            .shared()
+            .streams
+            .iter()
+            .map(|s| s.policy.name().to_string())
+            .collect();
+        crate::trace::write_chrome_trace(&self.trace_events(), &names, w)
+    }
+}

@@ -1,0 +1,195 @@
+//! [`Shared`]: the state the engine's threads share (user threads, the scheduler, workers).
+//!
+//! It sits below every part of the engine that uses it: the scheduler, the workers, the
+//! builder and the `Vm` handle import it, and it imports none of them.
+
+use crate::alloc::DeviceAllocator;
+use crate::config::Config;
+use crate::error::Error;
+use crate::handoff::HandOff;
+use crate::pending::PendingStack;
+use crate::stats::StatCounters;
+use crate::stream::{StreamId, StreamPolicy};
+use crate::trace::TraceEvent;
+use crossbeam_utils::CachePadded;
+use parking_lot::{Condvar, Mutex};
+use qcell::QCellOwnerID;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub(crate) struct StreamEntry {
+    pub policy: Arc<dyn StreamPolicy>,
+    pub allocator: Arc<DeviceAllocator>,
+}
+
+/// State shared between user threads, the scheduler and workers.
+pub(crate) struct Shared {
+    pub config: Config,
+    pub streams: Vec<StreamEntry>,
+    pub any_async_stream: bool,
+    pub owner_id: QCellOwnerID,
+    /// User threads → scheduler. Its notifier is the scheduler's.
+    pub pending: CachePadded<PendingStack>,
+    /// Scheduler → submitting threads: emptied instruction nodes (see `pool`).
+    pub free_nodes: CachePadded<HandOff>,
+    pub free_count: AtomicUsize,
+    /// Scheduler → submitting threads: released nodes that still hold a policy whose drop is
+    /// deferred (see `InstructionPolicy::deferred_drop` and `pool`).
+    pub deferred_nodes: CachePadded<HandOff>,
+    pub deferred_count: AtomicUsize,
+    /// Workers → scheduler.
+    pub completions: CachePadded<HandOff>,
+    /// Received and not yet released (back-pressure). The scheduler subtracts once per pass.
+    pub in_flight: CachePadded<AtomicUsize>,
+    pub bp_lock: Mutex<()>,
+    pub bp_cv: Condvar,
+    pub bp_waiters: AtomicUsize,
+    pub stats: CachePadded<StatCounters>,
+    pub errors: Mutex<Vec<(u64, Error)>>,
+    pub shutdown: AtomicBool,
+    pub dump_request: AtomicBool,
+    pub dump: Mutex<Option<String>>,
+    pub probes: Mutex<Vec<Box<dyn FnMut() -> bool + Send>>>,
+    pub has_probes: AtomicBool,
+    /// An instruction that is not cheap is computing inline, on whichever thread runs passes:
+    /// a submitter of a cheap one then does not wait for the scheduler (see `Vm::run_now`).
+    pub heavy: AtomicBool,
+    /// A user thread is running the passes in `Vm::wait` (it holds the scheduler). Meanwhile
+    /// the scheduler thread sleeps instead of spinning: it could only take a core from that
+    /// thread or its kernel helpers (see `scheduler::spin_until_notified`).
+    pub waiter_in_passes: AtomicBool,
+    /// `shutdown_timeout` gave up on the scheduler thread.
+    pub abandoned: AtomicBool,
+    /// Set when an engine thread failed (`EngineFailed`).
+    pub failed: Mutex<Option<Error>>,
+    pub trace: Mutex<Vec<TraceEvent>>,
+    /// Whether instructions are recorded on the timeline (`Vm::set_trace`).
+    pub tracing: AtomicBool,
+    pub trace_origin: Instant,
+    /// The scheduler thread has exited.
+    pub sched_exited: Mutex<bool>,
+    pub sched_exited_cv: Condvar,
+}
+
+impl Shared {
+    /// The shared state of an engine with `streams`, before any thread starts.
+    pub(crate) fn new(config: Config, streams: Vec<StreamEntry>, owner_id: QCellOwnerID) -> Self {
+        Shared {
+            trace: Mutex::new(Vec::new()),
+            tracing: AtomicBool::new(config.trace),
+            any_async_stream: streams.iter().any(|s| s.policy.done_means_launched()),
+            config,
+            streams,
+            owner_id,
+            pending: CachePadded::new(PendingStack::new()),
+            completions: CachePadded::new(HandOff::new()),
+            free_nodes: CachePadded::new(HandOff::new()),
+            free_count: AtomicUsize::new(0),
+            deferred_nodes: CachePadded::new(HandOff::new()),
+            deferred_count: AtomicUsize::new(0),
+            in_flight: CachePadded::new(AtomicUsize::new(0)),
+            bp_lock: Mutex::new(()),
+            bp_cv: Condvar::new(),
+            bp_waiters: AtomicUsize::new(0),
+            stats: CachePadded::new(StatCounters::default()),
+            errors: Mutex::new(Vec::new()),
+            shutdown: AtomicBool::new(false),
+            dump_request: AtomicBool::new(false),
+            dump: Mutex::new(None),
+            probes: Mutex::new(Vec::new()),
+            has_probes: AtomicBool::new(false),
+            heavy: AtomicBool::new(false),
+            waiter_in_passes: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
+            failed: Mutex::new(None),
+            trace_origin: Instant::now(),
+            sched_exited: Mutex::new(false),
+            sched_exited_cv: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn record_error(&self, id: u64, e: Error) {
+        tracing::debug!(instr = id, error = %e, "instruction failed");
+        self.errors.lock().push((id, e));
+    }
+
+    /// Moves the engine to `EngineFailed` after a panic of the engine itself (not of a kernel)
+    /// on any thread that ran passes: every waiter wakes with it, new work is refused, and
+    /// `Drop` still returns. Returns the error.
+    pub(crate) fn fail(&self, panic: &(dyn std::any::Any + Send)) -> Error {
+        let cause = crate::error::panic_message(panic);
+        tracing::error!("the engine failed: {cause}");
+        let e = Error::EngineFailed { cause };
+        *self.failed.lock() = Some(e.clone());
+        self.shutdown.store(true, Ordering::Release);
+        // A pass on a user thread may fail while the scheduler thread sleeps: wake it to see
+        // the failure and exit, and wake submitters blocked on back-pressure to see shutdown.
+        self.pending.notifier.notify();
+        let _g = self.bp_lock.lock();
+        self.bp_cv.notify_all();
+        e
+    }
+
+    /// Whether an engine thread (or a pass run by a waiting thread) failed.
+    pub(crate) fn is_failed(&self) -> bool {
+        self.failed.lock().is_some()
+    }
+
+    pub(crate) fn trace_now(&self) -> Option<Instant> {
+        self.tracing.load(Ordering::Relaxed).then(Instant::now)
+    }
+
+    pub(crate) fn trace_record(&self, name: &str, id: u64, stream: StreamId, start: Instant) {
+        let end = Instant::now();
+        let thread = std::thread::current().name().unwrap_or("user").to_string();
+        self.trace.lock().push(TraceEvent {
+            name: name.to_string(),
+            id,
+            stream: stream.0,
+            thread,
+            start_us: (start - self.trace_origin).as_secs_f64() * 1e6,
+            dur_us: (end - start).as_secs_f64() * 1e6,
+        });
+    }
+
+    /// Wakes submitters blocked on the high-water mark once at most `low_water` are in flight.
+    ///
+    /// The releaser lowers `in_flight` and then reads `bp_waiters`; a blocking submitter
+    /// raises `bp_waiters` and then reads `in_flight` (`block_on_high_water`). All four
+    /// are `SeqCst`, so at least one of the two sees the other's write: either the submitter
+    /// finds low water and does not sleep, or the releaser finds the waiter and notifies it.
+    /// With acquire/release alone both could read the old values, and the submitter would
+    /// sleep out its timed wait.
+    pub(crate) fn wake_submitters(&self) {
+        if self.bp_waiters.load(Ordering::SeqCst) > 0
+            && self.in_flight.load(Ordering::SeqCst) <= self.config.low_water
+        {
+            let _g = self.bp_lock.lock();
+            self.bp_cv.notify_all();
+        }
+    }
+
+    /// Blocks a submitter above the high-water mark until at most `low_water` are in flight
+    /// (or the engine shuts down): the other half of the protocol in `wake_submitters`.
+    pub(crate) fn block_on_high_water(&self) {
+        // SeqCst: the other half of the protocol in `wake_submitters`.
+        self.bp_waiters.fetch_add(1, Ordering::SeqCst);
+        let mut g = self.bp_lock.lock();
+        while self.in_flight.load(Ordering::SeqCst) > self.config.low_water
+            && !self.shutdown.load(Ordering::Acquire)
+        {
+            // The timed wait is a safety net; the scheduler notifies when crossing low water.
+            self.bp_cv.wait_for(&mut g, Duration::from_millis(5));
+        }
+        drop(g);
+        self.bp_waiters.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The scheduler thread has exited: wakes `shutdown_timeout` and blocked submitters.
+    pub(crate) fn scheduler_exited(&self) {
+        *self.sched_exited.lock() = true;
+        self.sched_exited_cv.notify_all();
+        self.bp_cv.notify_all();
+    }
+}
