@@ -1,7 +1,7 @@
 //! What one small op costs, part by part: engine-only loops (a blob, an inline op call) beside
 //! tensor ops on 16 floats. Best of 30 rounds of 20,000 calls each, in nanoseconds per call.
 //!
-//! `cargo run --release --example dispatch_parts`
+//! `cargo bench --bench dispatch_parts`
 
 #[global_allocator]
 static GLOBAL: eddy::Malloc = eddy::Malloc;

@@ -5,7 +5,7 @@
 //! benchmarks chapter).
 //!
 //! ```text
-//! cargo run --release --example infer_parts
+//! cargo bench --bench infer_parts
 //! ```
 #[global_allocator]
 static GLOBAL: eddy::Malloc = eddy::Malloc;

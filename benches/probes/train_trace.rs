@@ -1,7 +1,7 @@
 //! Per-instruction durations of the benchmark's training step: each instruction name's total
 //! duration per step, in µs, for those above 2 µs, against the step's wall time.
 //!
-//! `EDDY_VM_TRACE=1 cargo run --release --example train_trace [STEPS]` (20 steps by default;
+//! `EDDY_VM_TRACE=1 cargo bench --bench train_trace -- [STEPS]` (20 steps by default;
 //! the engine records its trace only with `EDDY_VM_TRACE=1`).
 #[global_allocator]
 static GLOBAL: eddy::Malloc = eddy::Malloc;
@@ -12,7 +12,10 @@ use eddy::tensor::{DType, Tensor, manual_seed as manual_seed_all};
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let steps: usize = std::env::args().nth(1).map_or(Ok(20), |s| s.parse())?;
+    let steps: usize = std::env::args()
+        .filter(|a| a != "--bench")
+        .nth(1)
+        .map_or(Ok(20), |s| s.parse())?;
     if steps == 0 {
         return Err("STEPS must be at least 1".into());
     }

@@ -4,9 +4,9 @@
 //! divided by the difference of their `N` is the cost of one op, start-up excluded:
 //!
 //! ```text
-//! cargo build --release --example cg_small
-//! valgrind --tool=callgrind ./target/release/examples/cg_small 10000
-//! valgrind --tool=callgrind ./target/release/examples/cg_small 20000
+//! cargo bench --bench cg_small --no-run   # prints the binary: target/release/deps/cg_small-HASH
+//! valgrind --tool=callgrind target/release/deps/cg_small-HASH 10000
+//! valgrind --tool=callgrind target/release/deps/cg_small-HASH 20000
 //! ```
 //!
 //! `CG_STATS=1` prints how many instructions ran at once on the submitting thread.
@@ -20,11 +20,14 @@ static GLOBAL: eddy::Malloc = eddy::Malloc;
 use eddy::tensor::{DType, Tensor};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: usize = match std::env::args().nth(1) {
+    let n: usize = match std::env::args().filter(|a| a != "--bench").nth(1) {
         Some(s) => s.parse()?,
         None => 20_000,
     };
-    let mode = std::env::args().nth(2).unwrap_or_default();
+    let mode = std::env::args()
+        .filter(|a| a != "--bench")
+        .nth(2)
+        .unwrap_or_default();
     if mode == "x" {
         let x = Tensor::full([64], 1.0 / 64.0, DType::F32)?;
         let mut y = Tensor::ones([64], DType::F32)?;

@@ -5,9 +5,9 @@
 //! their `N` is the cost of one instruction:
 //!
 //! ```text
-//! cargo build --release --example cg_chain
-//! valgrind --tool=callgrind ./target/release/examples/cg_chain 20000 fan
-//! valgrind --tool=callgrind ./target/release/examples/cg_chain 40000 fan
+//! cargo bench --bench cg_chain --no-run   # prints the binary: target/release/deps/cg_chain-HASH
+//! valgrind --tool=callgrind target/release/deps/cg_chain-HASH 20000 fan
+//! valgrind --tool=callgrind target/release/deps/cg_chain-HASH 40000 fan
 //! ```
 //!
 //! `STATS=1` prints the engine's counters (how many instructions fused) at the end.
@@ -21,8 +21,14 @@ use eddy_vm::Counted;
 use std::sync::Arc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: usize = std::env::args().nth(1).map_or(Ok(100_000), |s| s.parse())?;
-    let mode = std::env::args().nth(2).unwrap_or_default();
+    let n: usize = std::env::args()
+        .filter(|a| a != "--bench")
+        .nth(1)
+        .map_or(Ok(100_000), |s| s.parse())?;
+    let mode = std::env::args()
+        .filter(|a| a != "--bench")
+        .nth(2)
+        .unwrap_or_default();
     let mut b = match mode.as_str() {
         "sync" => VmBuilder::from_env().sync_mode(true),
         "nofuse" => VmBuilder::from_env().fusion(false),

@@ -1,7 +1,7 @@
 //! GFLOP/s of the training step's products in the current and in a transposed weight layout:
 //! each product synced, seven alternated rounds, the median and range per product.
 //!
-//! `cargo run --release --example mm_shapes`
+//! `cargo bench --bench mm_shapes`
 #[global_allocator]
 static GLOBAL: eddy::Malloc = eddy::Malloc;
 
