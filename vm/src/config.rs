@@ -89,7 +89,7 @@ impl Default for Config {
     }
 }
 
-/// Builds a [`Vm`].
+/// Builds a [`Vm`](crate::Vm).
 ///
 /// # Examples
 ///

@@ -1,7 +1,7 @@
-//! [`Vm`]: the engine handle. Its methods are grouped by concern: [`submit`] (run, run_op,
-//! release, back-pressure), [`wait`] (sync, barrier, errors, dump), [`host`] (blob access,
-//! probes), [`observe`] (stats, timeline) and [`shutdown`]. The state its threads share is
-//! [`Shared`](crate::shared::Shared).
+//! [`Vm`]: the engine handle. Its methods are grouped by concern: `submit` (run, run_op,
+//! release, back-pressure), `wait` (sync, barrier, errors, dump), `host` (blob access,
+//! probes), `observe` (stats, timeline) and `shutdown`. The state its threads share is
+//! `Shared` (`shared.rs`).
 //!
 //! # Fast paths
 //!

@@ -17,7 +17,8 @@ impl Vm {
     ///
     /// # Errors
     ///
-    /// As [`InstructionsBuilder::push`] and [`InstructionsBuilder::submit`].
+    /// As [`InstructionsBuilder::push`](crate::InstructionsBuilder::push) and
+    /// [`InstructionsBuilder::submit`](crate::InstructionsBuilder::submit).
     ///
     /// # Examples
     ///

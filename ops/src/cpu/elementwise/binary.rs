@@ -1,0 +1,279 @@
+//! Binary kernels with broadcasting, comparisons, `where` and the in-place forms.
+
+use super::elem::{FloatElem, IntElem, dispatch_float, dispatch_int};
+use super::map::map2_lay;
+use super::unary::int_pow;
+use crate::kernel::{FnKernel, input, output, par_out, walk};
+use crate::kinds::{BinaryOp, CmpOp};
+use crate::{Bool8, DType, Elem, Lay, Layout};
+use eddy_vm::Counted;
+use eddy_vm::{Blob, instruction::Kernel};
+use num_traits::Zero;
+
+#[inline(always)]
+pub(super) fn nan_max<A: PartialOrd + Copy>(x: A, y: A) -> A {
+    #[allow(clippy::eq_op)]
+    if x != x || x >= y { x } else { y }
+}
+#[inline(always)]
+pub(super) fn nan_min<A: PartialOrd + Copy>(x: A, y: A) -> A {
+    #[allow(clippy::eq_op)]
+    if x != x || x <= y { x } else { y }
+}
+
+/// `out = a op b`: inputs 0 and 1 laid out as `la`, `lb`, already broadcast to the output
+/// shape, all of `dtype` (the op definition promoted them). Integer `div` is not defined (it promotes to float).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{cpu::elementwise::binary, elementwise::BinaryOp, Lay};
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, b, out) = (vm.new_blob(3 * 8), vm.new_blob(8), vm.new_blob(3 * 8));
+/// vm.run_op(StreamId::CPU, from_host(vec![1i64, 5, 9]), &[], &[&a], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![4i64]), &[], &[&b], false)?;
+/// // `a - 4`, the scalar splat over `a`'s three elements.
+/// let k = binary(BinaryOp::Sub, DType::I64, Lay::Dense(0), Lay::Splat(0));
+/// vm.run_op(StreamId::CPU, k, &[&a, &b], &[&out], false)?;
+/// let l = Layout::contiguous([3]);
+/// assert_eq!(vm.read_blob(&out, move |m| gather_host::<i64>(m, &l))?, [-3, 1, 5]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
+    FnKernel::new(
+        op.name(),
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            dispatch_float!(dtype, T => {
+            // SAFETY: inputs 0 and 1 are read, output 0 written; the output is a fresh blob.
+            let (a, b, o) = unsafe { (input::<T>(&ins[0]), input::<T>(&ins[1]), output::<T>(&outs[0])) };
+            macro_rules! go { ($f:expr) => { map2_lay(a, &la, b, &lb, o, |x: T, y: T| T::down($f(x.up(), y.up()))) }; }
+            type A = <T as FloatElem>::A;
+            match op {
+                BinaryOp::Add => go!(|x: A, y: A| x + y),
+                BinaryOp::Sub => go!(|x: A, y: A| x - y),
+                BinaryOp::Mul => go!(|x: A, y: A| x * y),
+                BinaryOp::Div => go!(|x: A, y: A| x / y),
+                BinaryOp::Pow => go!(|x: A, y: A| x.powf(y)),
+                BinaryOp::Maximum => go!(nan_max::<A>),
+                BinaryOp::Minimum => go!(nan_min::<A>),
+                BinaryOp::ReluBackward => go!(|x: A, y: A| if x > A::zero() { y } else { A::zero() }),
+            }
+            Ok(())
+        }, else => dispatch_int!(dtype, T => {
+            // SAFETY: as above.
+            let (a, b, o) = unsafe { (input::<T>(&ins[0]), input::<T>(&ins[1]), output::<T>(&outs[0])) };
+            macro_rules! go { ($f:expr) => { map2_lay(a, &la, b, &lb, o, |x: T, y: T| T::from_i64($f(x.to_i64(), y.to_i64()))) }; }
+            match op {
+                BinaryOp::Add => go!(|x: i64, y: i64| x.wrapping_add(y)),
+                BinaryOp::Sub => go!(|x: i64, y: i64| x.wrapping_sub(y)),
+                BinaryOp::Mul => go!(|x: i64, y: i64| x.wrapping_mul(y)),
+                BinaryOp::Pow => {
+                    let zero_to_negative = std::sync::atomic::AtomicBool::new(false);
+                    go!(|x: i64, y: i64| int_pow(x, y).unwrap_or_else(|| {
+                        zero_to_negative.store(true, std::sync::atomic::Ordering::Relaxed);
+                        0
+                    }));
+                    if zero_to_negative.into_inner() {
+                        return Err("pow: 0 to a negative integer power".into());
+                    }
+                }
+                BinaryOp::Maximum => go!(|x: i64, y: i64| x.max(y)),
+                BinaryOp::Minimum => go!(|x: i64, y: i64| x.min(y)),
+                BinaryOp::ReluBackward => go!(|x: i64, y: i64| if x > 0 { y } else { 0 }),
+                BinaryOp::Div => return Err("integer division is computed in float".into()),
+            }
+            Ok(())
+        }, else => Err(format!("unsupported dtype {dtype}"))))
+        },
+    )
+}
+
+/// `out = a cmp b` (as `Bool`), inputs of one `dtype` broadcast to the output shape.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{cpu::elementwise::compare, elementwise::CmpOp, Lay};
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, b, out) = (vm.new_blob(3 * 4), vm.new_blob(3 * 4), vm.new_blob(3));
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 2.0, f32::NAN]), &[], &[&a], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![2.0f32, 2.0, 0.0]), &[], &[&b], false)?;
+/// let k = compare(CmpOp::Lt, DType::F32, Lay::Dense(0), Lay::Dense(0));
+/// vm.run_op(StreamId::CPU, k, &[&a, &b], &[&out], false)?;
+/// let l = Layout::contiguous([3]);
+/// assert_eq!(vm.read_blob(&out, move |m| gather_host::<bool>(m, &l))?, [true, false, false]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
+    FnKernel::new(
+        op.name(),
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            crate::dispatch!(dtype, T => {
+                // SAFETY: inputs 0 and 1 are read, output 0 written; the output is a fresh blob.
+                let (a, b, o) = unsafe { (input::<T>(&ins[0]), input::<T>(&ins[1]), output::<Bool8>(&outs[0])) };
+                macro_rules! go { ($f:expr) => { map2_lay(a, &la, b, &lb, o, |x: T, y: T| Bool8($f(x, y) as u8)) }; }
+                match op {
+                    CmpOp::Eq => go!(|x: T, y: T| x == y),
+                    CmpOp::Ne => go!(|x: T, y: T| x != y),
+                    CmpOp::Lt => go!(|x: T, y: T| x < y),
+                    CmpOp::Le => go!(|x: T, y: T| x <= y),
+                    CmpOp::Gt => go!(|x: T, y: T| x > y),
+                    CmpOp::Ge => go!(|x: T, y: T| x >= y),
+                    CmpOp::And => go!(|x: T, y: T| (x != T::ZERO) & (y != T::ZERO)),
+                    CmpOp::Or => go!(|x: T, y: T| (x != T::ZERO) | (y != T::ZERO)),
+                    CmpOp::Xor => go!(|x: T, y: T| (x != T::ZERO) ^ (y != T::ZERO)),
+                }
+            });
+            Ok(())
+        },
+    )
+}
+
+/// `out = cond ? a : b`: input 0 the `Bool` condition, inputs 1 and 2 of `dtype`, all broadcast
+/// to the output shape.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::elementwise::where_;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (c, a, b) = (vm.new_blob(3), vm.new_blob(3 * 4), vm.new_blob(4));
+/// let out = vm.new_blob(3 * 4);
+/// vm.run_op(StreamId::CPU, from_host(vec![true, false, true]), &[], &[&c], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 2.0, 3.0]), &[], &[&a], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![0.0f32]), &[], &[&b], false)?;
+/// let l = Layout::contiguous([3]);
+/// let lb = Layout::contiguous([1]).broadcast_to(&l.shape); // the scalar `b` for every element
+/// let k = where_(DType::F32, l.clone(), l.clone(), lb);
+/// vm.run_op(StreamId::CPU, k, &[&c, &a, &b], &[&out], false)?;
+/// assert_eq!(vm.read_blob(&out, move |m| gather_host::<f32>(m, &l))?, [1.0, 0.0, 3.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+pub fn where_(dtype: DType, lc: Layout, la: Layout, lb: Layout) -> impl Kernel {
+    FnKernel::new(
+        "where",
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            crate::dispatch!(dtype, T => {
+                // SAFETY: inputs 0..3 are read, output 0 written; the output is a fresh blob.
+                let (c, a, b, o) = unsafe {
+                    (input::<Bool8>(&ins[0]), input::<T>(&ins[1]), input::<T>(&ins[2]), output::<T>(&outs[0]))
+                };
+                let n = lc.numel();
+                walk(lc.dims(), [&lc.strides, &la.strides, &lb.strides], [lc.offset, la.offset, lb.offset], 0, n,
+                    |i, [oc, oa, ob]| o[i] = if c[oc].0 != 0 { a[oa] } else { b[ob] });
+            });
+            Ok(())
+        },
+    )
+}
+
+/// The loop of [`binary_inplace`] on dense operands (a function of its own: see
+/// [`dense1_run`]).
+#[inline]
+pub(super) fn inplace_run<T: Elem>(out: &mut [T], x: &[T], f: &impl Fn(T, T) -> T) {
+    for (d, &v) in out.iter_mut().zip(x) {
+        *d = f(*d, v);
+    }
+}
+
+/// In place: `out[i] = out[i] op (alpha * x[i])` over output 0's elements in layout `lo`
+/// (`alpha` scales `x` for `Add` and `Sub` only, making `add_`'s `alpha` an axpy). Input 0 is `x`
+/// in layout `lx` broadcast to `lo`'s shape, of the same dtype, and not the output's blob.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{cpu::elementwise::binary_inplace, elementwise::BinaryOp};
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (y, x) = (vm.new_blob(3 * 4), vm.new_blob(3 * 4));
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 2.0, 3.0]), &[], &[&y], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![1.0f32, 1.0, 1.0]), &[], &[&x], false)?;
+/// let l = Layout::contiguous([3]);
+/// // `y += 2 * x` (`add_` with `alpha = 2`).
+/// let k = binary_inplace(BinaryOp::Add, DType::F32, l.clone(), l.clone(), 2.0);
+/// vm.run_op(StreamId::CPU, k, &[&x], &[&y], false)?;
+/// assert_eq!(vm.read_blob(&y, move |m| gather_host::<f32>(m, &l))?, [3.0, 4.0, 5.0]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+pub fn binary_inplace(
+    op: BinaryOp,
+    dtype: DType,
+    lo: Layout,
+    lx: Layout,
+    alpha: f64,
+) -> impl Kernel {
+    FnKernel::new(
+        op.name(),
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            fn run<T: Elem>(
+                o: &mut [T],
+                lo: &Layout,
+                x: &[T],
+                lx: &Layout,
+                f: impl Fn(T, T) -> T + Sync,
+            ) {
+                match (lo.contiguous_range(), lx.contiguous_range()) {
+                    (Some(ro), Some(rx)) => {
+                        let x = &x[rx];
+                        par_out(&mut o[ro], |st, c| {
+                            let e = st + c.len();
+                            inplace_run(c, &x[st..e], &f)
+                        });
+                    }
+                    _ => walk(
+                        lo.dims(),
+                        [&lo.strides, &lx.strides],
+                        [lo.offset, lx.offset],
+                        0,
+                        lo.numel(),
+                        |_, [io, ix]| o[io] = f(o[io], x[ix]),
+                    ),
+                }
+            }
+            dispatch_float!(dtype, T => {
+            // SAFETY: input 0 is read, output 0 written; the op definition made sure they differ.
+            let (x, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
+            type A = <T as FloatElem>::A;
+            let al = T::param(alpha);
+            macro_rules! go { ($f:expr) => { run(o, &lo, x, &lx, |d: T, v: T| T::down($f(d.up(), v.up()))) }; }
+            match op {
+                BinaryOp::Add => go!(|d: A, v: A| d + al * v),
+                BinaryOp::Sub => go!(|d: A, v: A| d - al * v),
+                BinaryOp::Mul => go!(|d: A, v: A| d * v),
+                BinaryOp::Div => go!(|d: A, v: A| d / v),
+                BinaryOp::Pow => go!(|d: A, v: A| d.powf(v)),
+                BinaryOp::Maximum => go!(nan_max::<A>),
+                BinaryOp::Minimum => go!(nan_min::<A>),
+                BinaryOp::ReluBackward => go!(|d: A, v: A| if d > A::zero() { v } else { A::zero() }),
+            }
+            Ok(())
+        }, else => dispatch_int!(dtype, T => {
+            // SAFETY: as above.
+            let (x, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
+            let al = alpha as i64;
+            macro_rules! go { ($f:expr) => { run(o, &lo, x, &lx, |d: T, v: T| T::from_i64($f(d.to_i64(), v.to_i64()))) }; }
+            match op {
+                BinaryOp::Add => go!(|d: i64, v: i64| d.wrapping_add(al.wrapping_mul(v))),
+                BinaryOp::Sub => go!(|d: i64, v: i64| d.wrapping_sub(al.wrapping_mul(v))),
+                BinaryOp::Mul => go!(|d: i64, v: i64| d.wrapping_mul(v)),
+                BinaryOp::Maximum => go!(|d: i64, v: i64| d.max(v)),
+                BinaryOp::Minimum => go!(|d: i64, v: i64| d.min(v)),
+                _ => return Err(format!("{} in place is not defined for {dtype}", op.name())),
+            }
+            Ok(())
+        }, else => Err(format!("unsupported dtype {dtype}"))))
+        },
+    )
+}
