@@ -554,7 +554,7 @@ fn shape_overflow_never_reaches_the_allocator() {
         Box::new(|| Tensor::zeros([1 << 32, 1 << 32], F32)),
         Box::new(|| Tensor::ones([1 << 31, 1 << 31], F32)), // numel fits, bytes do not
         Box::new(|| Tensor::full([1 << 61], 1.0, F32)),     // bytes above isize::MAX
-        Box::new(|| Tensor::zeros([usize::MAX, 2, 0], F64)),
+        Box::new(|| Tensor::zeros([usize::MAX, 2, 1], F64)), // a 0 dim would make it empty
         Box::new(|| Tensor::eye(1 << 32, F32)),
         Box::new(|| Tensor::zeros([1 << 62, 4], F32)),
         Box::new(|| Tensor::linspace(0.0, 1.0, usize::MAX, F64)),
@@ -620,9 +620,13 @@ proptest! {
         shape in prop::collection::vec(huge_dim(), 1..=3),
         dt in prop_oneof![Just(F32), Just(F64), Just(DType::U8)],
     ) {
-        let bytes = shape
-            .iter()
-            .try_fold(1usize, |a, &d| a.checked_mul(d))
+        // A 0 anywhere makes the tensor empty, whatever the other dims multiply to.
+        let numel = if shape.contains(&0) {
+            Some(0)
+        } else {
+            shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+        };
+        let bytes = numel
             .and_then(|n| n.checked_mul(dt.size_in_bytes()))
             .filter(|&b| b <= isize::MAX as usize);
         // Representable but huge sizes would really allocate: only the small ones are created.

@@ -2288,7 +2288,7 @@ fn optimizers_match_their_update_rules() {
     let mut buf = [0.0; 4];
     optimizer_matches(
         "sgd momentum + weight decay",
-        |p| Box::new(Sgd::new(p, 0.05).unwrap().momentum(0.9).weight_decay(0.1)),
+        |p| Box::new(Sgd::new(p, 0.05).unwrap().momentum(0.9).unwrap().weight_decay(0.1).unwrap()),
         |w, g, step| {
             for i in 0..4 {
                 let gi = g[i] + 0.1 * w[i];

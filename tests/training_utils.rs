@@ -428,7 +428,10 @@ fn optimizers_refuse_bad_hyperparameters_before_changing_anything() {
         opt.step()
     };
     let w = leaf(vec![1.0, 1.0], &[2]);
-    let mut sgd = Sgd::new(vec![w.clone()], 0.1).unwrap().momentum(0.9);
+    let mut sgd = Sgd::new(vec![w.clone()], 0.1)
+        .unwrap()
+        .momentum(0.9)
+        .unwrap();
     for (lr, m, wd) in [
         (-0.1, 0.9, 0.0),
         (f64::NAN, 0.9, 0.0),

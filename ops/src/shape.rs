@@ -163,9 +163,24 @@ impl Shape {
     pub fn numel(&self) -> usize {
         numel_of(&self.0)
     }
-    /// The element count, or `None` on overflow.
+    /// The element count, or `None` on overflow. A 0 anywhere makes it 0, whatever the other
+    /// dims and their order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::Shape;
+    /// assert_eq!(Shape::from([2, 3]).checked_numel(), Some(6));
+    /// assert_eq!(Shape::from([1 << 62, 4]).checked_numel(), None);
+    /// assert_eq!(Shape::from([1 << 62, 4, 0]).checked_numel(), Some(0));
+    /// assert_eq!(Shape::from([0, 1 << 62, 4]).checked_numel(), Some(0));
+    /// ```
     pub fn checked_numel(&self) -> Option<usize> {
-        self.0.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+        match self.0.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
+            Some(n) => Some(n),
+            None if self.0.contains(&0) => Some(0),
+            None => None,
+        }
     }
     /// The byte size for `dtype`, or `ShapeOverflow` if it overflows or exceeds `isize::MAX`.
     ///

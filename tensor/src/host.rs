@@ -10,16 +10,26 @@ const PROBE_BYTES: usize = 1 << 30;
 
 /// Reserves room for `n` more elements in `v`, or fails with `OutOfMemory` naming `op`
 /// (the host's allocator refused, or the size overflows) instead of aborting.
+/// A request of at least `CHECKED_BYTES` must also fit in the host memory free now: the
+/// host's allocator grants more than the machine has, and the process would be killed when the
+/// copy touches the pages (see `eddy_vm::alloc::host`).
 fn host_reserve<T>(op: &str, v: &mut Vec<T>, n: usize) -> Result<()> {
-    v.try_reserve_exact(n).map_err(|_| {
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    let oom = || {
         Error::Vm(eddy_vm::Error::OutOfMemory {
             op: op.to_string(),
-            requested: n.saturating_mul(std::mem::size_of::<T>()),
+            requested: bytes,
             in_use: 0,
             cached: 0,
-            capacity: None,
+            capacity: eddy_vm::alloc::host_limit(),
         })
-    })
+    };
+    if bytes >= eddy_vm::alloc::CHECKED_BYTES
+        && eddy_vm::alloc::host_available().is_some_and(|free| bytes > free)
+    {
+        return Err(oom());
+    }
+    v.try_reserve_exact(n).map_err(|_| oom())
 }
 
 /// An empty vector with room for `n` views of one tensor, or `OutOfMemory` naming `op` when

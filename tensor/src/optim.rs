@@ -109,16 +109,30 @@ pub trait Optimizer {
 }
 
 /// `InvalidArgument` for `op` unless `value` (the hyperparameter `name`) is finite and not
-/// negative.
+/// negative. PyTorch's constructors refuse the same values ("Invalid learning rate: -1"),
+/// except that they take an infinite one.
 fn check_non_negative(op: &'static str, name: &str, value: f64) -> Result<()> {
     if value.is_finite() && value >= 0.0 {
         Ok(())
     } else {
         Err(Error::invalid(
             op,
-            format!("{name} must be finite and at least 0, got {value}"),
+            format!("invalid {name}: {value} (must be finite and at least 0)"),
         ))
     }
+}
+
+/// `InvalidArgument` for `op` unless both of Adam's `betas` are in `[0, 1)`.
+fn check_betas(op: &'static str, betas: (f64, f64)) -> Result<()> {
+    for (i, b) in [betas.0, betas.1].into_iter().enumerate() {
+        if !(0.0..1.0).contains(&b) {
+            return Err(Error::invalid(
+                op,
+                format!("invalid beta parameter at index {i}: {b} (must be in [0, 1))"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Stochastic gradient descent, as PyTorch's `SGD` (dampening 0, no Nesterov).
@@ -150,7 +164,8 @@ impl Sgd {
     ///
     /// # Errors
     ///
-    /// `InvalidArgument` if a parameter is not a leaf requiring grad, or is listed twice.
+    /// `InvalidArgument` if a parameter is not a leaf requiring grad, or is listed twice, or
+    /// `lr` is negative or not finite.
     ///
     /// # Examples
     ///
@@ -161,9 +176,13 @@ impl Sgd {
     /// assert_eq!((opt.lr, opt.momentum, opt.weight_decay), (0.1, 0.0, 0.0));
     /// let not_leaf = w.mul_scalar(2.0)?; // made by an op: not a parameter
     /// assert!(matches!(Sgd::new(vec![not_leaf], 0.1), Err(Error::InvalidArgument { .. })));
+    /// for bad in [-0.1, f64::NAN, f64::INFINITY] {
+    ///     assert!(matches!(Sgd::new(vec![w.clone()], bad), Err(Error::InvalidArgument { .. })));
+    /// }
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Sgd> {
+        check_non_negative("Sgd", "learning rate", lr)?;
         check_params("Sgd", &params)?;
         let n = params.len();
         Ok(Sgd {
@@ -176,40 +195,51 @@ impl Sgd {
     }
     /// Sets the momentum.
     ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if `m` is negative or not finite.
+    ///
     /// # Examples
     ///
     /// ```
     /// use eddy_tensor::{optim::{Optimizer, Sgd}, Tensor};
     /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
-    /// let mut opt = Sgd::new(vec![w.clone()], 0.1)?.momentum(0.9);
+    /// let mut opt = Sgd::new(vec![w.clone()], 0.1)?.momentum(0.9)?;
     /// for _ in 0..2 {
     ///     opt.zero_grad();
     ///     w.sum_all()?.backward()?; // grad 1; velocity 1, then 0.9·1 + 1
     ///     opt.step()?;
     /// }
     /// assert!((w.item::<f32>()? - (1.0 - 0.1 - 0.19)).abs() < 1e-6);
+    /// assert!(Sgd::new(vec![w], 0.1)?.momentum(-0.5).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
-    pub fn momentum(mut self, m: f64) -> Sgd {
+    pub fn momentum(mut self, m: f64) -> Result<Sgd> {
+        check_non_negative("Sgd", "momentum value", m)?;
         self.momentum = m;
-        self
+        Ok(self)
     }
     /// Sets the weight decay.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if `wd` is negative or not finite.
     ///
     /// # Examples
     ///
     /// ```
     /// use eddy_tensor::{optim::{Optimizer, Sgd}, Tensor};
     /// let w = Tensor::from_vec(vec![2f32], [1])?.requires_grad_(true);
-    /// let mut opt = Sgd::new(vec![w.clone()], 0.1)?.weight_decay(0.5);
+    /// let mut opt = Sgd::new(vec![w.clone()], 0.1)?.weight_decay(0.5)?;
     /// w.mul_scalar(0.0)?.sum_all()?.backward()?; // grad 0, plus 0.5·w from the decay
     /// opt.step()?;
     /// assert!((w.item::<f32>()? - 1.9).abs() < 1e-6);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
-    pub fn weight_decay(mut self, wd: f64) -> Sgd {
+    pub fn weight_decay(mut self, wd: f64) -> Result<Sgd> {
+        check_non_negative("Sgd", "weight_decay value", wd)?;
         self.weight_decay = wd;
-        self
+        Ok(self)
     }
 }
 
@@ -219,9 +249,10 @@ impl Optimizer for Sgd {
     /// `InvalidArgument` (op `Sgd`), before any parameter changes, if `lr`, `momentum` or
     /// `weight_decay` is negative or not finite; engine errors.
     fn step(&mut self) -> Result<()> {
-        check_non_negative("Sgd", "lr", self.lr)?;
-        check_non_negative("Sgd", "momentum", self.momentum)?;
-        check_non_negative("Sgd", "weight_decay", self.weight_decay)?;
+        // Again here: the fields are public, and `set_lr` takes any value.
+        check_non_negative("Sgd", "learning rate", self.lr)?;
+        check_non_negative("Sgd", "momentum value", self.momentum)?;
+        check_non_negative("Sgd", "weight_decay value", self.weight_decay)?;
         let _g = no_grad();
         for (p, v) in self.params.iter().zip(&mut self.velocity) {
             let Some(mut g) = p.grad() else { continue };
@@ -292,7 +323,8 @@ impl Adam {
     ///
     /// # Errors
     ///
-    /// `InvalidArgument` if a parameter is not a leaf requiring grad, or is listed twice.
+    /// `InvalidArgument` if a parameter is not a leaf requiring grad, or is listed twice, or
+    /// `lr` is negative or not finite.
     ///
     /// # Examples
     ///
@@ -305,6 +337,7 @@ impl Adam {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Adam> {
+        check_non_negative("Adam", "learning rate", lr)?;
         check_params("Adam", &params)?;
         let n = params.len();
         Ok(Adam {
@@ -321,7 +354,7 @@ impl Adam {
     ///
     /// # Errors
     ///
-    /// As [`new`](Self::new).
+    /// As [`new`](Self::new), and `InvalidArgument` if `wd` is negative or not finite.
     ///
     /// # Examples
     ///
@@ -336,10 +369,72 @@ impl Adam {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn adamw(params: Vec<Tensor>, lr: f64, wd: f64) -> Result<Adam> {
+        check_non_negative("Adam", "weight_decay value", wd)?;
         let mut a = Adam::new(params, lr)?;
         a.weight_decay = wd;
         a.decoupled = true;
         Ok(a)
+    }
+    /// Sets the decay rates of the moments (PyTorch's `betas`).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` unless both are in `[0, 1)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{optim::Adam, Tensor, DType};
+    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true);
+    /// assert_eq!(Adam::new(vec![w.clone()], 1e-3)?.betas(0.8, 0.99)?.betas, (0.8, 0.99));
+    /// assert!(Adam::new(vec![w], 1e-3)?.betas(1.0, 0.99).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn betas(mut self, beta1: f64, beta2: f64) -> Result<Adam> {
+        check_betas("Adam", (beta1, beta2))?;
+        self.betas = (beta1, beta2);
+        Ok(self)
+    }
+    /// Sets the term added to the denominator.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if `eps` is negative or not finite.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{optim::Adam, Tensor, DType};
+    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true);
+    /// assert_eq!(Adam::new(vec![w.clone()], 1e-3)?.eps(1e-6)?.eps, 1e-6);
+    /// assert!(Adam::new(vec![w], 1e-3)?.eps(-1.0).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn eps(mut self, eps: f64) -> Result<Adam> {
+        check_non_negative("Adam", "epsilon value", eps)?;
+        self.eps = eps;
+        Ok(self)
+    }
+    /// Sets L2 weight decay (added to the gradient; [`adamw`](Self::adamw) decouples it).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if `wd` is negative or not finite.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{optim::Adam, Tensor, DType};
+    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true);
+    /// let opt = Adam::new(vec![w.clone()], 1e-3)?.weight_decay(0.1)?;
+    /// assert_eq!((opt.weight_decay, opt.decoupled), (0.1, false));
+    /// assert!(Adam::new(vec![w], 1e-3)?.weight_decay(f64::NAN).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn weight_decay(mut self, wd: f64) -> Result<Adam> {
+        check_non_negative("Adam", "weight_decay value", wd)?;
+        self.weight_decay = wd;
+        Ok(self)
     }
 }
 
@@ -350,17 +445,11 @@ impl Optimizer for Adam {
     /// or `weight_decay` is negative or not finite, or a beta is outside `[0, 1)`; engine
     /// errors.
     fn step(&mut self) -> Result<()> {
-        check_non_negative("Adam", "lr", self.lr)?;
-        check_non_negative("Adam", "eps", self.eps)?;
-        check_non_negative("Adam", "weight_decay", self.weight_decay)?;
-        for (name, b) in [("betas.0", self.betas.0), ("betas.1", self.betas.1)] {
-            if !(0.0..1.0).contains(&b) {
-                return Err(Error::invalid(
-                    "Adam",
-                    format!("{name} must be in [0, 1), got {b}"),
-                ));
-            }
-        }
+        // Again here: the fields are public, and `set_lr` takes any value.
+        check_non_negative("Adam", "learning rate", self.lr)?;
+        check_non_negative("Adam", "epsilon value", self.eps)?;
+        check_non_negative("Adam", "weight_decay value", self.weight_decay)?;
+        check_betas("Adam", self.betas)?;
         let _g = no_grad();
         let (b1, b2) = self.betas;
         for (p, st) in self.params.iter().zip(&mut self.state) {

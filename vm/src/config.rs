@@ -43,7 +43,9 @@ pub struct Config {
     pub low_water: usize,
     /// Fuse runs of fusable same-stream instructions (`EDDY_VM_FUSION=0` to turn off).
     pub fusion: bool,
-    /// Cap in bytes on each device's default allocator (`EDDY_VM_CAPACITY`, e.g. `64M`), for testing OOM paths.
+    /// Cap in bytes on each device's default allocator (`EDDY_VM_CAPACITY`, e.g. `64M`). `None`:
+    /// the device's own size; for CPU devices the host's limit, the smaller of physical memory
+    /// and the cgroup's limit ([`host_limit`](crate::alloc::host_limit)).
     pub capacity: Option<usize>,
     /// A wait that sees nothing released for this long fails with `Deadlock`
     /// (`EDDY_VM_TIMEOUT_MS`, default 600 000).
@@ -350,7 +352,8 @@ impl VmBuilder {
         self.config.fusion = on;
         self
     }
-    /// A cap on each device's default allocator.
+    /// A cap on each device's default allocator; `None` (the default) for the device's own size
+    /// (for CPU devices, [`host_limit`](crate::alloc::host_limit)).
     ///
     /// # Examples
     ///
@@ -611,7 +614,10 @@ impl VmBuilder {
         let (cap, mode) = (self.config.capacity, self.config.alloc_mode);
         self.allocators
             .entry(device)
-            .or_insert_with(|| DeviceAllocator::new(Box::new(CpuBackend::new(cap)), mode))
+            .or_insert_with(|| {
+                let cap = cap.or_else(crate::alloc::host_limit);
+                DeviceAllocator::new(Box::new(CpuBackend::new(cap)), mode)
+            })
             .clone()
     }
 }

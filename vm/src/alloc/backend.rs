@@ -93,7 +93,10 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
-/// Host memory from the global allocator, optionally capped at `capacity` bytes.
+/// Host memory from the global allocator, optionally capped at `capacity` bytes. A request of
+/// at least [`CHECKED_BYTES`](super::CHECKED_BYTES) is also refused when the host has less
+/// memory free than that ([`host_available`](super::host_available)), so that it fails here
+/// rather than get the process killed when its pages are touched.
 ///
 /// # Examples
 ///
@@ -149,6 +152,10 @@ impl Backend for CpuBackend {
             .capacity
             .is_some_and(|c| prev.checked_add(size).is_none_or(|n| n > c))
         {
+            self.used.fetch_sub(size, Ordering::AcqRel);
+            return None;
+        }
+        if size >= super::CHECKED_BYTES && super::host_available().is_some_and(|free| size > free) {
             self.used.fetch_sub(size, Ordering::AcqRel);
             return None;
         }

@@ -2,11 +2,13 @@
 //! unit to the stream's worker.
 
 use super::Scheduler;
+use crate::blob::Blob;
 use crate::error::Error;
 use crate::error::panic_message;
 use crate::exec::{ExecEnv, run_unit};
 use crate::instruction::{InstrAdapter, InstrList, Instruction, PrepareCtx, PrepareError};
 use crate::stream::Exec;
+use smallvec::SmallVec;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -81,14 +83,25 @@ impl Scheduler {
     }
 
     fn prepare_unit(&mut self, s: usize, node: &mut Instruction) {
-        self.prepare_member(s, node);
+        let failed = self.prepare_member(s, node, &[]);
         if node.followers.is_empty() {
             return;
         }
+        // The outputs of members that failed to prepare, or were skipped as dependents of a
+        // failure: a later member reading one is a dependent too (its input is poisoned only
+        // when the unit runs).
+        let mut dead: SmallVec<[*const Blob; 4]> = SmallVec::new();
+        let note = |m: &Instruction, failed: bool, dead: &mut SmallVec<[*const Blob; 4]>| {
+            if failed {
+                dead.extend(m.p().outputs().iter().map(|b| &**b as *const Blob));
+            }
+        };
+        note(node, failed, &mut dead);
         let mut rest = node.followers.take();
         let mut back = InstrList::new(InstrAdapter::new());
         while let Some(mut m) = rest.pop_front() {
-            self.prepare_member(s, &mut m);
+            let failed = self.prepare_member(s, &mut m, &dead);
+            note(&m, failed, &mut dead);
             back.push_back(m);
         }
         node.followers = back;
@@ -108,7 +121,22 @@ impl Scheduler {
         }
     }
 
-    fn prepare_member(&mut self, s: usize, m: &mut Instruction) {
+    /// Prepares member `m` of a unit on stream `s`, where `dead` holds the outputs of the
+    /// unit's earlier members that failed or were skipped. Returns whether `m` failed or was
+    /// skipped.
+    fn prepare_member(&mut self, s: usize, m: &mut Instruction, dead: &[*const Blob]) -> bool {
+        // A dependent of a failure is skipped at compute (`exec::run_policy`): allocating its
+        // outputs first would be wasted, and after an out-of-memory error each dependent would
+        // run the whole OOM path again and report an OOM of its own instead of the root error.
+        if !m.flags.handles_poison
+            && m.p()
+                .inputs()
+                .iter()
+                .any(|b| b.is_poisoned() || dead.contains(&(&**b as *const Blob)))
+        {
+            m.prep_error = None;
+            return true;
+        }
         let r = match self.try_prepare(s, m) {
             Err(PrepareError::OutOfMemory(_)) => {
                 // The OOM path: free what can be freed, wait for the device's running work,
@@ -141,6 +169,7 @@ impl Scheduler {
                 capacity: a.capacity,
             }),
         };
+        m.prep_error.is_some()
     }
 
     /// Waits until nothing dispatched on the device of stream `s` is still running: releases
