@@ -15,7 +15,7 @@ fn eddy(args: &[&str]) -> std::process::Output {
 }
 
 /// Runs `eddy args` with `stdin` piped in.
-fn eddy_stdin(args: &[&str], stdin: &str) -> std::process::Output {
+fn eddy_stdin(args: &[&str], stdin: impl AsRef<[u8]>) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_eddy"))
         .args(args)
         .stdin(Stdio::piped())
@@ -27,7 +27,7 @@ fn eddy_stdin(args: &[&str], stdin: &str) -> std::process::Output {
         .stdin
         .take()
         .unwrap()
-        .write_all(stdin.as_bytes())
+        .write_all(stdin.as_ref())
         .unwrap();
     child.wait_with_output().unwrap()
 }
@@ -342,9 +342,12 @@ fn bad_data_files_give_one_line_naming_file_and_row() {
         std::fs::write(&p, body).unwrap();
         let out = eddy(&["train", "--data", p.to_str().unwrap(), "--epochs", "1"]);
         let err = text(&out.stderr);
-        let want = if name == "few.csv" { 1 } else { 2 };
-        assert_eq!(out.status.code(), Some(want), "{name}: {err}");
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
         assert!(err.contains(msg), "{name}: {err}");
+        assert!(
+            text(&out.stdout).is_empty(),
+            "{name}: refused before the banner"
+        );
         assert_eq!(err.trim_end().lines().count(), 1, "{name}: {err}");
         assert!(!err.contains("panicked"), "{name}: {err}");
     }
@@ -426,6 +429,43 @@ tensor([2, 3]) ** -1
         lines[4].starts_with("error: stdin:5: ") && lines[4].contains("pow_scalar"),
         "{o}"
     );
+}
+
+/// A line that is not UTF-8 is one error line naming it, and the lines after it still run:
+/// in a script piped to `repl` and in `trace --script`, which exit as for any failed line.
+#[test]
+fn an_undecodable_line_is_an_error_and_the_script_goes_on() {
+    let script: &[u8] = b"1+1\n\xff\xfe\n40+2\r\n";
+    let out = eddy_stdin(&["repl"], script);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let o = text(&out.stdout);
+    let lines: Vec<&str> = o.lines().collect();
+    assert_eq!(lines.len(), 3, "{o}");
+    assert_eq!(lines[0], "2", "{o}");
+    assert!(lines[1].starts_with("error: stdin:2: not UTF-8"), "{o}");
+    assert_eq!(lines[2], "42", "{o}");
+
+    let dir = scratch("undecodable");
+    let (file, json) = (dir.join("s.eddy"), dir.join("t.json"));
+    std::fs::write(&file, script).unwrap();
+    let out = eddy(&[
+        "trace",
+        "--script",
+        file.to_str().unwrap(),
+        "--out",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let o = text(&out.stdout);
+    let at = format!("error: {}:2: not UTF-8", file.display());
+    assert!(o.lines().any(|l| l.starts_with(&at)), "{o}");
+    assert!(o.lines().any(|l| l == "42"), "{o}");
+    assert!(
+        text(&out.stderr).contains("1 line(s) of"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(json.exists());
 }
 
 /// Runs `script` through `eddy repl`, which must exit successfully (not abort on a stack

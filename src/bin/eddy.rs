@@ -241,6 +241,15 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
         let t = (data.len() as f64 * opts.test_fraction).round() as usize;
         (t, data.len() - t)
     };
+    if n_test == 0 || n_train == 0 {
+        // Bad data, found before the banner: the same exit as for any other bad file.
+        return Err(Fail::Usage(format!(
+            "{}: {} rows are too few to hold out {} % for testing",
+            path.display(),
+            data.len(),
+            opts.test_fraction * 100.0
+        )));
+    }
     let arch: Vec<String> = std::iter::once(data.n_features)
         .chain(opts.hidden.iter().copied())
         .chain([data.n_classes.max(2)])
@@ -434,16 +443,34 @@ fn eval_and_print(session: &mut Session, line: &str, place: &str) -> Option<Outc
     }
 }
 
-/// Runs REPL lines from `input`; with `echo` (a script), errors name their line. Returns the
-/// number of lines that failed.
-fn run_script(session: &mut Session, input: impl BufRead, name: &str) -> Result<usize, Fail> {
+/// Runs the REPL lines of the script `input`, named `name`; errors name their line, and a line
+/// that is not UTF-8 is one of them. Returns the number of lines that failed.
+fn run_script(session: &mut Session, mut input: impl BufRead, name: &str) -> Result<usize, Fail> {
     let mut failed = 0;
-    for (i, line) in input.lines().enumerate() {
-        let line = line.map_err(|e| Fail::Usage(format!("{name}: {e}")))?;
-        match eval_and_print(session, &line, &format!("{name}:{}: ", i + 1)) {
-            Some(Outcome::Quit) => break,
-            Some(_) => {}
-            None => failed += 1,
+    for n in 1usize.. {
+        let mut line = Vec::new();
+        let read = input.read_until(b'\n', &mut line);
+        if read.map_err(|e| Fail::Usage(format!("{name}: {e}")))? == 0 {
+            break;
+        }
+        // As `BufRead::lines`: without the `\n` or `\r\n`.
+        if line.ends_with(b"\n") {
+            line.pop();
+            if line.ends_with(b"\r") {
+                line.pop();
+            }
+        }
+        let place = format!("{name}:{n}: ");
+        match String::from_utf8(line) {
+            Ok(line) => match eval_and_print(session, &line, &place) {
+                Some(Outcome::Quit) => break,
+                Some(_) => {}
+                None => failed += 1,
+            },
+            Err(e) => {
+                println!("error: {place}not UTF-8 ({e})");
+                failed += 1;
+            }
         }
     }
     Ok(failed)

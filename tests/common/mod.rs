@@ -1,6 +1,8 @@
 //! Shared test helpers.
 #![allow(dead_code)]
 
+pub mod reference;
+
 use std::sync::mpsc;
 use std::time::Duration;
 

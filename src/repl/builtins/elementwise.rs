@@ -1,0 +1,154 @@
+//! Elementwise methods: maps, operators by name, logical ops, `where_`, `clamp`, and the
+//! in-place forms.
+
+use super::{Args, Builtin, method, out};
+use crate::Tensor;
+use crate::repl::Value;
+use crate::repl::convert::{as_num, as_tensor, number_like};
+use crate::repl::error::R;
+use crate::repl::eval::binary as binary_op;
+use crate::repl::parser::Op;
+
+/// Rows for methods without arguments that map each element, `x.NAME()`; each also works as a
+/// function, `NAME(x)`.
+macro_rules! unary_rows {
+    ($($name:ident)*) => {
+        pub(super) const UNARY: &[Builtin] = &[$(
+            method(stringify!($name), concat!(stringify!($name), "()"), |f, x, a| {
+                a.none(f)?;
+                out(x.$name())
+            }),
+        )*];
+    };
+}
+
+unary_rows!(
+    neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu silu recip square sign
+    floor ceil round trunc log1p expm1 log2 log10 tan atan erf
+);
+
+/// Whether `name` is an elementwise map, callable as a function.
+pub(super) fn is_unary(name: &str) -> bool {
+    UNARY.iter().any(|b| b.name == name)
+}
+
+pub(super) const BINARY: &[Builtin] = &[
+    method("add", "add(b)", operator),
+    method("sub", "sub(b)", operator),
+    method("mul", "mul(b)", operator),
+    method("div", "div(b)", operator),
+    method("pow", "pow(b)", operator),
+    method("maximum", "maximum(b)", operator),
+    method("minimum", "minimum(b)", operator),
+    method("eq", "eq(b)", operator),
+    method("ne", "ne(b)", operator),
+    method("lt", "lt(b)", operator),
+    method("le", "le(b)", operator),
+    method("gt", "gt(b)", operator),
+    method("ge", "ge(b)", operator),
+    method("matmul", "matmul(b)", operator),
+    method("logical_and", "logical_and(b)", logical),
+    method("logical_or", "logical_or(b)", logical),
+    method("logical_xor", "logical_xor(b)", logical),
+    method("logical_not", "logical_not()", |f, x, a| {
+        a.none(f)?;
+        out(x.logical_not())
+    }),
+    method("where_", "where_(a, b)", where_),
+    method("clamp", "clamp(min, max)", clamp),
+];
+
+pub(super) const IN_PLACE: &[Builtin] = &[
+    method("add_", "add_(b)", in_place),
+    method("sub_", "sub_(b)", in_place),
+    method("mul_", "mul_(b)", in_place),
+    method("div_", "div_(b)", in_place),
+    method("copy_", "copy_(b)", in_place),
+    method("fill_", "fill_(value)", |f, x, a| {
+        a.done(f)?;
+        a.arity(f, 1, 1)?;
+        out(x.fill_(as_num(&a.pos[0], f)?))
+    }),
+    method("zero_", "zero_()", |f, x, a| {
+        a.none(f)?;
+        out(x.zero_())
+    }),
+];
+
+/// A binary operator by name: `x.add(b)` is `x + b`, with a tensor or a number.
+fn operator(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    a.done(f)?;
+    a.arity(f, 1, 1)?;
+    let op = match f {
+        "add" => Op::Add,
+        "sub" => Op::Sub,
+        "mul" => Op::Mul,
+        "div" => Op::Div,
+        "pow" => Op::Pow,
+        "maximum" => Op::Max,
+        "minimum" => Op::Min,
+        "eq" => Op::Eq,
+        "ne" => Op::Ne,
+        "lt" => Op::Lt,
+        "le" => Op::Le,
+        "gt" => Op::Gt,
+        "ge" => Op::Ge,
+        _ => Op::Matmul,
+    };
+    binary_op(op, Value::Tensor(x), a.pos.pop().expect("1"))
+}
+
+fn logical(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    a.done(f)?;
+    a.arity(f, 1, 1)?;
+    let y = as_tensor(a.pos.pop().expect("1"), f)?;
+    out(match f {
+        "logical_and" => x.logical_and(&y),
+        "logical_or" => x.logical_or(&y),
+        _ => x.logical_xor(&y),
+    })
+}
+
+fn where_(f: &'static str, x: Tensor, a: Args) -> R<Value> {
+    a.done(f)?;
+    a.arity(f, 2, 2)?;
+    let mut it = a.pos.into_iter();
+    let y = as_tensor(it.next().expect("2"), f)?;
+    let z = as_tensor(it.next().expect("2"), f)?;
+    out(x.where_(&y, &z))
+}
+
+fn clamp(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    let lo = a.named("min").map(|v| as_num(&v, f)).transpose()?;
+    let hi = a.named("max").map(|v| as_num(&v, f)).transpose()?;
+    a.done(f)?;
+    a.arity(f, 0, 2)?;
+    let lo = lo.or(a.pos.first().map(|v| as_num(v, f)).transpose()?);
+    let hi = hi.or(a.pos.get(1).map(|v| as_num(v, f)).transpose()?);
+    out(x.clamp(lo, hi))
+}
+
+/// `add_`, `sub_`, `mul_`, `div_`, `copy_`: a tensor, or a number (in the tensor's dtype).
+fn in_place(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    a.done(f)?;
+    a.arity(f, 1, 1)?;
+    let arg = a.pos.pop().expect("1");
+    if let (Value::Num(c, _), "add_" | "sub_" | "mul_") = (&arg, f) {
+        return out(match f {
+            "add_" => x.add_scalar_(*c),
+            "sub_" => x.add_scalar_(-*c),
+            _ => x.mul_scalar_(*c),
+        });
+    }
+    let y = match arg {
+        Value::Int(_) => number_like(&arg, &x)?,
+        arg => as_tensor(arg, f)?,
+    };
+    out(match f {
+        "add_" => x.add_(&y),
+        "sub_" => x.sub_(&y),
+        "mul_" => x.mul_(&y),
+        "div_" => x.div_(&y),
+        _ => x.copy_(&y),
+    })
+}

@@ -1,0 +1,146 @@
+//! Reductions and ordering, with PyTorch's defaults: no dims reduce every dim, and the ops that
+//! give PyTorch's (values, indices) tuple give a two-element list.
+
+use super::{Args, Builtin, method, out, pair};
+use crate::Tensor;
+use crate::repl::Value;
+use crate::repl::convert::{as_bool, as_int, as_num, as_usize};
+use crate::repl::error::{R, ReplError};
+
+pub(super) const REDUCTIONS: &[Builtin] = &[
+    method("sum", "sum(dims.., keepdim=false)", reduce),
+    method("mean", "mean(dims.., keepdim=false)", reduce),
+    method("prod", "prod(dims.., keepdim=false)", reduce),
+    method("var", "var(dims.., correction=1, keepdim=false)", var_std),
+    method("std", "std(dims.., correction=1, keepdim=false)", var_std),
+    method("logsumexp", "logsumexp(dims.., keepdim=false)", reduce),
+    method("any", "any(dims.., keepdim=false)", reduce),
+    method("all", "all(dims.., keepdim=false)", reduce),
+    method("norm", "norm(dims.., p=2, keepdim=false)", reduce),
+    method("cumsum", "cumsum(dim)", |f, x, mut a| {
+        a.take_dim(f, 0)?;
+        a.arity(f, 1, 1)?;
+        out(x.cumsum(a.dim_at(f, 0)?))
+    }),
+    method("max", "max([dim], keepdim=false)", extreme),
+    method("min", "min([dim], keepdim=false)", extreme),
+    method("argmax", "argmax([dim], keepdim=false)", extreme),
+    method("argmin", "argmin([dim], keepdim=false)", extreme),
+];
+
+pub(super) const ORDERING: &[Builtin] = &[
+    method("sort", "sort(dim=-1, descending=false)", sort),
+    method("argsort", "argsort(dim=-1, descending=false)", sort),
+    method("topk", "topk(k, dim=-1, largest=true)", topk),
+    method("median", "median([dim], keepdim=false)", median),
+];
+
+/// `sum`, `mean`, `prod`, `logsumexp`, `any`, `all`, `norm`.
+fn reduce(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    // PyTorch's defaults: every dim, kept as size 1 with keepdim (`[[total]]` for a matrix);
+    // p = 2.
+    let keep = a.keepdim(f)?;
+    let p = if f == "norm" {
+        a.named("p").map_or(Ok(2.0), |v| as_num(&v, f))?
+    } else {
+        0.0
+    };
+    let dims = a.dims_or_all(f, x.rank())?;
+    out(match f {
+        "sum" => x.sum(&dims, keep),
+        "mean" => x.mean(&dims, keep),
+        "prod" => x.prod(&dims, keep),
+        "logsumexp" => x.logsumexp(&dims, keep),
+        "any" => x.any(&dims, keep),
+        "all" => x.all(&dims, keep),
+        _ => x.norm(p, &dims, keep),
+    })
+}
+
+/// `var`, `std`.
+fn var_std(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    // PyTorch's defaults: every dim, correction 1.
+    let keep = a.keepdim(f)?;
+    let correction = a.named("correction").map_or(Ok(1), |v| as_usize(&v, f))?;
+    let dims = a.dims_or_all(f, x.rank())?;
+    out(if f == "var" {
+        x.var(&dims, correction, keep)
+    } else {
+        x.std(&dims, correction, keep)
+    })
+}
+
+/// `max`, `min`, `argmax`, `argmin`.
+fn extreme(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    // No dim: over every element (max and min a value; argmax and argmin with keepdim keep
+    // every dim as 1, as PyTorch). A dim: max and min give PyTorch's (values, indices) pair,
+    // `x.max(1)[1]` the positions.
+    let keep = a.keepdim(f)?;
+    a.take_dim(f, 0)?;
+    a.arity(f, 0, 1)?;
+    if a.pos.is_empty() {
+        let ones = vec![1usize; if keep { x.rank() } else { 0 }];
+        return match f {
+            // PyTorch has no max(keepdim=...) without a dim: a TypeError there.
+            "max" | "min" if keep => Err(ReplError::arg(f, "keepdim needs a dim")),
+            "max" => out(x.max_all()),
+            "min" => out(x.min_all()),
+            "argmax" => out(x
+                .flatten_all()
+                .and_then(|v| v.argmax(0, false)?.reshape(ones))),
+            _ => out(x
+                .flatten_all()
+                .and_then(|v| v.argmin(0, false)?.reshape(ones))),
+        };
+    }
+    let d = a.dim_at(f, 0)?;
+    match f {
+        "max" => pair(
+            x.max(d, keep)
+                .and_then(|v| x.argmax(d, keep).map(|i| (v, i))),
+        ),
+        "min" => pair(
+            x.min(d, keep)
+                .and_then(|v| x.argmin(d, keep).map(|i| (v, i))),
+        ),
+        "argmax" => out(x.argmax(d, keep)),
+        _ => out(x.argmin(d, keep)),
+    }
+}
+
+/// `sort` (a pair) and `argsort`.
+fn sort(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    let descending = a
+        .named("descending")
+        .map_or(Ok(false), |v| as_bool(&v, f))?;
+    let dim = a.dim_or_last(f)?;
+    if f == "sort" {
+        pair(x.sort(dim, descending))
+    } else {
+        out(x.argsort(dim, descending))
+    }
+}
+
+fn topk(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    // PyTorch's form: topk(k, dim=-1, largest=True).
+    let largest = a.named("largest").map_or(Ok(true), |v| as_bool(&v, f))?;
+    a.take_dim(f, 1)?;
+    a.arity(f, 1, 2)?;
+    let k = as_usize(&a.pos[0], f)?;
+    let dim = a.pos.get(1).map_or(Ok(-1), |v| as_int(v, f))? as isize;
+    pair(x.topk(k, dim, largest))
+}
+
+fn median(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    // No dim: the median of every element (a value); a dim: (values, indices).
+    let keep = a.keepdim(f)?;
+    a.take_dim(f, 0)?;
+    a.arity(f, 0, 1)?;
+    match a.pos.first() {
+        None => out(x
+            .flatten_all()
+            .and_then(|v| v.median(0, false))
+            .map(|p| p.0)),
+        Some(d) => pair(x.median(as_int(d, f)? as isize, keep)),
+    }
+}

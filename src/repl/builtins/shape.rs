@@ -1,0 +1,149 @@
+//! Shapes and views, indexing by tensors, and triangular masks.
+
+use super::{Args, Builtin, method, out};
+use crate::Tensor;
+use crate::repl::Value;
+use crate::repl::convert::{as_int, as_tensor, as_usize, check_rank};
+use crate::repl::error::{R, ReplError};
+
+pub(super) const VIEWS: &[Builtin] = &[
+    method("reshape", "reshape(dims..)", resize),
+    method("view", "view(dims..)", resize),
+    method("expand", "expand(dims..)", resize),
+    method("broadcast_to", "broadcast_to(dims..)", resize),
+    method("permute", "permute(dims..)", |f, x, a| {
+        a.done(f)?;
+        let p: Vec<isize> = a.idims(f)?.into_iter().map(|d| d as isize).collect();
+        out(x.permute(&p))
+    }),
+    method("transpose", "transpose(a, b)", |f, x, a| {
+        a.done(f)?;
+        a.arity(f, 2, 2)?;
+        out(x.transpose(a.dim_at(f, 0)?, a.dim_at(f, 1)?))
+    }),
+    method("t", "t()", |f, x, a| {
+        a.none(f)?;
+        out(x.t())
+    }),
+    method("narrow", "narrow(dim, start, len)", |f, x, a| {
+        a.done(f)?;
+        a.arity(f, 3, 3)?;
+        out(x.narrow(
+            a.dim_at(f, 0)?,
+            as_usize(&a.pos[1], f)?,
+            as_usize(&a.pos[2], f)?,
+        ))
+    }),
+    method("select", "select(dim, i)", |f, x, a| {
+        a.done(f)?;
+        a.arity(f, 2, 2)?;
+        out(x.select(a.dim_at(f, 0)?, as_usize(&a.pos[1], f)?))
+    }),
+    method("squeeze", "squeeze(dim)", squeeze),
+    method("unsqueeze", "unsqueeze(dim)", squeeze),
+    method("flatten", "flatten(start_dim=0, end_dim=-1)", flatten),
+    method("contiguous", "contiguous()", |f, x, a| {
+        a.none(f)?;
+        out(x.contiguous())
+    }),
+    method("flip", "flip(dims..)", |f, x, mut a| {
+        if let Some(d) = a.named("dims") {
+            a.pos.push(d);
+        }
+        a.done(f)?;
+        let dims: Vec<isize> = a.idims(f)?.into_iter().map(|d| d as isize).collect();
+        out(x.flip(&dims))
+    }),
+];
+
+pub(super) const INDEXING: &[Builtin] = &[
+    method("index_select", "index_select(dim, idx)", gather),
+    method("gather", "gather(dim, idx)", gather),
+    method("tril", "tril(diagonal=0)", triangle),
+    method("triu", "triu(diagonal=0)", triangle),
+];
+
+/// `reshape` and `view` (one size may be -1, inferred), `expand` and `broadcast_to`.
+fn resize(f: &'static str, x: Tensor, a: Args) -> R<Value> {
+    a.done(f)?;
+    let dims = a.idims(f)?;
+    check_rank(f, dims.len())?;
+    let bad_size = |d: i64| ReplError::arg(f, format!("bad size {d}"));
+    let n_infer = dims.iter().filter(|&&d| d == -1).count();
+    let dims: Vec<usize> = if n_infer == 1 && matches!(f, "reshape" | "view") {
+        if let Some(&d) = dims.iter().find(|&&d| d < -1) {
+            return Err(bad_size(d));
+        }
+        // The other sizes' product, or 0 past i64 (then nothing divides evenly).
+        let known = dims
+            .iter()
+            .filter(|&&d| d != -1)
+            .try_fold(1i64, |p, &d| p.checked_mul(d))
+            .unwrap_or(0);
+        if known == 0 || x.numel() as i64 % known != 0 {
+            return Err(ReplError::arg(
+                f,
+                format!("cannot infer -1 in {dims:?} for {} elements", x.numel()),
+            ));
+        }
+        dims.iter()
+            .map(|&d| if d == -1 { x.numel() as i64 / known } else { d } as usize)
+            .collect()
+    } else {
+        dims.iter()
+            .map(|&d| usize::try_from(d).map_err(|_| bad_size(d)))
+            .collect::<R<_>>()?
+    };
+    out(match f {
+        "reshape" => x.reshape(dims),
+        "view" => x.view(dims),
+        _ => x.expand(dims),
+    })
+}
+
+/// `squeeze` and `unsqueeze`.
+fn squeeze(f: &'static str, x: Tensor, a: Args) -> R<Value> {
+    a.done(f)?;
+    a.arity(f, 1, 1)?;
+    let d = a.dim_at(f, 0)?;
+    out(if f == "squeeze" {
+        x.squeeze(d)
+    } else {
+        x.unsqueeze(d)
+    })
+}
+
+fn flatten(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    // PyTorch's flatten(start_dim=0, end_dim=-1).
+    let start = a.param(f, 0, "start_dim")?;
+    let end = a.param(f, 1, "end_dim")?;
+    a.done(f)?;
+    a.arity(f, 0, 2)?;
+    let start = start.map_or(Ok(0), |v| as_int(&v, f))?;
+    let end = end.map_or(Ok(-1), |v| as_int(&v, f))?;
+    out(x.flatten(start as isize, end as isize))
+}
+
+/// `index_select` and `gather`.
+fn gather(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    a.done(f)?;
+    a.arity(f, 2, 2)?;
+    let d = a.dim_at(f, 0)?;
+    let idx = as_tensor(a.pos.pop().expect("2"), f)?;
+    out(if f == "gather" {
+        x.gather(d, &idx)
+    } else {
+        x.index_select(d, &idx)
+    })
+}
+
+/// `tril` and `triu`.
+fn triangle(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    if let Some(d) = a.named("diagonal") {
+        a.pos.push(d);
+    }
+    a.done(f)?;
+    a.arity(f, 0, 1)?;
+    let k = a.pos.first().map_or(Ok(0), |v| as_int(v, f))?;
+    out(if f == "tril" { x.tril(k) } else { x.triu(k) })
+}

@@ -1,0 +1,234 @@
+//! Autograd mechanics: accumulation over two backward calls, `detach` and `no_grad`, bad seeds,
+//! in-place writes to leaves and to saved tensors, custom backwards, separate leaf gradients.
+
+use crate::f64s;
+use eddy::tensor::{DType, Error, Tensor, no_grad};
+
+#[test]
+fn gradients_accumulate_over_two_backward_calls() {
+    let xv = vec![0.5, -1.0, 2.0];
+    let x = Tensor::from_vec(xv.clone(), [3])
+        .unwrap()
+        .requires_grad_(true);
+    x.mul(&x).unwrap().sum_all().unwrap().backward().unwrap();
+    assert_eq!(
+        f64s(&x.grad().unwrap()),
+        xv.iter().map(|v| 2.0 * v).collect::<Vec<_>>()
+    );
+    x.mul_scalar(3.0)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    assert_eq!(
+        f64s(&x.grad().unwrap()),
+        xv.iter().map(|v| 2.0 * v + 3.0).collect::<Vec<_>>()
+    );
+    // The same graph, backward twice: the gradient doubles.
+    x.set_grad(None);
+    let y = x.exp().unwrap().sum_all().unwrap();
+    y.backward().unwrap();
+    y.backward().unwrap();
+    let g = f64s(&x.grad().unwrap());
+    for (g, v) in g.iter().zip(&xv) {
+        assert!(
+            (g - 2.0 * v.exp()).abs() < 1e-12,
+            "{g} vs {}",
+            2.0 * v.exp()
+        );
+    }
+    // Two leaves, one backward through a shared subgraph each time.
+    let w = Tensor::from_vec(vec![1.0, 2.0, 3.0], [3])
+        .unwrap()
+        .requires_grad_(true);
+    let h = x.mul(&w).unwrap();
+    h.sum_all().unwrap().backward().unwrap();
+    h.mean_all().unwrap().backward().unwrap();
+    assert_eq!(
+        f64s(&w.grad().unwrap()),
+        xv.iter().map(|v| v + v / 3.0).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn detach_and_no_grad_cut_the_graph() {
+    let xv = vec![1.5, -2.0];
+    let x = Tensor::from_vec(xv.clone(), [2])
+        .unwrap()
+        .requires_grad_(true);
+    // Only the attached path contributes: d/dx (stop(x) · x) = x.
+    x.detach()
+        .mul(&x)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    assert_eq!(f64s(&x.grad().unwrap()), xv);
+    assert!(!x.detach().requires_grad());
+    let y = {
+        let _g = no_grad();
+        x.exp().unwrap()
+    };
+    assert!(!y.requires_grad() && y.is_leaf());
+    assert!(matches!(
+        y.sum_all().unwrap().backward(),
+        Err(Error::Autograd { .. })
+    ));
+    // Casting to f32 and back keeps the gradient path (rounded to f32).
+    x.set_grad(None);
+    x.to_dtype(DType::F32)
+        .unwrap()
+        .mul_scalar(2.0)
+        .unwrap()
+        .to_dtype(DType::F64)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    assert_eq!(f64s(&x.grad().unwrap()), vec![2.0, 2.0]);
+    // Integer results are cut from the graph.
+    assert!(!x.argmax(0, false).unwrap().requires_grad());
+    assert!(!x.gt_scalar(0.0).unwrap().requires_grad());
+}
+
+#[test]
+fn backward_rejects_bad_seeds_and_in_place_on_leaves() {
+    let x = Tensor::from_vec(vec![1.0, 2.0], [2])
+        .unwrap()
+        .requires_grad_(true);
+    let y = x.mul_scalar(2.0).unwrap();
+    assert!(matches!(
+        y.backward(),
+        Err(Error::Autograd { op: "backward", .. })
+    ));
+    assert!(matches!(
+        y.backward_with(&Tensor::ones([3], DType::F64).unwrap()),
+        Err(Error::ShapeMismatch { op: "backward", .. })
+    ));
+    assert!(matches!(x.add_scalar_(1.0), Err(Error::Autograd { .. })));
+    {
+        let _g = no_grad();
+        x.add_scalar_(1.0).unwrap();
+    }
+    assert_eq!(f64s(&x), vec![2.0, 3.0]);
+    assert!(x.grad().is_none());
+}
+
+/// An in-place write to a tensor a backward reads (an input, a captured index, the output),
+/// between the forward and the backward, makes the backward fail rather than use the new
+/// values (PyTorch's saved-tensor version check); a write to a tensor no backward reads does
+/// not.
+#[test]
+fn in_place_writes_to_saved_tensors_fail_the_backward() {
+    let x = Tensor::from_vec(vec![1.0, 2.0], [2])
+        .unwrap()
+        .requires_grad_(true);
+    // mul reads its other operand.
+    let c = Tensor::from_vec(vec![3.0, 4.0], [2]).unwrap();
+    let y = x.mul(&c).unwrap().sum_all().unwrap();
+    assert_eq!(c.version(), 0);
+    c.mul_scalar_(10.0).unwrap();
+    assert_eq!(c.version(), 1);
+    let r = y.backward();
+    assert!(
+        matches!(&r, Err(Error::Autograd { op: "mul", message }) if message.contains("version 1")),
+        "{r:?}"
+    );
+    assert!(x.grad().is_none(), "nothing was accumulated");
+    // sin reads its input, through a detached handle sharing its storage.
+    let y = x.sin().unwrap().sum_all().unwrap();
+    {
+        let _g = no_grad();
+        x.narrow(0, 0, 1).unwrap().mul_scalar_(2.0).unwrap();
+    }
+    assert!(matches!(
+        y.backward(),
+        Err(Error::Autograd { op: "sin", .. })
+    ));
+    // exp reads its output.
+    let e = x.exp().unwrap();
+    let y = e.sum_all().unwrap();
+    e.detach().zero_().unwrap();
+    assert!(matches!(
+        y.backward(),
+        Err(Error::Autograd { op: "exp", .. })
+    ));
+    // index_select reads its index.
+    let idx = Tensor::from_vec(vec![1i64, 1], [2]).unwrap();
+    let y = x.index_select(0, &idx).unwrap().sum_all().unwrap();
+    idx.fill_(0.0).unwrap();
+    assert!(matches!(
+        y.backward(),
+        Err(Error::Autograd {
+            op: "index_select",
+            ..
+        })
+    ));
+    // add reads neither operand: writing one afterwards is fine, as in PyTorch.
+    let y = x.add(&c).unwrap().sum_all().unwrap();
+    c.zero_().unwrap();
+    y.backward().unwrap();
+    assert_eq!(f64s(&x.grad().unwrap()), [1.0, 1.0]);
+    // A failed in-place call does not count as a write.
+    let d = Tensor::from_vec(vec![1.0, 1.0], [2]).unwrap();
+    let y = x.mul(&d).unwrap().sum_all().unwrap();
+    assert!(d.add_(&Tensor::ones([3], DType::F64).unwrap()).is_err());
+    assert_eq!(d.version(), 0);
+    y.backward().unwrap();
+}
+
+/// A custom backward that returns a gradient of the wrong shape, or the wrong number of
+/// gradients, is an `Autograd` error naming the op (not a panic, not a stored bad gradient).
+#[test]
+fn custom_backward_results_are_checked() {
+    let x = Tensor::from_vec(vec![1f32, 2., 3.], [3])
+        .unwrap()
+        .requires_grad_(true);
+    let id = || {
+        Tensor::custom_map::<f32, _>("id", &[&x], [3], |i, o| {
+            o.copy_from_slice(i[0]);
+            Ok(())
+        })
+        .unwrap()
+    };
+    let y = id().with_backward("id", &[&x], |g, _, _| Ok(vec![Some(g.sum_all()?)]));
+    let r = y.sum_all().unwrap().backward();
+    assert!(
+        matches!(&r, Err(Error::Autograd { op: "id", message }) if message.contains("[3]")),
+        "{r:?}"
+    );
+    let y = id().with_backward("id", &[&x], |g, _, _| Ok(vec![Some(g.clone()), None]));
+    let r = y.sum_all().unwrap().backward();
+    assert!(
+        matches!(&r, Err(Error::Autograd { op: "id", message }) if message.contains("2 gradients")),
+        "{r:?}"
+    );
+    assert!(x.grad().is_none());
+}
+
+/// Two leaves never share one gradient tensor, nor a leaf the caller's seed: writing one
+/// `.grad` in place changes nothing else.
+#[test]
+fn leaf_gradients_do_not_share_storage() {
+    let a = Tensor::from_vec(vec![1f32], [1])
+        .unwrap()
+        .requires_grad_(true);
+    let b = Tensor::from_vec(vec![1f32], [1])
+        .unwrap()
+        .requires_grad_(true);
+    a.add(&b).unwrap().sum_all().unwrap().backward().unwrap();
+    let (ga, gb) = (a.grad().unwrap(), b.grad().unwrap());
+    assert!(!ga.shares_storage(&gb));
+    ga.zero_().unwrap();
+    assert_eq!(gb.to_vec::<f32>().unwrap(), [1.0]);
+    let s = Tensor::from_vec(vec![2f32, 3.], [2]).unwrap();
+    let x = Tensor::from_vec(vec![0f32, 0.], [2])
+        .unwrap()
+        .requires_grad_(true);
+    x.add_scalar(1.0).unwrap().backward_with(&s).unwrap();
+    assert!(!x.grad().unwrap().shares_storage(&s));
+    assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), [2.0, 3.0]);
+}

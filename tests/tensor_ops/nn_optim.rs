@@ -1,0 +1,275 @@
+//! `softmax`, the losses and `layer_norm` against the reference; `nn` modules and initialisers,
+//! and the optimizers against hand-written reference updates.
+
+use crate::common::reference::{
+    Arr, Dom, cfg, check, check_amp, dim, float_dtype, input, shape, steps, tensor, tol,
+};
+use eddy::tensor::{DType, Error, Tensor};
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use DType::{F32, F64};
+
+proptest! {
+    #![proptest_config(cfg())]
+
+    /// `softmax` and `log_softmax` over any dim.
+    #[test]
+    fn softmax_matches_reference(shape in shape(0..=3), steps in steps(), dt in float_dtype(), d in 0usize..4, neg in any::<bool>(), seed in any::<u64>()) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (t, a) = input(&shape, &steps, dt, Dom::Any, &mut rng);
+        let rank = shape.len();
+        let (d, id) = if rank == 0 { (0, 0) } else { let d = d % rank; (d, if neg { d as isize - rank as isize } else { d as isize }) };
+        let (ws, wl) = if rank == 0 {
+            (a.map(|_| 1.0), a.map(|_| 0.0))
+        } else {
+            (a.softmax(d, false), a.softmax(d, true))
+        };
+        check("softmax", &t.softmax(id).unwrap(), &ws, dt);
+        check("log_softmax", &t.log_softmax(id).unwrap(), &wl, dt);
+    }
+
+    /// `cross_entropy`, `nll_loss` and `mse_loss` (the mean over an empty batch is NaN).
+    #[test]
+    fn losses_match_reference(
+        nc in (dim(), 1usize..=4), steps in steps(), dt in float_dtype(), i32_idx in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (n, c) = nc;
+        let (x, ax) = input(&[n, c], &steps, dt, Dom::Any, &mut rng);
+        let tg: Vec<usize> = (0..n).map(|_| rng.random_range(0..c)).collect();
+        let tt = if i32_idx {
+            Tensor::from_vec(tg.iter().map(|&v| v as i32).collect::<Vec<_>>(), [n]).unwrap()
+        } else {
+            Tensor::from_vec(tg.iter().map(|&v| v as i64).collect::<Vec<_>>(), [n]).unwrap()
+        };
+        let ls = if n == 0 { ax.clone() } else { ax.softmax(1, true) };
+        let ce = -(0..n).map(|i| ls.at(&[i, tg[i]])).sum::<f64>() / n as f64;
+        let nll = -(0..n).map(|i| ax.at(&[i, tg[i]])).sum::<f64>() / n as f64;
+        check("cross_entropy", &x.cross_entropy(&tt).unwrap(), &Arr::new(&[], vec![ce]), dt);
+        check("nll_loss", &x.nll_loss(&tt).unwrap(), &Arr::new(&[], vec![nll]), dt);
+        let (y, ay) = input(&[n, c], &[], dt, Dom::Any, &mut rng);
+        let mse = ax.data.iter().zip(&ay.data).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / (n * c) as f64;
+        check("mse_loss", &x.mse_loss(&y).unwrap(), &Arr::new(&[], vec![mse]), dt);
+    }
+
+    /// `layer_norm` over the last 1..=rank dims, with and without the affine terms.
+    #[test]
+    fn layer_norm_matches_reference(
+        shape in shape(1..=3), steps in steps(), k in 1usize..=3, wb in (any::<bool>(), any::<bool>()),
+        dt in prop_oneof![Just(F32), Just(F64)], seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let k = 1 + (k - 1) % shape.len();
+        let (x, ax) = input(&shape, &steps, dt, Dom::Any, &mut rng);
+        let tail = shape[shape.len() - k..].to_vec();
+        let w = wb.0.then(|| input(&tail, &[], dt, Dom::Any, &mut rng));
+        let b = wb.1.then(|| input(&tail, &[], dt, Dom::Any, &mut rng));
+        let (want, amp) = ax.layer_norm(k, w.as_ref().map(|p| &p.1), b.as_ref().map(|p| &p.1), 1e-5);
+        let got = x.layer_norm(k, w.as_ref().map(|p| &p.0), b.as_ref().map(|p| &p.0), 1e-5).unwrap();
+        // Rounding of the centred input is amplified by 1/σ; scale the tolerance by it.
+        let amp: Vec<f64> = amp.iter().map(|a| 1.0 + 3.0 * a).collect();
+        check_amp("layer_norm", &got, &want, dt, tol(dt), &amp);
+    }
+}
+
+#[test]
+fn linear_and_sequential_forward() {
+    use eddy::tensor::nn::{Func, Init, Linear, Module, Sequential};
+    let w = Arr::new(&[3, 2], vec![0.5, -1.0, 2.0, 0.25, -0.75, 1.5]);
+    let b = Arr::new(&[3], vec![0.1, -0.2, 0.3]);
+    let x = Arr::new(&[4, 2], vec![1.0, 2.0, -1.0, 0.5, 0.0, 3.0, 2.5, -2.0]);
+    let lin = Linear {
+        weight: tensor(&w, F64).requires_grad_(true),
+        bias: Some(tensor(&b, F64).requires_grad_(true)),
+    };
+    let want = x
+        .matmul(&w.transpose(0, 1))
+        .unwrap()
+        .zip(&b, |p, q| p + q)
+        .unwrap();
+    check(
+        "linear",
+        &lin.forward(&tensor(&x, F64)).unwrap(),
+        &want,
+        F64,
+    );
+    assert_eq!(lin.parameters().len(), 2);
+    let w2 = Arr::new(&[1, 3], vec![1.0, -2.0, 0.5]);
+    let mlp = Sequential::new()
+        .add(lin)
+        .add(Func::new(Tensor::relu))
+        .add(Linear {
+            weight: tensor(&w2, F64).requires_grad_(true),
+            bias: None,
+        });
+    assert_eq!((mlp.len(), mlp.parameters().len()), (3, 3));
+    let want2 = want
+        .map(|v| v.max(0.0))
+        .matmul(&w2.transpose(0, 1))
+        .unwrap();
+    check(
+        "sequential",
+        &mlp.forward(&tensor(&x, F64)).unwrap(),
+        &want2,
+        F64,
+    );
+    // Initialisers: shapes, bounds and spread.
+    let (fi, fo) = (50usize, 30usize);
+    let ku = Init::KaimingUniform
+        .tensor(&[fo, fi], fi, fo, F64)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let b = 1.0 / (fi as f64).sqrt();
+    assert!(ku.iter().all(|v| v.abs() <= b) && ku.iter().any(|v| v.abs() > b / 2.0));
+    let xu = Init::XavierUniform
+        .tensor(&[fo, fi], fi, fo, F64)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let b = (6.0 / (fi + fo) as f64).sqrt();
+    assert!(xu.iter().all(|v| v.abs() <= b) && xu.iter().any(|v| v.abs() > b / 2.0));
+    let kn = Init::KaimingNormal
+        .tensor(&[fo, fi], fi, fo, F64)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let sd = (kn.iter().map(|v| v * v).sum::<f64>() / kn.len() as f64).sqrt();
+    assert!(
+        (sd - (2.0 / fi as f64).sqrt()).abs() < 0.03,
+        "kaiming normal std {sd}"
+    );
+    assert!(
+        Init::Zeros
+            .tensor(&[3], 1, 3, F32)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .all(|&v| v == 0.0)
+    );
+    let l = Linear::new(5, 7, false, F32).unwrap();
+    assert_eq!((l.weight.dims(), l.bias.is_none()), (&[7, 5][..], true));
+}
+
+/// Three optimizer steps on `L = Σ (w − t)²` (so `∂L/∂w = 2(w − t)`), against `update`,
+/// which maps (weights, gradients, step) to the new weights.
+fn optimizer_matches(
+    name: &str,
+    make: impl Fn(Vec<Tensor>) -> Box<dyn eddy::tensor::optim::Optimizer>,
+    mut update: impl FnMut(&mut [f64], &[f64], i32),
+) {
+    let w0 = vec![0.5, -1.5, 2.0, 0.0];
+    let t = vec![1.0, 1.0, -1.0, 0.5];
+    let w = Tensor::from_vec(w0.clone(), [4])
+        .unwrap()
+        .requires_grad_(true);
+    let target = Tensor::from_vec(t.clone(), [4]).unwrap();
+    let mut opt = make(vec![w.clone()]);
+    let mut rw = w0;
+    for step in 1..=3 {
+        opt.zero_grad();
+        w.sub(&target)
+            .unwrap()
+            .square()
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        opt.step().unwrap();
+        let g: Vec<f64> = rw.iter().zip(&t).map(|(a, b)| 2.0 * (a - b)).collect();
+        update(&mut rw, &g, step);
+        let got = w.to_vec::<f64>().unwrap();
+        for (a, b) in got.iter().zip(&rw) {
+            assert!(
+                (a - b).abs() < 1e-12,
+                "{name} step {step}: got {got:?}, want {rw:?}"
+            );
+        }
+    }
+    assert!(
+        w.is_leaf() && w.requires_grad(),
+        "{name}: the parameter stays a leaf"
+    );
+}
+
+#[test]
+fn optimizers_match_their_update_rules() {
+    use eddy::tensor::optim::{Adam, Sgd};
+    optimizer_matches(
+        "sgd",
+        |p| Box::new(Sgd::new(p, 0.1).unwrap()),
+        |w, g, _| {
+            for (w, g) in w.iter_mut().zip(g) {
+                *w -= 0.1 * g;
+            }
+        },
+    );
+    let mut buf = [0.0; 4];
+    optimizer_matches(
+        "sgd momentum + weight decay",
+        |p| {
+            Box::new(
+                Sgd::new(p, 0.05)
+                    .unwrap()
+                    .momentum(0.9)
+                    .unwrap()
+                    .weight_decay(0.1)
+                    .unwrap(),
+            )
+        },
+        |w, g, step| {
+            for i in 0..4 {
+                let gi = g[i] + 0.1 * w[i];
+                buf[i] = if step == 1 { gi } else { 0.9 * buf[i] + gi };
+                w[i] -= 0.05 * buf[i];
+            }
+        },
+    );
+    for (decoupled, wd) in [(false, 0.0), (false, 0.2), (true, 0.2)] {
+        let (mut m, mut v) = ([0.0; 4], [0.0; 4]);
+        optimizer_matches(
+            &format!("adam decoupled={decoupled} wd={wd}"),
+            |p| {
+                let mut a = if decoupled {
+                    Adam::adamw(p, 0.01, wd).unwrap()
+                } else {
+                    Adam::new(p, 0.01).unwrap()
+                };
+                a.weight_decay = wd;
+                Box::new(a)
+            },
+            |w, g, step| {
+                let (b1, b2, lr, eps) = (0.9f64, 0.999f64, 0.01, 1e-8);
+                for i in 0..4 {
+                    let mut gi = g[i];
+                    if decoupled {
+                        w[i] *= 1.0 - lr * wd;
+                    } else {
+                        gi += wd * w[i];
+                    }
+                    m[i] = b1 * m[i] + (1.0 - b1) * gi;
+                    v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
+                    let mh = m[i] / (1.0 - b1.powi(step));
+                    let vh = v[i] / (1.0 - b2.powi(step));
+                    w[i] -= lr * mh / (vh.sqrt() + eps);
+                }
+            },
+        );
+    }
+    // Optimizers take only leaves that require grad.
+    let x = Tensor::ones([2], F32).unwrap();
+    assert!(matches!(
+        Sgd::new(vec![x.clone()], 0.1),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let y = x.requires_grad_(true).mul_scalar(2.0).unwrap();
+    assert!(matches!(
+        Adam::new(vec![y], 0.1),
+        Err(Error::InvalidArgument { .. })
+    ));
+}

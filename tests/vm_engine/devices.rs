@@ -1,0 +1,175 @@
+//! Asynchronous device streams (F11), on the test device: done means launched, so a host read,
+//! a consumer on another device stream and a release each wait for the device's work.
+
+use crate::common::{eventually, watchdog};
+use crate::{CPU, log_now};
+use eddy::vm::VmBuilder;
+use eddy::vm::stream::async_device::AsyncDevice;
+use eddy::vm::testing::{DeviceOp, Log, Record};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[test]
+fn host_read_of_device_output_waits_for_the_device_work() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let mut b = VmBuilder::new();
+        let q = b.add_stream(Arc::new(dev.stream("fake-compute")));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let x = vm.new_blob(8);
+        let log = Log::default();
+        let l2 = log.clone();
+        vm.run(
+            q,
+            DeviceOp::new(vec![], vec![x.clone()], move || l2.lock().push(1)),
+        )
+        .unwrap();
+        // "Done" on the device stream only means launched: the host read must wait for the event.
+        let (v2, x2, l3) = (vm.clone(), x.clone(), log.clone());
+        let reader = std::thread::spawn(move || v2.read_blob(&x2, move |_| l3.lock().push(2)));
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            log_now(&log).is_empty(),
+            "host read ran before the device work"
+        );
+        assert!(
+            eventually(5_000, || dev.queued(0) == 2),
+            "the op and its event are queued"
+        );
+        assert!(
+            log_now(&log).is_empty(),
+            "nothing ran before the device did"
+        );
+        dev.run_all();
+        reader.join().unwrap().unwrap();
+        assert_eq!(log_now(&log), vec![1, 2]);
+    });
+}
+
+#[test]
+fn device_streams_synchronise_device_side_with_record_and_wait() {
+    record_and_wait(false);
+}
+
+/// A builder dropped without submitting changes no blob's last-used stream: the consumer
+/// submitted after it on the same stream still waits for the producer's event (the dropped
+/// builder used to record its stream as the blob's last user, and the sync was skipped).
+#[test]
+fn a_dropped_builder_leaves_the_cross_stream_sync_in_place() {
+    record_and_wait(true);
+}
+
+/// A producer on one device stream and a consumer on another: the consumer's queue holds a
+/// device-side wait before it, and cannot run before the producer. With `drop_a_builder`, a
+/// builder that pushed a consumer on the second stream is dropped in between.
+fn record_and_wait(drop_a_builder: bool) {
+    watchdog(30, move || {
+        let dev = AsyncDevice::new(0);
+        let mut b = VmBuilder::new();
+        let q0 = b.add_stream(Arc::new(dev.stream("compute")));
+        let q1 = b.add_stream(Arc::new(dev.stream("copy")));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let x = vm.new_blob(8);
+        let log = Log::default();
+        let (l1, l2) = (log.clone(), log.clone());
+        vm.run(
+            q0,
+            DeviceOp::new(vec![], vec![x.clone()], move || l1.lock().push(1)),
+        )
+        .unwrap();
+        if drop_a_builder {
+            let mut dropped = vm.instructions();
+            dropped
+                .push(q1, DeviceOp::new(vec![x.clone()], vec![], || ()))
+                .unwrap();
+            assert_eq!(dropped.len(), 3, "record, wait, op");
+        }
+        vm.run(
+            q1,
+            DeviceOp::new(vec![x.clone()], vec![], move || l2.lock().push(2)),
+        )
+        .unwrap();
+        // No host wait: both launches happen without the device running anything.
+        assert!(
+            eventually(5_000, || dev.queued(1) == 2),
+            "q1 holds the wait and the consumer"
+        );
+        assert!(
+            !dev.run_next(1),
+            "the consumer's queue must wait for the producer's event"
+        );
+        assert!(log_now(&log).is_empty());
+        dev.run_all();
+        assert_eq!(log_now(&log), vec![1, 2]);
+        vm.sync().unwrap();
+    });
+}
+
+#[test]
+fn release_on_a_launch_only_stream_frees_after_the_device_finishes() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let mut b = VmBuilder::new();
+        let q = b.add_stream(Arc::new(dev.stream("fake-compute")));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let alloc = vm.allocator(eddy::vm::Device::Test(0)).unwrap();
+        let x = vm.new_blob(1 << 20);
+        vm.run(q, DeviceOp::new(vec![], vec![x.clone()], || {}))
+            .unwrap();
+        vm.release(&x).unwrap();
+        drop(x);
+        // Launched (so allocated) first; then, however long we wait, not freed.
+        assert!(eventually(5_000, || alloc.stats().in_use >= 1 << 20));
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(
+            alloc.stats().in_use >= 1 << 20,
+            "freed while the device may still use it"
+        );
+        dev.run_all();
+        assert!(eventually(5_000, || alloc.stats().in_use == 0));
+        vm.sync().unwrap();
+    });
+}
+
+/// In synchronous mode a `sync` that finds the engine busy (a host op waiting for a device
+/// that runs later) lets go of the scheduler it took to look before it submits its barrier,
+/// whose submission takes the scheduler to run the passes (holding on deadlocked here), and a
+/// host read waits for the device the same way.
+#[test]
+fn synchronous_mode_waits_for_a_device_that_finishes_later() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let mut b = VmBuilder::new().sync_mode(true);
+        let q = b.add_stream(Arc::new(dev.stream("fake-compute")));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let x = vm.new_blob(8);
+        vm.run(q, DeviceOp::new(vec![], vec![x.clone()], || {}))
+            .unwrap();
+        // A host op after it waits for the device: the engine stays busy until the device runs.
+        let log = Log::default();
+        vm.run(CPU, Record::new(1, vec![x.clone()], vec![], &log))
+            .unwrap();
+        assert!(log.lock().is_empty(), "ran before the device did");
+        let d = dev.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            d.run_all();
+        });
+        vm.sync().unwrap();
+        assert_eq!(*log.lock(), vec![1]);
+        vm.run(q, DeviceOp::new(vec![], vec![x.clone()], || {}))
+            .unwrap();
+        let d = dev.clone();
+        let t2 = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            d.run_all();
+        });
+        assert_eq!(vm.read_blob(&x, |b| b.len()).unwrap(), 8);
+        t.join().unwrap();
+        t2.join().unwrap();
+    });
+}
