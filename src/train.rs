@@ -224,6 +224,11 @@ pub fn train(
             sizes.extend(&opts.hidden);
             sizes.push(data.n_classes.max(2));
             let model = mlp(&sizes)?;
+            // A model the device cannot hold fails here, naming the op that could not
+            // allocate, before a step's worth of work is queued behind it.
+            for p in model.parameters() {
+                p.sync()?;
+            }
             let mut opt = Adam::new(model.parameters(), opts.lr)?;
             let (tx, _) = test_set.batch(0..test_set.len())?;
             let steps = train_set.len().div_ceil(opts.batch_size);

@@ -818,3 +818,40 @@ where(c, 3, u).dtype
         "{lines:?}"
     );
 }
+
+/// Elements of f32 in a square matrix of twice the host's memory (physical or the cgroup's
+/// limit): granted by an overcommitting host, and fatal once touched, if the allocator did not
+/// refuse it first.
+#[cfg(target_os = "linux")]
+fn side_of_twice_the_host() -> usize {
+    let limit = eddy::vm::alloc::host_limit().expect("Linux reports its memory");
+    ((limit / 4 * 2) as f64).sqrt().ceil() as usize
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_repl_survives_a_tensor_twice_the_host() {
+    let n = side_of_twice_the_host();
+    let script = format!("let big = zeros({n}, {n})\nbig.sum()\n40 + 2\n");
+    let out = eddy_stdin(&["repl"], script);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}{stdout}", text(&out.stderr));
+    assert!(
+        stdout.contains("error: stdin:2: out of memory"),
+        "a typed error for the line that waits for it: {stdout}"
+    );
+    assert!(stdout.trim_end().ends_with("42"), "the next line runs: {stdout}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn train_with_a_layer_twice_the_host_exits_1_with_the_error() {
+    // A hidden layer whose bias alone is twice the host: every parameter of that size is
+    // refused, and the command fails fast even in a debug build.
+    let hidden = (side_of_twice_the_host() * side_of_twice_the_host()).to_string();
+    let out = eddy(&["train", "--epochs", "1", "--hidden", &hidden]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("out of memory"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

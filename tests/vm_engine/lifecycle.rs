@@ -115,6 +115,45 @@ fn a_kernel_that_waits_on_the_engine_gets_reentrant_wait() {
     });
 }
 
+/// A kernel may submit work on every engine, the synchronous one included: the pass that runs
+/// it takes the new instructions in after it returns, and they run in submission order.
+#[test]
+fn a_kernel_that_submits_work_gets_it_run_in_order() {
+    watchdog(30, || {
+        for b in [
+            VmBuilder::new(),
+            VmBuilder::new().cpu_exec(Exec::Worker),
+            VmBuilder::new().sync_mode(true),
+        ] {
+            let vm = b.build().unwrap();
+            let log = Log::default();
+            let x = vm.new_blob(8);
+            let (v2, l2, x2) = (vm.clone(), log.clone(), x.clone());
+            vm.run(
+                CPU,
+                Record::new(1, vec![], vec![x.clone()], &log).with_body(move || {
+                    v2.run(CPU, Record::new(2, vec![x2.clone()], vec![], &l2))
+                        .unwrap();
+                    v2.run(CPU, Record::new(3, vec![], vec![x2.clone()], &l2))
+                        .unwrap();
+                }),
+            )
+            .unwrap();
+            vm.run(CPU, Record::new(4, vec![x.clone()], vec![], &log))
+                .unwrap();
+            vm.sync().unwrap();
+            let order = log.lock().clone();
+            assert_eq!(order.len(), 4, "{order:?}");
+            assert_eq!(order[0], 1, "{order:?}");
+            let (p2, p3) = (
+                order.iter().position(|&t| t == 2).unwrap(),
+                order.iter().position(|&t| t == 3).unwrap(),
+            );
+            assert!(p2 < p3, "submitted in that order: {order:?}");
+        }
+    });
+}
+
 #[test]
 fn back_pressure_blocks_a_fast_submitter_at_the_high_water_mark() {
     watchdog(30, || {
