@@ -104,6 +104,39 @@ impl DType {
         }
     }
 
+    /// The type a binary op on a tensor of `self` and one of `other` computes in, as PyTorch's
+    /// `result_type`: a 0-d operand (`self_0d`, `other_0d`) beside a dimensioned one raises
+    /// the result only to a higher category (bool, integer, float), never within one. Between
+    /// operands of equal standing, [`promote`](Self::promote).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::DType::*;
+    /// assert_eq!(I32.result_type(false, I64, true), I32); // [1, 2] (i32) + tensor(5)
+    /// assert_eq!(F16.result_type(false, F32, true), F16);
+    /// assert_eq!(I32.result_type(false, F64, true), F64); // a higher category
+    /// assert_eq!(Bool.result_type(false, I64, true), I64);
+    /// assert_eq!(I64.result_type(true, I32, true), I64); // both 0-d: promote
+    /// ```
+    pub fn result_type(self, self_0d: bool, other: DType, other_0d: bool) -> DType {
+        if self_0d == other_0d {
+            return self.promote(other);
+        }
+        let (dim, zero) = if self_0d {
+            (other, self)
+        } else {
+            (self, other)
+        };
+        if dim.is_float() {
+            dim
+        } else if dim == DType::Bool || zero.is_float() {
+            dim.promote(zero)
+        } else {
+            dim
+        }
+    }
+
     /// The dtype transcendental ops compute in: the dtype itself if float, else `f32`.
     pub fn to_float(self) -> DType {
         if self.is_float() { self } else { DType::F32 }
@@ -158,10 +191,97 @@ pub trait Elem:
     fn acc_add(self, v: Self) -> Self {
         Self::from_f64(self.to_f64() + v.to_f64())
     }
+    /// The value of an integer or boolean as an `i64`, exactly (floats: truncated, saturating;
+    /// [`cast`] converts floats to integers as PyTorch does).
+    #[inline(always)]
+    fn int_value(self) -> i64 {
+        self.to_f64() as i64
+    }
+    /// The integer `v` in `Self`: modulo 2^bits for the integer types, as PyTorch's casts
+    /// between integers; the nearest value for floats; `v != 0` for booleans.
+    #[inline(always)]
+    fn from_int_wrapping(v: i64) -> Self {
+        Self::from_f64(v as f64)
+    }
+}
+
+/// Converts `v` to `D` as PyTorch's casts do (`tensor.to(dtype)`, type promotion):
+///
+/// - between integers and from booleans: modulo 2^bits (`300 → 44` in `u8`, `-1 → 255`);
+/// - floats to `i32` and `i64`: truncated toward zero, and the smallest value for NaN and out of
+///   range (what x86's conversion instructions give, which PyTorch's CPU casts compile to);
+///   floats to `u8` through `i64`, then modulo 2^8 (`-1.5 → 255`), as PyTorch does;
+/// - to floats: rounded once to the nearest; to `bool`: whether it is nonzero (NaN is).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cast;
+/// assert_eq!(cast::<i64, u8>(300), 44);
+/// assert_eq!(cast::<i64, u8>(-1), 255);
+/// assert_eq!(cast::<i64, i32>(3_000_000_000), -1_294_967_296);
+/// assert_eq!(cast::<f32, u8>(-1.5), 255);
+/// assert_eq!(cast::<f32, i32>(3e9), i32::MIN);
+/// assert_eq!(cast::<f64, i64>(f64::NAN), i64::MIN);
+/// assert_eq!(cast::<i64, f32>((1 << 53) + 1), 9007199254740992.0);
+/// assert!(cast::<f32, bool>(f32::NAN));
+/// ```
+#[inline(always)]
+pub fn cast<S: Elem, D: Elem>(v: S) -> D {
+    if S::DTYPE.is_float() {
+        let f = v.to_f64(); // exact for every float type
+        match D::DTYPE {
+            DType::I32 => D::from_int_wrapping(i64::from(trunc_i32(f))),
+            DType::I64 | DType::U8 => D::from_int_wrapping(trunc_i64(f)),
+            _ => D::from_f64(f),
+        }
+    } else {
+        D::from_int_wrapping(v.int_value())
+    }
+}
+
+/// `f` truncated toward zero into an `i32`, or `i32::MIN` for NaN and out of range.
+#[inline(always)]
+fn trunc_i32(f: f64) -> i32 {
+    if f > -2_147_483_649.0 && f < 2_147_483_648.0 {
+        f as i32
+    } else {
+        i32::MIN
+    }
+}
+
+/// `f` truncated toward zero into an `i64`, or `i64::MIN` for NaN and out of range.
+#[inline(always)]
+fn trunc_i64(f: f64) -> i64 {
+    if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f) {
+        f as i64
+    } else {
+        i64::MIN
+    }
 }
 
 macro_rules! elem_prim {
-    ($t:ty, $d:expr, $add:path) => {
+    ($t:ty, $d:expr, $add:path, int) => {
+        elem_prim!($t, $d, $add, {
+            #[inline(always)]
+            fn int_value(self) -> i64 {
+                self as i64
+            }
+            #[inline(always)]
+            fn from_int_wrapping(v: i64) -> Self {
+                v as $t
+            }
+        });
+    };
+    ($t:ty, $d:expr, $add:path, float) => {
+        elem_prim!($t, $d, $add, {
+            #[inline(always)]
+            fn from_int_wrapping(v: i64) -> Self {
+                v as $t
+            }
+        });
+    };
+    ($t:ty, $d:expr, $add:path, { $($extra:tt)* }) => {
         impl sealed::Sealed for $t {}
         impl Elem for $t {
             const DTYPE: DType = $d;
@@ -178,14 +298,15 @@ macro_rules! elem_prim {
             fn acc_add(self, v: Self) -> Self {
                 $add(self, v)
             }
+            $($extra)*
         }
     };
 }
-elem_prim!(f32, DType::F32, std::ops::Add::add);
-elem_prim!(f64, DType::F64, std::ops::Add::add);
-elem_prim!(i64, DType::I64, i64::wrapping_add);
-elem_prim!(i32, DType::I32, i32::wrapping_add);
-elem_prim!(u8, DType::U8, u8::wrapping_add);
+elem_prim!(f32, DType::F32, std::ops::Add::add, float);
+elem_prim!(f64, DType::F64, std::ops::Add::add, float);
+elem_prim!(i64, DType::I64, i64::wrapping_add, int);
+elem_prim!(i32, DType::I32, i32::wrapping_add, int);
+elem_prim!(u8, DType::U8, u8::wrapping_add, int);
 
 impl sealed::Sealed for f16 {}
 impl Elem for f16 {
@@ -198,6 +319,10 @@ impl Elem for f16 {
     #[inline(always)]
     fn from_f64(v: f64) -> Self {
         f16::from_f64(v)
+    }
+    #[inline(always)]
+    fn from_int_wrapping(v: i64) -> Self {
+        f16::from_f32(v as f32) // through `f32`, as PyTorch's conversion
     }
 }
 
@@ -212,6 +337,10 @@ impl Elem for bf16 {
     #[inline(always)]
     fn from_f64(v: f64) -> Self {
         bf16::from_f64(v)
+    }
+    #[inline(always)]
+    fn from_int_wrapping(v: i64) -> Self {
+        bf16::from_f32(v as f32) // through `f32`, as PyTorch's conversion
     }
 }
 
@@ -233,6 +362,14 @@ impl Elem for Bool8 {
         Bool8((v != 0.0) as u8)
     }
     #[inline(always)]
+    fn int_value(self) -> i64 {
+        (self.0 != 0) as i64
+    }
+    #[inline(always)]
+    fn from_int_wrapping(v: i64) -> Self {
+        Bool8((v != 0) as u8)
+    }
+    #[inline(always)]
     fn acc_add(self, v: Self) -> Self {
         Bool8(((self.0 | v.0) != 0) as u8)
     }
@@ -252,6 +389,14 @@ impl Elem for bool {
     #[inline(always)]
     fn from_f64(v: f64) -> Self {
         v != 0.0
+    }
+    #[inline(always)]
+    fn int_value(self) -> i64 {
+        self as i64
+    }
+    #[inline(always)]
+    fn from_int_wrapping(v: i64) -> Self {
+        v != 0
     }
     #[inline(always)]
     fn acc_add(self, v: Self) -> Self {

@@ -90,7 +90,8 @@ pub fn same_device(op: &'static str, lhs: Device, rhs: Device) -> Result<()> {
 }
 
 /// The output shape and the dtype both operands compute in, for a binary op: one device, the
-/// shapes broadcast as NumPy's rules, the dtypes promoted as PyTorch's.
+/// shapes broadcast as NumPy's rules, the dtypes promoted as PyTorch's (a 0-d operand raises
+/// the result only to a higher category: [`DType::result_type`]).
 ///
 /// # Errors
 ///
@@ -117,7 +118,10 @@ pub fn infer_binary(
 ) -> Result<(Shape, DType)> {
     same_device(op, lhs.device, rhs.device)?;
     let shape = broadcast_shapes(op, lhs.shape, rhs.shape)?;
-    Ok((shape, lhs.dtype.promote(rhs.dtype)))
+    let dtype = lhs
+        .dtype
+        .result_type(lhs.shape.rank() == 0, rhs.dtype, rhs.shape.rank() == 0);
+    Ok((shape, dtype))
 }
 
 /// The dtype an arithmetic binary op computes in, given its operands' promoted dtype: `div`

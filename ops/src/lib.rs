@@ -45,7 +45,7 @@ mod shape;
 pub mod sort;
 
 pub use device::Device;
-pub use dtype::{Bool8, DType, Elem};
+pub use dtype::{Bool8, DType, Elem, cast};
 pub use error::{Error, Result};
 pub use half;
 pub use kernel::FnKernel;

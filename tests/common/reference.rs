@@ -491,6 +491,23 @@ pub fn promote(a: DType, b: DType) -> DType {
     }
 }
 
+/// PyTorch's `result_type` of two tensors: a 0-d operand (`a0`, `b0`) beside a dimensioned one
+/// raises the result only to a higher category (bool < integer < float).
+pub fn result_type(a: DType, a0: bool, b: DType, b0: bool) -> DType {
+    if a0 == b0 {
+        return promote(a, b);
+    }
+    let (dim, zero) = if a0 { (b, a) } else { (a, b) };
+    let float = |d: DType| matches!(d, F16 | BF16 | F32 | F64);
+    if float(dim) {
+        dim
+    } else if dim == DType::Bool || float(zero) {
+        promote(dim, zero)
+    } else {
+        dim
+    }
+}
+
 pub fn to_float(d: DType) -> DType {
     if d.is_float() { d } else { F32 }
 }

@@ -4,7 +4,7 @@
 
 use crate::common::reference::{
     self, Arr, Dom, R, broadcast_shape, build, cfg, check, derive, dtype, f32s, input, numel,
-    operand, promote, shape, steps, to_float,
+    operand, result_type, shape, steps, to_float,
 };
 use eddy::tensor::{DType, Error, Tensor};
 use proptest::prelude::*;
@@ -199,7 +199,7 @@ proptest! {
         for (name, da, db, op, f) in binary_table() {
             let (ta, aa) = input(&sha, &sa.2, dta, da, &mut rng);
             let (tb, ab) = input(&shb, &sb.2, dtb, db, &mut rng);
-            let mut odt = promote(dta, dtb);
+            let mut odt = result_type(dta, sha.is_empty(), dtb, shb.is_empty());
             if name == "div" {
                 odt = to_float(odt);
             }
@@ -277,7 +277,8 @@ proptest! {
         let s = broadcast_shape(&broadcast_shape(&ac.shape, &aa.shape).unwrap(), &ab.shape).unwrap();
         let (c, x, y) = (ac.broadcast_to(&s), aa.broadcast_to(&s), ab.broadcast_to(&s));
         let want = Arr::new(&s, (0..numel(&s)).map(|i| if c.data[i] != 0.0 { x.data[i] } else { y.data[i] }).collect());
-        check("where", &tc.where_(&ta, &tb).unwrap(), &want, promote(dta, dtb));
+        let odt = result_type(dta, ta.dims().is_empty(), dtb, tb.dims().is_empty());
+        check("where", &tc.where_(&ta, &tb).unwrap(), &want, odt);
         // A condition that is not Bool is refused.
         assert!(matches!(ta.where_(&ta, &tb), Err(Error::UnsupportedDType { op: "where", .. })));
     }

@@ -50,7 +50,7 @@ fn conv<S: Elem, D: Elem>(v: S) -> D {
         // SAFETY: S and D are the same type (checked just above), so this is a plain copy.
         unsafe { std::mem::transmute_copy::<S, D>(&v) }
     } else {
-        D::from_f64(v.to_f64())
+        crate::cast(v)
     }
 }
 

@@ -68,17 +68,20 @@ pub fn softmax(dtype: DType, offset: usize, rows: usize, cols: usize, log: bool)
             let o = &mut o[..rows * cols];
             let row = |x: &[T], y: &mut [T]| {
                 type A = <T as FloatElem>::A;
+                // An infinite max is kept, as PyTorch: a row holding +inf (or only -inf) is
+                // NaN throughout.
                 let m = x.iter().fold(A::neg_infinity(), |m, v| m.max(v.up()));
-                let m = if m.is_finite() { m } else { A::zero() };
                 // e^(x - m) into the output first: a loop of its own vectorises.
                 for (d, v) in y.iter_mut().zip(x) {
                     *d = T::down((v.up() - m).exp_());
                 }
                 let s = lane_sum(y);
                 if log {
-                    let ls = s.ln() + m;
+                    // `(x - m) - ln s`: adding `ln s` to `m` first would round it away at
+                    // large logits (10000 + ln 2 in f32 is 10000.693, not 10000.6931).
+                    let ls = s.ln();
                     for (d, v) in y.iter_mut().zip(x) {
-                        *d = T::down(v.up() - ls);
+                        *d = T::down((v.up() - m) - ls);
                     }
                 } else {
                     let inv = A::one() / s;

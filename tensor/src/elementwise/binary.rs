@@ -146,6 +146,19 @@ impl Tensor {
 
     pub(super) fn compare(&self, rhs: &Tensor, op: CmpOp) -> Result<Tensor> {
         let (shape, dt) = self.binary_prep(op.name(), rhs)?;
+        self.compare_in(rhs, op, shape, dt)
+    }
+
+    /// Compares with the scalar `c` as it is: in a dtype that holds both (see `cmp_scalar`),
+    /// never wrapped into `self`'s, so `u8` 255 is not equal to 511. (PyTorch wraps an integer
+    /// scalar into an integer tensor's dtype first: a deliberate difference.)
+    pub(super) fn compare_scalar(&self, c: f64, op: CmpOp) -> Result<Tensor> {
+        let rhs = self.cmp_scalar(c)?;
+        let dt = self.dtype().promote(rhs.dtype());
+        self.compare_in(&rhs, op, self.shape().clone(), dt)
+    }
+
+    fn compare_in(&self, rhs: &Tensor, op: CmpOp, shape: Shape, dt: DType) -> Result<Tensor> {
         let (a, b) = (self.cast_ref(dt)?, rhs.cast_ref(dt)?);
         let (a, b) = (&*a, &*b);
         let out = self.empty_like_shape(shape, DType::Bool)?;
@@ -387,7 +400,7 @@ macro_rules! cmp_methods {
                 ///
                 /// Engine errors.
                 pub fn $sname(&self, c: f64) -> Result<Tensor> {
-                    self.compare(&self.cmp_scalar(c)?, CmpOp::$op)
+                    self.compare_scalar(c, CmpOp::$op)
                 }
             )*
         }
