@@ -136,3 +136,94 @@ fn softmax_of_a_row_with_inf_is_nan_throughout() {
         }
     }
 }
+
+#[test]
+fn bool_tensors_do_arithmetic_as_pytorch() {
+    let b = t(vec![true, false]);
+    let both = t(vec![true, true]);
+    assert_eq!(b.add_scalar(1.0).unwrap().dtype(), I64);
+    assert_eq!(ints(&b.add_scalar(1.0).unwrap()), [2, 1]);
+    assert_eq!(
+        b.mul_scalar(2.5).unwrap().to_vec::<f32>().unwrap(),
+        [2.5, 0.0]
+    );
+    assert_eq!(
+        b.mul(&both).unwrap().to_vec::<bool>().unwrap(),
+        [true, false]
+    );
+    assert_eq!(
+        b.add(&both).unwrap().to_vec::<bool>().unwrap(),
+        [true, true]
+    );
+    assert_eq!(b.div(&both).unwrap().to_vec::<f32>().unwrap(), [1.0, 0.0]);
+    let e = b.exp().unwrap();
+    assert_eq!((e.dtype(), e.to_vec::<f32>().unwrap()[1]), (F32, 1.0));
+    // PyTorch refuses these too.
+    assert!(b.sub(&both).is_err());
+    assert!(b.neg().is_err());
+}
+
+#[test]
+fn cat_and_stack_promote_mixed_dtypes() {
+    let c = Tensor::cat(&[&t(vec![1i64, 2]), &t(vec![1.5f32])], 0).unwrap();
+    assert_eq!(c.dtype(), F32);
+    assert_eq!(c.to_vec::<f32>().unwrap(), [1.0, 2.0, 1.5]);
+    let s = Tensor::stack(&[&t(vec![1i64]), &t(vec![true])], 0).unwrap();
+    assert_eq!((s.dtype(), ints(&s)), (I64, vec![1, 1]));
+    // The gradient of a promoted input comes back in its own dtype.
+    let h = t(vec![1.0f32, 2.0])
+        .to_dtype(F16)
+        .unwrap()
+        .requires_grad_(true);
+    let f = t(vec![3.0f32]).requires_grad_(true);
+    let y = Tensor::cat(&[&h, &f], 0).unwrap();
+    assert_eq!(y.dtype(), F32);
+    y.sum_all().unwrap().backward().unwrap();
+    assert_eq!(h.grad().unwrap().dtype(), F16);
+}
+
+#[test]
+fn cross_entropy_takes_pytorchs_defaults_and_target_kinds() {
+    let row = Tensor::from_vec(vec![1.0f32, 2.0], [1, 2]).unwrap();
+    let two = Tensor::from_vec(vec![1.0f32, 2.0, 0.5, 0.1], [2, 2]).unwrap();
+    let idx = |v: Vec<i64>| t(v);
+    let ce = |x: &Tensor, y: &Tensor| x.cross_entropy(y).unwrap().item::<f32>().unwrap();
+    // ignore_index = -100
+    assert!(ce(&row, &idx(vec![-100])).is_nan());
+    assert!((ce(&two, &idx(vec![-100, 1])) - 0.913_015_3).abs() < 1e-6);
+    // class probabilities
+    let p = Tensor::from_vec(vec![0.3f32, 0.7], [1, 2]).unwrap();
+    assert!((ce(&row, &p) - 0.613_261_5).abs() < 1e-6);
+    // unbatched
+    let x = t(vec![1.0f32, 2.0]);
+    let loss = x
+        .cross_entropy(&Tensor::full([], 1.0, I64).unwrap())
+        .unwrap();
+    assert_eq!(loss.rank(), 0);
+    assert!((loss.item::<f32>().unwrap() - 0.313_261_7).abs() < 1e-6);
+    // u8 targets are taken, i32 refused (PyTorch: "expected target dtype to be Long or Byte")
+    assert!((ce(&row, &t(vec![1u8])) - 0.313_261_7).abs() < 1e-6);
+    assert!(row.cross_entropy(&t(vec![1i32])).is_err());
+    // the gradient skips ignored rows
+    let w = two.clone().requires_grad_(true);
+    w.cross_entropy(&idx(vec![-100, 1]))
+        .unwrap()
+        .backward()
+        .unwrap();
+    let g = w.grad().unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(&g[..2], [0.0, 0.0]);
+    assert!(
+        (g[2] - 0.598_687_6).abs() < 1e-6 && (g[3] + 0.598_687_6).abs() < 1e-6,
+        "{g:?}"
+    );
+}
+
+#[test]
+fn float_only_activations_refuse_integers() {
+    let i = t(vec![1i64, 2]);
+    for r in [i.gelu(), i.silu()] {
+        assert!(r.is_err());
+    }
+    assert_eq!(i.relu().unwrap().dtype(), I64);
+    assert_eq!(i.sigmoid().unwrap().dtype(), F32);
+}

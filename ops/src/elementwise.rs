@@ -125,42 +125,47 @@ pub fn infer_binary(
 }
 
 /// The dtype an arithmetic binary op computes in, given its operands' promoted dtype: `div`
-/// of integers computes in float; `Bool` has no arithmetic.
+/// of integers and of `Bool` computes in float. `Bool` has no other arithmetic here: the tensor
+/// layer computes `add`, `mul`, `maximum` and `minimum` of two `Bool` operands as the logical
+/// ops PyTorch makes of them.
 ///
 /// # Errors
 ///
-/// `UnsupportedDType` for `Bool`.
+/// `UnsupportedDType` for any other op on `Bool`.
 ///
 /// # Examples
 ///
 /// ```
 /// use eddy_ops::{elementwise::{binary_dtype, BinaryOp}, DType};
 /// assert_eq!(binary_dtype(BinaryOp::Div, DType::I32)?, DType::F32);
+/// assert_eq!(binary_dtype(BinaryOp::Div, DType::Bool)?, DType::F32);
 /// assert_eq!(binary_dtype(BinaryOp::Mul, DType::I32)?, DType::I32);
-/// assert!(binary_dtype(BinaryOp::Add, DType::Bool).is_err());
+/// assert!(binary_dtype(BinaryOp::Sub, DType::Bool).is_err());
 /// # Ok::<(), eddy_ops::Error>(())
 /// ```
 #[inline]
 pub fn binary_dtype(op: BinaryOp, promoted: DType) -> Result<DType> {
+    if op == BinaryOp::Div {
+        return Ok(promoted.to_float());
+    }
     if promoted == DType::Bool {
         return Err(Error::UnsupportedDType {
             op: op.name(),
             dtype: promoted,
         });
     }
-    Ok(if op == BinaryOp::Div {
-        promoted.to_float()
-    } else {
-        promoted
-    })
+    Ok(promoted)
 }
 
-/// The dtype a unary op computes in for an input of `dtype`: integers stay integer for the
-/// ops that keep them ([`UnaryOp::keeps_int`]), else compute in float; `Bool` has none.
+/// The dtype a unary op computes in for an input of `dtype`, as PyTorch: integers stay
+/// integer for the ops that keep them ([`UnaryOp::keeps_int`]), and they and `Bool` compute the
+/// others in `f32`; the activations PyTorch defines on floats only (`gelu`, `silu`, `elu`,
+/// `softplus`, `leaky_relu`) refuse integers and `Bool`, and the integer-keeping ops refuse
+/// `Bool`.
 ///
 /// # Errors
 ///
-/// `UnsupportedDType` for `Bool`.
+/// `UnsupportedDType` as above.
 ///
 /// # Examples
 ///
@@ -168,22 +173,25 @@ pub fn binary_dtype(op: BinaryOp, promoted: DType) -> Result<DType> {
 /// use eddy_ops::{elementwise::{unary_dtype, UnaryOp}, DType};
 /// assert_eq!(unary_dtype(UnaryOp::Neg, DType::I64)?, DType::I64);
 /// assert_eq!(unary_dtype(UnaryOp::Exp, DType::I64)?, DType::F32);
-/// assert!(unary_dtype(UnaryOp::Exp, DType::Bool).is_err());
+/// assert_eq!(unary_dtype(UnaryOp::Exp, DType::Bool)?, DType::F32);
+/// assert!(unary_dtype(UnaryOp::Neg, DType::Bool).is_err());
+/// assert!(unary_dtype(UnaryOp::Gelu, DType::I64).is_err());
 /// # Ok::<(), eddy_ops::Error>(())
 /// ```
 #[inline]
 pub fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
-    if dtype == DType::Bool {
+    use UnaryOp::*;
+    if dtype.is_float() {
+        return Ok(dtype);
+    }
+    let float_only = matches!(op, Gelu | Silu | Elu(_) | Softplus(..) | LeakyRelu(_));
+    if float_only || (op.keeps_int() && dtype == DType::Bool) {
         return Err(Error::UnsupportedDType {
             op: op.name(),
             dtype,
         });
     }
-    Ok(if !dtype.is_float() && !op.keeps_int() {
-        dtype.to_float()
-    } else {
-        dtype
-    })
+    Ok(if op.keeps_int() { dtype } else { DType::F32 })
 }
 
 /// The kernel of `out = op(x)` on `device`: input laid out as `la`, all of `dtype` (see

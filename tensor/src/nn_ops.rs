@@ -7,6 +7,9 @@ use eddy_ops::index::{self as ki, IndexDims};
 use eddy_ops::nn as kn;
 use eddy_ops::norm_dim;
 
+/// The target value `cross_entropy` ignores, PyTorch's default `ignore_index`.
+const IGNORE_INDEX: i64 = -100;
+
 impl Tensor {
     /// Moves `dim` last and makes the tensor contiguous (for row-wise kernels).
     fn dim_last(&self, d: usize) -> Result<Tensor> {
@@ -137,11 +140,19 @@ impl Tensor {
         self.same_device(op, target)
     }
 
-    /// Cross-entropy of logits `[N, C]` against class indices `[N]`: `nll_loss(log_softmax)`.
+    /// Cross-entropy of logits, as PyTorch's `F.cross_entropy` with its defaults (mean over
+    /// the batch, `ignore_index = -100`):
+    ///
+    /// - logits `[N, C]` against class indices `[N]` (`i64` or `u8`): `nll_loss(log_softmax)`
+    ///   over the targets that are not -100 (NaN if all are);
+    /// - against class probabilities `[N, C]` (a float target): `-(p · log_softmax).sum(1).mean()`;
+    /// - unbatched: logits `[C]` against a 0-d index or `[C]` probabilities.
     ///
     /// # Errors
     ///
-    /// As [`nll_loss`](Self::nll_loss).
+    /// `ShapeMismatch` for other shapes; `UnsupportedDType` for an index target that is not
+    /// `i64` or `u8` (PyTorch refuses `i32` too); `IndexOutOfRange` for a known index outside
+    /// `0..C` other than -100 (computed ones fail at the next sync); `DeviceMismatch`.
     ///
     /// # Examples
     ///
@@ -150,12 +161,75 @@ impl Tensor {
     /// let logits = Tensor::from_vec(vec![0f32, 0.], [1, 2])?;
     /// let loss = logits.cross_entropy(&Tensor::from_vec(vec![1i64], [1])?)?;
     /// assert!((loss.item::<f32>()? - 2f32.ln()).abs() < 1e-6);
+    /// let two = Tensor::from_vec(vec![0f32, 0., 5., 0.], [2, 2])?;
+    /// let ignored = two.cross_entropy(&Tensor::from_vec(vec![1i64, -100], [2])?)?;
+    /// assert_eq!(ignored.item::<f32>()?, loss.item::<f32>()?); // the second row is ignored
+    /// let soft = logits.cross_entropy(&Tensor::from_vec(vec![0.5f32, 0.5], [1, 2])?)?;
+    /// assert!((soft.item::<f32>()? - 2f32.ln()).abs() < 1e-6);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn cross_entropy(&self, target: &Tensor) -> Result<Tensor> {
-        // Checked here too, so that a bad target fails before the log-softmax is enqueued.
-        self.check_nll("cross_entropy", target)?;
-        self.log_softmax(-1)?.nll_loss(target)
+        const OP: &str = "cross_entropy";
+        let mismatch = || Error::ShapeMismatch {
+            op: OP,
+            lhs: self.dims().to_vec(),
+            rhs: target.dims().to_vec(),
+        };
+        if self.rank() == 1 {
+            // Unbatched: a batch of one, whose mean is its loss.
+            if target.rank() + 1 != 1 + usize::from(target.dtype().is_float()) {
+                return Err(mismatch());
+            }
+            return self.unsqueeze(0)?.cross_entropy(&target.unsqueeze(0)?);
+        }
+        if target.dtype().is_float() {
+            if self.rank() != 2 || target.dims() != self.dims() {
+                return Err(mismatch());
+            }
+            self.same_device(OP, target)?;
+            let lp = self.log_softmax(1)?;
+            return lp
+                .mul(&target.cast(lp.dtype())?)?
+                .sum(&[1], false)?
+                .mean_all()?
+                .neg();
+        }
+        if !matches!(target.dtype(), DType::I64 | DType::U8) {
+            return Err(Error::UnsupportedDType {
+                op: OP,
+                dtype: target.dtype(),
+            });
+        }
+        if self.rank() != 2 || target.rank() != 1 || target.dims()[0] != self.dims()[0] {
+            return Err(mismatch());
+        }
+        self.same_device(OP, target)?;
+        let classes = i64::try_from(self.dims()[1]).unwrap_or(i64::MAX);
+        let range = target.known_range();
+        let target = &target.cast(DType::I64)?;
+        match range {
+            // No target ignored: the plain path (checked before anything is enqueued).
+            Some((lo, hi)) if lo >= 0 && hi < classes => {
+                return self.log_softmax(-1)?.nll_loss(target);
+            }
+            Some((lo, hi)) if hi >= classes || (lo < 0 && lo != IGNORE_INDEX) => {
+                return Err(Error::IndexOutOfRange {
+                    op: OP,
+                    index: if hi >= classes { hi } else { lo },
+                    size: self.dims()[1],
+                });
+            }
+            Some(_) => {}
+            None => {}
+        }
+        // Targets equal to -100 are ignored: gathered at class 0 and weighed 0, and the mean
+        // is over the others (0 / 0, NaN, if none is left).
+        let keep = target.ne_scalar(IGNORE_INDEX as f64)?;
+        let safe = keep.where_(target, &target.zeros_like()?)?;
+        let lp = self.log_softmax(-1)?;
+        let picked = lp.gather_impl(OP, 1, &safe.unsqueeze(1)?)?.squeeze(1)?;
+        let w = keep.to_dtype(lp.dtype())?;
+        picked.mul(&w)?.sum_all()?.div(&w.sum_all()?)?.neg()
     }
 
     /// Dropout, as PyTorch's `F.dropout(x, p, training)`: when `train`, each element is zeroed
@@ -686,12 +760,12 @@ impl Tensor {
         )
     }
 
-    /// Concatenates `tensors` along `dim` (same dtype, same shape elsewhere).
+    /// Concatenates `tensors` along `dim` (same shape elsewhere). Mixed dtypes promote, as in
+    /// PyTorch: `i64` with `f32` gives `f32`.
     ///
     /// # Errors
     ///
-    /// `InvalidArgument` for an empty list; `InvalidDim`, `ShapeMismatch`, `DTypeMismatch`,
-    /// `DeviceMismatch`.
+    /// `InvalidArgument` for an empty list; `InvalidDim`, `ShapeMismatch`, `DeviceMismatch`.
     ///
     /// # Examples
     ///
@@ -700,6 +774,8 @@ impl Tensor {
     /// let a = Tensor::zeros([1, 2], DType::F32)?;
     /// let b = Tensor::ones([2, 2], DType::F32)?;
     /// assert_eq!(Tensor::cat(&[&a, &b], 0)?.to_vec::<f32>()?, vec![0., 0., 1., 1., 1., 1.]);
+    /// let i = Tensor::from_vec(vec![7i64, 8], [1, 2])?;
+    /// assert_eq!(Tensor::cat(&[&i, &a], 0)?.dtype(), DType::F32); // promoted
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn cat(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
@@ -708,15 +784,11 @@ impl Tensor {
             .ok_or_else(|| Error::invalid("cat", "needs at least one tensor"))?;
         let d = norm_dim("cat", dim, first.rank())?;
         let mut total = 0usize;
+        let dtype = tensors
+            .iter()
+            .fold(first.dtype(), |d, t| d.promote(t.dtype()));
         for t in tensors {
             first.same_device("cat", t)?;
-            if t.dtype() != first.dtype() {
-                return Err(Error::DTypeMismatch {
-                    op: "cat",
-                    lhs: first.dtype(),
-                    rhs: t.dtype(),
-                });
-            }
             let ok = t.rank() == first.rank()
                 && t.dims()
                     .iter()
@@ -732,12 +804,13 @@ impl Tensor {
             }
             total = total.checked_add(t.dims()[d]).ok_or(Error::ShapeOverflow {
                 shape: first.dims().to_vec(),
-                dtype: first.dtype(),
+                dtype,
             })?;
         }
         let mut shape = first.shape().clone();
         shape.0[d] = total;
-        let out = first.empty_like_shape(shape, first.dtype())?;
+        shape.checked_bytes(dtype)?;
+        let out = first.empty_like_shape(shape, dtype)?;
         let mut at = 0;
         let mut sizes = Vec::with_capacity(tensors.len());
         {
@@ -749,10 +822,15 @@ impl Tensor {
                 at += n;
             }
         }
-        Ok(out.record("cat", tensors, move |g, _, _| {
+        Ok(out.record("cat", tensors, move |g, inputs, _| {
             sizes
                 .iter()
-                .map(|&(s, n)| Ok(Some(g.narrow(d as isize, s, n)?.contiguous()?)))
+                .zip(inputs)
+                .map(|(&(s, n), t)| {
+                    // A promoted input gets its gradient back in its own dtype.
+                    let gi = g.narrow(d as isize, s, n)?.contiguous()?;
+                    Ok(Some(gi.cast(t.dtype())?))
+                })
                 .collect()
         }))
     }

@@ -52,7 +52,7 @@ proptest! {
 }
 
 #[test]
-fn bool_tensors_refuse_arithmetic() {
+fn bool_tensors_do_only_pytorchs_arithmetic() {
     let b = Tensor::ones([2], F32).unwrap().gt_scalar(0.0).unwrap();
     assert_eq!(b.dtype(), DType::Bool);
     assert!(matches!(
@@ -63,9 +63,11 @@ fn bool_tensors_refuse_arithmetic() {
         })
     ));
     assert!(matches!(
-        b.add(&b),
-        Err(Error::UnsupportedDType { op: "add", .. })
+        b.sub(&b),
+        Err(Error::UnsupportedDType { op: "sub", .. })
     ));
+    // `+` of two bool tensors is `or`, as in PyTorch.
+    assert_eq!(b.add(&b).unwrap().to_vec::<bool>().unwrap(), [true, true]);
     // Bool sums count the true elements.
     assert_eq!(b.sum_all().unwrap().to_vec::<i64>().unwrap(), vec![2]);
 }

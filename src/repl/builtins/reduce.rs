@@ -137,6 +137,10 @@ fn median(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
     a.take_dim(f, 0)?;
     a.arity(f, 0, 1)?;
     match a.pos.first() {
+        // As PyTorch: the median of no elements is NaN (a dim of size 0 stays an error).
+        None if x.numel() == 0 && x.dtype().is_float() => {
+            out(Tensor::full([], f64::NAN, x.dtype()))
+        }
         None => out(x
             .flatten_all()
             .and_then(|v| v.median(0, false))

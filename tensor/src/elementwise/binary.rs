@@ -57,6 +57,15 @@ impl Tensor {
             return Ok(Tensor::record_binary(out, op, self, rhs));
         }
         let (shape, dt) = self.binary_prep(op.name(), rhs)?;
+        if dt == DType::Bool {
+            // PyTorch's arithmetic on two bool operands: `+` and `maximum` are `or`, `*` and
+            // `minimum` are `and` (what the kernels compute on 0/1 bytes).
+            match op {
+                BinaryOp::Add | BinaryOp::Maximum => return self.compare(rhs, CmpOp::Or),
+                BinaryOp::Mul | BinaryOp::Minimum => return self.compare(rhs, CmpOp::And),
+                _ => {}
+            }
+        }
         let dt = ew::binary_dtype(op, dt)?;
         let (a, b) = (self.cast_ref(dt)?, rhs.cast_ref(dt)?);
         let (a, b) = (&*a, &*b);

@@ -24,7 +24,8 @@ impl Tensor {
         }
     }
 
-    /// A copy converted to `dtype` (floats to integers truncate toward zero, as `as` does).
+    /// A copy converted to `dtype`, as PyTorch's casts: integers wrap modulo 2^bits, floats
+    /// truncate toward zero into integers (see [`eddy_ops::cast`]).
     ///
     /// # Errors
     ///
@@ -36,6 +37,8 @@ impl Tensor {
     /// use eddy_tensor::{Tensor, DType};
     /// let t = Tensor::from_vec(vec![1.7f32, -2.5], [2])?.to_dtype(DType::I64)?;
     /// assert_eq!(t.to_vec::<i64>()?, vec![1, -2]);
+    /// let u = Tensor::from_vec(vec![300i64, -1], [2])?.to_dtype(DType::U8)?;
+    /// assert_eq!(u.to_vec::<u8>()?, vec![44, 255]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {

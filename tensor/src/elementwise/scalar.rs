@@ -9,6 +9,10 @@ impl Tensor {
         if !self.dtype().is_float() && (c.fract() != 0.0 || !op.keeps_int()) {
             return self.to_dtype(DType::F32)?.unary(op);
         }
+        if self.dtype() == DType::Bool {
+            // As PyTorch: a whole number beside a bool tensor computes in `i64`.
+            return self.to_dtype(DType::I64)?.unary(op);
+        }
         self.unary(op)
     }
 
