@@ -213,6 +213,11 @@ pub enum BinaryOp {
     Minimum,
     /// `a > 0 ? b : 0` (ReLU's backward: `a` the input, `b` the gradient).
     ReluBackward,
+    /// `⌊a / b⌋`, Python's `//` (PyTorch's `floor_divide`); integers stay integers, and an
+    /// integer division by zero fails the kernel.
+    FloorDiv,
+    /// `a - ⌊a / b⌋·b`, Python's `%` (PyTorch's `remainder`): the sign of `b`.
+    Rem,
 }
 
 impl BinaryOp {
@@ -234,6 +239,8 @@ impl BinaryOp {
             BinaryOp::Maximum => "maximum",
             BinaryOp::Minimum => "minimum",
             BinaryOp::ReluBackward => "relu_backward",
+            BinaryOp::FloorDiv => "floor_divide",
+            BinaryOp::Rem => "remainder",
         }
     }
 }

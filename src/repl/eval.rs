@@ -95,19 +95,20 @@ impl Session {
             match it {
                 IndexItem::All => dim += 1,
                 IndexItem::At(e) => {
-                    let i = as_int(&self.eval(e)?, "index")?;
+                    let typed = as_int(&self.eval(e)?, "index")?;
                     let size = t.dim(dim as isize)? as i64;
-                    let i = if i < 0 { i + size } else { i };
+                    let i = if typed < 0 { typed + size } else { typed };
                     if i < 0 || i >= size {
+                        // The index as typed, as PyTorch reports it.
                         return Err(ReplError::IndexOutOfRange {
-                            index: i,
+                            index: typed,
                             dim: Some(dim),
                             size,
                         });
                     }
                     t = t.select(dim as isize, i as usize)?;
                 }
-                IndexItem::Range(lo, hi) => {
+                IndexItem::Range(lo, hi, step) => {
                     let size = t.dim(dim as isize)? as i64;
                     let mut bound = |e: &Option<Expr>, d: i64| -> R<i64> {
                         let v = match e {
@@ -119,6 +120,13 @@ impl Session {
                     let lo = bound(lo, 0)?;
                     let hi = bound(hi, size)?.max(lo);
                     t = t.narrow(dim as isize, lo as usize, (hi - lo) as usize)?;
+                    if let Some(e) = step {
+                        let step = as_int(&self.eval(e)?, "slice step")?;
+                        if step < 1 {
+                            return Err(ReplError::arg("slice", "slice step must be positive"));
+                        }
+                        t = t.step(dim as isize, step as usize)?;
+                    }
                     dim += 1;
                 }
             }
@@ -181,6 +189,23 @@ pub(super) fn binary(op: Op, a: Value, b: Value) -> R<Value> {
             Pow => u32::try_from(y).ok().and_then(|y| x.checked_pow(y)),
             Max => Some(x.max(y)),
             Min => Some(x.min(y)),
+            FloorDiv | Rem if y == 0 => {
+                return Err(ReplError::arg(
+                    "operator",
+                    "integer division or modulo by zero",
+                ));
+            }
+            FloorDiv | Rem => {
+                // Python's: toward negative infinity, the remainder with `y`'s sign.
+                let (q, r) = (x.wrapping_div(y), x.wrapping_rem(y));
+                let adjust = r != 0 && (r < 0) != (y < 0);
+                Some(match (op, adjust) {
+                    (FloorDiv, true) => q - 1,
+                    (FloorDiv, false) => q,
+                    (_, true) => r + y,
+                    (_, false) => r,
+                })
+            }
             Eq => return Ok(Value::Bool(x == y)),
             Ne => return Ok(Value::Bool(x != y)),
             Lt => return Ok(Value::Bool(x < y)),
@@ -212,6 +237,16 @@ pub(super) fn binary(op: Op, a: Value, b: Value) -> R<Value> {
                 Sub => Value::Num(x - y, int),
                 Mul => Value::Num(x * y, int),
                 Div => Value::Num(x / y, false),
+                FloorDiv => Value::Num((x / y).floor(), int),
+                Rem => {
+                    let m = x % y;
+                    let m = if m != 0.0 && (y < 0.0) != (m < 0.0) {
+                        m + y
+                    } else {
+                        m
+                    };
+                    Value::Num(m, int)
+                }
                 Pow => Value::Num(x.powf(y), int && y >= 0.0),
                 Max => Value::Num(x.max(y), int),
                 Min => Value::Num(x.min(y), int),
@@ -224,7 +259,9 @@ pub(super) fn binary(op: Op, a: Value, b: Value) -> R<Value> {
                 Matmul => return Err(ReplError::type_("@ needs tensors")),
             })
         }
-        (Value::Tensor(x), Value::Num(c, _)) if op != Matmul && op != Max && op != Min => {
+        (Value::Tensor(x), Value::Num(c, _))
+            if !matches!(op, Matmul | Max | Min | FloorDiv | Rem) =>
+        {
             t(match op {
                 Add => x.add_scalar(c),
                 Sub => x.sub_scalar(c),
@@ -288,6 +325,8 @@ pub(super) fn binary(op: Op, a: Value, b: Value) -> R<Value> {
                 Sub => x.sub(&y),
                 Mul => x.mul(&y),
                 Div => x.div(&y),
+                FloorDiv => x.floor_divide(&y),
+                Rem => x.remainder(&y),
                 Pow => x.pow(&y),
                 Matmul => x.matmul(&y),
                 Max => x.maximum(&y),

@@ -50,7 +50,7 @@ const MAX_RANK: usize = 64;
 ///
 /// ```
 /// let help = eddy::repl::help();
-/// assert!(help.contains("matmul(a, b)") && help.contains("topk(k, dim=-1, largest=true)"));
+/// assert!(help.contains("matmul(a, b)") && help.contains("topk(k, dim=-1, largest=true, sorted=true)"));
 /// assert!(help.contains(":trace on|off|save FILE"));
 /// ```
 pub fn help() -> String {

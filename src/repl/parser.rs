@@ -11,6 +11,8 @@ pub(super) enum Op {
     Sub,
     Mul,
     Div,
+    FloorDiv,
+    Rem,
     Pow,
     Matmul,
     Max,
@@ -55,8 +57,8 @@ pub(super) enum IndexItem {
     All,
     /// `i`: selects.
     At(Expr),
-    /// `lo:hi`, either bound optional: narrows.
-    Range(Option<Expr>, Option<Expr>),
+    /// `lo:hi` or `lo:hi:step`, each part optional: narrows, then steps.
+    Range(Option<Expr>, Option<Expr>, Option<Expr>),
 }
 
 /// A line.
@@ -207,8 +209,12 @@ impl Parser {
         loop {
             let op = if self.eat("*") {
                 Op::Mul
+            } else if self.eat("//") {
+                Op::FloorDiv
             } else if self.eat("/") {
                 Op::Div
+            } else if self.eat("%") {
+                Op::Rem
             } else if self.eat("@") {
                 Op::Matmul
             } else {
@@ -289,18 +295,23 @@ impl Parser {
                 .map(|(e, d)| (IndexItem::At(e), d))
                 .ok_or_else(|| ReplError::parse("empty index"));
         }
-        let hi = if self.is(",") || self.is("]") {
-            None
-        } else {
-            Some(self.expr()?)
+        let bound = |p: &mut Self| -> R<Option<(Expr, usize)>> {
+            if p.is(",") || p.is("]") || p.is(":") {
+                Ok(None)
+            } else {
+                p.expr().map(Some)
+            }
         };
-        let d = lo
-            .as_ref()
-            .map_or(0, |n| n.1)
-            .max(hi.as_ref().map_or(0, |n| n.1));
-        let item = match (lo, hi) {
-            (None, None) => IndexItem::All,
-            (lo, hi) => IndexItem::Range(lo.map(|n| n.0), hi.map(|n| n.0)),
+        let hi = bound(self)?;
+        let step = if self.eat(":") { bound(self)? } else { None };
+        let d = [&lo, &hi, &step]
+            .iter()
+            .map(|n| n.as_ref().map_or(0, |n| n.1))
+            .max()
+            .unwrap_or(0);
+        let item = match (lo, hi, step) {
+            (None, None, None) => IndexItem::All,
+            (lo, hi, step) => IndexItem::Range(lo.map(|n| n.0), hi.map(|n| n.0), step.map(|n| n.0)),
         };
         Ok((item, d))
     }

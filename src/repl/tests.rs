@@ -299,3 +299,63 @@ fn autograd_and_commands() {
     std::fs::remove_file(&path).unwrap();
     assert!(out(&mut s, ":vars").contains("w = tensor [3] f32"));
 }
+
+/// PyTorch's forms typed as a PyTorch user types them, with PyTorch 2.15's answers.
+#[test]
+fn pytorch_forms_give_pytorchs_answers() {
+    let mut s = session();
+    let cases = [
+        ("7 // 2", "3"),
+        ("-7 // 2", "-4"),
+        ("7 % -3", "-2"),
+        ("5.5 % 2", "1.5"),
+        ("tensor([7, -7]) // 2", "tensor([ 3, -4], dtype=i64)"),
+        ("tensor([7, -7]) % 3", "tensor([1, 2], dtype=i64)"),
+        ("tensor([7, -7]) % -3", "tensor([-2, -1], dtype=i64)"),
+        (
+            "tensor([7.5, -7.5]) % 2",
+            "tensor([1.5000, 0.5000], dtype=f32)",
+        ),
+        (
+            "tensor([7, -7]).div(2, rounding_mode=\"floor\")",
+            "tensor([ 3, -4], dtype=i64)",
+        ),
+        (
+            "tensor([7, -7]).div(2, rounding_mode=\"trunc\")",
+            "tensor([ 3, -3], dtype=i64)",
+        ),
+        ("arange(10)[::2]", "tensor([0, 2, 4, 6, 8], dtype=i64)"),
+        ("arange(10)[1:8:3]", "tensor([1, 4, 7], dtype=i64)"),
+        ("zeros(1, 3, 1).squeeze().shape", "[3]"),
+        (
+            "tensor([1.0, 5.0, 3.0]).topk(2, 0, false)",
+            "[tensor([1.0000, 3.0000], dtype=f32), tensor([0, 2], dtype=i64)]",
+        ),
+        (
+            "tensor([[3.0, -4.0], [1.0, 2.0]]).norm(1)",
+            "tensor(10.0000, dtype=f32)",
+        ),
+        (
+            "tensor([[1, 2], [3, 4]]).select(1, -1)",
+            "tensor([2, 4], dtype=i64)",
+        ),
+        ("tensor([[1, 2], [3, 4]]).narrow(1, -1, 1).shape", "[2, 1]"),
+        ("tensor([[1], [2]]).expand(-1, 3).shape", "[2, 3]"),
+        ("tensor([300]).to(u8)", "tensor([44], dtype=u8)"),
+        ("(tensor([1, 2], dtype=i32) + tensor(5)).dtype", "i32"),
+        ("tensor([true, false]) + 1", "tensor([2, 1], dtype=i64)"),
+        ("tensor([]).median()", "tensor(NaN, dtype=f32)"),
+    ];
+    for (line, want) in cases {
+        assert_eq!(out(&mut s, line), want, "{line}");
+    }
+    // An index out of range is reported as typed.
+    let e = s
+        .eval_line("tensor([1, 2, 3])[-4]")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("index -4"), "{e}");
+    let e = s.eval_line("arange(4)[::0]").unwrap_err().to_string();
+    assert!(e.contains("step must be positive"), "{e}");
+    assert!(s.eval_line("7 // 0").is_err());
+}

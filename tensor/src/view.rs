@@ -282,6 +282,46 @@ impl Tensor {
             }))
     }
 
+    /// Every `step`-th element of dim `dim`, from the first (a view): PyTorch's `x[::step]`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`; `InvalidArgument` for a step of 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType};
+    /// let t = Tensor::arange(0.0, 7.0, 1.0, DType::I64)?;
+    /// assert_eq!(t.step(0, 3)?.to_vec::<i64>()?, vec![0, 3, 6]);
+    /// assert_eq!(t.narrow(0, 1, 5)?.step(0, 2)?.to_vec::<i64>()?, vec![1, 3, 5]);
+    /// assert!(t.step(0, 0).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn step(&self, dim: isize, step: usize) -> Result<Tensor> {
+        let d = norm_dim("step", dim, self.rank())?;
+        if step == 0 {
+            return Err(Error::invalid("step", "slice step must be positive"));
+        }
+        if step == 1 {
+            return Ok(self.clone());
+        }
+        let mut l = self.layout().clone();
+        let size = l.shape.0[d];
+        l.shape.0[d] = size.div_ceil(step);
+        // A dim of one element (or none) is never stepped over: its stride stays.
+        if l.shape.0[d] > 1 {
+            l.strides[d] = l.strides[d].saturating_mul(step);
+        }
+        let in_shape = self.shape().clone();
+        let dtype = self.dtype();
+        Ok(self.with_layout(l).record("step", &[self], move |g, _, _| {
+            let z = g.new_filled(in_shape.clone(), dtype, 0.0)?;
+            z.step(d as isize, step)?.copy_(g)?;
+            Ok(vec![Some(z)])
+        }))
+    }
+
     /// `narrow` over a half-open range (`t.slice(0, 1..3)`).
     ///
     /// # Errors

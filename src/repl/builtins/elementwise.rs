@@ -5,7 +5,7 @@ use super::{Args, Builtin, method, out};
 use crate::Tensor;
 use crate::repl::Value;
 use crate::repl::convert::{as_num, as_tensor, number_like};
-use crate::repl::error::R;
+use crate::repl::error::{R, ReplError};
 use crate::repl::eval::binary as binary_op;
 use crate::repl::parser::Op;
 
@@ -36,7 +36,9 @@ pub(super) const BINARY: &[Builtin] = &[
     method("add", "add(b)", operator),
     method("sub", "sub(b)", operator),
     method("mul", "mul(b)", operator),
-    method("div", "div(b)", operator),
+    method("div", "div(b, rounding_mode=None)", operator),
+    method("floor_divide", "floor_divide(b): a // b", operator),
+    method("remainder", "remainder(b): a % b", operator),
     method("pow", "pow(b)", operator),
     method("maximum", "maximum(b)", operator),
     method("minimum", "minimum(b)", operator),
@@ -77,6 +79,14 @@ pub(super) const IN_PLACE: &[Builtin] = &[
 
 /// A binary operator by name: `x.add(b)` is `x + b`, with a tensor or a number.
 fn operator(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    // PyTorch's `div(b, rounding_mode=...)`: "floor" is `//`; "trunc" rounds toward zero.
+    let mode = match a.named("rounding_mode") {
+        Some(Value::Str(m)) if f == "div" => Some(m),
+        Some(_) => {
+            return Err(ReplError::arg(f, "rounding_mode is \"floor\" or \"trunc\""));
+        }
+        None => None,
+    };
     a.done(f)?;
     a.arity(f, 1, 1)?;
     let op = match f {
@@ -84,6 +94,8 @@ fn operator(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
         "sub" => Op::Sub,
         "mul" => Op::Mul,
         "div" => Op::Div,
+        "floor_divide" => Op::FloorDiv,
+        "remainder" => Op::Rem,
         "pow" => Op::Pow,
         "maximum" => Op::Max,
         "minimum" => Op::Min,
@@ -95,7 +107,29 @@ fn operator(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
         "ge" => Op::Ge,
         _ => Op::Matmul,
     };
-    binary_op(op, Value::Tensor(x), a.pos.pop().expect("1"))
+    let b = a.pos.pop().expect("1");
+    match mode.as_deref() {
+        None => binary_op(op, Value::Tensor(x), b),
+        Some("floor") => binary_op(Op::FloorDiv, Value::Tensor(x), b),
+        Some("trunc") => {
+            let y = match binary_op(Op::Div, Value::Tensor(x.clone()), b.clone())? {
+                Value::Tensor(q) if !x.dtype().is_float() => {
+                    // Integers: the floor, moved up by one where the quotient is negative
+                    // and inexact, in the operands' dtype.
+                    let fl = as_tensor(binary_op(Op::FloorDiv, Value::Tensor(x), b)?, f)?;
+                    let up = q.lt_scalar(0.0)?.logical_and(&q.ne(&q.floor()?)?)?;
+                    fl.add(&up.to_dtype(fl.dtype())?)
+                }
+                Value::Tensor(q) => q.trunc(),
+                v => return Ok(v),
+            };
+            out(y)
+        }
+        Some(m) => Err(ReplError::arg(
+            f,
+            format!("rounding_mode is \"floor\" or \"trunc\", not {m:?}"),
+        )),
+    }
 }
 
 fn logical(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {

@@ -16,7 +16,7 @@ pub(super) const REDUCTIONS: &[Builtin] = &[
     method("logsumexp", "logsumexp(dims.., keepdim=false)", reduce),
     method("any", "any(dims.., keepdim=false)", reduce),
     method("all", "all(dims.., keepdim=false)", reduce),
-    method("norm", "norm(dims.., p=2, keepdim=false)", reduce),
+    method("norm", "norm(p=2, dims.., keepdim=false)", reduce),
     method("cumsum", "cumsum(dim)", |f, x, mut a| {
         a.take_dim(f, 0)?;
         a.arity(f, 1, 1)?;
@@ -31,7 +31,7 @@ pub(super) const REDUCTIONS: &[Builtin] = &[
 pub(super) const ORDERING: &[Builtin] = &[
     method("sort", "sort(dim=-1, descending=false)", sort),
     method("argsort", "argsort(dim=-1, descending=false)", sort),
-    method("topk", "topk(k, dim=-1, largest=true)", topk),
+    method("topk", "topk(k, dim=-1, largest=true, sorted=true)", topk),
     method("median", "median([dim], keepdim=false)", median),
 ];
 
@@ -40,10 +40,12 @@ fn reduce(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
     // PyTorch's defaults: every dim, kept as size 1 with keepdim (`[[total]]` for a matrix);
     // p = 2.
     let keep = a.keepdim(f)?;
-    let p = if f == "norm" {
-        a.named("p").map_or(Ok(2.0), |v| as_num(&v, f))?
-    } else {
-        0.0
+    // PyTorch's `norm(p, dim, keepdim)`: a first positional argument is `p`, not a dim.
+    let p = match (f, a.named("p")) {
+        ("norm", Some(v)) => as_num(&v, f)?,
+        ("norm", None) if !a.pos.is_empty() => as_num(&a.pos.remove(0), f)?,
+        ("norm", None) => 2.0,
+        _ => 0.0,
     };
     let dims = a.dims_or_all(f, x.rank())?;
     out(match f {
@@ -122,8 +124,16 @@ fn sort(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
 }
 
 fn topk(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
-    // PyTorch's form: topk(k, dim=-1, largest=True).
-    let largest = a.named("largest").map_or(Ok(true), |v| as_bool(&v, f))?;
+    // PyTorch's form: topk(k, dim=-1, largest=True, sorted=True), by position or by name.
+    if a.pos.len() == 4 {
+        // The values come out sorted either way.
+        as_bool(&a.pos.pop().expect("four"), f)?;
+    }
+    let largest = match a.named("largest") {
+        Some(v) => as_bool(&v, f)?,
+        None if a.pos.len() == 3 => as_bool(&a.pos.pop().expect("three"), f)?,
+        None => true,
+    };
     a.take_dim(f, 1)?;
     a.arity(f, 1, 2)?;
     let k = as_usize(&a.pos[0], f)?;

@@ -28,18 +28,18 @@ pub(super) const VIEWS: &[Builtin] = &[
     method("narrow", "narrow(dim, start, len)", |f, x, a| {
         a.done(f)?;
         a.arity(f, 3, 3)?;
-        out(x.narrow(
-            a.dim_at(f, 0)?,
-            as_usize(&a.pos[1], f)?,
-            as_usize(&a.pos[2], f)?,
-        ))
+        let d = a.dim_at(f, 0)?;
+        let start = position(f, &x, d, &a.pos[1])?;
+        out(x.narrow(d, start, as_usize(&a.pos[2], f)?))
     }),
     method("select", "select(dim, i)", |f, x, a| {
         a.done(f)?;
         a.arity(f, 2, 2)?;
-        out(x.select(a.dim_at(f, 0)?, as_usize(&a.pos[1], f)?))
+        let d = a.dim_at(f, 0)?;
+        let i = position(f, &x, d, &a.pos[1])?;
+        out(x.select(d, i))
     }),
-    method("squeeze", "squeeze(dim)", squeeze),
+    method("squeeze", "squeeze([dim])", squeeze),
     method("unsqueeze", "unsqueeze(dim)", squeeze),
     method("flatten", "flatten(start_dim=0, end_dim=-1)", flatten),
     method("contiguous", "contiguous()", |f, x, a| {
@@ -89,6 +89,17 @@ fn resize(f: &'static str, x: Tensor, a: Args) -> R<Value> {
         dims.iter()
             .map(|&d| if d == -1 { x.numel() as i64 / known } else { d } as usize)
             .collect()
+    } else if matches!(f, "expand" | "broadcast_to") {
+        // As PyTorch: -1 keeps the size of the dim it stands over (aligned from the right);
+        // a new leading dim needs a size.
+        let lead = dims.len().saturating_sub(x.rank());
+        dims.iter()
+            .enumerate()
+            .map(|(i, &d)| match d {
+                -1 if i >= lead => Ok(x.dims()[i - lead]),
+                d => usize::try_from(d).map_err(|_| bad_size(d)),
+            })
+            .collect::<R<_>>()?
     } else {
         dims.iter()
             .map(|&d| usize::try_from(d).map_err(|_| bad_size(d)))
@@ -104,6 +115,14 @@ fn resize(f: &'static str, x: Tensor, a: Args) -> R<Value> {
 /// `squeeze` and `unsqueeze`.
 fn squeeze(f: &'static str, x: Tensor, a: Args) -> R<Value> {
     a.done(f)?;
+    if f == "squeeze" && a.pos.is_empty() {
+        // As PyTorch: every dim of size 1, last first so the others keep their positions.
+        let mut y = x.clone();
+        for d in (0..x.rank()).rev().filter(|&d| x.dims()[d] == 1) {
+            y = y.squeeze(d as isize)?;
+        }
+        return out(Ok(y));
+    }
     a.arity(f, 1, 1)?;
     let d = a.dim_at(f, 0)?;
     out(if f == "squeeze" {
@@ -146,4 +165,20 @@ fn triangle(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
     a.arity(f, 0, 1)?;
     let k = a.pos.first().map_or(Ok(0), |v| as_int(v, f))?;
     out(if f == "tril" { x.tril(k) } else { x.triu(k) })
+}
+
+/// A position along dim `d` of `x`, counted from the end when negative (as PyTorch's `select`
+/// and `narrow`): `-1` is the last. Out of range, the error names the position as typed.
+fn position(f: &'static str, x: &Tensor, d: isize, v: &Value) -> R<usize> {
+    let typed = as_int(v, f)?;
+    let size = x.dim(d)? as i64;
+    let at = if typed < 0 { typed + size } else { typed };
+    if at < 0 || at > size || (f == "select" && at == size) {
+        return Err(ReplError::IndexOutOfRange {
+            index: typed,
+            dim: usize::try_from(if d < 0 { d + x.rank() as isize } else { d }).ok(),
+            size,
+        });
+    }
+    Ok(at as usize)
 }

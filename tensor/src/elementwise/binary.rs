@@ -90,6 +90,7 @@ impl Tensor {
         // output for div; nothing for add and sub.
         let (saved, reads_y): (&[&Tensor], bool) = match op {
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::ReluBackward => (&[], false),
+            BinaryOp::FloorDiv | BinaryOp::Rem => (&[a, b], false),
             BinaryOp::Div => (&[b], true),
             BinaryOp::Pow => (&[a, b], true),
             BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum => (&[a, b], false),
@@ -145,6 +146,14 @@ impl Tensor {
                     )
                 }
                 BinaryOp::ReluBackward => (None, None),
+                // As PyTorch: `floor_divide` is flat, `remainder` is `a - ⌊a/b⌋·b`.
+                BinaryOp::FloorDiv => (Some(g.zeros_like()?), Some(g.zeros_like()?)),
+                BinaryOp::Rem => (
+                    Some(g.clone()),
+                    need(b)
+                        .then(|| g.mul(&a.floor_divide(b)?)?.neg())
+                        .transpose()?,
+                ),
             };
             Ok(vec![
                 ga.map(|t| t.sum_to(a.shape())).transpose()?,
@@ -332,6 +341,33 @@ binary_methods! {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     mul => Mul,
+    /// `⌊a / b⌋`, Python's `//` (PyTorch's `floor_divide`): integers stay integers (a division
+    /// by zero fails at the next sync), floats round toward negative infinity.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![7i64, -7], [2])?;
+    /// let b = Tensor::from_vec(vec![2i64], [1])?;
+    /// assert_eq!(a.floor_divide(&b)?.to_vec::<i64>()?, [3, -4]);
+    /// let x = Tensor::from_vec(vec![7.5f32, -7.5], [2])?;
+    /// assert_eq!(x.floor_divide(&Tensor::from_vec(vec![2f32], [1])?)?.to_vec::<f32>()?, [3., -4.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    floor_divide => FloorDiv,
+    /// `a - ⌊a / b⌋·b`, Python's `%` (PyTorch's `remainder`): the result has `b`'s sign.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![7i64, -7], [2])?;
+    /// assert_eq!(a.remainder(&Tensor::from_vec(vec![3i64], [1])?)?.to_vec::<i64>()?, [1, 2]);
+    /// assert_eq!(a.remainder(&Tensor::from_vec(vec![-3i64], [1])?)?.to_vec::<i64>()?, [-2, -1]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    remainder => Rem,
     /// `a / b` (true division: integers give a float)
     ///
     /// # Examples

@@ -21,6 +21,40 @@ pub(super) fn nan_min<A: PartialOrd + Copy>(x: A, y: A) -> A {
     if x != x || x <= y { x } else { y }
 }
 
+/// Python's `%` on floats, as PyTorch's `remainder`: `fmod`, moved by `y` when the signs differ.
+#[inline(always)]
+fn rem_float<A: num_traits::Float>(x: A, y: A) -> A {
+    let m = x % y;
+    if m != A::zero() && (y < A::zero()) != (m < A::zero()) {
+        m + y
+    } else {
+        m
+    }
+}
+
+/// Python's `//` on floats, as PyTorch's `div_floor`: exact where `x / y` rounds across an
+/// integer (from `fmod`), and `x / y` itself for `y == 0` (an infinity or NaN).
+#[inline(always)]
+fn floor_div_float<A: num_traits::Float>(x: A, y: A) -> A {
+    if y == A::zero() {
+        return x / y;
+    }
+    let m = x % y;
+    let mut div = (x - m) / y;
+    if m != A::zero() && (y < A::zero()) != (m < A::zero()) {
+        div = div - A::one();
+    }
+    if div == A::zero() {
+        return A::zero().copysign(x / y);
+    }
+    let f = div.floor();
+    if div - f > A::from(0.5).unwrap_or_else(A::zero) {
+        f + A::one()
+    } else {
+        f
+    }
+}
+
 /// `out = a op b`: inputs 0 and 1 laid out as `la`, `lb`, already broadcast to the output
 /// shape, all of `dtype` (the op definition promoted them). Integer `div` is not defined (it promotes to float).
 ///
@@ -60,6 +94,8 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
                 BinaryOp::Maximum => go!(nan_max::<A>),
                 BinaryOp::Minimum => go!(nan_min::<A>),
                 BinaryOp::ReluBackward => go!(|x: A, y: A| if x > A::zero() { y } else { A::zero() }),
+                BinaryOp::FloorDiv => go!(floor_div_float::<A>),
+                BinaryOp::Rem => go!(rem_float::<A>),
             }
             Ok(())
         }, else => dispatch_int!(dtype, T => {
@@ -84,6 +120,28 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
                 BinaryOp::Minimum => go!(|x: i64, y: i64| x.min(y)),
                 BinaryOp::ReluBackward => go!(|x: i64, y: i64| if x > 0 { y } else { 0 }),
                 BinaryOp::Div => return Err("integer division is computed in float".into()),
+                BinaryOp::FloorDiv | BinaryOp::Rem => {
+                    let by_zero = std::sync::atomic::AtomicBool::new(false);
+                    let floor = op == BinaryOp::FloorDiv;
+                    go!(|x: i64, y: i64| {
+                        if y == 0 {
+                            by_zero.store(true, std::sync::atomic::Ordering::Relaxed);
+                            return 0;
+                        }
+                        let (q, r) = (x.wrapping_div(y), x.wrapping_rem(y));
+                        // Toward negative infinity, as Python: the remainder takes `y`'s sign.
+                        let adjust = r != 0 && (r < 0) != (y < 0);
+                        match (floor, adjust) {
+                            (true, true) => q.wrapping_sub(1),
+                            (true, false) => q,
+                            (false, true) => r.wrapping_add(y),
+                            (false, false) => r,
+                        }
+                    });
+                    if by_zero.into_inner() {
+                        return Err(format!("{}: integer division by zero", op.name()));
+                    }
+                }
             }
             Ok(())
         }, else => Err(format!("unsupported dtype {dtype}"))))
@@ -257,6 +315,8 @@ pub fn binary_inplace(
                 BinaryOp::Maximum => go!(nan_max::<A>),
                 BinaryOp::Minimum => go!(nan_min::<A>),
                 BinaryOp::ReluBackward => go!(|d: A, v: A| if d > A::zero() { v } else { A::zero() }),
+                BinaryOp::FloorDiv => go!(floor_div_float::<A>),
+                BinaryOp::Rem => go!(rem_float::<A>),
             }
             Ok(())
         }, else => dispatch_int!(dtype, T => {

@@ -64,6 +64,7 @@ fn binary_code(op: BinaryOp) -> i32 {
         BinaryOp::Maximum => 5,
         BinaryOp::Minimum => 6,
         BinaryOp::ReluBackward => 7,
+        BinaryOp::FloorDiv | BinaryOp::Rem => unreachable!("refused by `binary`"),
     }
 }
 
@@ -150,7 +151,8 @@ fn unary_kernel<C: Copy + Send + 'static>(
 
 /// `out = a op b`, f32.
 pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel + use<>> {
-    (dtype == DType::F32).then(|| {
+    let has_kernel = !matches!(op, BinaryOp::FloorDiv | BinaryOp::Rem);
+    (dtype == DType::F32 && has_kernel).then(|| {
         CudaKernel::new(
             op.name(),
             move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
