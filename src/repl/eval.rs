@@ -27,7 +27,7 @@ impl Session {
         }
     }
 
-    fn eval(&mut self, e: &Expr) -> R<Value> {
+    pub(super) fn eval(&mut self, e: &Expr) -> R<Value> {
         Ok(match e {
             Expr::Num(v, int) => Value::Num(*v, *int),
             Expr::Int(i) => Value::int(*i),
@@ -142,6 +142,9 @@ impl Session {
             "true" | "True" => Value::Bool(true),
             "false" | "False" => Value::Bool(false),
             "pi" => Value::Num(std::f64::consts::PI, false),
+            // `torch.nan`, `torch.inf`, `math.inf`
+            "nan" => Value::Num(f64::NAN, false),
+            "inf" => Value::Num(f64::INFINITY, false),
             n => match parse_dtype(n) {
                 Some(d) => Value::DType(d),
                 None => return Err(ReplError::UnknownName { name: n.into() }),

@@ -255,6 +255,38 @@ impl Session {
         })
     }
 
+    /// Evaluates the expression `expr` and returns its value, waited for (an asynchronous
+    /// error of a tensor surfaces here): what tools and tests compare, where
+    /// [`eval_line`](Self::eval_line) prints.
+    ///
+    /// # Errors
+    ///
+    /// As [`eval_line`](Self::eval_line); a `let` or a `:command` is a parse error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::repl::{Session, Value};
+    /// let mut s = Session::new(eddy::Vm::builder().build()?);
+    /// let Value::Tensor(t) = s.eval_value("tensor([1, 2]) * 3")? else { panic!() };
+    /// assert_eq!(t.to_vec::<i64>()?, [3, 6]);
+    /// assert!(matches!(s.eval_value("7 // 2")?, Value::Num(v, true) if v == 3.0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn eval_value(&mut self, expr: &str) -> Result<Value, ReplError> {
+        let vm = self.vm.clone();
+        eddy_tensor::with_engine(&vm, || match parser::parse(expr.trim())? {
+            parser::Stmt::Expr(e) => {
+                let v = self.eval(&e)?;
+                if let Value::Tensor(t) = &v {
+                    t.sync()?;
+                }
+                Ok(v)
+            }
+            parser::Stmt::Let(..) => Err(ReplError::parse("expected an expression, not a `let`")),
+        })
+    }
+
     /// Runs a `:command` (without its colon).
     fn command(&mut self, cmd: &str) -> Result<Outcome, ReplError> {
         let words: Vec<&str> = cmd.split_whitespace().collect();

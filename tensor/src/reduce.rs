@@ -321,6 +321,7 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn argmax(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.refuse_bool("argmax")?;
         self.reduce(ReduceOp::ArgMax, &[dim], keepdim)
     }
     /// Index (`i64`) of the minimum over `dim`.
@@ -339,7 +340,19 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn argmin(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.refuse_bool("argmin")?;
         self.reduce(ReduceOp::ArgMin, &[dim], keepdim)
+    }
+
+    /// `UnsupportedDType` for a bool tensor: the ops PyTorch does not define on bool.
+    pub(crate) fn refuse_bool(&self, op: &'static str) -> Result<()> {
+        if self.dtype() == DType::Bool {
+            return Err(Error::UnsupportedDType {
+                op,
+                dtype: DType::Bool,
+            });
+        }
+        Ok(())
     }
 
     /// Variance over `dims`: `Σ (x - mean)² / max(N - correction, 0)`, where `N` is the number

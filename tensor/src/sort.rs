@@ -95,6 +95,7 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn median(&self, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        self.refuse_bool("median")?;
         let r = self.rank();
         let d = norm_dim("median", dim, r.max(1))?;
         let n = if r == 0 { 1 } else { self.dims()[d] };

@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 /// Rows that name no `Tensor` method: PyTorch's names for what Eddy calls otherwise.
 const REPL_ONLY: &[(&str, &str)] = &[
     ("ndim", "PyTorch's name for `rank`"),
+    ("reciprocal", "PyTorch's name for `recip`"),
+    ("amax", "PyTorch's `max` over several dims: `max` dim by dim"),
+    ("amin", "PyTorch's `min` over several dims: `min` dim by dim"),
     (
         "T",
         "PyTorch's attribute: `permute` with every dim reversed",
@@ -74,7 +77,6 @@ const NOT_OFFERED: &[&str] = &[
     // Not offered yet: each needs a row (and a line in the tests) to be.
     "linear",
     "layer_norm",
-    "masked_fill",
     "scatter_add",
     "index_add",
     "chunk",

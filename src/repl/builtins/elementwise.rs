@@ -33,6 +33,14 @@ pub(super) fn is_unary(name: &str) -> bool {
 }
 
 pub(super) const BINARY: &[Builtin] = &[
+    method(
+        "reciprocal",
+        "reciprocal(): 1 / a, PyTorch's name for recip",
+        |f, x, a| {
+            a.none(f)?;
+            out(x.recip())
+        },
+    ),
     method("add", "add(b)", operator),
     method("sub", "sub(b)", operator),
     method("mul", "mul(b)", operator),

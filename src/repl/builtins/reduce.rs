@@ -26,7 +26,31 @@ pub(super) const REDUCTIONS: &[Builtin] = &[
     method("min", "min([dim], keepdim=false)", extreme),
     method("argmax", "argmax([dim], keepdim=false)", extreme),
     method("argmin", "argmin([dim], keepdim=false)", extreme),
+    method("amax", "amax(dims.., keepdim=false)", amax_amin),
+    method("amin", "amin(dims.., keepdim=false)", amax_amin),
 ];
+
+/// `amax`, `amin`: the extreme over several dims (every dim without any), values only.
+fn amax_amin(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    let keep = a.keepdim(f)?;
+    let mut dims: Vec<usize> = a
+        .dims_or_all(f, x.rank())?
+        .into_iter()
+        .map(|d| crate::ops::norm_dim(f, d, x.rank().max(1)))
+        .collect::<Result<_, _>>()?;
+    dims.sort_unstable();
+    dims.dedup();
+    // The highest dim first, so the others keep their positions when dims are dropped.
+    let mut y = x;
+    for &d in dims.iter().rev() {
+        y = if f == "amax" {
+            y.max(d as isize, keep)?
+        } else {
+            y.min(d as isize, keep)?
+        };
+    }
+    out(Ok(y))
+}
 
 pub(super) const ORDERING: &[Builtin] = &[
     method("sort", "sort(dim=-1, descending=false)", sort),
@@ -112,9 +136,12 @@ fn extreme(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
 
 /// `sort` (a pair) and `argsort`.
 fn sort(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
-    let descending = a
-        .named("descending")
-        .map_or(Ok(false), |v| as_bool(&v, f))?;
+    // PyTorch's `sort(dim=-1, descending=False)`, by position or by name.
+    let descending = match a.named("descending") {
+        Some(v) => as_bool(&v, f)?,
+        None if a.pos.len() == 2 => as_bool(&a.pos.pop().expect("two"), f)?,
+        None => false,
+    };
     let dim = a.dim_or_last(f)?;
     if f == "sort" {
         pair(x.sort(dim, descending))

@@ -3,7 +3,7 @@
 use super::{Args, Builtin, method, out};
 use crate::Tensor;
 use crate::repl::Value;
-use crate::repl::convert::{as_int, as_tensor, as_usize, check_rank};
+use crate::repl::convert::{as_int, as_num, as_tensor, as_usize, check_rank};
 use crate::repl::error::{R, ReplError};
 
 pub(super) const VIEWS: &[Builtin] = &[
@@ -57,6 +57,12 @@ pub(super) const VIEWS: &[Builtin] = &[
 ];
 
 pub(super) const INDEXING: &[Builtin] = &[
+    method("masked_fill", "masked_fill(mask, value)", |f, x, a| {
+        a.done(f)?;
+        a.arity(f, 2, 2)?;
+        let mask = as_tensor(a.pos[0].clone(), f)?;
+        out(x.masked_fill(&mask, as_num(&a.pos[1], f)?))
+    }),
     method("index_select", "index_select(dim, idx)", gather),
     method("gather", "gather(dim, idx)", gather),
     method("tril", "tril(diagonal=0)", triangle),

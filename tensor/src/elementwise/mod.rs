@@ -12,7 +12,7 @@ mod inplace;
 mod mask;
 mod scalar;
 
-use crate::{Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 use eddy_ops::Lay;
 use eddy_ops::elementwise::{self as ew, BinaryOp, UnaryOp};
 
@@ -430,6 +430,15 @@ impl Tensor {
 
 impl Tensor {
     pub(crate) fn unary(&self, op: UnaryOp) -> Result<Tensor> {
+        if self.dtype() == DType::Bool {
+            // PyTorch's two integer-keeping ops defined on bool: `sign` is the identity,
+            // `square` computes in i64.
+            match op {
+                UnaryOp::Sign => return self.to_dtype(DType::Bool),
+                UnaryOp::Square => return self.to_dtype(DType::I64)?.unary(op),
+                _ => {}
+            }
+        }
         let dt = ew::unary_dtype(op, self.dtype())?;
         if dt != self.dtype() {
             return self.to_dtype(dt)?.unary(op);

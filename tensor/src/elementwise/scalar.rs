@@ -5,6 +5,17 @@ use eddy_ops::copy;
 use eddy_ops::elementwise::UnaryOp;
 
 impl Tensor {
+    /// As PyTorch: `-` with a bool operand is refused (`logical_xor` or `~` are meant).
+    fn refuse_bool_sub(&self) -> Result<()> {
+        if self.dtype() == DType::Bool {
+            return Err(Error::UnsupportedDType {
+                op: "sub",
+                dtype: DType::Bool,
+            });
+        }
+        Ok(())
+    }
+
     pub(super) fn scalar_op(&self, op: UnaryOp, c: f64) -> Result<Tensor> {
         if !self.dtype().is_float() && (c.fract() != 0.0 || !op.keeps_int()) {
             return self.to_dtype(DType::F32)?.unary(op);
@@ -49,6 +60,7 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn sub_scalar(&self, c: f64) -> Result<Tensor> {
+        self.refuse_bool_sub()?;
         self.scalar_op(UnaryOp::AddScalar(-c), c)
     }
     /// `c - x`.
@@ -66,6 +78,7 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn rsub_scalar(&self, c: f64) -> Result<Tensor> {
+        self.refuse_bool_sub()?;
         self.scalar_op(UnaryOp::RSubScalar(c), c)
     }
     /// `x * c`.
@@ -127,6 +140,15 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn pow_scalar(&self, c: f64) -> Result<Tensor> {
+        if self.dtype() == DType::Bool {
+            // As PyTorch: a bool base computes in i64 for a whole exponent, else in f32.
+            let dt = if c.fract() == 0.0 {
+                DType::I64
+            } else {
+                DType::F32
+            };
+            return self.to_dtype(dt)?.pow_scalar(c);
+        }
         // Whole exponents up to 2^53 are exact in f64 and fit every integer exponent's dtype
         // range that matters: `pow` keeps an exponent's parity beyond `u32`.
         let int = matches!(self.dtype(), DType::I64 | DType::I32 | DType::U8);
