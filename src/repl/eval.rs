@@ -91,9 +91,29 @@ impl Session {
         }
         let mut t = as_tensor(recv, "indexing")?;
         let mut dim = 0usize;
+        let rest = |t: &Tensor| {
+            let used = items
+                .iter()
+                .filter(|i| !matches!(i, IndexItem::Ellipsis))
+                .count();
+            t.rank().saturating_sub(used)
+        };
+        if items
+            .iter()
+            .filter(|i| matches!(i, IndexItem::Ellipsis))
+            .count()
+            > 1
+        {
+            return Err(ReplError::arg(
+                "indexing",
+                "an index can only have one `...`",
+            ));
+        }
+        let skip = rest(&t);
         for it in items {
             match it {
                 IndexItem::All => dim += 1,
+                IndexItem::Ellipsis => dim += skip,
                 IndexItem::At(e) => {
                     let typed = as_int(&self.eval(e)?, "index")?;
                     let size = t.dim(dim as isize)? as i64;

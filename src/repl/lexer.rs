@@ -18,9 +18,9 @@ pub(super) enum Tok {
 }
 
 /// Operators and punctuation, each before any that is a prefix of it.
-const SYMS: [&str; 22] = [
-    "**", "==", "!=", "<=", ">=", "//", "+", "-", "*", "/", "%", "@", "<", ">", "(", ")", "[", "]",
-    ",", ".", "=", ":",
+const SYMS: [&str; 23] = [
+    "...", "**", "==", "!=", "<=", ">=", "//", "+", "-", "*", "/", "%", "@", "<", ">", "(", ")",
+    "[", "]", ",", ".", "=", ":",
 ];
 
 /// The tokens of `s`; `#` starts a comment.

@@ -59,6 +59,8 @@ pub(super) enum IndexItem {
     At(Expr),
     /// `lo:hi` or `lo:hi:step`, each part optional: narrows, then steps.
     Range(Option<Expr>, Option<Expr>, Option<Expr>),
+    /// `...`: as many `:` as the other items leave dims.
+    Ellipsis,
 }
 
 /// A line.
@@ -285,6 +287,9 @@ impl Parser {
     }
     /// An index item and the depth of its deepest bound (0 for `:`).
     fn index_item(&mut self) -> R<(IndexItem, usize)> {
+        if self.eat("...") {
+            return Ok((IndexItem::Ellipsis, 0));
+        }
         let lo = if self.is(":") {
             None
         } else {

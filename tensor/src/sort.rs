@@ -76,6 +76,48 @@ impl Tensor {
         self.ordered("topk", dim, Some(k), largest)
     }
 
+    /// The `k`-th smallest value along `dim` (counting from 1) and its `i64` position, as
+    /// PyTorch's `kthvalue`; `dim` is kept with size 1 if `keepdim`, else removed.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`; `InvalidArgument` unless `1 ≤ k ≤` the size of `dim`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![3f32, -1.0, 2.0, 5.0], [4])?;
+    /// let (v, i) = x.kthvalue(2, 0, false)?;
+    /// assert_eq!((v.item::<f32>()?, i.item::<i64>()?), (2.0, 2));
+    /// assert!(x.kthvalue(5, 0, false).is_err());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn kthvalue(&self, k: usize, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        self.refuse_bool("kthvalue")?;
+        let n = if self.rank() == 0 {
+            1
+        } else {
+            self.dims()[norm_dim("kthvalue", dim, self.rank())?]
+        };
+        if k == 0 || k > n {
+            return Err(Error::invalid(
+                "kthvalue",
+                format!("k = {k} is out of range for a dim of size {n}"),
+            ));
+        }
+        let (v, i) = self.ordered("kthvalue", dim, Some(k), false)?;
+        if self.rank() == 0 {
+            return Ok((v, i));
+        }
+        let (v, i) = (v.narrow(dim, k - 1, 1)?, i.narrow(dim, k - 1, 1)?);
+        if keepdim {
+            Ok((v, i))
+        } else {
+            Ok((v.squeeze(dim)?, i.squeeze(dim)?))
+        }
+    }
+
     /// The lower median along `dim` (the `⌊(n−1)/2⌋`-th smallest value, as PyTorch's `median`)
     /// and its `i64` position; `dim` is kept with size 1 if `keepdim`, else removed. A row
     /// holding NaN has the median NaN, at its first NaN (as PyTorch's; not `nanmedian`).

@@ -11,8 +11,14 @@ use std::path::{Path, PathBuf};
 const REPL_ONLY: &[(&str, &str)] = &[
     ("ndim", "PyTorch's name for `rank`"),
     ("reciprocal", "PyTorch's name for `recip`"),
-    ("amax", "PyTorch's `max` over several dims: `max` dim by dim"),
-    ("amin", "PyTorch's `min` over several dims: `min` dim by dim"),
+    (
+        "amax",
+        "PyTorch's `max` over several dims: `max` dim by dim",
+    ),
+    (
+        "amin",
+        "PyTorch's `min` over several dims: `min` dim by dim",
+    ),
     (
         "T",
         "PyTorch's attribute: `permute` with every dim reversed",

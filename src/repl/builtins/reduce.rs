@@ -57,6 +57,18 @@ pub(super) const ORDERING: &[Builtin] = &[
     method("argsort", "argsort(dim=-1, descending=false)", sort),
     method("topk", "topk(k, dim=-1, largest=true, sorted=true)", topk),
     method("median", "median([dim], keepdim=false)", median),
+    method(
+        "kthvalue",
+        "kthvalue(k, dim=-1, keepdim=false)",
+        |f, x, mut a| {
+            let keep = a.keepdim(f)?;
+            a.take_dim(f, 1)?;
+            a.arity(f, 1, 2)?;
+            let k = as_usize(&a.pos[0], f)?;
+            let dim = a.pos.get(1).map_or(Ok(-1), |v| as_int(v, f))? as isize;
+            pair(x.kthvalue(k, dim, keep))
+        },
+    ),
 ];
 
 /// `sum`, `mean`, `prod`, `logsumexp`, `any`, `all`, `norm`.
