@@ -70,6 +70,7 @@ mod elementwise;
 mod engine;
 mod host;
 mod linalg;
+mod loss;
 pub mod nn;
 mod nn_ops;
 mod operators;
