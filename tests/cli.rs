@@ -840,7 +840,10 @@ fn the_repl_survives_a_tensor_twice_the_host() {
         stdout.contains("error: stdin:2: out of memory"),
         "a typed error for the line that waits for it: {stdout}"
     );
-    assert!(stdout.trim_end().ends_with("42"), "the next line runs: {stdout}");
+    assert!(
+        stdout.trim_end().ends_with("42"),
+        "the next line runs: {stdout}"
+    );
 }
 
 #[cfg(target_os = "linux")]

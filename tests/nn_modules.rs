@@ -547,7 +547,11 @@ fn load_refuses_files_that_do_not_fit_and_leaves_the_module_unchanged() -> R {
 fn sequential_runs_linear_then_relu_as_one_instruction() -> R {
     // Two models on the same parameters: `Relu` after a `Linear` is fused into it, a closure
     // is not. Same values and gradients, and one instruction fewer per pair: the ReLU's.
-    let _g = draws();
+    // Seeded, so that the outputs are some zero and some positive (about 3 seeds in 100 give
+    // all of one kind): drawn from wherever the other tests had left the generator, they
+    // depended on how their draws interleaved with this test's.
+    let _g = owns_the_seed();
+    manual_seed(1);
     // The synchronous engine: with a scheduler thread, whether a `sync` queues a barrier of
     // its own depends on whether the engine is still busy, which made the count vary by one on
     // a loaded machine.

@@ -2,7 +2,7 @@
 //! blobs keep their bytes inside, and the out-of-memory path retries invisibly, fails only the
 //! op that cannot fit, and waits for running work that frees memory.
 
-use crate::common::watchdog;
+use crate::common::{eventually, watchdog};
 use crate::{CPU, log_now, vm3};
 use eddy::vm::testing::{Gate, Log, Noop, Record};
 use eddy::vm::{Blob, Error, VmBuilder};
@@ -186,20 +186,29 @@ fn oom_path_waits_for_running_work_that_frees_memory() {
         let a = vm.new_blob(3 << 20);
         vm.run(s1, Noop::new(vec![], vec![a.clone()])).unwrap();
         vm.barrier().unwrap(); // `a` holds 3 of the 4 MiB from here on
+        let taken_in = vm.stats().inserted;
         let gate = Gate::new();
         vm.run(s1, gate.hold(vec![vm.new_blob(0)])).unwrap();
         vm.release(&a).unwrap(); // on s1, behind the gate
         drop(a);
-        let g = gate.clone();
+        // The gate opens once the scheduler has taken in the gate, the release and `b`'s
+        // writer, so once it has tried to allocate `b` with the gate shut: it dispatches what
+        // it takes in within the same pass, and the OOM path's wait publishes the counters. (A
+        // fixed sleep let a loaded machine open the gate before, and `b` then simply fitted.)
+        let (g, v) = (gate.clone(), vm.clone());
         let opener = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
+            let seen = eventually(20_000, || v.stats().inserted >= taken_in + 3);
             g.open();
+            seen
         });
         // Needs the memory that the release behind the gate frees: the OOM path must wait.
         let b = vm.new_blob(3 << 20);
         vm.run(CPU, Noop::new(vec![], vec![b.clone()])).unwrap();
         vm.sync().unwrap();
-        opener.join().unwrap();
+        assert!(
+            opener.join().unwrap(),
+            "the allocation of `b` was never taken in"
+        );
         assert_eq!(vm.stats().oom_retries, 1);
         assert_eq!(vm.stats().ooms, 0);
     });
