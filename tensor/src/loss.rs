@@ -59,7 +59,8 @@ impl Tensor {
     ///
     /// `ShapeMismatch` for other shapes; `UnsupportedDType` for an index target that is not
     /// `i64` or `u8` (PyTorch refuses `i32` too); `IndexOutOfRange` for a known index outside
-    /// `0..C` other than -100 (computed ones fail at the next sync); `DeviceMismatch`.
+    /// `0..C` other than -100 (computed ones fail at the next sync: -100 is ignored in targets
+    /// whose values are known on the host, made by `from_vec`); `DeviceMismatch`.
     ///
     /// # Examples
     ///
@@ -115,10 +116,6 @@ impl Tensor {
         let range = target.known_range();
         let target = &target.cast(DType::I64)?;
         match range {
-            // No target ignored: the plain path (checked before anything is enqueued).
-            Some((lo, hi)) if lo >= 0 && hi < classes => {
-                return self.log_softmax(-1)?.nll_loss(target);
-            }
             Some((lo, hi)) if hi >= classes || (lo < 0 && lo != IGNORE_INDEX) => {
                 return Err(Error::IndexOutOfRange {
                     op: OP,
@@ -126,8 +123,11 @@ impl Tensor {
                     size: self.dims()[1],
                 });
             }
-            Some(_) => {}
-            None => {}
+            Some((lo, _)) if lo == IGNORE_INDEX => {}
+            // No target ignored (host-known), or computed targets: the plain path, whose
+            // kernel checks each index (a computed -100 is out of range there, not ignored:
+            // the masked path costs a training step a dozen more ops).
+            _ => return self.log_softmax(-1)?.nll_loss(target),
         }
         // Targets equal to -100 are ignored: gathered at class 0 and weighed 0, and the mean
         // is over the others (0 / 0, NaN, if none is left).
