@@ -427,8 +427,8 @@ fn cmd_bench(args: &[String]) -> Result<(), Fail> {
 
 /// Evaluates one REPL line and prints its result, or its error after `place`; `None` if it
 /// failed.
-fn eval_and_print(session: &mut Session, line: &str, place: &str) -> Option<Outcome> {
-    match session.eval_line(line) {
+fn eval_and_print(repl: &mut Session, line: &str, place: &str) -> Option<Outcome> {
+    match repl.eval_line(line) {
         Ok(Outcome::Print(p)) => {
             if !p.is_empty() {
                 println!("{p}");
@@ -445,7 +445,7 @@ fn eval_and_print(session: &mut Session, line: &str, place: &str) -> Option<Outc
 
 /// Runs the REPL lines of the script `input`, named `name`; errors name their line, and a line
 /// that is not UTF-8 is one of them. Returns the number of lines that failed.
-fn run_script(session: &mut Session, mut input: impl BufRead, name: &str) -> Result<usize, Fail> {
+fn run_script(repl: &mut Session, mut input: impl BufRead, name: &str) -> Result<usize, Fail> {
     let mut failed = 0;
     for n in 1usize.. {
         let mut line = Vec::new();
@@ -462,7 +462,7 @@ fn run_script(session: &mut Session, mut input: impl BufRead, name: &str) -> Res
         }
         let place = format!("{name}:{n}: ");
         match String::from_utf8(line) {
-            Ok(line) => match eval_and_print(session, &line, &place) {
+            Ok(line) => match eval_and_print(repl, &line, &place) {
                 Some(Outcome::Quit) => break,
                 Some(_) => {}
                 None => failed += 1,
@@ -480,9 +480,9 @@ fn cmd_repl(args: &[String]) -> Result<(), Fail> {
     let o = Opts::parse(args, &[("--threads", true), ("--sync-mode", false)])?;
     set_threads(&o)?;
     let vm = Vm::builder().sync_mode(o.has("--sync-mode")).build()?;
-    let mut session = Session::new(vm);
+    let mut repl = Session::new(vm);
     if !std::io::stdin().is_terminal() {
-        run_script(&mut session, std::io::stdin().lock(), "stdin")?;
+        run_script(&mut repl, std::io::stdin().lock(), "stdin")?;
         return Ok(());
     }
     println!("eddy repl: tensor expressions, :help for the list, :quit to leave");
@@ -497,7 +497,7 @@ fn cmd_repl(args: &[String]) -> Result<(), Fail> {
                 if !line.trim().is_empty() {
                     let _ = rl.add_history_entry(line.as_str());
                 }
-                if eval_and_print(&mut session, &line, "") == Some(Outcome::Quit) {
+                if eval_and_print(&mut repl, &line, "") == Some(Outcome::Quit) {
                     break;
                 }
             }
@@ -539,8 +539,8 @@ fn cmd_trace(args: &[String]) -> Result<(), Fail> {
     if let Some(script) = o.str("--script") {
         let f = std::fs::File::open(script)
             .map_err(|e| Fail::Usage(format!("{script}: cannot read: {e}")))?;
-        let mut session = Session::new(vm.clone());
-        let failed = run_script(&mut session, std::io::BufReader::new(f), script)?;
+        let mut repl = Session::new(vm.clone());
+        let failed = run_script(&mut repl, std::io::BufReader::new(f), script)?;
         if failed > 0 {
             eprintln!("eddy: {failed} line(s) of {script} failed; tracing what ran");
         }

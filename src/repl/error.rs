@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// A `Result` whose error is [`ReplError`].
 pub(super) type R<T> = Result<T, ReplError>;
 
-/// Why a line failed. The session stays usable after any of them; `Display` is the message
+/// Why a line failed. The REPL stays usable after any of them; `Display` is the message
 /// `eddy repl` prints after `error: `.
 ///
 /// # Examples

@@ -164,11 +164,11 @@ impl std::fmt::Display for Value {
 pub enum Outcome {
     /// Print this (possibly empty) text.
     Print(String),
-    /// Leave the session.
+    /// Leave the REPL.
     Quit,
 }
 
-/// An interactive session: variables and the engine they live on.
+/// The REPL's state: its variables and the engine they live on.
 ///
 /// # Examples
 ///
@@ -177,7 +177,7 @@ pub enum Outcome {
 /// let mut s = Session::new(eddy::Vm::builder().build()?);
 /// s.eval_line("let x = arange(4).reshape(2, 2)")?;
 /// assert_eq!(s.eval_line("x.sum().item()")?, Outcome::Print("6".into()));
-/// assert!(s.eval_line("x.reshape(3)").is_err()); // the session stays usable
+/// assert!(s.eval_line("x.reshape(3)").is_err()); // the REPL stays usable
 /// assert_eq!(s.eval_line("x.shape")?, Outcome::Print("[2, 2]".into()));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -187,7 +187,7 @@ pub struct Session {
 }
 
 impl Session {
-    /// A session whose tensors live on `vm`.
+    /// A REPL whose tensors live on `vm`.
     ///
     /// # Examples
     ///
@@ -225,7 +225,7 @@ impl Session {
     /// # Errors
     ///
     /// A [`ReplError`]: syntax, an unknown name, a bad argument, or the op's typed error
-    /// ([`ReplError::Tensor`]). The session stays usable.
+    /// ([`ReplError::Tensor`]). The REPL stays usable.
     ///
     /// # Examples
     ///

@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn session() -> Session {
+fn new_repl() -> Session {
     Session::new(Vm::builder().build().unwrap())
 }
 
@@ -15,7 +15,7 @@ fn out(s: &mut Session, line: &str) -> String {
 
 #[test]
 fn integers_beyond_2_pow_53_stay_exact() {
-    let mut s = session();
+    let mut s = new_repl();
     // Literals and integer arithmetic, as Python's `int` (2^53 + 1 is not an `f64`).
     assert_eq!(out(&mut s, "9007199254740993"), "9007199254740993");
     assert_eq!(out(&mut s, "2 ** 53 + 1"), "9007199254740993");
@@ -84,7 +84,7 @@ fn integers_beyond_2_pow_53_stay_exact() {
 
 #[test]
 fn evaluates_expressions_like_pytorch() {
-    let mut s = session();
+    let mut s = new_repl();
     out(&mut s, "let a = tensor([[1., 2.], [3., 4.]])");
     assert_eq!(out(&mut s, "a.sum()"), "tensor(10.0000, dtype=f32)");
     assert_eq!(
@@ -175,8 +175,8 @@ fn evaluates_expressions_like_pytorch() {
 }
 
 #[test]
-fn errors_are_typed_and_the_session_goes_on() {
-    let mut s = session();
+fn errors_are_typed_and_the_repl_goes_on() {
+    let mut s = new_repl();
     out(&mut s, "let a = randn(3, 4)");
     let err = |s: &mut Session, line: &str| s.eval_line(line).unwrap_err();
     let e = err(&mut s, "a.matmul(a)");
@@ -270,7 +270,7 @@ fn errors_are_typed_and_the_session_goes_on() {
 
 #[test]
 fn asynchronous_index_errors_surface_when_printed() {
-    let mut s = session();
+    let mut s = new_repl();
     out(&mut s, "let e = randn(4, 2)");
     out(&mut s, "let i = tensor([1, 9])");
     let msg = s.eval_line("e.index_select(0, i)").unwrap_err().to_string();
@@ -283,7 +283,7 @@ fn asynchronous_index_errors_surface_when_printed() {
 
 #[test]
 fn autograd_and_commands() {
-    let mut s = session();
+    let mut s = new_repl();
     out(&mut s, "let w = tensor([1., 2., 3.]).requires_grad_()");
     out(&mut s, "(w * w).sum().backward()");
     assert_eq!(out(&mut s, "w.grad.tolist()"), "[2, 4, 6]");
@@ -303,7 +303,7 @@ fn autograd_and_commands() {
 /// PyTorch's forms typed as a PyTorch user types them, with PyTorch 2.15's answers.
 #[test]
 fn pytorch_forms_give_pytorchs_answers() {
-    let mut s = session();
+    let mut s = new_repl();
     let cases = [
         ("7 // 2", "3"),
         ("-7 // 2", "-4"),

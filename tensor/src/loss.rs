@@ -85,7 +85,9 @@ impl Tensor {
         };
         if self.rank() == 1 {
             // Unbatched: a batch of one, whose mean is its loss.
-            if target.rank() + 1 != 1 + usize::from(target.dtype().is_float()) {
+            // A 0-d class index, or `[C]` class probabilities.
+            let want = usize::from(target.dtype().is_float());
+            if target.rank() != want {
                 return Err(mismatch());
             }
             return self.unsqueeze(0)?.cross_entropy(&target.unsqueeze(0)?);

@@ -75,7 +75,7 @@ impl InstructionPolicy for Noop {
 
 /// Reads `0[0]`, writes `0[1]`, does nothing; fusable. The two handles live in the policy
 /// itself, which fits in an instruction node, so submitting one allocates nothing: the engine
-/// benchmarks (`vm_chain`, `vm_fanout`) and `examples/cg_chain.rs` measure the engine alone.
+/// benchmarks (`vm_chain`, `vm_fanout`) and `benches/probes/cg_chain.rs` measure the engine alone.
 ///
 /// ```
 /// use eddy_vm::{testing::Link, StreamId, Vm};

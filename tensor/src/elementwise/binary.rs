@@ -20,13 +20,6 @@ impl Tensor {
 
     pub(crate) fn binary(&self, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
         let dt = self.dtype();
-        if op == BinaryOp::Sub && (dt == DType::Bool || rhs.dtype() == DType::Bool) {
-            // As PyTorch: `-` with a bool operand is refused (use `logical_xor` or `~`).
-            return Err(Error::UnsupportedDType {
-                op: "sub",
-                dtype: DType::Bool,
-            });
-        }
         // The common case first: one dtype that needs no conversion, one shape, each operand
         // dense or a splat (`sum(y).broadcast_to(..)`), one engine. It skips the broadcast,
         // the casts and the layout analysis (about a sixth of a 16-element op's
@@ -62,6 +55,14 @@ impl Tensor {
             let out = self.empty_like_shape(self.shape().clone(), dt)?;
             Tensor::launch(k, &[self, rhs], &[&out])?;
             return Ok(Tensor::record_binary(out, op, self, rhs));
+        }
+        // Off the flat path above, which takes no bool operand.
+        if op == BinaryOp::Sub && (dt == DType::Bool || rhs.dtype() == DType::Bool) {
+            // As PyTorch: `-` with a bool operand is refused (use `logical_xor` or `~`).
+            return Err(Error::UnsupportedDType {
+                op: "sub",
+                dtype: DType::Bool,
+            });
         }
         let (shape, dt) = self.binary_prep(op.name(), rhs)?;
         if dt == DType::Bool {

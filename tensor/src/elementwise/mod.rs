@@ -430,16 +430,18 @@ impl Tensor {
 
 impl Tensor {
     pub(crate) fn unary(&self, op: UnaryOp) -> Result<Tensor> {
-        if self.dtype() == DType::Bool {
-            // PyTorch's two integer-keeping ops defined on bool: `sign` is the identity,
-            // `square` computes in i64.
-            match op {
-                UnaryOp::Sign => return self.to_dtype(DType::Bool),
-                UnaryOp::Square => return self.to_dtype(DType::I64)?.unary(op),
-                _ => {}
+        let dt = match ew::unary_dtype(op, self.dtype()) {
+            Ok(dt) => dt,
+            // PyTorch's two integer-keeping ops defined on bool, which the op layer refuses:
+            // `sign` is the identity, `square` computes in i64 (off the per-op path).
+            Err(_) if self.dtype() == DType::Bool && op == UnaryOp::Sign => {
+                return self.to_dtype(DType::Bool);
             }
-        }
-        let dt = ew::unary_dtype(op, self.dtype())?;
+            Err(_) if self.dtype() == DType::Bool && op == UnaryOp::Square => {
+                return self.to_dtype(DType::I64)?.unary(op);
+            }
+            Err(e) => return Err(e),
+        };
         if dt != self.dtype() {
             return self.to_dtype(dt)?.unary(op);
         }

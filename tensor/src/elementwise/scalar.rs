@@ -17,12 +17,14 @@ impl Tensor {
     }
 
     pub(super) fn scalar_op(&self, op: UnaryOp, c: f64) -> Result<Tensor> {
-        if !self.dtype().is_float() && (c.fract() != 0.0 || !op.keeps_int()) {
-            return self.to_dtype(DType::F32)?.unary(op);
-        }
-        if self.dtype() == DType::Bool {
-            // As PyTorch: a whole number beside a bool tensor computes in `i64`.
-            return self.to_dtype(DType::I64)?.unary(op);
+        if !self.dtype().is_float() {
+            if c.fract() != 0.0 || !op.keeps_int() {
+                return self.to_dtype(DType::F32)?.unary(op);
+            }
+            if self.dtype() == DType::Bool {
+                // As PyTorch: a whole number beside a bool tensor computes in `i64`.
+                return self.to_dtype(DType::I64)?.unary(op);
+            }
         }
         self.unary(op)
     }
