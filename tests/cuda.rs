@@ -257,11 +257,15 @@ fn an_op_without_a_cuda_kernel_is_unsupported_by_name() {
     with_engine(&vm, || -> R<()> {
         let g = with_device(GPU, || Tensor::arange(0.0, 6.0, 1.0, DType::F32))?;
         match g.sort(0, false) {
-            Err(Error::Unsupported { op, device }) => assert_eq!((op, device), ("sort", GPU)),
+            Err(Error::Unsupported { at: _, op, device }) => {
+                assert_eq!((op, device), ("sort", GPU))
+            }
             other => panic!("{:?}", other.map(|_| ())),
         }
         match g.to_dtype(DType::F16) {
-            Err(Error::Unsupported { op, device }) => assert_eq!((op, device), ("copy", GPU)),
+            Err(Error::Unsupported { at: _, op, device }) => {
+                assert_eq!((op, device), ("copy", GPU))
+            }
             other => panic!("{:?}", other.map(|_| ())),
         }
         Ok(())

@@ -232,7 +232,7 @@ fn device_errors_are_typed_and_name_the_op() {
             ("index_select", a.index_select(0, &Tensor::from_vec(vec![0i64], [1])?.to_device(Device::Cpu(1))?)),
         ] {
             match r {
-                Err(Error::DeviceMismatch { op: o, lhs, rhs }) => {
+                Err(Error::DeviceMismatch { at: _, op: o, lhs, rhs }) => {
                     assert_eq!(o, op);
                     assert!(lhs.contains("cpu:") && rhs.contains("cpu:"), "{lhs} / {rhs}");
                     assert_ne!(lhs, rhs);
@@ -278,11 +278,15 @@ fn an_op_without_a_kernel_for_the_device_is_unsupported() {
     assert_eq!(
         e,
         Error::Unsupported {
+            at: eddy::tensor::Caller::UNKNOWN,
             op: "mul",
             device: Device::Cuda(0)
         }
     );
-    assert_eq!(e.to_string(), "`mul` has no kernel for device cuda:0");
+    assert_eq!(
+        e.without_caller().to_string(),
+        "`mul` has no kernel for device cuda:0"
+    );
     let k = elementwise::unary(
         Device::Cpu(9),
         elementwise::UnaryOp::Exp,

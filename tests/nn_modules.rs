@@ -352,7 +352,7 @@ fn safetensors_load_reads_a_file_written_from_the_specification() -> R {
     std::fs::write(&f.0, &bytes).unwrap();
     let e = safetensors::load(&f.0).unwrap_err();
     assert!(
-        matches!(e, Error::InvalidArgument { op: "safetensors::load", ref message } if message.contains("I16")),
+        matches!(e, Error::InvalidArgument { at: _, op: "safetensors::load", ref message } if message.contains("I16")),
         "{e}"
     );
     Ok(())
@@ -509,16 +509,17 @@ fn load_refuses_files_that_do_not_fit_and_leaves_the_module_unchanged() -> R {
         let e = nn::load(&m, &f.0).unwrap_err();
         match what {
             "missing" => assert!(
-                matches!(&e, Error::InvalidArgument { op: "nn::load", message } if message.contains("\"0.weight\"")),
+                matches!(&e, Error::InvalidArgument { at: _, op: "nn::load", message } if message.contains("\"0.weight\"")),
                 "{e}"
             ),
             "unexpected" => assert!(
-                matches!(&e, Error::InvalidArgument { op: "nn::load", message } if message.contains("\"9.weight\"")),
+                matches!(&e, Error::InvalidArgument { at: _, op: "nn::load", message } if message.contains("\"9.weight\"")),
                 "{e}"
             ),
             "shape" => assert_eq!(
                 e,
                 Error::ShapeMismatch {
+                    at: eddy::tensor::Caller::UNKNOWN,
                     op: "nn::load",
                     lhs: vec![2, 4],
                     rhs: vec![2, 5]
@@ -527,6 +528,7 @@ fn load_refuses_files_that_do_not_fit_and_leaves_the_module_unchanged() -> R {
             _ => assert_eq!(
                 e,
                 Error::DTypeMismatch {
+                    at: eddy::tensor::Caller::UNKNOWN,
                     op: "nn::load",
                     lhs: DType::F32,
                     rhs: DType::F64

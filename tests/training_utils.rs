@@ -166,7 +166,7 @@ fn bad_clipping_arguments_fail_at_the_call_and_leave_the_gradients_alone() {
         (1.0, f64::NEG_INFINITY),
     ] {
         match nn::clip_grad_norm(&ps, max_norm, p) {
-            Err(Error::InvalidArgument { op, message }) => {
+            Err(Error::InvalidArgument { at: _, op, message }) => {
                 assert_eq!(op, "clip_grad_norm");
                 assert!(!message.is_empty());
             }
@@ -193,6 +193,7 @@ fn bad_clipping_arguments_fail_at_the_call_and_leave_the_gradients_alone() {
     assert!(matches!(
         nn::clip_grad_norm(&both, 1.0, 2.0),
         Err(Error::UnsupportedDType {
+            at: _,
             op: "clip_grad_norm",
             dtype: DType::I64
         })
@@ -200,6 +201,7 @@ fn bad_clipping_arguments_fail_at_the_call_and_leave_the_gradients_alone() {
     assert!(matches!(
         nn::clip_grad_value(&both, 1.0),
         Err(Error::UnsupportedDType {
+            at: _,
             op: "clip_grad_value",
             dtype: DType::I64
         })

@@ -23,12 +23,18 @@ use eddy_vm::{Blob, Counted};
 ///
 /// ```
 /// use eddy_ops::{device::unsupported, Device};
-/// assert_eq!(unsupported("exp", Device::Cuda(1)).to_string(), "`exp` has no kernel for device cuda:1");
+/// let e = unsupported("exp", Device::Cuda(1)).without_caller();
+/// assert_eq!(e.to_string(), "`exp` has no kernel for device cuda:1");
 /// ```
 #[cold]
 #[inline(never)]
+#[track_caller]
 pub fn unsupported(op: &'static str, device: Device) -> Error {
-    Error::Unsupported { op, device }
+    Error::Unsupported {
+        at: crate::Caller::here(),
+        op,
+        device,
+    }
 }
 
 /// The kernel for `device` from one of two device kinds' constructors: `$cpu` (an expression
@@ -89,6 +95,7 @@ impl<A: Kernel, B: Kernel> Kernel for Either<A, B> {
         }
     }
     #[inline]
+    #[track_caller]
     fn compute(
         &mut self,
         inputs: &[Counted<Blob>],

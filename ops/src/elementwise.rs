@@ -78,11 +78,13 @@ impl<'a> Operand<'a> {
 /// assert!(matches!(e, Error::DeviceMismatch { op: "mul", .. }), "{e}");
 /// ```
 #[inline]
+#[track_caller]
 pub fn same_device(op: &'static str, lhs: Device, rhs: Device) -> Result<()> {
     if lhs == rhs {
         return Ok(());
     }
     Err(Error::DeviceMismatch {
+        at: crate::Caller::here(),
         op,
         lhs: lhs.to_string(),
         rhs: rhs.to_string(),
@@ -111,6 +113,7 @@ pub fn same_device(op: &'static str, lhs: Device, rhs: Device) -> Result<()> {
 /// assert!(matches!(bad, Err(Error::ShapeMismatch { .. })));
 /// # Ok::<(), eddy_ops::Error>(())
 /// ```
+#[track_caller]
 pub fn infer_binary(
     op: &'static str,
     lhs: Operand<'_>,
@@ -144,12 +147,14 @@ pub fn infer_binary(
 /// # Ok::<(), eddy_ops::Error>(())
 /// ```
 #[inline]
+#[track_caller]
 pub fn binary_dtype(op: BinaryOp, promoted: DType) -> Result<DType> {
     if op == BinaryOp::Div {
         return Ok(promoted.to_float());
     }
     if promoted == DType::Bool {
         return Err(Error::UnsupportedDType {
+            at: crate::Caller::here(),
             op: op.name(),
             dtype: promoted,
         });
@@ -179,6 +184,7 @@ pub fn binary_dtype(op: BinaryOp, promoted: DType) -> Result<DType> {
 /// # Ok::<(), eddy_ops::Error>(())
 /// ```
 #[inline]
+#[track_caller]
 pub fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
     use UnaryOp::*;
     if dtype.is_float() {
@@ -187,6 +193,7 @@ pub fn unary_dtype(op: UnaryOp, dtype: DType) -> Result<DType> {
     let float_only = matches!(op, Gelu | Silu | Elu(_) | Softplus(..) | LeakyRelu(_));
     if float_only || (op.keeps_int() && dtype == DType::Bool) {
         return Err(Error::UnsupportedDType {
+            at: crate::Caller::here(),
             op: op.name(),
             dtype,
         });

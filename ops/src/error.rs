@@ -3,6 +3,7 @@
 //! deadlock) arrive wrapped in [`Error::Vm`].
 
 use crate::DType;
+pub use eddy_vm::error::Caller;
 
 /// A `Result` whose error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -12,17 +13,23 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::{Error, DType};
-/// let e = Error::DTypeMismatch { op: "matmul", lhs: DType::F32, rhs: DType::F64 };
+/// use eddy_ops::{Caller, Error, DType};
+/// let e = Error::DTypeMismatch {
+///     op: "matmul", lhs: DType::F32, rhs: DType::F64, at: Caller::UNKNOWN,
+/// };
 /// assert_eq!(e.to_string(), "dtype mismatch in `matmul`, lhs: f32, rhs: f64");
 /// assert_eq!(e.op(), Some("matmul"));
+/// // Made by an op, it names the line of the call: see `Error::caller`.
+/// let e = eddy_ops::norm_dim("sum", 3, 2).unwrap_err();
+/// assert_eq!(e.caller().unwrap().line(), line!() - 1);
+/// assert!(e.to_string().ends_with(&format!("(called at {}:{}:9)", file!(), line!() - 2)));
 /// ```
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     // ---- shapes ------------------------------------------------------------------------------
     /// The operands' shapes do not fit (broadcast, matmul inner dims, cat, …).
-    #[error("shape mismatch in `{op}`, lhs: {lhs:?}, rhs: {rhs:?}")]
+    #[error("shape mismatch in `{op}`, lhs: {lhs:?}, rhs: {rhs:?}{at}")]
     ShapeMismatch {
         /// The op's name.
         op: &'static str,
@@ -30,10 +37,12 @@ pub enum Error {
         lhs: Vec<usize>,
         /// The second shape compared: usually the other operand's, or the shape to fit.
         rhs: Vec<usize>,
+        /// Where the user's code called the op.
+        at: Caller,
     },
     /// The element counts of a reshape differ.
     #[error(
-        "`{op}`: cannot view {from:?} ({} elements) as {to:?}",
+        "`{op}`: cannot view {from:?} ({} elements) as {to:?}{at}",
         crate::numel_of(from)
     )]
     ElementCountMismatch {
@@ -43,9 +52,11 @@ pub enum Error {
         from: Vec<usize>,
         /// The shape asked for.
         to: Vec<usize>,
+        /// Where the user's code called the op.
+        at: Caller,
     },
     /// A dim is out of range for the tensor's rank.
-    #[error("`{op}`: dim {dim} out of range for a tensor of rank {rank}")]
+    #[error("`{op}`: dim {dim} out of range for a tensor of rank {rank}{at}")]
     InvalidDim {
         /// The op's name.
         op: &'static str,
@@ -53,17 +64,21 @@ pub enum Error {
         dim: isize,
         /// The tensor's number of dims.
         rank: usize,
+        /// Where the user's code called the op.
+        at: Caller,
     },
     /// The element count or byte size overflows (F2); the allocator was not asked.
-    #[error("shape {shape:?} of {dtype} overflows the address space")]
+    #[error("shape {shape:?} of {dtype} overflows the address space{at}")]
     ShapeOverflow {
         /// The shape whose element count or byte size overflows (for `cat`, the first input's).
         shape: Vec<usize>,
         /// The element type.
         dtype: DType,
+        /// Where the user's code called the op.
+        at: Caller,
     },
     /// An index is out of range.
-    #[error("`{op}`: index {index} out of range for a dim of size {size}")]
+    #[error("`{op}`: index {index} out of range for a dim of size {size}{at}")]
     IndexOutOfRange {
         /// The op's name.
         op: &'static str,
@@ -71,23 +86,29 @@ pub enum Error {
         index: i64,
         /// The size of the dim it indexes.
         size: usize,
+        /// Where the user's code called the op.
+        at: Caller,
     },
     /// A reduction without identity (max, argmax, …) over an empty dim.
-    #[error("`{op}` over an empty dim has no identity")]
+    #[error("`{op}` over an empty dim has no identity{at}")]
     EmptyTensor {
         /// The op's name.
         op: &'static str,
+        /// Where the user's code called the op.
+        at: Caller,
     },
     /// An in-place write into a view where several elements share memory (an expanded view).
-    #[error("`{op}`: in-place write into a view whose elements overlap (an expanded view)")]
+    #[error("`{op}`: in-place write into a view whose elements overlap (an expanded view){at}")]
     OverlappingWrite {
         /// The op's name.
         op: &'static str,
+        /// Where the user's code called the op.
+        at: Caller,
     },
 
     // ---- dtypes and devices --------------------------------------------------------------------
     /// The operands' dtypes must be equal (or the result cannot be stored in place).
-    #[error("dtype mismatch in `{op}`, lhs: {lhs}, rhs: {rhs}")]
+    #[error("dtype mismatch in `{op}`, lhs: {lhs}, rhs: {rhs}{at}")]
     DTypeMismatch {
         /// The op's name.
         op: &'static str,
@@ -95,18 +116,22 @@ pub enum Error {
         lhs: DType,
         /// The second dtype compared: usually the other operand's, or the dtype that was required.
         rhs: DType,
+        /// Where the user's code called the op.
+        at: Caller,
     },
     /// The op does not support this dtype.
-    #[error("`{op}` does not support dtype {dtype}")]
+    #[error("`{op}` does not support dtype {dtype}{at}")]
     UnsupportedDType {
         /// The op's name.
         op: &'static str,
         /// The dtype it was given.
         dtype: DType,
+        /// Where the user's code called the op.
+        at: Caller,
     },
     /// The operands live on different devices or engines.
     #[error(
-        "device mismatch in `{op}`: expected all tensors on the same device and engine, found {lhs} and {rhs}"
+        "device mismatch in `{op}`: expected all tensors on the same device and engine, found {lhs} and {rhs}{at}"
     )]
     DeviceMismatch {
         /// The op's name.
@@ -115,9 +140,11 @@ pub enum Error {
         lhs: String,
         /// The other tensor's device and engine, in words.
         rhs: String,
+        /// Where the user's code called the op.
+        at: Caller,
     },
     /// The device is not available in this build or on this machine.
-    #[error("`{op}`: device {device} is not available ({reason})")]
+    #[error("`{op}`: device {device} is not available ({reason}){at}")]
     DeviceUnavailable {
         /// The op's name.
         op: &'static str,
@@ -125,39 +152,47 @@ pub enum Error {
         device: String,
         /// Why it is not available.
         reason: &'static str,
+        /// Where the user's code called the op.
+        at: Caller,
     },
 
     /// The op has no kernel for the operands' device yet. Eddy never copies to another device
     /// behind the caller's back: move the operands with `to_device` if that is what you want.
-    #[error("`{op}` has no kernel for device {device}")]
+    #[error("`{op}` has no kernel for device {device}{at}")]
     Unsupported {
         /// The op's name.
         op: &'static str,
         /// The operands' device.
         device: eddy_vm::Device,
+        /// Where the user's code called the op.
+        at: Caller,
     },
 
     // ---- arguments and autograd ------------------------------------------------------------------
     /// Any other bad argument.
-    #[error("invalid argument to `{op}`: {message}")]
+    #[error("invalid argument to `{op}`: {message}{at}")]
     InvalidArgument {
         /// The op's name.
         op: &'static str,
         /// What is wrong with the argument.
         message: String,
+        /// Where the user's code called the op.
+        at: Caller,
     },
     /// `backward` on a tensor that does not require grad, or on a non-scalar without a gradient.
-    #[error("`{op}`: {message}")]
+    #[error("`{op}`: {message}{at}")]
     Autograd {
         /// The op's name.
         op: &'static str,
         /// What is wrong.
         message: String,
+        /// Where the user's code called the op.
+        at: Caller,
     },
 
     /// Reading or writing a file failed, or its contents are not in the format expected
     /// (`safetensors::load`, `nn::load`).
-    #[error("`{op}`: {path}: {message}")]
+    #[error("`{op}`: {path}: {message}{at}")]
     Io {
         /// The call's name.
         op: &'static str,
@@ -165,6 +200,8 @@ pub enum Error {
         path: String,
         /// What went wrong: the operating system's message or the format's complaint.
         message: String,
+        /// Where the user's code called the op.
+        at: Caller,
     },
 
     // ---- the engine ----------------------------------------------------------------------------
@@ -172,6 +209,31 @@ pub enum Error {
     /// memory, a released tensor, deadlock, shutdown.
     #[error(transparent)]
     Vm(#[from] eddy_vm::Error),
+}
+
+/// The `at` field of an error's variant, by reference or mutable reference as `$e` is; `$vm`
+/// for an engine error.
+macro_rules! caller_field {
+    ($e:expr, $vm:expr) => {
+        match $e {
+            Error::ShapeMismatch { at, .. }
+            | Error::ElementCountMismatch { at, .. }
+            | Error::InvalidDim { at, .. }
+            | Error::ShapeOverflow { at, .. }
+            | Error::IndexOutOfRange { at, .. }
+            | Error::EmptyTensor { at, .. }
+            | Error::OverlappingWrite { at, .. }
+            | Error::DTypeMismatch { at, .. }
+            | Error::UnsupportedDType { at, .. }
+            | Error::DeviceMismatch { at, .. }
+            | Error::DeviceUnavailable { at, .. }
+            | Error::Unsupported { at, .. }
+            | Error::InvalidArgument { at, .. }
+            | Error::Autograd { at, .. }
+            | Error::Io { at, .. } => at,
+            Error::Vm(_) => $vm,
+        }
+    };
 }
 
 impl Error {
@@ -182,8 +244,8 @@ impl Error {
             | Error::ElementCountMismatch { op, .. }
             | Error::InvalidDim { op, .. }
             | Error::IndexOutOfRange { op, .. }
-            | Error::EmptyTensor { op }
-            | Error::OverlappingWrite { op }
+            | Error::EmptyTensor { op, .. }
+            | Error::OverlappingWrite { op, .. }
             | Error::DTypeMismatch { op, .. }
             | Error::UnsupportedDType { op, .. }
             | Error::DeviceMismatch { op, .. }
@@ -197,11 +259,96 @@ impl Error {
         }
     }
 
-    /// An `InvalidArgument` error.
+    /// An `InvalidArgument` error, naming the caller of the (`#[track_caller]`) function
+    /// that builds it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let e = eddy_ops::Error::invalid("topk", "k = 5 > 3");
+    /// assert_eq!(e.caller().unwrap().file(), file!());
+    /// ```
+    #[track_caller]
+    #[cold]
     pub fn invalid(op: &'static str, message: impl Into<String>) -> Self {
         Error::InvalidArgument {
             op,
             message: message.into(),
+            at: Caller::here(),
         }
+    }
+
+    /// Where the user's code called the op this error concerns, if known. Every op of the
+    /// tensor API is `#[track_caller]`: an argument error names the line of the call, and a
+    /// kernel error that surfaces at a later sync names the line of the call that launched
+    /// the failing kernel, not the line of the sync.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::{Error, DType};
+    /// let e = Error::invalid("topk", "k = 5 > 3");
+    /// assert_eq!(e.caller().map(|l| l.line()), Some(line!() - 1));
+    /// assert!(e.to_string().contains(&format!("(called at {}:", file!())));
+    /// ```
+    pub fn caller(&self) -> Option<&'static std::panic::Location<'static>> {
+        match self {
+            Error::Vm(e) => e.caller(),
+            e => e.at_ref().location(),
+        }
+    }
+
+    /// This error with `caller` as the place of the call, unless it names one already.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::{Caller, Error};
+    /// let e = Error::invalid("topk", "k = 5 > 3");
+    /// let first = e.caller();
+    /// assert_eq!(e.at(Caller::here()).caller(), first);
+    /// ```
+    pub fn at(self, caller: Caller) -> Self {
+        match self {
+            Error::Vm(e) => Error::Vm(e.at(caller)),
+            mut e => {
+                let at = e.at_mut();
+                if !at.is_known() {
+                    *at = caller;
+                }
+                e
+            }
+        }
+    }
+
+    /// This error without the place of its call: for tools whose users do not write the Rust
+    /// that calls the op (a REPL), where the place would name the tool's own source.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let e = eddy_ops::Error::invalid("topk", "k = 5 > 3").without_caller();
+    /// assert!(e.caller().is_none());
+    /// assert_eq!(e.to_string(), "invalid argument to `topk`: k = 5 > 3");
+    /// ```
+    pub fn without_caller(self) -> Self {
+        match self {
+            Error::Vm(e) => Error::Vm(e.without_caller()),
+            mut e => {
+                *e.at_mut() = Caller::UNKNOWN;
+                e
+            }
+        }
+    }
+
+    fn at_ref(&self) -> &Caller {
+        caller_field!(self, &Caller::UNKNOWN)
+    }
+
+    fn at_mut(&mut self) -> &mut Caller {
+        caller_field!(
+            self,
+            unreachable!("the engine's errors keep their own caller")
+        )
     }
 }

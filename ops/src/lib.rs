@@ -46,7 +46,7 @@ pub mod sort;
 
 pub use device::Device;
 pub use dtype::{Bool8, DType, Elem, cast};
-pub use error::{Error, Result};
+pub use error::{Caller, Error, Result};
 pub use half;
 pub use kernel::FnKernel;
 pub use lay::Lay;

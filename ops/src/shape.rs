@@ -188,6 +188,7 @@ impl Shape {
     ///
     /// `ShapeOverflow` (F2): the allocator is never asked for such a size.
     #[inline]
+    #[track_caller]
     pub fn checked_bytes(&self, dtype: DType) -> Result<usize> {
         match self
             .checked_numel()
@@ -200,8 +201,10 @@ impl Shape {
 
     #[cold]
     #[inline(never)]
+    #[track_caller]
     fn overflow(&self, dtype: DType) -> Error {
         Error::ShapeOverflow {
+            at: crate::Caller::here(),
             shape: self.0.to_vec(),
             dtype,
         }
@@ -229,6 +232,7 @@ impl Shape {
     /// # Errors
     ///
     /// `InvalidDim` if it is out of range.
+    #[track_caller]
     pub fn dim(&self, op: &'static str, d: isize) -> Result<usize> {
         norm_dim(op, d, self.rank())
     }
@@ -239,11 +243,17 @@ impl Shape {
 /// # Errors
 ///
 /// `InvalidDim` if `d` is outside `-rank..rank`.
+#[track_caller]
 pub fn norm_dim(op: &'static str, d: isize, rank: usize) -> Result<usize> {
     let r = rank as isize;
     let n = if d < 0 { d + r } else { d };
     if n < 0 || n >= r {
-        return Err(Error::InvalidDim { op, dim: d, rank });
+        return Err(Error::InvalidDim {
+            at: crate::Caller::here(),
+            op,
+            dim: d,
+            rank,
+        });
     }
     Ok(n as usize)
 }
@@ -283,6 +293,7 @@ pub fn broadcasts_to(from: &Shape, to: &Shape) -> bool {
 /// assert!(broadcast_shapes("add", &Shape::from([2]), &Shape::from([3])).is_err());
 /// ```
 #[inline]
+#[track_caller]
 pub fn broadcast_shapes(op: &'static str, a: &Shape, b: &Shape) -> Result<Shape> {
     if a == b {
         return Ok(a.clone()); // the common case, without the per-dim walk
@@ -292,6 +303,7 @@ pub fn broadcast_shapes(op: &'static str, a: &Shape, b: &Shape) -> Result<Shape>
 
 /// [`broadcast_shapes`] of different shapes: dim by dim from the right.
 #[inline(never)]
+#[track_caller]
 fn broadcast_walk(op: &'static str, a: &Shape, b: &Shape) -> Result<Shape> {
     let n = a.rank().max(b.rank());
     let mut out = SmallVec::with_capacity(n);
@@ -312,6 +324,7 @@ fn broadcast_walk(op: &'static str, a: &Shape, b: &Shape) -> Result<Shape> {
             db
         } else {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op,
                 lhs: a.0.to_vec(),
                 rhs: b.0.to_vec(),

@@ -118,9 +118,10 @@ pub enum ReplError {
         /// Its rank.
         rank: usize,
     },
-    /// The tensor library's typed error, from an op call or a sync point.
+    /// The tensor library's typed error, from an op call or a sync point. It names no place
+    /// of a call: the place would be in the REPL's own source, not in what the user typed.
     #[error(transparent)]
-    Tensor(#[from] crate::Error),
+    Tensor(crate::Error),
     /// An asynchronous engine error that `:sync` collected.
     #[error("asynchronous error: {0}")]
     Async(#[source] eddy_vm::Error),
@@ -133,6 +134,12 @@ pub enum ReplError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<crate::Error> for ReplError {
+    fn from(e: crate::Error) -> ReplError {
+        ReplError::Tensor(e.without_caller())
+    }
 }
 
 impl ReplError {

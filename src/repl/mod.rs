@@ -315,7 +315,7 @@ impl Session {
             ["sync"] => {
                 let r = self.vm.sync();
                 self.vm.clear_errors();
-                r.map_err(ReplError::Async)?;
+                r.map_err(|e| ReplError::Async(e.without_caller()))?;
                 "ok".into()
             }
             ["trace", "on"] => {

@@ -245,9 +245,11 @@ impl Tensor {
     /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![2., 4., 6.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn backward(&self) -> Result<()> {
         if self.numel() != 1 {
             return Err(Error::Autograd {
+                at: crate::Caller::here(),
                 op: "backward",
                 message: format!(
                     "grad can be implicitly created only for scalar outputs, not {:?}",
@@ -276,15 +278,18 @@ impl Tensor {
     /// assert!(y.backward_with(&Tensor::from_vec(vec![1f32], [1])?).is_err()); // wrong shape
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn backward_with(&self, grad: &Tensor) -> Result<()> {
         if !self.requires_grad() {
             return Err(Error::Autograd {
+                at: crate::Caller::here(),
                 op: "backward",
                 message: "the tensor does not require grad and has no grad_fn".into(),
             });
         }
         if grad.dims() != self.dims() {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op: "backward",
                 lhs: self.dims().to_vec(),
                 rhs: grad.dims().to_vec(),
@@ -306,6 +311,7 @@ impl Tensor {
             let gs = (node.backward)(&g, &node.inputs, t)?;
             if gs.len() != node.inputs.len() {
                 return Err(Error::Autograd {
+                    at: crate::Caller::here(),
                     op: node.name,
                     message: format!(
                         "the backward returned {} gradients for {} inputs",
@@ -321,6 +327,7 @@ impl Tensor {
                 }
                 if gi.dims() != input.dims() {
                     return Err(Error::Autograd {
+                        at: crate::Caller::here(),
                         op: node.name,
                         message: format!(
                             "the backward returned a gradient of shape {:?} for input {k} of \
@@ -349,6 +356,7 @@ impl Tensor {
 /// handle shares its storage (`a + b` hands both leaves one tensor, and the caller's seed may
 /// reach a leaf unchanged): else a copy, so that writing one leaf's `.grad` in place changes
 /// no other tensor (PyTorch's `AccumulateGrad` does the same).
+#[track_caller]
 fn accumulate_leaf(t: &Tensor, g: Tensor) -> Result<()> {
     let mut slot = t.0.grad.lock();
     *slot = Some(match slot.take() {

@@ -44,6 +44,7 @@ pub(crate) fn take_counters(n: u64) -> (u64, u64) {
 /// Infinities and NaN fill float dtypes; an integer dtype truncates a fraction toward zero;
 /// `Bool` takes any value (nonzero is true). As PyTorch does for an integer fill value, a
 /// whole negative value down to `-255` wraps into `U8` (`-1` fills 255).
+#[track_caller]
 pub(crate) fn checked_fill_value(op: &'static str, value: f64, dtype: DType) -> Result<f64> {
     const TWO_63: f64 = 9_223_372_036_854_775_808.0;
     let (lo, hi) = match dtype {
@@ -98,6 +99,7 @@ impl Tensor {
     /// assert!(Tensor::full([1], f64::INFINITY, DType::F16).is_ok());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn full(shape: impl Into<Shape>, value: f64, dtype: DType) -> Result<Tensor> {
         let value = checked_fill_value("full", value, dtype)?;
         let t = Tensor::empty_on(current("full")?, shape.into(), dtype)?;
@@ -124,6 +126,7 @@ impl Tensor {
     /// assert_eq!(z.to_vec::<i64>()?, [0; 6]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn zeros(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
         Tensor::full(shape, 0.0, dtype)
     }
@@ -141,6 +144,7 @@ impl Tensor {
     /// assert_eq!(Tensor::ones([2], DType::Bool)?.to_vec::<bool>()?, [true, true]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn ones(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
         Tensor::full(shape, 1.0, dtype)
     }
@@ -158,6 +162,7 @@ impl Tensor {
     /// assert_eq!(t.zeros_like()?.to_vec::<i32>()?, [0, 0]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn zeros_like(&self) -> Result<Tensor> {
         self.full_like(0.0)
     }
@@ -176,6 +181,7 @@ impl Tensor {
     /// assert_eq!((o.dims(), o.to_vec::<f64>()?), (&[2, 1][..], vec![1., 1.]));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn ones_like(&self) -> Result<Tensor> {
         self.full_like(1.0)
     }
@@ -193,6 +199,7 @@ impl Tensor {
     /// assert_eq!(t.full_like(-2.5)?.to_vec::<f32>()?, [-2.5; 3]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn full_like(&self, value: f64) -> Result<Tensor> {
         let value = checked_fill_value("full_like", value, self.dtype())?;
         let t = self.empty_like_shape(self.shape().clone(), self.dtype())?;
@@ -220,6 +227,7 @@ impl Tensor {
     /// assert!(r.to_vec::<f64>()?.iter().all(|v| (0.0..1.0).contains(v)));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn rand_like(&self) -> Result<Tensor> {
         crate::engine::with_engine(self.engine(), || {
             Tensor::rand(self.shape().clone(), self.dtype())
@@ -241,6 +249,7 @@ impl Tensor {
     /// assert!(r.mean_all()?.item::<f32>()?.abs() < 0.2); // N(0, 1): the mean of 1000 is near 0
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn randn_like(&self) -> Result<Tensor> {
         crate::engine::with_engine(self.engine(), || {
             Tensor::randn(self.shape().clone(), 0.0, 1.0, self.dtype())
@@ -263,6 +272,7 @@ impl Tensor {
     /// assert!(Tensor::arange(-1e308, 1e308, 1e300, DType::F64).is_err()); // too many
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn arange(start: f64, end: f64, step: f64, dtype: DType) -> Result<Tensor> {
         // Signs compared, not multiplied: `(end - start) * step` underflows to 0 for tiny ones.
         if !(start.is_finite() && end.is_finite() && step.is_finite())
@@ -321,6 +331,7 @@ impl Tensor {
     /// assert!(Tensor::linspace(0.0, 300.0, 2, DType::U8).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn linspace(start: f64, end: f64, steps: usize, dtype: DType) -> Result<Tensor> {
         const OP: &str = "linspace";
         if !(start.is_finite() && end.is_finite()) {
@@ -383,6 +394,7 @@ impl Tensor {
     /// assert_eq!(i.to_vec::<i64>()?, [1, 0, 0, 0, 1, 0, 0, 0, 1]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn eye(n: usize, dtype: DType) -> Result<Tensor> {
         let t = Tensor::empty_on(current("eye")?, Shape::from([n, n]), dtype)?;
         Tensor::launch(
@@ -414,6 +426,7 @@ impl Tensor {
     /// assert!(Tensor::rand([2], DType::I64).is_err()); // float dtypes only
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn rand(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
         Tensor::uniform(shape, 0.0, 1.0, dtype)
     }
@@ -433,6 +446,7 @@ impl Tensor {
     /// assert!(u.to_vec::<f32>()?.iter().all(|v| (-2.0..2.0).contains(v)));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn uniform(shape: impl Into<Shape>, lo: f64, hi: f64, dtype: DType) -> Result<Tensor> {
         Tensor::random(shape.into(), Distribution::Uniform { lo, hi }, dtype)
     }
@@ -453,17 +467,23 @@ impl Tensor {
     /// assert!((x.std(&[0], 1, false)?.item::<f64>()? - 0.1).abs() < 0.02);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn randn(shape: impl Into<Shape>, mean: f64, std: f64, dtype: DType) -> Result<Tensor> {
         Tensor::random(shape.into(), Distribution::Normal { mean, std }, dtype)
     }
 
+    #[track_caller]
     fn random(shape: Shape, dist: Distribution, dtype: DType) -> Result<Tensor> {
         if !dtype.is_float() {
             let op = match dist {
                 Distribution::Uniform { .. } => "rand",
                 Distribution::Normal { .. } => "randn",
             };
-            return Err(Error::UnsupportedDType { op, dtype });
+            return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
+                op,
+                dtype,
+            });
         }
         match dist {
             Distribution::Uniform { lo, hi } if !(lo.is_finite() && hi.is_finite() && lo <= hi) => {
@@ -524,10 +544,12 @@ impl Tensor {
     /// assert_eq!(mask.dtype(), DType::Bool);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn from_vec<T: Elem>(data: Vec<T>, shape: impl Into<Shape>) -> Result<Tensor> {
         let shape = shape.into();
         if shape.checked_numel() != Some(data.len()) {
             return Err(Error::ElementCountMismatch {
+                at: crate::Caller::here(),
                 op: "from_vec",
                 from: vec![data.len()],
                 to: shape.dims().to_vec(),
@@ -569,6 +591,7 @@ impl Tensor {
     /// assert_eq!(t.to_vec2::<u8>()?, [[1, 2], [3, 4]]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn from_slice<T: Elem>(data: &[T], shape: impl Into<Shape>) -> Result<Tensor> {
         Tensor::from_vec(data.to_vec(), shape)
     }
@@ -587,11 +610,13 @@ impl Tensor {
     /// assert_eq!((s.rank(), s.item::<f64>()?), (0, 2.5));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn scalar<T: Elem>(v: T) -> Result<Tensor> {
         Tensor::from_vec(vec![v], Shape::default())
     }
 
     /// A fresh contiguous tensor with `self`'s engine, of `shape` and `dtype`, filled by `fill`.
+    #[track_caller]
     pub(crate) fn new_filled(&self, shape: Shape, dtype: DType, value: f64) -> Result<Tensor> {
         let t = self.empty_like_shape(shape, dtype)?;
         let k = kernel!(

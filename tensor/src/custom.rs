@@ -51,6 +51,7 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>()?, vec![2.0, 5.0, 10.0]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn custom_map<T, F>(
         name: &'static str,
         inputs: &[&Tensor],
@@ -68,13 +69,14 @@ impl Tensor {
                 "a custom op over bool tensors takes their storage type, Bool8",
             ));
         }
-        let first = inputs
-            .first()
-            .ok_or_else(|| Error::invalid(name, "a custom op needs at least one input"))?;
+        let Some(first) = inputs.first() else {
+            return Err(Error::invalid(name, "a custom op needs at least one input"));
+        };
         for t in inputs {
             first.same_device(name, t)?;
             if t.dtype() != T::DTYPE {
                 return Err(Error::DTypeMismatch {
+                    at: crate::Caller::here(),
                     op: name,
                     lhs: T::DTYPE,
                     rhs: t.dtype(),
@@ -84,6 +86,7 @@ impl Tensor {
         if !first.device().is_cpu() {
             // The closure reads host slices: it runs only where the memory is the host's.
             return Err(Error::Unsupported {
+                at: crate::Caller::here(),
                 op: name,
                 device: first.device(),
             });
@@ -91,14 +94,15 @@ impl Tensor {
         let shape = out_shape.into();
         if shape.checked_numel().is_none() {
             return Err(Error::ShapeOverflow {
+                at: crate::Caller::here(),
                 shape: shape.dims().to_vec(),
                 dtype: T::DTYPE,
             });
         }
-        let ins: Vec<Tensor> = inputs
-            .iter()
-            .map(|t| t.contiguous())
-            .collect::<Result<_>>()?;
+        let mut ins = Vec::with_capacity(inputs.len());
+        for t in inputs {
+            ins.push(t.contiguous()?);
+        }
         let out = first.empty_like_shape(shape, T::DTYPE)?;
         let lens: Vec<(usize, usize)> =
             ins.iter().map(|t| (t.layout().offset, t.numel())).collect();

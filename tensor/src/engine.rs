@@ -27,6 +27,7 @@ thread_local! {
 /// let vm = eddy_tensor::default_engine().unwrap();
 /// assert!(vm.same_engine(&eddy_tensor::default_engine().unwrap()));
 /// ```
+#[track_caller]
 pub fn default_engine() -> Result<Vm> {
     if let Some(vm) = DEFAULT.get() {
         return Ok(vm.clone());
@@ -136,6 +137,7 @@ impl Place {
     /// # Errors
     ///
     /// `DeviceUnavailable` (for `op`) if the engine has no stream on that device.
+    #[track_caller]
     pub(crate) fn on(op: &'static str, vm: VmRef, device: Device) -> Result<Place> {
         let stream = if device == Device::CPU {
             StreamId::CPU
@@ -154,8 +156,10 @@ impl Place {
 
 /// Why `device` cannot be used here.
 #[cold]
+#[track_caller]
 pub(crate) fn unavailable(op: &'static str, device: Device) -> Error {
     Error::DeviceUnavailable {
+        at: crate::Caller::here(),
         op,
         device: device.to_string(),
         reason: match device {
@@ -233,12 +237,14 @@ impl std::ops::Deref for VmRef {
 
 /// Where new tensors made by `op` on this thread go: the scoped or default engine, and the
 /// scoped device.
+#[track_caller]
 pub(crate) fn current(op: &'static str) -> Result<Place> {
     let device = DEVICE.with(|d| d.get());
     Place::on(op, current_engine()?, device)
 }
 
 /// The engine new tensors on this thread go to.
+#[track_caller]
 fn current_engine() -> Result<VmRef> {
     if let Some(vm) = SCOPED.with(|s| s.borrow().last().map(VmRef::of)) {
         return Ok(vm);

@@ -13,10 +13,13 @@ const PROBE_BYTES: usize = 1 << 30;
 /// A request of at least `CHECKED_BYTES` must also fit in the host memory free now: the
 /// host's allocator grants more than the machine has, and the process would be killed when the
 /// copy touches the pages (see `eddy_vm::alloc::host`).
+#[track_caller]
 fn host_reserve<T>(op: &str, v: &mut Vec<T>, n: usize) -> Result<()> {
     let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    let at = crate::Caller::here(); // outside the closure, which `#[track_caller]` misses
     let oom = || {
         Error::Vm(eddy_vm::Error::OutOfMemory {
+            at,
             op: op.to_string(),
             requested: bytes,
             in_use: 0,
@@ -37,6 +40,7 @@ fn host_reserve<T>(op: &str, v: &mut Vec<T>, n: usize) -> Result<()> {
 /// 2^62 views, none with an element: this fails at once rather than aborting or running for
 /// years. Each view is a handle plus its own `Inner` (shape and strides inline), about
 /// `VIEW_BYTES`; from [`PROBE_BYTES`] of them on, the host is asked for that much first.
+#[track_caller]
 pub(crate) fn views_reserve(op: &str, n: usize) -> Result<Vec<Tensor>> {
     const VIEW_BYTES: usize =
         std::mem::size_of::<Tensor>() + std::mem::size_of::<crate::tensor::Inner>() + 16;
@@ -67,6 +71,7 @@ impl Tensor {
     /// assert!(bad.sync().is_err()); // the kernel's error surfaces here
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn sync(&self) -> Result<()> {
         self.engine().read_blob(self.blob(), |_| ())?;
         Ok(())
@@ -89,9 +94,11 @@ impl Tensor {
     /// assert_eq!(t.gt_scalar(1.5)?.to_vec::<bool>()?, vec![false, true, false, true]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn to_vec<T: Elem>(&self) -> Result<Vec<T>> {
         if T::DTYPE != self.dtype() {
             return Err(Error::DTypeMismatch {
+                at: crate::Caller::here(),
                 op: "to_vec",
                 lhs: self.dtype(),
                 rhs: T::DTYPE,
@@ -128,6 +135,7 @@ impl Tensor {
     /// assert!(t.flatten_all()?.to_vec2::<i64>().is_err()); // not 2-D
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn to_vec2<T: Elem>(&self) -> Result<Vec<Vec<T>>> {
         if self.rank() != 2 {
             return Err(Error::invalid(
@@ -163,6 +171,7 @@ impl Tensor {
     /// assert!(t.item::<f32>().is_err()); // three elements
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn item<T: Elem>(&self) -> Result<T> {
         if self.numel() != 1 {
             return Err(Error::invalid(
@@ -187,17 +196,15 @@ impl Tensor {
     /// assert_eq!(Tensor::scalar(true)?.to_scalar()?, 1.0);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn to_scalar(&self) -> Result<f64> {
-        self.to_f64_vec()?
-            .first()
-            .copied()
-            .filter(|_| self.numel() == 1)
-            .ok_or_else(|| {
-                Error::invalid(
-                    "to_scalar",
-                    format!("needs one element, got shape {:?}", self.dims()),
-                )
-            })
+        match self.to_f64_vec()?.first() {
+            Some(&x) if self.numel() == 1 => Ok(x),
+            _ => Err(Error::invalid(
+                "to_scalar",
+                format!("needs one element, got shape {:?}", self.dims()),
+            )),
+        }
     }
 
     /// The elements converted to `f64` (any dtype).
@@ -215,6 +222,7 @@ impl Tensor {
     /// assert_eq!(t.gt_scalar(0.0)?.to_f64_vec()?, [0., 1.]); // bools as 0 and 1
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
         eddy_ops::dispatch!(self.dtype(), T => Ok(self.to_vec::<T>()?.into_iter().map(Elem::to_f64).collect()))
     }
@@ -222,6 +230,7 @@ impl Tensor {
     /// The entries `Display` shows, formatted: all of them, or with `summarize` the first and
     /// last 3 of every dim longer than 6. Integers are formatted from their own values (an
     /// `i64` above 2^53 has no exact `f64`).
+    #[track_caller]
     fn display_strings(&self, summarize: bool) -> Result<Vec<String>> {
         let _g = crate::no_grad();
         let mut t = self.clone();

@@ -26,10 +26,12 @@ impl Tensor {
     /// assert!(a.matmul(&a).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
         self.same_device("matmul", rhs)?;
         if self.dtype() != rhs.dtype() {
             return Err(Error::DTypeMismatch {
+                at: crate::Caller::here(),
                 op: "matmul",
                 lhs: self.dtype(),
                 rhs: rhs.dtype(),
@@ -56,17 +58,20 @@ impl Tensor {
         let (k2, n) = (rhs.dims()[rb - 2], rhs.dims()[rb - 1]);
         if k != k2 {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op: "matmul",
                 lhs: self.dims().to_vec(),
                 rhs: rhs.dims().to_vec(),
             });
         }
+        let at = crate::Caller::here(); // outside the closure, which `#[track_caller]` misses
         let batch = broadcast_shapes(
             "matmul",
             &Shape::from(&self.dims()[..ra - 2]),
             &Shape::from(&rhs.dims()[..rb - 2]),
         )
         .map_err(|_| Error::ShapeMismatch {
+            at,
             op: "matmul",
             lhs: self.dims().to_vec(),
             rhs: rhs.dims().to_vec(),
@@ -83,6 +88,7 @@ impl Tensor {
             DType::Bool => {
                 // Arithmetic on `bool` is unsupported, as everywhere (and in `torch.mm`).
                 return Err(Error::UnsupportedDType {
+                    at: crate::Caller::here(),
                     op: "matmul",
                     dtype: dt,
                 });
@@ -141,6 +147,7 @@ impl Tensor {
     /// assert!(x.linear(&w.t()?, None).is_err(), "[2, 3] against a weight of [3, 2]");
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         self.linear_with("linear", weight, bias, false)
     }
@@ -174,11 +181,13 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>()?, x.linear(&w, Some(&b))?.relu()?.to_vec::<f32>()?);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn linear_relu(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         self.linear_with("linear_relu", weight, bias, true)
     }
 
     /// [`linear`](Self::linear), followed by ReLU if `relu`, under the op name `name`.
+    #[track_caller]
     fn linear_with(
         &self,
         name: &'static str,
@@ -190,6 +199,7 @@ impl Tensor {
         for t in std::iter::once(weight).chain(bias) {
             if t.dtype() != self.dtype() {
                 return Err(Error::DTypeMismatch {
+                    at: crate::Caller::here(),
                     op: name,
                     lhs: self.dtype(),
                     rhs: t.dtype(),
@@ -211,6 +221,7 @@ impl Tensor {
         }
         if self.dtype() == DType::Bool {
             return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
                 op: name,
                 dtype: DType::Bool,
             });
@@ -218,6 +229,7 @@ impl Tensor {
         let (out_f, in_f) = (weight.dims()[0], weight.dims()[1]);
         if self.dims()[self.rank() - 1] != in_f {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op: name,
                 lhs: self.dims().to_vec(),
                 rhs: weight.dims().to_vec(),
@@ -227,6 +239,7 @@ impl Tensor {
             && (b.rank() > 1 || (b.numel() != out_f && b.numel() != 1))
         {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op: name,
                 lhs: vec![out_f],
                 rhs: b.dims().to_vec(),
@@ -311,6 +324,7 @@ fn saved_operands(a: &Tensor, b: &Tensor) -> std::ops::Range<usize> {
 }
 
 /// The gradients of `a @ b` for an incoming gradient `g`, for the operands that require one.
+#[track_caller]
 fn matmul_grads(g: &Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
     // A column-major 2-D operand (a transposed view, as `Linear`'s `w.t()`) gets its gradient
     // column-major too, `(gᵀa)ᵀ` rather than `aᵀg`, so that the transpose's backward hands the

@@ -26,6 +26,7 @@ impl Tensor {
     /// assert!(logp.nll_loss(&target.to_dtype(eddy_tensor::DType::F32)?).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn nll_loss(&self, target: &Tensor) -> Result<Tensor> {
         self.check_nll("nll_loss", target)?;
         self.gather_impl("nll_loss", 1, &target.unsqueeze(1)?)?
@@ -34,9 +35,11 @@ impl Tensor {
     }
 
     /// The argument checks of `nll_loss`, run before anything is enqueued.
+    #[track_caller]
     fn check_nll(&self, op: &'static str, target: &Tensor) -> Result<()> {
         if self.rank() != 2 || target.rank() != 1 || target.dims()[0] != self.dims()[0] {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op,
                 lhs: self.dims().to_vec(),
                 rhs: target.dims().to_vec(),
@@ -76,9 +79,12 @@ impl Tensor {
     /// assert!((soft.item::<f32>()? - 2f32.ln()).abs() < 1e-6);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn cross_entropy(&self, target: &Tensor) -> Result<Tensor> {
         const OP: &str = "cross_entropy";
+        let at = crate::Caller::here(); // outside the closure, which `#[track_caller]` misses
         let mismatch = || Error::ShapeMismatch {
+            at,
             op: OP,
             lhs: self.dims().to_vec(),
             rhs: target.dims().to_vec(),
@@ -106,6 +112,7 @@ impl Tensor {
         }
         if !matches!(target.dtype(), DType::I64 | DType::U8) {
             return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
                 op: OP,
                 dtype: target.dtype(),
             });
@@ -120,6 +127,7 @@ impl Tensor {
         match range {
             Some((lo, hi)) if hi >= classes || (lo < 0 && lo != IGNORE_INDEX) => {
                 return Err(Error::IndexOutOfRange {
+                    at: crate::Caller::here(),
                     op: OP,
                     index: if hi >= classes { hi } else { lo },
                     size: self.dims()[1],
@@ -157,9 +165,11 @@ impl Tensor {
     /// assert!(y.mse_loss(&t.reshape([3, 1])?).is_err()); // shapes must match
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn mse_loss(&self, target: &Tensor) -> Result<Tensor> {
         if self.dims() != target.dims() {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op: "mse_loss",
                 lhs: self.dims().to_vec(),
                 rhs: target.dims().to_vec(),

@@ -9,6 +9,7 @@ use eddy_ops::norm_dim;
 
 impl Tensor {
     /// Moves `dim` last and makes the tensor contiguous (for row-wise kernels).
+    #[track_caller]
     fn dim_last(&self, d: usize) -> Result<Tensor> {
         let last = self.rank() - 1;
         if d == last {
@@ -18,10 +19,12 @@ impl Tensor {
         }
     }
 
+    #[track_caller]
     fn softmax_impl(&self, dim: isize, log: bool) -> Result<Tensor> {
         let op = if log { "log_softmax" } else { "softmax" };
         if !self.dtype().is_float() {
             return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
                 op,
                 dtype: self.dtype(),
             });
@@ -75,6 +78,7 @@ impl Tensor {
     /// assert_eq!(p.to_vec::<f32>()?, vec![0.5, 0.5]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn softmax(&self, dim: isize) -> Result<Tensor> {
         self.softmax_impl(dim, false)
     }
@@ -93,6 +97,7 @@ impl Tensor {
     /// assert!(y.iter().all(|v| (v + 2f32.ln()).abs() < 1e-6)); // ln(1/2) each
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
         self.softmax_impl(dim, true)
     }
@@ -125,11 +130,13 @@ impl Tensor {
     /// assert!(x.dropout(0.25, false)?.shares_storage(&x));    // evaluation: the input itself
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn dropout(&self, p: f64, train: bool) -> Result<Tensor> {
         check_probability("dropout", p)?;
         let dt = self.dtype();
         if !dt.is_float() {
             return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
                 op: "dropout",
                 dtype: dt,
             });
@@ -185,6 +192,7 @@ impl Tensor {
     /// assert!(x.layer_norm(3, None, None, 1e-5).is_err()); // only 2 dims
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn layer_norm(
         &self,
         normalized: usize,
@@ -206,6 +214,7 @@ impl Tensor {
         for t in [weight, bias].into_iter().flatten() {
             if t.dims() != tail {
                 return Err(Error::ShapeMismatch {
+                    at: crate::Caller::here(),
                     op: "layer_norm",
                     lhs: tail.to_vec(),
                     rhs: t.dims().to_vec(),
@@ -225,9 +234,11 @@ impl Tensor {
         Ok(y)
     }
 
+    #[track_caller]
     pub(crate) fn check_index(op: &'static str, idx: &Tensor) -> Result<()> {
         if !matches!(idx.dtype(), DType::I64 | DType::I32) {
             return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
                 op,
                 dtype: idx.dtype(),
             });
@@ -239,15 +250,18 @@ impl Tensor {
     /// checks them against `0..size` now, so the error comes from the call; otherwise the
     /// kernel checks them and a bad one surfaces at the next sync. A negative index is out of
     /// range, as in PyTorch's indexing ops.
+    #[track_caller]
     pub(crate) fn check_index_values(op: &'static str, idx: &Tensor, size: usize) -> Result<()> {
         let n = i64::try_from(size).unwrap_or(i64::MAX);
         match idx.known_range() {
             Some((lo, _)) if lo < 0 => Err(Error::IndexOutOfRange {
+                at: crate::Caller::here(),
                 op,
                 index: lo,
                 size,
             }),
             Some((_, hi)) if hi >= n => Err(Error::IndexOutOfRange {
+                at: crate::Caller::here(),
                 op,
                 index: hi,
                 size,
@@ -274,11 +288,13 @@ impl Tensor {
     /// assert_eq!(r.to_vec::<f32>()?, vec![4., 5., 0., 1.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn index_select(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
         Tensor::check_index("index_select", index)?;
         self.same_device("index_select", index)?;
         if index.rank() != 1 {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op: "index_select",
                 lhs: self.dims().to_vec(),
                 rhs: index.dims().to_vec(),
@@ -322,6 +338,7 @@ impl Tensor {
 
     /// `zeros(shape)` with slice `j` of `self` along `d` added at slice `idx[j]`: the
     /// scattering half of `index_add`, and `index_select`'s backward. `idx` is contiguous.
+    #[track_caller]
     fn add_at_index(&self, idx: &Tensor, shape: &Shape, d: usize) -> Result<Tensor> {
         let src = self.contiguous()?;
         let out = self.empty_like_shape(shape.clone(), self.dtype())?;
@@ -338,6 +355,7 @@ impl Tensor {
     /// `zeros(shape)` with each element of `self` added at its own position with dim `d`
     /// replaced by its entry of `idx` (`idx` contiguous, of `self`'s shape): the scattering
     /// half of `scatter_add`, and the backward of `gather` and `sort`.
+    #[track_caller]
     pub(crate) fn add_at_gathered(&self, idx: &Tensor, shape: &Shape, d: usize) -> Result<Tensor> {
         let src = self.contiguous()?;
         let out = self.empty_like_shape(shape.clone(), self.dtype())?;
@@ -385,6 +403,7 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>()?, [3.0, 4.0, 0.0, 0.0, 6.0, 8.0]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn index_add(&self, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
         const OP: &str = "index_add";
         Tensor::check_index(OP, index)?;
@@ -405,6 +424,7 @@ impl Tensor {
         }
         if index.rank() != 1 || src.dims() != want.as_slice() {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op: OP,
                 lhs: want,
                 rhs: if index.rank() == 1 {
@@ -449,6 +469,7 @@ impl Tensor {
     /// assert_eq!(counts.to_vec::<i64>()?, [1, 0, 3]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn scatter_add(&self, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
         const OP: &str = "scatter_add";
         Tensor::check_index(OP, index)?;
@@ -471,6 +492,7 @@ impl Tensor {
             });
         if !fits {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op: OP,
                 lhs: self.dims().to_vec(),
                 rhs: index.dims().to_vec(),
@@ -512,6 +534,7 @@ impl Tensor {
     /// assert_eq!(e.to_vec::<f32>()?, [4., 5., 0., 1.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn embedding(&self, ids: &Tensor) -> Result<Tensor> {
         if self.rank() != 2 {
             return Err(Error::invalid(
@@ -545,11 +568,13 @@ impl Tensor {
     /// assert!(t.gather(1, &Tensor::from_vec(vec![1i64, 0], [2])?).is_err()); // rank differs
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn gather(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
         self.gather_impl("gather", dim, index)
     }
 
     /// [`gather`](Self::gather) as op `op`.
+    #[track_caller]
     pub(crate) fn gather_impl(
         &self,
         op: &'static str,
@@ -568,6 +593,7 @@ impl Tensor {
                 .any(|(i, (a, b))| i != d && a > b)
         {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op,
                 lhs: self.dims().to_vec(),
                 rhs: index.dims().to_vec(),
@@ -621,10 +647,11 @@ impl Tensor {
     /// assert_eq!(Tensor::cat(&[&i, &a], 0)?.dtype(), DType::F32); // promoted
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn cat(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
-        let first = *tensors
-            .first()
-            .ok_or_else(|| Error::invalid("cat", "needs at least one tensor"))?;
+        let Some(&first) = tensors.first() else {
+            return Err(Error::invalid("cat", "needs at least one tensor"));
+        };
         let d = norm_dim("cat", dim, first.rank())?;
         let mut total = 0usize;
         let dtype = tensors
@@ -640,12 +667,14 @@ impl Tensor {
                     .all(|(i, (a, b))| i == d || a == b);
             if !ok {
                 return Err(Error::ShapeMismatch {
+                    at: crate::Caller::here(),
                     op: "cat",
                     lhs: first.dims().to_vec(),
                     rhs: t.dims().to_vec(),
                 });
             }
             total = total.checked_add(t.dims()[d]).ok_or(Error::ShapeOverflow {
+                at: crate::Caller::here(),
                 shape: first.dims().to_vec(),
                 dtype,
             })?;
@@ -694,20 +723,22 @@ impl Tensor {
     /// assert_eq!(Tensor::stack(&[&a, &b], 1)?.to_vec2::<f32>()?, [[1., 3.], [2., 4.]]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn stack(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
-        let first = *tensors
-            .first()
-            .ok_or_else(|| Error::invalid("stack", "needs at least one tensor"))?;
+        let Some(&first) = tensors.first() else {
+            return Err(Error::invalid("stack", "needs at least one tensor"));
+        };
         let d = norm_dim("stack", dim, first.rank() + 1)? as isize;
-        let us: Vec<Tensor> = tensors
-            .iter()
-            .map(|t| t.unsqueeze(d))
-            .collect::<Result<_>>()?;
+        let mut us = Vec::with_capacity(tensors.len());
+        for t in tensors {
+            us.push(t.unsqueeze(d)?);
+        }
         Tensor::cat(&us.iter().collect::<Vec<_>>(), d)
     }
 }
 
 /// `InvalidArgument` unless `p` is a probability, in `[0, 1]` (NaN is not).
+#[track_caller]
 pub(crate) fn check_probability(op: &'static str, p: f64) -> Result<()> {
     if (0.0..=1.0).contains(&p) {
         Ok(())

@@ -20,42 +20,57 @@
 //! ```
 
 use crate::{DType, Result, Shape, Tensor};
+use std::borrow::Cow;
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
 /// A tensor operand: a tensor, a borrowed one, or the result of an op.
-trait Operand {
-    fn with<R>(self, f: impl FnOnce(&Tensor) -> Result<R>) -> Result<R>;
+trait Operand<'a> {
+    /// The tensor, or the op's error.
+    fn get(self) -> Result<Cow<'a, Tensor>>;
 }
 
-impl Operand for Tensor {
-    fn with<R>(self, f: impl FnOnce(&Tensor) -> Result<R>) -> Result<R> {
-        f(&self)
+impl Operand<'_> for Tensor {
+    fn get(self) -> Result<Cow<'static, Tensor>> {
+        Ok(Cow::Owned(self))
     }
 }
 
-impl Operand for &Tensor {
-    fn with<R>(self, f: impl FnOnce(&Tensor) -> Result<R>) -> Result<R> {
-        f(self)
+impl<'a> Operand<'a> for &'a Tensor {
+    fn get(self) -> Result<Cow<'a, Tensor>> {
+        Ok(Cow::Borrowed(self))
     }
 }
 
-impl Operand for Result<Tensor> {
-    fn with<R>(self, f: impl FnOnce(&Tensor) -> Result<R>) -> Result<R> {
-        f(&self?)
+impl Operand<'_> for Result<Tensor> {
+    fn get(self) -> Result<Cow<'static, Tensor>> {
+        self.map(Cow::Owned)
     }
 }
 
-/// `lhs op rhs` for two operands, the left one's error first.
-fn both(
-    lhs: impl Operand,
-    rhs: impl Operand,
-    op: impl FnOnce(&Tensor, &Tensor) -> Result<Tensor>,
-) -> Result<Tensor> {
-    lhs.with(|a| rhs.with(|b| op(a, b)))
+// The operators call the methods directly, not through a closure or a function pointer, which
+// `#[track_caller]` does not see through: an error names the line with the operator.
+
+/// `c + t`.
+#[track_caller]
+fn scalar_add(c: f64, t: &Tensor) -> Result<Tensor> {
+    t.add_scalar(c)
+}
+
+/// `c - t`.
+#[track_caller]
+fn scalar_sub(c: f64, t: &Tensor) -> Result<Tensor> {
+    t.rsub_scalar(c)
+}
+
+/// `c * t`.
+#[track_caller]
+fn scalar_mul(c: f64, t: &Tensor) -> Result<Tensor> {
+    t.mul_scalar(c)
 }
 
 /// `c / t`: a 0-dim tensor of `c` (in `t`'s dtype if it is a float, else `f32`) over `t`, so
 /// that the quotient is rounded once.
+#[track_caller]
 fn scalar_div(c: f64, t: &Tensor) -> Result<Tensor> {
     let dtype = if t.dtype().is_float() {
         t.dtype()
@@ -66,31 +81,36 @@ fn scalar_div(c: f64, t: &Tensor) -> Result<Tensor> {
 }
 
 /// Tensor-tensor impls for one operator: a tensor or a borrowed one on the left and any
-/// operand on the right, and a `Result` on the left of a tensor.
+/// operand on the right (the right one's error if it is one), and a `Result` on the left of a
+/// tensor (its error first).
 macro_rules! tensor_tensor {
     ($Trait:ident, $method:ident) => {
-        impl<R: Operand> $Trait<R> for Tensor {
+        impl<'r, R: Operand<'r>> $Trait<R> for Tensor {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, rhs: R) -> Result<Tensor> {
-                both(self, rhs, Tensor::$method)
+                Tensor::$method(&self, &*rhs.get()?)
             }
         }
-        impl<R: Operand> $Trait<R> for &Tensor {
+        impl<'r, R: Operand<'r>> $Trait<R> for &Tensor {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, rhs: R) -> Result<Tensor> {
-                both(self, rhs, Tensor::$method)
+                Tensor::$method(self, &*rhs.get()?)
             }
         }
         impl $Trait<Tensor> for Result<Tensor> {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, rhs: Tensor) -> Result<Tensor> {
-                both(self, rhs, Tensor::$method)
+                Tensor::$method(&self?, &rhs)
             }
         }
         impl $Trait<&Tensor> for Result<Tensor> {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, rhs: &Tensor) -> Result<Tensor> {
-                both(self, rhs, Tensor::$method)
+                Tensor::$method(&self?, rhs)
             }
         }
     };
@@ -104,27 +124,31 @@ tensor_tensor!(Div, div);
 /// Tensor-scalar and scalar-tensor impls for one scalar type: `$ts(t, c)` computes
 /// `t op c` and `$st(c, t)` computes `c op t`.
 macro_rules! with_scalar {
-    ($Trait:ident, $method:ident, $S:ty, $ts:expr, $st:expr) => {
+    ($Trait:ident, $method:ident, $S:ty, $ts:path, $st:path) => {
         impl $Trait<$S> for Tensor {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, c: $S) -> Result<Tensor> {
                 $ts(&self, c as f64)
             }
         }
         impl $Trait<$S> for &Tensor {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, c: $S) -> Result<Tensor> {
                 $ts(self, c as f64)
             }
         }
         impl $Trait<Tensor> for $S {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, t: Tensor) -> Result<Tensor> {
                 $st(self as f64, &t)
             }
         }
         impl $Trait<&Tensor> for $S {
             type Output = Result<Tensor>;
+            #[track_caller]
             fn $method(self, t: &Tensor) -> Result<Tensor> {
                 $st(self as f64, t)
             }
@@ -135,9 +159,9 @@ macro_rules! with_scalar {
 macro_rules! scalar_ops {
     ($($S:ty),*) => {
         $(
-            with_scalar!(Add, add, $S, Tensor::add_scalar, |c, t: &Tensor| t.add_scalar(c));
-            with_scalar!(Sub, sub, $S, Tensor::sub_scalar, |c, t: &Tensor| t.rsub_scalar(c));
-            with_scalar!(Mul, mul, $S, Tensor::mul_scalar, |c, t: &Tensor| t.mul_scalar(c));
+            with_scalar!(Add, add, $S, Tensor::add_scalar, scalar_add);
+            with_scalar!(Sub, sub, $S, Tensor::sub_scalar, scalar_sub);
+            with_scalar!(Mul, mul, $S, Tensor::mul_scalar, scalar_mul);
             with_scalar!(Div, div, $S, Tensor::div_scalar, scalar_div);
         )*
     };
@@ -148,6 +172,7 @@ scalar_ops!(f64, i32);
 
 impl Neg for Tensor {
     type Output = Result<Tensor>;
+    #[track_caller]
     fn neg(self) -> Result<Tensor> {
         Tensor::neg(&self)
     }
@@ -155,6 +180,7 @@ impl Neg for Tensor {
 
 impl Neg for &Tensor {
     type Output = Result<Tensor>;
+    #[track_caller]
     fn neg(self) -> Result<Tensor> {
         Tensor::neg(self)
     }

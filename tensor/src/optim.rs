@@ -46,6 +46,7 @@ pub trait Optimizer {
     /// assert_eq!(w.to_vec::<f32>()?, [0.5, 1.5]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     fn step(&mut self) -> Result<()>;
     /// The parameters.
     ///
@@ -111,6 +112,7 @@ pub trait Optimizer {
 /// `InvalidArgument` for `op` unless `value` (the hyperparameter `name`) is finite and not
 /// negative. PyTorch's constructors refuse the same values ("Invalid learning rate: -1"),
 /// except that they take an infinite one.
+#[track_caller]
 fn check_non_negative(op: &'static str, name: &str, value: f64) -> Result<()> {
     if value.is_finite() && value >= 0.0 {
         Ok(())
@@ -123,6 +125,7 @@ fn check_non_negative(op: &'static str, name: &str, value: f64) -> Result<()> {
 }
 
 /// `InvalidArgument` for `op` unless both of Adam's `betas` are in `[0, 1)`.
+#[track_caller]
 fn check_betas(op: &'static str, betas: (f64, f64)) -> Result<()> {
     for (i, b) in [betas.0, betas.1].into_iter().enumerate() {
         if !(0.0..1.0).contains(&b) {
@@ -181,6 +184,7 @@ impl Sgd {
     /// }
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Sgd> {
         check_non_negative("Sgd", "learning rate", lr)?;
         check_params("Sgd", &params)?;
@@ -214,6 +218,7 @@ impl Sgd {
     /// assert!(Sgd::new(vec![w], 0.1)?.momentum(-0.5).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn momentum(mut self, m: f64) -> Result<Sgd> {
         check_non_negative("Sgd", "momentum value", m)?;
         self.momentum = m;
@@ -236,6 +241,7 @@ impl Sgd {
     /// assert!((w.item::<f32>()? - 1.9).abs() < 1e-6);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn weight_decay(mut self, wd: f64) -> Result<Sgd> {
         check_non_negative("Sgd", "weight_decay value", wd)?;
         self.weight_decay = wd;
@@ -248,6 +254,7 @@ impl Optimizer for Sgd {
     ///
     /// `InvalidArgument` (op `Sgd`), before any parameter changes, if `lr`, `momentum` or
     /// `weight_decay` is negative or not finite; engine errors.
+    #[track_caller]
     fn step(&mut self) -> Result<()> {
         // Again here: the fields are public, and `set_lr` takes any value.
         check_non_negative("Sgd", "learning rate", self.lr)?;
@@ -336,6 +343,7 @@ impl Adam {
     /// assert_eq!((opt.weight_decay, opt.decoupled), (0.0, false));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Adam> {
         check_non_negative("Adam", "learning rate", lr)?;
         check_params("Adam", &params)?;
@@ -368,6 +376,7 @@ impl Adam {
     /// assert!((w.item::<f32>()? - (1.0 - 0.1 * 0.5)).abs() < 1e-6);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn adamw(params: Vec<Tensor>, lr: f64, wd: f64) -> Result<Adam> {
         check_non_negative("Adam", "weight_decay value", wd)?;
         let mut a = Adam::new(params, lr)?;
@@ -390,6 +399,7 @@ impl Adam {
     /// assert!(Adam::new(vec![w], 1e-3)?.betas(1.0, 0.99).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn betas(mut self, beta1: f64, beta2: f64) -> Result<Adam> {
         check_betas("Adam", (beta1, beta2))?;
         self.betas = (beta1, beta2);
@@ -410,6 +420,7 @@ impl Adam {
     /// assert!(Adam::new(vec![w], 1e-3)?.eps(-1.0).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn eps(mut self, eps: f64) -> Result<Adam> {
         check_non_negative("Adam", "epsilon value", eps)?;
         self.eps = eps;
@@ -431,6 +442,7 @@ impl Adam {
     /// assert!(Adam::new(vec![w], 1e-3)?.weight_decay(f64::NAN).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn weight_decay(mut self, wd: f64) -> Result<Adam> {
         check_non_negative("Adam", "weight_decay value", wd)?;
         self.weight_decay = wd;
@@ -444,6 +456,7 @@ impl Optimizer for Adam {
     /// `InvalidArgument` (op `Adam`), before any parameter or state changes, if `lr`, `eps`
     /// or `weight_decay` is negative or not finite, or a beta is outside `[0, 1)`; engine
     /// errors.
+    #[track_caller]
     fn step(&mut self) -> Result<()> {
         // Again here: the fields are public, and `set_lr` takes any value.
         check_non_negative("Adam", "learning rate", self.lr)?;

@@ -12,6 +12,7 @@ use smallvec::SmallVec;
 type Dims<T> = SmallVec<[T; 4]>;
 
 impl Tensor {
+    #[track_caller]
     fn reduce(&self, op: ReduceOp, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         let name = op.name();
         let r = self.rank();
@@ -27,6 +28,7 @@ impl Tensor {
             }
         }
         let out_dtype = op.out_dtype(self.dtype()).ok_or(Error::UnsupportedDType {
+            at: crate::Caller::here(),
             op: name,
             dtype: self.dtype(),
         })?;
@@ -54,7 +56,10 @@ impl Tensor {
             }
         }
         if op.needs_elements() && n_red == 0 {
-            return Err(Error::EmptyTensor { op: name });
+            return Err(Error::EmptyTensor {
+                at: crate::Caller::here(),
+                op: name,
+            });
         }
         let out = self.empty_like_shape(Shape(out_dims), out_dtype)?;
         if op == ReduceOp::Sum
@@ -156,6 +161,7 @@ impl Tensor {
     /// assert_eq!(t.sum(&[0], true)?.dims(), &[1, 3]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn sum(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Sum, dims, keepdim)
     }
@@ -176,6 +182,7 @@ impl Tensor {
     /// assert_eq!(b.sum_all()?.item::<i64>()?, 2); // bools count as i64
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn sum_all(&self) -> Result<Tensor> {
         self.reduce(ReduceOp::Sum, &all(self.rank()), false)
     }
@@ -195,6 +202,7 @@ impl Tensor {
     /// assert!(Tensor::from_vec(vec![1i64, 2], [2])?.mean(&[0], false).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn mean(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Mean, dims, keepdim)
     }
@@ -212,6 +220,7 @@ impl Tensor {
     /// assert_eq!(t.mean_all()?.item::<f32>()?, 2.5);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn mean_all(&self) -> Result<Tensor> {
         self.reduce(ReduceOp::Mean, &all(self.rank()), false)
     }
@@ -230,6 +239,7 @@ impl Tensor {
     /// assert_eq!(t.prod(&[0, 1], false)?.item::<f32>()?, 24.);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn prod(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Prod, dims, keepdim)
     }
@@ -249,6 +259,7 @@ impl Tensor {
     /// assert!(Tensor::zeros([2, 0], DType::F32)?.max(1, false).is_err()); // an empty dim
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn max(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Max, &[dim], keepdim)
     }
@@ -267,6 +278,7 @@ impl Tensor {
     /// assert_eq!(t.min(-1, false)?.to_vec::<f32>()?, [1., 0.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn min(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Min, &[dim], keepdim)
     }
@@ -285,6 +297,7 @@ impl Tensor {
     /// assert!(Tensor::zeros([0], DType::F32)?.max_all().is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn max_all(&self) -> Result<Tensor> {
         self.reduce(ReduceOp::Max, &all(self.rank()), false)
     }
@@ -303,6 +316,7 @@ impl Tensor {
     /// assert!(Tensor::zeros([0], DType::F32)?.min_all().is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn min_all(&self) -> Result<Tensor> {
         self.reduce(ReduceOp::Min, &all(self.rank()), false)
     }
@@ -320,6 +334,7 @@ impl Tensor {
     /// assert_eq!(t.argmax(1, false)?.to_vec::<i64>()?, [1, 0]); // the first 5 on the tie
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn argmax(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         self.refuse_bool("argmax")?;
         self.reduce(ReduceOp::ArgMax, &[dim], keepdim)
@@ -339,15 +354,18 @@ impl Tensor {
     /// assert_eq!(t.argmin(0, true)?.to_vec2::<i64>()?, [[0, 1, 1]]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn argmin(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         self.refuse_bool("argmin")?;
         self.reduce(ReduceOp::ArgMin, &[dim], keepdim)
     }
 
     /// `UnsupportedDType` for a bool tensor: the ops PyTorch does not define on bool.
+    #[track_caller]
     pub(crate) fn refuse_bool(&self, op: &'static str) -> Result<()> {
         if self.dtype() == DType::Bool {
             return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
                 op,
                 dtype: DType::Bool,
             });
@@ -376,6 +394,7 @@ impl Tensor {
     /// assert_eq!(x.std(&[0, 1], 0, false)?.item::<f32>()?, (34.0f32 / 6.0).sqrt());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn var(&self, dims: &[isize], correction: usize, keepdim: bool) -> Result<Tensor> {
         self.var_named("var", dims, correction, keepdim)
     }
@@ -395,6 +414,7 @@ impl Tensor {
     /// assert_eq!(x.std(&[0], 0, false)?.item::<f64>()?, 2.0);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn std(&self, dims: &[isize], correction: usize, keepdim: bool) -> Result<Tensor> {
         let v = self.var_named("std", dims, correction, keepdim)?;
         let y = {
@@ -431,6 +451,7 @@ impl Tensor {
     /// assert_eq!(ones.cumsum(-1)?.to_vec::<i64>()?, [1, 2, 3, 4]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn cumsum(&self, dim: isize) -> Result<Tensor> {
         let r = self.rank();
         if r == 0 {
@@ -470,6 +491,7 @@ impl Tensor {
 
     /// [`var`](Self::var), its errors naming `op`: two passes (the mean, then the squared
     /// deviations from it), which keeps the rounding of a large mean out of the result.
+    #[track_caller]
     fn var_named(
         &self,
         op: &'static str,
@@ -479,7 +501,11 @@ impl Tensor {
     ) -> Result<Tensor> {
         let dtype = self.dtype();
         if !dtype.is_float() {
-            return Err(Error::UnsupportedDType { op, dtype });
+            return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
+                op,
+                dtype,
+            });
         }
         let r = self.rank();
         let mut red: SmallVec<[bool; 8]> = SmallVec::from_elem(false, r);
@@ -518,6 +544,7 @@ impl Tensor {
     /// assert!(g.sum_to(&Shape::from([4])).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn sum_to(&self, shape: &Shape) -> Result<Tensor> {
         if self.shape() == shape {
             return Ok(self.clone());
@@ -525,6 +552,7 @@ impl Tensor {
         let (r, k) = (self.rank(), shape.rank());
         if k > r {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op: "sum_to",
                 lhs: self.dims().to_vec(),
                 rhs: shape.dims().to_vec(),
@@ -541,6 +569,7 @@ impl Tensor {
                 dims.push(d as isize);
             } else if target != self.dims()[d] {
                 return Err(Error::ShapeMismatch {
+                    at: crate::Caller::here(),
                     op: "sum_to",
                     lhs: self.dims().to_vec(),
                     rhs: shape.dims().to_vec(),
@@ -576,6 +605,7 @@ impl Tensor {
     /// assert!((y - (1000.0 + 2f32.ln())).abs() < 1e-3);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn logsumexp(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         let r = self.rank();
         let mut empty = false;
@@ -620,6 +650,7 @@ impl Tensor {
     /// assert_eq!(v.norm(f64::INFINITY, &[0], false)?.to_vec::<f32>()?, [3.0, 4.0]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn norm(&self, p: f64, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         let r = self.rank();
         let mut keep_shape = self.shape().clone();
@@ -628,6 +659,7 @@ impl Tensor {
         }
         if !self.dtype().is_float() {
             return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
                 op: "norm",
                 dtype: self.dtype(),
             });
@@ -717,6 +749,7 @@ impl Tensor {
     /// assert_eq!(m.any_all()?.to_scalar()?, 1.0);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn any(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         for &d in dims {
             norm_dim("any", d, self.rank())?;
@@ -741,6 +774,7 @@ impl Tensor {
     /// assert_eq!(t.all(&[0], false)?.to_vec::<bool>()?, [true, false]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn all(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         for &d in dims {
             norm_dim("all", d, self.rank())?;
@@ -763,6 +797,7 @@ impl Tensor {
     /// assert!(!Tensor::zeros([2, 2], DType::F32)?.any_all()?.item::<bool>()?);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn any_all(&self) -> Result<Tensor> {
         self.any(&all(self.rank()), false)
     }
@@ -782,6 +817,7 @@ impl Tensor {
     /// assert!(Tensor::zeros([0], DType::F32)?.all_all()?.item::<bool>()?); // vacuously true
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn all_all(&self) -> Result<Tensor> {
         self.all(&all(self.rank()), false)
     }

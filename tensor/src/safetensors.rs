@@ -22,13 +22,16 @@
 //! # Ok::<(), eddy_tensor::Error>(())
 //! ```
 
-use crate::{DType, Error, Result, Tensor};
+use crate::{Caller, DType, Error, Result, Tensor};
 use half::{bf16, f16};
 use safetensors::tensor::{Dtype as SDtype, TensorView};
 use std::path::Path;
 
-fn io_error(op: &'static str, path: &Path, message: impl ToString) -> Error {
+/// An `Io` error of `op` on `path`, named as called at `at` (taken outside the closures that
+/// build these, which `#[track_caller]` does not reach).
+fn io_error(at: Caller, op: &'static str, path: &Path, message: impl ToString) -> Error {
     Error::Io {
+        at,
         op,
         path: path.display().to_string(),
         message: message.to_string(),
@@ -63,6 +66,7 @@ fn from_file_dtype(d: SDtype) -> Option<DType> {
 }
 
 /// A tensor's values as little-endian bytes, in row-major order (a sync point).
+#[track_caller]
 fn le_bytes(t: &Tensor) -> Result<Vec<u8>> {
     fn flat<T, const N: usize>(v: Vec<T>, f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
         v.into_iter().flat_map(f).collect()
@@ -81,6 +85,7 @@ fn le_bytes(t: &Tensor) -> Result<Vec<u8>> {
 
 /// A tensor of `dtype` and `shape` from little-endian bytes (their length already checked by
 /// the format: element count × element size).
+#[track_caller]
 fn from_le_bytes(dtype: DType, shape: &[usize], b: &[u8]) -> Result<Tensor> {
     fn vals<T, const N: usize>(b: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
         b.chunks_exact(N)
@@ -125,10 +130,12 @@ fn from_le_bytes(dtype: DType, shape: &[usize], b: &[u8]) -> Result<Tensor> {
 /// # std::fs::remove_file(&path).ok();
 /// # Ok::<(), eddy_tensor::Error>(())
 /// ```
+#[track_caller]
 pub fn save<'a, S: AsRef<str>>(
     tensors: impl IntoIterator<Item = (S, &'a Tensor)>,
     path: impl AsRef<Path>,
 ) -> Result<()> {
+    let at = Caller::here();
     let path = path.as_ref();
     let mut entries: Vec<(String, DType, Vec<usize>, Vec<u8>)> = Vec::new();
     for (name, t) in tensors {
@@ -157,12 +164,12 @@ pub fn save<'a, S: AsRef<str>>(
         .iter()
         .map(|(n, d, s, b)| {
             let v = TensorView::new(to_file_dtype(*d), s.clone(), b)
-                .map_err(|e| io_error("safetensors::save", path, e))?;
+                .map_err(|e| io_error(at, "safetensors::save", path, e))?;
             Ok((n.as_str(), v))
         })
         .collect::<Result<Vec<_>>>()?;
     safetensors::serialize_to_file(views, None, path)
-        .map_err(|e| io_error("safetensors::save", path, e))
+        .map_err(|e| io_error(at, "safetensors::save", path, e))
 }
 
 /// Reads every tensor of the safetensors file at `path`, sorted by name (the format keeps no
@@ -188,28 +195,26 @@ pub fn save<'a, S: AsRef<str>>(
 /// # std::fs::remove_file(&path).ok();
 /// # Ok::<(), eddy_tensor::Error>(())
 /// ```
+#[track_caller]
 pub fn load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
+    let at = Caller::here();
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| io_error("safetensors::load", path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| io_error(at, "safetensors::load", path, e))?;
     let file = safetensors::SafeTensors::deserialize(&bytes)
-        .map_err(|e| io_error("safetensors::load", path, e))?;
+        .map_err(|e| io_error(at, "safetensors::load", path, e))?;
     let mut named: Vec<(String, TensorView<'_>)> = file.tensors();
     // `tensors()` follows a hash map; names are unique, so sorting by them fixes the order.
     named.sort_by(|a, b| a.0.cmp(&b.0));
-    named
-        .into_iter()
-        .map(|(name, v)| {
-            let dtype = from_file_dtype(v.dtype()).ok_or_else(|| {
-                Error::invalid(
-                    "safetensors::load",
-                    format!(
-                        "tensor {name:?} has dtype {:?}, which Eddy does not have",
-                        v.dtype()
-                    ),
-                )
-            })?;
-            let t = from_le_bytes(dtype, v.shape(), v.data())?;
-            Ok((name, t))
-        })
-        .collect()
+    let mut out = Vec::with_capacity(named.len());
+    for (name, v) in named {
+        let Some(dtype) = from_file_dtype(v.dtype()) else {
+            let message = format!(
+                "tensor {name:?} has dtype {:?}, which Eddy does not have",
+                v.dtype()
+            );
+            return Err(Error::invalid("safetensors::load", message));
+        };
+        out.push((name, from_le_bytes(dtype, v.shape(), v.data())?));
+    }
+    Ok(out)
 }

@@ -30,6 +30,7 @@ impl Tensor {
     /// assert_eq!(i.to_vec::<i64>()?, [1, 3, 2, 0]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn sort(&self, dim: isize, descending: bool) -> Result<(Tensor, Tensor)> {
         self.ordered("sort", dim, None, descending)
     }
@@ -48,6 +49,7 @@ impl Tensor {
     /// assert_eq!(x.argsort(1, true)?.to_vec::<i64>()?, [0, 2, 1, 0, 1, 2]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn argsort(&self, dim: isize, descending: bool) -> Result<Tensor> {
         Ok(self.ordered("argsort", dim, None, descending)?.1)
     }
@@ -72,6 +74,7 @@ impl Tensor {
     /// assert_eq!(i.to_vec::<i64>()?, [1, 3]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn topk(&self, k: usize, dim: isize, largest: bool) -> Result<(Tensor, Tensor)> {
         self.ordered("topk", dim, Some(k), largest)
     }
@@ -93,6 +96,7 @@ impl Tensor {
     /// assert!(x.kthvalue(5, 0, false).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn kthvalue(&self, k: usize, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
         self.refuse_bool("kthvalue")?;
         let n = if self.rank() == 0 {
@@ -136,13 +140,17 @@ impl Tensor {
     /// assert_eq!(i.to_vec::<i64>()?, [1, 1]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn median(&self, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
         self.refuse_bool("median")?;
         let r = self.rank();
         let d = norm_dim("median", dim, r.max(1))?;
         let n = if r == 0 { 1 } else { self.dims()[d] };
         if n == 0 {
-            return Err(Error::EmptyTensor { op: "median" });
+            return Err(Error::EmptyTensor {
+                at: crate::Caller::here(),
+                op: "median",
+            });
         }
         let (v, i) = self.ordered("median", dim, Some((n - 1) / 2 + 1), false)?;
         if r == 0 {
@@ -174,6 +182,7 @@ impl Tensor {
 
     /// The first `k` (all if `None`) entries of each row's order along `dim`, ascending or
     /// descending, as values and positions; errors name `op`.
+    #[track_caller]
     fn ordered(
         &self,
         op: &'static str,

@@ -33,6 +33,7 @@ pub(crate) struct Node {
 impl Node {
     /// `Autograd` naming this node's op if a tensor its backward reads was written in place
     /// since the forward; `out` is the node's output.
+    #[track_caller]
     pub(crate) fn check_saved(&self, out: &Tensor) -> Result<()> {
         let stale = self
             .saved
@@ -43,6 +44,7 @@ impl Node {
         match stale {
             None => Ok(()),
             Some((now, then)) => Err(Error::Autograd {
+                at: crate::Caller::here(),
                 op: self.name,
                 message: format!(
                     "a tensor this op's gradient needs was modified by an in-place operation \
@@ -192,6 +194,7 @@ impl Tensor {
 
     /// A fresh contiguous tensor at `place` whose memory `Prepare` allocates when its producer
     /// runs.
+    #[track_caller]
     pub(crate) fn empty_on(place: Place, shape: Shape, dtype: DType) -> Result<Tensor> {
         Tensor::empty_with_range(place, shape, dtype, None)
     }
@@ -199,12 +202,14 @@ impl Tensor {
     /// As [`empty_on`](Self::empty_on), at a place given by its parts (passed in registers:
     /// the per-op path).
     #[inline(always)]
+    #[track_caller]
     fn empty_at(vm: VmRef, loc: Loc, shape: Shape, dtype: DType) -> Result<Tensor> {
         Tensor::fresh(vm, loc, shape, dtype, None)
     }
 
     /// As [`empty_on`](Self::empty_on), for a tensor that will hold host values between `lo`
     /// and `hi` (`range`); [`range_is_filled`](Self::range_is_filled) says when they are queued.
+    #[track_caller]
     pub(crate) fn empty_with_range(
         place: Place,
         shape: Shape,
@@ -216,6 +221,7 @@ impl Tensor {
 
     /// A fresh contiguous tensor on `vm` at `loc`, for host values in `range` if given.
     #[inline]
+    #[track_caller]
     fn fresh(
         vm: VmRef,
         loc: Loc,
@@ -252,6 +258,7 @@ impl Tensor {
 
     /// A fresh tensor on the same engine and device as `self`.
     #[inline(always)]
+    #[track_caller]
     pub(crate) fn empty_like_shape(&self, shape: Shape, dtype: DType) -> Result<Tensor> {
         Tensor::empty_at(self.0.vm.share(), self.0.loc, shape, dtype)
     }
@@ -364,6 +371,7 @@ impl Tensor {
     /// assert!(t.dim(2).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn dim(&self, d: isize) -> Result<usize> {
         Ok(self.dims()[self.shape().dim("dim", d)?])
     }
@@ -498,6 +506,7 @@ impl Tensor {
 
     /// Checks that `other` is on the same device and engine, for `op`.
     #[inline]
+    #[track_caller]
     pub(crate) fn same_device(&self, op: &'static str, other: &Tensor) -> Result<()> {
         if !self.same_place(other) {
             return Err(self.device_mismatch(op, other));
@@ -506,9 +515,11 @@ impl Tensor {
     }
 
     /// Checks that `other` has this tensor's dtype, for `op`.
+    #[track_caller]
     pub(crate) fn same_dtype(&self, op: &'static str, other: &Tensor) -> Result<()> {
         if self.dtype() != other.dtype() {
             return Err(Error::DTypeMismatch {
+                at: crate::Caller::here(),
                 op,
                 lhs: self.dtype(),
                 rhs: other.dtype(),
@@ -519,16 +530,19 @@ impl Tensor {
 
     #[cold]
     #[inline(never)]
+    #[track_caller]
     fn device_mismatch(&self, op: &'static str, other: &Tensor) -> Error {
         let (lhs, rhs) = (self.device(), other.device());
         if lhs != rhs {
             return Error::DeviceMismatch {
+                at: crate::Caller::here(),
                 op,
                 lhs: format!("{lhs} (tensor {})", self.id()),
                 rhs: format!("{rhs} (tensor {})", other.id()),
             };
         }
         Error::DeviceMismatch {
+            at: crate::Caller::here(),
             op,
             lhs: format!("{lhs} (engine of tensor {})", self.id()),
             rhs: format!("{rhs} (another engine, tensor {})", other.id()),
@@ -537,6 +551,7 @@ impl Tensor {
 
     /// Enqueues `kernel` reading `ins` and writing `outs` on the tensors' engine. Its work is
     /// taken as the elements it reads and writes (see [`launch_with_work`](Self::launch_with_work)).
+    #[track_caller]
     pub(crate) fn launch(kernel: impl Kernel, ins: &[&Tensor], outs: &[&Tensor]) -> Result<()> {
         let work = ins
             .iter()
@@ -549,6 +564,7 @@ impl Tensor {
     /// roughly how many element touches (or multiply-adds) it costs, if known: at most
     /// [`CHEAP_WORK`] makes the call cheap, so an idle engine runs it at once on this thread
     /// (`InstructionPolicy::cheap`). `None` leaves the choice to the kernel.
+    #[track_caller]
     pub(crate) fn launch_with_work(
         kernel: impl Kernel,
         ins: &[&Tensor],

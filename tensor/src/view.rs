@@ -19,10 +19,12 @@ impl Tensor {
     /// assert_eq!(t.to_vec2::<f32>()?, vec![vec![0., 1., 2.], vec![3., 4., 5.]]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn reshape(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         let shape = shape.into();
         if shape.checked_numel() != Some(self.numel()) {
             return Err(Error::ElementCountMismatch {
+                at: crate::Caller::here(),
                 op: "reshape",
                 from: self.dims().to_vec(),
                 to: shape.dims().to_vec(),
@@ -59,6 +61,7 @@ impl Tensor {
     /// assert!(t.t()?.view([6]).is_err()); // not contiguous: use reshape
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn view(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         if !self.is_contiguous() {
             return Err(Error::invalid(
@@ -85,6 +88,7 @@ impl Tensor {
     /// assert_eq!(f.to_vec::<f32>()?, [0., 3., 1., 4., 2., 5.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn flatten_all(&self) -> Result<Tensor> {
         self.reshape([self.numel()])
     }
@@ -108,6 +112,7 @@ impl Tensor {
     /// assert!(t.flatten(2, 1).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn flatten(&self, start: isize, end: isize) -> Result<Tensor> {
         let dims = self.dims();
         // A 0-d tensor takes dims 0 and -1, as a 1-d one does.
@@ -126,12 +131,13 @@ impl Tensor {
             return self.reshape([1usize]);
         }
         // The merged size is at most the element count, unless another dim is 0.
-        let merged = dims[s..=e]
+        let Some(merged) = dims[s..=e]
             .iter()
             .try_fold(1usize, |p, &d| p.checked_mul(d))
-            .ok_or_else(|| {
-                Error::invalid("flatten", format!("dims {s} to {e} of {dims:?} overflow"))
-            })?;
+        else {
+            let message = format!("dims {s} to {e} of {dims:?} overflow");
+            return Err(Error::invalid("flatten", message));
+        };
         let mut shape = dims[..s].to_vec();
         shape.push(merged);
         shape.extend_from_slice(&dims[e + 1..]);
@@ -156,6 +162,7 @@ impl Tensor {
     /// assert_eq!(s.transpose(0, -1)?.dims(), &[] as &[usize]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn transpose(&self, a: isize, b: isize) -> Result<Tensor> {
         // A 0-d tensor has one nameable dim, as PyTorch's dim wrapping gives it.
         let rank = self.rank().max(1);
@@ -194,6 +201,7 @@ impl Tensor {
     /// assert_eq!(t.flatten_all()?.t()?.dims(), &[6]); // 1-d: unchanged
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn t(&self) -> Result<Tensor> {
         if self.rank() < 2 {
             return self.transpose(0, 0);
@@ -216,12 +224,13 @@ impl Tensor {
     /// assert!(x.permute(&[0, 0, 1]).is_err()); // not a permutation
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn permute(&self, perm: &[isize]) -> Result<Tensor> {
         let r = self.rank();
-        let p: Vec<usize> = perm
-            .iter()
-            .map(|&d| norm_dim("permute", d, r))
-            .collect::<Result<_>>()?;
+        let mut p = Vec::with_capacity(perm.len());
+        for &d in perm {
+            p.push(norm_dim("permute", d, r)?);
+        }
         let mut seen = vec![false; r];
         if p.len() != r || p.iter().any(|&d| std::mem::replace(&mut seen[d], true)) {
             return Err(Error::invalid(
@@ -254,11 +263,13 @@ impl Tensor {
     /// assert_eq!(t.narrow(0, 1, 3)?.to_vec::<i64>()?, vec![1, 2, 3]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn narrow(&self, dim: isize, start: usize, len: usize) -> Result<Tensor> {
         let d = norm_dim("narrow", dim, self.rank())?;
         let size = self.dims()[d];
         if start.checked_add(len).is_none_or(|e| e > size) {
             return Err(Error::IndexOutOfRange {
+                at: crate::Caller::here(),
                 op: "narrow",
                 index: start.saturating_add(len) as i64,
                 size,
@@ -298,6 +309,7 @@ impl Tensor {
     /// assert!(t.step(0, 0).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn step(&self, dim: isize, step: usize) -> Result<Tensor> {
         let d = norm_dim("step", dim, self.rank())?;
         if step == 0 {
@@ -337,6 +349,7 @@ impl Tensor {
     /// assert!(t.slice(1, 2..4).is_err()); // past the end
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn slice(&self, dim: isize, range: std::ops::Range<usize>) -> Result<Tensor> {
         if range.end < range.start {
             return Err(Error::invalid("slice", format!("empty range {range:?}")));
@@ -360,10 +373,12 @@ impl Tensor {
     /// assert!(t.select(0, 2).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn select(&self, dim: isize, index: usize) -> Result<Tensor> {
         let d = norm_dim("select", dim, self.rank())?;
         if index >= self.dims()[d] {
             return Err(Error::IndexOutOfRange {
+                at: crate::Caller::here(),
                 op: "select",
                 index: index as i64,
                 size: self.dims()[d],
@@ -388,6 +403,7 @@ impl Tensor {
     /// assert_eq!(Tensor::scalar(2f32)?.squeeze(-1)?.dims(), &[] as &[usize]); // 0-d: dim 0 or -1
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn squeeze(&self, dim: isize) -> Result<Tensor> {
         let d = norm_dim("squeeze", dim, self.rank().max(1))?;
         if self.rank() == 0 || self.dims()[d] != 1 {
@@ -420,6 +436,7 @@ impl Tensor {
     /// assert!(x.unsqueeze(2).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
         let d = norm_dim("unsqueeze", dim, self.rank() + 1)?;
         let mut l = self.layout().clone();
@@ -457,6 +474,7 @@ impl Tensor {
     /// assert!(row.broadcast_to([3]).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         let shape = shape.into();
         // F2: a view's element count must not overflow either (nothing is allocated, but
@@ -464,6 +482,7 @@ impl Tensor {
         shape.checked_bytes(self.dtype())?;
         if !eddy_ops::broadcasts_to(self.shape(), &shape) {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op: "broadcast_to",
                 lhs: self.dims().to_vec(),
                 rhs: shape.dims().to_vec(),
@@ -496,6 +515,7 @@ impl Tensor {
     /// assert_eq!(col.expand([2, 3])?.to_vec2::<i64>()?, [[1, 1, 1], [2, 2, 2]]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn expand(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         self.broadcast_to(shape)
     }
@@ -518,6 +538,7 @@ impl Tensor {
     /// assert!(t.contiguous()?.shares_storage(&t)); // already contiguous: itself
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn contiguous(&self) -> Result<Tensor> {
         if self.is_contiguous() {
             return Ok(self.clone());
@@ -566,6 +587,7 @@ impl Tensor {
     /// assert_eq!(parts[2].to_vec::<f32>()?, [4.0]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn split(&self, size: usize, dim: isize) -> Result<Vec<Tensor>> {
         let d = norm_dim("split", dim, self.rank())?;
         let n = self.dims()[d];
@@ -601,6 +623,7 @@ impl Tensor {
     /// assert_eq!(parts[1].to_vec::<f32>()?, [1.0, 2.0, 4.0, 5.0]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
         let d = norm_dim("split_sizes", dim, self.rank())?;
         let n = self.dims()[d];
@@ -637,6 +660,7 @@ impl Tensor {
     /// assert_eq!(Tensor::zeros([0, 2], DType::F32)?.chunk(3, 0)?.len(), 3); // 3 empty pieces
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
         let d = norm_dim("chunk", dim, self.rank())?;
         if chunks == 0 {
@@ -669,6 +693,7 @@ impl Tensor {
     /// assert_eq!(cols[2].to_vec::<f32>()?, [2.0, 5.0]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn unbind(&self, dim: isize) -> Result<Vec<Tensor>> {
         let d = norm_dim("unbind", dim, self.rank())?;
         let mut parts = crate::host::views_reserve("unbind", self.dims()[d])?;
@@ -693,6 +718,7 @@ impl Tensor {
     /// assert_eq!(t.flip(&[0, -1])?.to_vec::<f32>()?, [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn flip(&self, dims: &[isize]) -> Result<Tensor> {
         let r = self.rank();
         let mut seen = smallvec::SmallVec::<[bool; 8]>::from_elem(false, r);
@@ -726,6 +752,9 @@ impl Tensor {
             );
         }
         // Nothing to reverse: still a copy, as PyTorch's `flip`.
-        out.map_or_else(|| self.to_dtype(self.dtype()), Ok)
+        match out {
+            Some(out) => Ok(out),
+            None => self.to_dtype(self.dtype()),
+        }
     }
 }

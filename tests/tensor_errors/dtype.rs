@@ -13,10 +13,11 @@ fn dtype_mismatch_is_returned_at_the_call() {
     let (a, b) = on(&vm, || {
         Ok((Tensor::ones([2, 2], F32)?, Tensor::ones([2, 2], F64)?))
     });
-    let e = fails_at_call(&[&vm], || a.matmul(&b));
+    let (e, line) = (fails_at_call(&[&vm], || a.matmul(&b)), line!());
     assert_eq!(
         e,
         Error::DTypeMismatch {
+            at: eddy::tensor::Caller::UNKNOWN,
             op: "matmul",
             lhs: F32,
             rhs: F64
@@ -24,7 +25,10 @@ fn dtype_mismatch_is_returned_at_the_call() {
     );
     assert_eq!(
         e.to_string(),
-        "dtype mismatch in `matmul`, lhs: f32, rhs: f64"
+        format!(
+            "dtype mismatch in `matmul`, lhs: f32, rhs: f64 (called at {}:{line}:49)",
+            file!()
+        )
     );
 
     // An integer tensor cannot store a float result in place.
@@ -38,6 +42,7 @@ fn dtype_mismatch_is_returned_at_the_call() {
     assert_eq!(
         e,
         Error::DTypeMismatch {
+            at: eddy::tensor::Caller::UNKNOWN,
             op: "add",
             lhs: I64,
             rhs: F32
@@ -71,6 +76,7 @@ fn dtype_mismatch_is_returned_at_the_call() {
     assert!(matches!(
         fails_at_call(&[&vm], || i.mean_all()),
         Error::UnsupportedDType {
+            at: _,
             op: "mean",
             dtype: I64
         }
@@ -122,7 +128,7 @@ fn bad_activation_parameters_and_bool_operands_fail_at_the_call() {
     for beta in [0.0, f64::NAN, f64::INFINITY] {
         let e = fails_at_call(&[&vm], || x.softplus(beta, 20.0));
         assert!(
-            matches!(e, Error::InvalidArgument { op: "softplus", ref message } if message.contains("beta")),
+            matches!(e, Error::InvalidArgument { at: _, op: "softplus", ref message } if message.contains("beta")),
             "{e}"
         );
     }
@@ -137,6 +143,7 @@ fn bad_activation_parameters_and_bool_operands_fail_at_the_call() {
         assert_eq!(
             e,
             Error::UnsupportedDType {
+                at: eddy::tensor::Caller::UNKNOWN,
                 op,
                 dtype: DType::Bool
             }
@@ -151,7 +158,7 @@ fn bad_activation_parameters_and_bool_operands_fail_at_the_call() {
         })
     });
     assert!(
-        matches!(e, Error::InvalidArgument { op: "copy_bools", ref message } if message.contains("Bool8"))
+        matches!(e, Error::InvalidArgument { at: _, op: "copy_bools", ref message } if message.contains("Bool8"))
     );
 }
 
@@ -168,7 +175,7 @@ fn bad_dropout_probabilities_and_integer_operands_fail_at_the_call() {
         for train in [true, false] {
             let e = fails_at_call(&[&vm], || x.dropout(p, train));
             assert!(
-                matches!(e, Error::InvalidArgument { op: "dropout", ref message } if message.contains("probability")),
+                matches!(e, Error::InvalidArgument { at: _, op: "dropout", ref message } if message.contains("probability")),
                 "{e}"
             );
         }
@@ -183,6 +190,7 @@ fn bad_dropout_probabilities_and_integer_operands_fail_at_the_call() {
         assert_eq!(
             e,
             Error::UnsupportedDType {
+                at: eddy::tensor::Caller::UNKNOWN,
                 op: "dropout",
                 dtype: I64
             }

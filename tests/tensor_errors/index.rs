@@ -60,7 +60,7 @@ fn host_known_indices_out_of_range_fail_at_the_call() {
         for (op, index, size, r) in cases {
             let e = r.unwrap_err();
             assert!(
-                matches!(e, Error::IndexOutOfRange { op: o, index: i, size: s } if o == op && i == index && s == size),
+                matches!(e, Error::IndexOutOfRange { at: _, op: o, index: i, size: s } if o == op && i == index && s == size),
                 "{op}: {e:?}"
             );
         }
@@ -95,6 +95,7 @@ fn host_known_indices_out_of_range_fail_at_the_call() {
         assert!(matches!(
             src.index_select(0, &idx(vec![-1, 0])),
             Err(Error::IndexOutOfRange {
+                at: _,
                 op: "index_select",
                 index: -1,
                 size: 3
@@ -207,7 +208,7 @@ fn negative_class_targets_fail() {
         ("cross_entropy", logits.cross_entropy(&known).unwrap_err()),
     ] {
         assert!(
-            matches!(e, Error::IndexOutOfRange { op: o, index: -1, size: 3 } if o == op),
+            matches!(e, Error::IndexOutOfRange { at: _, op: o, index: -1, size: 3 } if o == op),
             "{e}"
         );
     }
@@ -231,6 +232,7 @@ fn negative_class_targets_fail() {
         matches!(
             g,
             Err(Error::IndexOutOfRange {
+                at: _,
                 op: "gather",
                 index: -1,
                 size: 3

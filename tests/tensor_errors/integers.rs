@@ -203,7 +203,7 @@ fn fill_values_past_the_dtype_are_refused_as_pytorch() {
     for (v, dt) in refused {
         let e = fails_at_call(&[&vm], || on(&vm, || Ok(Tensor::full([2], v, dt))));
         assert!(
-            matches!(&e, Error::InvalidArgument { op: "full", message } if message.contains("without overflow")),
+            matches!(&e, Error::InvalidArgument { at: _, op: "full", message } if message.contains("without overflow")),
             "full({v}, {dt}): {e}"
         );
     }

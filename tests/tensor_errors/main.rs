@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod callers;
 mod dtype;
 mod engines;
 mod index;
@@ -48,6 +49,13 @@ fn fails_at_call<T: std::fmt::Debug>(vms: &[&Vm], f: impl FnOnce() -> R<T>) -> E
         .map(|vm| (vm.stats(), vm.alloc_stats()))
         .collect();
     let e = r.expect_err("the call should fail");
+    // The error names the test's own file (the failing call is in `f`, written there), not
+    // a line inside Eddy: every function between the call and the check is `#[track_caller]`.
+    assert_eq!(
+        e.caller().map(|l| l.file()),
+        Some(std::panic::Location::caller().file()),
+        "`{e}` should name the calling line"
+    );
     for ((s0, a0), (s1, a1)) in before.iter().zip(&after) {
         assert_eq!(
             s0.inserted, s1.inserted,

@@ -18,6 +18,7 @@ fn shape_overflow_never_reaches_the_allocator() {
     assert_eq!(
         e,
         Error::ShapeOverflow {
+            at: eddy::tensor::Caller::UNKNOWN,
             shape: vec![usize::MAX, 2],
             dtype: F32
         }
@@ -112,7 +113,7 @@ proptest! {
         match bytes {
             None => {
                 let e = fails_at_call(&[&vm], || with_engine(&vm, || Tensor::zeros(shape.clone(), dt)));
-                prop_assert_eq!(e, Error::ShapeOverflow { shape: shape.clone(), dtype: dt });
+                prop_assert_eq!(e, Error::ShapeOverflow { at: eddy::tensor::Caller::UNKNOWN, shape: shape.clone(), dtype: dt });
             }
             Some(b) => {
                 let t = on(&vm, || Tensor::full(shape.clone(), 1.0, dt));

@@ -15,6 +15,7 @@ fn shape_mismatch_is_returned_at_the_call() {
     assert_eq!(
         e,
         Error::ShapeMismatch {
+            at: eddy::tensor::Caller::UNKNOWN,
             op: "add",
             lhs: vec![2],
             rhs: vec![3]
@@ -36,6 +37,7 @@ fn shape_mismatch_is_returned_at_the_call() {
     assert_eq!(
         e,
         Error::ShapeMismatch {
+            at: eddy::tensor::Caller::UNKNOWN,
             op: "matmul",
             lhs: vec![2, 3],
             rhs: vec![4, 5]
@@ -220,6 +222,7 @@ fn invalid_dims_and_indices() {
     assert_eq!(
         e,
         Error::IndexOutOfRange {
+            at: eddy::tensor::Caller::UNKNOWN,
             op: "narrow",
             index: 5,
             size: 4
@@ -237,6 +240,7 @@ fn invalid_dims_and_indices() {
     assert_eq!(
         fails_at_call(&[&vm], || x.select(0, 4)),
         Error::IndexOutOfRange {
+            at: eddy::tensor::Caller::UNKNOWN,
             op: "select",
             index: 4,
             size: 4

@@ -134,7 +134,7 @@ fn in_place_writes_to_saved_tensors_fail_the_backward() {
     assert_eq!(c.version(), 1);
     let r = y.backward();
     assert!(
-        matches!(&r, Err(Error::Autograd { op: "mul", message }) if message.contains("version 1")),
+        matches!(&r, Err(Error::Autograd { at: _, op: "mul", message }) if message.contains("version 1")),
         "{r:?}"
     );
     assert!(x.grad().is_none(), "nothing was accumulated");
@@ -197,13 +197,13 @@ fn custom_backward_results_are_checked() {
     let y = id().with_backward("id", &[&x], |g, _, _| Ok(vec![Some(g.sum_all()?)]));
     let r = y.sum_all().unwrap().backward();
     assert!(
-        matches!(&r, Err(Error::Autograd { op: "id", message }) if message.contains("[3]")),
+        matches!(&r, Err(Error::Autograd { at: _, op: "id", message }) if message.contains("[3]")),
         "{r:?}"
     );
     let y = id().with_backward("id", &[&x], |g, _, _| Ok(vec![Some(g.clone()), None]));
     let r = y.sum_all().unwrap().backward();
     assert!(
-        matches!(&r, Err(Error::Autograd { op: "id", message }) if message.contains("2 gradients")),
+        matches!(&r, Err(Error::Autograd { at: _, op: "id", message }) if message.contains("2 gradients")),
         "{r:?}"
     );
     assert!(x.grad().is_none());

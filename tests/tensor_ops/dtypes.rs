@@ -58,6 +58,7 @@ fn bool_tensors_do_only_pytorchs_arithmetic() {
     assert!(matches!(
         b.neg(),
         Err(Error::UnsupportedDType {
+            at: _,
             op: "neg",
             dtype: DType::Bool
         })
@@ -109,6 +110,7 @@ fn bool_tensors_from_and_to_host_vectors() {
     assert!(matches!(
         x.to_vec::<bool>(),
         Err(Error::DTypeMismatch {
+            at: _,
             op: "to_vec",
             lhs: F32,
             rhs: DType::Bool

@@ -228,7 +228,7 @@ proptest! {
                 prop_assert_eq!(t.dims(), &s[..]);
                 prop_assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0; numel(&s)]);
             }
-            (None, Err(Error::ShapeMismatch { op, lhs, rhs })) => {
+            (None, Err(Error::ShapeMismatch { at: _, op, lhs, rhs })) => {
                 prop_assert_eq!(op, "add");
                 prop_assert_eq!((lhs, rhs), (a.clone(), b.clone()));
             }

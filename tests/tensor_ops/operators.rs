@@ -126,7 +126,7 @@ fn operator_errors_are_the_ops_errors_left_first() {
     let b = Tensor::zeros([4], DType::F32).unwrap();
     let e = (&a + &b).unwrap_err();
     assert!(
-        matches!(&e, Error::ShapeMismatch { op, lhs, rhs } if *op == "add" && lhs == &[2, 3] && rhs == &[4]),
+        matches!(&e, Error::ShapeMismatch { at: _, op, lhs, rhs } if *op == "add" && lhs == &[2, 3] && rhs == &[4]),
         "{e}"
     );
     assert!(matches!(

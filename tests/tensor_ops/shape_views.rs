@@ -445,6 +445,7 @@ fn flatten_merges_a_range_of_dims_as_pytorch() {
     assert!(matches!(
         t.flatten(0, 3),
         Err(Error::InvalidDim {
+            at: _,
             op: "flatten",
             dim: 3,
             rank: 3

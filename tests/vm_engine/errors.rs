@@ -147,7 +147,7 @@ fn released_foreign_and_unknown_operands_are_rejected_at_submission() {
         vm.release(&x).unwrap();
         let e = vm.run(CPU, Noop::new(vec![x.clone()], vec![])).unwrap_err();
         assert!(
-            matches!(&e, Error::TensorReleased { op, id } if op == "noop" && *id == x.id()),
+            matches!(&e, Error::TensorReleased { at: _, op, id } if op == "noop" && *id == x.id()),
             "{e}"
         );
         assert!(matches!(vm.release(&x), Err(Error::TensorReleased { .. })));

@@ -59,6 +59,7 @@ fn check_stream(sh: &Shared, op: &str, stream: StreamId) -> Result<()> {
 #[inline(never)]
 fn stream_error(op: &str, stream: StreamId) -> Error {
     Error::UnknownStream {
+        at: crate::error::Caller::UNKNOWN,
         op: op.to_string(),
         stream: stream.0 as usize,
     }
@@ -82,9 +83,17 @@ fn check_blobs(sh: &Shared, op: &str, blobs: &[Counted<Blob>]) -> Result<()> {
 fn blob_error(sh: &Shared, op: &str, b: &Blob) -> Error {
     let (op, id) = (op.to_string(), b.id());
     if b.engine != sh.owner_id {
-        Error::ForeignBlob { op, id }
+        Error::ForeignBlob {
+            at: crate::error::Caller::UNKNOWN,
+            op,
+            id,
+        }
     } else {
-        Error::TensorReleased { op, id }
+        Error::TensorReleased {
+            at: crate::error::Caller::UNKNOWN,
+            op,
+            id,
+        }
     }
 }
 
@@ -121,6 +130,7 @@ pub(crate) fn mark_released(sh: &Shared, blob: &Counted<Blob>, unheld: bool) -> 
     };
     if !first {
         return Err(Error::TensorReleased {
+            at: crate::error::Caller::UNKNOWN,
             op: "release_tensor".into(),
             id: blob.id(),
         });

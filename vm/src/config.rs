@@ -199,6 +199,7 @@ impl VmBuilder {
                 && bad.is_none()
             {
                 bad = Some(Error::InvalidArgument {
+                    at: crate::error::Caller::UNKNOWN,
                     op: "VmBuilder".into(),
                     message: format!("cannot parse {key}={v:?}"),
                 });
@@ -540,6 +541,7 @@ impl VmBuilder {
         c.spin = c.spin.min(FOREVER);
         if c.window == 0 || c.low_water > c.high_water || c.high_water == 0 {
             return Err(Error::InvalidArgument {
+                at: crate::error::Caller::UNKNOWN,
                 op: "VmBuilder".into(),
                 message: format!(
                     "need window > 0, high_water > 0 and low_water <= high_water (window {}, \
@@ -550,6 +552,7 @@ impl VmBuilder {
         }
         if c.timeout.is_zero() {
             return Err(Error::InvalidArgument {
+                at: crate::error::Caller::UNKNOWN,
                 op: "VmBuilder".into(),
                 message: "the deadlock timeout must be longer than 0 (every wait would fail)"
                     .into(),
@@ -557,6 +560,7 @@ impl VmBuilder {
         }
         if !(1..=MAX_CPU_DEVICES).contains(&c.cpu_devices) {
             return Err(Error::InvalidArgument {
+                at: crate::error::Caller::UNKNOWN,
                 op: "VmBuilder".into(),
                 message: format!(
                     "need 1 to {MAX_CPU_DEVICES} CPU devices, not {}",
@@ -604,6 +608,7 @@ impl VmBuilder {
             return Ok(Vec::new());
         }
         Err(Error::DeviceUnavailable {
+            at: crate::error::Caller::UNKNOWN,
             op: "VmBuilder".into(),
             device: "cuda:0".into(),
             reason: "this build has no CUDA support (feature `cuda`)".into(),

@@ -136,8 +136,9 @@ pub(crate) fn run_policy<P: Run + ?Sized>(
         None
     };
     let r = match r {
-        Ok(r) => r.map_err(|e| e.with_instr_id(id)),
+        Ok(r) => r.map_err(|e| e.with_instr_id(id).at(p.caller())),
         Err(panic) => Err(Error::KernelPanic {
+            at: p.caller(),
             op: p.name().to_string(),
             instr_id: id,
             message: crate::error::panic_message(&*panic),

@@ -13,11 +13,13 @@ impl Tensor {
     }
 
     /// Checks operands of a binary op and returns (output shape, compute dtype).
+    #[track_caller]
     pub(super) fn binary_prep(&self, op: &'static str, rhs: &Tensor) -> Result<(Shape, DType)> {
         self.same_device(op, rhs)?;
         ew::infer_binary(op, self.operand(), rhs.operand())
     }
 
+    #[track_caller]
     pub(crate) fn binary(&self, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
         let dt = self.dtype();
         // The common case first: one dtype that needs no conversion, one shape, each operand
@@ -60,6 +62,7 @@ impl Tensor {
         if op == BinaryOp::Sub && (dt == DType::Bool || rhs.dtype() == DType::Bool) {
             // As PyTorch: `-` with a bool operand is refused (use `logical_xor` or `~`).
             return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
                 op: "sub",
                 dtype: DType::Bool,
             });
@@ -170,6 +173,7 @@ impl Tensor {
         })
     }
 
+    #[track_caller]
     pub(super) fn compare(&self, rhs: &Tensor, op: CmpOp) -> Result<Tensor> {
         let (shape, dt) = self.binary_prep(op.name(), rhs)?;
         self.compare_in(rhs, op, shape, dt)
@@ -178,12 +182,14 @@ impl Tensor {
     /// Compares with the scalar `c` as it is: in a dtype that holds both (see `cmp_scalar`),
     /// never wrapped into `self`'s, so `u8` 255 is not equal to 511. (PyTorch wraps an integer
     /// scalar into an integer tensor's dtype first: a deliberate difference.)
+    #[track_caller]
     pub(super) fn compare_scalar(&self, c: f64, op: CmpOp) -> Result<Tensor> {
         let rhs = self.cmp_scalar(c)?;
         let dt = self.dtype().promote(rhs.dtype());
         self.compare_in(&rhs, op, self.shape().clone(), dt)
     }
 
+    #[track_caller]
     fn compare_in(&self, rhs: &Tensor, op: CmpOp, shape: Shape, dt: DType) -> Result<Tensor> {
         let (a, b) = (self.cast_ref(dt)?, rhs.cast_ref(dt)?);
         let (a, b) = (&*a, &*b);
@@ -213,9 +219,11 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>()?, vec![0., 2.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn where_(&self, on_true: &Tensor, on_false: &Tensor) -> Result<Tensor> {
         if self.dtype() != DType::Bool {
             return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
                 op: "where",
                 dtype: self.dtype(),
             });
@@ -263,6 +271,7 @@ impl Tensor {
     }
 
     /// A 0-dim tensor of `self`'s dtype (or `f32` if `c` is not integral and `self` is integer).
+    #[track_caller]
     pub(super) fn scalar_like(&self, c: f64) -> Result<Tensor> {
         self.new_filled(Shape::default(), self.scalar_dtype(c), c)
     }
@@ -271,6 +280,7 @@ impl Tensor {
     /// but an integral `c` outside an integer (or bool) dtype's range is kept in `i64` (or `f64`
     /// beyond that), so that it is compared as it is, not clamped into the range: a `u8` 255
     /// is not equal to 256.
+    #[track_caller]
     pub(super) fn cmp_scalar(&self, c: f64) -> Result<Tensor> {
         let dt = self.scalar_dtype(c);
         let range = match dt {
@@ -303,6 +313,7 @@ macro_rules! binary_methods {
                 /// # Errors
                 ///
                 /// `ShapeMismatch`, `DeviceMismatch`, `UnsupportedDType` (bool arithmetic).
+                #[track_caller]
                 pub fn $name(&self, rhs: &Tensor) -> Result<Tensor> {
                     self.binary(rhs, BinaryOp::$op)
                 }
@@ -442,6 +453,7 @@ macro_rules! cmp_methods {
                 /// # Errors
                 ///
                 /// `ShapeMismatch`, `DeviceMismatch`.
+                #[track_caller]
                 pub fn $name(&self, rhs: &Tensor) -> Result<Tensor> {
                     self.compare(rhs, CmpOp::$op)
                 }
@@ -452,6 +464,7 @@ macro_rules! cmp_methods {
                 /// # Errors
                 ///
                 /// Engine errors.
+                #[track_caller]
                 pub fn $sname(&self, c: f64) -> Result<Tensor> {
                     self.compare_scalar(c, CmpOp::$op)
                 }
@@ -601,6 +614,7 @@ impl Tensor {
     /// assert_eq!(b.logical_not()?.to_vec::<bool>()?, [false, true, false]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn logical_and(&self, rhs: &Tensor) -> Result<Tensor> {
         self.compare(rhs, CmpOp::And)
     }
@@ -619,6 +633,7 @@ impl Tensor {
     /// assert_eq!(a.logical_or(&b)?.to_vec::<bool>()?, [true, false, true]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn logical_or(&self, rhs: &Tensor) -> Result<Tensor> {
         self.compare(rhs, CmpOp::Or)
     }
@@ -637,6 +652,7 @@ impl Tensor {
     /// assert_eq!(a.logical_xor(&b)?.to_vec::<bool>()?, [false, true, false]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn logical_xor(&self, rhs: &Tensor) -> Result<Tensor> {
         self.compare(rhs, CmpOp::Xor)
     }
@@ -654,6 +670,7 @@ impl Tensor {
     /// assert_eq!(x.logical_not()?.to_vec::<bool>()?, [true, false, false]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn logical_not(&self) -> Result<Tensor> {
         self.eq_scalar(0.0)
     }

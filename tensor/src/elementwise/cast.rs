@@ -8,6 +8,7 @@ impl Tensor {
     /// Casts to `dtype` if it differs (an op recorded for autograd).
     /// `self` if it already has `dtype` (borrowed: no reference-count traffic on the per-op
     /// path), else a converted copy.
+    #[track_caller]
     pub(crate) fn cast_ref(&self, dtype: DType) -> Result<std::borrow::Cow<'_, Tensor>> {
         if self.dtype() == dtype {
             Ok(std::borrow::Cow::Borrowed(self))
@@ -16,6 +17,7 @@ impl Tensor {
         }
     }
 
+    #[track_caller]
     pub(crate) fn cast(&self, dtype: DType) -> Result<Tensor> {
         if self.dtype() == dtype {
             Ok(self.clone())
@@ -41,6 +43,7 @@ impl Tensor {
     /// assert_eq!(u.to_vec::<u8>()?, vec![44, 255]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
         let out = self.empty_like_shape(self.shape().clone(), dtype)?;
         let k = kernel!(
@@ -89,6 +92,7 @@ impl Tensor {
     /// assert!(matches!(t.to_device(Device::Cuda(0)), Err(Error::DeviceUnavailable { .. })));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn to_device(&self, device: Device) -> Result<Tensor> {
         if device == self.device() {
             return Ok(self.clone());

@@ -5,12 +5,16 @@ use eddy_ops::elementwise::{self as ew, BinaryOp};
 use eddy_ops::{broadcast_shapes, copy};
 
 impl Tensor {
+    #[track_caller]
     pub(super) fn check_inplace(&self, op: &'static str) -> Result<()> {
         if self.layout().has_broadcast() {
-            return Err(Error::OverlappingWrite { op });
+            return Err(Error::OverlappingWrite {
+                at: crate::Caller::here(),
+                op,
+            });
         }
         if crate::is_grad_enabled() && self.requires_grad() {
-            return Err(Error::Autograd {
+            return Err(Error::Autograd { at: crate::Caller::here(),
                 op,
                 message: "a tensor that requires grad is used in an in-place operation (wrap it in no_grad)".into(),
             });
@@ -20,6 +24,7 @@ impl Tensor {
 
     /// The operand of an in-place op: broadcast to `self`'s shape, of `self`'s dtype, and not
     /// sharing `self`'s storage (copied if it does).
+    #[track_caller]
     pub(super) fn inplace_operand(
         &self,
         op: &'static str,
@@ -30,6 +35,7 @@ impl Tensor {
         let b = broadcast_shapes(op, self.shape(), src.shape())?;
         if &b != self.shape() {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op,
                 lhs: self.dims().to_vec(),
                 rhs: src.dims().to_vec(),
@@ -37,6 +43,7 @@ impl Tensor {
         }
         if promote != self.dtype() && !(promote.is_float() && self.dtype().is_float()) {
             return Err(Error::DTypeMismatch {
+                at: crate::Caller::here(),
                 op,
                 lhs: self.dtype(),
                 rhs: promote,
@@ -63,10 +70,12 @@ impl Tensor {
         Ok(src)
     }
 
+    #[track_caller]
     pub(super) fn binary_(&self, op: BinaryOp, src: &Tensor, alpha: f64) -> Result<Tensor> {
         self.check_inplace(op.name())?;
         if self.dtype() == DType::Bool {
             return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
                 op: op.name(),
                 dtype: DType::Bool,
             });
@@ -109,6 +118,7 @@ impl Tensor {
     /// assert_eq!(a.to_vec::<f32>()?, vec![0., 0., 1., 1.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn add_(&self, src: &Tensor) -> Result<Tensor> {
         self.binary_(BinaryOp::Add, src, 1.0)
     }
@@ -129,6 +139,7 @@ impl Tensor {
     /// assert!(matches!(i.add_scaled_(&i.ones_like()?, 0.5), Err(Error::DTypeMismatch { .. })));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn add_scaled_(&self, src: &Tensor, alpha: f64) -> Result<Tensor> {
         self.binary_(BinaryOp::Add, src, alpha)
     }
@@ -148,6 +159,7 @@ impl Tensor {
     /// assert!(r.shares_storage(&a)); // the result is `a` itself
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn sub_(&self, src: &Tensor) -> Result<Tensor> {
         self.binary_(BinaryOp::Sub, src, 1.0)
     }
@@ -168,6 +180,7 @@ impl Tensor {
     /// assert!(matches!(e.mul_(&e.ones_like()?), Err(Error::OverlappingWrite { .. })));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn mul_(&self, src: &Tensor) -> Result<Tensor> {
         self.binary_(BinaryOp::Mul, src, 1.0)
     }
@@ -188,6 +201,7 @@ impl Tensor {
     /// assert!(matches!(i.div_(&i.clone()), Err(Error::DTypeMismatch { .. })));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn div_(&self, src: &Tensor) -> Result<Tensor> {
         self.binary_(BinaryOp::Div, src, 1.0)
     }
@@ -210,6 +224,7 @@ impl Tensor {
     /// assert_eq!(w.to_vec::<f32>()?, [3., 6.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn mul_scalar_(&self, c: f64) -> Result<Tensor> {
         self.scalar_(BinaryOp::Mul, c)
     }
@@ -229,23 +244,27 @@ impl Tensor {
     /// assert!(a.add_scalar_(0.5).is_err()); // an i64 tensor cannot hold x + 0.5
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn add_scalar_(&self, c: f64) -> Result<Tensor> {
         self.scalar_(BinaryOp::Add, c)
     }
 
     /// `self op= c`, with [`binary_`](Self::binary_)'s checks made before the scalar operand
     /// is enqueued (F1: a refused call enqueues nothing).
+    #[track_caller]
     pub(super) fn scalar_(&self, op: BinaryOp, c: f64) -> Result<Tensor> {
         self.check_inplace(op.name())?;
         let dt = self.scalar_dtype(c);
         if self.dtype() == DType::Bool {
             return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
                 op: op.name(),
                 dtype: DType::Bool,
             });
         }
         if dt != self.dtype() {
             return Err(Error::DTypeMismatch {
+                at: crate::Caller::here(),
                 op: op.name(),
                 lhs: self.dtype(),
                 rhs: dt,
@@ -269,6 +288,7 @@ impl Tensor {
     /// assert_eq!(a.to_vec::<f32>()?, [1., 2., 1., 2.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn copy_(&self, src: &Tensor) -> Result<Tensor> {
         self.check_inplace("copy_")?;
         let x = self.inplace_operand("copy_", src, self.dtype())?;
@@ -305,6 +325,7 @@ impl Tensor {
     /// assert_eq!(a.to_vec::<f32>()?, [7., 0., 7., 0.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn fill_(&self, value: f64) -> Result<Tensor> {
         self.check_inplace("fill_")?;
         let value = crate::create::checked_fill_value("fill_", value, self.dtype())?;
@@ -333,6 +354,7 @@ impl Tensor {
     /// assert_eq!(a.to_vec::<i32>()?, [0, 0, 0]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn zero_(&self) -> Result<Tensor> {
         self.fill_(0.0)
     }

@@ -24,10 +24,12 @@ impl Tensor {
     /// assert_eq!(s.to_vec::<f32>()?, [0.5, 1.0, f32::NEG_INFINITY]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn masked_fill(&self, mask: &Tensor, value: f64) -> Result<Tensor> {
         const OP: &str = "masked_fill";
         if mask.dtype() != DType::Bool {
             return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
                 op: OP,
                 dtype: mask.dtype(),
             });
@@ -35,6 +37,7 @@ impl Tensor {
         self.same_device(OP, mask)?;
         if broadcast_shapes(OP, self.shape(), mask.shape())? != *self.shape() {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op: OP,
                 lhs: self.dims().to_vec(),
                 rhs: mask.dims().to_vec(),
@@ -62,6 +65,7 @@ impl Tensor {
     /// assert_eq!(t.triu(1)?.to_vec::<f32>()?, [0., 1., 1., 0., 0., 1., 0., 0., 0.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn tril(&self, diagonal: i64) -> Result<Tensor> {
         self.triangle("tril", |i, j| j - i > diagonal)
     }
@@ -83,12 +87,14 @@ impl Tensor {
     /// assert!(Tensor::ones([3], DType::F32)?.triu(0).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn triu(&self, diagonal: i64) -> Result<Tensor> {
         self.triangle("triu", |i, j| j - i < diagonal)
     }
 
     /// Zeros the elements `(row, col)` of the last two dims where `drop(row, col)`: a mask
     /// built on the host (rows × cols bytes) and applied with `masked_fill`.
+    #[track_caller]
     pub(super) fn triangle(
         &self,
         op: &'static str,

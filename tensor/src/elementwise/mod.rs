@@ -25,6 +25,7 @@ macro_rules! unary_methods {
                 /// # Errors
                 ///
                 /// `UnsupportedDType` for `bool`; engine errors.
+                #[track_caller]
                 pub fn $name(&self) -> Result<Tensor> {
                     self.unary(UnaryOp::$op)
                 }
@@ -376,6 +377,7 @@ impl Tensor {
     /// assert!((x.softplus(1.0, 20.0)?.to_vec::<f32>()?[0] - 0.126_928).abs() < 1e-5);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn leaky_relu(&self, negative_slope: f64) -> Result<Tensor> {
         self.unary(UnaryOp::LeakyRelu(negative_slope))
     }
@@ -395,6 +397,7 @@ impl Tensor {
     /// assert_eq!(y[1..], [0., 2.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn elu(&self, alpha: f64) -> Result<Tensor> {
         self.unary(UnaryOp::Elu(alpha))
     }
@@ -417,6 +420,7 @@ impl Tensor {
     /// assert!(x.softplus(0.0, 20.0).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn softplus(&self, beta: f64, threshold: f64) -> Result<Tensor> {
         if beta == 0.0 || !beta.is_finite() {
             return Err(Error::invalid(
@@ -429,6 +433,7 @@ impl Tensor {
 }
 
 impl Tensor {
+    #[track_caller]
     pub(crate) fn unary(&self, op: UnaryOp) -> Result<Tensor> {
         let dt = match ew::unary_dtype(op, self.dtype()) {
             Ok(dt) => dt,

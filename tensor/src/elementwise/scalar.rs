@@ -6,9 +6,11 @@ use eddy_ops::elementwise::UnaryOp;
 
 impl Tensor {
     /// As PyTorch: `-` with a bool operand is refused (`logical_xor` or `~` are meant).
+    #[track_caller]
     fn refuse_bool_sub(&self) -> Result<()> {
         if self.dtype() == DType::Bool {
             return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
                 op: "sub",
                 dtype: DType::Bool,
             });
@@ -16,6 +18,7 @@ impl Tensor {
         Ok(())
     }
 
+    #[track_caller]
     pub(super) fn scalar_op(&self, op: UnaryOp, c: f64) -> Result<Tensor> {
         if !self.dtype().is_float() {
             if c.fract() != 0.0 || !op.keeps_int() {
@@ -44,6 +47,7 @@ impl Tensor {
     /// assert_eq!(x.add_scalar(0.5)?.to_vec::<f32>()?, [1.5, 2.5]); // else f32
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn add_scalar(&self, c: f64) -> Result<Tensor> {
         self.scalar_op(UnaryOp::AddScalar(c), c)
     }
@@ -61,6 +65,7 @@ impl Tensor {
     /// assert_eq!(x.sub_scalar(1.0)?.to_vec::<f32>()?, [2., 4.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn sub_scalar(&self, c: f64) -> Result<Tensor> {
         self.refuse_bool_sub()?;
         self.scalar_op(UnaryOp::AddScalar(-c), c)
@@ -79,6 +84,7 @@ impl Tensor {
     /// assert_eq!(x.rsub_scalar(10.0)?.to_vec::<f32>()?, [9., 8.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn rsub_scalar(&self, c: f64) -> Result<Tensor> {
         self.refuse_bool_sub()?;
         self.scalar_op(UnaryOp::RSubScalar(c), c)
@@ -97,6 +103,7 @@ impl Tensor {
     /// assert_eq!(x.mul_scalar(2.0)?.to_vec::<f32>()?, [3., -4.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn mul_scalar(&self, c: f64) -> Result<Tensor> {
         self.scalar_op(UnaryOp::MulScalar(c), c)
     }
@@ -114,6 +121,7 @@ impl Tensor {
     /// assert_eq!(x.div_scalar(2.0)?.to_vec::<f32>()?, [0.5, 1.5]); // integers give f32
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn div_scalar(&self, c: f64) -> Result<Tensor> {
         self.scalar_op(UnaryOp::DivScalar(c), 0.5)
     }
@@ -141,6 +149,7 @@ impl Tensor {
     /// assert!(i.pow_scalar(-1.0).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn pow_scalar(&self, c: f64) -> Result<Tensor> {
         if self.dtype() == DType::Bool {
             // As PyTorch: a bool base computes in i64 for a whole exponent, else in f32.
@@ -157,6 +166,7 @@ impl Tensor {
         if int && c.fract() == 0.0 && c.abs() <= 9_007_199_254_740_992.0 {
             if c < 0.0 {
                 return Err(Error::InvalidArgument {
+                    at: crate::Caller::here(),
                     op: "pow_scalar",
                     message: format!(
                         "integers to negative integer powers are not allowed (dtype {}, \
@@ -202,6 +212,7 @@ impl Tensor {
     /// assert!(x.clamp(None, None).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn clamp(&self, lo: Option<f64>, hi: Option<f64>) -> Result<Tensor> {
         if lo.is_none() && hi.is_none() {
             return Err(Error::invalid(

@@ -34,6 +34,7 @@ use crate::{DType, Error, Result, Tensor};
 /// assert!((g[0] - 0.5f32.sqrt()).abs() < 1e-5 && g[0] == g[1]); // now of norm 1
 /// # Ok::<(), eddy_tensor::Error>(())
 /// ```
+#[track_caller]
 pub fn clip_grad_norm(params: &[Tensor], max_norm: f64, norm_type: f64) -> Result<Tensor> {
     const OP: &str = "clip_grad_norm";
     if !(max_norm.is_finite() && max_norm >= 0.0) {
@@ -100,6 +101,7 @@ pub fn clip_grad_norm(params: &[Tensor], max_norm: f64, norm_type: f64) -> Resul
 /// assert_eq!(w.grad().unwrap().to_vec::<f32>()?, [1.0, -0.5]);
 /// # Ok::<(), eddy_tensor::Error>(())
 /// ```
+#[track_caller]
 pub fn clip_grad_value(params: &[Tensor], clip_value: f64) -> Result<()> {
     const OP: &str = "clip_grad_value";
     if !(clip_value.is_finite() && clip_value >= 0.0) {
@@ -118,12 +120,14 @@ pub fn clip_grad_value(params: &[Tensor], clip_value: f64) -> Result<()> {
 
 /// The parameters that have a gradient, with it; `UnsupportedDType` for `op` if one of the
 /// gradients is not a float tensor.
+#[track_caller]
 fn float_grads<'a>(op: &'static str, params: &'a [Tensor]) -> Result<Vec<(&'a Tensor, Tensor)>> {
     let grads: Vec<(&Tensor, Tensor)> = (params.iter())
         .filter_map(|p| Some((p, p.grad()?)))
         .collect();
     if let Some((_, g)) = grads.iter().find(|(_, g)| !g.dtype().is_float()) {
         return Err(Error::UnsupportedDType {
+            at: crate::Caller::here(),
             op,
             dtype: g.dtype(),
         });
@@ -132,6 +136,7 @@ fn float_grads<'a>(op: &'static str, params: &'a [Tensor]) -> Result<Vec<(&'a Te
 }
 
 /// Checks that `params` are leaves that require grad (for optimizers).
+#[track_caller]
 pub(crate) fn check_params(op: &'static str, params: &[Tensor]) -> Result<()> {
     if let Some(p) = params.iter().find(|p| !p.requires_grad() || !p.is_leaf()) {
         return Err(Error::invalid(

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct Relu;
 
 impl Module for Relu {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         x.relu()
     }
@@ -64,6 +65,7 @@ impl Func {
 }
 
 impl Module for Func {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         (self.0)(x)
     }
@@ -152,6 +154,7 @@ impl Sequential {
 impl Module for Sequential {
     /// Each module in turn, except that a [`Linear`](super::Linear) followed by [`Relu`](super::Relu) runs as one
     /// [`Tensor::linear_relu`]: the same values and gradients in one instruction.
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let mut y = x.clone();
         let mut i = 0;
@@ -231,6 +234,7 @@ impl Dropout {
     /// assert!(matches!(Dropout::new(-0.1), Err(Error::InvalidArgument { .. })));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn new(p: f64) -> Result<Dropout> {
         crate::nn_ops::check_probability("Dropout", p)?;
         Ok(Dropout {
@@ -257,6 +261,7 @@ impl Dropout {
 }
 
 impl Module for Dropout {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         x.dropout(self.p, self.is_training())
     }
@@ -299,6 +304,7 @@ impl Embedding {
     /// assert!(e.weight.requires_grad());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn new(num: usize, dim: usize, dtype: DType) -> Result<Embedding> {
         let weight = Tensor::randn([num, dim], 0.0, 1.0, dtype)?.requires_grad_(true);
         Ok(Embedding { weight })
@@ -306,6 +312,7 @@ impl Embedding {
 }
 
 impl Module for Embedding {
+    #[track_caller]
     fn forward(&self, ids: &Tensor) -> Result<Tensor> {
         self.weight.embedding(ids)
     }
@@ -357,6 +364,7 @@ impl LayerNorm {
     /// assert!(LayerNorm::new(&[], 1e-5, true, DType::F32).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn new(shape: &[usize], eps: f64, affine: bool, dtype: DType) -> Result<LayerNorm> {
         if shape.is_empty() || !(eps >= 0.0 && eps.is_finite()) {
             return Err(Error::invalid(
@@ -382,10 +390,12 @@ impl LayerNorm {
 }
 
 impl Module for LayerNorm {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let n = self.shape.len();
         if x.rank() < n || x.dims()[x.rank() - n..] != self.shape[..] {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op: "LayerNorm",
                 lhs: x.dims().to_vec(),
                 rhs: self.shape.clone(),

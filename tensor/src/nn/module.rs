@@ -39,6 +39,7 @@ pub trait Module: Send + Sync {
     /// assert_eq!(y.to_vec::<f32>()?, [3., 7.]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Result<Tensor>;
     /// The trainable tensors, in a stable order.
     ///
@@ -161,6 +162,7 @@ impl Init {
     /// assert!(w.to_vec::<f32>()?.iter().all(|v| v.abs() <= bound));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn tensor(
         self,
         shape: &[usize],
@@ -220,6 +222,7 @@ impl Linear {
     /// assert!(l.weight.requires_grad() && l.weight.is_leaf());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn new(inp: usize, out: usize, bias: bool, dtype: DType) -> Result<Linear> {
         Linear::with_init(inp, out, bias, Init::KaimingUniform, dtype)
     }
@@ -239,6 +242,7 @@ impl Linear {
     /// assert!(l.bias.is_none());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn with_init(
         inp: usize,
         out: usize,
@@ -263,6 +267,7 @@ impl Linear {
 }
 
 impl Module for Linear {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         x.linear(&self.weight, self.bias.as_ref())
     }

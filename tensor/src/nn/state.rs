@@ -34,6 +34,7 @@ use std::path::Path;
 /// # std::fs::remove_file(&path).ok();
 /// # Ok::<(), eddy_tensor::Error>(())
 /// ```
+#[track_caller]
 pub fn save(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
     let named = module.named_parameters();
     crate::safetensors::save(named.iter().map(|(n, t)| (n.as_str(), t)), path)
@@ -67,6 +68,7 @@ pub fn save(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
 /// # std::fs::remove_file(&path).ok();
 /// # Ok::<(), eddy_tensor::Error>(())
 /// ```
+#[track_caller]
 pub fn load(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
     let named = module.named_parameters();
     let file: HashMap<String, Tensor> = crate::safetensors::load(path)?.into_iter().collect();
@@ -89,6 +91,7 @@ pub fn load(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
         let src = &file[n];
         if src.dims() != p.dims() {
             return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
                 op: "nn::load",
                 lhs: p.dims().to_vec(),
                 rhs: src.dims().to_vec(),
@@ -96,6 +99,7 @@ pub fn load(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
         }
         if src.dtype() != p.dtype() {
             return Err(Error::DTypeMismatch {
+                at: crate::Caller::here(),
                 op: "nn::load",
                 lhs: p.dtype(),
                 rhs: src.dtype(),

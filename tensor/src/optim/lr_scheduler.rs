@@ -101,6 +101,7 @@ impl Schedule {
     }
 
     /// `InvalidArgument` naming the first parameter out of its range.
+    #[track_caller]
     fn check(&self) -> Result<()> {
         let op = self.name();
         let bad = |what: String| Err(Error::invalid(op, what));
@@ -227,6 +228,7 @@ impl Scheduler {
     /// assert!((opt.lr() - 1e-3).abs() < 1e-12);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
+    #[track_caller]
     pub fn new(opt: &mut dyn Optimizer, schedule: Schedule) -> Result<Scheduler> {
         schedule.check()?;
         let base_lr = opt.lr();

@@ -36,6 +36,7 @@ impl Vm {
     ) -> Result<R> {
         if in_engine() {
             return Err(Error::ReentrantWait {
+                at: crate::error::Caller::UNKNOWN,
                 op: "access_blob".into(),
             });
         }
@@ -92,6 +93,7 @@ impl Vm {
     ) -> Result<R> {
         if in_engine() {
             return Err(Error::ReentrantWait {
+                at: crate::error::Caller::UNKNOWN,
                 op: "access_blob".into(),
             });
         }

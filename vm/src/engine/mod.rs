@@ -118,6 +118,7 @@ impl Vm {
             .collect();
         let shared = Arc::new(Shared::new(b.config.clone(), streams, owner.id()));
         let io = |e: std::io::Error| Error::InvalidArgument {
+            at: crate::error::Caller::UNKNOWN,
             op: "Vm::start".into(),
             message: format!("cannot spawn an engine thread: {e}"),
         };

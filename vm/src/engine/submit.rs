@@ -3,7 +3,7 @@
 use super::{Mode, Vm};
 use crate::Counted;
 use crate::blob::Blob;
-use crate::error::Result;
+use crate::error::{Caller, Result};
 use crate::exec::in_engine;
 use crate::instruction::op_call::{KernelCall, SHALLOW_MAX, Shallow};
 use crate::instruction::{InstrList, InstructionPolicy, Kernel, OpCall};
@@ -32,13 +32,19 @@ impl Vm {
     /// assert_eq!(*log.lock(), vec![1, 2], "the reader ran after the writer");
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
+    #[track_caller]
     pub fn run<P: InstructionPolicy>(&self, stream: StreamId, mut policy: P) -> Result<()> {
+        // Errors name the policy's caller if it knows one, else this call's.
+        let at = match policy.caller() {
+            at if at.is_known() => at,
+            _ => Caller::here(),
+        };
         let sh = self.shared();
         if sh.any_async_stream || policy.is_barrier() {
             // The builder inserts the soft sync an asynchronous stream may need.
             let mut b = self.instructions();
-            b.push(stream, policy)?;
-            return b.submit();
+            b.push(stream, policy).map_err(|e| e.at(at))?;
+            return b.submit().map_err(|e| e.at(at));
         }
         // Synchronous-completion streams (no soft sync can be needed): check and track the
         // operands in one pass; then at once on an idle engine if cheap, else one node.
@@ -48,12 +54,13 @@ impl Vm {
             stream,
             policy.inputs(),
             policy.outputs(),
-        )?;
-        if policy.cheap() && self.run_now(stream, &mut policy)? {
+        )
+        .map_err(|e| e.at(at))?;
+        if policy.cheap() && self.run_now(stream, &mut policy).map_err(|e| e.at(at))? {
             crate::scheduler::drop_policy(policy);
             return Ok(());
         }
-        self.submit_checked(stream, policy)
+        self.submit_checked(stream, policy).map_err(|e| e.at(at))
     }
 
     /// Submits an op call of `kernel` reading `inputs` and writing `outputs`: what
@@ -84,6 +91,7 @@ impl Vm {
     /// assert_eq!(vm.read_blob(&b, |bytes| bytes.to_vec())?, vec![7; 4]);
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
+    #[track_caller]
     pub fn run_op<K: Kernel>(
         &self,
         stream: StreamId,
@@ -95,6 +103,9 @@ impl Vm {
         outputs: &[&Counted<Blob>],
         cheap: bool,
     ) -> Result<()> {
+        // Where the user's code called the op (through `#[track_caller]` functions): kept with
+        // the instruction, named by its errors, synchronous or at a later sync.
+        let at = Caller::here();
         let owned = |bs: &[&Counted<Blob>]| bs.iter().map(|&b| b.clone()).collect();
         // Owned handles unless the call may run at once with borrowed copies (cheap, no
         // asynchronous stream, few enough operands for `Shallow`); `run` still runs a cheap
@@ -114,6 +125,7 @@ impl Vm {
             kernel: &mut kernel,
             inputs: ins.as_slice(),
             outputs: outs.as_slice(),
+            at,
         };
         crate::builder::check_and_track(
             self.shared(),
@@ -121,14 +133,15 @@ impl Vm {
             stream,
             call.inputs,
             call.outputs,
-        )?;
-        if self.run_now(stream, &mut call)? {
+        )
+        .map_err(|e| e.at(at))?;
+        if self.run_now(stream, &mut call).map_err(|e| e.at(at))? {
             crate::scheduler::drop_policy(kernel);
             return Ok(());
         }
         // Not idle: queue an ordinary call with its own handles (already checked).
         let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(true);
-        self.submit_checked(stream, call)
+        self.submit_checked(stream, call).map_err(|e| e.at(at))
     }
 
     /// Queues a checked and tracked policy as one node (no soft sync can be needed).

@@ -104,7 +104,10 @@ impl Vm {
     /// Waits for `w`, failing with `Deadlock` if nothing is released for a whole timeout.
     pub(crate) fn wait(&self, w: &Waiter, op: &str) -> Result<()> {
         if in_engine() {
-            return Err(Error::ReentrantWait { op: op.to_string() });
+            return Err(Error::ReentrantWait {
+                at: crate::error::Caller::UNKNOWN,
+                op: op.to_string(),
+            });
         }
         if let Mode::Threaded { sched, .. } = &self.inner.mode {
             // The scheduler thread is out of work (it holds `sched` whenever it runs passes):
@@ -246,7 +249,10 @@ impl Vm {
     /// ```
     pub fn barrier(&self) -> Result<()> {
         if in_engine() {
-            return Err(Error::ReentrantWait { op: "sync".into() });
+            return Err(Error::ReentrantWait {
+                at: crate::error::Caller::UNKNOWN,
+                op: "sync".into(),
+            });
         }
         let mut held = self.try_sched();
         if held.as_mut().is_some_and(|s| s.pass_idle_barrier()) {

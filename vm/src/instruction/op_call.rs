@@ -3,7 +3,7 @@
 use super::policy::{ComputeCtx, InstructionPolicy, PrepareCtx, PrepareError, allocate_outputs};
 use crate::Counted;
 use crate::blob::Blob;
-use crate::error::Result;
+use crate::error::{Caller, Result};
 use smallvec::SmallVec;
 use std::mem::MaybeUninit;
 
@@ -183,6 +183,7 @@ pub struct OpCall<K: Kernel> {
     inputs: Blobs,
     outputs: Blobs,
     cheap: bool,
+    at: Caller,
 }
 
 impl<K: Kernel> OpCall<K> {
@@ -201,16 +202,21 @@ impl<K: Kernel> OpCall<K> {
     /// # }
     /// let vm = eddy_vm::Vm::builder().build().unwrap();
     /// let (a, b, c) = (vm.new_blob(4), vm.new_blob(4), vm.new_blob(4));
-    /// let call = OpCall::new(Add, Blobs::from_vec(vec![a, b]), Blobs::from_vec(vec![c]));
+    /// let (blobs_in, blobs_out) = (Blobs::from_vec(vec![a, b]), Blobs::from_vec(vec![c]));
+    /// let (call, line) = (OpCall::new(Add, blobs_in, blobs_out), line!());
     /// assert_eq!((call.inputs().len(), call.outputs().len()), (2, 1));
     /// assert!(call.fusable(), "kernels are fusable by default");
+    /// // It remembers its caller (`#[track_caller]`), for the errors it reports.
+    /// assert_eq!(call.caller().location().unwrap().line(), line);
     /// ```
+    #[track_caller]
     pub fn new(kernel: K, inputs: Blobs, outputs: Blobs) -> Self {
         OpCall {
             cheap: kernel.cheap(),
             kernel,
             inputs,
             outputs,
+            at: Caller::here(),
         }
     }
 
@@ -249,6 +255,9 @@ impl<K: Kernel> InstructionPolicy for OpCall<K> {
     }
     fn cheap(&self) -> bool {
         self.cheap
+    }
+    fn caller(&self) -> Caller {
+        self.at
     }
     fn deferred_drop(&self) -> bool {
         self.kernel.deferred_drop()
@@ -317,6 +326,7 @@ pub(crate) struct KernelCall<'a, K: Kernel> {
     pub(crate) kernel: &'a mut K,
     pub(crate) inputs: &'a [Counted<Blob>],
     pub(crate) outputs: &'a [Counted<Blob>],
+    pub(crate) at: Caller,
 }
 
 impl<K: Kernel> super::policy::Run for KernelCall<'_, K> {
@@ -335,6 +345,10 @@ impl<K: Kernel> super::policy::Run for KernelCall<'_, K> {
     #[inline]
     fn handles_poison(&self) -> bool {
         false
+    }
+    #[inline]
+    fn caller(&self) -> Caller {
+        self.at
     }
     #[inline]
     fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {

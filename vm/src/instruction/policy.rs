@@ -156,6 +156,20 @@ pub trait InstructionPolicy: Send + 'static {
         false
     }
 
+    /// Where the user's code called the op, named by the errors it reports, including one
+    /// that surfaces later at a sync (see [`Caller`](crate::error::Caller)). Default: unknown;
+    /// [`OpCall`](super::OpCall) remembers the caller of `OpCall::new`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{InstructionPolicy, testing::Noop};
+    /// assert!(!Noop::new(vec![], vec![]).caller().is_known());
+    /// ```
+    fn caller(&self) -> crate::error::Caller {
+        crate::error::Caller::UNKNOWN
+    }
+
     /// Whether the work is about as cheap as queueing it (well under a microsecond). An idle
     /// engine then runs the instruction at once on the submitting thread instead of handing it
     /// to the scheduler: nothing is live to order it against, and a hand-off between threads
@@ -513,6 +527,7 @@ pub(crate) trait Run {
     fn inputs(&self) -> &[Counted<Blob>];
     fn outputs(&self) -> &[Counted<Blob>];
     fn handles_poison(&self) -> bool;
+    fn caller(&self) -> crate::error::Caller;
     fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError>;
     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> crate::error::Result<()>;
 }
@@ -533,6 +548,10 @@ impl<P: InstructionPolicy + ?Sized> Run for P {
     #[inline]
     fn handles_poison(&self) -> bool {
         InstructionPolicy::handles_poison(self)
+    }
+    #[inline]
+    fn caller(&self) -> crate::error::Caller {
+        InstructionPolicy::caller(self)
     }
     #[inline]
     fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError> {

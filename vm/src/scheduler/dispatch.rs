@@ -114,6 +114,7 @@ impl Scheduler {
         match catch_unwind(AssertUnwindSafe(|| m.p_mut().prepare(&mut ctx))) {
             Ok(r) => r,
             Err(p) => Err(PrepareError::Other(Error::KernelPanic {
+                at: m.p().caller(),
                 op: m.p().name().to_string(),
                 instr_id: m.id,
                 message: panic_message(&*p),
@@ -160,8 +161,9 @@ impl Scheduler {
         };
         m.prep_error = match r {
             Ok(()) => None,
-            Err(PrepareError::Other(e)) => Some(e.with_instr_id(m.id)),
+            Err(PrepareError::Other(e)) => Some(e.with_instr_id(m.id).at(m.p().caller())),
             Err(PrepareError::OutOfMemory(a)) => Some(Error::OutOfMemory {
+                at: m.p().caller(),
                 op: m.p().name().to_string(),
                 requested: a.requested,
                 in_use: a.in_use,

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 fn unavailable(op: &str, device: &str, reason: impl Into<String>) -> Error {
     Error::DeviceUnavailable {
+        at: crate::error::Caller::UNKNOWN,
         op: op.into(),
         device: device.into(),
         reason: reason.into(),
