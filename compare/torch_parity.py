@@ -231,6 +231,21 @@ def cases():
         "tensor([7, -7]).div(2, rounding_mode='floor')",
         "tensor([7, -7]).div(2, rounding_mode='trunc')", "zeros(2, 1, 3).squeeze().shape",
         "arange(10)[::2]", "tensor([1.0, 5.0, 3.0]).topk(2, 0, false)",
+        "tensor([1, 2]).requires_grad_()", "tensor([true]).requires_grad_()",
+        "tensor([1.0, 2.0]).requires_grad_()", "tensor([1, 2]).requires_grad_(false)",
+        "tensor([1.0, 2.0], dtype=f64).requires_grad_(true)",
+        # ignore_index = -100 in computed targets too, and in nll_loss.
+        "tensor([[1.0, 2.0], [3.0, 4.0]]).cross_entropy(tensor([-100, 1]) + 0)",
+        "tensor([[1.0, 2.0], [3.0, 4.0]]).cross_entropy(tensor([-100, -100]) + 0)",
+        "tensor([[1.0, 2.0], [3.0, 4.0]]).cross_entropy(tensor([1, 0]) + 0)",
+        "tensor([[1.0, 2.0], [3.0, 4.0]]).nll_loss(tensor([-100, 1]))",
+        "tensor([[1.0, 2.0], [3.0, 4.0]]).nll_loss(tensor([-100, 1]) + 0)",
+        "tensor([[1.0, 2.0], [3.0, 4.0]]).nll_loss(tensor([-100, -100]))",
+        "tensor([[1.0, 2.0], [3.0, 4.0]]).nll_loss(tensor([1, 0], dtype=u8))",
+        "tensor([[1.0, 2.0], [3.0, 4.0]]).nll_loss(tensor([1, 0], dtype=i32))",
+        "tensor([[1.0, 2.0], [3.0, 4.0]]).nll_loss(tensor([2, 0]))",
+        "tensor([[1.0, 2.0], [3.0, 4.0]]).nll_loss(tensor([-1, 0]))",
+        "tensor([1.0, 2.0]).nll_loss(tensor(1))",
         # Deliberate: Eddy compares an integer scalar as it is (PyTorch wraps it first).
         "tensor([255, 0], dtype=u8) == 256",
     ]

@@ -22,7 +22,7 @@ fn softplus(x: &Tensor) -> eddy::Result<Tensor> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let x = Tensor::randn([4, 5], 0.0, 3.0, DType::F32)?.requires_grad_(true);
+    let x = Tensor::randn([4, 5], 0.0, 3.0, DType::F32)?.requires_grad_(true)?;
 
     // Forward: the custom kernel against the same formula in built-in ops.
     let ours = softplus(&x)?;

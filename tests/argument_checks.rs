@@ -27,6 +27,7 @@ fn param() -> Tensor {
     Tensor::from_vec(vec![1f32, 2.0], [2])
         .unwrap()
         .requires_grad_(true)
+        .unwrap()
 }
 
 fn refused<T>(r: eddy::tensor::Result<T>, what: &str) {

@@ -139,8 +139,8 @@ fn suite() -> R<Vec<(&'static str, Tensor)>> {
     manual_seed(11);
     out.push(("rand", Tensor::rand([3, 4], DType::F32)?));
     out.push(("randn", Tensor::randn([7], 0.0, 2.0, DType::F32)?));
-    let p = x.mul_scalar(1.0)?.requires_grad_(true);
-    let wp = w.mul_scalar(1.0)?.requires_grad_(true);
+    let p = x.mul_scalar(1.0)?.requires_grad_(true).unwrap();
+    let wp = w.mul_scalar(1.0)?.requires_grad_(true).unwrap();
     let loss = p.tanh()?.linear(&wp, Some(&b))?.relu()?.cross_entropy(&t)?;
     loss.backward()?;
     out.push(("loss", loss));

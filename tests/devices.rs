@@ -97,7 +97,7 @@ fn op_suite() -> R<Vec<(&'static str, Tensor)>> {
     out.push(("rand", Tensor::rand([3, 4], DType::F32)?));
     out.push(("randn", Tensor::randn([5], 0.0, 2.0, DType::F64)?));
     // Gradients.
-    let p = x.mul_scalar(1.0)?.requires_grad_(true);
+    let p = x.mul_scalar(1.0)?.requires_grad_(true).unwrap();
     let loss = p
         .tanh()?
         .matmul(&w.t()?)?
@@ -201,7 +201,9 @@ fn to_device_is_ordered_by_the_engine_under_four_threads() {
 fn gradients_cross_devices() {
     let vm = two_devices();
     with_engine(&vm, || -> R<()> {
-        let x = Tensor::from_vec(vec![1f32, -2., 3.], [3])?.requires_grad_(true);
+        let x = Tensor::from_vec(vec![1f32, -2., 3.], [3])?
+            .requires_grad_(true)
+            .unwrap();
         let y = x
             .to_device(Device::Cpu(1))?
             .mul_scalar(3.0)?

@@ -132,7 +132,9 @@ fn dropout_of_views_and_empty_tensors() -> R {
 fn dropout_gradient_is_the_mask_times_the_scale() -> R {
     let _g = draws();
     let p = 0.4;
-    let x = Tensor::arange(1.0, 1001.0, 1.0, DType::F64)?.requires_grad_(true);
+    let x = Tensor::arange(1.0, 1001.0, 1.0, DType::F64)?
+        .requires_grad_(true)
+        .unwrap();
     let w = Tensor::randn([1000], 0.0, 1.0, DType::F64)?;
     let y = x.dropout(p, true)?;
     y.mul(&w)?.sum_all()?.backward()?;
@@ -144,7 +146,7 @@ fn dropout_gradient_is_the_mask_times_the_scale() -> R {
         assert!((g[i] - want).abs() < 1e-12, "grad {i}: {} vs {want}", g[i]);
     }
     // Evaluation mode passes the gradient through unchanged.
-    let x = Tensor::ones([5], DType::F32)?.requires_grad_(true);
+    let x = Tensor::ones([5], DType::F32)?.requires_grad_(true).unwrap();
     x.dropout(p, false)?
         .mul_scalar(3.0)?
         .sum_all()?
@@ -609,10 +611,12 @@ fn adam_counts_steps_per_parameter() {
     use eddy::tensor::optim::Adam;
     let a = Tensor::from_vec(vec![0f32], [1])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     let b = Tensor::from_vec(vec![0f32], [1])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     let mut opt = Adam::new(vec![a.clone(), b.clone()], 0.1).unwrap();
     a.sum_all().unwrap().backward().unwrap();
     opt.step().unwrap();

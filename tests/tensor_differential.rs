@@ -408,7 +408,8 @@ fn program(seed: u64, thread: u64, shared: &Tensor, steps: usize) -> Log {
         let _g = no_grad();
         p.pool[i].t.contiguous().unwrap().mul_scalar(1.0).unwrap()
     }
-    .requires_grad_(true);
+    .requires_grad_(true)
+    .unwrap();
     let y = x.tanh().and_then(|y| y.mul(&x)).and_then(|y| y.sum_all());
     match y.and_then(|y| y.backward()) {
         Ok(()) => {

@@ -11,6 +11,7 @@ fn leaf(v: Vec<f32>, dims: &[usize]) -> Tensor {
     Tensor::from_vec(v, dims.to_vec())
         .unwrap()
         .requires_grad_(true)
+        .unwrap()
 }
 
 fn grad_of(p: &Tensor) -> Vec<f64> {
@@ -122,8 +123,14 @@ fn clip_grad_norm_skips_parameters_without_gradients_and_handles_none() {
 
 #[test]
 fn clip_grad_norm_works_in_f64_when_a_gradient_is_f64_and_keeps_each_dtype() {
-    let a = Tensor::zeros([2], DType::F64).unwrap().requires_grad_(true);
-    let b = Tensor::zeros([1], DType::F16).unwrap().requires_grad_(true);
+    let a = Tensor::zeros([2], DType::F64)
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let b = Tensor::zeros([1], DType::F16)
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
     a.set_grad(Some(Tensor::from_vec(vec![1e-3f64, 2e-3], [2]).unwrap()));
     b.set_grad(Some(Tensor::full([1], 2.0, DType::F16).unwrap()));
     let total = nn::clip_grad_norm(&[a.clone(), b.clone()], 1.0, 2.0).unwrap();
@@ -187,7 +194,8 @@ fn bad_clipping_arguments_fail_at_the_call_and_leave_the_gradients_alone() {
     // An integer gradient (set by hand) cannot be clipped; the float one beside it is untouched.
     let i = Tensor::from_vec(vec![1f32], [1])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     i.set_grad(Some(Tensor::from_vec(vec![5i64], [1]).unwrap()));
     let both = [a.clone(), i];
     assert!(matches!(

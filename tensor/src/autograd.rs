@@ -43,7 +43,7 @@ pub(crate) fn records(inputs: &[&Tensor]) -> bool {
 ///
 /// ```
 /// use eddy_tensor::{no_grad, Tensor};
-/// let w = Tensor::ones([2], eddy_tensor::DType::F32)?.requires_grad_(true);
+/// let w = Tensor::ones([2], eddy_tensor::DType::F32)?.requires_grad_(true)?;
 /// let y = { let _g = no_grad(); w.mul_scalar(2.0)? };
 /// assert!(!y.requires_grad());
 /// # Ok::<(), eddy_tensor::Error>(())
@@ -86,20 +86,35 @@ impl Drop for NoGradGuard {
 }
 
 impl Tensor {
-    /// Marks a leaf as requiring grad (returns `self` for chaining).
+    /// Marks a leaf as requiring grad, or not (returns `self` for chaining).
+    ///
+    /// # Errors
+    ///
+    /// `UnsupportedDType` for `on` and an integer or bool tensor: as in PyTorch, only
+    /// floating-point tensors can require gradients.
     ///
     /// # Examples
     ///
     /// ```
-    /// use eddy_tensor::{Tensor, DType};
-    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true);
+    /// use eddy_tensor::{Tensor, DType, Error};
+    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true)?;
     /// assert!(w.requires_grad() && w.is_leaf());
-    /// assert!(!w.requires_grad_(false).requires_grad());
+    /// assert!(!w.requires_grad_(false)?.requires_grad());
+    /// let i = Tensor::zeros([3], DType::I64)?;
+    /// assert!(matches!(i.requires_grad_(true), Err(Error::UnsupportedDType { .. })));
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
-    pub fn requires_grad_(self, on: bool) -> Tensor {
+    #[track_caller]
+    pub fn requires_grad_(self, on: bool) -> Result<Tensor> {
+        if on && !self.dtype().is_float() {
+            return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
+                op: "requires_grad_",
+                dtype: self.dtype(),
+            });
+        }
         self.0.requires_grad.store(on, Ordering::Relaxed);
-        self
+        Ok(self)
     }
 
     /// Whether the tensor was made by an op that recorded a node (not a leaf).
@@ -108,7 +123,7 @@ impl Tensor {
     ///
     /// ```
     /// use eddy_tensor::{Tensor, DType};
-    /// let w = Tensor::ones([2], DType::F32)?.requires_grad_(true);
+    /// let w = Tensor::ones([2], DType::F32)?.requires_grad_(true)?;
     /// assert!(w.is_leaf());
     /// assert!(!w.exp()?.is_leaf()); // made by a recorded op
     /// assert!(w.exp()?.detach().is_leaf());
@@ -124,7 +139,7 @@ impl Tensor {
     ///
     /// ```
     /// use eddy_tensor::Tensor;
-    /// let w = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true);
+    /// let w = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true)?;
     /// assert!(w.grad().is_none()); // before backward
     /// w.mul_scalar(3.0)?.sum_all()?.backward()?;
     /// w.mul_scalar(3.0)?.sum_all()?.backward()?; // gradients accumulate
@@ -141,7 +156,7 @@ impl Tensor {
     ///
     /// ```
     /// use eddy_tensor::Tensor;
-    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true)?;
     /// w.set_grad(Some(Tensor::from_vec(vec![0.5f32], [1])?));
     /// w.sum_all()?.backward()?; // adds 1 to the gradient that is there
     /// assert_eq!(w.grad().unwrap().to_vec::<f32>()?, [1.5]);
@@ -159,7 +174,7 @@ impl Tensor {
     ///
     /// ```
     /// use eddy_tensor::Tensor;
-    /// let w = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true);
+    /// let w = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true)?;
     /// let d = w.detach();
     /// assert!(!d.requires_grad() && d.shares_storage(&w));
     /// assert_eq!(d.to_vec::<f32>()?, [1., 2.]);
@@ -240,7 +255,7 @@ impl Tensor {
     ///
     /// ```
     /// use eddy_tensor::Tensor;
-    /// let x = Tensor::from_vec(vec![1f32, 2., 3.], [3])?.requires_grad_(true);
+    /// let x = Tensor::from_vec(vec![1f32, 2., 3.], [3])?.requires_grad_(true)?;
     /// x.mul(&x)?.sum_all()?.backward()?;
     /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![2., 4., 6.]);
     /// # Ok::<(), eddy_tensor::Error>(())
@@ -271,7 +286,7 @@ impl Tensor {
     ///
     /// ```
     /// use eddy_tensor::Tensor;
-    /// let x = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true);
+    /// let x = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true)?;
     /// let y = x.mul_scalar(3.0)?; // not a scalar: backward needs its gradient
     /// y.backward_with(&Tensor::from_vec(vec![1f32, 10.], [2])?)?;
     /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, [3., 30.]);

@@ -138,7 +138,7 @@ impl Tensor {
     ///
     /// ```
     /// use eddy_tensor::Tensor;
-    /// let x = Tensor::from_vec(vec![3.0f32], [1])?.requires_grad_(true);
+    /// let x = Tensor::from_vec(vec![3.0f32], [1])?.requires_grad_(true)?;
     /// let y = Tensor::custom_map::<f32, _>("square", &[&x], [1], |i, o| {
     ///     o[0] = i[0][0] * i[0][0];
     ///     Ok(())

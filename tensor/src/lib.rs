@@ -11,7 +11,7 @@
 //! ```
 //! use eddy_tensor::{Tensor, DType};
 //! let x = Tensor::randn([8, 4], 0.0, 1.0, DType::F32)?;
-//! let w = Tensor::zeros([4, 1], DType::F32)?.requires_grad_(true);
+//! let w = Tensor::zeros([4, 1], DType::F32)?.requires_grad_(true)?;
 //! let loss = x.matmul(&w)?.sigmoid()?.mean_all()?;
 //! loss.backward()?;
 //! assert_eq!(w.grad().unwrap().dims(), &[4, 1]);

@@ -7,14 +7,17 @@ use crate::{DType, Error, Result, Tensor};
 const IGNORE_INDEX: i64 = -100;
 
 impl Tensor {
-    /// Negative log-likelihood: `self` holds log-probabilities `[N, C]`, `target` class
-    /// indices `[N]` (`i64`); the mean over the batch. A target out of `0..C` (a negative one
-    /// included) fails at the call where the target's values are known on the host, else at
-    /// the next sync with a message naming it.
+    /// Negative log-likelihood, as PyTorch's `F.nll_loss` with its defaults (mean over the
+    /// batch, `ignore_index = -100`): `self` holds log-probabilities `[N, C]` and `target`
+    /// class indices `[N]` (`i64` or `u8`), or unbatched, `[C]` against a 0-d index. Targets
+    /// equal to -100 are left out of the sum and the count (NaN if none is left). Any other
+    /// target outside `0..C` (a negative one included) fails at the call where the target's
+    /// values are known on the host, else at the next sync with a message naming it.
     ///
     /// # Errors
     ///
-    /// `ShapeMismatch`, `UnsupportedDType` (target must be `i64` or `i32`), `IndexOutOfRange`.
+    /// `ShapeMismatch`, `UnsupportedDType` (a target that is not `i64` or `u8`; PyTorch
+    /// refuses `i32` too), `IndexOutOfRange`, `DeviceMismatch`.
     ///
     /// # Examples
     ///
@@ -23,20 +26,33 @@ impl Tensor {
     /// let logp = Tensor::from_vec(vec![-1f32, -2., -3., -4.], [2, 2])?;
     /// let target = Tensor::from_vec(vec![1i64, 0], [2])?;
     /// assert_eq!(logp.nll_loss(&target)?.item::<f32>()?, 2.5); // -(-2 + -3) / 2
+    /// let ignored = Tensor::from_vec(vec![1i64, -100], [2])?;
+    /// assert_eq!(logp.nll_loss(&ignored)?.item::<f32>()?, 2.0); // the second row is left out
     /// assert!(logp.nll_loss(&target.to_dtype(eddy_tensor::DType::F32)?).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     #[track_caller]
     pub fn nll_loss(&self, target: &Tensor) -> Result<Tensor> {
-        self.check_nll("nll_loss", target)?;
-        self.gather_impl("nll_loss", 1, &target.unsqueeze(1)?)?
-            .mean_all()?
-            .neg()
+        const OP: &str = "nll_loss";
+        if self.rank() == 1 && target.rank() == 0 {
+            // Unbatched: a batch of one, whose mean is its loss.
+            return self.unsqueeze(0)?.nll_loss(&target.unsqueeze(0)?);
+        }
+        let range = self.check_class_targets(OP, target)?;
+        self.nll_of(OP, target, range)
     }
 
-    /// The argument checks of `nll_loss`, run before anything is enqueued.
+    /// The checks of a class-index target for `op` on `self`, `[N, C]`, run before anything
+    /// is enqueued; returns the target's range where its values are known on the host.
     #[track_caller]
-    fn check_nll(&self, op: &'static str, target: &Tensor) -> Result<()> {
+    fn check_class_targets(&self, op: &'static str, target: &Tensor) -> Result<Option<(i64, i64)>> {
+        if !matches!(target.dtype(), DType::I64 | DType::U8) {
+            return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
+                op,
+                dtype: target.dtype(),
+            });
+        }
         if self.rank() != 2 || target.rank() != 1 || target.dims()[0] != self.dims()[0] {
             return Err(Error::ShapeMismatch {
                 at: crate::Caller::here(),
@@ -45,16 +61,55 @@ impl Tensor {
                 rhs: target.dims().to_vec(),
             });
         }
-        Tensor::check_index(op, target)?;
-        Tensor::check_index_values(op, target, self.dims()[1])?;
-        self.same_device(op, target)
+        self.same_device(op, target)?;
+        let classes = i64::try_from(self.dims()[1]).unwrap_or(i64::MAX);
+        let range = target.known_range();
+        if let Some((lo, hi)) = range
+            && (hi >= classes || (lo < 0 && lo != IGNORE_INDEX))
+        {
+            return Err(Error::IndexOutOfRange {
+                at: crate::Caller::here(),
+                op,
+                index: if hi >= classes { hi } else { lo },
+                size: self.dims()[1],
+            });
+        }
+        Ok(range)
+    }
+
+    /// `nll_loss` of the log-probabilities `self` against checked class targets whose known
+    /// range is `range`, as op `op`.
+    #[track_caller]
+    fn nll_of(
+        &self,
+        op: &'static str,
+        target: &Tensor,
+        range: Option<(i64, i64)>,
+    ) -> Result<Tensor> {
+        let target = &target.cast(DType::I64)?;
+        if range.is_some_and(|(lo, _)| lo >= 0) {
+            // Known, and none ignored: the plain gather, whose kernel checks nothing new.
+            return self
+                .gather_impl(op, 1, &target.unsqueeze(1)?)?
+                .mean_all()?
+                .neg();
+        }
+        // Some targets may be -100 (known so, or computed): those are gathered at class 0 and
+        // weighed 0, and the mean is over the others (0 / 0, NaN, if none is left). The gather's
+        // kernel checks the others, so a computed target out of range fails at the next sync.
+        let keep = target.ne_scalar(IGNORE_INDEX as f64)?;
+        let safe = keep.where_(target, &target.zeros_like()?)?;
+        let picked = self.gather_impl(op, 1, &safe.unsqueeze(1)?)?.squeeze(1)?;
+        let w = keep.to_dtype(self.dtype())?;
+        picked.mul(&w)?.sum_all()?.div(&w.sum_all()?)?.neg()
     }
 
     /// Cross-entropy of logits, as PyTorch's `F.cross_entropy` with its defaults (mean over
     /// the batch, `ignore_index = -100`):
     ///
-    /// - logits `[N, C]` against class indices `[N]` (`i64` or `u8`): `nll_loss(log_softmax)`
-    ///   over the targets that are not -100 (NaN if all are);
+    /// - logits `[N, C]` against class indices `[N]` (`i64` or `u8`): `nll_loss(log_softmax)`,
+    ///   targets equal to -100 left out (NaN if all are), whether they are known on the host
+    ///   or computed;
     /// - against class probabilities `[N, C]` (a float target): `-(p · log_softmax).sum(1).mean()`;
     /// - unbatched: logits `[C]` against a 0-d index or `[C]` probabilities.
     ///
@@ -62,8 +117,7 @@ impl Tensor {
     ///
     /// `ShapeMismatch` for other shapes; `UnsupportedDType` for an index target that is not
     /// `i64` or `u8` (PyTorch refuses `i32` too); `IndexOutOfRange` for a known index outside
-    /// `0..C` other than -100 (computed ones fail at the next sync: -100 is ignored in targets
-    /// whose values are known on the host, made by `from_vec`); `DeviceMismatch`.
+    /// `0..C` other than -100 (computed ones fail at the next sync); `DeviceMismatch`.
     ///
     /// # Examples
     ///
@@ -110,43 +164,8 @@ impl Tensor {
                 .mean_all()?
                 .neg();
         }
-        if !matches!(target.dtype(), DType::I64 | DType::U8) {
-            return Err(Error::UnsupportedDType {
-                at: crate::Caller::here(),
-                op: OP,
-                dtype: target.dtype(),
-            });
-        }
-        if self.rank() != 2 || target.rank() != 1 || target.dims()[0] != self.dims()[0] {
-            return Err(mismatch());
-        }
-        self.same_device(OP, target)?;
-        let classes = i64::try_from(self.dims()[1]).unwrap_or(i64::MAX);
-        let range = target.known_range();
-        let target = &target.cast(DType::I64)?;
-        match range {
-            Some((lo, hi)) if hi >= classes || (lo < 0 && lo != IGNORE_INDEX) => {
-                return Err(Error::IndexOutOfRange {
-                    at: crate::Caller::here(),
-                    op: OP,
-                    index: if hi >= classes { hi } else { lo },
-                    size: self.dims()[1],
-                });
-            }
-            Some((lo, _)) if lo == IGNORE_INDEX => {}
-            // No target ignored (host-known), or computed targets: the plain path, whose
-            // kernel checks each index (a computed -100 is out of range there, not ignored:
-            // the masked path costs a training step a dozen more ops).
-            _ => return self.log_softmax(-1)?.nll_loss(target),
-        }
-        // Targets equal to -100 are ignored: gathered at class 0 and weighed 0, and the mean
-        // is over the others (0 / 0, NaN, if none is left).
-        let keep = target.ne_scalar(IGNORE_INDEX as f64)?;
-        let safe = keep.where_(target, &target.zeros_like()?)?;
-        let lp = self.log_softmax(-1)?;
-        let picked = lp.gather_impl(OP, 1, &safe.unsqueeze(1)?)?.squeeze(1)?;
-        let w = keep.to_dtype(lp.dtype())?;
-        picked.mul(&w)?.sum_all()?.div(&w.sum_all()?)?.neg()
+        let range = self.check_class_targets(OP, target)?;
+        self.log_softmax(-1)?.nll_of(OP, target, range)
     }
 
     /// Mean squared error against `target` (same shape).

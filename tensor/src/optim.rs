@@ -20,7 +20,7 @@ use crate::{Error, Result, Tensor, no_grad};
 ///     w.square()?.sum_all()?.backward()?; // grad 2w
 ///     opt.step()
 /// }
-/// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+/// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true)?;
 /// let mut opt = Sgd::new(vec![w.clone()], 0.25)?;
 /// train_step(&mut opt, &w)?;
 /// assert_eq!(w.to_vec::<f32>()?, [0.5]);
@@ -37,7 +37,7 @@ pub trait Optimizer {
     ///
     /// ```
     /// use eddy_tensor::{optim::{Optimizer, Sgd}, Tensor};
-    /// let w = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true);
+    /// let w = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true)?;
     /// let mut opt = Sgd::new(vec![w.clone()], 0.5)?;
     /// opt.step()?; // no gradient yet: nothing moves
     /// assert_eq!(w.to_vec::<f32>()?, [1., 2.]);
@@ -55,7 +55,7 @@ pub trait Optimizer {
     /// ```
     /// use eddy_tensor::{optim::{Adam, Optimizer}, Tensor, DType};
     /// let (a, b) = (Tensor::zeros([2], DType::F32)?, Tensor::zeros([3], DType::F32)?);
-    /// let opt = Adam::new(vec![a.requires_grad_(true), b.requires_grad_(true)], 1e-3)?;
+    /// let opt = Adam::new(vec![a.requires_grad_(true)?, b.requires_grad_(true)?], 1e-3)?;
     /// let dims: Vec<&[usize]> = opt.params().iter().map(|p| p.dims()).collect();
     /// assert_eq!(dims, [&[2][..], &[3][..]]);
     /// # Ok::<(), eddy_tensor::Error>(())
@@ -67,7 +67,7 @@ pub trait Optimizer {
     ///
     /// ```
     /// use eddy_tensor::{optim::{Optimizer, Sgd}, Tensor};
-    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true)?;
     /// let opt = Sgd::new(vec![w.clone()], 0.1)?;
     /// w.sum_all()?.backward()?;
     /// assert!(w.grad().is_some());
@@ -86,7 +86,7 @@ pub trait Optimizer {
     ///
     /// ```
     /// use eddy_tensor::{optim::{Optimizer, Sgd}, Tensor, DType};
-    /// let w = Tensor::zeros([1], DType::F32)?.requires_grad_(true);
+    /// let w = Tensor::zeros([1], DType::F32)?.requires_grad_(true)?;
     /// assert_eq!(Sgd::new(vec![w], 0.01)?.lr(), 0.01);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
@@ -98,7 +98,7 @@ pub trait Optimizer {
     ///
     /// ```
     /// use eddy_tensor::{optim::{Optimizer, Sgd}, Error, Tensor, DType};
-    /// let w = Tensor::zeros([1], DType::F32)?.requires_grad_(true);
+    /// let w = Tensor::zeros([1], DType::F32)?.requires_grad_(true)?;
     /// let mut opt = Sgd::new(vec![w], 0.01)?;
     /// opt.set_lr(0.1);
     /// assert_eq!(opt.lr(), 0.1);
@@ -144,7 +144,7 @@ fn check_betas(op: &'static str, betas: (f64, f64)) -> Result<()> {
 ///
 /// ```
 /// use eddy_tensor::{optim::{Optimizer, Sgd}, Tensor};
-/// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+/// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true)?;
 /// let mut opt = Sgd::new(vec![w.clone()], 0.5)?;
 /// w.square()?.sum_all()?.backward()?; // grad 2
 /// opt.step()?;
@@ -174,7 +174,7 @@ impl Sgd {
     ///
     /// ```
     /// use eddy_tensor::{optim::Sgd, Error, Tensor};
-    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true)?;
     /// let opt = Sgd::new(vec![w.clone()], 0.1)?;
     /// assert_eq!((opt.lr, opt.momentum, opt.weight_decay), (0.1, 0.0, 0.0));
     /// let not_leaf = w.mul_scalar(2.0)?; // made by an op: not a parameter
@@ -207,7 +207,7 @@ impl Sgd {
     ///
     /// ```
     /// use eddy_tensor::{optim::{Optimizer, Sgd}, Tensor};
-    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true)?;
     /// let mut opt = Sgd::new(vec![w.clone()], 0.1)?.momentum(0.9)?;
     /// for _ in 0..2 {
     ///     opt.zero_grad();
@@ -234,7 +234,7 @@ impl Sgd {
     ///
     /// ```
     /// use eddy_tensor::{optim::{Optimizer, Sgd}, Tensor};
-    /// let w = Tensor::from_vec(vec![2f32], [1])?.requires_grad_(true);
+    /// let w = Tensor::from_vec(vec![2f32], [1])?.requires_grad_(true)?;
     /// let mut opt = Sgd::new(vec![w.clone()], 0.1)?.weight_decay(0.5)?;
     /// w.mul_scalar(0.0)?.sum_all()?.backward()?; // grad 0, plus 0.5·w from the decay
     /// opt.step()?;
@@ -300,7 +300,7 @@ impl Optimizer for Sgd {
 ///
 /// ```
 /// use eddy_tensor::{optim::{Adam, Optimizer}, Tensor};
-/// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+/// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true)?;
 /// let mut opt = Adam::new(vec![w.clone()], 0.1)?;
 /// w.square()?.sum_all()?.backward()?;
 /// opt.step()?;
@@ -337,7 +337,7 @@ impl Adam {
     ///
     /// ```
     /// use eddy_tensor::{optim::Adam, Tensor, DType};
-    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true);
+    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true)?;
     /// let opt = Adam::new(vec![w], 1e-3)?;
     /// assert_eq!((opt.betas, opt.eps), ((0.9, 0.999), 1e-8));
     /// assert_eq!((opt.weight_decay, opt.decoupled), (0.0, false));
@@ -368,7 +368,7 @@ impl Adam {
     ///
     /// ```
     /// use eddy_tensor::{optim::{Adam, Optimizer}, Tensor};
-    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+    /// let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true)?;
     /// let mut opt = Adam::adamw(vec![w.clone()], 0.1, 0.5)?;
     /// assert!(opt.decoupled);
     /// w.mul_scalar(0.0)?.sum_all()?.backward()?; // a zero gradient: only the decay moves w
@@ -394,7 +394,7 @@ impl Adam {
     ///
     /// ```
     /// use eddy_tensor::{optim::Adam, Tensor, DType};
-    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true);
+    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true)?;
     /// assert_eq!(Adam::new(vec![w.clone()], 1e-3)?.betas(0.8, 0.99)?.betas, (0.8, 0.99));
     /// assert!(Adam::new(vec![w], 1e-3)?.betas(1.0, 0.99).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
@@ -415,7 +415,7 @@ impl Adam {
     ///
     /// ```
     /// use eddy_tensor::{optim::Adam, Tensor, DType};
-    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true);
+    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true)?;
     /// assert_eq!(Adam::new(vec![w.clone()], 1e-3)?.eps(1e-6)?.eps, 1e-6);
     /// assert!(Adam::new(vec![w], 1e-3)?.eps(-1.0).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
@@ -436,7 +436,7 @@ impl Adam {
     ///
     /// ```
     /// use eddy_tensor::{optim::Adam, Tensor, DType};
-    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true);
+    /// let w = Tensor::zeros([3], DType::F32)?.requires_grad_(true)?;
     /// let opt = Adam::new(vec![w.clone()], 1e-3)?.weight_decay(0.1)?;
     /// assert_eq!((opt.weight_decay, opt.decoupled), (0.1, false));
     /// assert!(Adam::new(vec![w], 1e-3)?.weight_decay(f64::NAN).is_err());

@@ -135,7 +135,7 @@ impl Tensor {
     /// use eddy_tensor::{Tensor, DType};
     /// let w = Tensor::ones([2], DType::F32)?;
     /// assert!(!w.requires_grad()); // fresh tensors do not
-    /// let w = w.requires_grad_(true);
+    /// let w = w.requires_grad_(true)?;
     /// assert!(w.mul_scalar(2.0)?.requires_grad()); // an op on it does
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```

@@ -74,6 +74,10 @@ fn a_kernel_error_read_later_names_the_line_of_the_failing_call() {
 fn argument_errors_name_the_line_of_the_call() {
     let a = Tensor::ones([2, 3], F32).unwrap();
     let b = Tensor::ones([4, 5], F32).unwrap();
+    let (i9, c0) = (
+        Tensor::from_vec(vec![9i64], [1]).unwrap(),
+        Tensor::from_vec(vec![0i64], [1]).unwrap(),
+    );
     // Methods, operators, free functions, and the ops they call inside.
     let cases: Vec<(R<Tensor>, u32)> = vec![
         (a.matmul(&b), line!()),
@@ -82,17 +86,11 @@ fn argument_errors_name_the_line_of_the_call() {
         (&a * 2.0 - &b, line!()),
         (a.sum(&[5], false), line!()),
         (a.reshape([7]), line!()),
-        (
-            a.index_select(0, &Tensor::from_vec(vec![9i64], [1]).unwrap()),
-            line!(),
-        ),
+        (a.index_select(0, &i9), line!()),
         (Tensor::cat(&[&a, &b], 0), line!()),
         (Tensor::stack(&[], 0), line!()),
         (a.permute(&[0, 0]), line!()),
-        (
-            a.cross_entropy(&Tensor::from_vec(vec![0i64], [1]).unwrap()),
-            line!(),
-        ),
+        (a.cross_entropy(&c0), line!()),
         (a.to_dtype(DType::I64).and_then(|i| i.gelu()), line!()),
         (a.softmax(3), line!()),
         (a.topk(4, -1, true).map(|(v, _)| v), line!()),
@@ -108,7 +106,7 @@ fn argument_errors_name_the_line_of_the_call() {
     let net = Sequential::new().add(Linear::new(3, 2, true, F32).unwrap());
     let (e, line) = (net.forward(&b).unwrap_err(), line!());
     names_line(&e, line);
-    // Reads of a released or failed tensor name the read.
+    // A refused read names the read.
     let (e, line) = (a.to_scalar().unwrap_err(), line!());
     names_line(&e, line);
 }

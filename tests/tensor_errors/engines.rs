@@ -116,7 +116,8 @@ fn a_100k_long_autograd_chain_backwards_and_drops_in_a_small_stack() {
             with_engine(&vm, || {
                 let x = Tensor::from_vec(vec![0.25f64, -1.0], [2])
                     .unwrap()
-                    .requires_grad_(true);
+                    .requires_grad_(true)
+                    .unwrap();
                 let mut y = x.clone();
                 for _ in 0..100_000 {
                     y = y.add_scalar(1.0).unwrap();

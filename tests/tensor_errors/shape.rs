@@ -122,7 +122,7 @@ fn every_op_checks_its_shapes_before_enqueueing() {
         (
             "backward",
             Box::new(|| {
-                let p = tf.clone().requires_grad_(true);
+                let p = tf.clone().requires_grad_(true).unwrap();
                 p.mul_scalar(2.0)?.backward_with(&w).map(|_| p)
             }),
         ),
@@ -140,7 +140,7 @@ fn every_op_checks_its_shapes_before_enqueueing() {
                 fails_at_call(&[&vm], || x.gather(1, &i))
             }
             "backward" => {
-                let p = tf.clone().requires_grad_(true);
+                let p = tf.clone().requires_grad_(true).unwrap();
                 let q = p.mul_scalar(2.0).unwrap();
                 fails_at_call(&[&vm], || q.backward_with(&w))
             }

@@ -39,7 +39,7 @@ fn leaf((s, d): &In) -> Tensor {
 fn grad_check(name: &str, inputs: &[In], f: impl Fn(&[Tensor]) -> R<Tensor>) {
     let leaves: Vec<Tensor> = inputs
         .iter()
-        .map(|i| leaf(i).requires_grad_(true))
+        .map(|i| leaf(i).requires_grad_(true).unwrap())
         .collect();
     let y = f(&leaves).unwrap_or_else(|e| panic!("{name}: {e}"));
     assert!(

@@ -115,8 +115,8 @@ fn linear_relu_grads_are_those_of_linear_then_relu_bit_for_bit() {
                 .to_dtype(dt)
                 .unwrap();
             let run = |fused: bool| -> Vec<Vec<u64>> {
-                let [x, w, b] =
-                    [&x, &w, &b].map(|t| leaf(t).to_dtype(dt).unwrap().requires_grad_(true));
+                let [x, w, b] = [&x, &w, &b]
+                    .map(|t| leaf(t).to_dtype(dt).unwrap().requires_grad_(true).unwrap());
                 let y = match fused {
                     true => x.linear_relu(&w, Some(&b)).unwrap(),
                     false => x.linear(&w, Some(&b)).unwrap().relu().unwrap(),

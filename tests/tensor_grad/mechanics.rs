@@ -9,7 +9,8 @@ fn gradients_accumulate_over_two_backward_calls() {
     let xv = vec![0.5, -1.0, 2.0];
     let x = Tensor::from_vec(xv.clone(), [3])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     x.mul(&x).unwrap().sum_all().unwrap().backward().unwrap();
     assert_eq!(
         f64s(&x.grad().unwrap()),
@@ -41,7 +42,8 @@ fn gradients_accumulate_over_two_backward_calls() {
     // Two leaves, one backward through a shared subgraph each time.
     let w = Tensor::from_vec(vec![1.0, 2.0, 3.0], [3])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     let h = x.mul(&w).unwrap();
     h.sum_all().unwrap().backward().unwrap();
     h.mean_all().unwrap().backward().unwrap();
@@ -56,7 +58,8 @@ fn detach_and_no_grad_cut_the_graph() {
     let xv = vec![1.5, -2.0];
     let x = Tensor::from_vec(xv.clone(), [2])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     // Only the attached path contributes: d/dx (stop(x) · x) = x.
     x.detach()
         .mul(&x)
@@ -98,7 +101,8 @@ fn detach_and_no_grad_cut_the_graph() {
 fn backward_rejects_bad_seeds_and_in_place_on_leaves() {
     let x = Tensor::from_vec(vec![1.0, 2.0], [2])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     let y = x.mul_scalar(2.0).unwrap();
     assert!(matches!(
         y.backward(),
@@ -125,7 +129,8 @@ fn backward_rejects_bad_seeds_and_in_place_on_leaves() {
 fn in_place_writes_to_saved_tensors_fail_the_backward() {
     let x = Tensor::from_vec(vec![1.0, 2.0], [2])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     // mul reads its other operand.
     let c = Tensor::from_vec(vec![3.0, 4.0], [2]).unwrap();
     let y = x.mul(&c).unwrap().sum_all().unwrap();
@@ -186,7 +191,8 @@ fn in_place_writes_to_saved_tensors_fail_the_backward() {
 fn custom_backward_results_are_checked() {
     let x = Tensor::from_vec(vec![1f32, 2., 3.], [3])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     let id = || {
         Tensor::custom_map::<f32, _>("id", &[&x], [3], |i, o| {
             o.copy_from_slice(i[0]);
@@ -215,10 +221,12 @@ fn custom_backward_results_are_checked() {
 fn leaf_gradients_do_not_share_storage() {
     let a = Tensor::from_vec(vec![1f32], [1])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     let b = Tensor::from_vec(vec![1f32], [1])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     a.add(&b).unwrap().sum_all().unwrap().backward().unwrap();
     let (ga, gb) = (a.grad().unwrap(), b.grad().unwrap());
     assert!(!ga.shares_storage(&gb));
@@ -227,7 +235,8 @@ fn leaf_gradients_do_not_share_storage() {
     let s = Tensor::from_vec(vec![2f32, 3.], [2]).unwrap();
     let x = Tensor::from_vec(vec![0f32, 0.], [2])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     x.add_scalar(1.0).unwrap().backward_with(&s).unwrap();
     assert!(!x.grad().unwrap().shares_storage(&s));
     assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), [2.0, 3.0]);

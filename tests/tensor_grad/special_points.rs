@@ -10,7 +10,8 @@ use eddy::tensor::{DType, Tensor};
 fn norm_and_logsumexp_at_special_points() {
     let x = Tensor::from_vec(vec![0f64, 0.0, 3.0, 4.0], [2, 2])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     x.norm(2.0, &[1], false)
         .unwrap()
         .sum_all()
@@ -34,7 +35,8 @@ fn gradients_at_zero_match_pytorch() {
     let grad_of = |v: Vec<f64>, f: &dyn Fn(&Tensor) -> R<Tensor>| -> Vec<f64> {
         let x = Tensor::from_vec(v.clone(), [v.len()])
             .unwrap()
-            .requires_grad_(true);
+            .requires_grad_(true)
+            .unwrap();
         f(&x).unwrap().sum_all().unwrap().backward().unwrap();
         f64s(&x.grad().unwrap())
     };
@@ -89,10 +91,12 @@ fn maximum_and_minimum_share_ties() {
     for max in [true, false] {
         let a = Tensor::from_vec(vec![1.0, 2.0, 3.0], [3])
             .unwrap()
-            .requires_grad_(true);
+            .requires_grad_(true)
+            .unwrap();
         let b = Tensor::from_vec(vec![1.0, 5.0, 0.0], [3])
             .unwrap()
-            .requires_grad_(true);
+            .requires_grad_(true)
+            .unwrap();
         let y = if max { a.maximum(&b) } else { a.minimum(&b) }.unwrap();
         y.sum_all().unwrap().backward().unwrap();
         let (ga, gb) = (f64s(&a.grad().unwrap()), f64s(&b.grad().unwrap()));

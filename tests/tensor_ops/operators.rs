@@ -150,7 +150,8 @@ fn operator_errors_are_the_ops_errors_left_first() {
 fn gradients_flow_through_operators() -> R<()> {
     let x = Tensor::from_vec(vec![0.5f64, -1.5, 2.0], [3])
         .unwrap()
-        .requires_grad_(true);
+        .requires_grad_(true)
+        .unwrap();
     // y = sum(x*x + 3x - 1/x + 2) ; dy/dx = 2x + 3 + 1/x^2
     let y = ((&x * &x + (&x * 3.0)?)? - (1.0 / &x)?)?;
     let y = (y + 2.0)?.sum_all()?;

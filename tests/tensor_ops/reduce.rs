@@ -218,7 +218,7 @@ fn reduction_edges_match_pytorch() {
     assert!(v[0].is_nan() && v[1] == 3.0, "{v:?}");
     assert_eq!(i.to_vec::<i64>().unwrap(), [1, 0]);
     // The gradient goes to the position the median came from.
-    let w = x.to_dtype(F64).unwrap().requires_grad_(true);
+    let w = x.to_dtype(F64).unwrap().requires_grad_(true).unwrap();
     w.median(1, true)
         .unwrap()
         .0

@@ -388,7 +388,7 @@ fn views_of_small_ranks_and_empty_dims_match_pytorch() {
     assert!(matches!(s.squeeze(1), Err(Error::InvalidDim { .. })));
     assert!(matches!(s.transpose(0, 1), Err(Error::InvalidDim { .. })));
     // The gradient flows through a 0-d transpose.
-    let x = Tensor::scalar(3f32).unwrap().requires_grad_(true);
+    let x = Tensor::scalar(3f32).unwrap().requires_grad_(true).unwrap();
     x.transpose(0, 0)
         .unwrap()
         .mul_scalar(2.0)
@@ -483,7 +483,10 @@ fn flatten_merges_a_range_of_dims_as_pytorch() {
         "{over}"
     );
     // The gradient comes back in the input's shape.
-    let x = Tensor::ones([2, 3, 4], F32).unwrap().requires_grad_(true);
+    let x = Tensor::ones([2, 3, 4], F32)
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
     x.flatten(1, 2)
         .unwrap()
         .mul_scalar(3.0)

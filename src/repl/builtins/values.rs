@@ -22,7 +22,7 @@ pub(super) const ROWS: &[Builtin] = &[
         a.done(f)?;
         a.arity(f, 0, 1)?;
         let on = a.pos.first().map_or(Ok(true), |v| as_bool(v, f))?;
-        Ok(Value::Tensor(x.requires_grad_(on)))
+        Ok(Value::Tensor(x.requires_grad_(on)?))
     }),
     method("backward", "backward()", |f, x, a| {
         a.none(f)?;

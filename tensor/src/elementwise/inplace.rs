@@ -215,7 +215,7 @@ impl Tensor {
     ///
     /// ```
     /// use eddy_tensor::{no_grad, Error, Tensor};
-    /// let w = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true);
+    /// let w = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true)?;
     /// assert!(matches!(w.mul_scalar_(3.0), Err(Error::Autograd { .. })));
     /// {
     ///     let _g = no_grad(); // as an optimizer updates its parameters

@@ -26,7 +26,7 @@ use crate::{DType, Error, Result, Tensor};
 ///
 /// ```
 /// use eddy_tensor::{nn, Tensor};
-/// let w = Tensor::from_vec(vec![1f32, 1.0], [2])?.requires_grad_(true);
+/// let w = Tensor::from_vec(vec![1f32, 1.0], [2])?.requires_grad_(true)?;
 /// w.mul_scalar(3.0)?.sum_all()?.backward()?; // grad [3, 3], of norm √18
 /// let norm = nn::clip_grad_norm(&[w.clone()], 1.0, 2.0)?;
 /// assert!((norm.item::<f32>()? - 18f32.sqrt()).abs() < 1e-5);
@@ -95,7 +95,7 @@ pub fn clip_grad_norm(params: &[Tensor], max_norm: f64, norm_type: f64) -> Resul
 ///
 /// ```
 /// use eddy_tensor::{nn, Tensor};
-/// let w = Tensor::from_vec(vec![1f32, -2.0], [2])?.requires_grad_(true);
+/// let w = Tensor::from_vec(vec![1f32, -2.0], [2])?.requires_grad_(true)?;
 /// w.mul(&Tensor::from_vec(vec![5f32, -0.5], [2])?)?.sum_all()?.backward()?; // grad [5, -0.5]
 /// nn::clip_grad_value(&[w.clone()], 1.0)?;
 /// assert_eq!(w.grad().unwrap().to_vec::<f32>()?, [1.0, -0.5]);

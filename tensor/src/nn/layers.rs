@@ -306,7 +306,7 @@ impl Embedding {
     /// ```
     #[track_caller]
     pub fn new(num: usize, dim: usize, dtype: DType) -> Result<Embedding> {
-        let weight = Tensor::randn([num, dim], 0.0, 1.0, dtype)?.requires_grad_(true);
+        let weight = Tensor::randn([num, dim], 0.0, 1.0, dtype)?.requires_grad_(true)?;
         Ok(Embedding { weight })
     }
 }
@@ -374,8 +374,8 @@ impl LayerNorm {
         }
         let (weight, bias) = if affine {
             (
-                Some(Tensor::ones(shape, dtype)?.requires_grad_(true)),
-                Some(Tensor::zeros(shape, dtype)?.requires_grad_(true)),
+                Some(Tensor::ones(shape, dtype)?.requires_grad_(true)?),
+                Some(Tensor::zeros(shape, dtype)?.requires_grad_(true)?),
             )
         } else {
             (None, None)

@@ -252,12 +252,12 @@ impl Linear {
     ) -> Result<Linear> {
         let weight = init
             .tensor(&[out, inp], inp, out, dtype)?
-            .requires_grad_(true);
+            .requires_grad_(true)?;
         let bias = if bias {
             Some(
                 Init::KaimingUniform
                     .tensor(&[out], inp, out, dtype)?
-                    .requires_grad_(true),
+                    .requires_grad_(true)?,
             )
         } else {
             None

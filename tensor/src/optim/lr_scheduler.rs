@@ -11,7 +11,7 @@
 //! use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
 //! use eddy_tensor::optim::{Optimizer, Sgd};
 //! use eddy_tensor::Tensor;
-//! let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true);
+//! let w = Tensor::from_vec(vec![1f32], [1])?.requires_grad_(true)?;
 //! let mut opt = Sgd::new(vec![w.clone()], 0.1)?;
 //! let mut sched = Scheduler::new(&mut opt, Schedule::Step { step_size: 2, gamma: 0.5 })?;
 //! let mut rates = vec![opt.lr()];
@@ -36,7 +36,7 @@ use crate::{Error, Result};
 /// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
 /// use eddy_tensor::optim::Sgd;
 /// use eddy_tensor::Tensor;
-/// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true);
+/// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true)?;
 /// let mut opt = Sgd::new(vec![w], 1.0)?;
 /// let multi = Schedule::MultiStep { milestones: vec![2, 4], gamma: 0.1 };
 /// let s = Scheduler::new(&mut opt, multi)?;
@@ -183,7 +183,7 @@ impl Schedule {
 /// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
 /// use eddy_tensor::optim::{Optimizer, Sgd};
 /// use eddy_tensor::Tensor;
-/// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true);
+/// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true)?;
 /// let mut opt = Sgd::new(vec![w], 1.0)?;
 /// let mut sched = Scheduler::new(&mut opt, Schedule::Exponential { gamma: 0.5 })?;
 /// sched.step(&mut opt);
@@ -217,7 +217,7 @@ impl Scheduler {
     /// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
     /// use eddy_tensor::optim::{Adam, Optimizer};
     /// use eddy_tensor::Tensor;
-    /// let w = Tensor::zeros([3], eddy_tensor::DType::F32)?.requires_grad_(true);
+    /// let w = Tensor::zeros([3], eddy_tensor::DType::F32)?.requires_grad_(true)?;
     /// let mut opt = Adam::new(vec![w], 1e-3)?;
     /// let warm = Schedule::Linear { start_factor: 0.1, end_factor: 1.0, total_iters: 4 };
     /// let mut sched = Scheduler::new(&mut opt, warm)?;
@@ -255,7 +255,7 @@ impl Scheduler {
     /// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
     /// use eddy_tensor::optim::{Optimizer, Sgd};
     /// use eddy_tensor::Tensor;
-    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true);
+    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true)?;
     /// let mut opt = Sgd::new(vec![w], 0.1)?;
     /// let mut sched = Scheduler::new(&mut opt, Schedule::Step { step_size: 1, gamma: 0.5 })?;
     /// assert_eq!(sched.step(&mut opt), 0.05);
@@ -277,7 +277,7 @@ impl Scheduler {
     /// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
     /// use eddy_tensor::optim::Sgd;
     /// use eddy_tensor::Tensor;
-    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true);
+    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true)?;
     /// let mut opt = Sgd::new(vec![w], 1.0)?;
     /// let cos = Scheduler::new(&mut opt, Schedule::CosineAnnealing { t_max: 10, eta_min: 0.0 })?;
     /// assert_eq!(cos.lr_at(0), 1.0);
@@ -297,7 +297,7 @@ impl Scheduler {
     /// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
     /// use eddy_tensor::optim::Sgd;
     /// use eddy_tensor::Tensor;
-    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true);
+    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true)?;
     /// let mut opt = Sgd::new(vec![w], 0.1)?;
     /// let mut sched = Scheduler::new(&mut opt, Schedule::Exponential { gamma: 0.9 })?;
     /// assert_eq!(sched.epoch(), 0);
@@ -318,7 +318,7 @@ impl Scheduler {
     /// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
     /// use eddy_tensor::optim::{Optimizer, Sgd};
     /// use eddy_tensor::Tensor;
-    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true);
+    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true)?;
     /// let mut opt = Sgd::new(vec![w], 0.5)?;
     /// let warm = Schedule::Linear { start_factor: 0.5, end_factor: 1.0, total_iters: 2 };
     /// let sched = Scheduler::new(&mut opt, warm)?;
@@ -337,7 +337,7 @@ impl Scheduler {
     /// use eddy_tensor::optim::lr_scheduler::{Schedule, Scheduler};
     /// use eddy_tensor::optim::Sgd;
     /// use eddy_tensor::Tensor;
-    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true);
+    /// let w = Tensor::zeros([1], eddy_tensor::DType::F32)?.requires_grad_(true)?;
     /// let mut opt = Sgd::new(vec![w], 0.1)?;
     /// let sched = Scheduler::new(&mut opt, Schedule::Exponential { gamma: 0.9 })?;
     /// assert_eq!(sched.schedule(), &Schedule::Exponential { gamma: 0.9 });
