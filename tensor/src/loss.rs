@@ -95,13 +95,17 @@ impl Tensor {
                 .neg();
         }
         // Some targets may be -100 (known so, or computed): those are gathered at class 0 and
-        // weighed 0, and the mean is over the others (0 / 0, NaN, if none is left). The gather's
-        // kernel checks the others, so a computed target out of range fails at the next sync.
+        // weighed 0, and the mean is over the others: the mean over all, scaled by N / kept
+        // (NaN if none is kept). With none ignored the scale is exactly 1, so the loss and its
+        // gradient are the plain path's bit for bit (a compiled graph, whose targets are never
+        // known, takes this path). The gather's kernel checks the other targets, so a computed
+        // one out of range fails at the next sync.
         let keep = target.ne_scalar(IGNORE_INDEX as f64)?;
         let safe = keep.where_(target, &target.zeros_like()?)?;
         let picked = self.gather_impl(op, 1, &safe.unsqueeze(1)?)?.squeeze(1)?;
         let w = keep.to_dtype(self.dtype())?;
-        picked.mul(&w)?.sum_all()?.div(&w.sum_all()?)?.neg()
+        let scale = (picked.numel() as f64 / &w.sum_all()?)?;
+        picked.mul(&w)?.mean_all()?.mul(&scale)?.neg()
     }
 
     /// Cross-entropy of logits, as PyTorch's `F.cross_entropy` with its defaults (mean over

@@ -272,6 +272,14 @@ impl Optimizer for Sgd {
                         buf.mul_scalar_(self.momentum)?;
                         buf.add_(&g)?
                     }
+                    None if crate::graph::is_tracing() => {
+                        // Made here, the buffer would be made again at every run of the plan.
+                        return Err(Error::invalid(
+                            "Sgd",
+                            "the momentum buffers are made by the first step: take one eager \
+                             step before compiling a graph that steps",
+                        ));
+                    }
                     None => {
                         let buf = g.contiguous()?.mul_scalar(1.0)?;
                         *v = Some(buf.clone());
@@ -458,6 +466,14 @@ impl Optimizer for Adam {
     /// errors.
     #[track_caller]
     fn step(&mut self) -> Result<()> {
+        if crate::graph::is_tracing() {
+            return Err(Error::invalid(
+                "Adam",
+                "a step inside a compiled graph is not supported: its bias correction uses a \
+                 step count kept on the host, which a plan would fix at its traced value; step \
+                 Adam eagerly, or use Sgd in the graph",
+            ));
+        }
         // Again here: the fields are public, and `set_lr` takes any value.
         check_non_negative("Adam", "learning rate", self.lr)?;
         check_non_negative("Adam", "epsilon value", self.eps)?;

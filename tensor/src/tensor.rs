@@ -145,6 +145,11 @@ impl Tensor {
 
     /// A new handle (no autograd record) on the storage `self` views, with `layout`.
     pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
+        self.view_with(layout, self.0.host_range.as_ref())
+    }
+
+    /// A new handle on `self`'s storage with `layout` and the host range `host_range`.
+    fn view_with(&self, layout: Layout, host_range: Option<&TArc<HostRange>>) -> Tensor {
         let (numel, contiguous) = (layout.numel(), layout.is_contiguous());
         self.0.blob.hold();
         Tensor::from_parts(
@@ -153,7 +158,7 @@ impl Tensor {
                 vm: self.0.vm.share(),
                 dtype: self.0.dtype,
                 loc: self.0.loc,
-                host_range: self.0.host_range.as_ref(),
+                host_range,
             },
             layout,
             numel,
@@ -254,6 +259,41 @@ impl Tensor {
             numel,
             true,
         ))
+    }
+
+    /// A new handle on `self`'s storage and layout that knows nothing of its values on the
+    /// host (no recorded range) and has no autograd record: a graph's trace input, whose
+    /// values change from run to run.
+    pub(crate) fn alias_unknown(&self) -> Tensor {
+        self.view_with(self.0.layout.clone(), None)
+    }
+
+    /// A tensor viewing `blob` (of `vm`, on `loc`) with `layout`; `fresh`: the blob is new
+    /// and counts this handle as its first holder already.
+    pub(crate) fn on_blob(
+        vm: VmRef,
+        loc: Loc,
+        blob: Counted<Blob>,
+        fresh: bool,
+        dtype: DType,
+        layout: Layout,
+    ) -> Tensor {
+        if !fresh {
+            blob.hold();
+        }
+        let (numel, contiguous) = (layout.numel(), layout.is_contiguous());
+        Tensor::from_parts(
+            Parts {
+                blob,
+                vm,
+                dtype,
+                loc,
+                host_range: None,
+            },
+            layout,
+            numel,
+            contiguous,
+        )
     }
 
     /// A fresh tensor on the same engine and device as `self`.

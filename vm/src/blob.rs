@@ -213,6 +213,37 @@ impl Blob {
         Ok(())
     }
 
+    /// Gives the blob memory it does not own (a plan's arena): kernels see `ptr`; a release
+    /// frees nothing.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is valid for [`bytes`](Self::bytes) bytes, aligned for any element type, for as
+    /// long as the blob is used, and no other blob in use at the same time is given any of
+    /// those bytes. The blob has no memory yet.
+    pub(crate) unsafe fn bind_memory(&self, ptr: *mut u8) {
+        debug_assert!(self.as_ptr().is_null(), "a blob given memory twice");
+        self.compute.ptr.store(ptr, Ordering::Release);
+    }
+
+    /// Marks the blob failed with `e`, as a failed kernel marks its outputs: every later read
+    /// returns `e`, and every op that reads it is skipped and passes `e` on. For a blob whose
+    /// values can never exist (a placeholder written only inside a capture).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Error, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let b = vm.new_blob(4);
+    /// b.poison_with(&Error::kernel("made", "never computed"));
+    /// assert!(matches!(vm.read_blob(&b, |_| ()), Err(Error::KernelFailed { .. })));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn poison_with(&self, e: &Error) {
+        self.set_poison(e);
+    }
+
     /// Frees the blob's memory (the `ReleaseTensor` instruction calls this once every earlier
     /// access has completed). Idempotent. Inline memory needs no free: kernels stop seeing
     /// it, and it goes with the blob.

@@ -36,14 +36,26 @@ pub(crate) fn check_and_track(
     inputs: &[Counted<Blob>],
     outputs: &[Counted<Blob>],
 ) -> Result<()> {
-    check_stream(sh, op, stream)?;
-    // Every check before any tracking: a refused call changes nothing. Plain loops: an
-    // iterator chaining the two lists cost more than the checks (per-step `Option` state).
-    check_blobs(sh, op, inputs)?;
-    check_blobs(sh, op, outputs)?;
+    // Every check before any tracking: a refused call changes nothing.
+    check_only(sh, op, stream, inputs, outputs)?;
     track_streams(stream, inputs);
     track_streams(stream, outputs);
     Ok(())
+}
+
+/// Checks an instruction's stream and operands without tracking them (a captured op call).
+pub(crate) fn check_only(
+    sh: &Shared,
+    op: &str,
+    stream: StreamId,
+    inputs: &[Counted<Blob>],
+    outputs: &[Counted<Blob>],
+) -> Result<()> {
+    check_stream(sh, op, stream)?;
+    // Plain loops: an iterator chaining the two lists cost more than the checks (per-step
+    // `Option` state).
+    check_blobs(sh, op, inputs)?;
+    check_blobs(sh, op, outputs)
 }
 
 /// The stream exists.

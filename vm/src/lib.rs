@@ -34,6 +34,7 @@ pub mod instruction;
 mod notifier;
 pub mod par;
 mod pending;
+pub mod plan;
 mod pool;
 mod prefetch;
 mod scheduler;

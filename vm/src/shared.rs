@@ -28,6 +28,13 @@ pub(crate) struct Shared {
     pub config: Config,
     pub streams: Vec<StreamEntry>,
     pub any_async_stream: bool,
+    /// `run_op` takes its general path (owned handles, the builder where needed): an
+    /// asynchronous stream exists, or a capture is in progress. One flag, so the per-op path
+    /// tests one word for both.
+    pub submit_slow: AtomicBool,
+    /// Captures in progress (`Vm::capture`), one per capturing thread.
+    pub capturing: AtomicUsize,
+    pub capture: Mutex<Vec<crate::plan::CaptureState>>,
     pub owner_id: QCellOwnerID,
     /// User threads → scheduler. Its notifier is the scheduler's.
     pub pending: CachePadded<PendingStack>,
@@ -79,6 +86,9 @@ impl Shared {
             trace: Mutex::new(Vec::new()),
             tracing: AtomicBool::new(config.trace),
             any_async_stream: streams.iter().any(|s| s.policy.done_means_launched()),
+            submit_slow: AtomicBool::new(streams.iter().any(|s| s.policy.done_means_launched())),
+            capturing: AtomicUsize::new(0),
+            capture: Mutex::new(Vec::new()),
             config,
             streams,
             owner_id,

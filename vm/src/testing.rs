@@ -107,6 +107,46 @@ impl InstructionPolicy for Link {
     }
 }
 
+/// A kernel that adds its byte to every byte of its first input (or of nothing: 0) and writes
+/// the sums to its outputs: for tests of op calls, captures and plans.
+///
+/// ```
+/// use eddy_vm::{testing::AddByte, StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, b) = (vm.new_blob(2), vm.new_blob(2));
+/// vm.run_op(StreamId::CPU, AddByte(3), &[], &[&a], true)?;
+/// vm.run_op(StreamId::CPU, AddByte(4), &[&a], &[&b], true)?;
+/// assert_eq!(vm.read_blob(&b, |m| m.to_vec())?, [7, 7]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+pub struct AddByte(pub u8);
+
+impl crate::instruction::Kernel for AddByte {
+    fn name(&self) -> &str {
+        "add_byte"
+    }
+    fn compute(
+        &mut self,
+        inputs: &[Counted<Blob>],
+        outputs: &[Counted<Blob>],
+        _ctx: &mut ComputeCtx<'_>,
+    ) -> Result<()> {
+        let src: Vec<u8> = match inputs.first() {
+            // SAFETY: the engine gives a kernel its inputs to read.
+            Some(i) => unsafe { i.bytes_ref().to_vec() },
+            None => Vec::new(),
+        };
+        for o in outputs {
+            // SAFETY: the engine gives a kernel its outputs to write, alone.
+            let out = unsafe { o.bytes_mut() };
+            for (k, v) in out.iter_mut().enumerate() {
+                *v = src.get(k).copied().unwrap_or(0).wrapping_add(self.0);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Marks a policy [cheap](InstructionPolicy::cheap): an idle engine runs it at once on the
 /// submitting thread.
 ///

@@ -29,11 +29,13 @@ impl Vm {
     /// assert_eq!(sum, 10);
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
+    #[track_caller]
     pub fn read_blob<R: Send + 'static>(
         &self,
         blob: &Counted<Blob>,
         f: impl FnOnce(&[u8]) -> R + Send + 'static,
     ) -> Result<R> {
+        self.refuse_in_capture("read_blob")?;
         if in_engine() {
             return Err(Error::ReentrantWait {
                 at: crate::error::Caller::UNKNOWN,
@@ -86,11 +88,13 @@ impl Vm {
     /// assert_eq!(vm.read_blob(&b, |bytes| bytes.to_vec())?, vec![9; 4]);
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
+    #[track_caller]
     pub fn write_blob<R: Send + 'static>(
         &self,
         blob: &Counted<Blob>,
         f: impl FnOnce(&mut [u8]) -> R + Send + 'static,
     ) -> Result<R> {
+        self.refuse_in_capture("write_blob")?;
         if in_engine() {
             return Err(Error::ReentrantWait {
                 at: crate::error::Caller::UNKNOWN,

@@ -111,7 +111,13 @@ impl Vm {
         // asynchronous stream, few enough operands for `Shallow`); `run` still runs a cheap
         // call at once on an idle engine.
         let borrowable = inputs.len() <= SHALLOW_MAX && outputs.len() <= SHALLOW_MAX;
-        if !cheap || self.shared().any_async_stream || !borrowable {
+        if !cheap || self.shared().submit_slow.load(Ordering::Relaxed) || !borrowable {
+            if self.shared().capturing.load(Ordering::Relaxed) > 0 {
+                match self.try_capture(stream, kernel, inputs, outputs, at)? {
+                    None => return Ok(()),
+                    Some(k) => kernel = k,
+                }
+            }
             let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(cheap);
             return self.run(stream, call);
         }

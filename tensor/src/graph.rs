@@ -1,0 +1,666 @@
+//! Compiled graphs: a closure of tensor ops traced once and replayed as one instruction.
+//!
+//! [`Graph::new`] wraps a closure from input tensors to output tensors: a forward pass, or a
+//! whole training step with `backward` and the optimizer's update. The first
+//! [`run`](Graph::run) with inputs of given shapes, dtypes and device traces the closure: its
+//! op calls are captured, not run ([`eddy_vm::Vm::capture`]), and compiled into a plan whose
+//! temporaries live in one arena laid out by their lifetimes. That run and every later one with
+//! the same signature launch the plan as one engine instruction; a run with another signature
+//! traces again (each signature compiles once), or is refused with a typed error if the graph
+//! was built with [`fixed_signature`](Graph::fixed_signature).
+//!
+//! Tensors the closure reads but did not make (a model's parameters, an optimizer's state)
+//! stay ordinary tensors: every run reads their values at that time, and updates them in place
+//! where the closure does, ordered against eager code that reads or writes them. Values are
+//! those of eager execution, bit for bit, with two differences the trace makes visible:
+//!
+//! - A random op (`dropout`, `randn`) draws the same numbers at every run: its seed was drawn
+//!   when the trace made it.
+//! - Host values the closure reads are fixed at the trace: a learning rate, a branch on a
+//!   shape. Changing them needs a new graph. `Adam::step` refuses to be traced (its bias
+//!   correction counts steps on the host); `Sgd` is traced.
+//! - State the closure would make on its first call (a momentum buffer) must exist before the
+//!   graph runs: take one eager step first. A graph that would make such state is refused.
+//!
+//! A tensor made inside the closure and kept outside it (a parameter's `grad` after a
+//! `backward` inside) is written by every run, and holds the last run's values, as after an
+//! eager call.
+//!
+//! Inside the closure, reading values on the host (`to_vec`, `item`) is refused: the values do
+//! not exist while tracing, and a branch on them could not change at a replay.
+//!
+//! # Examples
+//!
+//! ```
+//! use eddy_tensor::{DType, Tensor, graph::Graph};
+//! let w = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
+//! let g = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].matmul(&w)?.relu()?.sum_all()?]));
+//! let x = Tensor::from_vec(vec![1f32, -1.], [1, 2])?;
+//! let y = g.run(&[&x])?;
+//! assert_eq!(y[0].item::<f32>()?, 0.0); // relu([1 - 3, 2 - 4])
+//! let eager = x.matmul(&w)?.relu()?.sum_all()?;
+//! assert_eq!(y[0].to_vec::<f32>()?, eager.to_vec::<f32>()?);
+//! let y2 = g.run(&[&Tensor::from_vec(vec![1f32, 1.], [1, 2])?])?;
+//! assert_eq!(y2[0].item::<f32>()?, 10.0);
+//! assert_eq!(g.compiled_signatures(), 1);
+//! # Ok::<(), eddy_tensor::Error>(())
+//! ```
+
+use crate::engine::{Loc, VmRef};
+use crate::{Caller, DType, Device, Error, Layout, Result, Tensor};
+use eddy_vm::plan::{Captured, MemoryLayout, Plan, PlanSpec, Slot, Step};
+use eddy_vm::{Blob, Counted};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+thread_local! {
+    /// Whether this thread is tracing a graph's closure.
+    static TRACING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is tracing a graph's closure (its op calls are captured, not run).
+/// Code that reads values on the host, or keeps host state that changes from call to call,
+/// can refuse to be traced.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{DType, Tensor, graph::{Graph, is_tracing}};
+/// assert!(!is_tracing());
+/// let g = Graph::new(|xs: &[Tensor]| {
+///     assert!(is_tracing());
+///     Ok(vec![xs[0].neg()?])
+/// });
+/// g.run(&[&Tensor::ones([1], DType::F32)?])?;
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
+pub fn is_tracing() -> bool {
+    TRACING.with(|t| t.get())
+}
+
+/// What a compiled plan is specialised to: each input's dims, dtype and device, and the engine.
+struct Signature {
+    inputs: Vec<(Vec<usize>, DType, Device)>,
+    engine: eddy_vm::Vm,
+}
+
+impl PartialEq for Signature {
+    fn eq(&self, other: &Signature) -> bool {
+        self.inputs == other.inputs && self.engine.same_engine(&other.engine)
+    }
+}
+
+/// A closure of tensor ops, compiled per input signature: see the module's docs.
+pub struct Graph<F> {
+    f: F,
+    fixed: bool,
+    compiled: Mutex<Vec<(Signature, Arc<Compiled>)>>,
+}
+
+impl<F: Fn(&[Tensor]) -> Result<Vec<Tensor>>> Graph<F> {
+    /// A graph of `f`, compiled at its first run with each input signature.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, graph::Graph};
+    /// let g = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].exp()?]));
+    /// assert_eq!(g.compiled_signatures(), 0, "compiled at the first run");
+    /// ```
+    pub fn new(f: F) -> Graph<F> {
+        Graph {
+            f,
+            fixed: false,
+            compiled: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// This graph, refusing a run whose inputs differ in shape, dtype or device from those of
+    /// its first run (`ShapeMismatch`, `DTypeMismatch`, `DeviceMismatch`) instead of compiling
+    /// again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{DType, Error, Tensor, graph::Graph};
+    /// let g = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].exp()?])).fixed_signature();
+    /// g.run(&[&Tensor::zeros([2], DType::F32)?])?;
+    /// let e = g.run(&[&Tensor::zeros([3], DType::F32)?]).unwrap_err();
+    /// assert!(matches!(e, Error::ShapeMismatch { op: "graph", .. }));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    pub fn fixed_signature(mut self) -> Graph<F> {
+        self.fixed = true;
+        self
+    }
+
+    /// Runs the graph on `inputs`: one instruction on their engine (compiling first if no run
+    /// had their signature). Returns the outputs, fresh tensors (or views of an input or a
+    /// parameter, where the closure returned one), without autograd records.
+    ///
+    /// # Errors
+    ///
+    /// The closure's errors while it is traced (those of its ops, and `InvalidArgument` for
+    /// a host read inside it); `ShapeMismatch`/`DTypeMismatch`/`DeviceMismatch` for a new
+    /// signature of a [`fixed_signature`](Self::fixed_signature) graph; `DeviceMismatch` for
+    /// inputs on different engines or devices; `InvalidArgument` for a closure whose ops run
+    /// on several devices or that makes state it keeps (see the module's docs). An error of a kernel inside the plan surfaces at the next sync of an
+    /// output, naming the op and the line in the closure that called it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, graph::Graph};
+    /// let g = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].add(&xs[1])?, xs[0].mul(&xs[1])?]));
+    /// let (a, b) = (Tensor::from_vec(vec![2f32], [1])?, Tensor::from_vec(vec![3f32], [1])?);
+    /// let out = g.run(&[&a, &b])?;
+    /// assert_eq!((out[0].item::<f32>()?, out[1].item::<f32>()?), (5.0, 6.0));
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let xs = dense_inputs(inputs)?;
+        let c = self.compiled_for(&xs)?;
+        c.launch(&xs)
+    }
+
+    /// The compiled plan for `inputs`' signature, compiling it if there is none.
+    ///
+    /// # Errors
+    ///
+    /// As [`run`](Self::run).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{DType, Tensor, graph::Graph};
+    /// let g = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].exp()?.sum_all()?]));
+    /// let c = g.compile(&[&Tensor::zeros([4], DType::F32)?])?;
+    /// assert_eq!(c.len(), 2); // exp, sum
+    /// assert_eq!(c.arena_bytes(), 64); // the [4] intermediate, aligned
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn compile(&self, inputs: &[&Tensor]) -> Result<Arc<Compiled>> {
+        self.compiled_for(&dense_inputs(inputs)?)
+    }
+
+    /// How many signatures were compiled.
+    pub fn compiled_signatures(&self) -> usize {
+        self.compiled.lock().len()
+    }
+
+    #[track_caller]
+    fn compiled_for(&self, xs: &[Tensor]) -> Result<Arc<Compiled>> {
+        let sig = signature(xs)?;
+        let mut cache = self.compiled.lock();
+        if let Some((_, c)) = cache.iter().find(|(s, _)| *s == sig) {
+            return Ok(c.clone());
+        }
+        if self.fixed
+            && let Some((first, _)) = cache.first()
+        {
+            return Err(signature_error(&first.inputs, &sig.inputs));
+        }
+        let c = Arc::new(Compiled::trace(xs, &self.f)?);
+        cache.push((sig, c.clone()));
+        Ok(c)
+    }
+}
+
+/// The inputs, each dense from offset 0 (the layout the trace's kernels were built for): a
+/// view that is not is copied; an input sharing storage with an earlier one too.
+#[track_caller]
+fn dense_inputs(inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    let mut xs: Vec<Tensor> = Vec::with_capacity(inputs.len());
+    for &t in inputs {
+        let shared = xs.iter().any(|x| x.shares_storage(t));
+        let dense = t.is_contiguous() && t.layout().offset == 0;
+        xs.push(if dense && !shared {
+            t.clone()
+        } else {
+            t.to_dtype(t.dtype())?
+        });
+    }
+    Ok(xs)
+}
+
+#[track_caller]
+fn signature(xs: &[Tensor]) -> Result<Signature> {
+    let engine = match xs.first() {
+        Some(x) => x.engine().clone(),
+        None => crate::engine::current("graph")?.vm.clone(),
+    };
+    for x in xs.iter().skip(1) {
+        xs[0].same_device("graph", x)?;
+    }
+    Ok(Signature {
+        inputs: xs
+            .iter()
+            .map(|x| (x.dims().to_vec(), x.dtype(), x.device()))
+            .collect(),
+        engine,
+    })
+}
+
+#[track_caller]
+fn signature_error(
+    want: &[(Vec<usize>, DType, Device)],
+    got: &[(Vec<usize>, DType, Device)],
+) -> Error {
+    let at = Caller::here();
+    for (w, g) in want.iter().zip(got) {
+        if w.0 != g.0 {
+            return Error::ShapeMismatch {
+                at,
+                op: "graph",
+                lhs: w.0.clone(),
+                rhs: g.0.clone(),
+            };
+        }
+        if w.1 != g.1 {
+            return Error::DTypeMismatch {
+                at,
+                op: "graph",
+                lhs: w.1,
+                rhs: g.1,
+            };
+        }
+        if w.2 != g.2 {
+            return Error::DeviceMismatch {
+                at,
+                op: "graph",
+                lhs: w.2.to_string(),
+                rhs: g.2.to_string(),
+            };
+        }
+    }
+    Error::invalid(
+        "graph",
+        format!("compiled for {} inputs, given {}", want.len(), got.len()),
+    )
+}
+
+/// Where an output of a run comes from.
+#[derive(Clone, Debug)]
+enum OutSpec {
+    /// A view of the run's output blob `k`, made by the plan.
+    Made {
+        blob: usize,
+        dtype: DType,
+        layout: Layout,
+    },
+    /// A view of input `k`.
+    Input { input: usize, layout: Layout },
+    /// A view of a tensor the closure read but did not make.
+    Fixed {
+        blob: Counted<Blob>,
+        dtype: DType,
+        layout: Layout,
+    },
+}
+
+/// A graph compiled for one signature: its plan and how a run's outputs are made.
+pub struct Compiled {
+    plan: Plan,
+    vm: VmRef,
+    loc: Loc,
+    /// The bytes of each output blob a run makes.
+    out_blobs: Vec<usize>,
+    outs: Vec<OutSpec>,
+    /// The op of each step, with the line of its call (for `Display`).
+    names: Vec<String>,
+}
+
+impl Compiled {
+    /// Traces `f` on `xs` and compiles the trace.
+    #[track_caller]
+    fn trace<F: Fn(&[Tensor]) -> Result<Vec<Tensor>>>(xs: &[Tensor], f: &F) -> Result<Compiled> {
+        let at = Caller::here();
+        let place = match xs.first() {
+            Some(x) => x.place(),
+            None => crate::engine::current("graph")?,
+        };
+        let (vm, loc) = (place.vm, place.loc);
+        let aliases: Vec<Tensor> = xs.iter().map(Tensor::alias_unknown).collect();
+        let floor = eddy_vm::unique_id();
+        let (result, ops) = vm.capture(|| {
+            /// Clears the flag on return or unwind.
+            struct Traced;
+            impl Drop for Traced {
+                fn drop(&mut self) {
+                    TRACING.with(|t| t.set(false));
+                }
+            }
+            TRACING.with(|t| t.set(true));
+            let _traced = Traced;
+            f(&aliases)
+        })?;
+        let results = result?;
+        let mut b = Builder::new(xs, floor);
+        for op in &ops {
+            b.note(op);
+        }
+        let outs: Vec<OutSpec> = results.iter().map(|t| b.output(t)).collect();
+        // What the closure made and kept: checked once every handle of the trace is gone.
+        drop(results);
+        drop(aliases);
+        b.keep_escapes(&ops, at)?;
+        b.temps_from(&ops);
+        let stream = ops.first().map_or(loc.stream(), |op| op.stream);
+        if let Some(op) = ops.iter().find(|op| op.stream != stream) {
+            return Err(Error::InvalidArgument {
+                at,
+                op: "graph",
+                message: format!(
+                    "the closure's ops run on streams {stream} and {} (`{}`): a graph runs on \
+                     one device",
+                    op.stream,
+                    op.kernel.name()
+                ),
+            });
+        }
+        let names = ops
+            .iter()
+            .map(|op| match op.at.location() {
+                Some(l) => format!("{} ({}:{})", op.kernel.name(), l.file(), l.line()),
+                None => op.kernel.name().to_string(),
+            })
+            .collect();
+        let steps: Vec<Step> = ops
+            .into_iter()
+            .map(|op| {
+                let slots = |bs: &[Counted<Blob>]| bs.iter().map(|x| b.slot(x)).collect();
+                let (i, o) = (slots(&op.inputs), slots(&op.outputs));
+                Step::new(op.kernel, i, o).called_at(op.at)
+            })
+            .collect();
+        let spec = PlanSpec::new(
+            stream,
+            steps,
+            xs.len(),
+            b.out_sizes.len(),
+            b.temp_sizes.clone(),
+            b.fixed.clone(),
+        );
+        Ok(Compiled {
+            plan: Plan::new(&vm, spec)?,
+            vm,
+            loc,
+            out_blobs: b.out_sizes,
+            outs,
+            names,
+        })
+    }
+
+    /// Launches one run on `xs` (dense, of the compiled signature).
+    #[track_caller]
+    fn launch(&self, xs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let ins: Vec<Counted<Blob>> = xs.iter().map(|x| x.blob().clone()).collect();
+        let outs: Vec<Counted<Blob>> = self
+            .out_blobs
+            .iter()
+            .map(|&n| self.vm.new_blob(n))
+            .collect();
+        // Handles first: each new blob counts one holder, the first tensor made on it.
+        let mut fresh = vec![true; outs.len()];
+        let made: Vec<Tensor> = self
+            .outs
+            .iter()
+            .map(|o| match o {
+                OutSpec::Made {
+                    blob,
+                    dtype,
+                    layout,
+                } => {
+                    let t = Tensor::on_blob(
+                        self.vm.share(),
+                        self.loc,
+                        outs[*blob].clone(),
+                        fresh[*blob],
+                        *dtype,
+                        layout.clone(),
+                    );
+                    fresh[*blob] = false;
+                    t
+                }
+                OutSpec::Input { input, layout } => xs[*input].with_layout(layout.clone()),
+                OutSpec::Fixed {
+                    blob,
+                    dtype,
+                    layout,
+                } => Tensor::on_blob(
+                    self.vm.share(),
+                    self.loc,
+                    blob.clone(),
+                    false,
+                    *dtype,
+                    layout.clone(),
+                ),
+            })
+            .collect();
+        // An output blob no output views (none: each was made for one) would never be released.
+        debug_assert!(fresh.iter().all(|f| !f));
+        self.plan.launch(&self.vm, &ins, &outs)?;
+        Ok(made)
+    }
+
+    /// The number of steps (kernels) in the plan.
+    pub fn len(&self) -> usize {
+        self.plan.len()
+    }
+
+    /// Whether the plan has no steps.
+    pub fn is_empty(&self) -> bool {
+        self.plan.is_empty()
+    }
+
+    /// The bytes of the arena that holds the plan's intermediates.
+    pub fn arena_bytes(&self) -> usize {
+        self.plan.memory().arena
+    }
+
+    /// Where each intermediate lives in the arena, and when.
+    pub fn memory(&self) -> &MemoryLayout {
+        self.plan.memory()
+    }
+}
+
+/// The plan, a step per line: its op, the line of the closure that called it, and where its
+/// operands come from (`in0`, `out1`, `t2@128` for intermediate 2 at arena offset 128, `p0`
+/// for the first tensor the closure read but did not make).
+///
+/// ```
+/// use eddy_tensor::{DType, Tensor, graph::Graph};
+/// let g = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].exp()?.neg()?]));
+/// let c = g.compile(&[&Tensor::zeros([4], DType::F32)?])?;
+/// let text = c.to_string();
+/// assert!(text.starts_with("plan: 2 steps, 1 intermediate, arena 64 bytes"), "{text}");
+/// assert!(text.contains("exp") && text.contains("in0 -> t0@0"), "{text}");
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
+impl fmt::Display for Compiled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.plan.memory();
+        writeln!(
+            f,
+            "plan: {} steps, {} intermediate{}, arena {} bytes",
+            self.len(),
+            m.sizes.len(),
+            if m.sizes.len() == 1 { "" } else { "s" },
+            m.arena
+        )?;
+        let slot = |s: &Slot| match *s {
+            Slot::Input(k) => format!("in{k}"),
+            Slot::Output(k) => format!("out{k}"),
+            Slot::Temp(k) => format!("t{k}@{}", m.offsets[k]),
+            Slot::Fixed(k) => format!("p{k}"),
+        };
+        self.plan.with_steps(|steps| {
+            for (i, (s, name)) in steps.iter().zip(&self.names).enumerate() {
+                let list = |ss: &[Slot]| ss.iter().map(slot).collect::<Vec<_>>().join(", ");
+                writeln!(
+                    f,
+                    "  {i:3} {name}: {} -> {}",
+                    list(s.inputs()),
+                    list(s.outputs())
+                )?;
+            }
+            Ok(())
+        })
+    }
+}
+
+impl fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Maps the trace's blobs to the plan's slots.
+struct Builder {
+    /// Blobs made after this id were made by the trace.
+    floor: u64,
+    slots: HashMap<u64, Slot>,
+    out_sizes: Vec<usize>,
+    temp_sizes: Vec<usize>,
+    fixed: Vec<Counted<Blob>>,
+    /// The trace's blobs, by id, kept to check what outlived the trace.
+    made: HashMap<u64, Counted<Blob>>,
+}
+
+impl Builder {
+    fn new(xs: &[Tensor], floor: u64) -> Builder {
+        let slots = xs
+            .iter()
+            .enumerate()
+            .map(|(k, x)| (x.blob().id(), Slot::Input(k)))
+            .collect();
+        Builder {
+            floor,
+            slots,
+            out_sizes: Vec::new(),
+            temp_sizes: Vec::new(),
+            fixed: Vec::new(),
+            made: HashMap::new(),
+        }
+    }
+
+    /// Notes the blobs of a captured op: a blob made before the trace and not an input is
+    /// fixed; one made by it is kept until its slot is known.
+    fn note(&mut self, op: &Captured) {
+        for x in op.inputs.iter().chain(&op.outputs) {
+            if self.slots.contains_key(&x.id()) {
+                continue;
+            }
+            if x.id() > self.floor {
+                self.made.entry(x.id()).or_insert_with(|| x.clone());
+            } else {
+                self.slots.insert(x.id(), Slot::Fixed(self.fixed.len()));
+                self.fixed.push(x.clone());
+            }
+        }
+    }
+
+    /// Where a returned tensor comes from.
+    fn output(&mut self, t: &Tensor) -> OutSpec {
+        let (dtype, layout) = (t.dtype(), t.layout().clone());
+        let id = t.blob().id();
+        match self.slots.get(&id) {
+            Some(Slot::Input(k)) => return OutSpec::Input { input: *k, layout },
+            Some(Slot::Output(k)) => {
+                return OutSpec::Made {
+                    blob: *k,
+                    dtype,
+                    layout,
+                };
+            }
+            Some(Slot::Fixed(_)) | Some(Slot::Temp(_)) | None => {}
+        }
+        if id > self.floor {
+            let k = self.out_sizes.len();
+            self.out_sizes.push(t.blob().bytes());
+            self.slots.insert(id, Slot::Output(k));
+            self.made.remove(&id);
+            OutSpec::Made {
+                blob: k,
+                dtype,
+                layout,
+            }
+        } else {
+            OutSpec::Fixed {
+                blob: t.blob().clone(),
+                dtype,
+                layout,
+            }
+        }
+    }
+
+    /// Every blob the trace made that is not an output becomes a temporary, in order of first
+    /// use.
+    fn temps_from(&mut self, ops: &[Captured]) {
+        for op in ops {
+            for x in op.inputs.iter().chain(&op.outputs) {
+                if x.id() > self.floor && !self.slots.contains_key(&x.id()) {
+                    self.slots.insert(x.id(), Slot::Temp(self.temp_sizes.len()));
+                    self.temp_sizes.push(x.bytes());
+                }
+            }
+        }
+    }
+
+    /// The blobs the trace made that a tensor outside the closure still views (a parameter's
+    /// `grad` after a `backward` inside) become fixed blobs of the plan: each run writes them,
+    /// so they hold the last run's values, as after an eager call. One whose first writer reads
+    /// nothing (state the closure made, such as a zeroed buffer) refuses the graph: each run
+    /// would make it again. Refused, the kept tensors are marked failed: they have no values.
+    fn keep_escapes(&mut self, ops: &[Captured], at: Caller) -> Result<()> {
+        let mut kept: Vec<(u64, Counted<Blob>)> = self
+            .made
+            .iter()
+            .filter(|(_, b)| b.holders() > 0)
+            .map(|(id, b)| (*id, b.clone()))
+            .collect();
+        kept.sort_unstable_by_key(|k| k.0);
+        let first = |id: u64| {
+            ops.iter()
+                .find(|op| op.outputs.iter().any(|o| o.id() == id))
+        };
+        let made_anew = kept
+            .iter()
+            .find_map(|(id, _)| first(*id).filter(|op| op.inputs.is_empty()));
+        if let Some(op) = made_anew {
+            for (id, b) in &kept {
+                b.poison_with(&eddy_vm::Error::InvalidArgument {
+                    at: first(*id).map_or(Caller::UNKNOWN, |op| op.at),
+                    op: "graph".into(),
+                    message: "this tensor was made inside a graph's closure that was refused: \
+                              it has no values"
+                        .into(),
+                });
+            }
+            return Err(Error::InvalidArgument {
+                at,
+                op: "graph",
+                message: format!(
+                    "the closure makes a tensor (with `{}`) that outlives it: state made on a \
+                     first call would be made again at every run; take one eager step first, or \
+                     return the tensor",
+                    op.kernel.name()
+                ),
+            });
+        }
+        for (id, b) in kept {
+            self.made.remove(&id);
+            self.slots.insert(id, Slot::Fixed(self.fixed.len()));
+            self.fixed.push(b);
+        }
+        Ok(())
+    }
+
+    fn slot(&self, x: &Counted<Blob>) -> Slot {
+        self.slots[&x.id()]
+    }
+}

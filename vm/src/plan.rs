@@ -1,0 +1,743 @@
+//! Plans: a captured sequence of op calls, compiled once and replayed as one instruction.
+//!
+//! [`Vm::capture`] runs a closure with the op calls ([`Vm::run_op`]) it makes on this engine
+//! recorded instead of run: each becomes a [`Captured`] (its kernel, stream, operands and the
+//! caller's line). A compiler above the engine (the tensor layer's graph API) maps every
+//! operand to a [`Slot`] (an input or output of a run, a temporary of the plan, or a fixed blob
+//! such as a parameter) and builds a [`Plan`]. The plan lays its temporaries out in one arena by
+//! their lifetimes ([`MemoryLayout`]): the memory is allocated once, when the plan is built,
+//! and no run allocates or frees any. [`Plan::launch`] submits one run as one instruction whose
+//! operands are the run's inputs and outputs and the fixed blobs the plan reads and writes, so
+//! the engine orders it against eager work as it orders any op; inside, the steps run in their
+//! captured order.
+//!
+//! # Examples
+//!
+//! ```
+//! use eddy_vm::plan::{Plan, PlanSpec, Slot, Step};
+//! use eddy_vm::{StreamId, Vm, testing::AddByte};
+//! let vm = Vm::builder().build()?;
+//! // in → temp → out: two steps, one temporary.
+//! let steps = vec![
+//!     Step::new(Box::new(AddByte(1)), vec![Slot::Input(0)], vec![Slot::Temp(0)]),
+//!     Step::new(Box::new(AddByte(1)), vec![Slot::Temp(0)], vec![Slot::Output(0)]),
+//! ];
+//! let plan = Plan::new(&vm, PlanSpec::new(StreamId::CPU, steps, 1, 1, vec![1], vec![]))?;
+//! let (x, y) = (vm.new_blob(1), vm.new_blob(1));
+//! vm.write_blob(&x, |b| b[0] = 40)?;
+//! plan.launch(&vm, &[x], &[y.clone()])?;
+//! assert_eq!(vm.read_blob(&y, |b| b[0])?, 42);
+//! assert_eq!(plan.memory().arena, 64, "one temporary, aligned");
+//! # Ok::<(), eddy_vm::Error>(())
+//! ```
+
+use crate::Counted;
+use crate::alloc::Allocation;
+use crate::blob::Blob;
+use crate::engine::Vm;
+use crate::error::{Caller, Error, Result};
+use crate::instruction::op_call::{Blobs, SHALLOW_MAX, Shallow};
+use crate::instruction::{ComputeCtx, InstructionPolicy, Kernel};
+use crate::shared::Shared;
+use crate::stream::StreamId;
+use parking_lot::Mutex;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// One op call captured by [`Vm::capture`]: what `run_op` was given.
+pub struct Captured {
+    /// The stream it was submitted to.
+    pub stream: StreamId,
+    /// The kernel, not run.
+    pub kernel: Box<dyn Kernel>,
+    /// The blobs it reads.
+    pub inputs: Vec<Counted<Blob>>,
+    /// The blobs it writes.
+    pub outputs: Vec<Counted<Blob>>,
+    /// Where the user's code called the op.
+    pub at: Caller,
+}
+
+impl fmt::Debug for Captured {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids = |bs: &[Counted<Blob>]| bs.iter().map(|b| b.id()).collect::<Vec<_>>();
+        f.debug_struct("Captured")
+            .field("op", &self.kernel.name())
+            .field("stream", &self.stream)
+            .field("inputs", &ids(&self.inputs))
+            .field("outputs", &ids(&self.outputs))
+            .finish()
+    }
+}
+
+/// The capture in progress on an engine: the thread whose op calls it takes, and those taken.
+pub(crate) struct CaptureState {
+    thread: std::thread::ThreadId,
+    ops: Vec<Captured>,
+}
+
+impl Vm {
+    /// Runs `f` with the op calls this thread makes on this engine through
+    /// [`run_op`](Self::run_op) captured instead of run, and returns what `f` returned and the
+    /// calls, in order. Other threads' calls run as usual. The operands are checked as for a
+    /// run (a released or foreign blob is refused at the call), but nothing is tracked, queued
+    /// or allocated: the blobs written are placeholders whose values never exist. A host read
+    /// of any blob ([`read_blob`](Self::read_blob), [`write_blob`](Self::write_blob)) from this
+    /// thread meanwhile is refused with `InvalidArgument`: the captured calls have not run,
+    /// and a value read now could not change at a replay.
+    ///
+    /// Several threads may capture on one engine at once, each its own calls.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if this thread is capturing on this engine already.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{StreamId, Vm, testing::AddByte};
+    /// let vm = Vm::builder().build()?;
+    /// let (a, b) = (vm.new_blob(8), vm.new_blob(8));
+    /// let ((), ops) = vm.capture(|| {
+    ///     vm.run_op(StreamId::CPU, AddByte(1), &[&a], &[&b], true).unwrap();
+    ///     assert!(vm.read_blob(&b, |_| ()).is_err(), "no host reads inside");
+    /// })?;
+    /// assert_eq!(ops.len(), 1);
+    /// assert_eq!(vm.stats().inserted, 0, "nothing ran");
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn capture<R>(&self, f: impl FnOnce() -> R) -> Result<(R, Vec<Captured>)> {
+        let sh = self.shared();
+        let me = std::thread::current().id();
+        {
+            let mut c = sh.capture.lock();
+            if c.iter().any(|s| s.thread == me) {
+                return Err(Error::InvalidArgument {
+                    at: Caller::here(),
+                    op: "capture".into(),
+                    message: "this thread is capturing on this engine already".into(),
+                });
+            }
+            c.push(CaptureState {
+                thread: me,
+                ops: Vec::new(),
+            });
+            sh.capturing.fetch_add(1, Ordering::SeqCst);
+            sh.submit_slow.store(true, Ordering::SeqCst);
+        }
+        /// Ends this thread's capture, on return or unwind; returns what it took.
+        struct End<'a>(&'a Shared, std::thread::ThreadId);
+        impl End<'_> {
+            fn take(&self) -> Vec<Captured> {
+                let mut c = self.0.capture.lock();
+                let Some(k) = c.iter().position(|s| s.thread == self.1) else {
+                    return Vec::new();
+                };
+                let ops = c.swap_remove(k).ops;
+                if self.0.capturing.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    self.0
+                        .submit_slow
+                        .store(self.0.any_async_stream, Ordering::SeqCst);
+                }
+                ops
+            }
+        }
+        impl Drop for End<'_> {
+            fn drop(&mut self) {
+                self.take();
+            }
+        }
+        let end = End(sh, me);
+        let r = f();
+        let ops = end.take();
+        Ok((r, ops))
+    }
+
+    /// Whether this thread is capturing on this engine.
+    pub(crate) fn capturing_here(&self) -> bool {
+        let sh = self.shared();
+        sh.capturing.load(Ordering::Relaxed) > 0
+            && sh
+                .capture
+                .lock()
+                .iter()
+                .any(|c| c.thread == std::thread::current().id())
+    }
+
+    /// Takes `kernel` into the capture if this thread is capturing: `Ok(None)`. Otherwise
+    /// hands it back. The operands are checked as a run checks them.
+    #[cold]
+    pub(crate) fn try_capture<K: Kernel>(
+        &self,
+        stream: StreamId,
+        kernel: K,
+        inputs: &[&Counted<Blob>],
+        outputs: &[&Counted<Blob>],
+        at: Caller,
+    ) -> Result<Option<K>> {
+        let sh = self.shared();
+        let me = std::thread::current().id();
+        let mut c = sh.capture.lock();
+        let Some(state) = c.iter_mut().find(|s| s.thread == me) else {
+            return Ok(Some(kernel));
+        };
+        let owned = |bs: &[&Counted<Blob>]| bs.iter().map(|&b| b.clone()).collect::<Vec<_>>();
+        let (ins, outs) = (owned(inputs), owned(outputs));
+        crate::builder::check_only(sh, kernel.name(), stream, &ins, &outs).map_err(|e| e.at(at))?;
+        state.ops.push(Captured {
+            stream,
+            kernel: Box::new(kernel),
+            inputs: ins,
+            outputs: outs,
+            at,
+        });
+        Ok(None)
+    }
+
+    /// `InvalidArgument` for a host access from a capturing thread.
+    #[track_caller]
+    pub(crate) fn refuse_in_capture(&self, op: &str) -> Result<()> {
+        if self.shared().capturing.load(Ordering::Relaxed) > 0 && self.capturing_here() {
+            return Err(Error::InvalidArgument {
+                at: Caller::here(),
+                op: op.into(),
+                message: "a host access inside a capture (a graph being compiled): its values \
+                          do not exist yet, and one read now could not change at a replay"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Where a step's operand comes from at each run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Slot {
+    /// The run's input `k`.
+    Input(usize),
+    /// The run's output `k`.
+    Output(usize),
+    /// The plan's temporary `k`, in its arena.
+    Temp(usize),
+    /// The plan's fixed blob `k` (a parameter, a constant): the same at every run.
+    Fixed(usize),
+}
+
+/// One step of a plan: a kernel and where its operands come from.
+pub struct Step {
+    kernel: Box<dyn Kernel>,
+    inputs: Vec<Slot>,
+    outputs: Vec<Slot>,
+    at: Caller,
+}
+
+impl Step {
+    /// A step running `kernel` on `inputs` and `outputs`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::plan::{Slot, Step};
+    /// let s = Step::new(Box::new(eddy_vm::testing::AddByte(0)), vec![Slot::Input(0)], vec![Slot::Output(0)]);
+    /// assert_eq!(s.name(), "add_byte");
+    /// ```
+    pub fn new(kernel: Box<dyn Kernel>, inputs: Vec<Slot>, outputs: Vec<Slot>) -> Step {
+        Step {
+            kernel,
+            inputs,
+            outputs,
+            at: Caller::UNKNOWN,
+        }
+    }
+
+    /// This step, naming `at` as the place of its call in its errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{error::Caller, plan::Step};
+    /// let s = Step::new(Box::new(eddy_vm::testing::AddByte(0)), vec![], vec![]);
+    /// assert!(s.called_at(Caller::here()).caller().is_known());
+    /// ```
+    pub fn called_at(mut self, at: Caller) -> Step {
+        self.at = at;
+        self
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        self.kernel.name()
+    }
+
+    /// Where the user's code called the op.
+    pub fn caller(&self) -> Caller {
+        self.at
+    }
+
+    /// Where its inputs come from.
+    pub fn inputs(&self) -> &[Slot] {
+        &self.inputs
+    }
+
+    /// Where its outputs go.
+    pub fn outputs(&self) -> &[Slot] {
+        &self.outputs
+    }
+}
+
+/// What a plan is built from.
+pub struct PlanSpec {
+    stream: StreamId,
+    steps: Vec<Step>,
+    inputs: usize,
+    outputs: usize,
+    temps: Vec<usize>,
+    fixed: Vec<Counted<Blob>>,
+}
+
+impl PlanSpec {
+    /// A plan of `steps` on `stream`, run on `inputs` input and `outputs` output blobs, with
+    /// temporaries of `temps` bytes each and the `fixed` blobs, which the plan holds (see
+    /// [`Blob::hold`]) as long as it lives.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{StreamId, plan::PlanSpec};
+    /// let spec = PlanSpec::new(StreamId::CPU, vec![], 0, 0, vec![], vec![]);
+    /// # let _ = spec;
+    /// ```
+    pub fn new(
+        stream: StreamId,
+        steps: Vec<Step>,
+        inputs: usize,
+        outputs: usize,
+        temps: Vec<usize>,
+        fixed: Vec<Counted<Blob>>,
+    ) -> PlanSpec {
+        PlanSpec {
+            stream,
+            steps,
+            inputs,
+            outputs,
+            temps,
+            fixed,
+        }
+    }
+}
+
+/// Where each temporary of a plan lives in its arena, from the temporaries' lifetimes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryLayout {
+    /// Each temporary's size in bytes.
+    pub sizes: Vec<usize>,
+    /// Each temporary's lifetime: the first and last step that touches it (inclusive).
+    pub lifetimes: Vec<(usize, usize)>,
+    /// Each temporary's offset in the arena.
+    pub offsets: Vec<usize>,
+    /// The arena's size in bytes.
+    pub arena: usize,
+}
+
+/// Offsets and sizes in an arena are multiples of this many bytes.
+pub const ARENA_ALIGN: usize = 64;
+
+impl MemoryLayout {
+    /// Packs temporaries of `sizes` bytes live over `lifetimes` into one arena: the largest
+    /// first, each at the lowest aligned offset where it overlaps no placed temporary whose
+    /// lifetime overlaps its own. Temporaries whose lifetimes are disjoint may share bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::plan::MemoryLayout;
+    /// // Three temporaries: 0 and 2 are never live at once and share memory.
+    /// let m = MemoryLayout::pack(vec![100, 64, 100], vec![(0, 1), (1, 2), (2, 3)]);
+    /// assert_eq!(m.offsets[0], m.offsets[2]);
+    /// assert_eq!(m.arena, 128 + 64);
+    /// m.check().unwrap();
+    /// ```
+    pub fn pack(sizes: Vec<usize>, lifetimes: Vec<(usize, usize)>) -> MemoryLayout {
+        let round = |n: usize| n.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+        let mut order: Vec<usize> = (0..sizes.len()).collect();
+        order.sort_by_key(|&k| (std::cmp::Reverse(round(sizes[k])), lifetimes[k].0, k));
+        let mut offsets = vec![0usize; sizes.len()];
+        let mut placed: Vec<usize> = Vec::with_capacity(sizes.len());
+        let mut arena = 0usize;
+        for k in order {
+            let size = round(sizes[k]);
+            if size == 0 {
+                continue;
+            }
+            // The placed ones live at the same time, by offset.
+            let mut busy: Vec<(usize, usize)> = placed
+                .iter()
+                .filter(|&&j| overlap(lifetimes[j], lifetimes[k]))
+                .map(|&j| (offsets[j], offsets[j] + round(sizes[j])))
+                .collect();
+            busy.sort_unstable();
+            let mut at = 0usize;
+            for (lo, hi) in busy {
+                if at + size <= lo {
+                    break;
+                }
+                at = at.max(hi);
+            }
+            offsets[k] = at;
+            arena = arena.max(at + size);
+            placed.push(k);
+        }
+        MemoryLayout {
+            sizes,
+            lifetimes,
+            offsets,
+            arena,
+        }
+    }
+
+    /// Checks the layout: every temporary inside the arena and aligned, and no two whose
+    /// lifetimes overlap sharing a byte.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the first two temporaries that collide, or the one out of place.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::plan::MemoryLayout;
+    /// let mut m = MemoryLayout::pack(vec![64, 64], vec![(0, 1), (1, 2)]);
+    /// m.check().unwrap();
+    /// m.offsets[1] = m.offsets[0]; // both live at step 1
+    /// assert!(m.check().is_err());
+    /// ```
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let n = self.sizes.len();
+        for i in 0..n {
+            let (oi, si) = (self.offsets[i], self.sizes[i]);
+            if si > 0 && (oi % ARENA_ALIGN != 0 || oi + si > self.arena) {
+                return Err(format!(
+                    "temporary {i} ({si} bytes at {oi}) is outside the arena of {} bytes or unaligned",
+                    self.arena
+                ));
+            }
+            for j in i + 1..n {
+                let (oj, sj) = (self.offsets[j], self.sizes[j]);
+                let bytes = si > 0 && sj > 0 && oi < oj + sj && oj < oi + si;
+                if bytes && overlap(self.lifetimes[i], self.lifetimes[j]) {
+                    return Err(format!(
+                        "temporaries {i} ({si} bytes at {oi}, steps {:?}) and {j} ({sj} bytes at \
+                         {oj}, steps {:?}) are live at once and share bytes",
+                        self.lifetimes[i], self.lifetimes[j]
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether two inclusive step ranges share a step.
+fn overlap(a: (usize, usize), b: (usize, usize)) -> bool {
+    a.0 <= b.1 && b.0 <= a.1
+}
+
+/// A compiled plan, ready to run: see the module's docs.
+pub struct Plan {
+    inner: Arc<PlanInner>,
+}
+
+struct PlanInner {
+    stream: StreamId,
+    /// Runs are ordered by the token (each writes it), so the lock is never contended.
+    steps: Mutex<Vec<Step>>,
+    inputs: usize,
+    outputs: usize,
+    temps: Vec<Counted<Blob>>,
+    fixed: Vec<Counted<Blob>>,
+    /// The inputs a step writes (in place): a run lists them as outputs too.
+    inputs_written: Vec<usize>,
+    fixed_reads: Vec<usize>,
+    fixed_writes: Vec<usize>,
+    /// A zero-byte blob every run writes: runs of one plan share its temporaries, so they run
+    /// one after another.
+    token: Counted<Blob>,
+    memory: MemoryLayout,
+    /// The temporaries' memory; it goes with the plan.
+    _arena: Option<Allocation>,
+    /// The engine, to release the fixed blobs the plan was the last to hold.
+    vm: Vm,
+}
+
+/// The plan holds its fixed blobs as a tensor does (see [`Blob::hold`]): a user dropping the
+/// last tensor on one does not release it while the plan may still run. The last holder
+/// releases it.
+impl Drop for PlanInner {
+    fn drop(&mut self) {
+        for b in &self.fixed {
+            if b.unhold() {
+                // An engine that is shut down has freed everything already.
+                let _ = self.vm.release_unheld(b);
+            }
+        }
+    }
+}
+
+impl Plan {
+    /// Builds the plan: lays out and allocates its temporaries.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for a slot out of range or an unknown stream; `OutOfMemory` if the
+    /// arena cannot be allocated.
+    #[track_caller]
+    pub fn new(vm: &Vm, spec: PlanSpec) -> Result<Plan> {
+        let at = Caller::here();
+        let sh = vm.shared();
+        let bad = |message: String| Error::InvalidArgument {
+            at,
+            op: "Plan::new".into(),
+            message,
+        };
+        let Some(entry) = sh.streams.get(spec.stream.0 as usize) else {
+            return Err(bad(format!("unknown stream {}", spec.stream)));
+        };
+        let mut lifetimes: Vec<Option<(usize, usize)>> = vec![None; spec.temps.len()];
+        let (mut reads, mut writes) =
+            (vec![false; spec.fixed.len()], vec![false; spec.fixed.len()]);
+        let mut inputs_written = vec![false; spec.inputs];
+        for (i, step) in spec.steps.iter().enumerate() {
+            for (slots, written) in [(&step.inputs, false), (&step.outputs, true)] {
+                for &s in slots {
+                    let ok = match s {
+                        Slot::Input(k) => {
+                            if written && k < spec.inputs {
+                                inputs_written[k] = true;
+                            }
+                            k < spec.inputs
+                        }
+                        Slot::Output(k) => k < spec.outputs,
+                        Slot::Temp(k) => {
+                            let live = lifetimes.get_mut(k);
+                            if let Some(l) = live {
+                                *l = Some(l.map_or((i, i), |(a, _)| (a, i)));
+                            }
+                            k < spec.temps.len()
+                        }
+                        Slot::Fixed(k) => {
+                            if k < spec.fixed.len() {
+                                if written {
+                                    writes[k] = true;
+                                } else {
+                                    reads[k] = true;
+                                }
+                            }
+                            k < spec.fixed.len()
+                        }
+                    };
+                    if !ok {
+                        return Err(bad(format!(
+                            "step {i} (`{}`): {s:?} out of range",
+                            step.name()
+                        )));
+                    }
+                }
+            }
+        }
+        let lifetimes = lifetimes.into_iter().map(|l| l.unwrap_or((0, 0))).collect();
+        let memory = MemoryLayout::pack(spec.temps.clone(), lifetimes);
+        debug_assert_eq!(memory.check(), Ok(()));
+        let arena = if memory.arena > 0 {
+            let a = entry
+                .allocator
+                .allocate(memory.arena)
+                .map_err(|e| Error::OutOfMemory {
+                    at,
+                    op: "Plan::new".into(),
+                    requested: e.requested,
+                    in_use: e.in_use,
+                    cached: e.cached,
+                    capacity: e.capacity,
+                })?;
+            Some(a)
+        } else {
+            None
+        };
+        let temps = spec
+            .temps
+            .iter()
+            .enumerate()
+            .map(|(k, &bytes)| {
+                let b = vm.new_blob(bytes);
+                if let Some(a) = &arena
+                    && bytes > 0
+                {
+                    // SAFETY: `offsets[k] + bytes` lies inside the arena (`MemoryLayout::pack`),
+                    // which the plan keeps alive as long as its temporaries; the layout gives
+                    // temporaries live at once disjoint bytes, and runs are ordered by the token.
+                    unsafe { b.bind_memory(a.ptr().add(memory.offsets[k])) };
+                }
+                b
+            })
+            .collect();
+        for b in &spec.fixed {
+            b.hold();
+        }
+        let pick = |flags: &[bool]| {
+            flags
+                .iter()
+                .enumerate()
+                .filter(|f| *f.1)
+                .map(|f| f.0)
+                .collect()
+        };
+        Ok(Plan {
+            inner: Arc::new(PlanInner {
+                stream: spec.stream,
+                steps: Mutex::new(spec.steps),
+                inputs: spec.inputs,
+                outputs: spec.outputs,
+                temps,
+                inputs_written: pick(&inputs_written),
+                fixed_reads: pick(&reads),
+                fixed_writes: pick(&writes),
+                fixed: spec.fixed,
+                token: vm.new_blob(0),
+                memory,
+                _arena: arena,
+                vm: vm.clone(),
+            }),
+        })
+    }
+
+    /// Submits one run on `inputs` and `outputs` (as many as the plan was built for) as one
+    /// instruction. Its errors follow the engine's rules: an argument error here; an error of
+    /// a step (named by its op and the line of its call) poisons the run's outputs and the
+    /// fixed blobs it writes, and surfaces at their next sync.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for a wrong number of blobs; the errors of [`Vm::run`].
+    #[track_caller]
+    pub fn launch(
+        &self,
+        vm: &Vm,
+        inputs: &[Counted<Blob>],
+        outputs: &[Counted<Blob>],
+    ) -> Result<()> {
+        let p = &self.inner;
+        if inputs.len() != p.inputs || outputs.len() != p.outputs {
+            return Err(Error::InvalidArgument {
+                at: Caller::here(),
+                op: "plan".into(),
+                message: format!(
+                    "the plan runs on {} inputs and {} outputs, not {} and {}",
+                    p.inputs,
+                    p.outputs,
+                    inputs.len(),
+                    outputs.len()
+                ),
+            });
+        }
+        let mut ins: Blobs = inputs.iter().cloned().collect();
+        ins.extend(p.fixed_reads.iter().map(|&k| p.fixed[k].clone()));
+        let mut outs: Blobs = outputs.iter().cloned().collect();
+        outs.extend(p.fixed_writes.iter().map(|&k| p.fixed[k].clone()));
+        outs.extend(p.inputs_written.iter().map(|&k| inputs[k].clone()));
+        outs.push(p.token.clone());
+        let run = PlanRun {
+            plan: p.clone(),
+            inputs: ins,
+            outputs: outs,
+            at: Caller::here(),
+        };
+        vm.run(p.stream, run)
+    }
+
+    /// Where the temporaries live.
+    pub fn memory(&self) -> &MemoryLayout {
+        &self.inner.memory
+    }
+
+    /// The number of steps.
+    pub fn len(&self) -> usize {
+        self.inner.steps.lock().len()
+    }
+
+    /// Whether it has no steps.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Calls `f` with the steps, in order.
+    pub fn with_steps<R>(&self, f: impl FnOnce(&[Step]) -> R) -> R {
+        f(&self.inner.steps.lock())
+    }
+}
+
+/// One run of a plan: the instruction [`Plan::launch`] submits.
+struct PlanRun {
+    plan: Arc<PlanInner>,
+    /// The run's inputs, then the fixed blobs read.
+    inputs: Blobs,
+    /// The run's outputs, then the fixed blobs written, then the token.
+    outputs: Blobs,
+    at: Caller,
+}
+
+impl PlanRun {
+    /// The blob of `slot` in this run.
+    fn blob(&self, slot: Slot) -> &Counted<Blob> {
+        match slot {
+            Slot::Input(k) => &self.inputs[k],
+            Slot::Output(k) => &self.outputs[k],
+            Slot::Temp(k) => &self.plan.temps[k],
+            Slot::Fixed(k) => &self.plan.fixed[k],
+        }
+    }
+}
+
+impl InstructionPolicy for PlanRun {
+    fn name(&self) -> &str {
+        "plan"
+    }
+    fn inputs(&self) -> &[Counted<Blob>] {
+        &self.inputs
+    }
+    fn outputs(&self) -> &[Counted<Blob>] {
+        &self.outputs
+    }
+    fn caller(&self) -> Caller {
+        self.at
+    }
+    fn fusable(&self) -> bool {
+        false
+    }
+    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
+        let plan = self.plan.clone();
+        let mut steps = plan.steps.lock();
+        for step in steps.iter_mut() {
+            let refs = |slots: &[Slot]| -> smallvec::SmallVec<[&Counted<Blob>; SHALLOW_MAX]> {
+                slots.iter().map(|&s| self.blob(s)).collect()
+            };
+            let (ir, or) = (refs(&step.inputs), refs(&step.outputs));
+            let at = step.at;
+            let r = if ir.len() <= SHALLOW_MAX && or.len() <= SHALLOW_MAX {
+                let (mut ins, mut outs) = (Shallow::EMPTY, Shallow::EMPTY);
+                // SAFETY: the copies stay in this frame, which holds the borrows (`self` and
+                // `plan` keep every blob alive); they are gone before it returns.
+                unsafe { ins.fill(&ir) };
+                // SAFETY: as above.
+                unsafe { outs.fill(&or) };
+                step.kernel.compute(ins.as_slice(), outs.as_slice(), ctx)
+            } else {
+                let own = |rs: &[&Counted<Blob>]| rs.iter().map(|&b| b.clone()).collect::<Vec<_>>();
+                step.kernel.compute(&own(&ir), &own(&or), ctx)
+            };
+            r.map_err(|e| e.at(at))?;
+        }
+        Ok(())
+    }
+}
