@@ -364,7 +364,13 @@ impl MemoryLayout {
         let mut order: Vec<usize> = (0..sizes.len()).collect();
         order.sort_by_key(|&k| (std::cmp::Reverse(round(sizes[k])), lifetimes[k].0, k));
         let mut offsets = vec![0usize; sizes.len()];
-        let mut placed: Vec<usize> = Vec::with_capacity(sizes.len());
+        // The placed temporaries live at each step, and a mark per temporary (the last
+        // temporary whose neighbours it was collected for), so that finding the placed ones
+        // live at once costs the steps spanned, not the count placed.
+        let steps = lifetimes.iter().map(|l| l.1 + 1).max().unwrap_or(0);
+        let mut live_at: Vec<Vec<usize>> = vec![Vec::new(); steps];
+        let mut mark = vec![usize::MAX; sizes.len()];
+        let mut busy: Vec<(usize, usize)> = Vec::new();
         let mut arena = 0usize;
         for k in order {
             let size = round(sizes[k]);
@@ -372,14 +378,19 @@ impl MemoryLayout {
                 continue;
             }
             // The placed ones live at the same time, by offset.
-            let mut busy: Vec<(usize, usize)> = placed
-                .iter()
-                .filter(|&&j| overlap(lifetimes[j], lifetimes[k]))
-                .map(|&j| (offsets[j], offsets[j] + round(sizes[j])))
-                .collect();
+            busy.clear();
+            let (first, last) = lifetimes[k];
+            for live in &live_at[first..=last] {
+                for &j in live {
+                    if mark[j] != k {
+                        mark[j] = k;
+                        busy.push((offsets[j], offsets[j] + round(sizes[j])));
+                    }
+                }
+            }
             busy.sort_unstable();
             let mut at = 0usize;
-            for (lo, hi) in busy {
+            for &(lo, hi) in &busy {
                 if at + size <= lo {
                     break;
                 }
@@ -387,7 +398,9 @@ impl MemoryLayout {
             }
             offsets[k] = at;
             arena = arena.max(at + size);
-            placed.push(k);
+            for live in &mut live_at[first..=last] {
+                live.push(k);
+            }
         }
         MemoryLayout {
             sizes,
@@ -719,24 +732,23 @@ impl InstructionPolicy for PlanRun {
         let plan = self.plan.clone();
         let mut steps = plan.steps.lock();
         for step in steps.iter_mut() {
-            let refs = |slots: &[Slot]| -> smallvec::SmallVec<[&Counted<Blob>; SHALLOW_MAX]> {
-                slots.iter().map(|&s| self.blob(s)).collect()
-            };
-            let (ir, or) = (refs(&step.inputs), refs(&step.outputs));
-            let at = step.at;
-            let r = if ir.len() <= SHALLOW_MAX && or.len() <= SHALLOW_MAX {
+            let r = if step.inputs.len() <= SHALLOW_MAX && step.outputs.len() <= SHALLOW_MAX {
                 let (mut ins, mut outs) = (Shallow::EMPTY, Shallow::EMPTY);
                 // SAFETY: the copies stay in this frame, which holds the borrows (`self` and
                 // `plan` keep every blob alive); they are gone before it returns.
-                unsafe { ins.fill(&ir) };
+                unsafe { ins.fill_with(step.inputs.len(), |k| self.blob(step.inputs[k])) };
                 // SAFETY: as above.
-                unsafe { outs.fill(&or) };
+                unsafe { outs.fill_with(step.outputs.len(), |k| self.blob(step.outputs[k])) };
                 step.kernel.compute(ins.as_slice(), outs.as_slice(), ctx)
             } else {
-                let own = |rs: &[&Counted<Blob>]| rs.iter().map(|&b| b.clone()).collect::<Vec<_>>();
-                step.kernel.compute(&own(&ir), &own(&or), ctx)
+                let own =
+                    |ss: &[Slot]| ss.iter().map(|&s| self.blob(s).clone()).collect::<Vec<_>>();
+                let (ins, outs) = (own(&step.inputs), own(&step.outputs));
+                step.kernel.compute(&ins, &outs, ctx)
             };
-            r.map_err(|e| e.at(at))?;
+            if let Err(e) = r {
+                return Err(e.at(step.at));
+            }
         }
         Ok(())
     }

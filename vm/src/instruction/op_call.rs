@@ -311,6 +311,25 @@ impl Shallow {
         self.len = blobs.len();
     }
 
+    /// As [`fill`](Self::fill), with the `n` handles `blob(0)`, … `blob(n - 1)`.
+    ///
+    /// # Safety
+    ///
+    /// As [`fill`](Self::fill), for the handles `blob` returns.
+    #[inline]
+    pub(crate) unsafe fn fill_with<'a>(
+        &mut self,
+        n: usize,
+        blob: impl Fn(usize) -> &'a Counted<Blob>,
+    ) {
+        assert!(n <= SHALLOW_MAX, "at most {SHALLOW_MAX} operands");
+        for (k, slot) in self.buf.iter_mut().take(n).enumerate() {
+            // SAFETY: as in `fill`: a bitwise copy, never dropped, of a handle the caller keeps.
+            slot.write(unsafe { std::ptr::read(blob(k)) });
+        }
+        self.len = n;
+    }
+
     /// The copies.
     #[inline]
     pub(crate) fn as_slice(&self) -> &[Counted<Blob>] {

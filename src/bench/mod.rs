@@ -5,6 +5,10 @@
 //! The training workload's memory figures need a fresh process, so [`run`] re-spawns the
 //! current executable with `--only mlp_train_ms_per_step --child` and merges what it prints.
 
+mod graph;
+
+pub use graph::{chain_graph, mlp_infer_graph, mlp_train_graph};
+
 use crate::models::{mlp, train_step};
 use crate::tensor::manual_seed as manual_seed_all;
 use crate::tensor::nn::Module;
@@ -28,6 +32,9 @@ pub const KEYS: &[&str] = &[
     "mlp_train_loss_first",
     "mlp_train_loss_last",
     "mlp_infer_us_per_fwd",
+    "chain_graph_ns_per_op",
+    "mlp_train_graph_ms_per_step",
+    "mlp_infer_graph_us_per_fwd",
 ];
 
 const REPS: usize = 7;
@@ -657,7 +664,7 @@ pub fn run(
     }
     let train_keys = KEYS
         .iter()
-        .filter(|k| k.starts_with("mlp_train") && !k.ends_with("nosync"));
+        .filter(|k| k.starts_with("mlp_train") && !k.ends_with("nosync") && !k.contains("graph"));
     if train_keys.clone().any(|k| want(k)) {
         let child = match exe {
             Some(exe) => spawn_child(exe, threads, device)?,
@@ -677,6 +684,15 @@ pub fn run(
         }
     } else if want("mlp_infer_us_per_fwd") {
         r.put("mlp_infer_us_per_fwd", mlp_infer()?);
+    }
+    if want("chain_graph_ns_per_op") {
+        r.put("chain_graph_ns_per_op", chain_graph()?);
+    }
+    if want("mlp_train_graph_ms_per_step") {
+        r.put("mlp_train_graph_ms_per_step", mlp_train_graph()?);
+    }
+    if want("mlp_infer_graph_us_per_fwd") {
+        r.put("mlp_infer_graph_us_per_fwd", mlp_infer_graph()?);
     }
     Ok(r)
 }
