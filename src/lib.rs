@@ -66,6 +66,7 @@ pub mod book {
         Lifecycle => "lifecycle.md",
         Memory => "memory.md",
         Errors => "errors.md",
+        Graphs => "graphs.md",
         Switches => "switches.md",
         Testing => "testing.md",
         Reliability => "reliability.md",

@@ -266,20 +266,31 @@ fn state_made_inside_the_closure_is_refused_until_it_exists() {
     for (p, q) in model.parameters().iter().zip(twin.parameters()) {
         assert_eq!(bits(p), bits(&q));
     }
-    // Adam counts its steps on the host: it refuses to be traced.
-    let adam = RefCell::new(Adam::new(twin.parameters(), 0.01).unwrap());
-    let g = Graph::new(|xs: &[Tensor]| {
-        let mut o = adam.borrow_mut();
-        o.zero_grad();
-        twin.forward(&xs[0])?.cross_entropy(&xs[1])?.backward()?;
-        o.step()?;
-        Ok(vec![])
-    });
-    let e = g.run(&[&x, &y]).unwrap_err();
+    // Adam too, with its step counts on the device: each run counts its own step, so the
+    // bias corrections follow eager training's.
+    let adam_model = mlp(&[12, 4]).unwrap();
+    let adam_twin = mlp(&[12, 4]).unwrap();
+    same_params(&adam_model, &adam_twin);
+    let adam = RefCell::new(Adam::new(adam_model.parameters(), 0.01).unwrap());
+    let mut twin_adam = Adam::new(adam_twin.parameters(), 0.01).unwrap();
+    let e = Graph::new(training_step(&adam_model, &adam))
+        .run(&[&x, &y])
+        .unwrap_err();
     assert!(
         matches!(e, Error::InvalidArgument { op: "Adam", .. }),
         "{e}"
     );
+    eager(&adam_model, &mut *adam.borrow_mut());
+    eager(&adam_twin, &mut twin_adam);
+    let g = Graph::new(training_step(&adam_model, &adam));
+    for k in 0..4 {
+        let l = g.run(&[&x, &y]).unwrap();
+        let t = eager(&adam_twin, &mut twin_adam);
+        assert_eq!(bits(&l[0]), bits(&t), "Adam step {k}");
+    }
+    for (p, q) in adam_model.parameters().iter().zip(adam_twin.parameters()) {
+        assert_eq!(bits(p), bits(&q));
+    }
 }
 
 /// The plan's intermediates share one arena laid out by lifetime: checked, and no larger

@@ -17,10 +17,11 @@
 //! - A random op (`dropout`, `randn`) draws the same numbers at every run: its seed was drawn
 //!   when the trace made it.
 //! - Host values the closure reads are fixed at the trace: a learning rate, a branch on a
-//!   shape. Changing them needs a new graph. `Adam::step` refuses to be traced (its bias
-//!   correction counts steps on the host); `Sgd` is traced.
-//! - State the closure would make on its first call (a momentum buffer) must exist before the
-//!   graph runs: take one eager step first. A graph that would make such state is refused.
+//!   shape. Changing them needs a new graph. (`Adam` keeps its step counts on the device, so
+//!   its bias corrections advance with each run.)
+//! - State the closure would make on its first call (a momentum buffer, Adam's moments) must
+//!   exist before the graph runs: take one eager step first. A graph that would make such
+//!   state is refused.
 //!
 //! A tensor made inside the closure and kept outside it (a parameter's `grad` after a
 //! `backward` inside) is written by every run, and holds the last run's values, as after an

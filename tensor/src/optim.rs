@@ -5,7 +5,7 @@
 pub mod lr_scheduler;
 
 use crate::nn::check_params;
-use crate::{Error, Result, Tensor, no_grad};
+use crate::{DType, Error, Result, Shape, Tensor, no_grad};
 
 /// What every optimizer does.
 ///
@@ -329,8 +329,10 @@ pub struct Adam {
     pub decoupled: bool,
     /// Per parameter, from its first step with a gradient: the moments and its own step count
     /// (PyTorch's `state['step']`), which a parameter skipped for want of a gradient does not
-    /// advance.
-    state: Vec<Option<(Tensor, Tensor, u64)>>,
+    /// advance. The count is a 0-d `f64` tensor beside the parameter, and the bias corrections
+    /// are computed from it there: a compiled graph's runs then count their own steps (PyTorch's
+    /// `capturable` Adam).
+    state: Vec<Option<(Tensor, Tensor, Tensor)>>,
 }
 
 impl Adam {
@@ -466,14 +468,6 @@ impl Optimizer for Adam {
     /// errors.
     #[track_caller]
     fn step(&mut self) -> Result<()> {
-        if crate::graph::is_tracing() {
-            return Err(Error::invalid(
-                "Adam",
-                "a step inside a compiled graph is not supported: its bias correction uses a \
-                 step count kept on the host, which a plan would fix at its traced value; step \
-                 Adam eagerly, or use Sgd in the graph",
-            ));
-        }
         // Again here: the fields are public, and `set_lr` takes any value.
         check_non_negative("Adam", "learning rate", self.lr)?;
         check_non_negative("Adam", "epsilon value", self.eps)?;
@@ -491,20 +485,32 @@ impl Optimizer for Adam {
                 }
             }
             if st.is_none() {
-                *st = Some((p.zeros_like()?, p.zeros_like()?, 0));
+                if crate::graph::is_tracing() {
+                    // Made here, the state would be made again at every run of the plan.
+                    return Err(Error::invalid(
+                        "Adam",
+                        "the moments are made by a parameter's first step: take one eager step \
+                         before compiling a graph that steps",
+                    ));
+                }
+                let count = p.new_filled(Shape::default(), DType::F64, 0.0)?;
+                *st = Some((p.zeros_like()?, p.zeros_like()?, count));
             }
             let Some((m, v, t)) = st.as_mut() else {
                 continue; // just set
             };
-            *t += 1;
-            let bc1 = 1.0 - b1.powf(*t as f64);
-            let bc2 = 1.0 - b2.powf(*t as f64);
+            t.add_scalar_(1.0)?;
+            // 1 - beta^t and -lr / (1 - beta1^t), in f64 as a host would compute them.
+            let power = |beta: f64| t.new_filled(Shape::default(), DType::F64, beta)?.pow(t);
+            let bc1 = (1.0 - &power(b1)?)?;
+            let bc2 = (1.0 - &power(b2)?)?.to_dtype(p.dtype())?;
+            let step_size = (-self.lr / &bc1)?.to_dtype(p.dtype())?;
             m.mul_scalar_(b1)?;
             m.add_scaled_(&g, 1.0 - b1)?;
             v.mul_scalar_(b2)?;
             v.add_scaled_(&g.square()?, 1.0 - b2)?;
-            let denom = v.div_scalar(bc2)?.sqrt()?.add_scalar(self.eps)?;
-            p.add_scaled_(&m.div(&denom)?, -self.lr / bc1)?;
+            let denom = v.div(&bc2)?.sqrt()?.add_scalar(self.eps)?;
+            p.add_(&m.div(&denom)?.mul(&step_size)?)?;
         }
         Ok(())
     }
