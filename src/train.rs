@@ -48,6 +48,9 @@ pub struct TrainOptions {
     pub test_fraction: f64,
     /// Where the model and the batches live (`cpu:0` by default); the engine must have it.
     pub device: crate::Device,
+    /// Runs the training step as a compiled graph ([`eddy_tensor::graph::Graph`]) after a
+    /// first eager step (which makes Adam's state): one instruction per step, the same values.
+    pub graph: bool,
 }
 
 impl Default for TrainOptions {
@@ -60,6 +63,7 @@ impl Default for TrainOptions {
             seed: 0,
             test_fraction: 0.2,
             device: crate::Device::CPU,
+            graph: false,
         }
     }
 }
@@ -229,7 +233,18 @@ pub fn train(
             for p in model.parameters() {
                 p.sync()?;
             }
-            let mut opt = Adam::new(model.parameters(), opts.lr)?;
+            let opt = std::cell::RefCell::new(Adam::new(model.parameters(), opts.lr)?);
+            let step_on = |x: &Tensor, y: &Tensor| -> Result<Tensor> {
+                let mut opt = opt.borrow_mut();
+                opt.zero_grad();
+                let loss = model.forward(x)?.cross_entropy(y)?;
+                loss.backward()?;
+                opt.step()?;
+                Ok(loss)
+            };
+            let graph =
+                eddy_tensor::graph::Graph::new(|xs: &[Tensor]| Ok(vec![step_on(&xs[0], &xs[1])?]));
+            let mut stepped = false;
             let (tx, _) = test_set.batch(0..test_set.len())?;
             let steps = train_set.len().div_ceil(opts.batch_size);
             let mut order: Vec<usize> = (0..train_set.len()).collect();
@@ -247,10 +262,14 @@ pub fn train(
                     let rows = &order
                         [step * opts.batch_size..((step + 1) * opts.batch_size).min(order.len())];
                     let (x, y) = gather_rows(&train_set, rows)?;
-                    opt.zero_grad();
-                    let loss = model.forward(&x)?.cross_entropy(&y)?;
-                    loss.backward()?;
-                    opt.step()?;
+                    // The first step is eager: it makes the optimizer's state, which a
+                    // compiled step must find made.
+                    let loss = if opts.graph && stepped {
+                        graph.run(&[&x, &y])?.remove(0)
+                    } else {
+                        step_on(&x, &y)?
+                    };
+                    stepped = true;
                     let l = loss.detach();
                     loss_sum = Some(match loss_sum {
                         None => l,

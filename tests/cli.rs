@@ -269,6 +269,11 @@ fn train_is_reproducible_and_takes_its_options() {
         run("7", &["--sync-mode"]),
         "same seed, synchronous engine"
     );
+    assert_eq!(
+        a,
+        run("7", &["--graph"]),
+        "same seed, compiled steps: the same values"
+    );
     assert_ne!(a, run("8", &[]), "another seed");
     let b = run(
         "7",

@@ -23,6 +23,7 @@ usage:
       --epochs N (20)  --batch-size N (64)  --lr X (0.01)  --hidden N[,N..] (128)
       --seed S (0)  --data FILE.csv[.gz]  --threads N  --sync-mode
       --trace FILE.json  --plot FILE.png (eddy-train.png)  --device cpu|cuda[:N] (cpu)
+      --graph (each step after the first as one compiled graph)
   eddy bench [--json] [--threads N] [--only KEY,...] [--roof] [--device cpu|cuda[:N]]
                            run the benchmark workloads (--roof: matmul beside the gemm
                            crate called directly, the batch-1 forward beside its kernels
@@ -192,6 +193,7 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
             ("--trace", true),
             ("--plot", true),
             ("--device", true),
+            ("--graph", false),
         ],
     )?;
     let d = TrainOptions::default();
@@ -215,6 +217,7 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
         hidden,
         seed: o.get("--seed", d.seed)?,
         device,
+        graph: o.has("--graph"),
         ..d
     };
     if opts.epochs == 0 || opts.batch_size == 0 {
