@@ -356,3 +356,86 @@ fn dropping_a_graph_with_runs_in_flight_neither_hangs_nor_loses_them() {
         assert!(v.iter().all(|&e| (e - 2.0).abs() < 1e-6), "{:?}", &v[..4]);
     });
 }
+
+/// One op of a random program: `kind` picks the op, `a` and `b` its operands among the values
+/// made so far (each `[4, 3]`).
+#[derive(Clone, Debug)]
+struct RandomOp {
+    kind: u8,
+    a: usize,
+    b: usize,
+}
+
+/// Runs `ops` on the inputs `xs` and the parameter `w` (`[3, 3]`), then back-propagates the
+/// sum of the last value where it depends on `w`: returns the last value and the loss.
+fn random_program(
+    ops: &[RandomOp],
+    xs: &[Tensor],
+    w: &Tensor,
+) -> eddy::tensor::Result<Vec<Tensor>> {
+    let mut vals: Vec<Tensor> = xs.to_vec();
+    for op in ops {
+        let (a, b) = (&vals[op.a % vals.len()], &vals[op.b % vals.len()]);
+        let v = match op.kind % 12 {
+            0 => a.add(b)?,
+            1 => a.mul(b)?,
+            2 => a.sub(b)?,
+            3 => a.relu()?,
+            4 => a.tanh()?,
+            5 => a.matmul(w)?,
+            6 => a.softmax(1)?,
+            7 => a.add(&b.sum(&[1], true)?)?,
+            8 => a.mul_scalar(0.5)?.exp()?,
+            9 => a.t()?.contiguous()?.t()?.mul(b)?,
+            10 => a.maximum(b)?,
+            _ => a.log_softmax(1)?.add(b)?,
+        };
+        vals.push(v);
+    }
+    let last = vals.last().expect("the inputs").clone();
+    let loss = last.sum_all()?;
+    if loss.requires_grad() {
+        loss.backward()?;
+    }
+    Ok(vec![last, loss])
+}
+
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Random programs of 1 to 12 ops with a backward: compiled, they give eager execution's
+    /// values and gradient bit for bit.
+    #[test]
+    fn random_programs_compile_to_the_eager_values_and_gradients(
+        ops in proptest::collection::vec(
+            (0u8..12, 0usize..16, 0usize..16).prop_map(|(kind, a, b)| RandomOp { kind, a, b }),
+            1..12,
+        ),
+        seed in 0u64..1000,
+    ) {
+        let x = Tensor::from_vec((0..12).map(|i| ((i as u64 * 7 + seed) % 11) as f32 / 4.0 - 1.0).collect(), [4, 3]).unwrap();
+        let y = Tensor::from_vec((0..12).map(|i| ((i as u64 * 5 + seed) % 13) as f32 / 6.0 - 1.0).collect(), [4, 3]).unwrap();
+        let w_eager = Tensor::from_vec((0..9).map(|i| i as f32 / 8.0 - 0.5).collect(), [3, 3])
+            .unwrap()
+            .requires_grad_(true)
+            .unwrap();
+        let w = w_eager.detach().requires_grad_(true).unwrap();
+        let eager = random_program(&ops, &[x.clone(), y.clone()], &w_eager).unwrap();
+        let g = Graph::new(|xs: &[Tensor]| {
+            w.set_grad(None);
+            random_program(&ops, xs, &w)
+        });
+        for _ in 0..2 {
+            let out = g.run(&[&x, &y]).unwrap();
+            prop_assert_eq!(bits(&out[0]), bits(&eager[0]));
+            prop_assert_eq!(bits(&out[1]), bits(&eager[1]));
+            let (gw, ge) = (w.grad(), w_eager.grad());
+            prop_assert_eq!(gw.is_some(), ge.is_some());
+            if let (Some(gw), Some(ge)) = (gw, ge) {
+                prop_assert_eq!(bits(&gw), bits(&ge));
+            }
+        }
+    }
+}
