@@ -117,6 +117,38 @@ fn bench_roof_measures_gemm_beside_each_matmul() {
     assert!(v.get("roof").is_none());
 }
 
+/// The compiled-graph workloads report their keys; the compiled training's peak comes from a
+/// process of its own, as the eager one's.
+#[test]
+fn bench_runs_the_compiled_graph_workloads() {
+    let out = eddy(&[
+        "bench",
+        "--json",
+        "--only",
+        "chain_graph_ns_per_op,mlp_infer_graph_us_per_fwd,mlp_train_graph_peak_rss_mb",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for k in ["chain_graph_ns_per_op", "mlp_infer_graph_us_per_fwd"] {
+        assert_eq!(v["samples"][k].as_array().unwrap().len(), 7, "{k}");
+        assert!(v["metrics"][k].as_f64().unwrap() > 0.0, "{k}");
+    }
+    let peak = v["metrics"]["mlp_train_graph_peak_rss_mb"]
+        .as_f64()
+        .unwrap();
+    assert!(peak > 1.0 && peak < 1024.0, "{peak}");
+    assert!(
+        v["metrics"]["mlp_train_graph_ms_per_step"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    assert!(
+        v["metrics"].get("mlp_train_peak_rss_mb").is_none(),
+        "no eager child"
+    );
+}
+
 /// `--roof` measures the batch-1 forward beside the same forward through its kernels alone
 /// (where the CPU has the AVX2 and FMA the single-row kernel needs).
 #[test]

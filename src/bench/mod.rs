@@ -34,6 +34,7 @@ pub const KEYS: &[&str] = &[
     "mlp_infer_us_per_fwd",
     "chain_graph_ns_per_op",
     "mlp_train_graph_ms_per_step",
+    "mlp_train_graph_peak_rss_mb",
     "mlp_infer_graph_us_per_fwd",
 ];
 
@@ -588,6 +589,26 @@ fn check(ok: bool, msg: &str) -> Result<()> {
     }
 }
 
+/// [`run_train_child`] for the compiled step: `mlp_train_graph_ms_per_step` and
+/// `mlp_train_graph_peak_rss_mb` (the peak of a process that ran only the compiled training).
+///
+/// # Examples
+///
+/// ```no_run
+/// // Seconds of training: `eddy bench --child --graph` runs this in a fresh process.
+/// let r = eddy::bench::run_train_graph_child()?;
+/// assert!(r.metrics.contains_key("mlp_train_graph_peak_rss_mb"));
+/// # Ok::<(), eddy::Error>(())
+/// ```
+pub fn run_train_graph_child() -> Result<Report> {
+    let mut r = Report::default();
+    let times = mlp_train_graph()?;
+    let (_, peak) = rss_mb();
+    r.put("mlp_train_graph_ms_per_step", times);
+    r.put("mlp_train_graph_peak_rss_mb", vec![peak]);
+    Ok(r)
+}
+
 /// Runs the training workload in this (fresh) process and reports its memory too.
 ///
 /// # Examples
@@ -665,9 +686,10 @@ pub fn run(
     let train_keys = KEYS
         .iter()
         .filter(|k| k.starts_with("mlp_train") && !k.ends_with("nosync") && !k.contains("graph"));
+    // The compiled step's keys come from a child of their own.
     if train_keys.clone().any(|k| want(k)) {
         let child = match exe {
-            Some(exe) => spawn_child(exe, threads, device)?,
+            Some(exe) => spawn_child(exe, threads, device, false)?,
             None => run_train_child()?,
         };
         r.metrics.extend(child.metrics);
@@ -688,8 +710,13 @@ pub fn run(
     if want("chain_graph_ns_per_op") {
         r.put("chain_graph_ns_per_op", chain_graph()?);
     }
-    if want("mlp_train_graph_ms_per_step") {
-        r.put("mlp_train_graph_ms_per_step", mlp_train_graph()?);
+    if want("mlp_train_graph_ms_per_step") || want("mlp_train_graph_peak_rss_mb") {
+        let child = match exe {
+            Some(exe) => spawn_child(exe, threads, device, true)?,
+            None => run_train_graph_child()?,
+        };
+        r.metrics.extend(child.metrics);
+        r.samples.extend(child.samples);
     }
     if want("mlp_infer_graph_us_per_fwd") {
         r.put("mlp_infer_graph_us_per_fwd", mlp_infer_graph()?);
@@ -697,7 +724,13 @@ pub fn run(
     Ok(r)
 }
 
-fn spawn_child(exe: &std::path::Path, threads: usize, device: crate::Device) -> Result<Report> {
+/// Runs the training workload (`graph`: compiled) in a fresh process, `exe bench --child`.
+fn spawn_child(
+    exe: &std::path::Path,
+    threads: usize,
+    device: crate::Device,
+    graph: bool,
+) -> Result<Report> {
     let bad = |m: String| Error::invalid("bench", m);
     let device = match device {
         crate::Device::Cuda(n) => format!("cuda:{n}"),
@@ -713,6 +746,7 @@ fn spawn_child(exe: &std::path::Path, threads: usize, device: crate::Device) -> 
             "--device",
             &device,
         ])
+        .args(graph.then_some("--graph"))
         .output()
         .map_err(|e| bad(format!("spawning {}: {e}", exe.display())))?;
     if !out.status.success() {

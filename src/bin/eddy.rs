@@ -374,6 +374,7 @@ fn cmd_bench(args: &[String]) -> Result<(), Fail> {
             ("--threads", true),
             ("--only", true),
             ("--child", false),
+            ("--graph", false),
             ("--roof", false),
             ("--device", true),
         ],
@@ -395,7 +396,9 @@ fn cmd_bench(args: &[String]) -> Result<(), Fail> {
         None => f(),
         Some(vm) => eddy::tensor::with_engine(vm, || eddy::tensor::with_device(device, f)),
     };
-    let report = if o.has("--child") {
+    let report = if o.has("--child") && o.has("--graph") {
+        on_device(&bench::run_train_graph_child)?
+    } else if o.has("--child") {
         on_device(&bench::run_train_child)?
     } else {
         let only: Vec<String> = o
