@@ -15,6 +15,7 @@
 //! [`Session::eval_line`] returns the text to print, or a [`ReplError`] that leaves the session
 //! usable.
 
+mod arith;
 mod builtins;
 mod convert;
 mod error;

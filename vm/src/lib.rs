@@ -22,6 +22,7 @@
 pub mod alloc;
 pub mod blob;
 pub mod builder;
+mod captured;
 pub mod config;
 mod counted;
 mod dependence;

@@ -34,7 +34,7 @@ pub(crate) struct Shared {
     pub submit_slow: AtomicBool,
     /// Captures in progress (`Vm::capture`), one per capturing thread.
     pub capturing: AtomicUsize,
-    pub capture: Mutex<Vec<crate::plan::CaptureState>>,
+    pub capture: Mutex<Vec<crate::captured::CaptureState>>,
     pub owner_id: QCellOwnerID,
     /// User threads → scheduler. Its notifier is the scheduler's.
     pub pending: CachePadded<PendingStack>,

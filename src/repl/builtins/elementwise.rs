@@ -4,9 +4,9 @@
 use super::{Args, Builtin, method, out};
 use crate::Tensor;
 use crate::repl::Value;
+use crate::repl::arith::binary as binary_op;
 use crate::repl::convert::{as_num, as_tensor, number_like};
 use crate::repl::error::{R, ReplError};
-use crate::repl::eval::binary as binary_op;
 use crate::repl::parser::Op;
 
 /// Rows for methods without arguments that map each element, `x.NAME()`; each also works as a

@@ -26,6 +26,7 @@
 //! - **One node, one push** (`Vm::submit_checked`): without asynchronous streams no soft
 //!   sync can be needed, so a single instruction skips the builder.
 
+mod capture;
 mod host;
 mod observe;
 mod shutdown;

@@ -1,0 +1,41 @@
+//! What a capture takes ([`Vm::capture`](crate::Vm::capture)): the op calls, and the state of a
+//! capture in progress. Apart from the engine and the plans, which both use it.
+
+use crate::Counted;
+use crate::blob::Blob;
+use crate::error::Caller;
+use crate::instruction::Kernel;
+use crate::stream::StreamId;
+use std::fmt;
+
+/// One op call captured by [`Vm::capture`](crate::Vm::capture): what `run_op` was given.
+pub struct Captured {
+    /// The stream it was submitted to.
+    pub stream: StreamId,
+    /// The kernel, not run.
+    pub kernel: Box<dyn Kernel>,
+    /// The blobs it reads.
+    pub inputs: Vec<Counted<Blob>>,
+    /// The blobs it writes.
+    pub outputs: Vec<Counted<Blob>>,
+    /// Where the user's code called the op.
+    pub at: Caller,
+}
+
+impl fmt::Debug for Captured {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids = |bs: &[Counted<Blob>]| bs.iter().map(|b| b.id()).collect::<Vec<_>>();
+        f.debug_struct("Captured")
+            .field("op", &self.kernel.name())
+            .field("stream", &self.stream)
+            .field("inputs", &ids(&self.inputs))
+            .field("outputs", &ids(&self.outputs))
+            .finish()
+    }
+}
+
+/// The capture in progress on an engine: the thread whose op calls it takes, and those taken.
+pub(crate) struct CaptureState {
+    pub(crate) thread: std::thread::ThreadId,
+    pub(crate) ops: Vec<Captured>,
+}
