@@ -291,3 +291,93 @@ fn xml(s: &str) -> String {
         .replace('>', "&gt;")
         .replace('"', "&quot;")
 }
+
+/// Draws a compiled graph's memory plan as SVG: one rectangle per intermediate, spanning the
+/// steps it lives (across) and its bytes in the arena (down), so that rectangles that share a
+/// height share memory at different times. `steps` names each step (the op and the line of its
+/// call); hovering a rectangle shows its size, offset and steps.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::vm::plan::MemoryLayout;
+/// let m = MemoryLayout::pack(vec![64, 128, 64], vec![(0, 1), (1, 2), (2, 3)]);
+/// let steps = ["exp", "add", "mul", "neg"].map(String::from);
+/// let svg = eddy::plot::plan_svg(&m, &steps);
+/// assert!(svg.starts_with("<svg") && svg.contains("arena 192 bytes"));
+/// assert_eq!(svg.matches("<rect class=\"t\"").count(), 3);
+/// ```
+pub fn plan_svg(memory: &eddy_vm::plan::MemoryLayout, steps: &[String]) -> String {
+    const W: f64 = 1200.0;
+    const LEFT: f64 = 90.0;
+    const TOP: f64 = 50.0;
+    const H: f64 = 420.0;
+    let n = steps.len().max(1) as f64;
+    let arena = memory.arena.max(1) as f64;
+    let x = |step: usize| LEFT + step as f64 / n * (W - LEFT - 20.0);
+    let y = |bytes: usize| TOP + bytes as f64 / arena * H;
+    let palette = [
+        "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+        "#9c755f",
+    ];
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{}" font-family="DejaVu Sans, sans-serif" font-size="12">"#,
+        TOP + H + 60.0
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{LEFT}" y="24" font-size="15">plan: {} steps, {} intermediates, arena {} bytes</text>"#,
+        steps.len(),
+        memory.sizes.len(),
+        memory.arena
+    );
+    let _ = writeln!(
+        s,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{H}" fill="none" stroke="#999"/>"##,
+        W - LEFT - 20.0
+    );
+    for (k, (&size, &(first, last))) in memory.sizes.iter().zip(&memory.lifetimes).enumerate() {
+        if size == 0 {
+            continue;
+        }
+        let off = memory.offsets[k];
+        let (x0, x1) = (x(first), x(last + 1));
+        let (y0, y1) = (y(off), y(off + size));
+        let _ = writeln!(
+            s,
+            r##"<rect class="t" x="{x0:.1}" y="{y0:.1}" width="{:.1}" height="{:.1}" fill="{}" fill-opacity="0.8" stroke="#333" stroke-width="0.3"><title>t{k}: {size} bytes at {off}, steps {first} to {last} ({} .. {})</title></rect>"##,
+            (x1 - x0).max(0.5),
+            (y1 - y0).max(0.5),
+            palette[k % palette.len()],
+            xml(steps.get(first).map_or("", String::as_str)),
+            xml(steps.get(last).map_or("", String::as_str)),
+        );
+    }
+    let bottom = TOP + H;
+    let _ = writeln!(
+        s,
+        r#"<text x="{LEFT}" y="{}">step 0</text><text x="{}" y="{}" text-anchor="end">step {}</text>"#,
+        bottom + 18.0,
+        W - 20.0,
+        bottom + 18.0,
+        steps.len()
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">steps, in order (across); bytes of the arena (down)</text>"#,
+        (LEFT + W) / 2.0,
+        bottom + 40.0
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{TOP}" text-anchor="end" dy="10">0</text><text x="{}" y="{bottom}" text-anchor="end">{}</text>"#,
+        LEFT - 6.0,
+        LEFT - 6.0,
+        memory.arena
+    );
+    s.push_str("</svg>\n");
+    s
+}

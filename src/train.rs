@@ -172,6 +172,8 @@ pub struct TrainReport {
     pub stats: VmStats,
     /// Training rows, held-out rows, features and classes.
     pub sizes: (usize, usize, usize, usize),
+    /// With [`TrainOptions::graph`], the compiled step of a full batch.
+    pub plan: Option<std::sync::Arc<eddy_tensor::graph::Compiled>>,
 }
 
 /// Trains an MLP (`features → hidden… → classes`, ReLU, cross-entropy, Adam) on `data` with
@@ -302,7 +304,16 @@ pub fn train(
                 epochs.push(e);
             }
             vm.sync()?;
+            let plan = match (opts.graph, steps > 1) {
+                // The first batch is full: its signature was compiled by the second step.
+                (true, true) => {
+                    let (x, y) = gather_rows(&train_set, &order[..opts.batch_size])?;
+                    Some(graph.compile(&[&x, &y])?)
+                }
+                _ => None,
+            };
             Ok(TrainReport {
+                plan,
                 test_accuracy: epochs.last().map_or(0.0, |e| e.test_accuracy),
                 epochs,
                 seconds: start.elapsed().as_secs_f64(),

@@ -314,6 +314,34 @@ fn train_is_reproducible_and_takes_its_options() {
     assert_ne!(a, b);
 }
 
+/// `--graph --plan` draws the compiled step's memory plan: one rectangle per intermediate.
+#[test]
+fn train_graph_draws_its_memory_plan() {
+    let dir = scratch("plan");
+    let (png, svg) = (dir.join("c.png"), dir.join("plan.svg"));
+    let out = eddy(&[
+        "train",
+        "--epochs",
+        "1",
+        "--graph",
+        "--plot",
+        png.to_str().unwrap(),
+        "--plan",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("memory plan"),
+        "{}",
+        text(&out.stdout)
+    );
+    let pic = std::fs::read_to_string(&svg).unwrap();
+    assert!(pic.starts_with("<svg") && pic.trim_end().ends_with("</svg>"));
+    assert!(pic.matches("<rect class=\"t\"").count() > 10, "{pic}");
+    let out = eddy(&["train", "--epochs", "1", "--plan", svg.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "--plan without --graph");
+}
+
 #[test]
 fn train_reads_any_csv_and_writes_a_trace() {
     let dir = scratch("csv");

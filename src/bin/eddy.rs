@@ -23,7 +23,7 @@ usage:
       --epochs N (20)  --batch-size N (64)  --lr X (0.01)  --hidden N[,N..] (128)
       --seed S (0)  --data FILE.csv[.gz]  --threads N  --sync-mode
       --trace FILE.json  --plot FILE.png (eddy-train.png)  --device cpu|cuda[:N] (cpu)
-      --graph (each step after the first as one compiled graph)
+      --graph (each step after the first as one compiled graph)  --plan FILE.svg (its memory)
   eddy bench [--json] [--threads N] [--only KEY,...] [--roof] [--device cpu|cuda[:N]]
                            run the benchmark workloads (--roof: matmul beside the gemm
                            crate called directly, the batch-1 forward beside its kernels
@@ -194,8 +194,14 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
             ("--plot", true),
             ("--device", true),
             ("--graph", false),
+            ("--plan", true),
         ],
     )?;
+    if o.str("--plan").is_some() && !o.has("--graph") {
+        return Err(Fail::Usage(
+            "--plan draws the compiled step: it needs --graph".into(),
+        ));
+    }
     let d = TrainOptions::default();
     let device = device_opt(&o)?;
     let hidden = match o.str("--hidden") {
@@ -334,6 +340,20 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
     );
     if let Some(t) = trace {
         write_trace(&vm, &t, None)?;
+    }
+    if let Some(path) = o.str("--plan") {
+        let Some(c) = &report.plan else {
+            return Err(Fail::Usage(
+                "--plan: no step was compiled (one batch per epoch runs eagerly)".into(),
+            ));
+        };
+        std::fs::write(path, plot::plan_svg(c.memory(), c.step_names()))
+            .map_err(|e| Fail::Run(format!("{path}: {e}")))?;
+        println!(
+            "wrote the compiled step's memory plan ({} steps, arena {}) to {path}",
+            c.len(),
+            mib(c.arena_bytes())
+        );
     }
     Ok(())
 }

@@ -467,6 +467,11 @@ impl Compiled {
     pub fn memory(&self) -> &MemoryLayout {
         self.plan.memory()
     }
+
+    /// Each step's op, with the line of the closure that called it.
+    pub fn step_names(&self) -> &[String] {
+        &self.names
+    }
 }
 
 /// The plan, a step per line: its op, the line of the closure that called it, and where its
