@@ -439,3 +439,32 @@ proptest! {
         }
     }
 }
+
+/// With a lazy-job launcher, plan runs go to that stream (its own worker thread), ordered
+/// against eager ops on the compute stream by what they read and write.
+#[test]
+fn plan_runs_go_to_the_launcher_stream_where_there_is_one() {
+    watchdog(60, || {
+        let vm = Vm::builder().lazy_launcher(true).build().unwrap();
+        let launcher = vm.launcher_stream(eddy::Device::CPU).unwrap();
+        with_engine(&vm, || {
+            vm.set_trace(true);
+            let w = Tensor::full([256], 2.0, F32).unwrap();
+            let g = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].mul(&w)?.add_scalar(1.0)?]));
+            let mut x = Tensor::ones([256], F32).unwrap();
+            for _ in 0..20 {
+                x = g.run(&[&x]).unwrap().remove(0);
+                x = x.sub_scalar(1.0).unwrap(); // eager, on the compute stream, in between
+            }
+            // x_{k+1} = 2 x_k: 2^20.
+            assert!(x.to_vec::<f32>().unwrap().iter().all(|&v| v == 1_048_576.0));
+            let plans: Vec<_> = vm
+                .trace_events()
+                .into_iter()
+                .filter(|e| e.name == "plan")
+                .collect();
+            assert_eq!(plans.len(), 20);
+            assert!(plans.iter().all(|e| e.stream == launcher.0), "{plans:?}");
+        });
+    });
+}

@@ -57,6 +57,10 @@ pub struct Config {
     /// How many CPU devices the engine has, `cpu:0` to `cpu:{n-1}`, each with its own compute
     /// stream and allocator (`EDDY_VM_CPU_DEVICES`, default 1, at most 64).
     pub cpu_devices: u32,
+    /// Whether each CPU device gets a lazy-job launcher stream, on its own worker thread, where
+    /// the runs of compiled plans go (`EDDY_VM_LAZY_LAUNCHER=1`, default off: plans run on the
+    /// device's compute stream).
+    pub lazy_launcher: bool,
     /// How many CUDA devices the engine opens, `cuda:0` to `cuda:{n-1}`, each with a compute
     /// stream and a device allocator (`EDDY_VM_CUDA_DEVICES`, a number or `all`; default 0).
     /// Needs the `cuda` feature; `u32::MAX` means every device the machine has.
@@ -83,6 +87,7 @@ impl Default for Config {
             alloc_mode: AllocMode::Caching,
             cpu_exec: Exec::Inline,
             cpu_devices: 1,
+            lazy_launcher: false,
             cuda_devices: 0,
             spin: Duration::from_millis(1),
             trace: false,
@@ -185,10 +190,12 @@ impl VmBuilder {
     /// b.apply_env(|key| match key {
     ///     "EDDY_VM_CAPACITY" => Some("64M".into()),
     ///     "EDDY_VM_FUSION" => Some("off".into()),
+    ///     "EDDY_VM_LAZY_LAUNCHER" => Some("on".into()),
     ///     _ => None,
     /// });
     /// assert_eq!(b.config().capacity, Some(64 << 20));
     /// assert!(!b.config().fusion);
+    /// assert!(b.config().lazy_launcher);
     /// ```
     pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) {
         let c = &mut self.config;
@@ -252,6 +259,9 @@ impl VmBuilder {
             };
             c.cpu_exec = e;
             true
+        });
+        set("EDDY_VM_LAZY_LAUNCHER", &mut |v| {
+            parse_bool(v).map(|x| c.lazy_launcher = x).is_some()
         });
         set(
             "EDDY_VM_CPU_DEVICES",
@@ -431,6 +441,26 @@ impl VmBuilder {
         self
     }
 
+    /// Gives each CPU device a lazy-job launcher stream (kind `LazyJobLauncher`, on its own
+    /// worker thread): the runs of compiled plans ([`Plan::launch`](crate::plan::Plan::launch))
+    /// go there instead of to the device's compute stream, so a long run does not hold the
+    /// scheduler thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, VmBuilder, stream::StreamKind};
+    /// let vm = VmBuilder::new().lazy_launcher(true).build()?;
+    /// let s = vm.launcher_stream(Device::CPU).unwrap();
+    /// assert_eq!(vm.stream_policy(s).unwrap().kind(), StreamKind::LazyJobLauncher);
+    /// assert!(VmBuilder::new().build()?.launcher_stream(Device::CPU).is_none());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn lazy_launcher(mut self, on: bool) -> Self {
+        self.config.lazy_launcher = on;
+        self
+    }
+
     /// Opens `n` CUDA devices, `cuda:0` to `cuda:{n-1}` (`u32::MAX`: all the machine has), each
     /// with an in-order compute stream and a caching allocator over device memory. Needs the
     /// `cuda` feature.
@@ -573,6 +603,14 @@ impl VmBuilder {
         for n in 1..c.cpu_devices {
             let s = CpuStream::new(format!("cpu:{n}"), c.cpu_exec).on_device(n);
             self.streams.push(Arc::new(s));
+        }
+        if c.lazy_launcher {
+            for n in 0..c.cpu_devices {
+                let s = CpuStream::new(format!("lazy:cpu:{n}"), Exec::Worker)
+                    .on_device(n)
+                    .launcher();
+                self.streams.push(Arc::new(s));
+            }
         }
         let n_cuda = c.cuda_devices;
         self.open_cuda(n_cuda)

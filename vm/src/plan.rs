@@ -498,7 +498,10 @@ impl Plan {
             outputs: outs,
             at: Caller::here(),
         };
-        vm.run(p.stream, run)
+        // On the device's lazy-job launcher where the engine has one, else where the steps
+        // were captured.
+        let device = vm.shared().streams[p.stream.0 as usize].policy.device();
+        vm.run(vm.launcher_stream(device).unwrap_or(p.stream), run)
     }
 
     /// Where the temporaries live.

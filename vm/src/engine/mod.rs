@@ -260,6 +260,27 @@ impl Vm {
             .map(|i| StreamId(i as u32))
     }
 
+    /// The lazy-job launcher stream of `device`, where plan runs go, if the engine has one
+    /// (see [`VmBuilder::lazy_launcher`](crate::VmBuilder::lazy_launcher)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().lazy_launcher(true).cpu_devices(2).build()?;
+    /// let (a, b) = (vm.launcher_stream(eddy_vm::Device::Cpu(0)), vm.launcher_stream(eddy_vm::Device::Cpu(1)));
+    /// assert!(a.is_some() && b.is_some() && a != b);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn launcher_stream(&self, device: Device) -> Option<StreamId> {
+        self.shared()
+            .streams
+            .iter()
+            .position(|s| {
+                s.policy.device() == device && s.policy.kind() == StreamKind::LazyJobLauncher
+            })
+            .map(|i| StreamId(i as u32))
+    }
+
     /// The devices the engine has streams on, in order, each once.
     ///
     /// # Examples

@@ -67,6 +67,20 @@ impl CpuStream {
         self.device = Device::Cpu(n);
         self
     }
+
+    /// This stream as a lazy-job launcher (kind `LazyJobLauncher`): where plan runs go.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{cpu::CpuStream, Exec, StreamKind, StreamPolicy};
+    /// let s = CpuStream::new("lazy", Exec::Worker).launcher();
+    /// assert_eq!(s.kind(), StreamKind::LazyJobLauncher);
+    /// ```
+    pub fn launcher(mut self) -> Self {
+        self.kind = StreamKind::LazyJobLauncher;
+        self
+    }
 }
 
 impl StreamPolicy for CpuStream {
