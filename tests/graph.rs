@@ -468,3 +468,78 @@ fn plan_runs_go_to_the_launcher_stream_where_there_is_one() {
         });
     });
 }
+
+/// A failed step marks only what depends on it, as eager ops would: the run's other outputs
+/// are written, and a later run fed the failed output passes the error on without a new one.
+#[test]
+fn a_failed_step_poisons_only_the_outputs_that_depend_on_it() {
+    watchdog(60, || {
+        let vm = Vm::builder().build().unwrap();
+        with_engine(&vm, || {
+            let table = Tensor::arange(0.0, 8.0, 1.0, F32)
+                .unwrap()
+                .reshape([4, 2])
+                .unwrap();
+            let g = Graph::new(|xs: &[Tensor]| {
+                let picked = table.index_select(0, &xs[0])?.sum_all()?;
+                let other = xs[1].mul_scalar(3.0)?;
+                Ok(vec![picked, other])
+            });
+            let idx = {
+                let t = Tensor::from_vec(vec![1i64, 9], [2]).unwrap();
+                t.add(&t.zeros_like().unwrap()).unwrap()
+            };
+            let x = Tensor::from_vec(vec![1f32, 2.], [2]).unwrap();
+            let out = g.run(&[&idx, &x]).unwrap();
+            assert_eq!(
+                out[1].to_vec::<f32>().unwrap(),
+                [3., 6.],
+                "independent of the failure"
+            );
+            let e = out[0].to_vec::<f32>().unwrap_err();
+            assert!(e.to_string().contains("index 9"), "{e}");
+            // The failed output fed to a second graph: its dependent carries the same error,
+            // its other output is fine, and the engine reports one error.
+            let h = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].neg()?, xs[1].neg()?]));
+            let out2 = h.run(&[&out[0], &out[1]]).unwrap();
+            assert_eq!(out2[1].to_vec::<f32>().unwrap(), [-3., -6.]);
+            let e2 = out2[0].to_vec::<f32>().unwrap_err();
+            assert_eq!(e2, e, "the root error, passed on");
+            assert_eq!(vm.errors().len(), 1, "{:?}", vm.errors());
+            vm.clear_errors();
+            vm.sync().unwrap();
+        });
+    });
+}
+
+/// A run whose output does not fit fails at its read with `OutOfMemory`, nothing runs on
+/// memory it does not have, and the engine and the graph go on.
+#[test]
+fn a_run_whose_output_does_not_fit_fails_at_the_read() {
+    watchdog(60, || {
+        let vm = Vm::builder().capacity(Some(1 << 20)).build().unwrap();
+        with_engine(&vm, || {
+            let g = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].mul_scalar(2.0)?]));
+            let small = Tensor::ones([4], F32).unwrap();
+            assert_eq!(
+                g.run(&[&small]).unwrap()[0].to_vec::<f32>().unwrap(),
+                [2.; 4]
+            );
+            let big = Tensor::ones([1], F32).unwrap().expand([200_000]).unwrap();
+            let out = g.run(&[&big]); // its dense copy fits; the output beside it does not
+            let e = match out {
+                Ok(out) => out[0].to_vec::<f32>().unwrap_err(),
+                Err(e) => e,
+            };
+            assert!(
+                matches!(e, Error::Vm(eddy::vm::Error::OutOfMemory { .. })),
+                "{e}"
+            );
+            vm.clear_errors();
+            assert_eq!(
+                g.run(&[&small]).unwrap()[0].to_vec::<f32>().unwrap(),
+                [2.; 4]
+            );
+        });
+    });
+}

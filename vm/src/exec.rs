@@ -158,7 +158,9 @@ pub(crate) fn run_policy<P: Run + ?Sized>(
             }
         }
         Err(e) => {
-            poison_outputs(p, &e);
+            if !p.poisons_selectively() {
+                poison_outputs(p, &e);
+            }
             env.shared.record_error(id, e);
         }
     }

@@ -366,6 +366,10 @@ impl<K: Kernel> super::policy::Run for KernelCall<'_, K> {
         false
     }
     #[inline]
+    fn poisons_selectively(&self) -> bool {
+        false
+    }
+    #[inline]
     fn caller(&self) -> Caller {
         self.at
     }

@@ -156,6 +156,23 @@ pub trait InstructionPolicy: Send + 'static {
         false
     }
 
+    /// Whether the policy marks its own outputs failed or not ([`handles_poison`] too): an
+    /// error it returns is recorded, but does not mark every output failed. A plan run, whose
+    /// outputs depend on different steps, marks only those that depend on a failure. Default:
+    /// no.
+    ///
+    /// [`handles_poison`]: Self::handles_poison
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{InstructionPolicy, testing::Noop};
+    /// assert!(!Noop::new(vec![], vec![]).poisons_selectively());
+    /// ```
+    fn poisons_selectively(&self) -> bool {
+        false
+    }
+
     /// Where the user's code called the op, named by the errors it reports, including one
     /// that surfaces later at a sync (see [`Caller`](crate::error::Caller)). Default: unknown;
     /// [`OpCall`](super::OpCall) remembers the caller of `OpCall::new`.
@@ -527,6 +544,7 @@ pub(crate) trait Run {
     fn inputs(&self) -> &[Counted<Blob>];
     fn outputs(&self) -> &[Counted<Blob>];
     fn handles_poison(&self) -> bool;
+    fn poisons_selectively(&self) -> bool;
     fn caller(&self) -> crate::error::Caller;
     fn prepare(&mut self, ctx: &mut PrepareCtx<'_>) -> Result<(), PrepareError>;
     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> crate::error::Result<()>;
@@ -548,6 +566,10 @@ impl<P: InstructionPolicy + ?Sized> Run for P {
     #[inline]
     fn handles_poison(&self) -> bool {
         InstructionPolicy::handles_poison(self)
+    }
+    #[inline]
+    fn poisons_selectively(&self) -> bool {
+        InstructionPolicy::poisons_selectively(self)
     }
     #[inline]
     fn caller(&self) -> crate::error::Caller {
