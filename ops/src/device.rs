@@ -128,4 +128,10 @@ impl<A: Kernel, B: Kernel> Kernel for Either<A, B> {
             Either::Cuda(k) => k.deferred_drop(),
         }
     }
+    fn describe(&self) -> Option<Box<dyn std::any::Any>> {
+        match self {
+            Either::Cpu(k) => k.describe(),
+            Either::Cuda(k) => k.describe(),
+        }
+    }
 }

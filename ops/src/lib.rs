@@ -33,6 +33,7 @@ pub mod device;
 mod dtype;
 pub mod elementwise;
 mod error;
+pub mod fuse;
 pub mod index;
 pub mod kernel;
 mod kinds;

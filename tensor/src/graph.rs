@@ -363,19 +363,26 @@ impl Compiled {
                 ),
             });
         }
-        let names = ops
-            .iter()
-            .map(|op| match op.at.location() {
-                Some(l) => format!("{} ({}:{})", op.kernel.name(), l.file(), l.line()),
-                None => op.kernel.name().to_string(),
-            })
-            .collect();
         let steps: Vec<Step> = ops
             .into_iter()
             .map(|op| {
                 let slots = |bs: &[Counted<Blob>]| bs.iter().map(|x| b.slot(x)).collect();
                 let (i, o) = (slots(&op.inputs), slots(&op.outputs));
                 Step::new(op.kernel, i, o).called_at(op.at)
+            })
+            .collect();
+        let bytes = |s: Slot| match s {
+            Slot::Input(k) => xs[k].blob().bytes(),
+            Slot::Output(k) => b.out_sizes[k],
+            Slot::Temp(k) => b.temp_sizes[k],
+            Slot::Fixed(k) => b.fixed[k].bytes(),
+        };
+        let steps = eddy_ops::fuse::fuse_elementwise(loc.device(), steps, &bytes);
+        let names = steps
+            .iter()
+            .map(|s| match s.caller().location() {
+                Some(l) => format!("{} ({}:{})", s.name(), l.file(), l.line()),
+                None => s.name().to_string(),
             })
             .collect();
         let spec = PlanSpec::new(
@@ -480,7 +487,7 @@ impl Compiled {
 ///
 /// ```
 /// use eddy_tensor::{DType, Tensor, graph::Graph};
-/// let g = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].exp()?.neg()?]));
+/// let g = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].exp()?.sum_all()?]));
 /// let c = g.compile(&[&Tensor::zeros([4], DType::F32)?])?;
 /// let text = c.to_string();
 /// assert!(text.starts_with("plan: 2 steps, 1 intermediate, arena 64 bytes"), "{text}");
@@ -490,12 +497,13 @@ impl Compiled {
 impl fmt::Display for Compiled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let m = self.plan.memory();
+        // Intermediates a merged step keeps in scratch memory have no bytes in the arena.
+        let held = m.sizes.iter().filter(|&&n| n > 0).count();
         writeln!(
             f,
-            "plan: {} steps, {} intermediate{}, arena {} bytes",
+            "plan: {} steps, {held} intermediate{}, arena {} bytes",
             self.len(),
-            m.sizes.len(),
-            if m.sizes.len() == 1 { "" } else { "s" },
+            if held == 1 { "" } else { "s" },
             m.arena
         )?;
         let slot = |s: &Slot| match *s {

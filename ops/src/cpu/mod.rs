@@ -4,6 +4,7 @@
 pub mod copy;
 pub mod elementwise;
 pub mod fastmath;
+pub(crate) mod fused;
 pub mod gemv;
 pub mod index;
 pub mod matmul;

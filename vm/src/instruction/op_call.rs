@@ -150,6 +150,30 @@ pub trait Kernel: Send + 'static {
     fn deferred_drop(&self) -> bool {
         false
     }
+    /// What the kernel computes, for a plan compiler that merges kernels (see
+    /// [`plan`](crate::plan)): a value of a type the compiler and the op library agree on, or
+    /// `None` (the default) for a kernel no compiler may look into. Made on request, so a
+    /// kernel carries nothing for it; the engine never asks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::instruction::{ComputeCtx, Kernel};
+    /// # use eddy_vm::{Blob, Counted, Result};
+    /// struct AddScalar(f32);
+    /// impl Kernel for AddScalar {
+    ///     fn name(&self) -> &str { "add_scalar" }
+    ///     fn describe(&self) -> Option<Box<dyn std::any::Any>> { Some(Box::new(self.0)) }
+    ///     // ...
+    /// #   fn compute(&mut self, _: &[Counted<Blob>], _: &[Counted<Blob>], _: &mut ComputeCtx<'_>)
+    /// #       -> Result<()> { Ok(()) }
+    /// }
+    /// let k: Box<dyn Kernel> = Box::new(AddScalar(1.0));
+    /// assert_eq!(k.describe().and_then(|d| d.downcast_ref::<f32>().copied()), Some(1.0));
+    /// ```
+    fn describe(&self) -> Option<Box<dyn std::any::Any>> {
+        None
+    }
 }
 
 /// Operand lists, inline for up to four blobs.

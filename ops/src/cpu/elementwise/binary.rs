@@ -3,11 +3,13 @@
 use super::elem::{FloatElem, IntElem, dispatch_float, dispatch_int};
 use super::map::map2_lay;
 use super::unary::int_pow;
+use crate::fuse::{Elementwise, Pos};
 use crate::kernel::{FnKernel, input, output, par_out, walk};
 use crate::kinds::{BinaryOp, CmpOp};
 use crate::{Bool8, DType, Elem, Lay, Layout};
+use eddy_vm::Blob;
 use eddy_vm::Counted;
-use eddy_vm::{Blob, instruction::Kernel};
+use eddy_vm::instruction::{ComputeCtx, Kernel};
 use num_traits::Zero;
 
 #[inline(always)]
@@ -55,6 +57,30 @@ fn floor_div_float<A: num_traits::Float>(x: A, y: A) -> A {
     }
 }
 
+/// `x op y` on floats, in their compute type: what the binary kernels (and the kernels merged
+/// from several) compute for each element.
+#[inline(always)]
+pub(crate) fn apply_binary_float<A: num_traits::Float>(op: BinaryOp, x: A, y: A) -> A {
+    match op {
+        BinaryOp::Add => x + y,
+        BinaryOp::Sub => x - y,
+        BinaryOp::Mul => x * y,
+        BinaryOp::Div => x / y,
+        BinaryOp::Pow => x.powf(y),
+        BinaryOp::Maximum => nan_max(x, y),
+        BinaryOp::Minimum => nan_min(x, y),
+        BinaryOp::ReluBackward => {
+            if x > A::zero() {
+                y
+            } else {
+                A::zero()
+            }
+        }
+        BinaryOp::FloorDiv => floor_div_float(x, y),
+        BinaryOp::Rem => rem_float(x, y),
+    }
+}
+
 /// `out = a op b`: inputs 0 and 1 laid out as `la`, `lb`, already broadcast to the output
 /// shape, all of `dtype` (the op definition promoted them). Integer `div` is not defined (it promotes to float).
 ///
@@ -77,26 +103,67 @@ fn floor_div_float<A: num_traits::Float>(x: A, y: A) -> A {
 /// # Ok::<(), eddy_vm::Error>(())
 /// ```
 pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
-    FnKernel::new(
-        op.name(),
-        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-            dispatch_float!(dtype, T => {
+    BinaryKernel { op, dtype, la, lb }
+}
+
+/// The kernel [`binary`] returns: a struct rather than a closure, so that it can say what it
+/// computes ([`Kernel::describe`]) without carrying anything more.
+struct BinaryKernel {
+    op: BinaryOp,
+    dtype: DType,
+    la: Lay,
+    lb: Lay,
+}
+
+impl Kernel for BinaryKernel {
+    fn name(&self) -> &str {
+        self.op.name()
+    }
+    fn compute(
+        &mut self,
+        ins: &[Counted<Blob>],
+        outs: &[Counted<Blob>],
+        _ctx: &mut ComputeCtx<'_>,
+    ) -> eddy_vm::Result<()> {
+        let BinaryKernel {
+            op,
+            dtype,
+            ref la,
+            ref lb,
+        } = *self;
+        run_binary(op, dtype, la, lb, ins, outs).map_err(|m| eddy_vm::Error::kernel(op.name(), m))
+    }
+    fn describe(&self) -> Option<Box<dyn std::any::Any>> {
+        let (a, b) = (Pos::of(&self.la)?, Pos::of(&self.lb)?);
+        let (op, dtype) = (self.op, self.dtype);
+        Some(Box::new(Elementwise::Binary { op, dtype, a, b }))
+    }
+}
+
+/// The body of [`BinaryKernel`].
+#[inline(always)]
+fn run_binary(
+    op: BinaryOp,
+    dtype: DType,
+    la: &Lay,
+    lb: &Lay,
+    ins: &[Counted<Blob>],
+    outs: &[Counted<Blob>],
+) -> Result<(), String> {
+    dispatch_float!(dtype, T => {
             // SAFETY: inputs 0 and 1 are read, output 0 written; the output is a fresh blob.
             let (a, b, o) = unsafe { (input::<T>(&ins[0]), input::<T>(&ins[1]), output::<T>(&outs[0])) };
-            macro_rules! go { ($f:expr) => { map2_lay(a, &la, b, &lb, o, |x: T, y: T| T::down($f(x.up(), y.up()))) }; }
-            type A = <T as FloatElem>::A;
-            match op {
-                BinaryOp::Add => go!(|x: A, y: A| x + y),
-                BinaryOp::Sub => go!(|x: A, y: A| x - y),
-                BinaryOp::Mul => go!(|x: A, y: A| x * y),
-                BinaryOp::Div => go!(|x: A, y: A| x / y),
-                BinaryOp::Pow => go!(|x: A, y: A| x.powf(y)),
-                BinaryOp::Maximum => go!(nan_max::<A>),
-                BinaryOp::Minimum => go!(nan_min::<A>),
-                BinaryOp::ReluBackward => go!(|x: A, y: A| if x > A::zero() { y } else { A::zero() }),
-                BinaryOp::FloorDiv => go!(floor_div_float::<A>),
-                BinaryOp::Rem => go!(rem_float::<A>),
+            // A loop per op, the op a constant in it (so its match folds away and it vectorises).
+            macro_rules! go {
+                ($($v:ident),*) => {
+                    match op {
+                        $(BinaryOp::$v => map2_lay(a, &la, b, &lb, o, |x: T, y: T| {
+                            T::down(apply_binary_float(BinaryOp::$v, x.up(), y.up()))
+                        }),)*
+                    }
+                };
             }
+            go!(Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluBackward, FloorDiv, Rem);
             Ok(())
         }, else => dispatch_int!(dtype, T => {
             // SAFETY: as above.
@@ -145,8 +212,6 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> impl Kernel {
             }
             Ok(())
         }, else => Err(format!("unsupported dtype {dtype}"))))
-        },
-    )
 }
 
 /// `out = a cmp b` (as `Bool`), inputs of one `dtype` broadcast to the output shape.

@@ -8,8 +8,10 @@ mod elem;
 mod map;
 mod unary;
 
+pub(crate) use binary::apply_binary_float;
 pub use binary::{binary, binary_inplace, compare, where_};
 pub use elem::{FloatElem, IntElem};
 pub(crate) use elem::{dispatch_float, dispatch_int};
 pub use map::{map1, map1_lay, map2, map2_lay};
 pub use unary::unary;
+pub(crate) use unary::{apply_float, params};

@@ -3,11 +3,13 @@
 use super::elem::{FloatElem, IntElem, dispatch_float, dispatch_int};
 use super::map::map1_lay;
 use crate::cpu::fastmath::Transcendental;
-use crate::kernel::{FnKernel, input, output};
+use crate::fuse::{Elementwise, Pos};
+use crate::kernel::{input, output};
 use crate::kinds::UnaryOp;
 use crate::{DType, Elem, Lay};
+use eddy_vm::Blob;
 use eddy_vm::Counted;
-use eddy_vm::{Blob, instruction::Kernel};
+use eddy_vm::instruction::{ComputeCtx, Kernel};
 use num_traits::Float as NumFloat;
 
 const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
@@ -21,7 +23,7 @@ pub(super) fn konst<A: NumFloat>(v: f64) -> A {
 }
 
 #[inline(always)]
-pub(super) fn apply_float<A: NumFloat + Transcendental>(op: UnaryOp, x: A, c: A, d: A) -> A {
+pub(crate) fn apply_float<A: NumFloat + Transcendental>(op: UnaryOp, x: A, c: A, d: A) -> A {
     use UnaryOp::*;
     let one = A::one();
     match op {
@@ -167,7 +169,7 @@ pub(super) fn apply_int(op: UnaryOp, x: i64, c: i64, d: i64) -> i64 {
     }
 }
 
-pub(super) fn params(op: UnaryOp) -> (f64, f64) {
+pub(crate) fn params(op: UnaryOp) -> (f64, f64) {
     use UnaryOp::*;
     match op {
         AddScalar(c) | MulScalar(c) | DivScalar(c) | RSubScalar(c) | RDivScalar(c)
@@ -198,11 +200,48 @@ pub(super) fn params(op: UnaryOp) -> (f64, f64) {
 /// # Ok::<(), eddy_vm::Error>(())
 /// ```
 pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> impl Kernel {
-    FnKernel::new(
-        op.name(),
-        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-            let (c, d) = params(op);
-            dispatch_float!(dtype, T => {
+    UnaryKernel { op, dtype, la }
+}
+
+/// The kernel [`unary`] returns: a struct rather than a closure, so that it can say what it
+/// computes ([`Kernel::describe`]) without carrying anything more.
+struct UnaryKernel {
+    op: UnaryOp,
+    dtype: DType,
+    la: Lay,
+}
+
+impl Kernel for UnaryKernel {
+    fn name(&self) -> &str {
+        self.op.name()
+    }
+    fn compute(
+        &mut self,
+        ins: &[Counted<Blob>],
+        outs: &[Counted<Blob>],
+        _ctx: &mut ComputeCtx<'_>,
+    ) -> eddy_vm::Result<()> {
+        let UnaryKernel { op, dtype, ref la } = *self;
+        run_unary(op, dtype, la, ins, outs).map_err(|m| eddy_vm::Error::kernel(op.name(), m))
+    }
+    fn describe(&self) -> Option<Box<dyn std::any::Any>> {
+        let a = Pos::of(&self.la)?;
+        let (op, dtype) = (self.op, self.dtype);
+        Some(Box::new(Elementwise::Unary { op, dtype, a }))
+    }
+}
+
+/// The body of [`UnaryKernel`].
+#[inline(always)]
+fn run_unary(
+    op: UnaryOp,
+    dtype: DType,
+    la: &Lay,
+    ins: &[Counted<Blob>],
+    outs: &[Counted<Blob>],
+) -> Result<(), String> {
+    let (c, d) = params(op);
+    dispatch_float!(dtype, T => {
             // SAFETY: input 0 is read and output 0 written by this instruction; they differ.
             let (a, o) = unsafe { (input::<T>(&ins[0]), output::<T>(&outs[0])) };
             let (c, d) = (T::param(c), T::param(d));
@@ -218,8 +257,8 @@ pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> impl Kernel {
             }
             // The common ops get a loop each (so the op's match is hoisted and it vectorises).
             match op {
-                UnaryOp::AddScalar(_) => map1_lay(a, &la, o, |x: T| T::down(x.up() + c)),
-                UnaryOp::MulScalar(_) => map1_lay(a, &la, o, |x: T| T::down(x.up() * c)),
+                UnaryOp::AddScalar(_) => map1_lay(a, la, o, |x: T| T::down(x.up() + c)),
+                UnaryOp::MulScalar(_) => map1_lay(a, la, o, |x: T| T::down(x.up() * c)),
                 _ => go!(Neg, Relu, Exp, Sqrt, Square, Tanh, Sigmoid, Gelu, Silu),
             }
             Ok(())
@@ -233,9 +272,7 @@ pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> impl Kernel {
             } else {
                 (c as i64, d as i64)
             };
-            map1_lay(a, &la, o, |x: T| T::from_i64(apply_int(op, x.to_i64(), c, d)));
+            map1_lay(a, la, o, |x: T| T::from_i64(apply_int(op, x.to_i64(), c, d)));
             Ok(())
         }, else => Err(format!("unsupported dtype {dtype}"))))
-        },
-    )
 }

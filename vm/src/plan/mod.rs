@@ -36,13 +36,18 @@ use crate::alloc::Allocation;
 use crate::blob::Blob;
 use crate::engine::Vm;
 use crate::error::{Caller, Error, Result};
-use crate::instruction::op_call::{Blobs, SHALLOW_MAX, Shallow};
-use crate::instruction::{ComputeCtx, InstructionPolicy, Kernel};
+use crate::instruction::Kernel;
+use crate::instruction::op_call::Blobs;
 use crate::stream::StreamId;
 use parking_lot::Mutex;
 use std::sync::Arc;
 
 pub use crate::captured::Captured;
+pub use memory::{ARENA_ALIGN, MemoryLayout};
+use run::PlanRun;
+
+mod memory;
+mod run;
 
 /// Where a step's operand comes from at each run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,6 +68,8 @@ pub struct Step {
     inputs: Vec<Slot>,
     outputs: Vec<Slot>,
     at: Caller,
+    /// For each output, the inputs (by position) it is computed from; `None`: all of them.
+    depends: Option<Vec<Vec<usize>>>,
 }
 
 impl Step {
@@ -81,7 +88,42 @@ impl Step {
             inputs,
             outputs,
             at: Caller::UNKNOWN,
+            depends: None,
         }
+    }
+
+    /// This step, with output `k` computed from the inputs at the positions `depends[k]` only
+    /// (by default each output depends on every input). A run whose input failed marks only
+    /// the outputs computed from it failed: a step merged from several ops says which of its
+    /// outputs came from which inputs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::plan::{Slot, Step};
+    /// let s = Step::new(Box::new(eddy_vm::testing::AddByte(0)), vec![Slot::Input(0), Slot::Input(1)],
+    ///     vec![Slot::Output(0), Slot::Output(1)]).with_depends(vec![vec![0], vec![1]]);
+    /// assert_eq!(s.depends(1), Some(&[1][..]));
+    /// ```
+    pub fn with_depends(mut self, depends: Vec<Vec<usize>>) -> Step {
+        debug_assert_eq!(depends.len(), self.outputs.len());
+        self.depends = Some(depends);
+        self
+    }
+
+    /// The positions of the inputs output `k` is computed from; `None`: every input.
+    pub fn depends(&self, k: usize) -> Option<&[usize]> {
+        self.depends.as_ref().map(|d| &d[k][..])
+    }
+
+    /// The kernel.
+    pub fn kernel(&self) -> &dyn Kernel {
+        &*self.kernel
+    }
+
+    /// The kernel, taken out of the step (to merge it into another).
+    pub fn into_kernel(self) -> Box<dyn Kernel> {
+        self.kernel
     }
 
     /// This step, naming `at` as the place of its call in its errors.
@@ -158,135 +200,6 @@ impl PlanSpec {
             fixed,
         }
     }
-}
-
-/// Where each temporary of a plan lives in its arena, from the temporaries' lifetimes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MemoryLayout {
-    /// Each temporary's size in bytes.
-    pub sizes: Vec<usize>,
-    /// Each temporary's lifetime: the first and last step that touches it (inclusive).
-    pub lifetimes: Vec<(usize, usize)>,
-    /// Each temporary's offset in the arena.
-    pub offsets: Vec<usize>,
-    /// The arena's size in bytes.
-    pub arena: usize,
-}
-
-/// Offsets and sizes in an arena are multiples of this many bytes.
-pub const ARENA_ALIGN: usize = 64;
-
-impl MemoryLayout {
-    /// Packs temporaries of `sizes` bytes live over `lifetimes` into one arena: the largest
-    /// first, each at the lowest aligned offset where it overlaps no placed temporary whose
-    /// lifetime overlaps its own. Temporaries whose lifetimes are disjoint may share bytes.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use eddy_vm::plan::MemoryLayout;
-    /// // Three temporaries: 0 and 2 are never live at once and share memory.
-    /// let m = MemoryLayout::pack(vec![100, 64, 100], vec![(0, 1), (1, 2), (2, 3)]);
-    /// assert_eq!(m.offsets[0], m.offsets[2]);
-    /// assert_eq!(m.arena, 128 + 64);
-    /// m.check().unwrap();
-    /// ```
-    pub fn pack(sizes: Vec<usize>, lifetimes: Vec<(usize, usize)>) -> MemoryLayout {
-        let round = |n: usize| n.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
-        let mut order: Vec<usize> = (0..sizes.len()).collect();
-        order.sort_by_key(|&k| (std::cmp::Reverse(round(sizes[k])), lifetimes[k].0, k));
-        let mut offsets = vec![0usize; sizes.len()];
-        // The placed temporaries live at each step, and a mark per temporary (the last
-        // temporary whose neighbours it was collected for), so that finding the placed ones
-        // live at once costs the steps spanned, not the count placed.
-        let steps = lifetimes.iter().map(|l| l.1 + 1).max().unwrap_or(0);
-        let mut live_at: Vec<Vec<usize>> = vec![Vec::new(); steps];
-        let mut mark = vec![usize::MAX; sizes.len()];
-        let mut busy: Vec<(usize, usize)> = Vec::new();
-        let mut arena = 0usize;
-        for k in order {
-            let size = round(sizes[k]);
-            if size == 0 {
-                continue;
-            }
-            // The placed ones live at the same time, by offset.
-            busy.clear();
-            let (first, last) = lifetimes[k];
-            for live in &live_at[first..=last] {
-                for &j in live {
-                    if mark[j] != k {
-                        mark[j] = k;
-                        busy.push((offsets[j], offsets[j] + round(sizes[j])));
-                    }
-                }
-            }
-            busy.sort_unstable();
-            let mut at = 0usize;
-            for &(lo, hi) in &busy {
-                if at + size <= lo {
-                    break;
-                }
-                at = at.max(hi);
-            }
-            offsets[k] = at;
-            arena = arena.max(at + size);
-            for live in &mut live_at[first..=last] {
-                live.push(k);
-            }
-        }
-        MemoryLayout {
-            sizes,
-            lifetimes,
-            offsets,
-            arena,
-        }
-    }
-
-    /// Checks the layout: every temporary inside the arena and aligned, and no two whose
-    /// lifetimes overlap sharing a byte.
-    ///
-    /// # Errors
-    ///
-    /// A message naming the first two temporaries that collide, or the one out of place.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use eddy_vm::plan::MemoryLayout;
-    /// let mut m = MemoryLayout::pack(vec![64, 64], vec![(0, 1), (1, 2)]);
-    /// m.check().unwrap();
-    /// m.offsets[1] = m.offsets[0]; // both live at step 1
-    /// assert!(m.check().is_err());
-    /// ```
-    pub fn check(&self) -> std::result::Result<(), String> {
-        let n = self.sizes.len();
-        for i in 0..n {
-            let (oi, si) = (self.offsets[i], self.sizes[i]);
-            if si > 0 && (oi % ARENA_ALIGN != 0 || oi + si > self.arena) {
-                return Err(format!(
-                    "temporary {i} ({si} bytes at {oi}) is outside the arena of {} bytes or unaligned",
-                    self.arena
-                ));
-            }
-            for j in i + 1..n {
-                let (oj, sj) = (self.offsets[j], self.sizes[j]);
-                let bytes = si > 0 && sj > 0 && oi < oj + sj && oj < oi + si;
-                if bytes && overlap(self.lifetimes[i], self.lifetimes[j]) {
-                    return Err(format!(
-                        "temporaries {i} ({si} bytes at {oi}, steps {:?}) and {j} ({sj} bytes at \
-                         {oj}, steps {:?}) are live at once and share bytes",
-                        self.lifetimes[i], self.lifetimes[j]
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Whether two inclusive step ranges share a step.
-fn overlap(a: (usize, usize), b: (usize, usize)) -> bool {
-    a.0 <= b.1 && b.0 <= a.1
 }
 
 /// A compiled plan, ready to run: see the module's docs.
@@ -391,8 +304,12 @@ impl Plan {
                 }
             }
         }
+        // A temporary no step touches (a compiler merged its steps away) takes no memory.
+        let sizes = (spec.temps.iter().zip(&lifetimes))
+            .map(|(&n, l)| if l.is_some() { n } else { 0 })
+            .collect();
         let lifetimes = lifetimes.into_iter().map(|l| l.unwrap_or((0, 0))).collect();
-        let memory = MemoryLayout::pack(spec.temps.clone(), lifetimes);
+        let memory = MemoryLayout::pack(sizes, lifetimes);
         debug_assert_eq!(memory.check(), Ok(()));
         let arena = if memory.arena > 0 {
             let a = entry
@@ -410,10 +327,7 @@ impl Plan {
         } else {
             None
         };
-        let temps = spec
-            .temps
-            .iter()
-            .enumerate()
+        let temps = (memory.sizes.iter().enumerate())
             .map(|(k, &bytes)| {
                 let b = vm.new_blob(bytes);
                 if let Some(a) = &arena
@@ -525,151 +439,6 @@ impl Plan {
     }
 }
 
-/// One run of a plan: the instruction [`Plan::launch`] submits.
-struct PlanRun {
-    plan: Arc<PlanInner>,
-    /// The run's inputs, then the fixed blobs read.
-    inputs: Blobs,
-    /// The run's outputs, then the fixed blobs written, then the token.
-    outputs: Blobs,
-    at: Caller,
-}
-
-/// Marks `slots` failed with `e`.
-fn mark(failed: &mut Vec<(Slot, Error)>, slots: &[Slot], e: &Error) {
-    for &s in slots {
-        match failed.iter_mut().find(|f| f.0 == s) {
-            Some(f) => f.1 = e.clone(),
-            None => failed.push((s, e.clone())),
-        }
-    }
-}
-
-impl PlanRun {
-    /// The slot that output `k` of this instruction is: the run's outputs, then the fixed blobs
-    /// written, then the inputs written; `None` for the token.
-    fn written_slot(&self, k: usize) -> Option<Slot> {
-        let p = &self.plan;
-        let (outs, fixed) = (p.outputs, p.fixed_writes.len());
-        if k < outs {
-            Some(Slot::Output(k))
-        } else if k < outs + fixed {
-            Some(Slot::Fixed(p.fixed_writes[k - outs]))
-        } else {
-            p.inputs_written
-                .get(k - outs - fixed)
-                .map(|&i| Slot::Input(i))
-        }
-    }
-
-    /// The blob of `slot` in this run.
-    fn blob(&self, slot: Slot) -> &Counted<Blob> {
-        match slot {
-            Slot::Input(k) => &self.inputs[k],
-            Slot::Output(k) => &self.outputs[k],
-            Slot::Temp(k) => &self.plan.temps[k],
-            Slot::Fixed(k) => &self.plan.fixed[k],
-        }
-    }
-}
-
-impl InstructionPolicy for PlanRun {
-    fn name(&self) -> &str {
-        "plan"
-    }
-    fn inputs(&self) -> &[Counted<Blob>] {
-        &self.inputs
-    }
-    fn outputs(&self) -> &[Counted<Blob>] {
-        &self.outputs
-    }
-    fn caller(&self) -> Caller {
-        self.at
-    }
-    fn fusable(&self) -> bool {
-        false
-    }
-    /// A failed step marks only what depends on it: a run's outputs and written blobs that
-    /// depend on a failed step (or on an input that had failed before) carry that error, and
-    /// the others are written as usual, as if the steps had been eager ops.
-    fn handles_poison(&self) -> bool {
-        true
-    }
-    fn poisons_selectively(&self) -> bool {
-        true
-    }
-    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
-        // A failed prepare (out of memory) marked the outputs failed already: nothing runs.
-        // (The run's own outputs are fresh blobs: only that marks them before it runs.)
-        if self.outputs[..self.plan.outputs]
-            .iter()
-            .any(|o| o.is_poisoned())
-        {
-            return Ok(());
-        }
-        let plan = self.plan.clone();
-        let mut steps = plan.steps.lock();
-        // The slots that carry an error, and the error: empty unless something failed.
-        let mut failed: Vec<(Slot, Error)> = Vec::new();
-        for (k, b) in self.inputs[..plan.inputs].iter().enumerate() {
-            if let Some(e) = b.poison() {
-                failed.push((Slot::Input(k), e));
-            }
-        }
-        for &k in &plan.fixed_reads {
-            if let Some(e) = plan.fixed[k].poison() {
-                failed.push((Slot::Fixed(k), e));
-            }
-        }
-        let mut root = None;
-        for step in steps.iter_mut() {
-            if !failed.is_empty() {
-                let from = step
-                    .inputs
-                    .iter()
-                    .find_map(|s| failed.iter().find(|f| f.0 == *s).map(|f| f.1.clone()));
-                if let Some(e) = from {
-                    mark(&mut failed, &step.outputs, &e);
-                    continue;
-                }
-            }
-            let r = if step.inputs.len() <= SHALLOW_MAX && step.outputs.len() <= SHALLOW_MAX {
-                let (mut ins, mut outs) = (Shallow::EMPTY, Shallow::EMPTY);
-                // SAFETY: the copies stay in this frame, which holds the borrows (`self` and
-                // `plan` keep every blob alive); they are gone before it returns.
-                unsafe { ins.fill_with(step.inputs.len(), |k| self.blob(step.inputs[k])) };
-                // SAFETY: as above.
-                unsafe { outs.fill_with(step.outputs.len(), |k| self.blob(step.outputs[k])) };
-                step.kernel.compute(ins.as_slice(), outs.as_slice(), ctx)
-            } else {
-                let own =
-                    |ss: &[Slot]| ss.iter().map(|&s| self.blob(s).clone()).collect::<Vec<_>>();
-                let (ins, outs) = (own(&step.inputs), own(&step.outputs));
-                step.kernel.compute(&ins, &outs, ctx)
-            };
-            match r {
-                Ok(()) if failed.is_empty() => {}
-                // A fresh write replaces what an earlier failure left in a slot.
-                Ok(()) => failed.retain(|f| !step.outputs.contains(&f.0)),
-                Err(e) => {
-                    let e = e.with_instr_id(ctx.instr_id()).at(step.at);
-                    mark(&mut failed, &step.outputs, &e);
-                    root.get_or_insert(e);
-                }
-            }
-        }
-        // Each written blob carries its error, or none.
-        for (k, o) in self.outputs.iter().enumerate() {
-            let slot = self.written_slot(k);
-            match failed.iter().find(|f| Some(f.0) == slot) {
-                Some((_, e)) => o.set_poison(e),
-                None => o.clear_poison(),
-            }
-        }
-        root.map_or(Ok(()), Err)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -729,33 +498,6 @@ mod tests {
         assert!(
             plan.launch(&vm, &[], &[]).is_err(),
             "the wrong number of blobs"
-        );
-    }
-
-    #[test]
-    fn packing_keeps_live_temporaries_apart() {
-        // Lifetimes that chain, nest and cross; sizes that are and are not aligned.
-        let sizes = vec![10, 200, 64, 65, 1, 0, 128, 300];
-        let lifetimes = vec![
-            (0, 3),
-            (1, 2),
-            (2, 6),
-            (4, 5),
-            (0, 9),
-            (3, 3),
-            (6, 8),
-            (7, 9),
-        ];
-        let m = MemoryLayout::pack(sizes.clone(), lifetimes.clone());
-        m.check().unwrap();
-        let total: usize = sizes
-            .iter()
-            .map(|s| s.div_ceil(ARENA_ALIGN) * ARENA_ALIGN)
-            .sum();
-        assert!(
-            m.arena < total,
-            "some bytes are shared: {} < {total}",
-            m.arena
         );
     }
 }

@@ -1,0 +1,392 @@
+//! Merging elementwise ops: what an elementwise kernel says it computes ([`Elementwise`]),
+//! and the plan pass that turns a run of such steps into one step ([`fuse_elementwise`]).
+//!
+//! The CPU's unary and binary kernels say what they compute ([`Kernel::describe`](eddy_vm::instruction::Kernel::describe)): the op,
+//! the dtype and where each operand's elements are. A plan
+//! compiler calls [`fuse_elementwise`] on its steps: consecutive elementwise steps of one dtype
+//! and one element count become one step that reads each input once, keeps the values the
+//! other steps never see in small blocks of scratch memory, and writes only the values read
+//! outside the run. The merged kernel computes each element with the same arithmetic as the
+//! kernels it replaces, so its results are the same bit for bit.
+//!
+//! # Examples
+//!
+//! ```
+//! use eddy_ops::fuse::fuse_elementwise;
+//! use eddy_ops::elementwise::{binary, unary, BinaryOp, UnaryOp};
+//! use eddy_ops::{DType, Device, Lay};
+//! use eddy_vm::plan::{Slot, Step};
+//! // t0 = exp(in0); out0 = t0 + in1: two steps, one intermediate only they see.
+//! let exp = unary(Device::CPU, UnaryOp::Exp, DType::F32, Lay::Dense(0)).unwrap();
+//! let add = binary(Device::CPU, BinaryOp::Add, DType::F32, Lay::Dense(0), Lay::Splat(0)).unwrap();
+//! let steps = vec![
+//!     Step::new(Box::new(exp), vec![Slot::Input(0)], vec![Slot::Temp(0)]),
+//!     Step::new(Box::new(add), vec![Slot::Temp(0), Slot::Input(1)], vec![Slot::Output(0)]),
+//! ];
+//! let bytes = |s: Slot| if s == Slot::Input(1) { 4 } else { 64 };
+//! let fused = fuse_elementwise(Device::CPU, steps, &bytes);
+//! assert_eq!(fused.len(), 1);
+//! assert_eq!(fused[0].name(), "fused[exp, add]");
+//! assert_eq!(fused[0].inputs(), [Slot::Input(0), Slot::Input(1)]);
+//! assert_eq!(fused[0].outputs(), [Slot::Output(0)]);
+//! ```
+
+use crate::kinds::{BinaryOp, UnaryOp};
+use crate::{DType, Device, Lay};
+use eddy_vm::plan::{Slot, Step};
+use std::collections::HashMap;
+
+/// Where an elementwise kernel reads an operand's elements: the [`Lay`]s a merged kernel
+/// handles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pos {
+    /// Contiguous, from this element on.
+    Dense(usize),
+    /// One element, at this offset, for every element of the output.
+    Splat(usize),
+}
+
+impl Pos {
+    /// `lay` as a position; `None` for a strided one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::{fuse::Pos, Lay, Layout};
+    /// assert_eq!(Pos::of(&Lay::Dense(3)), Some(Pos::Dense(3)));
+    /// assert_eq!(Pos::of(&Lay::of(Layout::contiguous([2, 3]).transpose(0, 1))), None);
+    /// ```
+    pub fn of(lay: &Lay) -> Option<Pos> {
+        match *lay {
+            Lay::Dense(o) => Some(Pos::Dense(o)),
+            Lay::Splat(o) => Some(Pos::Splat(o)),
+            Lay::Strided(_) => None,
+        }
+    }
+}
+
+/// What an elementwise kernel computes: its [`Kernel::describe`](eddy_vm::instruction::Kernel::describe).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::elementwise::{unary, UnaryOp};
+/// use eddy_ops::fuse::{Elementwise, Pos};
+/// use eddy_ops::{DType, Device, Lay};
+/// use eddy_vm::instruction::Kernel;
+/// let k = unary(Device::CPU, UnaryOp::Relu, DType::F32, Lay::Dense(0)).unwrap();
+/// let what = k.describe().and_then(|d| d.downcast::<Elementwise>().ok());
+/// assert_eq!(what.as_deref(), Some(&Elementwise::Unary { op: UnaryOp::Relu, dtype: DType::F32, a: Pos::Dense(0) }));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub enum Elementwise {
+    /// `out = op(a)`.
+    Unary {
+        /// The op.
+        op: UnaryOp,
+        /// The dtype of the input and the output.
+        dtype: DType,
+        /// Where the input's elements are.
+        a: Pos,
+    },
+    /// `out = a op b`.
+    Binary {
+        /// The op.
+        op: BinaryOp,
+        /// The dtype of the inputs and the output.
+        dtype: DType,
+        /// Where input 0's elements are.
+        a: Pos,
+        /// Where input 1's elements are.
+        b: Pos,
+    },
+}
+
+impl Elementwise {
+    fn dtype(&self) -> DType {
+        match self {
+            Elementwise::Unary { dtype, .. } | Elementwise::Binary { dtype, .. } => *dtype,
+        }
+    }
+
+    fn positions(&self) -> Vec<Pos> {
+        match *self {
+            Elementwise::Unary { a, .. } => vec![a],
+            Elementwise::Binary { a, b, .. } => vec![a, b],
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Elementwise::Unary { op, .. } => op.name(),
+            Elementwise::Binary { op, .. } => op.name(),
+        }
+    }
+}
+
+/// Where a merged op takes an operand from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Src {
+    /// The merged step's input `k`, at `Pos`.
+    Input(usize, Pos),
+    /// A block of scratch memory holding a value computed earlier in the step.
+    Reg(usize),
+}
+
+/// One instruction of a merged kernel's program, run on each block of elements.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Code {
+    /// `reg[d] = op(a)`.
+    Unary { op: UnaryOp, a: Src, d: usize },
+    /// `reg[d] = a op b`.
+    Binary {
+        op: BinaryOp,
+        a: Src,
+        b: Src,
+        d: usize,
+    },
+    /// Output `out` = `reg[r]`.
+    Store { r: usize, out: usize },
+}
+
+/// A merged kernel's program: what [`crate::cpu::fused`] runs.
+#[derive(Clone, Debug)]
+pub(crate) struct Program {
+    pub(crate) name: String,
+    pub(crate) dtype: DType,
+    /// The elements of every value.
+    pub(crate) n: usize,
+    pub(crate) regs: usize,
+    pub(crate) code: Vec<Code>,
+}
+
+/// Merges each run of two or more consecutive elementwise steps of `steps` (of one float dtype
+/// and one element count, each operand dense or one element broadcast) into one step, on a
+/// device that has a merged kernel (the CPU); elsewhere returns `steps` as they are.
+/// `bytes(slot)` is the size of the blob a slot stands for.
+///
+/// A value computed in a run and read only inside it (a [`Slot::Temp`] no other step touches)
+/// is not written at all; every other value the run computes is written, as before. A run
+/// stops before a step that would overwrite what the run read, or that reads a value of the
+/// run as one element broadcast. The merged step names, for each output, the inputs it is
+/// computed from ([`Step::with_depends`]), so a failed input still fails only what depends
+/// on it.
+///
+/// See the [module's examples](self).
+pub fn fuse_elementwise(
+    device: Device,
+    steps: Vec<Step>,
+    bytes: &dyn Fn(Slot) -> usize,
+) -> Vec<Step> {
+    if !matches!(device, Device::Cpu(_)) {
+        return steps;
+    }
+    // What each step computes, with its element count, where it can be merged.
+    let what: Vec<Option<(Elementwise, usize)>> = steps
+        .iter()
+        .map(|s| {
+            let w = *s.kernel().describe()?.downcast::<Elementwise>().ok()?;
+            let dtype = w.dtype();
+            let fits = crate::cpu::fused::supports(dtype)
+                && s.outputs().len() == 1
+                && s.inputs().len() == w.positions().len();
+            fits.then(|| (w, bytes(s.outputs()[0]) / dtype.size_in_bytes()))
+        })
+        .collect();
+    // Which steps read and write each slot.
+    let mut readers: HashMap<Slot, Vec<usize>> = HashMap::new();
+    let mut writers: HashMap<Slot, usize> = HashMap::new();
+    for (i, s) in steps.iter().enumerate() {
+        for &x in s.inputs() {
+            readers.entry(x).or_default().push(i);
+        }
+        for &x in s.outputs() {
+            *writers.entry(x).or_default() += 1;
+        }
+    }
+    // The runs, as ranges of steps.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < steps.len() {
+        let Some((first, n)) = &what[i] else {
+            i += 1;
+            continue;
+        };
+        let (dtype, n) = (first.dtype(), *n);
+        let mut made: Vec<Slot> = Vec::new();
+        let mut read: Vec<Slot> = Vec::new();
+        let mut j = i;
+        while j < steps.len() {
+            let Some((w, m)) = &what[j] else { break };
+            let s = &steps[j];
+            let out = s.outputs()[0];
+            let joins = w.dtype() == dtype
+                && *m == n
+                && n > 0
+                && !made.contains(&out)
+                && !read.contains(&out)
+                && !s.inputs().contains(&out)
+                && (s.inputs().iter().zip(w.positions()))
+                    .all(|(x, p)| !made.contains(x) || p == Pos::Dense(0));
+            if !joins {
+                break;
+            }
+            for &x in s.inputs() {
+                if !made.contains(&x) && !read.contains(&x) {
+                    read.push(x);
+                }
+            }
+            made.push(out);
+            j += 1;
+        }
+        if j - i >= 2 {
+            runs.push((i, j));
+        }
+        i = j.max(i + 1);
+    }
+    if runs.is_empty() {
+        return steps;
+    }
+    let mut out = Vec::with_capacity(steps.len());
+    let mut steps = steps.into_iter().enumerate().peekable();
+    for (lo, hi) in runs {
+        while steps.peek().is_some_and(|(k, _)| *k < lo) {
+            out.push(steps.next().expect("peeked").1);
+        }
+        let run: Vec<Step> = (lo..hi)
+            .map(|_| steps.next().expect("in range").1)
+            .collect();
+        let whats: Vec<&Elementwise> = (lo..hi)
+            .map(|k| &what[k].as_ref().expect("merged").0)
+            .collect();
+        let n = what[lo].as_ref().expect("merged").1;
+        let escapes = |x: Slot| {
+            !matches!(x, Slot::Temp(_))
+                || writers.get(&x) != Some(&1)
+                || readers
+                    .get(&x)
+                    .is_some_and(|r| r.iter().any(|&i| i < lo || i >= hi))
+        };
+        out.push(merge(&run, &whats, n, lo, &escapes));
+    }
+    out.extend(steps.map(|(_, s)| s));
+    out
+}
+
+/// One step for the consecutive steps `run` (the first is step `lo` of the plan), computing
+/// `whats` on `n` elements; `escapes(slot)` says whether a value must be written.
+fn merge(
+    run: &[Step],
+    whats: &[&Elementwise],
+    n: usize,
+    lo: usize,
+    escapes: &dyn Fn(Slot) -> bool,
+) -> Step {
+    let dtype = whats[0].dtype();
+    // The last step of the run that reads each value made in it.
+    let mut last_use: HashMap<Slot, usize> = HashMap::new();
+    for (k, s) in run.iter().enumerate() {
+        for &x in s.inputs() {
+            last_use.insert(x, lo + k);
+        }
+    }
+    let mut inputs: Vec<Slot> = Vec::new();
+    let mut outputs: Vec<Slot> = Vec::new();
+    let mut depends: Vec<Vec<usize>> = Vec::new();
+    // The register and the inputs it depends on, of each value made in the run.
+    let mut regs: HashMap<Slot, (usize, Vec<usize>)> = HashMap::new();
+    let mut free: Vec<usize> = Vec::new();
+    let mut count = 0usize;
+    let mut code = Vec::new();
+    for (k, (s, w)) in run.iter().zip(whats).enumerate() {
+        let mut deps: Vec<usize> = Vec::new();
+        let srcs: Vec<Src> = (s.inputs().iter().zip(w.positions()))
+            .map(|(&x, p)| match regs.get(&x) {
+                Some((r, d)) => {
+                    deps.extend(d);
+                    Src::Reg(*r)
+                }
+                None => {
+                    let i = inputs.iter().position(|&y| y == x).unwrap_or_else(|| {
+                        inputs.push(x);
+                        inputs.len() - 1
+                    });
+                    deps.push(i);
+                    Src::Input(i, p)
+                }
+            })
+            .collect();
+        deps.sort_unstable();
+        deps.dedup();
+        // The destination first, so that it is none of the sources.
+        let d = free.pop().unwrap_or_else(|| {
+            count += 1;
+            count - 1
+        });
+        code.push(match **w {
+            Elementwise::Unary { op, .. } => Code::Unary { op, a: srcs[0], d },
+            Elementwise::Binary { op, .. } => Code::Binary {
+                op,
+                a: srcs[0],
+                b: srcs[1],
+                d,
+            },
+        });
+        // Sources read for the last time free their registers.
+        for &x in s.inputs() {
+            if last_use.get(&x) == Some(&(lo + k))
+                && let Some((r, _)) = regs.get(&x)
+                && !free.contains(r)
+            {
+                free.push(*r);
+            }
+        }
+        let made = s.outputs()[0];
+        if escapes(made) {
+            outputs.push(made);
+            depends.push(deps.clone());
+            code.push(Code::Store {
+                r: d,
+                out: outputs.len() - 1,
+            });
+        }
+        if last_use.get(&made).is_some_and(|&u| u > lo + k) {
+            regs.insert(made, (d, deps));
+        } else {
+            free.push(d);
+        }
+    }
+    let program = Program {
+        name: fused_name(whats),
+        dtype,
+        n,
+        regs: count,
+        code,
+    };
+    let kernel = crate::cpu::fused::kernel(program);
+    Step::new(kernel, inputs, outputs)
+        .called_at(run[0].caller())
+        .with_depends(depends)
+}
+
+/// `fused[exp, add×3]`: the ops in order, repeats counted.
+fn fused_name(whats: &[&Elementwise]) -> String {
+    let mut parts: Vec<(&str, usize)> = Vec::new();
+    for w in whats {
+        match parts.last_mut() {
+            Some((name, k)) if *name == w.name() => *k += 1,
+            _ => parts.push((w.name(), 1)),
+        }
+    }
+    let parts: Vec<String> = parts
+        .into_iter()
+        .map(|(name, k)| {
+            if k == 1 {
+                name.to_string()
+            } else {
+                format!("{name}×{k}")
+            }
+        })
+        .collect();
+    format!("fused[{}]", parts.join(", "))
+}
