@@ -6,8 +6,10 @@
 //! current executable with `--only mlp_train_ms_per_step --child` and merges what it prints.
 
 mod graph;
+mod pipeline;
 
 pub use graph::{chain_graph, mlp_infer_graph, mlp_train_graph};
+pub use pipeline::pipeline;
 
 use crate::models::{mlp, train_step};
 use crate::tensor::manual_seed as manual_seed_all;
@@ -36,6 +38,8 @@ pub const KEYS: &[&str] = &[
     "mlp_train_graph_ms_per_step",
     "mlp_train_graph_peak_rss_mb",
     "mlp_infer_graph_us_per_fwd",
+    "pipeline_1slot_ms_per_batch",
+    "pipeline_2slot_ms_per_batch",
 ];
 
 const REPS: usize = 7;
@@ -720,6 +724,14 @@ pub fn run(
     }
     if want("mlp_infer_graph_us_per_fwd") {
         r.put("mlp_infer_graph_us_per_fwd", mlp_infer_graph()?);
+    }
+    for (key, slots) in [
+        ("pipeline_1slot_ms_per_batch", 1),
+        ("pipeline_2slot_ms_per_batch", 2),
+    ] {
+        if want(key) {
+            r.put(key, pipeline(slots)?);
+        }
     }
     Ok(r)
 }

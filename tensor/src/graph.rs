@@ -49,7 +49,7 @@
 
 use crate::engine::{Loc, VmRef};
 use crate::{Caller, DType, Device, Error, Layout, Result, Tensor};
-use eddy_vm::plan::{Captured, MemoryLayout, Plan, PlanSpec, Slot, Step};
+use eddy_vm::plan::{Actors, Captured, MemoryLayout, Plan, PlanSpec, Slot, Step};
 use eddy_vm::{Blob, Counted};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -97,6 +97,7 @@ impl PartialEq for Signature {
 pub struct Graph<F> {
     f: F,
     fixed: bool,
+    actors: Option<Actors>,
     compiled: Mutex<Vec<(Signature, Arc<Compiled>)>>,
 }
 
@@ -114,6 +115,7 @@ impl<F: Fn(&[Tensor]) -> Result<Vec<Tensor>>> Graph<F> {
         Graph {
             f,
             fixed: false,
+            actors: None,
             compiled: Mutex::new(Vec::new()),
         }
     }
@@ -134,6 +136,36 @@ impl<F: Fn(&[Tensor]) -> Result<Vec<Tensor>>> Graph<F> {
     /// ```
     pub fn fixed_signature(mut self) -> Graph<F> {
         self.fixed = true;
+        self
+    }
+
+    /// This graph, its plans run by actors ([`Actors`]): each step an actor on one of
+    /// `threads` threads, each intermediate a register of `slots` slots with memory of its
+    /// own. Consecutive runs then pipeline (the first steps of a run start while the last
+    /// steps of the one before finish, as far as the slots allow), at the cost of `slots`
+    /// copies of the intermediates instead of one arena packed by lifetime. Runs go to the
+    /// device's lazy-job launcher stream, which the engine must have
+    /// (`VmBuilder::lazy_launcher`, `EDDY_VM_LAZY_LAUNCHER=1`); compiling fails with
+    /// `InvalidArgument` otherwise, and for a closure that writes one intermediate twice.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{DType, Tensor, graph::Graph, with_engine};
+    /// let vm = eddy_vm::Vm::builder().lazy_launcher(true).build()?;
+    /// with_engine(&vm, || {
+    ///     let g = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].exp()?.sum_all()?])).actors(2, 2);
+    ///     let x = Tensor::zeros([4], DType::F32)?;
+    ///     let runs: Vec<Tensor> = (0..4).map(|_| Ok(g.run(&[&x])?.remove(0))).collect::<eddy_tensor::Result<_>>()?;
+    ///     for y in runs {
+    ///         assert_eq!(y.item::<f32>()?, 4.0);
+    ///     }
+    ///     Ok::<(), eddy_tensor::Error>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn actors(mut self, slots: usize, threads: usize) -> Graph<F> {
+        self.actors = Some(Actors::new(slots, threads));
         self
     }
 
@@ -205,7 +237,7 @@ impl<F: Fn(&[Tensor]) -> Result<Vec<Tensor>>> Graph<F> {
         {
             return Err(signature_error(&first.inputs, &sig.inputs));
         }
-        let c = Arc::new(Compiled::trace(xs, &self.f)?);
+        let c = Arc::new(Compiled::trace(xs, &self.f, self.actors)?);
         cache.push((sig, c.clone()));
         Ok(c)
     }
@@ -318,7 +350,11 @@ pub struct Compiled {
 impl Compiled {
     /// Traces `f` on `xs` and compiles the trace.
     #[track_caller]
-    fn trace<F: Fn(&[Tensor]) -> Result<Vec<Tensor>>>(xs: &[Tensor], f: &F) -> Result<Compiled> {
+    fn trace<F: Fn(&[Tensor]) -> Result<Vec<Tensor>>>(
+        xs: &[Tensor],
+        f: &F,
+        actors: Option<Actors>,
+    ) -> Result<Compiled> {
         let at = Caller::here();
         let place = match xs.first() {
             Some(x) => x.place(),
@@ -393,6 +429,21 @@ impl Compiled {
             b.temp_sizes.clone(),
             b.fixed.clone(),
         );
+        let spec = match actors {
+            Some(_) if vm.launcher_stream(loc.device()).is_none() => {
+                return Err(Error::InvalidArgument {
+                    at,
+                    op: "graph",
+                    message: format!(
+                        "a graph run by actors launches on {}'s lazy-job launcher stream, and \
+                         its engine has none (see `VmBuilder::lazy_launcher`)",
+                        loc.device()
+                    ),
+                });
+            }
+            Some(a) => spec.with_actors(a),
+            None => spec,
+        };
         Ok(Compiled {
             plan: Plan::new(&vm, spec)?,
             vm,

@@ -10,7 +10,10 @@
 //! | write | every live access on another stream | only the new write |
 //!
 //! Accesses on the same stream need no edge: each stream dispatches in submission order and runs
-//! FIFO, which is what the stream's sequential dependence guarantees.
+//! FIFO, which is what the stream's sequential dependence guarantees. A stream whose
+//! instructions may complete out of order (a lazy-job launcher, whose runs end when their
+//! actors do) tags each access with a stream of its own, so its accesses get edges as across
+//! streams.
 
 use smallvec::SmallVec;
 

@@ -43,9 +43,13 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 
 pub use crate::captured::Captured;
+pub use actors::Actors;
 pub use memory::{ARENA_ALIGN, MemoryLayout};
 use run::PlanRun;
 
+#[cfg(test)]
+mod actor_tests;
+mod actors;
 mod memory;
 mod run;
 
@@ -126,6 +130,12 @@ impl Step {
         self.kernel
     }
 
+    /// The kernel, moved to an actor: the step keeps a stand-in of the same name.
+    fn move_kernel(&mut self) -> Box<dyn Kernel> {
+        let name = self.kernel.name().to_string();
+        std::mem::replace(&mut self.kernel, Box::new(actors::Moved(name)))
+    }
+
     /// This step, naming `at` as the place of its call in its errors.
     ///
     /// # Examples
@@ -169,6 +179,7 @@ pub struct PlanSpec {
     outputs: usize,
     temps: Vec<usize>,
     fixed: Vec<Counted<Blob>>,
+    actors: Option<Actors>,
 }
 
 impl PlanSpec {
@@ -198,7 +209,25 @@ impl PlanSpec {
             outputs,
             temps,
             fixed,
+            actors: None,
         }
+    }
+
+    /// This plan, its steps run as actors ([`Actors`]): each temporary a register of
+    /// `actors.slots()` slots, each slot its own memory, so that consecutive runs pipeline.
+    /// Without it the steps run one after another in each run, their temporaries sharing
+    /// memory by lifetime, and a run starts when the previous one has ended.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{StreamId, plan::{Actors, PlanSpec}};
+    /// let spec = PlanSpec::new(StreamId::CPU, vec![], 0, 0, vec![], vec![]).with_actors(Actors::new(2, 2));
+    /// # let _ = spec;
+    /// ```
+    pub fn with_actors(mut self, actors: Actors) -> PlanSpec {
+        self.actors = Some(actors);
+        self
     }
 }
 
@@ -223,6 +252,8 @@ struct PlanInner {
     /// one after another.
     token: Counted<Blob>,
     memory: MemoryLayout,
+    /// The actors, where the plan runs by actors; stopped before the arena goes.
+    runtime: Option<actors::Runtime>,
     /// The temporaries' memory; it goes with the plan.
     _arena: Option<Allocation>,
     /// The engine, to release the fixed blobs the plan was the last to hold.
@@ -262,6 +293,13 @@ impl Plan {
         let Some(entry) = sh.streams.get(spec.stream.0 as usize) else {
             return Err(bad(format!("unknown stream {}", spec.stream)));
         };
+        if spec.actors.is_some() && vm.launcher_stream(entry.policy.device()).is_none() {
+            return Err(bad(format!(
+                "a plan run by actors launches on its device's lazy-job launcher stream, and \
+                 {} has none (see `VmBuilder::lazy_launcher`)",
+                entry.policy.device()
+            )));
+        }
         let mut lifetimes: Vec<Option<(usize, usize)>> = vec![None; spec.temps.len()];
         let (mut reads, mut writes) =
             (vec![false; spec.fixed.len()], vec![false; spec.fixed.len()]);
@@ -308,8 +346,20 @@ impl Plan {
         let sizes = (spec.temps.iter().zip(&lifetimes))
             .map(|(&n, l)| if l.is_some() { n } else { 0 })
             .collect();
-        let lifetimes = lifetimes.into_iter().map(|l| l.unwrap_or((0, 0))).collect();
-        let memory = MemoryLayout::pack(sizes, lifetimes);
+        let lifetimes: Vec<(usize, usize)> =
+            lifetimes.into_iter().map(|l| l.unwrap_or((0, 0))).collect();
+        // By actors, each slot of each register has memory of its own: temporary `k` of slot
+        // `s` is entry `s * temps + k`.
+        let (wiring, memory) = match spec.actors {
+            None => (None, MemoryLayout::pack(sizes, lifetimes)),
+            Some(a) => {
+                let wiring = actors::Wiring::of(&spec.steps, spec.temps.len()).map_err(bad)?;
+                let all = (0, spec.steps.len().max(1) - 1);
+                let n = sizes.len() * a.slots();
+                let sizes = sizes.iter().copied().cycle().take(n).collect();
+                (Some(wiring), MemoryLayout::pack(sizes, vec![all; n]))
+            }
+        };
         debug_assert_eq!(memory.check(), Ok(()));
         let arena = if memory.arena > 0 {
             let a = entry
@@ -335,12 +385,55 @@ impl Plan {
                 {
                     // SAFETY: `offsets[k] + bytes` lies inside the arena (`MemoryLayout::pack`),
                     // which the plan keeps alive as long as its temporaries; the layout gives
-                    // temporaries live at once disjoint bytes, and runs are ordered by the token.
+                    // temporaries live at once disjoint bytes, and runs are ordered by the token
+                    // (by actors, every slot has bytes of its own, and a slot is written only
+                    // once its readers have returned it).
                     unsafe { b.bind_memory(a.ptr().add(memory.offsets[k])) };
                 }
                 b
             })
-            .collect();
+            .collect::<Vec<Counted<Blob>>>();
+        let mut steps = spec.steps;
+        let runtime = match (spec.actors, wiring) {
+            (Some(config), Some(w)) => {
+                let place = actors::Place {
+                    stream: spec.stream,
+                    policy: entry.policy.clone(),
+                    allocator: entry.allocator.clone(),
+                    engine: Arc::downgrade(&vm.inner.shared),
+                };
+                let t = spec.temps.len();
+                let registers = (w.registers.iter().enumerate())
+                    .map(|(r, (producer, readers, temp))| actors::Register {
+                        producer: *producer,
+                        consumers: (readers.iter())
+                            .map(|&c| (c, w.consumes[c].iter().position(|&x| x == r).unwrap_or(0)))
+                            .collect(),
+                        temp: *temp,
+                        blobs: temp.map_or_else(Vec::new, |k| {
+                            (0..config.slots())
+                                .map(|s| temps[s * t + k].clone())
+                                .collect()
+                        }),
+                    })
+                    .collect();
+                let specs = (steps.iter_mut().zip(w.consumes).zip(w.produces))
+                    .map(|((step, consumes), produces)| actors::ActorSpec {
+                        kernel: step.move_kernel(),
+                        inputs: step.inputs.clone(),
+                        outputs: step.outputs.clone(),
+                        depends: step.depends.clone(),
+                        at: step.at,
+                        consumes,
+                        produces,
+                    })
+                    .collect();
+                let rt = actors::Runtime::new(specs, registers, spec.fixed.clone(), place, config)
+                    .map_err(|e| bad(format!("the actors' threads did not start: {e}")))?;
+                Some(rt)
+            }
+            _ => None,
+        };
         for b in &spec.fixed {
             b.hold();
         }
@@ -355,7 +448,7 @@ impl Plan {
         Ok(Plan {
             inner: Arc::new(PlanInner {
                 stream: spec.stream,
-                steps: Mutex::new(spec.steps),
+                steps: Mutex::new(steps),
                 inputs: spec.inputs,
                 outputs: spec.outputs,
                 temps,
@@ -365,6 +458,7 @@ impl Plan {
                 fixed: spec.fixed,
                 token: vm.new_blob(0),
                 memory,
+                runtime,
                 _arena: arena,
                 vm: vm.clone(),
             }),
@@ -405,7 +499,9 @@ impl Plan {
         let mut outs: Blobs = outputs.iter().cloned().collect();
         outs.extend(p.fixed_writes.iter().map(|&k| p.fixed[k].clone()));
         outs.extend(p.inputs_written.iter().map(|&k| inputs[k].clone()));
-        outs.push(p.token.clone());
+        if p.runtime.is_none() {
+            outs.push(p.token.clone());
+        }
         let run = PlanRun {
             plan: p.clone(),
             inputs: ins,

@@ -1,6 +1,7 @@
 //! One run of a plan as one engine instruction: the steps in order, each failure marking only
 //! what depends on it.
 
+use super::actors::RunRec;
 use super::{PlanInner, Slot};
 use crate::Counted;
 use crate::blob::Blob;
@@ -92,7 +93,6 @@ impl InstructionPolicy for PlanRun {
             return Ok(());
         }
         let plan = self.plan.clone();
-        let mut steps = plan.steps.lock();
         // The slots that carry an error, and the error: empty unless something failed.
         let mut failed: Vec<(Slot, Error)> = Vec::new();
         for (k, b) in self.inputs[..plan.inputs].iter().enumerate() {
@@ -105,6 +105,24 @@ impl InstructionPolicy for PlanRun {
                 failed.push((Slot::Fixed(k), e));
             }
         }
+        if let Some(rt) = &plan.runtime {
+            // By actors: the run is handed over, and the instruction completes when its last
+            // actor has acted.
+            let written = (0..self.outputs.len())
+                .map(|k| (self.outputs[k].clone(), self.written_slot(k)))
+                .collect();
+            let run = RunRec::new(
+                ctx.instr_id(),
+                self.inputs[..plan.inputs].to_vec(),
+                self.outputs[..plan.outputs].to_vec(),
+                written,
+                failed,
+            );
+            ctx.complete_when(run.done());
+            rt.start(run);
+            return Ok(());
+        }
+        let mut steps = plan.steps.lock();
         let mut root = None;
         // The errors a step's outputs inherit from failed inputs, where some output does.
         let mut inherited: Vec<Option<Error>> = Vec::new();

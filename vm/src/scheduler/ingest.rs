@@ -161,7 +161,15 @@ impl Scheduler {
         let stream = node.stream.0;
         let members = node.members() as u32;
         node.slot = slot;
-        let access = Access { slot, stream };
+        // On a stream whose instructions may complete out of order, each access counts as
+        // on a stream of its own (a tag no real stream has), so accesses on it get the edges
+        // of accesses on two streams.
+        let tag = if self.out_of_order.checked_shr(stream).unwrap_or(0) & 1 == 0 {
+            stream
+        } else {
+            u32::MAX - slot
+        };
+        let access = Access { slot, stream: tag };
         let Scheduler { owner, slots, .. } = self;
         let mut in_degree = 0;
         node.for_each_member(|m| {

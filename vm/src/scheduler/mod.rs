@@ -112,6 +112,10 @@ pub(crate) struct Scheduler {
     free_slots: Vec<u32>,
     local: InstrList,
     streams: Vec<StreamState>,
+    /// Bit `s` set: stream `s` may complete its instructions out of order, so accesses on it
+    /// need edges between them too (a mask, not a field of the stream's state: the test is
+    /// on every op's path).
+    out_of_order: u64,
     /// Live units per barrier epoch, from `first_epoch` on.
     epochs: VecDeque<usize>,
     first_epoch: u64,
@@ -172,9 +176,22 @@ impl Scheduler {
                 worker,
             });
         }
+        let mut out_of_order = 0u64;
+        for (i, s) in shared.streams.iter().enumerate() {
+            if !s.policy.completes_in_order() {
+                if i >= 64 {
+                    return Err(std::io::Error::other(format!(
+                        "stream {i} ({}) completes out of order; only the first 64 streams may",
+                        s.policy.name()
+                    )));
+                }
+                out_of_order |= 1 << i;
+            }
+        }
         Ok(Scheduler {
             shared,
             owner,
+            out_of_order,
             slots: Vec::new(),
             free_slots: Vec::new(),
             local: InstrList::new(InstrAdapter::new()),

@@ -96,6 +96,10 @@ impl StreamPolicy for CpuStream {
     fn exec(&self) -> Exec {
         self.exec
     }
+    /// A launcher's plan runs may end after `compute` returns, when their actors do.
+    fn completes_in_order(&self) -> bool {
+        self.kind != StreamKind::LazyJobLauncher
+    }
     fn as_any(&self) -> &dyn Any {
         self
     }

@@ -264,6 +264,22 @@ pub trait StreamPolicy: Send + Sync + 'static {
     fn done_means_launched(&self) -> bool {
         false
     }
+    /// Whether the stream completes its instructions in the order it dispatches them (a CPU
+    /// queue, a CUDA stream): the engine then needs no edges between accesses on it. A stream
+    /// whose instructions end out of order (a lazy-job launcher whose plan runs end when their
+    /// actors do) answers no, and the engine orders its accesses as it orders accesses on two
+    /// streams. Default: yes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{cpu::CpuStream, Exec, StreamPolicy};
+    /// assert!(CpuStream::new("cpu", Exec::Inline).completes_in_order());
+    /// assert!(!CpuStream::new("lazy", Exec::Worker).launcher().completes_in_order());
+    /// ```
+    fn completes_in_order(&self) -> bool {
+        true
+    }
     /// Whether this stream can wait device-side for an event of another stream of its device.
     ///
     /// # Examples

@@ -1,0 +1,116 @@
+//! Compiled graphs run by actors: consecutive runs in flight at once give the eager values bit
+//! for bit, runs that read each other's outputs and eager code that reads or writes what a
+//! run touches are ordered by the engine, and an engine without a launcher stream refuses.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use common::watchdog;
+use eddy::models::mlp;
+use eddy::tensor::graph::Graph;
+use eddy::tensor::nn::Module;
+use eddy::tensor::{DType, Error, Tensor, manual_seed, no_grad, with_engine};
+use eddy::vm::Vm;
+
+fn bits(t: &Tensor) -> Vec<u32> {
+    (t.to_vec::<f32>().unwrap())
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
+fn launcher_vm() -> Vm {
+    Vm::builder().lazy_launcher(true).build().unwrap()
+}
+
+#[test]
+fn runs_in_flight_at_once_give_the_eager_values() {
+    watchdog(120, || {
+        let vm = launcher_vm();
+        with_engine(&vm, || {
+            manual_seed(3);
+            let model = mlp(&[20, 32, 32, 5]).unwrap();
+            let _g = no_grad();
+            for slots in [1, 2, 3] {
+                let g = Graph::new(|xs: &[Tensor]| Ok(vec![model.forward(&xs[0])?.softmax(1)?]))
+                    .actors(slots, 3);
+                let xs: Vec<Tensor> = (0..12)
+                    .map(|k| Tensor::randn([4, 20], k as f64 * 0.1, 1.0, DType::F32).unwrap())
+                    .collect();
+                // Every run launched before any is read.
+                let outs: Vec<Tensor> = xs.iter().map(|x| g.run(&[x]).unwrap().remove(0)).collect();
+                for (x, y) in xs.iter().zip(&outs) {
+                    let eager = model.forward(x).unwrap().softmax(1).unwrap();
+                    assert_eq!(bits(y), bits(&eager), "{slots} slot(s)");
+                }
+            }
+        });
+    });
+}
+
+#[test]
+fn a_run_that_reads_the_previous_output_waits_for_it() {
+    watchdog(120, || {
+        let vm = launcher_vm();
+        with_engine(&vm, || {
+            let w = Tensor::linspace(0.5, 1.5, 64, DType::F32).unwrap();
+            let step = |x: &Tensor| -> eddy::tensor::Result<Tensor> {
+                x.mul(&w)?
+                    .tanh()?
+                    .add_scalar(0.25)?
+                    .sum(&[0], true)?
+                    .add(x)?
+                    .mul_scalar(0.5)
+            };
+            let g = Graph::new(|xs: &[Tensor]| Ok(vec![step(&xs[0])?])).actors(2, 2);
+            let (mut x, mut e) = (
+                Tensor::ones([64], DType::F32).unwrap(),
+                Tensor::ones([64], DType::F32).unwrap(),
+            );
+            for _ in 0..30 {
+                x = g.run(&[&x]).unwrap().remove(0);
+                e = step(&e).unwrap();
+            }
+            assert_eq!(bits(&x), bits(&e));
+        });
+    });
+}
+
+#[test]
+fn eager_writes_between_runs_are_ordered_against_runs_in_flight() {
+    watchdog(120, || {
+        let vm = launcher_vm();
+        with_engine(&vm, || {
+            let w = Tensor::ones([256], DType::F32).unwrap();
+            let g =
+                Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].mul(&w)?.exp()?.sum_all()?])).actors(2, 2);
+            let x = Tensor::linspace(-1.0, 1.0, 256, DType::F32).unwrap();
+            let mut outs = Vec::new();
+            let mut expected = Vec::new();
+            for k in 0..10 {
+                outs.push(g.run(&[&x]).unwrap().remove(0));
+                expected.push(x.mul(&w).unwrap().exp().unwrap().sum_all().unwrap());
+                // Written while the runs that read it may still be in flight.
+                w.add_scalar_(0.1 * k as f64).unwrap();
+            }
+            for (y, e) in outs.iter().zip(&expected) {
+                assert_eq!(bits(y), bits(e));
+            }
+        });
+    });
+}
+
+#[test]
+fn an_engine_without_a_launcher_refuses_actors() {
+    watchdog(60, || {
+        let vm = Vm::builder().build().unwrap();
+        with_engine(&vm, || {
+            let g = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].exp()?])).actors(2, 2);
+            let e = g
+                .run(&[&Tensor::zeros([3], DType::F32).unwrap()])
+                .unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+            assert!(e.to_string().contains("lazy_launcher"), "{e}");
+        });
+    });
+}
