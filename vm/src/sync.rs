@@ -87,5 +87,9 @@ mod shim {
             self.0.notify_all();
             0
         }
+        pub(crate) fn notify_one(&self) -> bool {
+            self.0.notify_one();
+            true
+        }
     }
 }

@@ -18,6 +18,7 @@
 //! done; a run cannot be in flight then, as the engine's instruction for it holds the plan.
 
 use super::Slot;
+use super::board::{Board, Taken, Wire};
 use crate::Counted;
 use crate::alloc::DeviceAllocator;
 use crate::blob::Blob;
@@ -25,8 +26,7 @@ use crate::error::{Caller, Error};
 use crate::instruction::{ComputeCtx, Kernel};
 use crate::shared::Shared;
 use crate::stream::{Event, StreamId, StreamPolicy};
-use parking_lot::{Condvar, Mutex};
-use std::collections::VecDeque;
+use parking_lot::Mutex;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -120,28 +120,10 @@ struct Actor {
     outputs: Vec<Slot>,
     depends: Option<Vec<Vec<usize>>>,
     at: Caller,
-    consumes: Vec<usize>,
-    produces: Vec<usize>,
-    state: Mutex<ActorState>,
-}
-
-#[derive(Default)]
-struct ActorState {
-    /// On a thread's queue or acting: a message then only updates the state.
-    scheduled: bool,
-    /// The runs it has still to act on, in order.
-    runs: VecDeque<Arc<RunRec>>,
-    /// Per register read: the readable slots, by run.
-    readable: Vec<VecDeque<(u64, usize)>>,
-    /// Per register written: its free slots.
-    free: Vec<Vec<usize>>,
-    /// Per register written, per slot: the readers that have not acknowledged it.
-    pending: Vec<Vec<usize>>,
 }
 
 /// One run, as the actors see it.
 pub(super) struct RunRec {
-    pub(super) id: u64,
     pub(super) instr_id: u64,
     pub(super) inputs: Vec<Counted<Blob>>,
     pub(super) outputs: Vec<Counted<Blob>>,
@@ -165,7 +147,6 @@ impl RunRec {
         failed: Vec<(Slot, Error)>,
     ) -> RunRec {
         RunRec {
-            id: 0,
             instr_id,
             inputs,
             outputs,
@@ -192,20 +173,15 @@ impl Event for RunDone {
     }
 }
 
-struct Ready {
-    queue: VecDeque<usize>,
-    stop: bool,
-}
-
 struct Rt {
+    board: Board<Arc<RunRec>>,
     actors: Vec<Actor>,
-    registers: Vec<Register>,
+    /// Per register: the temporary it holds (`None`: an ordering only), its blob per slot.
+    registers: Vec<(Option<usize>, Vec<Counted<Blob>>)>,
     fixed: Vec<Counted<Blob>>,
     place: Place,
-    ready: Mutex<Ready>,
-    wake: Condvar,
-    /// Held while a run is handed to every actor, so that all see the runs in one order.
-    start: Mutex<u64>,
+    /// The next run's id, held while a run is handed to every actor (so all see one order).
+    next: Mutex<u64>,
 }
 
 /// The runtime of one plan: its actors and threads.
@@ -224,40 +200,38 @@ impl Runtime {
         place: Place,
         config: Actors,
     ) -> std::io::Result<Runtime> {
-        let slots = config.slots();
+        let (mut consumes, mut produces) = (Vec::new(), Vec::new());
         let actors = actors
             .into_iter()
             .map(|a| {
-                let state = ActorState {
-                    scheduled: false,
-                    runs: VecDeque::new(),
-                    readable: vec![VecDeque::new(); a.consumes.len()],
-                    free: vec![(0..slots).rev().collect(); a.produces.len()],
-                    pending: vec![vec![0; slots]; a.produces.len()],
-                };
+                consumes.push(a.consumes);
+                produces.push(a.produces);
                 Actor {
                     kernel: Mutex::new(a.kernel),
                     inputs: a.inputs,
                     outputs: a.outputs,
                     depends: a.depends,
                     at: a.at,
-                    consumes: a.consumes,
-                    produces: a.produces,
-                    state: Mutex::new(state),
                 }
             })
             .collect();
+        let (wires, registers) = registers
+            .into_iter()
+            .map(|r| {
+                let wire = Wire {
+                    producer: r.producer,
+                    consumers: r.consumers,
+                };
+                (wire, (r.temp, r.blobs))
+            })
+            .unzip();
         let rt = Arc::new(Rt {
+            board: Board::new(wires, consumes, produces, config.slots()),
             actors,
             registers,
             fixed,
             place,
-            ready: Mutex::new(Ready {
-                queue: VecDeque::new(),
-                stop: false,
-            }),
-            wake: Condvar::new(),
-            start: Mutex::new(0),
+            next: Mutex::new(0),
         });
         let mut threads = Vec::with_capacity(config.threads());
         for i in 0..config.threads() {
@@ -278,130 +252,68 @@ impl Runtime {
     }
 
     /// Hands `run` to every actor.
-    pub(super) fn start(&self, run: RunRec) {
+    pub(super) fn start(&self, mut run: RunRec) {
         let rt = &self.rt;
-        let mut next = rt.start.lock();
-        let mut run = run;
-        run.id = *next;
-        *next += 1;
         run.remaining = AtomicUsize::new(rt.actors.len());
         let run = Arc::new(run);
         if rt.actors.is_empty() {
             rt.finish(&run);
             return;
         }
-        for a in 0..rt.actors.len() {
-            let mut st = rt.actors[a].state.lock();
-            st.runs.push_back(run.clone());
-            rt.schedule(a, &mut st);
-        }
+        let mut next = rt.next.lock();
+        rt.board.start(*next, run);
+        *next += 1;
     }
 }
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.rt.ready.lock().stop = true;
-        self.rt.wake.notify_all();
+        self.rt.board.stop();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
 }
 
-/// What an actor took to act: the run, and per register read and written, its slot.
-struct Taken {
-    run: Arc<RunRec>,
-    read: Vec<usize>,
-    write: Vec<usize>,
-}
-
 impl Rt {
-    /// Puts actor `a` on a thread's queue unless it is there or acting.
-    fn schedule(&self, a: usize, st: &mut ActorState) {
-        if !st.scheduled {
-            st.scheduled = true;
-            self.ready.lock().queue.push_back(a);
-            self.wake.notify_one();
-        }
-    }
-
     /// A runtime thread: acts for the queued actors until the runtime stops.
     fn work(&self) {
-        loop {
-            let a = {
-                let mut r = self.ready.lock();
-                loop {
-                    if let Some(a) = r.queue.pop_front() {
-                        break a;
-                    }
-                    if r.stop {
-                        return;
-                    }
-                    self.wake.wait(&mut r);
+        while let Some(a) = self.board.next() {
+            // Act until the condition fails (then a message queues it again).
+            while let Some(t) = self.board.take(a) {
+                self.act(a, &t);
+                self.board.acted(a, &t);
+                if t.run.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    self.finish(&t.run);
                 }
-            };
-            // Act until the condition fails (then a message reschedules it).
-            loop {
-                let taken = {
-                    let mut st = self.actors[a].state.lock();
-                    match self.take(a, &mut st) {
-                        Some(t) => t,
-                        None => {
-                            st.scheduled = false;
-                            break;
-                        }
-                    }
-                };
-                self.act(a, taken);
             }
         }
     }
 
-    /// Takes the slots for actor `a`'s next run, if its condition holds.
-    fn take(&self, a: usize, st: &mut ActorState) -> Option<Taken> {
-        let run = st.runs.front()?;
-        let readable = st
-            .readable
-            .iter()
-            .all(|q| q.front().is_some_and(|&(r, _)| r == run.id));
-        if !readable || st.free.iter().any(Vec::is_empty) {
-            return None;
-        }
-        let run = st.runs.pop_front().expect("looked at");
-        let read = st
-            .readable
-            .iter_mut()
-            .map(|q| q.pop_front().expect("readable").1)
-            .collect();
-        let write: Vec<usize> = st.free.iter_mut().map(|f| f.pop().expect("free")).collect();
-        for (k, &s) in write.iter().enumerate() {
-            st.pending[k][s] = self.registers[self.actors[a].produces[k]].consumers.len();
-        }
-        Some(Taken { run, read, write })
-    }
-
     /// The blob of `slot` for actor `a` acting with `t`.
-    fn blob<'a>(&'a self, a: &Actor, t: &'a Taken, slot: Slot) -> &'a Counted<Blob> {
+    fn blob<'a>(&'a self, a: usize, t: &'a Taken<Arc<RunRec>>, slot: Slot) -> &'a Counted<Blob> {
         match slot {
             Slot::Input(k) => &t.run.inputs[k],
             Slot::Output(k) => &t.run.outputs[k],
             Slot::Fixed(k) => &self.fixed[k],
             Slot::Temp(k) => {
+                let (consumes, produces) = self.board.registers(a);
                 let mine = |regs: &[usize], slots: &[usize]| {
                     regs.iter()
                         .zip(slots)
-                        .find(|(r, _)| self.registers[**r].temp == Some(k))
-                        .map(|(r, s)| &self.registers[*r].blobs[*s])
+                        .find(|(r, _)| self.registers[**r].0 == Some(k))
+                        .map(|(r, s)| &self.registers[*r].1[*s])
                 };
-                mine(&a.produces, &t.write)
-                    .or_else(|| mine(&a.consumes, &t.read))
+                mine(produces, &t.write)
+                    .or_else(|| mine(consumes, &t.read))
                     .expect("a temporary a step touches is one of its registers")
             }
         }
     }
 
-    /// Runs actor `a`'s kernel on `t`, then sends its messages.
-    fn act(&self, a: usize, t: Taken) {
+    /// Runs actor `a`'s kernel on `t` (unless every output inherits a failed input), and
+    /// records the errors of its outputs.
+    fn act(&self, a: usize, t: &Taken<Arc<RunRec>>) {
         let actor = &self.actors[a];
         // The errors its outputs inherit from failed inputs.
         let inherited: Vec<Option<Error>> = {
@@ -419,10 +331,10 @@ impl Rt {
             None
         } else {
             let ins: Vec<Counted<Blob>> = (actor.inputs.iter())
-                .map(|&s| self.blob(actor, &t, s).clone())
+                .map(|&s| self.blob(a, t, s).clone())
                 .collect();
             let outs: Vec<Counted<Blob>> = (actor.outputs.iter())
-                .map(|&s| self.blob(actor, &t, s).clone())
+                .map(|&s| self.blob(a, t, s).clone())
                 .collect();
             let mut ctx = ComputeCtx {
                 instr_id: t.run.instr_id,
@@ -443,56 +355,21 @@ impl Rt {
                 }),
             })
         };
-        {
-            let mut failed = t.run.failed.lock();
-            for (k, &o) in actor.outputs.iter().enumerate() {
-                let e = match (&result, &inherited[k]) {
-                    (_, Some(e)) => Some(e.clone()),
-                    (Some(Err(e)), None) => Some(e.clone()),
-                    _ => None,
-                };
-                failed.retain(|f| f.0 != o);
-                if let Some(e) = e {
-                    failed.push((o, e));
-                }
+        let mut failed = t.run.failed.lock();
+        for (k, &o) in actor.outputs.iter().enumerate() {
+            let e = match (&result, &inherited[k]) {
+                (_, Some(e)) => Some(e.clone()),
+                (Some(Err(e)), None) => Some(e.clone()),
+                _ => None,
+            };
+            failed.retain(|f| f.0 != o);
+            if let Some(e) = e {
+                failed.push((o, e));
             }
         }
+        drop(failed);
         if let Some(Err(e)) = result {
             t.run.root.lock().get_or_insert(e);
-        }
-        // Readable: to every reader of what it wrote.
-        for (k, &r) in actor.produces.iter().enumerate() {
-            let reg = &self.registers[r];
-            if reg.consumers.is_empty() {
-                self.acknowledge(a, k, t.write[k]);
-            }
-            for &(c, pos) in &reg.consumers {
-                let mut st = self.actors[c].state.lock();
-                st.readable[pos].push_back((t.run.id, t.write[k]));
-                self.schedule(c, &mut st);
-            }
-        }
-        // Acknowledged: to the producer of everything it read.
-        for (k, &r) in actor.consumes.iter().enumerate() {
-            let p = self.registers[r].producer;
-            let pos = (self.actors[p].produces.iter())
-                .position(|&x| x == r)
-                .expect("the producer writes it");
-            self.acknowledge(p, pos, t.read[k]);
-        }
-        if t.run.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.finish(&t.run);
-        }
-    }
-
-    /// One reader of slot `slot` of actor `p`'s register `k` is done with it.
-    fn acknowledge(&self, p: usize, k: usize, slot: usize) {
-        let mut st = self.actors[p].state.lock();
-        let left = &mut st.pending[k][slot];
-        *left = left.saturating_sub(1);
-        if *left == 0 {
-            st.free[k].push(slot);
-            self.schedule(p, &mut st);
         }
     }
 

@@ -50,6 +50,7 @@ use run::PlanRun;
 #[cfg(test)]
 mod actor_tests;
 mod actors;
+mod board;
 mod memory;
 mod run;
 
