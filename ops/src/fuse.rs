@@ -390,3 +390,77 @@ fn fused_name(whats: &[&Elementwise]) -> String {
         .collect();
     format!("fused[{}]", parts.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elementwise::{binary, unary};
+    use crate::kernel::{from_host, gather_host};
+    use crate::{Layout, cpu};
+    use eddy_vm::plan::{Plan, PlanSpec};
+    use eddy_vm::{StreamId, Vm};
+
+    /// A run of three ops over blocks (two full, one short) with a splat operand and a value
+    /// read after the run: merged into one step whose outputs equal the separate kernels' bit
+    /// for bit (Miri checks the blocks' pointers into the outputs).
+    #[test]
+    fn a_merged_run_computes_what_its_ops_compute() {
+        let vm = Vm::builder().sync_mode(true).build().unwrap();
+        let n = 2 * cpu::fused::BLOCK + 7;
+        let xs: Vec<f32> = (0..n).map(|i| i as f32 * 0.01 - 3.0).collect();
+        let k = |w| -> Box<dyn eddy_vm::instruction::Kernel> { w };
+        let cpu = Device::CPU;
+        let steps = |fused: bool| {
+            let mul = binary(cpu, BinaryOp::Mul, DType::F32, Lay::Dense(0), Lay::Splat(0));
+            let exp = unary(cpu, UnaryOp::Exp, DType::F32, Lay::Dense(0));
+            let sub = binary(cpu, BinaryOp::Sub, DType::F32, Lay::Dense(0), Lay::Dense(0));
+            let s = vec![
+                Step::new(
+                    k(Box::new(mul.unwrap())),
+                    vec![Slot::Input(0), Slot::Input(1)],
+                    vec![Slot::Temp(0)],
+                ),
+                Step::new(
+                    k(Box::new(exp.unwrap())),
+                    vec![Slot::Temp(0)],
+                    vec![Slot::Output(0)],
+                ),
+                Step::new(
+                    k(Box::new(sub.unwrap())),
+                    vec![Slot::Output(0), Slot::Temp(0)],
+                    vec![Slot::Output(1)],
+                ),
+            ];
+            let bytes = |s: Slot| if s == Slot::Input(1) { 4 } else { 4 * n };
+            if fused {
+                fuse_elementwise(cpu, s, &bytes)
+            } else {
+                s
+            }
+        };
+        let run = |fused: bool| {
+            let steps = steps(fused);
+            if fused {
+                assert_eq!(steps.len(), 1);
+                assert_eq!(steps[0].outputs(), [Slot::Output(0), Slot::Output(1)]);
+                assert_eq!(steps[0].depends(1), Some(&[0, 1][..]));
+            }
+            let spec = PlanSpec::new(StreamId::CPU, steps, 2, 2, vec![4 * n], vec![]);
+            let plan = Plan::new(&vm, spec).unwrap();
+            let (x, c) = (vm.new_blob(4 * n), vm.new_blob(4));
+            vm.run_op(StreamId::CPU, from_host(xs.clone()), &[], &[&x], false)
+                .unwrap();
+            vm.run_op(StreamId::CPU, from_host(vec![0.5f32]), &[], &[&c], false)
+                .unwrap();
+            let (y, z) = (vm.new_blob(4 * n), vm.new_blob(4 * n));
+            plan.launch(&vm, &[x, c], &[y.clone(), z.clone()]).unwrap();
+            let read = |b| {
+                let l = Layout::contiguous([n]);
+                vm.read_blob(b, move |m| gather_host::<f32>(m, &l)).unwrap()
+            };
+            let bits = |v: Vec<f32>| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            (bits(read(&y)), bits(read(&z)))
+        };
+        assert_eq!(run(true), run(false));
+    }
+}

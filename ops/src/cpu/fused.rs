@@ -15,7 +15,7 @@ use eddy_vm::{Blob, Counted};
 use half::{bf16, f16};
 
 /// Elements per block: a value's block (2 KiB of `f32`) and a few others fit in L1.
-const BLOCK: usize = 512;
+pub(crate) const BLOCK: usize = 512;
 
 /// Whether merged kernels exist for `dtype`.
 pub(crate) fn supports(dtype: DType) -> bool {
