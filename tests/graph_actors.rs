@@ -114,3 +114,94 @@ fn an_engine_without_a_launcher_refuses_actors() {
         });
     });
 }
+
+/// One op of a random program: `kind` picks the op, `a` and `b` its operands among the values
+/// made so far (each `[4, 3]`).
+#[derive(Clone, Debug)]
+struct RandomOp {
+    kind: u8,
+    a: usize,
+    b: usize,
+}
+
+/// `ops` on the inputs `xs` and the weight `w` (`[3, 3]`): every value made, in order.
+fn random_forward(
+    ops: &[RandomOp],
+    xs: &[Tensor],
+    w: &Tensor,
+) -> eddy::tensor::Result<Vec<Tensor>> {
+    let mut vals: Vec<Tensor> = xs.to_vec();
+    for op in ops {
+        let (a, b) = (&vals[op.a % vals.len()], &vals[op.b % vals.len()]);
+        let v = match op.kind % 10 {
+            0 => a.add(b)?,
+            1 => a.mul(b)?,
+            2 => a.sub(b)?.relu()?,
+            3 => a.tanh()?,
+            4 => a.matmul(w)?,
+            5 => a.softmax(1)?,
+            6 => a.add(&b.sum(&[1], true)?)?,
+            7 => a.mul_scalar(0.5)?.exp()?,
+            8 => a.t()?.contiguous()?.t()?.mul(b)?,
+            _ => a.maximum(b)?,
+        };
+        vals.push(v);
+    }
+    Ok(vals.split_off(xs.len()))
+}
+
+use proptest::prelude::*;
+
+/// Runs `g` on every batch (all launched before any is read) and compares with eager.
+fn check<F: Fn(&[Tensor]) -> eddy::tensor::Result<Vec<Tensor>>>(
+    g: &Graph<F>,
+    batches: &[[Tensor; 2]],
+    ops: &[RandomOp],
+    w: &Tensor,
+) -> Result<(), TestCaseError> {
+    let outs: Vec<Vec<Tensor>> = batches
+        .iter()
+        .map(|[x, y]| g.run(&[x, y]).unwrap())
+        .collect();
+    for ([x, y], out) in batches.iter().zip(&outs) {
+        let eager = random_forward(ops, &[x.clone(), y.clone()], w).unwrap();
+        prop_assert_eq!(out.len(), eager.len());
+        for (o, e) in out.iter().zip(&eager) {
+            prop_assert_eq!(bits(o), bits(e));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Random forward programs of 1 to 12 ops, several runs in flight at once: run in order and
+    /// run by actors (one and two slots), they give eager execution's values bit for bit.
+    #[test]
+    fn random_programs_run_by_actors_give_the_eager_values(
+        ops in proptest::collection::vec(
+            (0u8..10, 0usize..16, 0usize..16).prop_map(|(kind, a, b)| RandomOp { kind, a, b }),
+            1..12,
+        ),
+        seed in 0u64..1000,
+    ) {
+        let vm = launcher_vm();
+        let ok: Result<(), TestCaseError> = with_engine(&vm, || {
+            let w = Tensor::from_vec((0..9).map(|i| i as f32 / 8.0 - 0.5).collect(), [3, 3]).unwrap();
+            let input = |k: u64, m: u64| {
+                let v = (0..12).map(|i| ((i as u64 * m + seed + k) % 11) as f32 / 4.0 - 1.0).collect();
+                Tensor::from_vec(v, [4, 3]).unwrap()
+            };
+            let batches: Vec<[Tensor; 2]> = (0..4).map(|k| [input(k, 7), input(k, 5)]).collect();
+            let in_order = Graph::new(|xs: &[Tensor]| random_forward(&ops, xs, &w));
+            let g1 = Graph::new(|xs: &[Tensor]| random_forward(&ops, xs, &w)).actors(1, 2);
+            let g2 = Graph::new(|xs: &[Tensor]| random_forward(&ops, xs, &w)).actors(2, 3);
+            check(&in_order, &batches, &ops, &w)?;
+            check(&g1, &batches, &ops, &w)?;
+            check(&g2, &batches, &ops, &w)?;
+            Ok(())
+        });
+        ok?;
+    }
+}

@@ -103,12 +103,19 @@ impl Drop for VmInner {
             Mode::Threaded { handle: h, .. } => {
                 let stuck = self.shared.abandoned.load(Ordering::Acquire)
                     && !*self.shared.sched_exited.lock();
+                // The last handle may go on an engine thread (a plan that held it, released
+                // by the scheduler): that thread cannot join itself, nor the scheduler a
+                // worker it waits for. The shutdown flag is set; the scheduler exits by itself.
                 if let Some(h) = h.lock().take()
                     && !stuck
+                    && !crate::exec::in_engine()
+                    && h.thread().id() != std::thread::current().id()
                 {
                     let _ = h.join();
                 } // else: `shutdown_timeout` gave up on it; leave it behind, as documented
             }
+            // Dropped inside a pass (which holds the state): that pass finishes the work.
+            Mode::Sync(_) if crate::exec::in_engine() => {}
             Mode::Sync(s) => {
                 let mut s = s.lock();
                 if self.shared.failed.lock().is_none() {
@@ -121,6 +128,48 @@ impl Drop for VmInner {
                 }
                 s.shutdown_workers();
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::instruction::{ComputeCtx, InstructionPolicy};
+    use crate::{Result, StreamId, Vm};
+    use std::sync::mpsc;
+
+    /// Holds a handle to the engine that runs it, and says when it is dropped.
+    struct HoldsEngine(Option<Vm>, mpsc::Sender<()>);
+
+    impl InstructionPolicy for HoldsEngine {
+        fn name(&self) -> &str {
+            "holds_engine"
+        }
+        fn compute(&mut self, _: &mut ComputeCtx<'_>) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Drop for HoldsEngine {
+        fn drop(&mut self) {
+            drop(self.0.take());
+            let _ = self.1.send(());
+        }
+    }
+
+    /// The last handle to an engine dropped on the engine's own scheduler thread (by an
+    /// instruction that held it) shuts the engine down without joining that thread; in
+    /// synchronous mode the same program drops it on the user's thread, as usual.
+    #[test]
+    fn the_last_handle_may_go_on_the_scheduler_thread() {
+        for sync in [false, true] {
+            let vm = Vm::builder().sync_mode(sync).build().unwrap();
+            let (tx, rx) = mpsc::channel();
+            vm.run(StreamId::CPU, HoldsEngine(Some(vm.clone()), tx))
+                .unwrap();
+            drop(vm);
+            rx.recv_timeout(std::time::Duration::from_secs(30))
+                .expect("the instruction was dropped, and with it the engine, without a panic");
         }
     }
 }
