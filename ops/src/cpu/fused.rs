@@ -7,7 +7,7 @@
 
 use super::elementwise::{FloatElem, apply_binary_float, apply_float, params};
 use crate::DType;
-use crate::fuse::{Code, Pos, Program, Src};
+use crate::fuse::program::{Code, Pos, Program, Src};
 use crate::kernel::{PAR_MIN, input, output};
 use crate::kinds::{BinaryOp, UnaryOp};
 use eddy_vm::instruction::{ComputeCtx, Kernel};

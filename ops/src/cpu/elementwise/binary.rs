@@ -3,7 +3,7 @@
 use super::elem::{FloatElem, IntElem, dispatch_float, dispatch_int};
 use super::map::map2_lay;
 use super::unary::int_pow;
-use crate::fuse::{Elementwise, Pos};
+use crate::fuse::program::{Elementwise, Pos};
 use crate::kernel::{FnKernel, input, output, par_out, walk};
 use crate::kinds::{BinaryOp, CmpOp};
 use crate::{Bool8, DType, Elem, Lay, Layout};

@@ -3,7 +3,7 @@
 use super::elem::{FloatElem, IntElem, dispatch_float, dispatch_int};
 use super::map::map1_lay;
 use crate::cpu::fastmath::Transcendental;
-use crate::fuse::{Elementwise, Pos};
+use crate::fuse::program::{Elementwise, Pos};
 use crate::kernel::{input, output};
 use crate::kinds::UnaryOp;
 use crate::{DType, Elem, Lay};
