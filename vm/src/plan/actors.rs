@@ -19,6 +19,7 @@
 
 use super::Slot;
 use super::board::{Board, Taken, Wire};
+use super::run::{all_inherited, inherited, record, settle};
 use crate::Counted;
 use crate::alloc::DeviceAllocator;
 use crate::blob::Blob;
@@ -316,18 +317,10 @@ impl Rt {
     fn act(&self, a: usize, t: &Taken<Arc<RunRec>>) {
         let actor = &self.actors[a];
         // The errors its outputs inherit from failed inputs.
-        let inherited: Vec<Option<Error>> = {
-            let failed = t.run.failed.lock();
-            let from = |s: &Slot| failed.iter().find(|f| f.0 == *s).map(|f| f.1.clone());
-            (0..actor.outputs.len())
-                .map(|k| match &actor.depends {
-                    Some(d) => d[k].iter().find_map(|&i| from(&actor.inputs[i])),
-                    None if failed.is_empty() => None,
-                    None => actor.inputs.iter().find_map(from),
-                })
-                .collect()
-        };
-        let result = if !inherited.is_empty() && inherited.iter().all(Option::is_some) {
+        let mut inh = Vec::new();
+        let (n, depends) = (actor.outputs.len(), actor.depends.as_deref());
+        inherited(&t.run.failed.lock(), &actor.inputs, n, depends, &mut inh);
+        let result = if all_inherited(&inh) {
             None
         } else {
             let ins: Vec<Counted<Blob>> = (actor.inputs.iter())
@@ -355,19 +348,8 @@ impl Rt {
                 }),
             })
         };
-        let mut failed = t.run.failed.lock();
-        for (k, &o) in actor.outputs.iter().enumerate() {
-            let e = match (&result, &inherited[k]) {
-                (_, Some(e)) => Some(e.clone()),
-                (Some(Err(e)), None) => Some(e.clone()),
-                _ => None,
-            };
-            failed.retain(|f| f.0 != o);
-            if let Some(e) = e {
-                failed.push((o, e));
-            }
-        }
-        drop(failed);
+        let error = result.as_ref().and_then(|r| r.as_ref().err());
+        record(&mut t.run.failed.lock(), &actor.outputs, &inh, error);
         if let Some(Err(e)) = result {
             t.run.root.lock().get_or_insert(e);
         }
@@ -376,15 +358,7 @@ impl Rt {
     /// The end of a run: each written blob carries its error or none, the first kernel error
     /// goes to the engine's list, and the engine learns the run is done.
     fn finish(&self, run: &RunRec) {
-        {
-            let failed = run.failed.lock();
-            for (b, slot) in &run.written {
-                match failed.iter().find(|f| Some(f.0) == *slot) {
-                    Some((_, e)) => b.set_poison(e),
-                    None => b.clear_poison(),
-                }
-            }
-        }
+        settle(run.written.iter().map(|(b, s)| (b, *s)), &run.failed.lock());
         let engine = self.place.engine.upgrade();
         if let (Some(e), Some(sh)) = (run.root.lock().take(), &engine) {
             sh.record_error(run.instr_id, e);

@@ -20,12 +20,60 @@ pub(super) struct PlanRun {
     pub(super) at: Caller,
 }
 
-/// Marks `slots` failed with `e`.
-fn mark(failed: &mut Vec<(Slot, Error)>, slots: &[Slot], e: &Error) {
-    for &s in slots {
-        match failed.iter_mut().find(|f| f.0 == s) {
-            Some(f) => f.1 = e.clone(),
-            None => failed.push((s, e.clone())),
+/// The error each of a step's `outputs` inherits from a failed input (`depends`: which inputs
+/// each output is computed from, `None`: all), given the `failed` slots: in `out`, empty
+/// when nothing failed. Shared by runs in order and by actors.
+pub(super) fn inherited(
+    failed: &[(Slot, Error)],
+    inputs: &[Slot],
+    outputs: usize,
+    depends: Option<&[Vec<usize>]>,
+    out: &mut Vec<Option<Error>>,
+) {
+    out.clear();
+    if failed.is_empty() {
+        return;
+    }
+    let from = |s: &Slot| failed.iter().find(|f| f.0 == *s).map(|f| f.1.clone());
+    out.extend((0..outputs).map(|k| match depends {
+        Some(d) => d[k].iter().find_map(|&i| from(&inputs[i])),
+        None => inputs.iter().find_map(from),
+    }));
+}
+
+/// Whether every output inherits an error: the step is skipped.
+pub(super) fn all_inherited(inherited: &[Option<Error>]) -> bool {
+    !inherited.is_empty() && inherited.iter().all(Option::is_some)
+}
+
+/// Records what a step left in its `outputs`: each carries the error it inherited, else the
+/// step's own `error`, else none (a fresh write replaces an earlier failure).
+pub(super) fn record(
+    failed: &mut Vec<(Slot, Error)>,
+    outputs: &[Slot],
+    inherited: &[Option<Error>],
+    error: Option<&Error>,
+) {
+    if failed.is_empty() && error.is_none() {
+        return;
+    }
+    for (k, &o) in outputs.iter().enumerate() {
+        failed.retain(|f| f.0 != o);
+        if let Some(e) = inherited.get(k).and_then(Option::as_ref).or(error) {
+            failed.push((o, e.clone()));
+        }
+    }
+}
+
+/// Each written blob carries its slot's error, or none.
+pub(super) fn settle<'a>(
+    written: impl Iterator<Item = (&'a Counted<Blob>, Option<Slot>)>,
+    failed: &[(Slot, Error)],
+) {
+    for (b, slot) in written {
+        match failed.iter().find(|f| Some(f.0) == slot) {
+            Some((_, e)) => b.set_poison(e),
+            None => b.clear_poison(),
         }
     }
 }
@@ -125,25 +173,13 @@ impl InstructionPolicy for PlanRun {
         let mut steps = plan.steps.lock();
         let mut root = None;
         // The errors a step's outputs inherit from failed inputs, where some output does.
-        let mut inherited: Vec<Option<Error>> = Vec::new();
+        let mut inh: Vec<Option<Error>> = Vec::new();
         for step in steps.iter_mut() {
-            inherited.clear();
-            if !failed.is_empty() {
-                let from = |s: &Slot| failed.iter().find(|f| f.0 == *s).map(|f| f.1.clone());
-                inherited.extend((0..step.outputs.len()).map(|k| match step.depends(k) {
-                    Some(d) => d.iter().find_map(|&i| from(&step.inputs[i])),
-                    None => step.inputs.iter().find_map(from),
-                }));
-                if inherited.iter().all(Option::is_some) {
-                    for (o, e) in step.outputs.iter().zip(&inherited) {
-                        mark(
-                            &mut failed,
-                            std::slice::from_ref(o),
-                            e.as_ref().expect("all"),
-                        );
-                    }
-                    continue;
-                }
+            let (ins, n, depends) = (&step.inputs, step.outputs.len(), step.depends.as_deref());
+            inherited(&failed, ins, n, depends, &mut inh);
+            if all_inherited(&inh) {
+                record(&mut failed, &step.outputs, &inh, None);
+                continue;
             }
             let r = if step.inputs.len() <= SHALLOW_MAX && step.outputs.len() <= SHALLOW_MAX {
                 let (mut ins, mut outs) = (Shallow::EMPTY, Shallow::EMPTY);
@@ -159,33 +195,14 @@ impl InstructionPolicy for PlanRun {
                 let (ins, outs) = (own(&step.inputs), own(&step.outputs));
                 step.kernel.compute(&ins, &outs, ctx)
             };
-            match r {
-                Ok(()) if failed.is_empty() => {}
-                // A fresh write replaces what an earlier failure left in a slot, except where
-                // the output was computed from a failed input.
-                Ok(()) => {
-                    failed.retain(|f| !step.outputs.contains(&f.0));
-                    for (o, e) in step.outputs.iter().zip(&inherited) {
-                        if let Some(e) = e {
-                            mark(&mut failed, std::slice::from_ref(o), e);
-                        }
-                    }
-                }
-                Err(e) => {
-                    let e = e.with_instr_id(ctx.instr_id()).at(step.at);
-                    mark(&mut failed, &step.outputs, &e);
-                    root.get_or_insert(e);
-                }
+            let error = r.err().map(|e| e.with_instr_id(ctx.instr_id()).at(step.at));
+            record(&mut failed, &step.outputs, &inh, error.as_ref());
+            if let Some(e) = error {
+                root.get_or_insert(e);
             }
         }
-        // Each written blob carries its error, or none.
-        for (k, o) in self.outputs.iter().enumerate() {
-            let slot = self.written_slot(k);
-            match failed.iter().find(|f| Some(f.0) == slot) {
-                Some((_, e)) => o.set_poison(e),
-                None => o.clear_poison(),
-            }
-        }
+        let written = (self.outputs.iter().enumerate()).map(|(k, o)| (o, self.written_slot(k)));
+        settle(written, &failed);
         root.map_or(Ok(()), Err)
     }
 }
