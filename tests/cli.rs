@@ -306,12 +306,52 @@ fn train_is_reproducible_and_takes_its_options() {
         run("7", &["--graph"]),
         "same seed, compiled steps: the same values"
     );
+    assert_eq!(
+        a,
+        run("7", &["--auto-plan"]),
+        "same seed, recurring steps promoted by the engine: the same values"
+    );
     assert_ne!(a, run("8", &[]), "another seed");
     let b = run(
         "7",
         &["--hidden", "32,16", "--batch-size", "100", "--lr", "0.005"],
     );
     assert_ne!(a, b);
+}
+
+/// `--auto-plan` promotes the recurring windows of the later epochs to plans, prints what it
+/// did, and trains to the same losses and accuracies.
+#[test]
+fn train_auto_plan_promotes_the_recurring_steps() {
+    let dir = scratch("auto");
+    let png = dir.join("a.png");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["train", "--epochs", "4", "--plot", png.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = eddy(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let (eager, auto) = (run(&[]), run(&["--auto-plan"]));
+    // The accuracy line without its time.
+    let accuracy = |s: &str| {
+        s.lines()
+            .find(|l| l.starts_with("test accuracy"))
+            .map(|l| l.split(" in ").next().unwrap_or("").to_string())
+    };
+    assert_eq!(accuracy(&auto), accuracy(&eager));
+    let line = auto
+        .lines()
+        .find(|l| l.starts_with("automatic plans:"))
+        .expect("a summary");
+    let promoted: u64 = line["automatic plans: ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(promoted > 0, "{line}");
+    assert!(!eager.contains("automatic plans:"));
 }
 
 /// `--graph --plan` draws the compiled step's memory plan: one rectangle per intermediate.

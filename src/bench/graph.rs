@@ -116,3 +116,28 @@ pub fn mlp_infer_graph() -> Result<Vec<f64>> {
         Ok(t.elapsed().as_secs_f64() * 1e6 / 300.0)
     })
 }
+
+/// [`mlp_train`](super::mlp_train) (each step synced on its loss) on an engine with automatic
+/// promotion on: the eager code unchanged, its recurring steps run as plans. ms per step over
+/// 50 steps, after the same 5 warm-up steps (during which the engine sees the step repeat and
+/// compiles it).
+///
+/// # Examples
+///
+/// ```no_run
+/// // Seconds of training: run it from `eddy bench`, not in a doctest.
+/// let ms_per_step = eddy::bench::mlp_train_auto()?;
+/// assert_eq!(ms_per_step.len(), 50);
+/// # Ok::<(), eddy::Error>(())
+/// ```
+pub fn mlp_train_auto() -> Result<Vec<f64>> {
+    let vm = crate::vm::Vm::builder().auto_plan(true).build()?;
+    let (times, first, last) = crate::tensor::with_engine(&vm, super::mlp_train)?;
+    check(last < first, "mlp_train_auto: the loss did not fall")?;
+    let promoted = vm.auto_plan_stats().map_or(0, |s| s.plan_runs);
+    check(
+        promoted >= 45,
+        "mlp_train_auto: the steps were not promoted",
+    )?;
+    Ok(times)
+}

@@ -8,7 +8,7 @@
 mod graph;
 mod pipeline;
 
-pub use graph::{chain_graph, mlp_infer_graph, mlp_train_graph};
+pub use graph::{chain_graph, mlp_infer_graph, mlp_train_auto, mlp_train_graph};
 pub use pipeline::pipeline;
 
 use crate::models::{mlp, train_step};
@@ -38,6 +38,7 @@ pub const KEYS: &[&str] = &[
     "mlp_train_graph_ms_per_step",
     "mlp_train_graph_peak_rss_mb",
     "mlp_infer_graph_us_per_fwd",
+    "mlp_train_auto_ms_per_step",
     "pipeline_1slot_ms_per_batch",
     "pipeline_2slot_ms_per_batch",
 ];
@@ -724,6 +725,9 @@ pub fn run(
     }
     if want("mlp_infer_graph_us_per_fwd") {
         r.put("mlp_infer_graph_us_per_fwd", mlp_infer_graph()?);
+    }
+    if want("mlp_train_auto_ms_per_step") {
+        r.put("mlp_train_auto_ms_per_step", mlp_train_auto()?);
     }
     for (key, slots) in [
         ("pipeline_1slot_ms_per_batch", 1),

@@ -24,6 +24,7 @@ usage:
       --seed S (0)  --data FILE.csv[.gz]  --threads N  --sync-mode
       --trace FILE.json  --plot FILE.png (eddy-train.png)  --device cpu|cuda[:N] (cpu)
       --graph (each step after the first as one compiled graph)  --plan FILE.svg (its memory)
+      --auto-plan (the engine promotes the recurring eager step to a plan by itself)
   eddy bench [--json] [--threads N] [--only KEY,...] [--roof] [--device cpu|cuda[:N]]
                            run the benchmark workloads (--roof: matmul beside the gemm
                            crate called directly, the batch-1 forward beside its kernels
@@ -195,6 +196,7 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
             ("--device", true),
             ("--graph", false),
             ("--plan", true),
+            ("--auto-plan", false),
         ],
     )?;
     if o.str("--plan").is_some() && !o.has("--graph") {
@@ -242,10 +244,13 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
     let plot_path = PathBuf::from(o.str("--plot").unwrap_or("eddy-train.png"));
     let trace = o.str("--trace").map(PathBuf::from);
     let data = Dataset::load(&path).map_err(|e| Fail::Usage(e.to_string()))?;
-    let vm = builder_for(device)
+    let mut b = builder_for(device)
         .sync_mode(o.has("--sync-mode"))
-        .trace(trace.is_some())
-        .build()?;
+        .trace(trace.is_some());
+    if o.has("--auto-plan") {
+        b = b.auto_plan(true);
+    }
+    let vm = b.build()?;
     let (n_test, n_train) = {
         let t = (data.len() as f64 * opts.test_fraction).round() as usize;
         (t, data.len() - t)
@@ -333,6 +338,12 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
         mib(mem.peak_in_use),
         mib(mem.cached)
     );
+    if let Some(a) = vm.auto_plan_stats() {
+        println!(
+            "automatic plans: {} of {} windows between syncs ran as one plan run ({} compiled, {} fell back)",
+            a.plan_runs, a.windows, a.compiled, a.fallbacks
+        );
+    }
     plot::training_curve_png(&report.epochs, &plot_path, (960, 400)).map_err(Fail::Run)?;
     println!(
         "wrote the loss and accuracy curves to {}",

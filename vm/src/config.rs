@@ -61,6 +61,9 @@ pub struct Config {
     /// the runs of compiled plans go (`EDDY_VM_LAZY_LAUNCHER=1`, default off: plans run on the
     /// device's compute stream).
     pub lazy_launcher: bool,
+    /// Whether the engine promotes a thread's op calls between sync points to a plan once
+    /// they repeat (`EDDY_VM_AUTO_PLAN=1`, default off; see `VmBuilder::auto_plan`).
+    pub auto_plan: bool,
     /// How many CUDA devices the engine opens, `cuda:0` to `cuda:{n-1}`, each with a compute
     /// stream and a device allocator (`EDDY_VM_CUDA_DEVICES`, a number or `all`; default 0).
     /// Needs the `cuda` feature; `u32::MAX` means every device the machine has.
@@ -88,6 +91,7 @@ impl Default for Config {
             cpu_exec: Exec::Inline,
             cpu_devices: 1,
             lazy_launcher: false,
+            auto_plan: false,
             cuda_devices: 0,
             spin: Duration::from_millis(1),
             trace: false,
@@ -262,6 +266,9 @@ impl VmBuilder {
         });
         set("EDDY_VM_LAZY_LAUNCHER", &mut |v| {
             parse_bool(v).map(|x| c.lazy_launcher = x).is_some()
+        });
+        set("EDDY_VM_AUTO_PLAN", &mut |v| {
+            parse_bool(v).map(|x| c.auto_plan = x).is_some()
         });
         set(
             "EDDY_VM_CPU_DEVICES",
@@ -458,6 +465,33 @@ impl VmBuilder {
     /// ```
     pub fn lazy_launcher(mut self, on: bool) -> Self {
         self.config.lazy_launcher = on;
+        self
+    }
+
+    /// Promotes recurring op calls to plans: a thread's op calls between two sync points (host
+    /// reads and writes, `sync`), once two such windows in a row have the same calls (kernels,
+    /// streams, operand sizes and data flow), are held in the next window and run as one plan
+    /// run, the same kernels on the same operands, with the values of eager execution bit for
+    /// bit. A window that differs from the last runs as usual from the first call that
+    /// differs. `Vm::auto_plan_stats` says what it did.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{StreamId, VmBuilder, testing::AddByte};
+    /// let vm = VmBuilder::new().auto_plan(true).build()?;
+    /// let (a, b, c) = (vm.new_blob(4), vm.new_blob(4), vm.new_blob(4));
+    /// vm.write_blob(&a, |m| m.fill(1))?;
+    /// for _ in 0..6 {
+    ///     vm.run_op(StreamId::CPU, AddByte(1), &[&a], &[&b], false)?;
+    ///     vm.run_op(StreamId::CPU, AddByte(1), &[&b], &[&c], false)?;
+    ///     assert_eq!(vm.read_blob(&c, |m| m[0])?, 3); // a sync point: the window ends
+    /// }
+    /// assert!(vm.auto_plan_stats().unwrap().plan_runs >= 3);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn auto_plan(mut self, on: bool) -> Self {
+        self.config.auto_plan = on;
         self
     }
 

@@ -54,7 +54,7 @@ pub use blob::Blob;
 pub use builder::InstructionsBuilder;
 pub use config::{Config, MAX_CPU_DEVICES, VmBuilder};
 pub use counted::Counted;
-pub use engine::Vm;
+pub use engine::{AutoPlanStats, Vm};
 pub use error::{Error, Result};
 pub use ids::unique_id;
 pub use instruction::{Instruction, InstructionPolicy};

@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     /// asynchronous stream exists, or a capture is in progress. One flag, so the per-op path
     /// tests one word for both.
     pub submit_slow: AtomicBool,
+    /// Automatic promotion holds op calls (beside `submit_slow`: tested on every `run`).
+    pub auto_holding: AtomicBool,
     /// Captures in progress (`Vm::capture`), one per capturing thread.
     pub capturing: AtomicUsize,
     pub capture: Mutex<Vec<crate::captured::CaptureState>>,
@@ -86,7 +88,10 @@ impl Shared {
             trace: Mutex::new(Vec::new()),
             tracing: AtomicBool::new(config.trace),
             any_async_stream: streams.iter().any(|s| s.policy.done_means_launched()),
-            submit_slow: AtomicBool::new(streams.iter().any(|s| s.policy.done_means_launched())),
+            submit_slow: AtomicBool::new(
+                config.auto_plan || streams.iter().any(|s| s.policy.done_means_launched()),
+            ),
+            auto_holding: AtomicBool::new(false),
             capturing: AtomicUsize::new(0),
             capture: Mutex::new(Vec::new()),
             config,

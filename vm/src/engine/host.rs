@@ -36,6 +36,9 @@ impl Vm {
         f: impl FnOnce(&[u8]) -> R + Send + 'static,
     ) -> Result<R> {
         self.refuse_in_capture("read_blob")?;
+        if let Some(auto) = &self.inner.auto {
+            self.auto_boundary(auto)?;
+        }
         if in_engine() {
             return Err(Error::ReentrantWait {
                 at: crate::error::Caller::UNKNOWN,
@@ -95,6 +98,9 @@ impl Vm {
         f: impl FnOnce(&mut [u8]) -> R + Send + 'static,
     ) -> Result<R> {
         self.refuse_in_capture("write_blob")?;
+        if let Some(auto) = &self.inner.auto {
+            self.auto_boundary(auto)?;
+        }
         if in_engine() {
             return Err(Error::ReentrantWait {
                 at: crate::error::Caller::UNKNOWN,

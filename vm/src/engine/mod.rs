@@ -26,8 +26,11 @@
 //! - **One node, one push** (`Vm::submit_checked`): without asynchronous streams no soft
 //!   sync can be needed, so a single instruction skips the builder.
 
+mod auto;
 mod capture;
 mod host;
+
+pub use auto::AutoPlanStats;
 mod observe;
 mod shutdown;
 mod submit;
@@ -64,6 +67,9 @@ pub(super) enum Mode {
 pub(crate) struct VmInner {
     pub(crate) shared: Arc<Shared>,
     pub(super) mode: Mode,
+    /// Automatic promotion's state, where the switch is on (boxed: the fields beside it are
+    /// read on every op's path).
+    pub(super) auto: Option<Box<auto::Auto>>,
 }
 
 /// The engine: a cheap, cloneable handle. The engine shuts down (drains, joins its threads)
@@ -149,8 +155,9 @@ impl Vm {
                 sched,
             }
         };
+        let auto = shared.config.auto_plan.then(Box::<auto::Auto>::default);
         Ok(Vm {
-            inner: Arc::new(VmInner { shared, mode }),
+            inner: Arc::new(VmInner { shared, mode, auto }),
         })
     }
 

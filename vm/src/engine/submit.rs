@@ -40,6 +40,12 @@ impl Vm {
             _ => Caller::here(),
         };
         let sh = self.shared();
+        if sh.auto_holding.load(Ordering::Acquire)
+            && let Some(auto) = &self.inner.auto
+        {
+            // Op calls held for a plan run first.
+            self.auto_interrupt(auto).map_err(|e| e.at(at))?;
+        }
         if sh.any_async_stream || policy.is_barrier() {
             // The builder inserts the soft sync an asynchronous stream may need.
             let mut b = self.instructions();
@@ -118,6 +124,12 @@ impl Vm {
                     Some(k) => kernel = k,
                 }
             }
+            if let Some(auto) = &self.inner.auto {
+                match self.auto_op(auto, stream, kernel, inputs, outputs, at)? {
+                    None => return Ok(()),
+                    Some(k) => kernel = k,
+                }
+            }
             let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(cheap);
             return self.run(stream, call);
         }
@@ -187,6 +199,12 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn release(&self, blob: &Counted<Blob>) -> Result<()> {
+        if self.shared().submit_slow.load(Ordering::Relaxed)
+            && let Some(auto) = &self.inner.auto
+            && self.auto_release(auto, blob, false)
+        {
+            return Ok(()); // held, with the calls before it
+        }
         let stream = crate::builder::mark_released(self.shared(), blob, false)?;
         self.release_marked(stream, blob)
     }
@@ -216,6 +234,12 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn release_unheld(&self, blob: &Counted<Blob>) -> Result<()> {
+        if self.shared().submit_slow.load(Ordering::Relaxed)
+            && let Some(auto) = &self.inner.auto
+            && self.auto_release(auto, blob, true)
+        {
+            return Ok(()); // held, with the calls before it
+        }
         let stream = crate::builder::mark_released(self.shared(), blob, true)?;
         self.release_marked(stream, blob)
     }

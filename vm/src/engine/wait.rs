@@ -254,6 +254,9 @@ impl Vm {
                 op: "sync".into(),
             });
         }
+        if let Some(auto) = &self.inner.auto {
+            self.auto_boundary(auto)?;
+        }
         let mut held = self.try_sched();
         if held.as_mut().is_some_and(|s| s.pass_idle_barrier()) {
             return Ok(()); // nothing received is still live

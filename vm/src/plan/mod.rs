@@ -232,7 +232,9 @@ impl PlanSpec {
     }
 }
 
-/// A compiled plan, ready to run: see the module's docs.
+/// A compiled plan, ready to run: see the module's docs. Cloning it is cheap: the clones
+/// share the plan.
+#[derive(Clone)]
 pub struct Plan {
     inner: Arc<PlanInner>,
 }
@@ -481,7 +483,59 @@ impl Plan {
         inputs: &[Counted<Blob>],
         outputs: &[Counted<Blob>],
     ) -> Result<()> {
+        self.launch_with(vm, inputs, outputs, None)
+    }
+
+    /// [`launch`](Self::launch), the run's steps computing with `kernels` (one per step, in
+    /// order, each doing what the step's kernel did on operands of the same sizes: the same
+    /// op with other parameters) instead of the plan's. The run keeps them for the next run.
+    ///
+    /// # Errors
+    ///
+    /// As [`launch`](Self::launch); `InvalidArgument` for a wrong number of kernels, or on a
+    /// plan run by actors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::plan::{Plan, PlanSpec, Slot, Step};
+    /// use eddy_vm::{StreamId, Vm, testing::AddByte};
+    /// let vm = Vm::builder().build()?;
+    /// let steps = vec![Step::new(Box::new(AddByte(1)), vec![Slot::Input(0)], vec![Slot::Output(0)])];
+    /// let plan = Plan::new(&vm, PlanSpec::new(StreamId::CPU, steps, 1, 1, vec![], vec![]))?;
+    /// let (x, y) = (vm.new_blob(1), vm.new_blob(1));
+    /// vm.write_blob(&x, |b| b[0] = 40)?;
+    /// plan.launch_with(&vm, &[x], &[y.clone()], Some(vec![Box::new(AddByte(2))]))?;
+    /// assert_eq!(vm.read_blob(&y, |b| b[0])?, 42);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn launch_with(
+        &self,
+        vm: &Vm,
+        inputs: &[Counted<Blob>],
+        outputs: &[Counted<Blob>],
+        kernels: Option<Vec<Box<dyn Kernel>>>,
+    ) -> Result<()> {
         let p = &self.inner;
+        if let Some(k) = &kernels
+            && (k.len() != self.len() || p.runtime.is_some())
+        {
+            return Err(Error::InvalidArgument {
+                at: Caller::here(),
+                op: "plan".into(),
+                message: format!(
+                    "{} kernels for a plan of {} steps{}",
+                    k.len(),
+                    self.len(),
+                    if p.runtime.is_some() {
+                        " run by actors"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+        }
         if inputs.len() != p.inputs || outputs.len() != p.outputs {
             return Err(Error::InvalidArgument {
                 at: Caller::here(),
@@ -507,6 +561,7 @@ impl Plan {
             plan: p.clone(),
             inputs: ins,
             outputs: outs,
+            kernels,
             at: Caller::here(),
         };
         // On the device's lazy-job launcher where the engine has one, else where the steps

@@ -7,7 +7,7 @@ use crate::Counted;
 use crate::blob::Blob;
 use crate::error::{Caller, Error, Result};
 use crate::instruction::op_call::{Blobs, SHALLOW_MAX, Shallow};
-use crate::instruction::{ComputeCtx, InstructionPolicy};
+use crate::instruction::{ComputeCtx, InstructionPolicy, Kernel};
 use std::sync::Arc;
 
 /// One run of a plan: the instruction [`Plan::launch`] submits.
@@ -17,6 +17,8 @@ pub(super) struct PlanRun {
     pub(super) inputs: Blobs,
     /// The run's outputs, then the fixed blobs written, then the token.
     pub(super) outputs: Blobs,
+    /// Kernels for the steps, in place of theirs (see `Plan::launch_with`).
+    pub(super) kernels: Option<Vec<Box<dyn Kernel>>>,
     pub(super) at: Caller,
 }
 
@@ -171,6 +173,11 @@ impl InstructionPolicy for PlanRun {
             return Ok(());
         }
         let mut steps = plan.steps.lock();
+        if let Some(kernels) = self.kernels.take() {
+            for (step, k) in steps.iter_mut().zip(kernels) {
+                step.kernel = k;
+            }
+        }
         let mut root = None;
         // The errors a step's outputs inherit from failed inputs, where some output does.
         let mut inh: Vec<Option<Error>> = Vec::new();

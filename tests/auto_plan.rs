@@ -1,0 +1,180 @@
+//! Automatic promotion: eager loops on an engine with the switch on run their recurring windows
+//! as plans, with the values of an engine without it, bit for bit; loops that change shape or
+//! branch on a value read from the device fall back and stay correct.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use common::watchdog;
+use eddy::models::mlp;
+use eddy::tensor::nn::Module;
+use eddy::tensor::optim::{Adam, Optimizer, Sgd};
+use eddy::tensor::{DType, Tensor, no_grad, with_engine};
+use eddy::vm::Vm;
+
+fn bits(t: &Tensor) -> Vec<u32> {
+    (t.to_vec::<f32>().unwrap())
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
+fn auto_vm() -> Vm {
+    Vm::builder().auto_plan(true).build().unwrap()
+}
+
+/// Inputs and class targets of a batch of `n`.
+fn batch(seed: u64, n: usize) -> (Tensor, Tensor) {
+    let x: Vec<f32> = (0..n * 12)
+        .map(|i| ((i as u64 * 7 + seed) % 13) as f32 / 6.0 - 1.0)
+        .collect();
+    let y: Vec<i64> = (0..n as i64).map(|i| (i * 7 + seed as i64) % 4).collect();
+    (
+        Tensor::from_vec(x, [n, 12]).unwrap(),
+        Tensor::from_vec(y, [n]).unwrap(),
+    )
+}
+
+/// `steps` training steps of a fresh MLP on `vm` (the loss read each step, a sync point):
+/// the losses and the final parameters' bits.
+fn train<O: Optimizer>(
+    vm: &Vm,
+    steps: u64,
+    n: impl Fn(u64) -> usize,
+    opt: impl Fn(Vec<Tensor>) -> O,
+) -> (Vec<u32>, Vec<Vec<u32>>) {
+    with_engine(vm, || {
+        // Parameters set by value: tests run in parallel and share the seeded generator.
+        let model = mlp(&[12, 24, 4]).unwrap();
+        {
+            let _g = no_grad();
+            for (k, p) in model.parameters().iter().enumerate() {
+                let n = p.numel();
+                let v = (0..n)
+                    .map(|i| ((i * 31 + k * 7) % 17) as f32 / 40.0 - 0.2)
+                    .collect();
+                p.copy_(&Tensor::from_vec(v, p.shape().clone()).unwrap())
+                    .unwrap();
+            }
+        }
+        let mut opt = opt(model.parameters());
+        let mut losses = Vec::new();
+        for s in 0..steps {
+            let (x, y) = batch(s % 3, n(s));
+            opt.zero_grad();
+            let loss = model.forward(&x).unwrap().cross_entropy(&y).unwrap();
+            loss.backward().unwrap();
+            opt.step().unwrap();
+            losses.push(loss.item::<f32>().unwrap().to_bits());
+        }
+        let params = model.parameters().iter().map(bits).collect();
+        (losses, params)
+    })
+}
+
+#[test]
+fn a_training_loop_is_promoted_and_computes_the_eager_bits() {
+    watchdog(120, || {
+        for adam in [false, true] {
+            let plain = Vm::builder().build().unwrap();
+            let auto = auto_vm();
+            let run = |vm: &Vm| {
+                if adam {
+                    train(vm, 12, |_| 16, |p| Adam::new(p, 0.01).unwrap())
+                } else {
+                    train(vm, 12, |_| 16, |p| Sgd::new(p, 0.1).unwrap())
+                }
+            };
+            assert_eq!(run(&auto), run(&plain), "adam: {adam}");
+            let s = auto.auto_plan_stats().unwrap();
+            assert!(s.compiled >= 1 && s.plan_runs >= 5, "adam: {adam}: {s:?}");
+        }
+    });
+}
+
+#[test]
+fn a_loop_whose_shapes_change_falls_back_and_stays_correct() {
+    watchdog(120, || {
+        // The batch grows every fourth step: each change breaks the run of matching windows.
+        let n = |s: u64| 8 + 4 * (s / 4) as usize;
+        let sgd = |p| Sgd::new(p, 0.1).unwrap();
+        let auto = auto_vm();
+        let plain = Vm::builder().build().unwrap();
+        assert_eq!(train(&auto, 16, n, sgd), train(&plain, 16, n, sgd));
+        let s = auto.auto_plan_stats().unwrap();
+        assert!(s.fallbacks >= 2, "{s:?}");
+        assert!(
+            s.plan_runs >= 2,
+            "each shape ran as a plan once it repeated: {s:?}"
+        );
+    });
+}
+
+/// A loop that branches on a value it reads from the device (`.item()`): the branch changes
+/// the calls, the read ends the window, and nothing is ever promoted wrongly.
+#[test]
+fn a_data_dependent_branch_is_never_promoted_wrongly() {
+    watchdog(120, || {
+        let run = |vm: &Vm| {
+            with_engine(vm, || {
+                let mut x = Tensor::linspace(-1.0, 1.0, 32, DType::F32).unwrap();
+                let mut seen = Vec::new();
+                for k in 0..40 {
+                    let s = x.sum_all().unwrap().item::<f32>().unwrap();
+                    // Which way depends on the value, which changes with k.
+                    x = if (s + k as f32 * 0.37).sin() > 0.0 {
+                        x.mul_scalar(0.9).unwrap().add_scalar(0.1).unwrap()
+                    } else {
+                        x.tanh().unwrap().sub_scalar(0.05).unwrap()
+                    };
+                    seen.push(s.to_bits());
+                }
+                seen.push(x.sum_all().unwrap().item::<f32>().unwrap().to_bits());
+                seen
+            })
+        };
+        let auto = auto_vm();
+        assert_eq!(run(&auto), run(&Vm::builder().build().unwrap()));
+        let s = auto.auto_plan_stats().unwrap();
+        assert!(s.windows >= 40, "{s:?}");
+    });
+}
+
+/// Another thread's ops while this thread's calls are held: the held calls run first, and
+/// both threads' values are right.
+#[test]
+fn another_threads_ops_let_the_held_calls_run_first() {
+    watchdog(120, || {
+        let vm = auto_vm();
+        with_engine(&vm, || {
+            let w = Tensor::full([64], 0.5, DType::F32).unwrap();
+            let mut x = Tensor::ones([64], DType::F32).unwrap();
+            let mut expect = 1.0f32;
+            for k in 0..12 {
+                x = x.mul(&w).unwrap().add_scalar(1.0).unwrap();
+                expect = expect * 0.5 + 1.0;
+                if k % 3 == 2 {
+                    // Mid-window (calls may be held): another thread computes on its own.
+                    let vm2 = vm.clone();
+                    std::thread::spawn(move || {
+                        with_engine(&vm2, || {
+                            let t = Tensor::full([8], 2.0, DType::F32).unwrap();
+                            assert_eq!(
+                                t.mul_scalar(3.0).unwrap().to_vec::<f32>().unwrap(),
+                                [6.0; 8]
+                            );
+                        })
+                    })
+                    .join()
+                    .unwrap();
+                }
+                let v = x.to_vec::<f32>().unwrap();
+                assert!(
+                    v.iter().all(|&e| e == expect),
+                    "step {k}: {} vs {expect}",
+                    v[0]
+                );
+            }
+        });
+    });
+}

@@ -1,0 +1,617 @@
+//! Automatic promotion: a thread's op calls between two sync points, once they repeat, run as a
+//! plan.
+//!
+//! With the switch on ([`VmBuilder::auto_plan`](crate::VmBuilder::auto_plan)), the engine
+//! notes each op call of the thread that makes them (the window's owner): its kernel's name,
+//! its stream, and where each operand comes from: a blob from before the window (by first
+//! use), or one an earlier call of the window made (by call and position), with its size. A
+//! host access ([`Vm::read_blob`], [`Vm::write_blob`], [`Vm::sync`]) ends the window, noting
+//! which blobs made in it are still held. When two windows in a row have the same notes, the
+//! engine holds the next window's calls instead of running them, checking each against the
+//! notes. If the whole window matches, its calls run as one plan run (compiled from the first
+//! such window, then reused): the same kernels (each window's own, so their parameters are
+//! this window's) on the same operands, the intermediates in the plan's arena. At the first
+//! call that differs, the calls held so far run as usual, in order, and so does the rest of
+//! the window: it never runs a plan it does not match, so the values are those of eager
+//! execution, bit for bit. Releases of blobs are held with the calls, in order.
+//!
+//! Another thread's call, any other instruction, or a capture ends the holding: what was held
+//! runs first.
+
+use super::Vm;
+use crate::Counted;
+use crate::blob::Blob;
+use crate::captured::Captured;
+use crate::error::{Caller, Result};
+use crate::instruction::{ComputeCtx, Kernel, OpCall};
+use crate::plan::{Plan, PlanSpec, Slot, Step};
+use crate::stream::StreamId;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::thread::ThreadId;
+
+/// How many windows in a row must match before the next one is held.
+const REPEATS: usize = 2;
+
+/// What automatic promotion did.
+///
+/// # Examples
+///
+/// ```
+/// let vm = eddy_vm::Vm::builder().auto_plan(true).build()?;
+/// assert_eq!(vm.auto_plan_stats().unwrap().plan_runs, 0);
+/// assert!(eddy_vm::Vm::builder().auto_plan(false).build()?.auto_plan_stats().is_none());
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AutoPlanStats {
+    /// Windows ended (by a host access).
+    pub windows: u64,
+    /// Windows run as one plan run.
+    pub plan_runs: u64,
+    /// Plans compiled.
+    pub compiled: u64,
+    /// Held windows that differed from their notes and ran as usual.
+    pub fallbacks: u64,
+}
+
+/// Where an operand comes from, within a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ref {
+    /// Blob `k` from before the window, by first use.
+    Outer(usize),
+    /// Made by call `i`, its output `k`.
+    Made(usize, usize),
+}
+
+/// One call's notes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Note {
+    name: u64,
+    stream: StreamId,
+    inputs: Vec<Ref>,
+    /// Each output: an operand already known, or a new blob of so many bytes.
+    outputs: Vec<Result<Ref, usize>>,
+}
+
+/// A window's notes: its calls, the sizes of the blobs from before it, and which blobs made
+/// in it are still held at its end.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Notes {
+    calls: Vec<Note>,
+    outer_bytes: Vec<usize>,
+    kept: Vec<bool>,
+}
+
+enum Held {
+    Op(Captured),
+    Release(Counted<Blob>, bool),
+}
+
+#[derive(Default)]
+struct Window {
+    owner: Option<ThreadId>,
+    notes: Notes,
+    /// Blob id → where it comes from.
+    refs: HashMap<u64, Ref>,
+    outer: Vec<Counted<Blob>>,
+    /// The blobs made in the window, in order, and whether each was released in it.
+    made: Vec<(Counted<Blob>, bool)>,
+    made_at: Vec<(usize, usize)>,
+    /// Holding this window's calls: they match the notes of the windows seen at `live` so far.
+    holding: bool,
+    live: Vec<usize>,
+    held: Vec<Held>,
+}
+
+/// Notes seen at the end of windows: how often, and the plan compiled for them.
+struct Seen {
+    notes: Notes,
+    count: usize,
+    plan: Option<Plan>,
+}
+
+/// How many distinct windows the engine remembers (a loop whose windows cycle through a few
+/// kinds, such as every eighth step reading the loss, is promoted kind by kind).
+const REMEMBERED: usize = 8;
+
+#[derive(Default)]
+struct State {
+    window: Window,
+    /// Least recently seen first.
+    seen: Vec<Seen>,
+    stats: AutoPlanStats,
+}
+
+/// The engine's promotion state.
+#[derive(Default)]
+pub(crate) struct Auto {
+    state: Mutex<State>,
+    /// Held by a hook from its first look at the state until what it decided (running held
+    /// calls, a plan run) is submitted: a call of any thread that comes after waits, so held
+    /// calls always reach the engine before later ones. Never taken on an engine thread.
+    order: Mutex<()>,
+}
+
+thread_local! {
+    /// Set while this thread submits what a hook decided: its own submissions pass the hooks.
+    static SUBMITTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread's calls bypass the hooks: it is submitting what a hook decided, or it
+/// is an engine thread (which must never wait for a user thread's hook).
+fn bypass() -> bool {
+    SUBMITTING.with(|s| s.get()) || crate::exec::in_engine()
+}
+
+/// What to do once the state's lock is let go.
+enum Then {
+    Nothing,
+    /// Run the held calls and releases as usual.
+    Flush(Vec<Held>),
+    /// The window's calls cannot run: what they write carries `error`; then the releases.
+    Fail {
+        blobs: Vec<Counted<Blob>>,
+        error: crate::Error,
+        releases: Vec<Held>,
+    },
+    /// Run the plan on these blobs with these kernels, then the held releases.
+    Launch {
+        plan: Plan,
+        inputs: Vec<Counted<Blob>>,
+        outputs: Vec<Counted<Blob>>,
+        kernels: Option<Vec<Box<dyn Kernel>>>,
+        releases: Vec<Held>,
+    },
+}
+
+/// A kernel's name as a number (FNV-1a).
+fn hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+impl Window {
+    /// Notes a call (registering the blobs it makes) and returns its note.
+    fn note(
+        &mut self,
+        name: &str,
+        stream: StreamId,
+        ins: &[&Counted<Blob>],
+        outs: &[&Counted<Blob>],
+    ) -> Note {
+        let i = self.notes.calls.len();
+        let refer = |w: &mut Window, b: &Counted<Blob>| -> Ref {
+            *w.refs.entry(b.id()).or_insert_with(|| {
+                w.outer.push(b.clone());
+                w.notes.outer_bytes.push(b.bytes());
+                Ref::Outer(w.outer.len() - 1)
+            })
+        };
+        let inputs = ins.iter().map(|b| refer(self, b)).collect();
+        let outputs = (outs.iter().enumerate())
+            .map(|(k, b)| match self.refs.get(&b.id()) {
+                Some(&r) => Ok(r),
+                None => {
+                    self.refs.insert(b.id(), Ref::Made(i, k));
+                    self.made.push(((*b).clone(), false));
+                    self.made_at.push((i, k));
+                    Err(b.bytes())
+                }
+            })
+            .collect();
+        let note = Note {
+            name: hash(name),
+            stream,
+            inputs,
+            outputs,
+        };
+        self.notes.calls.push(note.clone());
+        note
+    }
+
+    /// Ends the window: which made blobs are still held, and everything it held.
+    fn close(&mut self) -> (Notes, Window) {
+        let mut w = std::mem::take(self);
+        w.notes.kept = (w.made.iter())
+            .map(|(b, released)| !released && !b.is_released())
+            .collect();
+        (w.notes.clone(), w)
+    }
+}
+
+impl Auto {
+    pub(crate) fn stats(&self) -> AutoPlanStats {
+        self.state.lock().stats
+    }
+}
+
+impl Vm {
+    /// What automatic promotion did on this engine; `None` with the switch off.
+    ///
+    /// # Examples
+    ///
+    /// See [`AutoPlanStats`].
+    pub fn auto_plan_stats(&self) -> Option<AutoPlanStats> {
+        self.inner.auto.as_ref().map(|a| a.stats())
+    }
+
+    /// Notes a call, and holds it if the window is held: `Ok(None)`. Otherwise hands the
+    /// kernel back to run as usual.
+    #[cold]
+    pub(crate) fn auto_op<K: Kernel>(
+        &self,
+        auto: &Auto,
+        stream: StreamId,
+        kernel: K,
+        inputs: &[&Counted<Blob>],
+        outputs: &[&Counted<Blob>],
+        at: Caller,
+    ) -> Result<Option<K>> {
+        if bypass() {
+            return Ok(Some(kernel));
+        }
+        let _order = auto.order.lock();
+        let me = std::thread::current().id();
+        let mut then = Then::Nothing;
+        let held = {
+            let mut st = auto.state.lock();
+            let st = &mut *st;
+            let w = &mut st.window;
+            if w.owner.is_some_and(|o| o != me) {
+                // Another thread's call: the window ends here, unnoted.
+                let old = std::mem::take(w);
+                then = Then::Flush(old.held);
+                self.shared().auto_holding.store(false, Ordering::Release);
+            }
+            let w = &mut st.window;
+            w.owner = Some(me);
+            let i = w.notes.calls.len();
+            let note = w.note(kernel.name(), stream, inputs, outputs);
+            if w.holding {
+                let seen = &st.seen;
+                w.live
+                    .retain(|&c| seen[c].notes.calls.get(i) == Some(&note));
+                if !w.live.is_empty() {
+                    true
+                } else {
+                    // Diverged: what was held runs, then this call and the rest as usual.
+                    w.holding = false;
+                    self.shared().auto_holding.store(false, Ordering::Release);
+                    st.stats.fallbacks += 1;
+                    then = Then::Flush(std::mem::take(&mut w.held));
+                    false
+                }
+            } else {
+                false
+            }
+        };
+        self.auto_then(then)?;
+        if !held {
+            return Ok(Some(kernel));
+        }
+        let sh = self.shared();
+        let owned = |bs: &[&Counted<Blob>]| bs.iter().map(|&b| b.clone()).collect::<Vec<_>>();
+        let (ins, outs) = (owned(inputs), owned(outputs));
+        crate::builder::check_only(sh, kernel.name(), stream, &ins, &outs).map_err(|e| e.at(at))?;
+        auto.state.lock().window.held.push(Held::Op(Captured {
+            stream,
+            kernel: Box::new(kernel),
+            inputs: ins,
+            outputs: outs,
+            at,
+        }));
+        Ok(None)
+    }
+
+    /// Holds a release of `blob` if calls are held by this thread: `true`. Notes a release of
+    /// a blob made in the window either way.
+    #[cold]
+    pub(crate) fn auto_release(&self, auto: &Auto, blob: &Counted<Blob>, unheld: bool) -> bool {
+        if bypass() {
+            return false;
+        }
+        // After any held calls another thread is submitting (one may write this blob).
+        let _order = auto.order.lock();
+        let me = std::thread::current().id();
+        let mut st = auto.state.lock();
+        let w = &mut st.window;
+        if let Some(Ref::Made(..)) = w.refs.get(&blob.id())
+            && let Some(m) = w.made.iter_mut().find(|m| m.0.id() == blob.id())
+        {
+            m.1 = true;
+        }
+        if w.holding && w.owner == Some(me) {
+            w.held.push(Held::Release(blob.clone(), unheld));
+            return true;
+        }
+        false
+    }
+
+    /// Before any other instruction: what is held runs first (the window goes on unheld).
+    #[cold]
+    pub(crate) fn auto_interrupt(&self, auto: &Auto) -> Result<()> {
+        if bypass() {
+            return Ok(());
+        }
+        let _order = auto.order.lock();
+        let held = {
+            let mut st = auto.state.lock();
+            // Nothing held yet: what comes before the window's calls keeps its order anyway.
+            if !st.window.holding || st.window.held.is_empty() {
+                return Ok(());
+            }
+            st.window.holding = false;
+            self.shared().auto_holding.store(false, Ordering::Release);
+            st.stats.fallbacks += 1;
+            std::mem::take(&mut st.window.held)
+        };
+        self.auto_then(Then::Flush(held))
+    }
+
+    /// A host access by this thread: the window ends.
+    #[cold]
+    pub(crate) fn auto_boundary(&self, auto: &Auto) -> Result<()> {
+        if bypass() {
+            return Ok(());
+        }
+        let _order = auto.order.lock();
+        let me = std::thread::current().id();
+        let (then, arm): (Then, Vec<usize>) = {
+            let mut guard = auto.state.lock();
+            let st = &mut *guard;
+            if st.window.owner != Some(me) {
+                // Another thread's host access: what is held runs first.
+                if !st.window.holding || st.window.held.is_empty() {
+                    return Ok(());
+                }
+                st.window.holding = false;
+                self.shared().auto_holding.store(false, Ordering::Release);
+                (Then::Flush(std::mem::take(&mut st.window.held)), Vec::new())
+            } else if st.window.notes.calls.is_empty() {
+                return Ok(());
+            } else {
+                st.stats.windows += 1;
+                let was_holding = st.window.holding;
+                let (notes, w) = st.window.close();
+                self.shared().auto_holding.store(false, Ordering::Release);
+                let matched = (w.live.iter().copied()).find(|&c| st.seen[c].notes == notes);
+                let then = match matched {
+                    Some(c) if was_holding => self.auto_launch(st, c, w),
+                    _ => {
+                        if was_holding {
+                            st.stats.fallbacks += 1;
+                        }
+                        Then::Flush(w.held)
+                    }
+                };
+                // Remembered, most recent last; the least recent (and its plan's arena) goes.
+                let entry = match st.seen.iter().position(|e| e.notes == notes) {
+                    Some(k) => st.seen.remove(k),
+                    None => Seen {
+                        notes,
+                        count: 0,
+                        plan: None,
+                    },
+                };
+                if st.seen.len() >= REMEMBERED {
+                    st.seen.remove(0);
+                }
+                st.seen.push(Seen {
+                    count: entry.count + 1,
+                    ..entry
+                });
+                // The next window is held if it may be one seen often enough, on one stream.
+                let live: Vec<usize> = (st.seen.iter().enumerate())
+                    .filter(|(_, e)| {
+                        e.count >= REPEATS
+                            && !e.notes.calls.is_empty()
+                            && e.notes.calls.windows(2).all(|c| c[0].stream == c[1].stream)
+                    })
+                    .map(|(k, _)| k)
+                    .collect();
+                (then, live)
+            }
+        };
+        let r = self.auto_then(then);
+        if !arm.is_empty() {
+            let mut st = auto.state.lock();
+            // Unless another thread started a window meanwhile.
+            if st.window.notes.calls.is_empty() && st.window.held.is_empty() {
+                st.window = Window {
+                    owner: Some(me),
+                    holding: true,
+                    live: arm,
+                    ..Window::default()
+                };
+                self.shared().auto_holding.store(true, Ordering::Release);
+            }
+        }
+        r
+    }
+
+    /// The plan run for the held window `w` (matching the notes seen at `c`), compiling the
+    /// plan if there is none for these notes.
+    fn auto_launch(&self, st: &mut State, c: usize, w: Window) -> Then {
+        let notes = st.seen[c].notes.clone();
+        let mut kernels = Vec::new();
+        let mut calls = Vec::new();
+        let mut releases = Vec::new();
+        for h in w.held {
+            match h {
+                Held::Op(c) => calls.push(c),
+                // Blobs made in the window and released in it never existed outside the plan.
+                Held::Release(b, u) if matches!(w.refs.get(&b.id()), Some(Ref::Made(..))) => {
+                    drop((b, u));
+                }
+                r => releases.push(r),
+            }
+        }
+        let outputs: Vec<Counted<Blob>> = (w.made.iter().zip(&notes.kept))
+            .filter(|(_, kept)| **kept)
+            .map(|(m, _)| m.0.clone())
+            .collect();
+        let compiled = st.seen[c].plan.clone();
+        let plan = match compiled {
+            Some(p) => {
+                kernels.extend(calls.into_iter().map(|c| c.kernel));
+                p
+            }
+            None => {
+                // Slots: blobs from before → inputs; made and kept → outputs; the rest →
+                // temporaries.
+                let mut slot_of_made: HashMap<(usize, usize), Slot> = HashMap::new();
+                let (mut outs, mut temps) = (0, Vec::new());
+                for (k, &(i, o)) in w.made_at.iter().enumerate() {
+                    let s = if notes.kept[k] {
+                        outs += 1;
+                        Slot::Output(outs - 1)
+                    } else {
+                        temps.push(w.made[k].0.bytes());
+                        Slot::Temp(temps.len() - 1)
+                    };
+                    slot_of_made.insert((i, o), s);
+                }
+                let slot = |r: Ref| match r {
+                    Ref::Outer(k) => Slot::Input(k),
+                    Ref::Made(i, o) => slot_of_made[&(i, o)],
+                };
+                let stream = notes.calls[0].stream;
+                let steps = (calls.into_iter().zip(&notes.calls).enumerate())
+                    .map(|(i, (c, n))| {
+                        let ins = n.inputs.iter().map(|&r| slot(r)).collect();
+                        let outs = (n.outputs.iter().enumerate())
+                            .map(|(k, o)| match o {
+                                Ok(r) => slot(*r),
+                                Err(_) => slot(Ref::Made(i, k)),
+                            })
+                            .collect();
+                        Step::new(c.kernel, ins, outs).called_at(c.at)
+                    })
+                    .collect();
+                let spec = PlanSpec::new(stream, steps, w.outer.len(), outs, temps, vec![]);
+                match Plan::new(self, spec) {
+                    Ok(p) => {
+                        st.stats.compiled += 1;
+                        st.seen[c].plan = Some(p.clone());
+                        p
+                    }
+                    // The kernels went with the failed spec (the construction fails only for
+                    // memory): what the window writes carries the error, as an eager op's
+                    // outputs would.
+                    Err(e) => {
+                        let mut failed = outputs;
+                        for n in &notes.calls {
+                            for o in &n.outputs {
+                                if let Ok(Ref::Outer(k)) = o {
+                                    failed.push(w.outer[*k].clone());
+                                }
+                            }
+                        }
+                        return Then::Fail {
+                            blobs: failed,
+                            error: e,
+                            releases,
+                        };
+                    }
+                }
+            }
+        };
+        st.stats.plan_runs += 1;
+        Then::Launch {
+            plan,
+            inputs: w.outer,
+            outputs,
+            kernels: (!kernels.is_empty()).then_some(kernels),
+            releases,
+        }
+    }
+
+    /// Does what the state decided, with its lock let go (and the order lock held).
+    fn auto_then(&self, then: Then) -> Result<()> {
+        if matches!(then, Then::Nothing) {
+            return Ok(());
+        }
+        /// Clears the flag on return or unwind.
+        struct Submitting;
+        impl Drop for Submitting {
+            fn drop(&mut self) {
+                SUBMITTING.with(|s| s.set(false));
+            }
+        }
+        SUBMITTING.with(|s| s.set(true));
+        let _submitting = Submitting;
+        match then {
+            Then::Nothing => Ok(()),
+            Then::Flush(held) => self.auto_flush(held),
+            Then::Fail {
+                blobs,
+                error,
+                releases,
+            } => {
+                for b in &blobs {
+                    b.set_poison(&error);
+                }
+                self.shared().record_error(0, error);
+                self.auto_flush(releases)
+            }
+            Then::Launch {
+                plan,
+                inputs,
+                outputs,
+                kernels,
+                releases,
+            } => {
+                plan.launch_with(self, &inputs, &outputs, kernels)?;
+                self.auto_flush(releases)
+            }
+        }
+    }
+
+    /// Runs held calls and releases as usual, in order.
+    fn auto_flush(&self, held: Vec<Held>) -> Result<()> {
+        let mut first = Ok(());
+        for h in held {
+            let r = match h {
+                Held::Op(c) => {
+                    let call = OpCall::new(Boxed(c.kernel), c.inputs.into(), c.outputs.into());
+                    self.run(c.stream, call).map_err(|e| e.at(c.at))
+                }
+                Held::Release(b, true) => self.release_unheld(&b),
+                Held::Release(b, false) => self.release(&b),
+            };
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+/// A boxed kernel, as a kernel.
+struct Boxed(Box<dyn Kernel>);
+
+impl Kernel for Boxed {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn compute(
+        &mut self,
+        inputs: &[Counted<Blob>],
+        outputs: &[Counted<Blob>],
+        ctx: &mut ComputeCtx<'_>,
+    ) -> Result<()> {
+        self.0.compute(inputs, outputs, ctx)
+    }
+    fn fusable(&self) -> bool {
+        self.0.fusable()
+    }
+    fn cheap(&self) -> bool {
+        self.0.cheap()
+    }
+    fn deferred_drop(&self) -> bool {
+        self.0.deferred_drop()
+    }
+}
