@@ -32,8 +32,6 @@ pub(crate) struct Shared {
     /// asynchronous stream exists, or a capture is in progress. One flag, so the per-op path
     /// tests one word for both.
     pub submit_slow: AtomicBool,
-    /// Automatic promotion holds op calls (beside `submit_slow`: tested on every `run`).
-    pub auto_holding: AtomicBool,
     /// Captures in progress (`Vm::capture`), one per capturing thread.
     pub capturing: AtomicUsize,
     pub capture: Mutex<Vec<crate::captured::CaptureState>>,
@@ -79,6 +77,8 @@ pub(crate) struct Shared {
     /// The scheduler thread has exited.
     pub sched_exited: Mutex<bool>,
     pub sched_exited_cv: Condvar,
+    /// Automatic promotion holds op calls: every `run` lets them run first.
+    pub auto_holding: AtomicBool,
 }
 
 impl Shared {
@@ -91,7 +91,6 @@ impl Shared {
             submit_slow: AtomicBool::new(
                 config.auto_plan || streams.iter().any(|s| s.policy.done_means_launched()),
             ),
-            auto_holding: AtomicBool::new(false),
             capturing: AtomicUsize::new(0),
             capture: Mutex::new(Vec::new()),
             config,
@@ -121,6 +120,7 @@ impl Shared {
             trace_origin: Instant::now(),
             sched_exited: Mutex::new(false),
             sched_exited_cv: Condvar::new(),
+            auto_holding: AtomicBool::new(false),
         }
     }
 

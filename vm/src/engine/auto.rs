@@ -330,9 +330,38 @@ impl Vm {
         false
     }
 
+    /// A call taken by a capture or held by automatic promotion: `Ok(None)`; otherwise the
+    /// kernel, handed back to run as usual.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn divert<K: Kernel>(
+        &self,
+        stream: StreamId,
+        kernel: K,
+        inputs: &[&Counted<Blob>],
+        outputs: &[&Counted<Blob>],
+        at: Caller,
+    ) -> Result<Option<K>> {
+        let mut kernel = kernel;
+        if self.shared().capturing.load(Ordering::Relaxed) > 0 {
+            match self.try_capture(stream, kernel, inputs, outputs, at)? {
+                None => return Ok(None),
+                Some(k) => kernel = k,
+            }
+        }
+        match &self.inner.auto {
+            Some(auto) => self.auto_op(auto, stream, kernel, inputs, outputs, at),
+            None => Ok(Some(kernel)),
+        }
+    }
+
     /// Before any other instruction: what is held runs first (the window goes on unheld).
     #[cold]
-    pub(crate) fn auto_interrupt(&self, auto: &Auto) -> Result<()> {
+    #[inline(never)]
+    pub(crate) fn auto_interrupt(&self) -> Result<()> {
+        let Some(auto) = &self.inner.auto else {
+            return Ok(());
+        };
         if bypass() {
             return Ok(());
         }

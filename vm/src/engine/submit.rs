@@ -40,11 +40,9 @@ impl Vm {
             _ => Caller::here(),
         };
         let sh = self.shared();
-        if sh.auto_holding.load(Ordering::Acquire)
-            && let Some(auto) = &self.inner.auto
-        {
+        if sh.auto_holding.load(Ordering::Acquire) {
             // Op calls held for a plan run first.
-            self.auto_interrupt(auto).map_err(|e| e.at(at))?;
+            self.auto_interrupt().map_err(|e| e.at(at))?;
         }
         if sh.any_async_stream || policy.is_barrier() {
             // The builder inserts the soft sync an asynchronous stream may need.
@@ -118,14 +116,8 @@ impl Vm {
         // call at once on an idle engine.
         let borrowable = inputs.len() <= SHALLOW_MAX && outputs.len() <= SHALLOW_MAX;
         if !cheap || self.shared().submit_slow.load(Ordering::Relaxed) || !borrowable {
-            if self.shared().capturing.load(Ordering::Relaxed) > 0 {
-                match self.try_capture(stream, kernel, inputs, outputs, at)? {
-                    None => return Ok(()),
-                    Some(k) => kernel = k,
-                }
-            }
-            if let Some(auto) = &self.inner.auto {
-                match self.auto_op(auto, stream, kernel, inputs, outputs, at)? {
+            if self.shared().capturing.load(Ordering::Relaxed) > 0 || self.inner.auto.is_some() {
+                match self.divert(stream, kernel, inputs, outputs, at)? {
                     None => return Ok(()),
                     Some(k) => kernel = k,
                 }
