@@ -309,7 +309,11 @@ impl Vm {
     /// Holds a release of `blob` if calls are held by this thread: `true`. Notes a release of
     /// a blob made in the window either way.
     #[cold]
-    pub(crate) fn auto_release(&self, auto: &Auto, blob: &Counted<Blob>, unheld: bool) -> bool {
+    #[inline(never)]
+    pub(crate) fn auto_release(&self, blob: &Counted<Blob>, unheld: bool) -> bool {
+        let Some(auto) = &self.inner.auto else {
+            return false;
+        };
         if bypass() {
             return false;
         }

@@ -191,10 +191,7 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn release(&self, blob: &Counted<Blob>) -> Result<()> {
-        if self.shared().submit_slow.load(Ordering::Relaxed)
-            && let Some(auto) = &self.inner.auto
-            && self.auto_release(auto, blob, false)
-        {
+        if self.shared().submit_slow.load(Ordering::Relaxed) && self.auto_release(blob, false) {
             return Ok(()); // held, with the calls before it
         }
         let stream = crate::builder::mark_released(self.shared(), blob, false)?;
@@ -226,10 +223,7 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn release_unheld(&self, blob: &Counted<Blob>) -> Result<()> {
-        if self.shared().submit_slow.load(Ordering::Relaxed)
-            && let Some(auto) = &self.inner.auto
-            && self.auto_release(auto, blob, true)
-        {
+        if self.shared().submit_slow.load(Ordering::Relaxed) && self.auto_release(blob, true) {
             return Ok(()); // held, with the calls before it
         }
         let stream = crate::builder::mark_released(self.shared(), blob, true)?;
