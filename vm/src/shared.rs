@@ -23,6 +23,13 @@ pub(crate) struct StreamEntry {
     pub allocator: Arc<DeviceAllocator>,
 }
 
+/// In `Shared::capturing`: automatic promotion is on.
+pub(crate) const AUTO_ON: usize = 1 << 40;
+/// In `Shared::capturing`: automatic promotion holds calls; every `run` lets them run first.
+pub(crate) const AUTO_HOLDING: usize = 1 << 41;
+/// In `Shared::capturing`: the count of captures in progress.
+pub(crate) const CAPTURES: usize = AUTO_ON - 1;
+
 /// State shared between user threads, the scheduler and workers.
 pub(crate) struct Shared {
     pub config: Config,
@@ -32,7 +39,9 @@ pub(crate) struct Shared {
     /// asynchronous stream exists, or a capture is in progress. One flag, so the per-op path
     /// tests one word for both.
     pub submit_slow: AtomicBool,
-    /// Captures in progress (`Vm::capture`), one per capturing thread.
+    /// Captures in progress (`Vm::capture`), one per capturing thread (the bits of
+    /// [`CAPTURES`]), and automatic promotion's two flags ([`AUTO_ON`], [`AUTO_HOLDING`]): one
+    /// word, so that `run_op` diverts calls with the one test it makes anyway.
     pub capturing: AtomicUsize,
     pub capture: Mutex<Vec<crate::captured::CaptureState>>,
     pub owner_id: QCellOwnerID,
@@ -77,8 +86,6 @@ pub(crate) struct Shared {
     /// The scheduler thread has exited.
     pub sched_exited: Mutex<bool>,
     pub sched_exited_cv: Condvar,
-    /// Automatic promotion holds op calls: every `run` lets them run first.
-    pub auto_holding: AtomicBool,
 }
 
 impl Shared {
@@ -91,7 +98,7 @@ impl Shared {
             submit_slow: AtomicBool::new(
                 config.auto_plan || streams.iter().any(|s| s.policy.done_means_launched()),
             ),
-            capturing: AtomicUsize::new(0),
+            capturing: AtomicUsize::new(if config.auto_plan { AUTO_ON } else { 0 }),
             capture: Mutex::new(Vec::new()),
             config,
             streams,
@@ -120,7 +127,6 @@ impl Shared {
             trace_origin: Instant::now(),
             sched_exited: Mutex::new(false),
             sched_exited_cv: Condvar::new(),
-            auto_holding: AtomicBool::new(false),
         }
     }
 

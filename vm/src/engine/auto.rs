@@ -25,6 +25,7 @@ use crate::captured::Captured;
 use crate::error::{Caller, Result};
 use crate::instruction::{ComputeCtx, Kernel, OpCall};
 use crate::plan::{Plan, PlanSpec, Slot, Step};
+use crate::shared::{AUTO_HOLDING, CAPTURES};
 use crate::stream::StreamId;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -264,7 +265,9 @@ impl Vm {
                 // Another thread's call: the window ends here, unnoted.
                 let old = std::mem::take(w);
                 then = Then::Flush(old.held);
-                self.shared().auto_holding.store(false, Ordering::Release);
+                self.shared()
+                    .capturing
+                    .fetch_and(!AUTO_HOLDING, Ordering::Release);
             }
             let w = &mut st.window;
             w.owner = Some(me);
@@ -279,7 +282,9 @@ impl Vm {
                 } else {
                     // Diverged: what was held runs, then this call and the rest as usual.
                     w.holding = false;
-                    self.shared().auto_holding.store(false, Ordering::Release);
+                    self.shared()
+                        .capturing
+                        .fetch_and(!AUTO_HOLDING, Ordering::Release);
                     st.stats.fallbacks += 1;
                     then = Then::Flush(std::mem::take(&mut w.held));
                     false
@@ -347,7 +352,7 @@ impl Vm {
         at: Caller,
     ) -> Result<Option<K>> {
         let mut kernel = kernel;
-        if self.shared().capturing.load(Ordering::Relaxed) > 0 {
+        if self.shared().capturing.load(Ordering::Relaxed) & CAPTURES > 0 {
             match self.try_capture(stream, kernel, inputs, outputs, at)? {
                 None => return Ok(None),
                 Some(k) => kernel = k,
@@ -377,7 +382,9 @@ impl Vm {
                 return Ok(());
             }
             st.window.holding = false;
-            self.shared().auto_holding.store(false, Ordering::Release);
+            self.shared()
+                .capturing
+                .fetch_and(!AUTO_HOLDING, Ordering::Release);
             st.stats.fallbacks += 1;
             std::mem::take(&mut st.window.held)
         };
@@ -401,7 +408,9 @@ impl Vm {
                     return Ok(());
                 }
                 st.window.holding = false;
-                self.shared().auto_holding.store(false, Ordering::Release);
+                self.shared()
+                    .capturing
+                    .fetch_and(!AUTO_HOLDING, Ordering::Release);
                 (Then::Flush(std::mem::take(&mut st.window.held)), Vec::new())
             } else if st.window.notes.calls.is_empty() {
                 return Ok(());
@@ -409,7 +418,9 @@ impl Vm {
                 st.stats.windows += 1;
                 let was_holding = st.window.holding;
                 let (notes, w) = st.window.close();
-                self.shared().auto_holding.store(false, Ordering::Release);
+                self.shared()
+                    .capturing
+                    .fetch_and(!AUTO_HOLDING, Ordering::Release);
                 let matched = (w.live.iter().copied()).find(|&c| st.seen[c].notes == notes);
                 let then = match matched {
                     Some(c) if was_holding => self.auto_launch(st, c, w),
@@ -459,7 +470,9 @@ impl Vm {
                     live: arm,
                     ..Window::default()
                 };
-                self.shared().auto_holding.store(true, Ordering::Release);
+                self.shared()
+                    .capturing
+                    .fetch_or(AUTO_HOLDING, Ordering::Release);
             }
         }
         r

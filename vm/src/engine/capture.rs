@@ -6,7 +6,7 @@ use crate::blob::Blob;
 use crate::captured::{CaptureState, Captured};
 use crate::error::{Caller, Error, Result};
 use crate::instruction::Kernel;
-use crate::shared::Shared;
+use crate::shared::{CAPTURES, Shared};
 use crate::stream::StreamId;
 use std::sync::atomic::Ordering;
 
@@ -69,7 +69,7 @@ impl Vm {
                     return Vec::new();
                 };
                 let ops = c.swap_remove(k).ops;
-                if self.0.capturing.fetch_sub(1, Ordering::SeqCst) == 1 {
+                if self.0.capturing.fetch_sub(1, Ordering::SeqCst) & CAPTURES == 1 {
                     self.0.submit_slow.store(
                         self.0.any_async_stream || self.0.config.auto_plan,
                         Ordering::SeqCst,
@@ -92,7 +92,7 @@ impl Vm {
     /// Whether this thread is capturing on this engine.
     pub(crate) fn capturing_here(&self) -> bool {
         let sh = self.shared();
-        sh.capturing.load(Ordering::Relaxed) > 0
+        sh.capturing.load(Ordering::Relaxed) & CAPTURES > 0
             && sh
                 .capture
                 .lock()
@@ -133,7 +133,7 @@ impl Vm {
     /// `InvalidArgument` for a host access from a capturing thread.
     #[track_caller]
     pub(crate) fn refuse_in_capture(&self, op: &str) -> Result<()> {
-        if self.shared().capturing.load(Ordering::Relaxed) > 0 && self.capturing_here() {
+        if self.shared().capturing.load(Ordering::Relaxed) & CAPTURES > 0 && self.capturing_here() {
             return Err(Error::InvalidArgument {
                 at: Caller::here(),
                 op: op.into(),

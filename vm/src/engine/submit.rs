@@ -40,7 +40,7 @@ impl Vm {
             _ => Caller::here(),
         };
         let sh = self.shared();
-        if sh.auto_holding.load(Ordering::Acquire) {
+        if sh.capturing.load(Ordering::Acquire) & crate::shared::AUTO_HOLDING != 0 {
             // Op calls held for a plan run first.
             self.auto_interrupt().map_err(|e| e.at(at))?;
         }
@@ -116,7 +116,8 @@ impl Vm {
         // call at once on an idle engine.
         let borrowable = inputs.len() <= SHALLOW_MAX && outputs.len() <= SHALLOW_MAX;
         if !cheap || self.shared().submit_slow.load(Ordering::Relaxed) || !borrowable {
-            if self.shared().capturing.load(Ordering::Relaxed) > 0 || self.inner.auto.is_some() {
+            // Captures and automatic promotion: one word, zero when neither is on.
+            if self.shared().capturing.load(Ordering::Relaxed) > 0 {
                 match self.divert(stream, kernel, inputs, outputs, at)? {
                     None => return Ok(()),
                     Some(k) => kernel = k,
