@@ -7,9 +7,11 @@
 
 mod graph;
 mod pipeline;
+mod roof;
 
 pub use graph::{chain_graph, mlp_infer_graph, mlp_train_auto, mlp_train_graph};
 pub use pipeline::pipeline;
+pub use roof::mlp_train_roof;
 
 use crate::models::{mlp, train_step};
 use crate::tensor::manual_seed as manual_seed_all;
@@ -67,7 +69,8 @@ pub struct Report {
     /// With `--roof`: key → the roof's samples, each taken right after the same repetition of
     /// Eddy's: for the matmul keys the `gemm` crate's own (see [`matmul_with_roof`]), for
     /// `mlp_infer_us_per_fwd` the forward through the kernels alone (see
-    /// [`mlp_infer_with_roof`]).
+    /// [`mlp_infer_with_roof`]); for `mlp_train_ms_per_step` the step's matrix products alone,
+    /// after the training (see [`mlp_train_roof`]).
     pub roof: BTreeMap<String, Vec<f64>>,
 }
 
@@ -648,7 +651,8 @@ pub fn run_train_child() -> Result<Report> {
 ///
 /// With `roof`, each matmul workload is measured side by side with the `gemm` crate called
 /// directly ([`matmul_with_roof`]), and the batch-1 forward beside its kernels alone
-/// ([`mlp_infer_with_roof`]); their figures go to [`Report::roof`].
+/// ([`mlp_infer_with_roof`]), and the training step's products are timed alone
+/// ([`mlp_train_roof`]); their figures go to [`Report::roof`].
 ///
 /// # Examples
 ///
@@ -699,6 +703,10 @@ pub fn run(
         };
         r.metrics.extend(child.metrics);
         r.samples.extend(child.samples);
+    }
+    if want("mlp_train_ms_per_step") && roof && device == crate::Device::CPU {
+        r.roof
+            .insert("mlp_train_ms_per_step".into(), mlp_train_roof(threads));
     }
     if want("mlp_train_ms_per_step_nosync") {
         r.put("mlp_train_ms_per_step_nosync", mlp_train_nosync()?);

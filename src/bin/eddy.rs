@@ -28,7 +28,8 @@ usage:
   eddy bench [--json] [--threads N] [--only KEY,...] [--roof] [--device cpu|cuda[:N]]
                            run the benchmark workloads (--roof: matmul beside the gemm
                            crate called directly, the batch-1 forward beside its kernels
-                           alone, repetition by repetition)
+                           alone, repetition by repetition, the training step's matrix
+                           products alone)
   eddy repl                interactive tensor expressions (:help inside); also `eddy repl < script`
   eddy trace [--steps N (3) | --script FILE] [--out FILE.json (eddy-trace.json)]
              [--svg FILE.svg (next to --out)] [--sync-mode]

@@ -96,6 +96,9 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     #[track_caller]
+    // Inlined into each op, whatever the inliner would decide (see "Fast paths" in
+    // `engine/mod.rs`).
+    #[inline(always)]
     pub fn run_op<K: Kernel>(
         &self,
         stream: StreamId,
