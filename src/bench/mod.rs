@@ -706,7 +706,7 @@ pub fn run(
     }
     if want("mlp_train_ms_per_step") && roof && device == crate::Device::CPU {
         r.roof
-            .insert("mlp_train_ms_per_step".into(), mlp_train_roof(threads));
+            .insert("mlp_train_ms_per_step".into(), mlp_train_roof()?);
     }
     if want("mlp_train_ms_per_step_nosync") {
         r.put("mlp_train_ms_per_step_nosync", mlp_train_nosync()?);
