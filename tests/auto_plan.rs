@@ -5,19 +5,12 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::watchdog;
+use common::{bits, watchdog};
 use eddy::models::mlp;
 use eddy::tensor::nn::Module;
 use eddy::tensor::optim::{Adam, Optimizer, Sgd};
 use eddy::tensor::{DType, Tensor, no_grad, with_engine};
 use eddy::vm::Vm;
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    (t.to_vec::<f32>().unwrap())
-        .iter()
-        .map(|v| v.to_bits())
-        .collect()
-}
 
 fn auto_vm() -> Vm {
     Vm::builder().auto_plan(true).build().unwrap()

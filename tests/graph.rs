@@ -6,7 +6,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::watchdog;
+use common::{bits, watchdog};
 use eddy::models::mlp;
 use eddy::tensor::graph::Graph;
 use eddy::tensor::nn::Module;
@@ -16,14 +16,6 @@ use eddy::vm::Vm;
 use std::cell::RefCell;
 
 use DType::F32;
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_vec::<f32>()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_bits())
-        .collect()
-}
 
 /// `b`'s parameters set to `a`'s (tests run in parallel, and share the seeded generator).
 fn same_params(a: &dyn Module, b: &dyn Module) {

@@ -5,19 +5,12 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::watchdog;
+use common::{bits, watchdog};
 use eddy::models::mlp;
 use eddy::tensor::graph::Graph;
 use eddy::tensor::nn::Module;
 use eddy::tensor::{DType, Error, Tensor, manual_seed, no_grad, with_engine};
 use eddy::vm::Vm;
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    (t.to_vec::<f32>().unwrap())
-        .iter()
-        .map(|v| v.to_bits())
-        .collect()
-}
 
 fn launcher_vm() -> Vm {
     Vm::builder().lazy_launcher(true).build().unwrap()

@@ -6,6 +6,14 @@ pub mod reference;
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// An `f32` tensor's values as their bits, to compare results bit for bit.
+pub fn bits(t: &eddy::Tensor) -> Vec<u32> {
+    (t.to_vec::<f32>().unwrap())
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
 /// Runs `f` on its own thread and fails the test if it does not finish within `secs`
 /// (so a hang fails instead of stalling CI). Panics inside `f` propagate.
 ///
