@@ -125,6 +125,15 @@ struct State {
     stats: AutoPlanStats,
 }
 
+impl State {
+    /// Gives up holding the window: it goes on as usual. Returns what was held, to run first.
+    fn give_up(&mut self) -> Vec<Held> {
+        self.window.holding = false;
+        self.stats.fallbacks += 1;
+        std::mem::take(&mut self.window.held)
+    }
+}
+
 /// The engine's promotion state.
 #[derive(Default)]
 pub(crate) struct Auto {
@@ -230,6 +239,13 @@ impl Auto {
 }
 
 impl Vm {
+    /// Clears the flag that sends every `run` to [`Vm::auto_interrupt`]: nothing is held.
+    fn stop_holding(&self) {
+        self.shared()
+            .capturing
+            .fetch_and(!AUTO_HOLDING, Ordering::Release);
+    }
+
     /// What automatic promotion did on this engine; `None` with the switch off.
     ///
     /// # Examples
@@ -265,9 +281,7 @@ impl Vm {
                 // Another thread's call: the window ends here, unnoted.
                 let old = std::mem::take(w);
                 then = Then::Flush(old.held);
-                self.shared()
-                    .capturing
-                    .fetch_and(!AUTO_HOLDING, Ordering::Release);
+                self.stop_holding();
             }
             let w = &mut st.window;
             w.owner = Some(me);
@@ -281,12 +295,8 @@ impl Vm {
                     true
                 } else {
                     // Diverged: what was held runs, then this call and the rest as usual.
-                    w.holding = false;
-                    self.shared()
-                        .capturing
-                        .fetch_and(!AUTO_HOLDING, Ordering::Release);
-                    st.stats.fallbacks += 1;
-                    then = Then::Flush(std::mem::take(&mut w.held));
+                    self.stop_holding();
+                    then = Then::Flush(st.give_up());
                     false
                 }
             } else {
@@ -381,12 +391,8 @@ impl Vm {
             if !st.window.holding || st.window.held.is_empty() {
                 return Ok(());
             }
-            st.window.holding = false;
-            self.shared()
-                .capturing
-                .fetch_and(!AUTO_HOLDING, Ordering::Release);
-            st.stats.fallbacks += 1;
-            std::mem::take(&mut st.window.held)
+            self.stop_holding();
+            st.give_up()
         };
         self.auto_then(Then::Flush(held))
     }
@@ -407,20 +413,15 @@ impl Vm {
                 if !st.window.holding || st.window.held.is_empty() {
                     return Ok(());
                 }
-                st.window.holding = false;
-                self.shared()
-                    .capturing
-                    .fetch_and(!AUTO_HOLDING, Ordering::Release);
-                (Then::Flush(std::mem::take(&mut st.window.held)), Vec::new())
+                self.stop_holding();
+                (Then::Flush(st.give_up()), Vec::new())
             } else if st.window.notes.calls.is_empty() {
                 return Ok(());
             } else {
                 st.stats.windows += 1;
                 let was_holding = st.window.holding;
                 let (notes, w) = st.window.close();
-                self.shared()
-                    .capturing
-                    .fetch_and(!AUTO_HOLDING, Ordering::Release);
+                self.stop_holding();
                 let matched = (w.live.iter().copied()).find(|&c| st.seen[c].notes == notes);
                 let then = match matched {
                     Some(c) if was_holding => self.auto_launch(st, c, w),
