@@ -53,7 +53,8 @@ pub struct AutoPlanStats {
     pub plan_runs: u64,
     /// Plans compiled.
     pub compiled: u64,
-    /// Held windows that differed from their notes and ran as usual.
+    /// Held windows that ran as usual after all: a call differed from the notes, or another
+    /// instruction or another thread's host access came first.
     pub fallbacks: u64,
 }
 
