@@ -171,3 +171,69 @@ fn another_threads_ops_let_the_held_calls_run_first() {
         });
     });
 }
+
+/// An elementwise chain read at each step: its promoted windows merge the chain into one
+/// kernel, as a compiled graph would, and compute the eager bits; a scale that changes at
+/// every step reaches the merged kernel of that step.
+#[test]
+fn a_promoted_chain_is_merged_and_computes_the_eager_bits() {
+    watchdog(120, || {
+        let run = |vm: &Vm| {
+            with_engine(vm, || {
+                let x = Tensor::linspace(-2.0, 2.0, 1500, DType::F32).unwrap();
+                (0..10)
+                    .map(|k| {
+                        let y = x.mul_scalar(0.5 + k as f64 / 16.0).unwrap();
+                        let y = y.exp().unwrap().add(&x).unwrap().tanh().unwrap();
+                        bits(&y)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        let auto = auto_vm();
+        assert_eq!(run(&auto), run(&Vm::builder().build().unwrap()));
+        assert!(
+            auto.has_plan_pass(),
+            "the tensor layer gives its engine the pass"
+        );
+        let s = auto.auto_plan_stats().unwrap();
+        assert!(s.plan_runs >= 5, "{s:?}");
+        assert!(s.merged >= 3, "the chain of four became one step: {s:?}");
+    });
+}
+
+/// Windows whose calls match (same kernels, same sizes) but whose merging differs (`f32`
+/// values merge, `f16` ones do not): each shape gets its own plan, and every value is the
+/// eager one.
+#[test]
+fn windows_that_merge_differently_get_plans_of_their_own() {
+    use eddy::tensor::f16;
+    watchdog(120, || {
+        let run = |vm: &Vm| {
+            with_engine(vm, || {
+                // 64 bytes each: 16 f32 values or 32 f16 ones.
+                let a = Tensor::linspace(-1.0, 1.0, 16, DType::F32).unwrap();
+                let b = Tensor::linspace(-1.0, 1.0, 32, DType::F16).unwrap();
+                let mut out = Vec::new();
+                for k in 0..12 {
+                    if k % 4 < 3 {
+                        out.push(bits(&a.exp().unwrap().add(&a).unwrap()));
+                    } else {
+                        let y = b.exp().unwrap().add(&b).unwrap();
+                        let v = y.to_vec::<f16>().unwrap();
+                        out.push(v.iter().map(|h| u32::from(h.to_bits())).collect());
+                    }
+                }
+                out
+            })
+        };
+        let auto = auto_vm();
+        assert_eq!(run(&auto), run(&Vm::builder().build().unwrap()));
+        let s = auto.auto_plan_stats().unwrap();
+        assert!(s.plan_runs >= 3, "{s:?}");
+        assert!(
+            s.compiled >= 2,
+            "the f16 windows needed a plan of their own: {s:?}"
+        );
+    });
+}

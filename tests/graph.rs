@@ -376,6 +376,21 @@ fn random_program(
     Ok(vec![last, loss])
 }
 
+/// A random program's inputs from `seed`: two `[4, 3]` values and the parameter `w`.
+fn program_inputs(seed: u64) -> (Tensor, Tensor, Tensor) {
+    let x = (0..12).map(|i| ((i as u64 * 7 + seed) % 11) as f32 / 4.0 - 1.0);
+    let y = (0..12).map(|i| ((i as u64 * 5 + seed) % 13) as f32 / 6.0 - 1.0);
+    let w = Tensor::from_vec((0..9).map(|i| i as f32 / 8.0 - 0.5).collect(), [3, 3])
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    (
+        Tensor::from_vec(x.collect(), [4, 3]).unwrap(),
+        Tensor::from_vec(y.collect(), [4, 3]).unwrap(),
+        w,
+    )
+}
+
 use proptest::prelude::*;
 
 proptest! {
@@ -391,12 +406,7 @@ proptest! {
         ),
         seed in 0u64..1000,
     ) {
-        let x = Tensor::from_vec((0..12).map(|i| ((i as u64 * 7 + seed) % 11) as f32 / 4.0 - 1.0).collect(), [4, 3]).unwrap();
-        let y = Tensor::from_vec((0..12).map(|i| ((i as u64 * 5 + seed) % 13) as f32 / 6.0 - 1.0).collect(), [4, 3]).unwrap();
-        let w_eager = Tensor::from_vec((0..9).map(|i| i as f32 / 8.0 - 0.5).collect(), [3, 3])
-            .unwrap()
-            .requires_grad_(true)
-            .unwrap();
+        let (x, y, w_eager) = program_inputs(seed);
         let w = w_eager.detach().requires_grad_(true).unwrap();
         let eager = random_program(&ops, &[x.clone(), y.clone()], &w_eager).unwrap();
         let g = Graph::new(|xs: &[Tensor]| {
@@ -413,6 +423,44 @@ proptest! {
                 prop_assert_eq!(bits(&gw), bits(&ge));
             }
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// The same random programs in an eager loop on an engine with automatic promotion, each
+    /// pass read back (a sync point): the passes run as plans once they repeat, and give eager
+    /// execution's values and gradient bit for bit.
+    #[test]
+    fn random_programs_promoted_automatically_give_the_eager_values_and_gradients(
+        ops in proptest::collection::vec(
+            (0u8..12, 0usize..16, 0usize..16).prop_map(|(kind, a, b)| RandomOp { kind, a, b }),
+            1..12,
+        ),
+        seed in 0u64..1000,
+    ) {
+        let pass = |x: &Tensor, y: &Tensor, w: &Tensor| {
+            w.set_grad(None);
+            let out = random_program(&ops, &[x.clone(), y.clone()], w).unwrap();
+            let grad = w.grad().map(|g| bits(&g));
+            (bits(&out[0]), bits(&out[1]), grad)
+        };
+        let plain = Vm::builder().build().unwrap();
+        let expect = with_engine(&plain, || {
+            let (x, y, w) = program_inputs(seed);
+            pass(&x, &y, &w)
+        });
+        let auto = Vm::builder().auto_plan(true).build().unwrap();
+        let got: Vec<_> = with_engine(&auto, || {
+            let (x, y, w) = program_inputs(seed);
+            (0..5).map(|_| pass(&x, &y, &w)).collect()
+        });
+        for g in got {
+            prop_assert_eq!(&g, &expect);
+        }
+        let s = auto.auto_plan_stats().unwrap();
+        prop_assert!(s.plan_runs >= 1, "{:?}", s);
     }
 }
 

@@ -33,7 +33,16 @@ pub fn default_engine() -> Result<Vm> {
         return Ok(vm.clone());
     }
     let vm = Vm::builder().build()?;
+    give_passes(&vm);
     Ok(DEFAULT.get_or_init(|| vm).clone())
+}
+
+/// Gives an engine the op layer's plan passes: with automatic promotion on, a promoted loop's
+/// elementwise ops are merged as a compiled graph's are.
+fn give_passes(vm: &Vm) {
+    if !vm.has_plan_pass() {
+        vm.set_plan_pass(eddy_ops::fuse::plan_pass());
+    }
 }
 
 /// Runs `f` with `vm` as the engine of the tensors it creates on this thread (for embedding Eddy
@@ -55,6 +64,7 @@ pub fn with_engine<R>(vm: &Vm, f: impl FnOnce() -> R) -> R {
             SCOPED.with(|s| s.borrow_mut().pop());
         }
     }
+    give_passes(vm);
     SCOPED.with(|s| s.borrow_mut().push(vm.clone()));
     let _pop = Pop;
     f()

@@ -32,9 +32,10 @@
 //! ```
 
 use crate::Device;
-use eddy_vm::plan::{Slot, Step};
+use eddy_vm::plan::{PlanPass, Slot, Step};
 use program::{Code, Program, Src};
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
 pub use program::{Elementwise, Pos};
 pub(crate) mod program;
@@ -150,6 +151,23 @@ pub fn fuse_elementwise(
     }
     out.extend(steps.map(|(_, s)| s));
     out
+}
+
+/// [`fuse_elementwise`] as a plan pass, for an engine's automatic promotion
+/// ([`Vm::set_plan_pass`](eddy_vm::Vm::set_plan_pass)): a promoted loop's elementwise runs
+/// are merged as a compiled graph's are.
+///
+/// # Examples
+///
+/// ```
+/// let vm = eddy_vm::Vm::builder().auto_plan(true).build()?;
+/// assert!(vm.set_plan_pass(eddy_ops::fuse::plan_pass()));
+/// assert!(vm.has_plan_pass());
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+pub fn plan_pass() -> PlanPass {
+    static PASS: OnceLock<PlanPass> = OnceLock::new();
+    PASS.get_or_init(|| Arc::new(fuse_elementwise)).clone()
 }
 
 /// One step for the consecutive steps `run` (the first is step `lo` of the plan), computing

@@ -24,11 +24,12 @@ use crate::blob::Blob;
 use crate::captured::Captured;
 use crate::error::{Caller, Result};
 use crate::instruction::{ComputeCtx, Kernel, OpCall};
-use crate::plan::{Plan, PlanSpec, Slot, Step};
+use crate::plan::{Plan, PlanPass, PlanSpec, Slot, Step};
 use crate::shared::{AUTO_HOLDING, CAPTURES};
 use crate::stream::StreamId;
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use std::thread::ThreadId;
 
@@ -53,6 +54,9 @@ pub struct AutoPlanStats {
     pub plan_runs: u64,
     /// Plans compiled.
     pub compiled: u64,
+    /// Calls the plan pass merged away, over the plans compiled: a compiled window of `n`
+    /// calls whose plan has `m` steps adds `n - m`.
+    pub merged: u64,
     /// Held windows that ran as usual after all: a call differed from the notes, or another
     /// instruction or another thread's host access came first.
     pub fallbacks: u64,
@@ -139,6 +143,8 @@ impl State {
 #[derive(Default)]
 pub(crate) struct Auto {
     state: Mutex<State>,
+    /// The pass run on each window's steps before they run as a plan.
+    pass: OnceLock<PlanPass>,
     /// Held by a hook from its first look at the state until what it decided (running held
     /// calls, a plan run) is submitted: a call of any thread that comes after waits, so held
     /// calls always reach the engine before later ones. Never taken on an engine thread.
@@ -247,6 +253,47 @@ impl Vm {
             .fetch_and(!AUTO_HOLDING, Ordering::Release);
     }
 
+    /// Gives automatic promotion a pass over the steps of each window it runs as a plan (an
+    /// op layer's merging of elementwise kernels, say), so that a promoted loop gets what a
+    /// compiled graph gets. Returns whether the pass is now this engine's: `false` with the
+    /// switch off, or when the engine already has one (the first given stays).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::plan::{PlanPass, Step};
+    /// let pass: PlanPass = std::sync::Arc::new(|_device, steps: Vec<Step>, _bytes| steps);
+    /// let vm = eddy_vm::Vm::builder().auto_plan(true).build()?;
+    /// assert!(vm.set_plan_pass(pass.clone()));
+    /// assert!(!vm.set_plan_pass(pass.clone()));
+    /// assert!(!eddy_vm::Vm::builder().auto_plan(false).build()?.set_plan_pass(pass));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn set_plan_pass(&self, pass: PlanPass) -> bool {
+        self.inner
+            .auto
+            .as_ref()
+            .is_some_and(|a| a.pass.set(pass).is_ok())
+    }
+
+    /// Whether automatic promotion is on and has a plan pass.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().auto_plan(true).build()?;
+    /// assert!(!vm.has_plan_pass());
+    /// vm.set_plan_pass(std::sync::Arc::new(|_device, steps, _bytes| steps));
+    /// assert!(vm.has_plan_pass());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn has_plan_pass(&self) -> bool {
+        self.inner
+            .auto
+            .as_ref()
+            .is_some_and(|a| a.pass.get().is_some())
+    }
+
     /// What automatic promotion did on this engine; `None` with the switch off.
     ///
     /// # Examples
@@ -343,7 +390,10 @@ impl Vm {
         {
             m.1 = true;
         }
-        if w.holding && w.owner == Some(me) {
+        // A blob no held call touches is released at once: it comes after what ran before
+        // the window, and no later call can name it. (The previous step's gradients, say: their
+        // memory is free for this window's plan run.)
+        if w.holding && w.owner == Some(me) && w.refs.contains_key(&blob.id()) {
             w.held.push(Held::Release(blob.clone(), unheld));
             return true;
         }
@@ -425,7 +475,7 @@ impl Vm {
                 self.stop_holding();
                 let matched = (w.live.iter().copied()).find(|&c| st.seen[c].notes == notes);
                 let then = match matched {
-                    Some(c) if was_holding => self.auto_launch(st, c, w),
+                    Some(c) if was_holding => self.auto_launch(st, c, w, auto.pass.get()),
                     _ => {
                         if was_holding {
                             st.stats.fallbacks += 1;
@@ -481,10 +531,11 @@ impl Vm {
     }
 
     /// The plan run for the held window `w` (matching the notes seen at `c`), compiling the
-    /// plan if there is none for these notes.
-    fn auto_launch(&self, st: &mut State, c: usize, w: Window) -> Then {
+    /// plan if there is none for these notes. With a plan pass, the pass runs on each window's
+    /// steps (their kernels carry that window's parameters); a result shaped unlike the plan's
+    /// steps gets a plan of its own.
+    fn auto_launch(&self, st: &mut State, c: usize, w: Window, pass: Option<&PlanPass>) -> Then {
         let notes = st.seen[c].notes.clone();
-        let mut kernels = Vec::new();
         let mut calls = Vec::new();
         let mut releases = Vec::new();
         for h in w.held {
@@ -502,78 +553,99 @@ impl Vm {
             .map(|(m, _)| m.0.clone())
             .collect();
         let compiled = st.seen[c].plan.clone();
-        let plan = match compiled {
-            Some(p) => {
-                kernels.extend(calls.into_iter().map(|c| c.kernel));
-                p
-            }
-            None => {
-                // Slots: blobs from before → inputs; made and kept → outputs; the rest →
-                // temporaries.
-                let mut slot_of_made: HashMap<(usize, usize), Slot> = HashMap::new();
-                let (mut outs, mut temps) = (0, Vec::new());
-                for (k, &(i, o)) in w.made_at.iter().enumerate() {
-                    let s = if notes.kept[k] {
-                        outs += 1;
-                        Slot::Output(outs - 1)
-                    } else {
-                        temps.push(w.made[k].0.bytes());
-                        Slot::Temp(temps.len() - 1)
-                    };
-                    slot_of_made.insert((i, o), s);
-                }
-                let slot = |r: Ref| match r {
-                    Ref::Outer(k) => Slot::Input(k),
-                    Ref::Made(i, o) => slot_of_made[&(i, o)],
-                };
-                let stream = notes.calls[0].stream;
-                let steps = (calls.into_iter().zip(&notes.calls).enumerate())
-                    .map(|(i, (c, n))| {
-                        let ins = n.inputs.iter().map(|&r| slot(r)).collect();
-                        let outs = (n.outputs.iter().enumerate())
-                            .map(|(k, o)| match o {
-                                Ok(r) => slot(*r),
-                                Err(_) => slot(Ref::Made(i, k)),
-                            })
-                            .collect();
-                        Step::new(c.kernel, ins, outs).called_at(c.at)
-                    })
-                    .collect();
-                let spec = PlanSpec::new(stream, steps, w.outer.len(), outs, temps, vec![]);
-                match Plan::new(self, spec) {
-                    Ok(p) => {
-                        st.stats.compiled += 1;
-                        st.seen[c].plan = Some(p.clone());
-                        p
-                    }
-                    // The kernels went with the failed spec (the construction fails only for
-                    // memory): what the window writes carries the error, as an eager op's
-                    // outputs would.
-                    Err(e) => {
-                        let mut failed = outputs;
-                        for n in &notes.calls {
-                            for o in &n.outputs {
-                                if let Ok(Ref::Outer(k)) = o {
-                                    failed.push(w.outer[*k].clone());
-                                }
-                            }
-                        }
-                        return Then::Fail {
-                            blobs: failed,
-                            error: e,
-                            releases,
-                        };
-                    }
-                }
-            }
-        };
-        st.stats.plan_runs += 1;
-        Then::Launch {
+        let launch = |plan: Plan, kernels: Vec<Box<dyn Kernel>>, releases| Then::Launch {
             plan,
-            inputs: w.outer,
-            outputs,
+            inputs: w.outer.clone(),
+            outputs: outputs.clone(),
             kernels: (!kernels.is_empty()).then_some(kernels),
             releases,
+        };
+        if let (Some(p), None) = (&compiled, pass) {
+            st.stats.plan_runs += 1;
+            return launch(
+                p.clone(),
+                calls.into_iter().map(|c| c.kernel).collect(),
+                releases,
+            );
+        }
+        // Slots: blobs from before → inputs; made and kept → outputs; the rest → temporaries.
+        let mut slot_of_made: HashMap<(usize, usize), Slot> = HashMap::new();
+        let (mut out_bytes, mut temps) = (Vec::new(), Vec::new());
+        for (k, &(i, o)) in w.made_at.iter().enumerate() {
+            let s = if notes.kept[k] {
+                out_bytes.push(w.made[k].0.bytes());
+                Slot::Output(out_bytes.len() - 1)
+            } else {
+                temps.push(w.made[k].0.bytes());
+                Slot::Temp(temps.len() - 1)
+            };
+            slot_of_made.insert((i, o), s);
+        }
+        let slot = |r: Ref| match r {
+            Ref::Outer(k) => Slot::Input(k),
+            Ref::Made(i, o) => slot_of_made[&(i, o)],
+        };
+        let stream = notes.calls[0].stream;
+        let mut steps: Vec<Step> = (calls.into_iter().zip(&notes.calls).enumerate())
+            .map(|(i, (c, n))| {
+                let ins = n.inputs.iter().map(|&r| slot(r)).collect();
+                let outs = (n.outputs.iter().enumerate())
+                    .map(|(k, o)| match o {
+                        Ok(r) => slot(*r),
+                        Err(_) => slot(Ref::Made(i, k)),
+                    })
+                    .collect();
+                Step::new(c.kernel, ins, outs).called_at(c.at)
+            })
+            .collect();
+        if let Some(pass) = pass {
+            let bytes = |s: Slot| match s {
+                Slot::Input(k) => notes.outer_bytes[k],
+                Slot::Output(k) => out_bytes[k],
+                Slot::Temp(k) => temps[k],
+                Slot::Fixed(_) => 0,
+            };
+            let device = self.shared().streams[stream.0 as usize].policy.device();
+            steps = pass(device, steps, &bytes);
+        }
+        if let Some(p) = compiled
+            && p.with_steps(|ps| {
+                ps.len() == steps.len() && ps.iter().zip(&steps).all(|(a, b)| a.same_shape(b))
+            })
+        {
+            st.stats.plan_runs += 1;
+            return launch(
+                p,
+                steps.into_iter().map(Step::into_kernel).collect(),
+                releases,
+            );
+        }
+        let spec = PlanSpec::new(stream, steps, w.outer.len(), out_bytes.len(), temps, vec![]);
+        match Plan::new(self, spec) {
+            Ok(p) => {
+                st.stats.compiled += 1;
+                st.stats.merged += notes.calls.len().saturating_sub(p.len()) as u64;
+                st.stats.plan_runs += 1;
+                st.seen[c].plan = Some(p.clone());
+                launch(p, Vec::new(), releases)
+            }
+            // The kernels went with the failed spec (the construction fails only for memory):
+            // what the window writes carries the error, as an eager op's outputs would.
+            Err(e) => {
+                let mut failed = outputs.clone();
+                for n in &notes.calls {
+                    for o in &n.outputs {
+                        if let Ok(Ref::Outer(k)) = o {
+                            failed.push(w.outer[*k].clone());
+                        }
+                    }
+                }
+                Then::Fail {
+                    blobs: failed,
+                    error: e,
+                    releases,
+                }
+            }
         }
     }
 

@@ -170,7 +170,34 @@ impl Step {
     pub fn outputs(&self) -> &[Slot] {
         &self.outputs
     }
+
+    /// Whether `other` has this step's name, operands and dependences (its kernel may carry
+    /// other parameters).
+    pub(crate) fn same_shape(&self, other: &Step) -> bool {
+        self.name() == other.name()
+            && self.inputs == other.inputs
+            && self.outputs == other.outputs
+            && self.depends == other.depends
+    }
 }
+
+/// A pass over a plan's steps before it is built, such as an op layer's merging of
+/// elementwise steps: it takes the steps, the device they run on, and the size in bytes of the
+/// blob each slot stands for, and returns steps that compute the same values. The engine runs
+/// the pass it was given ([`Vm::set_plan_pass`](crate::Vm::set_plan_pass)) on the plans it
+/// compiles itself (automatic promotion).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::plan::{PlanPass, Step};
+/// // A pass that changes nothing.
+/// let pass: PlanPass = std::sync::Arc::new(|_device, steps: Vec<Step>, _bytes| steps);
+/// assert!(pass(eddy_vm::Device::CPU, Vec::new(), &|_| 0).is_empty());
+/// ```
+pub type PlanPass = std::sync::Arc<
+    dyn Fn(crate::Device, Vec<Step>, &dyn Fn(Slot) -> usize) -> Vec<Step> + Send + Sync,
+>;
 
 /// What a plan is built from.
 pub struct PlanSpec {
