@@ -35,6 +35,9 @@ struct Fused<T: FloatElem> {
     p: Program,
     /// Each op's two parameters in the compute type, by position in the code.
     params: Vec<(T::A, T::A)>,
+    /// For each input, the elements it must hold and the position that needs the most (so
+    /// that a run checks its inputs once each, not once per op).
+    needs: Vec<(usize, Pos)>,
     /// The registers of a run on this thread, kept between runs.
     scratch: Vec<T>,
 }
@@ -50,9 +53,50 @@ impl<T: FloatElem> Fused<T> {
                 _ => (T::param(0.0), T::param(0.0)),
             })
             .collect();
+        // What the runs' unchecked register accesses rely on: every register is one of the
+        // program's, and no op's destination is one of its sources.
+        for c in &p.code {
+            let (srcs, d) = match *c {
+                Code::Unary { a, d, .. } => ([Some(a), None], d),
+                Code::Binary { a, b, d, .. } => ([Some(a), Some(b)], d),
+                Code::Store { r, .. } => ([Some(Src::Reg(r)), None], usize::MAX),
+            };
+            assert!(d == usize::MAX || d < p.regs, "a register of the program");
+            for s in srcs.into_iter().flatten() {
+                if let Src::Reg(r) = s {
+                    assert!(
+                        r < p.regs && r != d,
+                        "a source register other than the result"
+                    );
+                }
+            }
+        }
+        let mut needs: Vec<(usize, Pos)> = Vec::new();
+        for c in &p.code {
+            let srcs = match c {
+                Code::Unary { a, .. } => [Some(a), None],
+                Code::Binary { a, b, .. } => [Some(a), Some(b)],
+                Code::Store { .. } => [None, None],
+            };
+            for s in srcs.into_iter().flatten() {
+                if let Src::Input(k, pos) = *s {
+                    let need = match pos {
+                        Pos::Dense(o) => o + p.n,
+                        Pos::Splat(o) => o + 1,
+                    };
+                    if needs.len() <= k {
+                        needs.resize(k + 1, (0, Pos::Dense(0)));
+                    }
+                    if need > needs[k].0 {
+                        needs[k] = (need, pos);
+                    }
+                }
+            }
+        }
         Fused {
             p,
             params,
+            needs,
             scratch: Vec::new(),
         }
     }
@@ -128,26 +172,13 @@ impl<T: FloatElem> Fused<T> {
 
     /// Every operand's elements lie inside its input.
     fn check_inputs(&self, ins: &[&[T]]) -> eddy_vm::Result<()> {
-        let n = self.p.n;
-        for c in &self.p.code {
-            let srcs = match c {
-                Code::Unary { a, .. } => [Some(a), None],
-                Code::Binary { a, b, .. } => [Some(a), Some(b)],
-                Code::Store { .. } => [None, None],
-            };
-            for s in srcs.into_iter().flatten() {
-                if let Src::Input(k, p) = *s {
-                    let len = ins.get(k).map_or(0, |x| x.len());
-                    let fits = match p {
-                        Pos::Dense(o) => o + n <= len,
-                        Pos::Splat(o) => o < len,
-                    };
-                    if !fits {
-                        return Err(self.fail(format!(
-                            "input {k} has {len} elements, too few for {p:?} over {n}"
-                        )));
-                    }
-                }
+        for (k, &(need, p)) in self.needs.iter().enumerate() {
+            let len = ins.get(k).map_or(0, |x| x.len());
+            if len < need {
+                let n = self.p.n;
+                return Err(self.fail(format!(
+                    "input {k} has {len} elements, too few for {p:?} over {n}"
+                )));
             }
         }
         Ok(())
@@ -167,33 +198,33 @@ impl<T: FloatElem> Fused<T> {
         hi: usize,
         scratch: &mut [T],
     ) {
-        let mut regs: Vec<&mut [T]> = scratch.chunks_mut(BLOCK).collect();
+        assert!(scratch.len() >= self.p.regs * BLOCK, "a block per register");
+        let regs = Regs(scratch.as_mut_ptr());
         let mut start = lo;
         while start < hi {
             let len = BLOCK.min(hi - start);
             for (c, &(p, q)) in self.p.code.iter().zip(&self.params) {
                 match *c {
                     Code::Unary { op, a, d } => {
-                        let dst = std::mem::take(&mut regs[d]);
-                        unary::<T>(op, opd(a, ins, &regs, start, len), &mut dst[..len], p, q);
-                        regs[d] = dst;
+                        // SAFETY: `d` is a register and none of the op's sources (checked by
+                        // `Fused::new`), and the scratch holds a block per register.
+                        let dst = unsafe { regs.block_mut(d, len) };
+                        unary::<T>(op, opd(a, ins, regs, start, len), dst, p, q);
                     }
                     Code::Binary { op, a, b, d } => {
-                        let dst = std::mem::take(&mut regs[d]);
-                        binary::<T>(
-                            op,
-                            opd(a, ins, &regs, start, len),
-                            opd(b, ins, &regs, start, len),
-                            &mut dst[..len],
-                        );
-                        regs[d] = dst;
+                        // SAFETY: as above.
+                        let dst = unsafe { regs.block_mut(d, len) };
+                        let (a, b) = (opd(a, ins, regs, start, len), opd(b, ins, regs, start, len));
+                        binary::<T>(op, a, b, dst);
                     }
                     Code::Store { r, out } => {
                         // SAFETY: elements `start..start + len` of the output are this call's
                         // (the caller's promise), and the output holds them.
                         let o =
                             unsafe { std::slice::from_raw_parts_mut(outs[out].0.add(start), len) };
-                        o.copy_from_slice(&regs[r][..len]);
+                        // SAFETY: `r` is a register (checked by `Fused::new`), and the scratch
+                        // holds a block per register; no block is written while this reads.
+                        o.copy_from_slice(unsafe { regs.block(r, len) });
                     }
                 }
             }
@@ -202,19 +233,50 @@ impl<T: FloatElem> Fused<T> {
     }
 }
 
+/// The registers of a run: a block of `BLOCK` values each, from the start of the scratch.
+#[derive(Clone, Copy)]
+struct Regs<T>(*mut T);
+
+impl<T> Regs<T> {
+    /// The first `len` values of register `r`'s block.
+    ///
+    /// # Safety
+    ///
+    /// The scratch holds block `r`, `len <= BLOCK`, and nothing writes the block while the
+    /// slice lives.
+    #[inline(always)]
+    unsafe fn block<'a>(self, r: usize, len: usize) -> &'a [T] {
+        // SAFETY: the caller's promise.
+        unsafe { std::slice::from_raw_parts(self.0.add(r * BLOCK), len) }
+    }
+
+    /// The first `len` values of register `r`'s block, to write.
+    ///
+    /// # Safety
+    ///
+    /// As [`Regs::block`], and nothing else reads or writes the block while the slice lives.
+    #[inline(always)]
+    unsafe fn block_mut<'a>(self, r: usize, len: usize) -> &'a mut [T] {
+        // SAFETY: the caller's promise.
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(r * BLOCK), len) }
+    }
+}
+
 /// Source `s` over elements `start..start + len`.
 #[inline(always)]
 fn opd<'a, T: Copy>(
     s: Src,
     ins: &[&'a [T]],
-    regs: &'a [&mut [T]],
+    regs: Regs<T>,
     start: usize,
     len: usize,
 ) -> Opd<'a, T> {
     match s {
         Src::Input(k, Pos::Dense(o)) => Opd::Slice(&ins[k][o + start..o + start + len]),
         Src::Input(k, Pos::Splat(o)) => Opd::Value(ins[k][o]),
-        Src::Reg(r) => Opd::Slice(&regs[r][..len]),
+        // SAFETY: a source register is one of the program's and not the op's destination
+        // (checked by `Fused::new`); the run's caller holds a block per register.
+        Src::Reg(r) => Opd::Slice(unsafe { regs.block(r, len) }),
     }
 }
 

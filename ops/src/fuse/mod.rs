@@ -34,7 +34,7 @@
 use crate::Device;
 use eddy_vm::plan::{PlanPass, Slot, Step};
 use program::{Code, Program, Src};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 pub use program::{Elementwise, Pos};
@@ -93,8 +93,8 @@ pub fn fuse_elementwise(
             continue;
         };
         let (dtype, n) = (first.dtype(), *n);
-        let mut made: Vec<Slot> = Vec::new();
-        let mut read: Vec<Slot> = Vec::new();
+        let mut made: HashSet<Slot> = HashSet::new();
+        let mut read: HashSet<Slot> = HashSet::new();
         let mut j = i;
         while j < steps.len() {
             let Some((w, m)) = &what[j] else { break };
@@ -112,11 +112,11 @@ pub fn fuse_elementwise(
                 break;
             }
             for &x in s.inputs() {
-                if !made.contains(&x) && !read.contains(&x) {
-                    read.push(x);
+                if !made.contains(&x) {
+                    read.insert(x);
                 }
             }
-            made.push(out);
+            made.insert(out);
             j += 1;
         }
         if j - i >= 2 {
@@ -361,5 +361,43 @@ mod tests {
             (bits(read(&y)), bits(read(&z)))
         };
         assert_eq!(run(true), run(false));
+    }
+
+    /// A merged step run on an input shorter than its program reads fails with a typed
+    /// kernel error naming the input, and writes nothing out of bounds.
+    #[test]
+    fn a_merged_step_refuses_an_input_too_short() {
+        let vm = Vm::builder().sync_mode(true).build().unwrap();
+        let cpu = Device::CPU;
+        let k = |w| -> Box<dyn eddy_vm::instruction::Kernel> { w };
+        let exp = unary(cpu, UnaryOp::Exp, DType::F32, Lay::Dense(0)).unwrap();
+        let add = binary(cpu, BinaryOp::Add, DType::F32, Lay::Dense(0), Lay::Dense(0)).unwrap();
+        let steps = vec![
+            Step::new(k(Box::new(exp)), vec![Slot::Input(0)], vec![Slot::Temp(0)]),
+            Step::new(
+                k(Box::new(add)),
+                vec![Slot::Temp(0), Slot::Input(1)],
+                vec![Slot::Output(0)],
+            ),
+        ];
+        let fused = fuse_elementwise(cpu, steps, &|_| 64);
+        assert_eq!(fused.len(), 1);
+        let spec = PlanSpec::new(StreamId::CPU, fused, 2, 1, vec![64], vec![]);
+        let plan = Plan::new(&vm, spec).unwrap();
+        // Input 1 holds 8 elements where the program reads 16.
+        let (x, short, y) = (vm.new_blob(64), vm.new_blob(32), vm.new_blob(64));
+        vm.run_op(StreamId::CPU, from_host(vec![0f32; 16]), &[], &[&x], false)
+            .unwrap();
+        vm.run_op(
+            StreamId::CPU,
+            from_host(vec![0f32; 8]),
+            &[],
+            &[&short],
+            false,
+        )
+        .unwrap();
+        plan.launch(&vm, &[x, short], &[y.clone()]).unwrap();
+        let e = vm.read_blob(&y, |_| ()).unwrap_err().to_string();
+        assert!(e.contains("input 1 has 8 elements"), "{e}");
     }
 }
