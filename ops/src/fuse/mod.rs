@@ -396,7 +396,7 @@ mod tests {
             false,
         )
         .unwrap();
-        plan.launch(&vm, &[x, short], &[y.clone()]).unwrap();
+        plan.launch(&vm, &[x, short], std::slice::from_ref(&y)).unwrap();
         let e = vm.read_blob(&y, |_| ()).unwrap_err().to_string();
         assert!(e.contains("input 1 has 8 elements"), "{e}");
     }
