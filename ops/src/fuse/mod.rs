@@ -33,8 +33,8 @@
 
 use crate::Device;
 use eddy_vm::plan::{PlanPass, Slot, Step};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use program::{Code, Program, Src};
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 pub use program::{Elementwise, Pos};
@@ -396,7 +396,8 @@ mod tests {
             false,
         )
         .unwrap();
-        plan.launch(&vm, &[x, short], std::slice::from_ref(&y)).unwrap();
+        plan.launch(&vm, &[x, short], std::slice::from_ref(&y))
+            .unwrap();
         let e = vm.read_blob(&y, |_| ()).unwrap_err().to_string();
         assert!(e.contains("input 1 has 8 elements"), "{e}");
     }

@@ -27,8 +27,8 @@ use crate::instruction::{ComputeCtx, Kernel, OpCall};
 use crate::plan::{Plan, PlanPass, PlanSpec, Slot, Step};
 use crate::shared::{AUTO_HOLDING, CAPTURES};
 use crate::stream::StreamId;
+use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use std::thread::ThreadId;
@@ -111,10 +111,12 @@ struct Window {
     held: Vec<Held>,
 }
 
-/// Notes seen at the end of windows: how often, and the plan compiled for them.
+/// Notes seen at the end of windows: how often, whether all their calls are on one stream,
+/// and the plan compiled for them.
 struct Seen {
     notes: Notes,
     count: usize,
+    one_stream: bool,
     plan: Option<Plan>,
 }
 
@@ -232,10 +234,11 @@ impl Window {
     /// Ends the window: which made blobs are still held, and everything it held.
     fn close(&mut self) -> (Notes, Window) {
         let mut w = std::mem::take(self);
-        w.notes.kept = (w.made.iter())
+        let mut notes = std::mem::take(&mut w.notes);
+        notes.kept = (w.made.iter())
             .map(|(b, released)| !released && !b.is_released())
             .collect();
-        (w.notes.clone(), w)
+        (notes, w)
     }
 }
 
@@ -473,9 +476,12 @@ impl Vm {
                 let was_holding = st.window.holding;
                 let (notes, w) = st.window.close();
                 self.stop_holding();
-                let matched = (w.live.iter().copied()).find(|&c| st.seen[c].notes == notes);
-                let then = match matched {
-                    Some(c) if was_holding => self.auto_launch(st, c, w, auto.pass.get()),
+                let known = st.seen.iter().position(|e| e.notes == notes);
+                let then = match known.filter(|c| w.live.contains(c)) {
+                    Some(c) if was_holding => {
+                        let State { seen, stats, .. } = &mut *st;
+                        self.auto_launch(&mut seen[c], stats, w, auto.pass.get())
+                    }
                     _ => {
                         if was_holding {
                             st.stats.fallbacks += 1;
@@ -484,9 +490,10 @@ impl Vm {
                     }
                 };
                 // Remembered, most recent last; the least recent (and its plan's arena) goes.
-                let entry = match st.seen.iter().position(|e| e.notes == notes) {
+                let entry = match known {
                     Some(k) => st.seen.remove(k),
                     None => Seen {
+                        one_stream: notes.calls.windows(2).all(|c| c[0].stream == c[1].stream),
                         notes,
                         count: 0,
                         plan: None,
@@ -502,9 +509,7 @@ impl Vm {
                 // The next window is held if it may be one seen often enough, on one stream.
                 let live: Vec<usize> = (st.seen.iter().enumerate())
                     .filter(|(_, e)| {
-                        e.count >= REPEATS
-                            && !e.notes.calls.is_empty()
-                            && e.notes.calls.windows(2).all(|c| c[0].stream == c[1].stream)
+                        e.count >= REPEATS && !e.notes.calls.is_empty() && e.one_stream
                     })
                     .map(|(k, _)| k)
                     .collect();
@@ -534,8 +539,14 @@ impl Vm {
     /// plan if there is none for these notes. With a plan pass, the pass runs on each window's
     /// steps (their kernels carry that window's parameters); a result shaped unlike the plan's
     /// steps gets a plan of its own.
-    fn auto_launch(&self, st: &mut State, c: usize, w: Window, pass: Option<&PlanPass>) -> Then {
-        let notes = st.seen[c].notes.clone();
+    fn auto_launch(
+        &self,
+        seen: &mut Seen,
+        stats: &mut AutoPlanStats,
+        w: Window,
+        pass: Option<&PlanPass>,
+    ) -> Then {
+        let notes = &seen.notes;
         let mut calls = Vec::new();
         let mut releases = Vec::new();
         for h in w.held {
@@ -552,7 +563,7 @@ impl Vm {
             .filter(|(_, kept)| **kept)
             .map(|(m, _)| m.0.clone())
             .collect();
-        let compiled = st.seen[c].plan.clone();
+        let compiled = seen.plan.clone();
         let launch = |plan: Plan, kernels: Vec<Box<dyn Kernel>>, releases| Then::Launch {
             plan,
             inputs: w.outer.clone(),
@@ -561,7 +572,7 @@ impl Vm {
             releases,
         };
         if let (Some(p), None) = (&compiled, pass) {
-            st.stats.plan_runs += 1;
+            stats.plan_runs += 1;
             return launch(
                 p.clone(),
                 calls.into_iter().map(|c| c.kernel).collect(),
@@ -613,7 +624,7 @@ impl Vm {
                 ps.len() == steps.len() && ps.iter().zip(&steps).all(|(a, b)| a.same_shape(b))
             })
         {
-            st.stats.plan_runs += 1;
+            stats.plan_runs += 1;
             return launch(
                 p,
                 steps.into_iter().map(Step::into_kernel).collect(),
@@ -623,10 +634,10 @@ impl Vm {
         let spec = PlanSpec::new(stream, steps, w.outer.len(), out_bytes.len(), temps, vec![]);
         match Plan::new(self, spec) {
             Ok(p) => {
-                st.stats.compiled += 1;
-                st.stats.merged += notes.calls.len().saturating_sub(p.len()) as u64;
-                st.stats.plan_runs += 1;
-                st.seen[c].plan = Some(p.clone());
+                stats.compiled += 1;
+                stats.merged += notes.calls.len().saturating_sub(p.len()) as u64;
+                stats.plan_runs += 1;
+                seen.plan = Some(p.clone());
                 launch(p, Vec::new(), releases)
             }
             // The kernels went with the failed spec (the construction fails only for memory):
