@@ -40,7 +40,7 @@ pub fn default_engine() -> Result<Vm> {
 /// Gives an engine the op layer's plan passes: with automatic promotion on, a promoted loop's
 /// elementwise ops are merged as a compiled graph's are.
 fn give_passes(vm: &Vm) {
-    if !vm.has_plan_pass() {
+    if vm.config().auto_plan && !vm.has_plan_pass() {
         vm.set_plan_pass(eddy_ops::fuse::plan_pass());
     }
 }

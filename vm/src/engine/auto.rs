@@ -193,14 +193,14 @@ fn hash(name: &str) -> u64 {
 }
 
 impl Window {
-    /// Notes a call (registering the blobs it makes) and returns its note.
+    /// Notes a call (registering the blobs it makes); its note is the last of `notes.calls`.
     fn note(
         &mut self,
         name: &str,
         stream: StreamId,
         ins: &[&Counted<Blob>],
         outs: &[&Counted<Blob>],
-    ) -> Note {
+    ) {
         let i = self.notes.calls.len();
         let refer = |w: &mut Window, b: &Counted<Blob>| -> Ref {
             *w.refs.entry(b.id()).or_insert_with(|| {
@@ -227,8 +227,7 @@ impl Window {
             inputs,
             outputs,
         };
-        self.notes.calls.push(note.clone());
-        note
+        self.notes.calls.push(note);
     }
 
     /// Ends the window: which made blobs are still held, and everything it held.
@@ -337,11 +336,11 @@ impl Vm {
             let w = &mut st.window;
             w.owner = Some(me);
             let i = w.notes.calls.len();
-            let note = w.note(kernel.name(), stream, inputs, outputs);
+            w.note(kernel.name(), stream, inputs, outputs);
+            let note = &w.notes.calls[i];
             if w.holding {
                 let seen = &st.seen;
-                w.live
-                    .retain(|&c| seen[c].notes.calls.get(i) == Some(&note));
+                w.live.retain(|&c| seen[c].notes.calls.get(i) == Some(note));
                 if !w.live.is_empty() {
                     true
                 } else {
