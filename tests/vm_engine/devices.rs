@@ -173,3 +173,186 @@ fn synchronous_mode_waits_for_a_device_that_finishes_later() {
         t2.join().unwrap();
     });
 }
+
+/// On a stream whose memory is stream-ordered (a CUDA stream), a release frees its own
+/// allocator's memory when launched: the next op on the stream gets the same block while the
+/// device has not yet run either op, and the device still runs them in order.
+#[test]
+fn a_release_of_stream_ordered_memory_frees_at_launch() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let mut b = VmBuilder::new();
+        let q = b.add_stream(Arc::new(dev.stream("compute").with_ordered_memory()));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let alloc = vm.allocator(eddy::vm::Device::Test(0)).unwrap();
+        let log = Log::default();
+        let x = vm.new_blob(1 << 20);
+        let l1 = log.clone();
+        vm.run(
+            q,
+            DeviceOp::new(vec![], vec![x.clone()], move || l1.lock().push(1)),
+        )
+        .unwrap();
+        vm.sync().unwrap();
+        let first = x.as_ptr();
+        vm.release(&x).unwrap();
+        drop(x);
+        // Launched, not run: yet the memory is back, with no event to wait for.
+        vm.sync().unwrap();
+        assert_eq!(alloc.stats().in_use, 0, "freed at launch");
+        assert_eq!(
+            dev.queued(0),
+            1,
+            "only the op is queued: no event for the free"
+        );
+        let y = vm.new_blob(1 << 20);
+        let l2 = log.clone();
+        vm.run(
+            q,
+            DeviceOp::new(vec![], vec![y.clone()], move || l2.lock().push(2)),
+        )
+        .unwrap();
+        vm.sync().unwrap();
+        assert_eq!(
+            y.as_ptr(),
+            first,
+            "the next op on the stream reuses the block"
+        );
+        assert!(log.lock().is_empty(), "the device has run nothing yet");
+        dev.run_all();
+        assert_eq!(log_now(&log), vec![1, 2], "in stream order");
+    });
+}
+
+/// Memory from another stream's allocator is not the releasing stream's to hand out: its
+/// free still waits for the device to finish the stream's work.
+#[test]
+fn memory_of_another_streams_allocator_goes_back_after_the_device_finishes() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let pool = eddy::vm::alloc::DeviceAllocator::new(
+            Box::new(eddy::vm::alloc::CpuBackend::new(None)),
+            eddy::vm::alloc::AllocMode::Caching,
+        );
+        let mut b = VmBuilder::new();
+        let q0 = b.add_stream(Arc::new(dev.stream("compute").with_ordered_memory()));
+        let q1 = b.add_stream(Arc::new(
+            dev.stream("copy")
+                .with_ordered_memory()
+                .with_allocator(pool.clone()),
+        ));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let y = vm.new_blob(1 << 20);
+        vm.run(q1, DeviceOp::new(vec![], vec![y.clone()], || {}))
+            .unwrap();
+        vm.run(q0, DeviceOp::new(vec![y.clone()], vec![], || {}))
+            .unwrap();
+        vm.release(&y).unwrap();
+        drop(y);
+        assert!(eventually(5_000, || pool.stats().in_use >= 1 << 20));
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(
+            pool.stats().in_use >= 1 << 20,
+            "the copy stream's memory went back while the compute stream may read it"
+        );
+        dev.run_all();
+        assert!(eventually(5_000, || pool.stats().in_use == 0));
+        vm.sync().unwrap();
+    });
+}
+
+/// A fault the device reports for awaited work poisons what the waiting instruction covers:
+/// a host read of a device op's output fails with the device's message instead of reading
+/// what the device never wrote, and the engine goes on.
+#[test]
+fn a_device_fault_reported_by_an_event_reaches_the_host_read() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let mut b = VmBuilder::new();
+        let q = b.add_stream(Arc::new(dev.stream("compute")));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let x = vm.new_blob(8);
+        vm.run(q, DeviceOp::new(vec![], vec![x.clone()], || {}))
+            .unwrap();
+        let (v2, x2) = (vm.clone(), x.clone());
+        let reader = std::thread::spawn(move || v2.read_blob(&x2, |b| b.len()));
+        assert!(
+            eventually(5_000, || dev.queued(0) == 2),
+            "op and event queued"
+        );
+        dev.fault("an illegal address");
+        dev.run_all();
+        let e = reader.join().unwrap().unwrap_err();
+        assert!(e.to_string().contains("an illegal address"), "{e}");
+        // Work on other blobs still runs.
+        let z = vm.new_blob(8);
+        vm.write_blob(&z, |b| b.fill(3)).unwrap();
+        assert_eq!(vm.read_blob(&z, |b| b[0]).unwrap(), 3);
+    });
+}
+
+/// Notes the thread that computed it; cheap, so an idle engine may run it on the caller's.
+struct WhereRan(
+    Arc<parking_lot::Mutex<Option<std::thread::ThreadId>>>,
+    Vec<eddy_vm::Counted<eddy::vm::Blob>>,
+);
+impl eddy::vm::InstructionPolicy for WhereRan {
+    fn name(&self) -> &str {
+        "where_ran"
+    }
+    fn inputs(&self) -> &[eddy_vm::Counted<eddy::vm::Blob>] {
+        &self.1
+    }
+    fn cheap(&self) -> bool {
+        true
+    }
+    fn compute(&mut self, _: &mut eddy::vm::instruction::ComputeCtx<'_>) -> eddy::vm::Result<()> {
+        *self.0.lock() = Some(std::thread::current().id());
+        Ok(())
+    }
+}
+
+/// An engine with a device stream keeps the host's direct path for host work that never
+/// touched the device (a cheap op on an idle engine runs on the caller's thread), while host
+/// work after device work still waits for the device.
+#[test]
+fn host_work_keeps_its_direct_path_on_an_engine_with_a_device() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let mut b = VmBuilder::new();
+        let q = b.add_stream(Arc::new(dev.stream("compute")));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let host = vm.new_blob(8);
+        vm.write_blob(&host, |b| b.fill(1)).unwrap();
+        let ran = Arc::new(parking_lot::Mutex::new(None));
+        vm.run(CPU, WhereRan(ran.clone(), vec![host.clone()]))
+            .unwrap();
+        assert_eq!(
+            *ran.lock(),
+            Some(std::thread::current().id()),
+            "host-only work went through the scheduler thread"
+        );
+        // After device work on the blob, the same op waits for the device.
+        let log = Log::default();
+        let l1 = log.clone();
+        vm.run(
+            q,
+            DeviceOp::new(vec![], vec![host.clone()], move || l1.lock().push(1)),
+        )
+        .unwrap();
+        vm.run(CPU, Record::new(2, vec![host.clone()], vec![], &log))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(
+            log_now(&log).is_empty(),
+            "the host op ran before the device"
+        );
+        dev.run_all();
+        vm.sync().unwrap();
+        assert_eq!(log_now(&log), vec![1, 2]);
+    });
+}

@@ -180,6 +180,15 @@ impl Blob {
         self.as_ptr() == self.inline_ptr()
     }
 
+    /// Whether the blob's memory came from `alloc` (not inline, not another allocator's).
+    pub(crate) fn memory_from(&self, alloc: &Arc<DeviceAllocator>) -> bool {
+        self.compute
+            .memory
+            .lock()
+            .as_ref()
+            .is_some_and(|a| a.is_from(alloc))
+    }
+
     /// The inline buffer's address (whether or not the blob uses it).
     fn inline_ptr(&self) -> *mut u8 {
         self.compute.inline.0.get().cast()

@@ -43,6 +43,23 @@ pub(crate) fn check_and_track(
     Ok(())
 }
 
+/// Whether an instruction on `stream` over these operands needs the builder's cross-stream
+/// sync: the stream, or the last user of an operand, is an asynchronous device stream. Work
+/// of the host alone, on an engine that also has a device, then keeps the direct path.
+#[inline]
+pub(crate) fn needs_soft_sync(
+    sh: &Shared,
+    stream: StreamId,
+    inputs: &[Counted<Blob>],
+    outputs: &[Counted<Blob>],
+) -> bool {
+    sh.is_async(stream.0)
+        || inputs
+            .iter()
+            .chain(outputs)
+            .any(|b| sh.is_async(b.last_used_stream.load(Relaxed)))
+}
+
 /// Checks an instruction's stream and operands without tracking them (a captured op call).
 pub(crate) fn check_only(
     sh: &Shared,

@@ -35,9 +35,13 @@ pub(crate) struct Shared {
     pub config: Config,
     pub streams: Vec<StreamEntry>,
     pub any_async_stream: bool,
-    /// `run_op` takes its general path (owned handles, the builder where needed): an
-    /// asynchronous stream exists, or a capture is in progress. One flag, so the per-op path
-    /// tests one word for both.
+    /// Bit `s` (the last bit for streams 63 and up): stream `s` only launches (see
+    /// [`Shared::is_async`]).
+    pub async_mask: u64,
+    /// `run_op` takes its general path (owned handles, the builder where needed): automatic
+    /// promotion is on, or a capture is in progress. One flag, so the per-op path tests one
+    /// word for both. (Work that touches an asynchronous stream is told apart per call, so
+    /// that registering a device does not slow the host's ops.)
     pub submit_slow: AtomicBool,
     /// Captures in progress (`Vm::capture`), one per capturing thread (the bits of
     /// [`CAPTURES`]), and automatic promotion's two flags ([`AUTO_ON`], [`AUTO_HOLDING`]): one
@@ -89,15 +93,26 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Whether stream `s` only launches its work (an asynchronous device stream), so that
+    /// work after it on another stream needs the builder's cross-stream sync. `NO_STREAM`
+    /// (a blob never used) is not.
+    #[inline]
+    pub(crate) fn is_async(&self, s: u32) -> bool {
+        s != crate::blob::NO_STREAM && self.async_mask >> s.min(63) & 1 != 0
+    }
+
     /// The shared state of an engine with `streams`, before any thread starts.
     pub(crate) fn new(config: Config, streams: Vec<StreamEntry>, owner_id: QCellOwnerID) -> Self {
         Shared {
             trace: Mutex::new(Vec::new()),
             tracing: AtomicBool::new(config.trace),
             any_async_stream: streams.iter().any(|s| s.policy.done_means_launched()),
-            submit_slow: AtomicBool::new(
-                config.auto_plan || streams.iter().any(|s| s.policy.done_means_launched()),
-            ),
+            async_mask: streams
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.policy.done_means_launched())
+                .fold(0u64, |m, (k, _)| m | 1 << k.min(63)),
+            submit_slow: AtomicBool::new(config.auto_plan),
             capturing: AtomicUsize::new(if config.auto_plan { AUTO_ON } else { 0 }),
             capture: Mutex::new(Vec::new()),
             config,

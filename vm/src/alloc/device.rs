@@ -165,6 +165,21 @@ impl Allocation {
     pub fn ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
+    /// Whether this memory came from `alloc`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+    /// let a = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+    /// let b = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+    /// let x = a.allocate(1024).unwrap();
+    /// assert!(x.is_from(&a) && !x.is_from(&b));
+    /// ```
+    pub fn is_from(&self, alloc: &Arc<DeviceAllocator>) -> bool {
+        Arc::ptr_eq(&self.owner, alloc)
+    }
+
     /// The size actually reserved (the request rounded up).
     ///
     /// # Examples

@@ -70,10 +70,9 @@ impl Vm {
                 };
                 let ops = c.swap_remove(k).ops;
                 if self.0.capturing.fetch_sub(1, Ordering::SeqCst) & CAPTURES == 1 {
-                    self.0.submit_slow.store(
-                        self.0.any_async_stream || self.0.config.auto_plan,
-                        Ordering::SeqCst,
-                    );
+                    self.0
+                        .submit_slow
+                        .store(self.0.config.auto_plan, Ordering::SeqCst);
                 }
                 ops
             }

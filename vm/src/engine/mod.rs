@@ -123,7 +123,7 @@ impl Vm {
         let streams: Vec<StreamEntry> = policies
             .into_iter()
             .map(|p| StreamEntry {
-                allocator: b.allocator_for(p.device()),
+                allocator: p.allocator().unwrap_or_else(|| b.allocator_for(p.device())),
                 policy: p,
             })
             .collect();
@@ -268,6 +268,31 @@ impl Vm {
             .streams
             .iter()
             .position(|s| s.policy.device() == device && s.policy.kind() == StreamKind::Compute)
+            .map(|i| StreamId(i as u32))
+    }
+
+    /// The stream of `device` that carries work of `kind`, if the engine has one: a CUDA
+    /// device has a [`Host2Device`](StreamKind::Host2Device) and a
+    /// [`Device2Host`](StreamKind::Device2Host) stream beside its compute stream, where copies
+    /// from and to the host run, overlapping its kernels.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{stream::StreamKind, Device, StreamId, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// assert_eq!(vm.stream_of(Device::CPU, StreamKind::Compute), Some(StreamId::CPU));
+    /// assert_eq!(vm.stream_of(Device::CPU, StreamKind::Host2Device), None);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn stream_of(&self, device: Device, kind: StreamKind) -> Option<StreamId> {
+        if kind == StreamKind::Compute {
+            return self.device_stream(device);
+        }
+        self.shared()
+            .streams
+            .iter()
+            .position(|s| s.policy.device() == device && s.policy.kind() == kind)
             .map(|i| StreamId(i as u32))
     }
 

@@ -44,7 +44,10 @@ impl Vm {
             // Op calls held for a plan run first.
             self.auto_interrupt().map_err(|e| e.at(at))?;
         }
-        if sh.any_async_stream || policy.is_barrier() {
+        if policy.is_barrier()
+            || sh.any_async_stream
+                && crate::builder::needs_soft_sync(sh, stream, policy.inputs(), policy.outputs())
+        {
             // The builder inserts the soft sync an asynchronous stream may need.
             let mut b = self.instructions();
             b.push(stream, policy).map_err(|e| e.at(at))?;
@@ -135,6 +138,18 @@ impl Vm {
         unsafe { ins.fill(inputs) };
         // SAFETY: as above.
         unsafe { outs.fill(outputs) };
+        if self.shared().any_async_stream
+            && crate::builder::needs_soft_sync(
+                self.shared(),
+                stream,
+                ins.as_slice(),
+                outs.as_slice(),
+            )
+        {
+            // Device work, or host work after it: the builder adds the cross-stream sync.
+            let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(cheap);
+            return self.run(stream, call);
+        }
         let mut call = KernelCall {
             kernel: &mut kernel,
             inputs: ins.as_slice(),
@@ -243,7 +258,8 @@ impl Vm {
             return Ok(());
         }
         // At once on an idle engine: every earlier access is done, so free the memory now.
-        if !sh.any_async_stream
+        let device_stream = sh.is_async(stream.0);
+        if !device_stream
             && let Some(mut s) = self.try_sched()
             && (s.is_idle() || self.catch_up(&mut s)?)
             && s.try_release_now(stream, blob)
@@ -251,7 +267,7 @@ impl Vm {
             return Ok(());
         }
         let policy = crate::instruction::ReleaseTensor::new(blob.clone());
-        if sh.any_async_stream || matches!(self.inner.mode, Mode::Sync(_)) {
+        if device_stream || matches!(self.inner.mode, Mode::Sync(_)) {
             let mut b = self.instructions();
             b.push_release(stream, policy);
             return b.submit();

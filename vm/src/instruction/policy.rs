@@ -493,6 +493,7 @@ impl<'a> ComputeCtx<'a> {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn complete_when(&mut self, event: Arc<dyn Event>) {
+        self.stream.watch(&event);
         self.completion = Some(event);
     }
 }

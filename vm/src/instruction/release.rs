@@ -10,8 +10,11 @@ use crate::error::Result;
 /// the free is itself stream-ordered.
 ///
 /// On a stream where "done" means "launched", earlier kernels may still be running on the
-/// device when this computes, so the free is deferred: the instruction records an event, counts
-/// as done only when the event completes, and frees the memory when it is released (its drop).
+/// device when this computes. Memory from the stream's own allocator on a stream that orders
+/// memory ([`StreamPolicy::orders_memory`](crate::stream::StreamPolicy::orders_memory), a CUDA
+/// stream) is freed at once all the same: only later launches on that stream can reuse it.
+/// Otherwise the free is deferred: the instruction records an event, counts as done only when
+/// the event completes, and frees the memory when it is released (its drop).
 ///
 /// # Examples
 ///
@@ -78,13 +81,18 @@ impl InstructionPolicy for ReleaseTensor {
         Ok(()) // never allocate what is about to be freed
     }
     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
-        match ctx.stream().record_event() {
-            Some(ev) if ctx.stream().done_means_launched() => {
-                ctx.complete_when(ev);
-                self.deferred = true;
-            }
-            _ => self.blob[0].free_memory(),
+        let stream = ctx.stream();
+        // Stream-ordered memory of the stream's own allocator goes back at once: only later
+        // launches on this stream can be handed it, and the device runs them after every
+        // earlier reader. Anything else waits for an event when the stream only launches.
+        let at_once = !stream.done_means_launched()
+            || (stream.orders_memory() && self.blob[0].memory_from(ctx.allocator()));
+        if !at_once && let Some(ev) = stream.record_event() {
+            ctx.complete_when(ev);
+            self.deferred = true;
+            return Ok(());
         }
+        self.blob[0].free_memory();
         Ok(())
     }
 }

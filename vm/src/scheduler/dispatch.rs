@@ -146,7 +146,17 @@ impl Scheduler {
                 // Frees whose memory goes with their policy (a device's `ReleaseTensor`, which
                 // frees once its event completes) wait on the deferred list: drop them now.
                 self.sweep_deferred();
-                self.streams[s].allocator.shrink();
+                // Every allocator of the device: its other streams' caches hold the same
+                // memory.
+                let device = self.streams[s].device;
+                for (k, st) in self.streams.iter().enumerate() {
+                    let first = self.streams[..k]
+                        .iter()
+                        .all(|o| !std::sync::Arc::ptr_eq(&o.allocator, &st.allocator));
+                    if st.device == device && first {
+                        st.allocator.shrink();
+                    }
+                }
                 let r = self.try_prepare(s, m);
                 let ok = r.is_ok();
                 self.streams[s].allocator.note_retry(ok);

@@ -35,6 +35,15 @@ impl Scheduler {
                 if !sl.done {
                     match &sl.event {
                         Some(ev) if ev.is_complete() => {
+                            // The device reported a fault for the awaited work: what the
+                            // instruction writes (a host copy's destination) is not valid.
+                            if let (Some(e), Some(node)) = (ev.failure(), &sl.node) {
+                                node.for_each_member(|m| {
+                                    for b in m.p().outputs() {
+                                        b.poison_with(&e);
+                                    }
+                                });
+                            }
                             sl.event = None;
                             sl.done = true;
                         }

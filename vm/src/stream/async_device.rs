@@ -30,11 +30,17 @@ enum Item {
 #[derive(Default, Debug)]
 pub struct AsyncEvent {
     done: AtomicBool,
+    /// The device's fault when the event was reached, if it had faulted.
+    failed: Mutex<Option<String>>,
 }
 
 impl Event for AsyncEvent {
     fn is_complete(&self) -> bool {
         self.done.load(Ordering::Acquire)
+    }
+    fn failure(&self) -> Option<crate::Error> {
+        let m = self.failed.lock().clone()?;
+        Some(crate::Error::kernel("device", m))
     }
 }
 
@@ -61,6 +67,7 @@ pub struct AsyncDevice {
     index: u32,
     queues: Mutex<Vec<VecDeque<Item>>>,
     waker: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+    fault: Mutex<Option<String>>,
 }
 
 impl AsyncDevice {
@@ -78,7 +85,26 @@ impl AsyncDevice {
             index,
             queues: Mutex::new(Vec::new()),
             waker: Mutex::new(None),
+            fault: Mutex::new(None),
         })
+    }
+
+    /// Makes the device fault, as a GPU does on an illegal address: every event it reaches
+    /// from now on reports `message` as its failure ([`Event::failure`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, StreamPolicy};
+    /// let dev = AsyncDevice::new(0);
+    /// let e = dev.stream("compute").record_event().unwrap();
+    /// dev.fault("illegal address");
+    /// dev.run_all();
+    /// assert!(e.is_complete());
+    /// assert!(e.failure().unwrap().to_string().contains("illegal address"));
+    /// ```
+    pub fn fault(&self, message: &str) {
+        *self.fault.lock() = Some(message.to_string());
     }
 
     /// A new stream (queue) on this device.
@@ -99,6 +125,8 @@ impl AsyncDevice {
             name: name.to_string(),
             device: self.clone(),
             queue: q.len() - 1,
+            orders_memory: false,
+            pool: None,
         }
     }
 
@@ -152,7 +180,10 @@ impl AsyncDevice {
         };
         match item {
             Item::Work(f) => f(),
-            Item::Record(e) => e.done.store(true, Ordering::Release),
+            Item::Record(e) => {
+                *e.failed.lock() = self.fault.lock().clone();
+                e.done.store(true, Ordering::Release);
+            }
             Item::Wait(_) => {}
         }
         if let Some(w) = self.waker.lock().as_ref() {
@@ -224,6 +255,8 @@ pub struct AsyncStream {
     name: String,
     device: Arc<AsyncDevice>,
     queue: usize,
+    orders_memory: bool,
+    pool: Option<Arc<crate::alloc::DeviceAllocator>>,
 }
 
 impl AsyncStream {
@@ -261,6 +294,39 @@ impl AsyncStream {
     pub fn queue(&self) -> usize {
         self.queue
     }
+
+    /// This stream with stream-ordered memory, as a CUDA stream has: a release frees its own
+    /// allocator's memory when it is launched, not when the device reaches it (see
+    /// [`StreamPolicy::orders_memory`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, StreamPolicy};
+    /// let s = AsyncDevice::new(0).stream("compute").with_ordered_memory();
+    /// assert!(s.orders_memory() && s.done_means_launched());
+    /// ```
+    pub fn with_ordered_memory(mut self) -> Self {
+        self.orders_memory = true;
+        self
+    }
+
+    /// This stream with an allocator of its own for its outputs, as a CUDA device's copy
+    /// streams have (see [`StreamPolicy::allocator`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::alloc::{AllocMode, CpuBackend, DeviceAllocator};
+    /// use eddy_vm::stream::{async_device::AsyncDevice, StreamPolicy};
+    /// let pool = DeviceAllocator::new(Box::new(CpuBackend::new(None)), AllocMode::Caching);
+    /// let s = AsyncDevice::new(0).stream("copy").with_allocator(pool.clone());
+    /// assert!(std::sync::Arc::ptr_eq(&s.allocator().unwrap(), &pool));
+    /// ```
+    pub fn with_allocator(mut self, pool: Arc<crate::alloc::DeviceAllocator>) -> Self {
+        self.pool = Some(pool);
+        self
+    }
 }
 
 impl StreamPolicy for AsyncStream {
@@ -278,6 +344,12 @@ impl StreamPolicy for AsyncStream {
     }
     fn supports_stream_wait(&self) -> bool {
         true
+    }
+    fn orders_memory(&self) -> bool {
+        self.orders_memory
+    }
+    fn allocator(&self) -> Option<Arc<crate::alloc::DeviceAllocator>> {
+        self.pool.clone()
     }
     fn fusion(&self) -> bool {
         false

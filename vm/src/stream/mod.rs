@@ -168,6 +168,23 @@ pub trait Event: Send + Sync + 'static {
     /// ```
     fn is_complete(&self) -> bool;
 
+    /// The error the device reported for the event's work, once [`is_complete`](Self::is_complete)
+    /// has returned true: the engine poisons what the waiting instruction writes with it.
+    /// Default: none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, StreamPolicy};
+    /// let dev = AsyncDevice::new(0);
+    /// let e = dev.stream("compute").record_event().unwrap();
+    /// dev.run_all();
+    /// assert!(e.is_complete() && e.failure().is_none());
+    /// ```
+    fn failure(&self) -> Option<crate::Error> {
+        None
+    }
+
     /// The event as `Any`, so a stream of the same device kind can recognise its own events
     /// and wait for them on the device. The default (`()`) recognises nothing: such an event
     /// is waited for on the host.
@@ -280,6 +297,50 @@ pub trait StreamPolicy: Send + Sync + 'static {
     fn completes_in_order(&self) -> bool {
         true
     }
+    /// Whether memory this stream frees may go to its later work at once, with no event.
+    ///
+    /// True for an in-order device stream whose allocator is its own (a CUDA stream): a block
+    /// that a release on the stream returns to the stream's allocator is handed only to work
+    /// launched later on the same stream, which the device runs after every earlier reader.
+    /// Memory from another stream's allocator is still freed only once an event proves the
+    /// device is done with it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, cpu::CpuStream, Exec, StreamPolicy};
+    /// assert!(!CpuStream::new("cpu", Exec::Inline).orders_memory());
+    /// assert!(!AsyncDevice::new(0).stream("compute").orders_memory());
+    /// assert!(AsyncDevice::new(0).stream("compute").with_ordered_memory().orders_memory());
+    /// ```
+    fn orders_memory(&self) -> bool {
+        false
+    }
+    /// The allocator for the outputs of work on this stream, if the stream has one of its own
+    /// (a CUDA device's copy streams); `None`, the default, for the device's allocator.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{cpu::CpuStream, Exec, StreamPolicy};
+    /// assert!(CpuStream::new("cpu", Exec::Inline).allocator().is_none());
+    /// ```
+    fn allocator(&self) -> Option<Arc<crate::alloc::DeviceAllocator>> {
+        None
+    }
+    /// Asks the stream to wake the engine when `event`, one of its own that an instruction
+    /// waits for, completes. Default: nothing (the device wakes the engine itself, or the
+    /// engine finds the event complete when it next looks).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{async_device::AsyncDevice, StreamPolicy};
+    /// let s = AsyncDevice::new(0).stream("compute");
+    /// let e = s.record_event().unwrap();
+    /// s.watch(&e); // the test device wakes its engine through its own waker
+    /// ```
+    fn watch(&self, _event: &Arc<dyn Event>) {}
     /// Whether this stream can wait device-side for an event of another stream of its device.
     ///
     /// # Examples
