@@ -132,6 +132,49 @@ fn suite() -> R<Vec<(&'static str, Tensor)>> {
                 .add(&x.gt_scalar(0.5)?.to_dtype(DType::F32)?)?,
         ),
     ];
+    let xd = x.to_dtype(DType::F64)?;
+    out.push((
+        "f64 elementwise",
+        xd.exp()?
+            .add(&xd.mul_scalar(0.5)?)?
+            .div(&xd.abs()?.add_scalar(1.0)?.sqrt()?)?
+            .abs()?
+            .pow(&xd.abs()?.rsub_scalar(4.0)?)?,
+    ));
+    out.push((
+        "f64 where compare cast",
+        xd.gt_scalar(0.0)?
+            .where_(&xd, &xd.neg()?)?
+            .add(
+                &xd.lt(&xd.t()?.contiguous()?.reshape([6, 8])?)?
+                    .to_dtype(DType::F64)?,
+            )?
+            .to_dtype(DType::F32)?,
+    ));
+    let yd = xd.mul_scalar(1.0)?;
+    yd.add_(&xd.narrow(0, 0, 1)?)?;
+    out.push(("f64 in place", yd));
+    out.push((
+        "i64 where",
+        t.gt_scalar(1.0)?
+            .where_(&t, &t.zeros_like()?)?
+            .to_dtype(DType::F32)?,
+    ));
+    out.push((
+        "cross_entropy computed targets",
+        x.linear(&w, None)?.cross_entropy(&t.mul_scalar(1.0)?)?,
+    ));
+    {
+        use eddy::tensor::optim::{Adam, Optimizer};
+        let q = w.mul_scalar(1.0)?.requires_grad_(true).unwrap();
+        let mut opt = Adam::new(vec![q.clone()], 0.1)?;
+        for _ in 0..3 {
+            opt.zero_grad();
+            q.square()?.sum_all()?.backward()?;
+            opt.step()?;
+        }
+        out.push(("adam", q.detach()));
+    }
     let y = x.mul_scalar(1.0)?;
     y.narrow(0, 1, 2)?.add_(&x.narrow(0, 0, 1)?)?;
     y.mul_scalar_(0.5)?;
@@ -320,5 +363,47 @@ fn an_mlp_trains_on_the_device() {
             (g0 - c0).abs() < 1e-3 && (g1 - c1).abs() < 2e-2,
             "cpu {c0}->{c1}, cuda {g0}->{g1}"
         );
+    });
+}
+
+/// Copies between the host and the device run on the device's copy streams, not its compute
+/// stream, and `empty_cache` gives cached device memory back.
+#[test]
+fn copies_run_on_the_copy_streams_and_empty_cache_returns_memory() {
+    let vm = match Vm::builder().cuda_devices(1).trace(true).build() {
+        Ok(vm) => vm,
+        Err(e) => {
+            eprintln!("SKIPPED: no CUDA device here: {e}");
+            return;
+        }
+    };
+    watchdog(120, move || {
+        with_engine(&vm, || -> R<()> {
+            let n = 1 << 20; // 4 MiB: staged through pinned memory
+            let h = Tensor::arange(0.0, n as f64, 1.0, DType::F32)?;
+            let g = h.to_device(GPU)?.mul_scalar(2.0)?;
+            let back = g.to_device(Device::CPU)?.to_vec::<f32>()?;
+            assert!(back.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32));
+            drop(g);
+            vm.sync()?;
+            Ok(())
+        })
+        .unwrap();
+        let names: Vec<String> = vm
+            .trace_events()
+            .iter()
+            .filter(|e| e.name == "to_device")
+            .map(|e| {
+                vm.stream_policy(eddy::vm::StreamId(e.stream))
+                    .unwrap()
+                    .name()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(names, vec!["cuda:0:h2d", "cuda:0:d2h"], "{names:?}");
+        let cached = vm.allocator(GPU).unwrap().stats().reserved;
+        assert!(cached >= 4 << 20, "the product's block is cached: {cached}");
+        assert!(vm.empty_cache(GPU) >= 4 << 20);
+        assert_eq!(vm.allocator(GPU).unwrap().stats().reserved, 0);
     });
 }

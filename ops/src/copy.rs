@@ -5,6 +5,7 @@ use crate::device::{Device, pick};
 use crate::random::Distribution;
 use crate::{DType, Elem, Layout, cpu};
 use eddy_vm::instruction::Kernel;
+use eddy_vm::stream::StreamKind;
 
 /// The kernel copying `src` (any layout, broadcast allowed) of `src_dtype` into `dst` (a
 /// non-overlapping layout of the same shape) of `dst_dtype`, on `device` (a cast when the
@@ -34,8 +35,9 @@ pub fn copy(
 }
 
 /// The kernel copying `src` on device `from` into a contiguous output of `src`'s shape on
-/// device `to`, in one `dtype`. It runs on `to`'s compute stream; the engine orders it after
-/// every earlier write of the source and before every later access of either side.
+/// device `to`, in one `dtype`. It runs on the stream [`transfer_stream`] names; the engine
+/// orders it after every earlier write of the source and before every later access of either
+/// side.
 ///
 /// `None` for a pair of devices with no copy between them yet, and between a CPU and a CUDA
 /// device for a source that is not contiguous (make it contiguous first).
@@ -60,16 +62,13 @@ pub fn transfer(
         match (from, to) {
             (Device::Cpu(_), Device::Cpu(_)) => {
                 let dst = Layout::contiguous(src.shape.clone());
-                Some(Either::Cpu(Either::Cpu(cpu::copy::copy(
-                    src, dtype, dst, dtype,
-                ))))
+                Some(Either::Cpu(cpu::copy::copy(src, dtype, dst, dtype)))
             }
-            (Device::Cpu(_), Device::Cuda(_)) if src.is_contiguous() => {
-                Some(Either::Cuda(crate::cuda::ops::upload_tensor(dtype, src)))
-            }
-            // A CPU kernel on the destination's stream.
-            (Device::Cuda(n), Device::Cpu(_)) if src.is_contiguous() => Some(Either::Cpu(
-                Either::Cuda(crate::cuda::ops::download(n, dtype, src)),
+            (Device::Cpu(_), Device::Cuda(_)) if src.is_contiguous() => Some(Either::Cuda(
+                Either::Cpu(crate::cuda::ops::upload_tensor(dtype, src)),
+            )),
+            (Device::Cuda(_), Device::Cpu(_)) if src.is_contiguous() => Some(Either::Cuda(
+                Either::Cuda(crate::cuda::ops::download(dtype, src)),
             )),
             _ => None,
         }
@@ -81,6 +80,27 @@ pub fn transfer(
             Some(cpu::copy::copy(src, dtype, dst, dtype))
         }
         _ => None,
+    }
+}
+
+/// Where the copy from device `from` to device `to` runs: the device and the kind of stream.
+/// Between the host and a CUDA device that is the CUDA device's copy stream of that direction,
+/// so that copies overlap its kernels; between CPU devices, the destination's compute stream.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{copy::transfer_stream, Device};
+/// use eddy_vm::stream::StreamKind;
+/// assert_eq!(transfer_stream(Device::Cpu(0), Device::Cpu(1)), (Device::Cpu(1), StreamKind::Compute));
+/// assert_eq!(transfer_stream(Device::Cpu(0), Device::Cuda(0)), (Device::Cuda(0), StreamKind::Host2Device));
+/// assert_eq!(transfer_stream(Device::Cuda(1), Device::Cpu(0)), (Device::Cuda(1), StreamKind::Device2Host));
+/// ```
+pub fn transfer_stream(from: Device, to: Device) -> (Device, StreamKind) {
+    match (from, to) {
+        (Device::Cpu(_), Device::Cuda(_)) => (to, StreamKind::Host2Device),
+        (Device::Cuda(_), Device::Cpu(_)) => (from, StreamKind::Device2Host),
+        _ => (to, StreamKind::Compute),
     }
 }
 

@@ -611,6 +611,19 @@ impl Tensor {
         outs: &[&Tensor],
         work: Option<usize>,
     ) -> Result<()> {
+        Tensor::launch_on(None, kernel, ins, outs, work)
+    }
+
+    /// As [`launch_with_work`](Self::launch_with_work), on `stream` if given (a copy stream),
+    /// else on the compute stream of the first output's (or input's) device.
+    #[track_caller]
+    pub(crate) fn launch_on(
+        stream: Option<eddy_vm::StreamId>,
+        kernel: impl Kernel,
+        ins: &[&Tensor],
+        outs: &[&Tensor],
+        work: Option<usize>,
+    ) -> Result<()> {
         // A kernel whose outputs are all empty has nothing to do. Not launching it also keeps
         // kernels from looping over the huge outer dims a zero-sized tensor may have
         // (`[2^62, 0]`), and saturated extents from reaching them.
@@ -629,7 +642,7 @@ impl Tensor {
             None => kernel.cheap(),
         };
         t.engine().run_op(
-            t.0.loc.stream(),
+            stream.unwrap_or(t.0.loc.stream()),
             kernel,
             &blob_refs(ins),
             &blob_refs(outs),

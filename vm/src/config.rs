@@ -650,24 +650,35 @@ impl VmBuilder {
         self.open_cuda(n_cuda)
     }
 
-    /// Opens `n` CUDA devices (`u32::MAX`: all), adding a stream and an allocator for each.
+    /// Opens `n` CUDA devices (`u32::MAX`: all), adding three streams for each (compute,
+    /// host-to-device, device-to-host), each with an allocator of its own: the compute and
+    /// host-to-device streams over the device's memory (one capacity), the device-to-host
+    /// stream over pinned host memory, where its outputs (host tensors) land.
     #[cfg(feature = "cuda")]
     fn open_cuda(&mut self, n: u32) -> Result<Vec<SetWaker>> {
         use crate::alloc::cuda::CudaBackend;
+        use crate::stream::StreamKind;
         use crate::stream::cuda::{CudaDevice, device_count};
         if n == 0 {
             return Ok(Vec::new());
         }
         let n = if n == u32::MAX { device_count()? } else { n };
+        let mode = self.config.alloc_mode;
         let mut out = Vec::new();
         for i in 0..n {
             let d = CudaDevice::open(i)?;
-            let stream = d.stream(&format!("cuda:{i}"))?;
             let backend = CudaBackend::new(d.clone(), self.config.capacity);
+            let h2d_pool = DeviceAllocator::new(Box::new(backend.share()), mode);
             // Device memory is never host memory: blobs keep no bytes inline.
-            let alloc = DeviceAllocator::new(Box::new(backend), self.config.alloc_mode);
+            let alloc = DeviceAllocator::new(Box::new(backend), mode);
+            let pinned = d.pinned_pool(crate::alloc::host_limit());
             self.allocators.insert(Device::Cuda(i), alloc);
-            self.streams.push(Arc::new(stream));
+            let compute = d.stream(&format!("cuda:{i}"), StreamKind::Compute)?;
+            let h2d = d.stream(&format!("cuda:{i}:h2d"), StreamKind::Host2Device)?;
+            let d2h = d.stream(&format!("cuda:{i}:d2h"), StreamKind::Device2Host)?;
+            self.streams.push(Arc::new(compute));
+            self.streams.push(Arc::new(h2d.with_pool(h2d_pool)));
+            self.streams.push(Arc::new(d2h.with_pool(pinned)));
             out.push(Box::new(move |w| d.set_waker(w)) as SetWaker);
         }
         Ok(out)

@@ -155,6 +155,26 @@ pub enum Error {
         /// Where the user's code called the op.
         at: Caller,
     },
+    /// The device faulted (an illegal address, a trap) while running queued work. Launches
+    /// are asynchronous, so the fault surfaces at a later call: this names the device's first
+    /// instruction not yet confirmed complete when the fault was seen, which is the earliest
+    /// that can have caused it. The device's later work fails with the same error.
+    #[error(
+        "`{op}` on {device}: the device faulted ({message}); the first instruction not \
+         confirmed complete: {first_unconfirmed}{at}"
+    )]
+    DeviceFault {
+        /// The op that saw the fault.
+        op: String,
+        /// The device, as `cuda:0`.
+        device: String,
+        /// The driver's report.
+        message: String,
+        /// The earliest instruction that can have caused it, as `name (instruction id)`.
+        first_unconfirmed: String,
+        /// Where the user's code called the op.
+        at: Caller,
+    },
     /// `Prepare` could not allocate an output even after waiting for running work, shrinking
     /// the caches and retrying.
     #[error(
@@ -282,6 +302,7 @@ macro_rules! caller_field {
             | Error::UnknownStream { at, .. }
             | Error::InvalidArgument { at, .. }
             | Error::DeviceUnavailable { at, .. }
+            | Error::DeviceFault { at, .. }
             | Error::ReentrantWait { at, .. } => Some(at),
             Error::Deadlock { .. }
             | Error::EngineShutDown
@@ -317,6 +338,7 @@ impl Error {
             | Error::UnknownStream { op, .. }
             | Error::InvalidArgument { op, .. }
             | Error::DeviceUnavailable { op, .. }
+            | Error::DeviceFault { op, .. }
             | Error::ReentrantWait { op, .. } => Some(op),
             Error::Deadlock { .. }
             | Error::EngineShutDown

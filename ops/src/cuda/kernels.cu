@@ -1,5 +1,6 @@
 // Eddy's CUDA kernels, compiled at run time by NVRTC (once per device) from this file, which
-// the crate embeds. f32 throughout; integer tensors reach CUDA only as indices (i64).
+// the crate embeds. f32, with f64 for the elementwise ops; integers as indices, masks and
+// the integer-preserving ops (i64, u8/bool).
 //
 // A `Lay` is an operand's layout as the CPU kernels see it: up to 8 dims, strides in
 // elements, an offset; `at(l, i)` is the storage index of the output's i-th element.
@@ -19,6 +20,9 @@ struct Lay {
 };
 
 __device__ __forceinline__ i64 at(const Lay& l, i64 i) {
+    // A flat layout (a dense or repeated operand, `i` within its one dim) needs no division:
+    // 64-bit division costs dozens of instructions, more than the element's arithmetic.
+    if (l.rank == 1) return l.off + i * l.strides[0];
     i64 o = l.off;
     for (int d = l.rank - 1; d >= 0; --d) {
         i64 n = l.dims[d];
@@ -32,60 +36,64 @@ __device__ __forceinline__ i64 at(const Lay& l, i64 i) {
 #define GRID_STRIDE(i, n) \
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)blockDim.x * gridDim.x)
 
-__device__ __forceinline__ float round_half_even(float x) { return rintf(x); }
-
-__device__ float unary_op(int op, float x, float c, float d) {
+// The float ops, for T = float or double: CUDA's C++ math overloads (`exp(float)` is `expf`).
+template <typename T>
+__device__ T unary_op(int op, T x, T c, T d) {
+    const T one = (T)1, zero = (T)0, half = (T)0.5;
     switch (op) {
     case 0: return -x;
-    case 1: return fabsf(x);
-    case 2: return expf(x);
-    case 3: return logf(x);
-    case 4: return sqrtf(x);
-    case 5: return 1.0f / sqrtf(x);
-    case 6: return sinf(x);
-    case 7: return cosf(x);
-    case 8: return tanhf(x);
-    case 9: return 1.0f / (1.0f + expf(-x));
-    case 10: return (x > 0.0f || x != x) ? x : 0.0f;
-    case 11: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case 12: return x / (1.0f + expf(-x));
-    case 13: return 1.0f / x;
+    case 1: return fabs(x);
+    case 2: return exp(x);
+    case 3: return log(x);
+    case 4: return sqrt(x);
+    case 5: return one / sqrt(x);
+    case 6: return sin(x);
+    case 7: return cos(x);
+    case 8: return tanh(x);
+    case 9: return one / (one + exp(-x));
+    case 10: return (x > zero || x != x) ? x : zero;
+    case 11: return half * x * (one + erf(x * (T)0.70710678118654752));
+    case 12: return x / (one + exp(-x));
+    case 13: return one / x;
     case 14: return x * x;
-    case 15: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x);
+    case 15: return x > zero ? one : (x < zero ? -one : x);
     case 16: {
-        float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
-        float pdf = expf(-0.5f * x * x) * 0.39894228040143268f;
+        T cdf = half * (one + erf(x * (T)0.70710678118654752));
+        T pdf = exp(-half * x * x) * (T)0.39894228040143268;
         return cdf + x * pdf;
     }
-    case 17: { float s = 1.0f / (1.0f + expf(-x)); return s * (1.0f + x * (1.0f - s)); }
+    case 17: { T s = one / (one + exp(-x)); return s * (one + x * (one - s)); }
     case 18: return x + c;
     case 19: return x * c;
     case 20: return x / c;
     case 21: return c - x;
     case 22: return c / x;
-    case 23: return powf(x, c);
-    case 24: return powf(c, x);
-    case 25: return x != x ? x : fminf(fmaxf(x, c), d);
-    case 26: return floorf(x);
-    case 27: return ceilf(x);
-    case 28: return round_half_even(x);
-    case 29: return truncf(x);
-    case 30: return log1pf(x);
-    case 31: return expm1f(x);
-    case 32: return log2f(x);
-    case 33: return log10f(x);
-    case 34: return tanf(x);
-    case 35: return atanf(x);
-    case 36: return erff(x);
-    case 37: return x > 0.0f ? x : x * c;
-    case 38: return x > 0.0f ? x : c * expm1f(x);
-    case 39: { float bx = x * c; return bx > d ? x : log1pf(expf(bx)) / c; }
+    case 23: return pow(x, c);
+    case 24: return pow(c, x);
+    case 25: return x != x ? x : fmin(fmax(x, c), d);
+    case 26: return floor(x);
+    case 27: return ceil(x);
+    case 28: return rint(x);
+    case 29: return trunc(x);
+    case 30: return log1p(x);
+    case 31: return expm1(x);
+    case 32: return log2(x);
+    case 33: return log10(x);
+    case 34: return tan(x);
+    case 35: return atan(x);
+    case 36: return erf(x);
+    case 37: return x > zero ? x : x * c;
+    case 38: return x > zero ? x : c * expm1(x);
+    case 39: { T bx = x * c; return bx > d ? x : log1p(exp(bx)) / c; }
     }
     return x;
 }
 
 extern "C" __global__ void unary_f32(int op, float c, float d, const float* x, Lay lx, float* y, i64 n) {
-    GRID_STRIDE(i, n) { y[i] = unary_op(op, x[at(lx, i)], c, d); }
+    GRID_STRIDE(i, n) { y[i] = unary_op<float>(op, x[at(lx, i)], c, d); }
+}
+extern "C" __global__ void unary_f64(int op, double c, double d, const double* x, Lay lx, double* y, i64 n) {
+    GRID_STRIDE(i, n) { y[i] = unary_op<double>(op, x[at(lx, i)], c, d); }
 }
 
 // The integer-preserving unary ops on i64 (wrapping, as the CPU kernels): codes as above.
@@ -108,33 +116,44 @@ extern "C" __global__ void unary_i64(int op, i64 c, i64 d, const i64* x, Lay lx,
     }
 }
 
-__device__ __forceinline__ float nan_max(float x, float y) { return (x != x || x >= y) ? x : y; }
-__device__ __forceinline__ float nan_min(float x, float y) { return (x != x || x <= y) ? x : y; }
+template <typename T> __device__ __forceinline__ T nan_max(T x, T y) { return (x != x || x >= y) ? x : y; }
+template <typename T> __device__ __forceinline__ T nan_min(T x, T y) { return (x != x || x <= y) ? x : y; }
 
-__device__ __forceinline__ float binary_op(int op, float a, float b) {
+template <typename T>
+__device__ __forceinline__ T binary_op(int op, T a, T b) {
     switch (op) {
     case 0: return a + b;
     case 1: return a - b;
     case 2: return a * b;
     case 3: return a / b;
-    case 4: return powf(a, b);
+    case 4: return pow(a, b);
     case 5: return nan_max(a, b);
     case 6: return nan_min(a, b);
-    case 7: return a > 0.0f ? b : 0.0f;
+    case 7: return a > (T)0 ? b : (T)0;
     }
     return a;
 }
 
 extern "C" __global__ void binary_f32(int op, const float* a, Lay la, const float* b, Lay lb, float* y, i64 n) {
-    GRID_STRIDE(i, n) { y[i] = binary_op(op, a[at(la, i)], b[at(lb, i)]); }
+    GRID_STRIDE(i, n) { y[i] = binary_op<float>(op, a[at(la, i)], b[at(lb, i)]); }
+}
+extern "C" __global__ void binary_f64(int op, const double* a, Lay la, const double* b, Lay lb, double* y, i64 n) {
+    GRID_STRIDE(i, n) { y[i] = binary_op<double>(op, a[at(la, i)], b[at(lb, i)]); }
 }
 
 // out op= alpha * x, out laid out as `lo` (read and written), x broadcast to it.
-extern "C" __global__ void binary_inplace_f32(int op, float* o, Lay lo, const float* x, Lay lx, float alpha, i64 n) {
+template <typename T>
+__device__ void binary_inplace_body(int op, T* o, const Lay& lo, const T* x, const Lay& lx, T alpha, i64 n) {
     GRID_STRIDE(i, n) {
         i64 k = at(lo, i);
-        o[k] = binary_op(op, o[k], alpha * x[at(lx, i)]);
+        o[k] = binary_op<T>(op, o[k], alpha * x[at(lx, i)]);
     }
+}
+extern "C" __global__ void binary_inplace_f32(int op, float* o, Lay lo, const float* x, Lay lx, float alpha, i64 n) {
+    binary_inplace_body<float>(op, o, lo, x, lx, alpha, n);
+}
+extern "C" __global__ void binary_inplace_f64(int op, double* o, Lay lo, const double* x, Lay lx, double alpha, i64 n) {
+    binary_inplace_body<double>(op, o, lo, x, lx, alpha, n);
 }
 
 template <typename T>
@@ -159,17 +178,33 @@ __device__ void compare_body(int op, const T* a, const Lay& la, const T* b, cons
 extern "C" __global__ void compare_f32(int op, const float* a, Lay la, const float* b, Lay lb, u8* y, i64 n) {
     compare_body<float>(op, a, la, b, lb, y, n);
 }
+extern "C" __global__ void compare_f64(int op, const double* a, Lay la, const double* b, Lay lb, u8* y, i64 n) {
+    compare_body<double>(op, a, la, b, lb, y, n);
+}
 extern "C" __global__ void compare_i64(int op, const i64* a, Lay la, const i64* b, Lay lb, u8* y, i64 n) {
     compare_body<i64>(op, a, la, b, lb, y, n);
 }
 
-extern "C" __global__ void where_f32(const u8* c, Lay lc, const float* a, Lay la, const float* b, Lay lb, float* y, i64 n) {
+template <typename T>
+__device__ void where_body(const u8* c, const Lay& lc, const T* a, const Lay& la, const T* b, const Lay& lb, T* y, i64 n) {
     GRID_STRIDE(i, n) { y[i] = c[at(lc, i)] ? a[at(la, i)] : b[at(lb, i)]; }
+}
+extern "C" __global__ void where_f32(const u8* c, Lay lc, const float* a, Lay la, const float* b, Lay lb, float* y, i64 n) {
+    where_body<float>(c, lc, a, la, b, lb, y, n);
+}
+extern "C" __global__ void where_f64(const u8* c, Lay lc, const double* a, Lay la, const double* b, Lay lb, double* y, i64 n) {
+    where_body<double>(c, lc, a, la, b, lb, y, n);
+}
+extern "C" __global__ void where_i64(const u8* c, Lay lc, const i64* a, Lay la, const i64* b, Lay lb, i64* y, i64 n) {
+    where_body<i64>(c, lc, a, la, b, lb, y, n);
+}
+extern "C" __global__ void where_u8(const u8* c, Lay lc, const u8* a, Lay la, const u8* b, Lay lb, u8* y, i64 n) {
+    where_body<u8>(c, lc, a, la, b, lb, y, n);
 }
 
 // Element i of `src` (any layout) to element i of `dst` (any non-overlapping layout),
-// converted: floats to integers truncate toward zero (as Rust's `as`), anything to bool is
-// "not zero".
+// converted: floats to integers truncate toward zero, saturating (NaN to 0), as PyTorch's CUDA
+// casts; anything to bool is "not zero".
 template <typename S, typename D>
 __device__ void copy_body(const S* x, const Lay& lx, D* y, const Lay& ly, i64 n) {
     GRID_STRIDE(i, n) { y[at(ly, i)] = (D)x[at(lx, i)]; }
@@ -178,34 +213,42 @@ template <typename S>
 __device__ void to_bool_body(const S* x, const Lay& lx, u8* y, const Lay& ly, i64 n) {
     GRID_STRIDE(i, n) { y[at(ly, i)] = x[at(lx, i)] != (S)0; }
 }
-__device__ __forceinline__ i64 f32_to_i64(float v) {
-    // NaN to 0 and saturation at the ends, as Rust's `as`.
+template <typename F>
+__device__ __forceinline__ i64 float_to_i64(F v) {
     if (v != v) return 0;
-    if (v >= 9.2233720368547758e18f) return 0x7fffffffffffffffLL;
-    if (v <= -9.2233720368547758e18f) return (i64)0x8000000000000000ULL;
+    if (v >= (F)9.2233720368547758e18) return 0x7fffffffffffffffLL;
+    if (v <= (F)-9.2233720368547758e18) return (i64)0x8000000000000000ULL;
     return (i64)v;
 }
+template <typename F>
+__device__ void float_to_i64_body(const F* x, const Lay& lx, i64* y, const Lay& ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = float_to_i64<F>(x[at(lx, i)]); }
+}
 extern "C" __global__ void copy_f32(const float* x, Lay lx, float* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
+extern "C" __global__ void copy_f64(const double* x, Lay lx, double* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
 extern "C" __global__ void copy_i64(const i64* x, Lay lx, i64* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
 extern "C" __global__ void copy_u8(const u8* x, Lay lx, u8* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
 extern "C" __global__ void cast_u8_f32(const u8* x, Lay lx, float* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
+extern "C" __global__ void cast_u8_f64(const u8* x, Lay lx, double* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
 extern "C" __global__ void cast_i64_f32(const i64* x, Lay lx, float* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
+extern "C" __global__ void cast_i64_f64(const i64* x, Lay lx, double* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
+extern "C" __global__ void cast_f32_f64(const float* x, Lay lx, double* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
+extern "C" __global__ void cast_f64_f32(const double* x, Lay lx, float* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
 extern "C" __global__ void cast_u8_i64(const u8* x, Lay lx, i64* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
-extern "C" __global__ void cast_f32_i64(const float* x, Lay lx, i64* y, Lay ly, i64 n) {
-    GRID_STRIDE(i, n) { y[at(ly, i)] = f32_to_i64(x[at(lx, i)]); }
-}
+extern "C" __global__ void cast_f32_i64(const float* x, Lay lx, i64* y, Lay ly, i64 n) { float_to_i64_body(x, lx, y, ly, n); }
+extern "C" __global__ void cast_f64_i64(const double* x, Lay lx, i64* y, Lay ly, i64 n) { float_to_i64_body(x, lx, y, ly, n); }
 extern "C" __global__ void cast_f32_bool(const float* x, Lay lx, u8* y, Lay ly, i64 n) { to_bool_body(x, lx, y, ly, n); }
+extern "C" __global__ void cast_f64_bool(const double* x, Lay lx, u8* y, Lay ly, i64 n) { to_bool_body(x, lx, y, ly, n); }
 extern "C" __global__ void cast_i64_bool(const i64* x, Lay lx, u8* y, Lay ly, i64 n) { to_bool_body(x, lx, y, ly, n); }
 
-extern "C" __global__ void fill_f32(float* y, Lay ly, float v, i64 n) {
+template <typename T>
+__device__ void fill_body(T* y, const Lay& ly, T v, i64 n) {
     GRID_STRIDE(i, n) { y[at(ly, i)] = v; }
 }
-extern "C" __global__ void fill_i64(i64* y, Lay ly, i64 v, i64 n) {
-    GRID_STRIDE(i, n) { y[at(ly, i)] = v; }
-}
-extern "C" __global__ void fill_u8(u8* y, Lay ly, u8 v, i64 n) {
-    GRID_STRIDE(i, n) { y[at(ly, i)] = v; }
-}
+extern "C" __global__ void fill_f32(float* y, Lay ly, float v, i64 n) { fill_body(y, ly, v, n); }
+extern "C" __global__ void fill_f64(double* y, Lay ly, double v, i64 n) { fill_body(y, ly, v, n); }
+extern "C" __global__ void fill_i64(i64* y, Lay ly, i64 v, i64 n) { fill_body(y, ly, v, n); }
+extern "C" __global__ void fill_u8(u8* y, Lay ly, u8 v, i64 n) { fill_body(y, ly, v, n); }
 
 // Output j reduces elements j*r .. (j+1)*r of `lx` (the reduced dims permuted last).
 // One warp per output: lanes stride the run, then a shuffle tree. ops: 0 sum, 1 mean,
@@ -330,4 +373,10 @@ extern "C" __global__ void index_add_f32(const float* s, i64 off, const i64* idx
         if (ix < 0 || ix >= size) continue;
         atomicAdd(&y[(o * size + ix) * inner + q], s[off + i]);
     }
+}
+
+// Faults the device on purpose (a trap): for tests of how a device fault is reported.
+extern "C" __global__ void fault_on_purpose(int* y) {
+    if (threadIdx.x == 0) __trap();
+    y[0] = 1;
 }

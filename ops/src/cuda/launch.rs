@@ -60,9 +60,16 @@ unsafe impl Send for BlasHandle {}
 ///
 /// NVRTC's or the driver's message if the module cannot be built or loaded.
 pub fn module_for(device: &CudaDevice) -> Result<Arc<DeviceModule>, String> {
+    // The device's own slot first: no lock on a launch's path.
+    if let Some(m) = device.extension().get()
+        && let Ok(m) = m.clone().downcast::<DeviceModule>()
+    {
+        return Ok(m);
+    }
     static CACHE: OnceLock<Mutex<HashMap<u32, Arc<DeviceModule>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(m) = cache.lock().get(&device.ordinal()) {
+        let _ = device.extension().set(m.clone());
         return Ok(m.clone());
     }
     let ctx = device.context();
@@ -86,6 +93,7 @@ pub fn module_for(device: &CudaDevice) -> Result<Arc<DeviceModule>, String> {
         blas: Mutex::new(None),
     });
     cache.lock().insert(device.ordinal(), m.clone());
+    let _ = device.extension().set(m.clone());
     Ok(m)
 }
 
@@ -171,6 +179,22 @@ impl Launch<'_> {
             )
         }
         .map_err(|e| format!("launching {name}: {e}"))
+    }
+
+    /// Copies `src` from host memory to device address `dst`, in stream order (through pinned
+    /// staging when it is large; see `CudaStream::copy_from_host`).
+    ///
+    /// # Errors
+    ///
+    /// The driver's message.
+    ///
+    /// # Safety
+    ///
+    /// `dst` must be an output of the launching instruction with at least `src.len()` bytes.
+    pub unsafe fn copy_from_host(&self, dst: u64, src: &[u8]) -> Result<(), String> {
+        // SAFETY: forwarded; the engine gives the instruction exclusive use of its outputs,
+        // in stream order.
+        unsafe { self.stream.copy_from_host(dst, src) }
     }
 
     /// Runs `f` with the device's cuBLAS handle, bound to this stream.
@@ -299,19 +323,32 @@ where
                 ))
             })?;
         let device = stream.cuda_device();
-        device.bind().map_err(|e| err(e.to_string()))?;
+        // A faulted context runs nothing more: every later launch reports the first fault.
+        if let Some(e) = device.fault(self.name) {
+            return Err(e);
+        }
+        if let Err(e) = device.bind() {
+            return Err(device.check_fault(self.name).unwrap_or(e));
+        }
         let module = module_for(device).map_err(err)?;
         let launch = Launch {
             stream,
             module: &module,
         };
-        (self.f)(&launch, inputs, outputs).map_err(err)?;
-        if launch_blocking() {
-            stream
-                .synchronize()
-                .map_err(|e| err(format!("device fault: {e}")))?;
+        device.note_launch(ctx.instr_id(), self.name);
+        let r = (self.f)(&launch, inputs, outputs).and_then(|()| {
+            if launch_blocking() {
+                stream.synchronize()
+            } else {
+                Ok(())
+            }
+        });
+        match r {
+            Ok(()) => Ok(()),
+            // A launch also reports faults of earlier work: tell those from this call's own
+            // errors.
+            Err(m) => Err(device.check_fault(self.name).unwrap_or_else(|| err(m))),
         }
-        Ok(())
     }
 }
 
@@ -332,6 +369,21 @@ mod tests {
                     );
                 }
                 assert!(super::kernel_names().count() >= 20);
+                // The f32 kernels compute in f32: a math overload that fell back to double
+                // would be slower and round differently from the CPU. (`sinf`, `cosf` and
+                // `tanf` reduce huge arguments with three f64 instructions each.)
+                for name in ["unary_f32", "binary_f32", "binary_inplace_f32"] {
+                    let body = src.split(&format!(".entry {name}(")).nth(1).unwrap_or("");
+                    let body = body.split(".entry ").next().unwrap_or("");
+                    let f64_ops = body
+                        .lines()
+                        .filter(|l| l.contains(".f64") && !l.contains(".reg"))
+                        .count();
+                    assert!(
+                        f64_ops <= 9,
+                        "{name} computes in f64 ({f64_ops} instructions)"
+                    );
+                }
             }
             Err(e) if e.starts_with("no NVRTC") => eprintln!("SKIPPED: {e}"),
             Err(e) => panic!("{e}"),

@@ -111,7 +111,11 @@ impl Tensor {
             copy::transfer(src.device(), device, src.dtype(), src.layout().clone())
         );
         let out = Tensor::empty_on(place, src.shape().clone(), src.dtype())?;
-        Tensor::launch(k, &[src], &[&out])?;
+        // Between the host and a CUDA device, on that device's copy stream of the direction.
+        let (on, kind) = copy::transfer_stream(src.device(), device);
+        let stream = self.engine().stream_of(on, kind);
+        let work = Some(2 * src.numel());
+        Tensor::launch_on(stream, k, &[src], &[&out], work)?;
         if !self.dtype().is_float() {
             return Ok(out);
         }

@@ -1,10 +1,13 @@
-//! [`CudaBackend`]: device memory from `cuMemAlloc` for a device's caching allocator.
+//! CUDA backends for a device's caching allocators: device memory from `cuMemAlloc`
+//! ([`CudaBackend`]) and page-locked host memory from `cuMemHostAlloc` ([`PinnedBackend`]).
 //!
-//! The caching allocator above it keeps freed blocks for reuse. That reuse is safe without
-//! events because a device's memory is used by its one compute stream, in order: a block
-//! freed after its last reader was launched is handed to a kernel launched later on the same
-//! stream. `free` (the allocator's `shrink`, on the out-of-memory path or `empty_cache`) goes
-//! through `cuMemFree`, which waits for the device's pending work.
+//! Each stream of a CUDA device has an allocator of its own, over one shared count of device
+//! memory. Reuse within one allocator is safe without events because its memory is used by its
+//! own in-order stream: a block freed after its last reader was launched is handed to a kernel
+//! launched later on the same stream (see `StreamPolicy::orders_memory`). Memory used on another
+//! stream goes back only once an event says that stream is done with it. `free` (the
+//! allocator's `shrink`, on the out-of-memory path or `Vm::empty_cache`) goes through
+//! `cuMemFree`, which waits for the device's pending work.
 
 use super::Backend;
 use crate::stream::cuda::CudaDevice;
@@ -16,7 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Device memory of one CUDA device.
 pub struct CudaBackend {
     device: Arc<CudaDevice>,
-    used: AtomicUsize,
+    /// Bytes taken from the device by every backend sharing this count.
+    used: Arc<AtomicUsize>,
     capacity: Option<usize>,
 }
 
@@ -27,26 +31,46 @@ impl CudaBackend {
         let total = device.mem_info().map(|(_, total)| total).ok();
         CudaBackend {
             device,
-            used: AtomicUsize::new(0),
+            used: Arc::new(AtomicUsize::new(0)),
             capacity: capacity.or(total),
+        }
+    }
+
+    /// Another backend over the same device memory, counted against the same capacity: for
+    /// the allocator of another stream of the device.
+    pub fn share(&self) -> Self {
+        CudaBackend {
+            device: self.device.clone(),
+            used: self.used.clone(),
+            capacity: self.capacity,
         }
     }
 }
 
 impl Backend for CudaBackend {
     fn allocate(&self, size: usize) -> Option<NonNull<u8>> {
-        if let Some(cap) = self.capacity
-            && self.used.load(Ordering::Relaxed).saturating_add(size) > cap
+        // Reserve first, so that two streams' allocators cannot both pass the check.
+        let before = self.used.fetch_add(size, Ordering::Relaxed);
+        if self
+            .capacity
+            .is_some_and(|cap| before.saturating_add(size) > cap)
         {
+            self.used.fetch_sub(size, Ordering::Relaxed);
             return None;
         }
-        self.device.bind().ok()?;
-        // SAFETY: the device's context is current; a failed allocation returns an error.
-        let ptr = unsafe { result::malloc_sync(size) }.ok()?;
-        self.used.fetch_add(size, Ordering::Relaxed);
-        // A device address, never dereferenced on the host: kernels and copies take it back
-        // as a `CUdeviceptr`. `cuMemAlloc` aligns to at least 256 bytes.
-        NonNull::new(ptr as usize as *mut u8)
+        let ptr = self.device.bind().ok().and_then(|()| {
+            // SAFETY: the context is current; a failed allocation returns an error, not memory.
+            unsafe { result::malloc_sync(size) }.ok()
+        });
+        match ptr {
+            // A device address, never dereferenced on the host: kernels and copies take it
+            // back as a `CUdeviceptr`. `cuMemAlloc` aligns to at least 256 bytes.
+            Some(p) => NonNull::new(p as usize as *mut u8),
+            None => {
+                self.used.fetch_sub(size, Ordering::Relaxed);
+                None
+            }
+        }
     }
 
     unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
@@ -65,6 +89,75 @@ impl Backend for CudaBackend {
         self.used.load(Ordering::Relaxed)
     }
 
+    fn is_host(&self) -> bool {
+        false
+    }
+}
+
+/// Page-locked host memory through one CUDA device's context: what copies between the host
+/// and that device read and write at full speed, and asynchronously.
+///
+/// The device-to-host stream allocates its outputs (host tensors) here, so its copies land
+/// directly in their final place; the host-to-device stream stages its sources here.
+pub struct PinnedBackend {
+    device: Arc<CudaDevice>,
+    used: AtomicUsize,
+    capacity: Option<usize>,
+}
+
+impl PinnedBackend {
+    /// Pinned memory for `device`'s copies, capped at `capacity` bytes if given.
+    pub fn new(device: Arc<CudaDevice>, capacity: Option<usize>) -> Self {
+        PinnedBackend {
+            device,
+            used: AtomicUsize::new(0),
+            capacity,
+        }
+    }
+}
+
+impl Backend for PinnedBackend {
+    fn allocate(&self, size: usize) -> Option<NonNull<u8>> {
+        let before = self.used.fetch_add(size, Ordering::Relaxed);
+        if self
+            .capacity
+            .is_some_and(|cap| before.saturating_add(size) > cap)
+        {
+            self.used.fetch_sub(size, Ordering::Relaxed);
+            return None;
+        }
+        let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE;
+        let ptr = self.device.bind().ok().and_then(|()| {
+            // SAFETY: the context is current; the driver returns page-locked host memory of
+            // `size` bytes, page-aligned, or an error.
+            unsafe { result::malloc_host(size, flags) }.ok()
+        });
+        match ptr.and_then(|p| NonNull::new(p.cast::<u8>())) {
+            Some(p) => Some(p),
+            None => {
+                self.used.fetch_sub(size, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
+        if self.device.bind().is_ok() {
+            // SAFETY: forwarded: `ptr` came from `malloc_host` in `allocate` and is freed once.
+            let _ = unsafe { result::free_host(ptr.as_ptr().cast()) };
+        }
+        self.used.fetch_sub(size, Ordering::Relaxed);
+    }
+
+    fn capacity(&self) -> Option<usize> {
+        self.capacity
+    }
+
+    fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Host memory, but never inline in a blob: a copy must see the pinned pages.
     fn is_host(&self) -> bool {
         false
     }

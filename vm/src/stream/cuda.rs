@@ -1,24 +1,35 @@
-//! CUDA devices through the driver API (feature `cuda`): one in-order compute stream per
-//! device, events, and the probe that turns a missing driver into a typed error.
+//! CUDA devices through the driver API (feature `cuda`): three in-order streams per device
+//! (compute, host-to-device, device-to-host), events, a thread per stream that wakes the
+//! engine when an event it waits for completes, the fault bookkeeping, and the probe that
+//! turns a missing driver into a typed error.
 //!
 //! A [`CudaStream`]'s `compute` only *launches* work, so its instructions are done when
 //! launched (`done_means_launched`): the stream's own order keeps later launches after them.
 //! A consumer on another stream or on the host waits for a recorded [`CudaEvent`]; another
 //! CUDA stream waits on the device (`cuStreamWaitEvent`), so the host never blocks in between.
-//! Each recorded event also enqueues a host function that wakes the engine when the device
-//! reaches it, so an engine waiting for device work sleeps instead of polling.
+//! When the engine itself must learn that an event completed (a host consumer, a deferred
+//! free), the stream's event thread waits for it in the driver (`cuEventSynchronize` on a
+//! blocking-sync event, asleep, not spinning) and wakes the engine: nothing is added to the
+//! device's streams, and a sleeping engine is not polled.
+//!
+//! Launches are asynchronous, so a device fault (an illegal address, a trap) surfaces at some
+//! later driver call. Each device keeps a log of the launches not yet confirmed by a completed
+//! event; the first fault seen is kept with the first of them, and every later launch or copy
+//! on the device fails with that [`Error::DeviceFault`] instead of running on a broken context.
 //!
 //! The driver library is loaded at run time: a build with the feature runs on machines without
 //! CUDA, and [`device_count`] / [`CudaDevice::open`] report its absence as
 //! [`Error::DeviceUnavailable`] instead of panicking.
 
-use super::{Device, Event, Exec, StreamPolicy};
+use super::{Device, Event, Exec, StreamKind, StreamPolicy};
+use crate::alloc::{Allocation, DeviceAllocator};
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, result, sys};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use std::any::Any;
-use std::ffi::c_void;
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 fn unavailable(op: &str, device: &str, reason: impl Into<String>) -> Error {
     Error::DeviceUnavailable {
@@ -78,11 +89,36 @@ fn opened() -> &'static Mutex<std::collections::HashMap<u32, std::sync::Weak<Cud
     OPENED.get_or_init(Default::default)
 }
 
-/// One CUDA device: its primary context, and the engine's waker once an engine uses it.
+/// How many unconfirmed launches a device remembers for naming a fault's first suspect.
+const LAUNCH_LOG: usize = 4096;
+
+/// One CUDA device: its primary context, the engine's waker once an engine uses it, its
+/// fault bookkeeping, and its pinned host memory.
 pub struct CudaDevice {
     ordinal: u32,
     ctx: Arc<CudaContext>,
     waker: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+    /// Set once the device has faulted; `fault` then holds the report.
+    faulted: AtomicBool,
+    fault: Mutex<Option<Fault>>,
+    launches: Mutex<LaunchLog>,
+    pinned: OnceLock<Arc<DeviceAllocator>>,
+    extension: OnceLock<Arc<dyn Any + Send + Sync>>,
+}
+
+/// What the first fault of a device said, and the earliest instruction that can have caused it.
+#[derive(Clone, Debug)]
+struct Fault {
+    message: String,
+    first_unconfirmed: String,
+}
+
+/// Launches since the last completed event: `(sequence number, instruction id, op name)`.
+#[derive(Default)]
+struct LaunchLog {
+    next: u64,
+    dropped: bool,
+    log: VecDeque<(u64, u64, &'static str)>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -130,6 +166,11 @@ impl CudaDevice {
             ordinal,
             ctx,
             waker: Mutex::new(None),
+            faulted: AtomicBool::new(false),
+            fault: Mutex::new(None),
+            launches: Mutex::new(LaunchLog::default()),
+            pinned: OnceLock::new(),
+            extension: OnceLock::new(),
         });
         opened().lock().insert(ordinal, Arc::downgrade(&d));
         Ok(d)
@@ -159,6 +200,12 @@ impl CudaDevice {
         &self.ctx
     }
 
+    /// A slot for what a layer above keeps per device (the op layer's compiled kernels), set
+    /// once, so that a launch finds it without a lookup.
+    pub fn extension(&self) -> &OnceLock<Arc<dyn Any + Send + Sync>> {
+        &self.extension
+    }
+
     /// Makes the device's context current on the calling thread: every driver call needs it.
     ///
     /// # Errors
@@ -170,25 +217,47 @@ impl CudaDevice {
             .map_err(|e| unavailable("bind", &format!("cuda:{}", self.ordinal), e.to_string()))
     }
 
-    /// A new compute stream on the device, named `name`.
+    /// A new stream of `kind` on the device, named `name`.
     ///
     /// # Errors
     ///
     /// `DeviceUnavailable` if the driver cannot create the stream.
-    pub fn stream(self: &Arc<Self>, name: &str) -> Result<CudaStream> {
+    pub fn stream(self: &Arc<Self>, name: &str, kind: StreamKind) -> Result<CudaStream> {
         self.bind()?;
         let raw = result::stream::create(result::stream::StreamKind::NonBlocking)
             .map_err(|e| unavailable("stream", name, e.to_string()))?;
         Ok(CudaStream {
             name: name.to_string(),
+            kind,
             device: self.clone(),
             raw,
+            pool: None,
+            watcher: OnceLock::new(),
+            staged: Mutex::new(VecDeque::new()),
         })
+    }
+
+    /// The device's pool of page-locked host memory (made on first use): the device-to-host
+    /// stream's outputs and the host-to-device stream's staging.
+    pub fn pinned_pool(self: &Arc<Self>, capacity: Option<usize>) -> Arc<DeviceAllocator> {
+        self.pinned
+            .get_or_init(|| {
+                let backend = crate::alloc::cuda::PinnedBackend::new(self.clone(), capacity);
+                DeviceAllocator::new(Box::new(backend), crate::alloc::AllocMode::Caching)
+            })
+            .clone()
     }
 
     /// Wakes the engine that uses this device when one of its events completes.
     pub fn set_waker(&self, waker: Arc<dyn Fn() + Send + Sync>) {
         *self.waker.lock() = Some(waker);
+    }
+
+    fn wake(&self) {
+        let w = self.waker.lock().clone();
+        if let Some(w) = w {
+            w();
+        }
     }
 
     /// Free and total device memory, in bytes.
@@ -201,13 +270,111 @@ impl CudaDevice {
         result::mem_get_info()
             .map_err(|e| unavailable("mem_info", &format!("cuda:{}", self.ordinal), e.to_string()))
     }
+
+    /// Notes that instruction `instr_id` (op `name`) launched work on the device.
+    pub fn note_launch(&self, instr_id: u64, name: &'static str) {
+        let mut l = self.launches.lock();
+        let seq = l.next;
+        l.next += 1;
+        if l.log.len() == LAUNCH_LOG {
+            l.log.pop_front();
+            l.dropped = true;
+        }
+        l.log.push_back((seq, instr_id, name));
+    }
+
+    /// The sequence number the next launch will get: an event recorded now covers every
+    /// launch numbered below it.
+    fn launch_mark(&self) -> u64 {
+        self.launches.lock().next
+    }
+
+    /// Every launch numbered below `mark` has completed.
+    fn confirm(&self, mark: u64) {
+        let mut l = self.launches.lock();
+        while l.log.front().is_some_and(|&(seq, _, _)| seq < mark) {
+            l.log.pop_front();
+            l.dropped = false;
+        }
+    }
+
+    /// The device's fault, if it has faulted, as the error `op` reports.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// if let Ok(d) = eddy_vm::stream::cuda::CudaDevice::open(0) {
+    ///     assert!(d.fault("add").is_none(), "a fresh device has not faulted");
+    /// }
+    /// ```
+    pub fn fault(&self, op: &str) -> Option<Error> {
+        if !self.faulted.load(Ordering::Acquire) {
+            return None;
+        }
+        let f = self.fault.lock().clone()?;
+        Some(Error::DeviceFault {
+            op: op.to_string(),
+            device: format!("cuda:{}", self.ordinal),
+            message: f.message,
+            first_unconfirmed: f.first_unconfirmed,
+            at: crate::error::Caller::UNKNOWN,
+        })
+    }
+
+    /// After a driver call failed: whether the context itself is broken (a fault of earlier
+    /// work, which every later call would report too). If so, it is recorded, with the first
+    /// unconfirmed launch, and returned as the error `op` reports; a plain error of the call
+    /// (an invalid argument) returns `None`.
+    pub fn check_fault(&self, op: &str) -> Option<Error> {
+        if let Some(e) = self.fault(op) {
+            return Some(e);
+        }
+        // A context that cannot even be made current is broken too.
+        let r = match self.ctx.bind_to_thread() {
+            Err(e) => Err(e.to_string()),
+            // SAFETY: the context is current; this waits for its work and reports a sticky
+            // error of earlier work.
+            Ok(()) => unsafe { sys::cuCtxSynchronize() }
+                .result()
+                .map_err(|e| e.to_string()),
+        };
+        self.record_fault(r.err()?);
+        self.fault(op)
+    }
+
+    fn record_fault(&self, message: String) {
+        let mut f = self.fault.lock();
+        if f.is_some() {
+            return; // the first report is the one that names the cause
+        }
+        let l = self.launches.lock();
+        let first_unconfirmed = match l.log.front() {
+            Some(&(_, id, name)) if !l.dropped => format!("`{name}` (instruction {id})"),
+            Some(&(_, id, name)) => format!(
+                "earlier than `{name}` (instruction {id}), the oldest of the last {LAUNCH_LOG} \
+                 launches"
+            ),
+            None => "none: every launch was confirmed before the fault".into(),
+        };
+        *f = Some(Fault {
+            message,
+            first_unconfirmed,
+        });
+        self.faulted.store(true, Ordering::Release);
+    }
 }
 
 /// An in-order CUDA stream as an engine stream: compute launches; done means launched.
 pub struct CudaStream {
     name: String,
+    kind: StreamKind,
     device: Arc<CudaDevice>,
     raw: sys::CUstream,
+    pool: Option<Arc<DeviceAllocator>>,
+    watcher: OnceLock<Arc<Watcher>>,
+    /// Pinned staging blocks of host-to-device copies still in flight, each with the event
+    /// after its copy.
+    staged: Mutex<VecDeque<(CudaEvent, Allocation)>>,
 }
 
 // SAFETY: a `CUstream` is a handle the driver lets any thread use (with the context bound);
@@ -216,6 +383,10 @@ pub struct CudaStream {
 unsafe impl Send for CudaStream {}
 // SAFETY: as above; `&CudaStream` only hands the handle to driver calls, which are thread-safe.
 unsafe impl Sync for CudaStream {}
+
+/// Host-to-device copies of at least this many bytes go through pinned staging; smaller ones
+/// are copied out of pageable memory by the driver at once, which costs less than an event.
+pub const STAGE_MIN: usize = 64 << 10;
 
 impl CudaStream {
     /// The raw stream handle, for launches and copies.
@@ -228,38 +399,173 @@ impl CudaStream {
         &self.device
     }
 
+    /// This stream with an allocator of its own for its outputs (see
+    /// [`StreamPolicy::allocator`]).
+    pub fn with_pool(mut self, pool: Arc<DeviceAllocator>) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
     /// Blocks the calling thread until everything launched so far has run.
     ///
     /// # Errors
     ///
-    /// The first asynchronous fault of the device, as `KernelFailed`-style text.
+    /// The first asynchronous fault of the device, as text.
     pub fn synchronize(&self) -> std::result::Result<(), String> {
         self.device.bind().map_err(|e| e.to_string())?;
         // SAFETY: `raw` is a live stream of the bound context.
         unsafe { result::stream::synchronize(self.raw) }.map_err(|e| e.to_string())
     }
+
+    /// Copies `src` from host memory to device address `dst`, in stream order. A large source
+    /// is first copied into pinned memory, so that the device copy runs asynchronously and
+    /// overlaps other streams' work; the staging block returns to the pinned pool once an
+    /// event says the copy is done.
+    ///
+    /// # Errors
+    ///
+    /// The driver's message.
+    ///
+    /// # Safety
+    ///
+    /// `dst` must be device memory of this stream's device, at least `src.len()` bytes, that
+    /// no other work uses until the copy completes (in stream order).
+    pub unsafe fn copy_from_host(&self, dst: u64, src: &[u8]) -> std::result::Result<(), String> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        let staging = if src.len() >= STAGE_MIN {
+            self.reclaim_staging();
+            self.device
+                .pinned
+                .get()
+                .and_then(|p| p.allocate(src.len()).ok())
+        } else {
+            None
+        };
+        let Some(block) = staging else {
+            // SAFETY: forwarded; pageable memory is copied out by the driver before this returns.
+            return unsafe { result::memcpy_htod_async(dst, src, self.raw) }
+                .map_err(|e| format!("host to device copy: {e}"));
+        };
+        // SAFETY: `block` is a fresh pinned block of at least `src.len()` bytes, ours alone.
+        let pinned = unsafe { std::slice::from_raw_parts_mut(block.ptr(), src.len()) };
+        pinned.copy_from_slice(src);
+        // SAFETY: forwarded for `dst`; the pinned source stays allocated (in `staged`) until
+        // the event recorded after the copy completes.
+        unsafe { result::memcpy_htod_async(dst, &*pinned, self.raw) }
+            .map_err(|e| format!("host to device copy: {e}"))?;
+        let ev = self
+            .new_event()
+            .map_err(|e| format!("staging event: {e}"))?;
+        self.staged.lock().push_back((ev, block));
+        Ok(())
+    }
+
+    /// Returns the staging blocks whose copies have completed to the pinned pool.
+    fn reclaim_staging(&self) {
+        let mut q = self.staged.lock();
+        while q.front().is_some_and(|(ev, _)| ev.is_complete()) {
+            q.pop_front();
+        }
+    }
+
+    /// Records a new event on the stream, after everything launched so far.
+    fn new_event(&self) -> std::result::Result<CudaEvent, String> {
+        self.device.bind().map_err(|e| e.to_string())?;
+        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
+            | sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32;
+        let mut raw = std::mem::MaybeUninit::uninit();
+        // SAFETY: the context is current; `raw` receives a new event handle on success.
+        unsafe { sys::cuEventCreate(raw.as_mut_ptr(), flags) }
+            .result()
+            .map_err(|e| e.to_string())?;
+        // SAFETY: initialised by the successful call above.
+        let raw = unsafe { raw.assume_init() };
+        let mark = self.device.launch_mark();
+        // SAFETY: both handles are live in the bound context.
+        if let Err(e) = unsafe { result::event::record(raw, self.raw) } {
+            // SAFETY: created above, never recorded or shared.
+            let _ = unsafe { result::event::destroy(raw) };
+            return Err(e.to_string());
+        }
+        Ok(CudaEvent {
+            raw,
+            device: self.device.clone(),
+            mark,
+            failed: OnceLock::new(),
+        })
+    }
 }
 
 impl Drop for CudaStream {
     fn drop(&mut self) {
+        if let Some(w) = self.watcher.get() {
+            w.stop();
+        }
         if self.device.bind().is_ok() {
-            // SAFETY: the stream is live and dropped once; pending work completes first
-            // (the driver defers the destruction).
+            // Staging blocks go back to the pool only once their copies are done.
+            // SAFETY: `raw` is live; this waits for its pending work.
+            let _ = unsafe { result::stream::synchronize(self.raw) };
+            self.staged.lock().clear();
+            // SAFETY: the stream is live and destroyed once.
             let _ = unsafe { result::stream::destroy(self.raw) };
         }
     }
 }
 
-/// The host function an event's record enqueues: wakes the engine.
-///
-/// # Safety
-///
-/// `data` must be a `Box<Arc<dyn Fn() + Send + Sync>>` turned into a raw pointer, passed to
-/// this function exactly once (the driver calls each enqueued host function once).
-unsafe extern "C" fn wake_engine(data: *mut c_void) {
-    // SAFETY: `data` is the `Box<Arc<dyn Fn>>` leaked in `record_event`, taken back once.
-    let waker: Box<Arc<dyn Fn() + Send + Sync>> = unsafe { Box::from_raw(data.cast()) };
-    waker();
+/// A thread that waits, in the driver, for the events the engine waits for, in the order
+/// they were recorded on one stream (the order they complete in), and wakes the engine after
+/// each.
+struct Watcher {
+    queue: Mutex<(VecDeque<Arc<dyn Event>>, bool)>,
+    cv: Condvar,
+}
+
+impl Watcher {
+    fn start(name: String) -> Option<Arc<Watcher>> {
+        let w = Arc::new(Watcher {
+            queue: Mutex::new((VecDeque::new(), false)),
+            cv: Condvar::new(),
+        });
+        let run = w.clone();
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(move || run.run())
+            .ok()?;
+        Some(w)
+    }
+
+    fn push(&self, ev: Arc<dyn Event>) {
+        self.queue.lock().0.push_back(ev);
+        self.cv.notify_one();
+    }
+
+    fn stop(&self) {
+        self.queue.lock().1 = true;
+        self.cv.notify_one();
+    }
+
+    fn run(&self) {
+        loop {
+            let ev = {
+                let mut q = self.queue.lock();
+                loop {
+                    if let Some(ev) = q.0.pop_front() {
+                        break ev;
+                    }
+                    if q.1 {
+                        return;
+                    }
+                    self.cv.wait(&mut q);
+                }
+            };
+            if let Some(e) = ev.as_any_event().downcast_ref::<CudaEvent>() {
+                e.wait();
+                e.device.wake();
+            }
+        }
+    }
 }
 
 impl StreamPolicy for CudaStream {
@@ -268,6 +574,9 @@ impl StreamPolicy for CudaStream {
     }
     fn device(&self) -> Device {
         Device::Cuda(self.device.ordinal)
+    }
+    fn kind(&self) -> StreamKind {
+        self.kind
     }
     fn exec(&self) -> Exec {
         Exec::Inline
@@ -278,32 +587,31 @@ impl StreamPolicy for CudaStream {
     fn supports_stream_wait(&self) -> bool {
         true
     }
+    fn orders_memory(&self) -> bool {
+        true
+    }
+    fn allocator(&self) -> Option<Arc<DeviceAllocator>> {
+        self.pool.clone()
+    }
     fn fusion(&self) -> bool {
         false
     }
     fn record_event(&self) -> Option<Arc<dyn Event>> {
-        self.device.bind().ok()?;
-        let raw = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).ok()?;
-        // SAFETY: both handles are live in the bound context.
-        if unsafe { result::event::record(raw, self.raw) }.is_err() {
-            // SAFETY: created above, never recorded or shared.
-            let _ = unsafe { result::event::destroy(raw) };
-            return None;
+        match self.new_event() {
+            Ok(e) => Some(Arc::new(e)),
+            // On a faulted device, an event that reports the fault: whoever waits for the
+            // stream's work learns it failed, instead of reading what it never wrote.
+            Err(_) => Some(Arc::new(FailedEvent(
+                self.device.check_fault("record_event")?,
+            ))),
         }
-        if let Some(w) = self.device.waker.lock().clone() {
-            let data = Box::into_raw(Box::new(w)).cast::<c_void>();
-            // SAFETY: `wake_engine` takes back `data` exactly once, when the stream reaches it;
-            // it makes no CUDA call, as host functions must not.
-            let r = unsafe { result::stream::launch_host_function(self.raw, wake_engine, data) };
-            if r.is_err() {
-                // SAFETY: the host function was not enqueued: `data` is still ours.
-                drop(unsafe { Box::from_raw(data.cast::<Arc<dyn Fn() + Send + Sync>>()) });
-            }
-        }
-        Some(Arc::new(CudaEvent {
-            raw,
-            device: self.device.clone(),
-        }))
+    }
+    fn watch(&self, event: &Arc<dyn Event>) {
+        let w = self.watcher.get_or_init(|| {
+            Watcher::start(format!("eddy-{}-events", self.name))
+                .unwrap_or_else(|| Arc::new(Watcher::idle()))
+        });
+        w.push(event.clone());
     }
     fn wait_event(&self, event: &Arc<dyn Event>) {
         let any: &dyn Any = event.as_ref().as_any_event();
@@ -334,10 +642,25 @@ impl StreamPolicy for CudaStream {
     }
 }
 
+impl Watcher {
+    /// A watcher without a thread (none could be spawned): the engine then finds completed
+    /// events when it next looks, as it does on every pass.
+    fn idle() -> Watcher {
+        Watcher {
+            queue: Mutex::new((VecDeque::new(), true)),
+            cv: Condvar::new(),
+        }
+    }
+}
+
 /// A point in a CUDA stream; complete when the device has run everything before it.
 pub struct CudaEvent {
     raw: sys::CUevent,
     device: Arc<CudaDevice>,
+    /// Every launch numbered below this was recorded before the event.
+    mark: u64,
+    /// Set if the driver reported a fault for the event's work.
+    failed: OnceLock<String>,
 }
 
 // SAFETY: an event handle may be queried and destroyed from any thread with its context bound.
@@ -345,19 +668,69 @@ unsafe impl Send for CudaEvent {}
 // SAFETY: as above; queries are thread-safe driver calls.
 unsafe impl Sync for CudaEvent {}
 
+impl CudaEvent {
+    /// Waits for the event in the driver (asleep: the event is blocking-sync).
+    fn wait(&self) {
+        if let Err(e) = self.device.bind() {
+            self.device.record_fault(e.to_string());
+            let _ = self.failed.set(e.to_string());
+            return;
+        }
+        // SAFETY: the event is live until drop.
+        let r = unsafe { result::event::synchronize(self.raw) };
+        self.settle(r);
+    }
+
+    /// Books the outcome of a query or wait that finished.
+    fn settle(&self, r: std::result::Result<(), cudarc::driver::DriverError>) {
+        match r {
+            Ok(()) => self.device.confirm(self.mark),
+            Err(e) => {
+                self.device.record_fault(e.to_string());
+                let _ = self.failed.set(e.to_string());
+            }
+        }
+    }
+}
+
 impl Event for CudaEvent {
     fn is_complete(&self) -> bool {
-        if self.device.bind().is_err() {
-            return true; // a lost context has nothing left to wait for
+        if self.failed.get().is_some() {
+            return true;
+        }
+        if let Err(e) = self.device.bind() {
+            // A lost context has nothing left to wait for, and nothing it did can be trusted.
+            self.device.record_fault(e.to_string());
+            let _ = self.failed.set(e.to_string());
+            return true;
         }
         // SAFETY: the event is live until drop.
         match unsafe { result::event::query(self.raw) } {
-            Ok(()) => true,
-            Err(e) => e.0 != sys::cudaError_enum::CUDA_ERROR_NOT_READY,
+            Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NOT_READY => false,
+            r => {
+                self.settle(r);
+                true
+            }
         }
+    }
+    fn failure(&self) -> Option<Error> {
+        self.failed.get()?;
+        self.device.fault("event")
     }
     fn as_any_event(&self) -> &dyn Any {
         self
+    }
+}
+
+/// The event a faulted device gives instead of recording one: complete, with the fault.
+struct FailedEvent(Error);
+
+impl Event for FailedEvent {
+    fn is_complete(&self) -> bool {
+        true
+    }
+    fn failure(&self) -> Option<Error> {
+        Some(self.0.clone())
     }
 }
 

@@ -3,14 +3,13 @@
 use super::{arg, dev_layout, numel};
 use crate::cuda::launch::{CudaKernel, Launch, dptr};
 use crate::random::{Distribution, mantissa_digits, random_value};
-use crate::{DType, Elem, FnKernel, Layout};
+use crate::{DType, Elem, Layout};
 use cudarc::driver::result;
 use eddy_vm::instruction::Kernel;
-use eddy_vm::stream::cuda::CudaDevice;
 use eddy_vm::{Blob, Counted};
 
-/// Element i of `src` to element i of `dst` on the device: the same dtype (f32, i64, bool,
-/// u8), or a cast among f32, i64 and bool (u8 to f32 and i64 too).
+/// Element i of `src` to element i of `dst` on the device: the same dtype (f32, f64, i64,
+/// bool, u8), or a cast among f32, f64, i64 and bool (u8 to the numeric ones too).
 pub fn copy(
     src: Layout,
     src_dtype: DType,
@@ -20,13 +19,20 @@ pub fn copy(
     use DType::*;
     let name = match (src_dtype, dst_dtype) {
         (F32, F32) => "copy_f32",
+        (F64, F64) => "copy_f64",
         (I64, I64) => "copy_i64",
         (Bool, Bool) | (U8, U8) => "copy_u8",
         (Bool, F32) | (U8, F32) => "cast_u8_f32",
+        (Bool, F64) | (U8, F64) => "cast_u8_f64",
         (I64, F32) => "cast_i64_f32",
+        (I64, F64) => "cast_i64_f64",
+        (F32, F64) => "cast_f32_f64",
+        (F64, F32) => "cast_f64_f32",
         (Bool, I64) | (U8, I64) => "cast_u8_i64",
         (F32, I64) => "cast_f32_i64",
+        (F64, I64) => "cast_f64_i64",
         (F32, Bool) => "cast_f32_bool",
+        (F64, Bool) => "cast_f64_bool",
         (I64, Bool) => "cast_i64_bool",
         _ => return None,
     };
@@ -52,10 +58,11 @@ pub fn copy(
     ))
 }
 
-/// Fills the elements of output 0 that `layout` covers with `value` (f32, i64, bool, u8).
+/// Fills the elements of output 0 that `layout` covers with `value` (f32, f64, i64, bool, u8).
 pub fn fill(dtype: DType, layout: Layout, value: f64) -> Option<impl Kernel + use<>> {
     let name = match dtype {
         DType::F32 => "fill_f32",
+        DType::F64 => "fill_f64",
         DType::I64 => "fill_i64",
         DType::Bool | DType::U8 => "fill_u8",
         _ => return None,
@@ -67,9 +74,11 @@ pub fn fill(dtype: DType, layout: Layout, value: f64) -> Option<impl Kernel + us
             let mut y = dptr::<u8>(&outs[0], 0);
             let mut dl = dev_layout(&layout)?;
             let mut n64 = n as i64;
-            let (mut vf, mut vi, mut vb) = (value as f32, value as i64, (value != 0.0) as u8);
+            let (mut vf, mut vd, mut vi, mut vb) =
+                (value as f32, value, value as i64, (value != 0.0) as u8);
             let v = match dtype {
                 DType::F32 => arg(&mut vf),
+                DType::F64 => arg(&mut vd),
                 DType::I64 => arg(&mut vi),
                 _ => arg(&mut vb),
             };
@@ -148,35 +157,34 @@ pub fn random(dtype: DType, dist: Distribution, seed: u64, offset: u64) -> impl 
 }
 
 /// A contiguous device tensor (input 0, `src` a contiguous layout) to host memory (output 0,
-/// contiguous), as a CPU kernel: the engine runs it after the device's writes of the source
-/// have completed (the event a host consumer waits for), on the destination's CPU stream.
-pub fn download(ordinal: u32, dtype: DType, src: Layout) -> impl Kernel {
-    FnKernel::new(
+/// contiguous), for the device's device-to-host stream: an asynchronous copy straight into the
+/// output, whose memory that stream allocates as pinned host memory. A host consumer of the
+/// output waits for the event the engine records after it.
+pub fn download(dtype: DType, src: Layout) -> impl Kernel {
+    CudaKernel::new(
         "to_device",
-        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-            let device =
-                CudaDevice::opened(ordinal).ok_or_else(|| format!("cuda:{ordinal} is not open"))?;
-            device.bind().map_err(|e| e.to_string())?;
+        move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
             let size = dtype.size_in_bytes();
             let bytes = src.numel() * size;
             if bytes == 0 {
                 return Ok(());
             }
             // SAFETY: output 0 is this instruction's fresh host blob of `bytes`; the engine gives
-            // the kernel exclusive access to it.
-            let out = unsafe { outs[0].bytes_mut() };
-            // SAFETY: the source range is inside input 0's device memory (its layout is contiguous
-            // from `offset`); the engine ordered this copy after the device finished writing it.
+            // the kernel exclusive access to it until the copy's completion event.
+            let out = unsafe { std::slice::from_raw_parts_mut(outs[0].as_ptr(), bytes) };
+            // SAFETY: the source range is inside input 0's device memory (its layout is
+            // contiguous from `offset`); the stream waits on the device for its writers.
             unsafe {
-                result::memcpy_dtoh_sync(&mut out[..bytes], dptr::<u8>(&ins[0], src.offset * size))
+                result::memcpy_dtoh_async(out, dptr::<u8>(&ins[0], src.offset * size), l.stream())
             }
             .map_err(|e| format!("device to host copy: {e}"))
         },
     )
 }
 
-/// A contiguous host tensor (input 0 from `offset` elements) to device memory (output 0), on
-/// the device's stream.
+/// A contiguous host tensor (input 0 from `offset` elements) to device memory (output 0), for
+/// the device's host-to-device stream: through pinned staging when large, so that the copy
+/// overlaps the compute stream's kernels.
 pub fn upload_tensor(dtype: DType, src: Layout) -> impl Kernel {
     CudaKernel::new(
         "to_device",
@@ -190,16 +198,10 @@ pub fn upload_tensor(dtype: DType, src: Layout) -> impl Kernel {
             // holding at least `offset + numel` elements.
             let host = unsafe { ins[0].bytes_ref() };
             let from = src.offset * size;
-            // SAFETY: output 0's device memory holds `bytes`; the host range is pageable, so the
-            // driver has copied it out before this returns.
-            unsafe {
-                result::memcpy_htod_async(
-                    dptr::<u8>(&outs[0], 0),
-                    &host[from..from + bytes],
-                    l.stream(),
-                )
-            }
-            .map_err(|e| format!("host to device copy: {e}"))
+            // SAFETY: output 0's device memory holds `bytes` and is this instruction's alone;
+            // the host range is copied out (to pinned staging or by the driver) before this
+            // returns.
+            unsafe { l.copy_from_host(dptr::<u8>(&outs[0], 0), &host[from..from + bytes]) }
         },
     )
 }

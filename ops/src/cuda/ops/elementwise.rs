@@ -8,7 +8,7 @@ use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};
 
 /// The kernel's code for a unary op and its two scalars (`kernels.cu`'s `unary_op`).
-fn unary_code(op: UnaryOp) -> Option<(i32, f32, f32)> {
+fn unary_code(op: UnaryOp) -> Option<(i32, f64, f64)> {
     use UnaryOp::*;
     Some(match op {
         Neg => (0, 0.0, 0.0),
@@ -29,14 +29,14 @@ fn unary_code(op: UnaryOp) -> Option<(i32, f32, f32)> {
         Sign => (15, 0.0, 0.0),
         GeluGrad => (16, 0.0, 0.0),
         SiluGrad => (17, 0.0, 0.0),
-        AddScalar(c) => (18, c as f32, 0.0),
-        MulScalar(c) => (19, c as f32, 0.0),
-        DivScalar(c) => (20, c as f32, 0.0),
-        RSubScalar(c) => (21, c as f32, 0.0),
-        RDivScalar(c) => (22, c as f32, 0.0),
-        PowScalar(c) => (23, c as f32, 0.0),
-        RPowScalar(c) => (24, c as f32, 0.0),
-        Clamp(lo, hi) => (25, lo as f32, hi as f32),
+        AddScalar(c) => (18, c, 0.0),
+        MulScalar(c) => (19, c, 0.0),
+        DivScalar(c) => (20, c, 0.0),
+        RSubScalar(c) => (21, c, 0.0),
+        RDivScalar(c) => (22, c, 0.0),
+        PowScalar(c) => (23, c, 0.0),
+        RPowScalar(c) => (24, c, 0.0),
+        Clamp(lo, hi) => (25, lo, hi),
         Floor => (26, 0.0, 0.0),
         Ceil => (27, 0.0, 0.0),
         Round => (28, 0.0, 0.0),
@@ -48,9 +48,9 @@ fn unary_code(op: UnaryOp) -> Option<(i32, f32, f32)> {
         Tan => (34, 0.0, 0.0),
         Atan => (35, 0.0, 0.0),
         Erf => (36, 0.0, 0.0),
-        LeakyRelu(s) => (37, s as f32, 0.0),
-        Elu(a) => (38, a as f32, 0.0),
-        Softplus(b, t) => (39, b as f32, t as f32),
+        LeakyRelu(s) => (37, s, 0.0),
+        Elu(a) => (38, a, 0.0),
+        Softplus(b, t) => (39, b, t),
     })
 }
 
@@ -68,13 +68,14 @@ fn binary_code(op: BinaryOp) -> i32 {
     }
 }
 
-/// `out = op(x)`: f32, or i64 for the ops that keep integers (negation, absolute value,
-/// square, sign, integral scalar add, multiply and reverse subtract, clamp), wrapping as on the
-/// CPU.
+/// `out = op(x)`: f32 and f64, or i64 for the ops that keep integers (negation, absolute
+/// value, square, sign, integral scalar add, multiply and reverse subtract, clamp), wrapping
+/// as on the CPU.
 pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> Option<impl Kernel + use<>> {
     use crate::device::Either;
     match dtype {
-        DType::F32 => unary_f32(op, la).map(Either::Cpu),
+        DType::F32 => unary_f32(op, la).map(|k| Either::Cpu(Either::Cpu(k))),
+        DType::F64 => unary_f64(op, la).map(|k| Either::Cpu(Either::Cuda(k))),
         DType::I64 => unary_i64(op, la).map(Either::Cuda),
         _ => None,
     }
@@ -112,7 +113,19 @@ fn unary_i64(op: UnaryOp, la: Lay) -> Option<impl Kernel + use<>> {
 
 /// [`unary`] on f32.
 fn unary_f32(op: UnaryOp, la: Lay) -> Option<impl Kernel + use<>> {
-    Some(unary_kernel(op.name(), "unary_f32", 4, unary_code(op)?, la))
+    let (code, c, d) = unary_code(op)?;
+    Some(unary_kernel(
+        op.name(),
+        "unary_f32",
+        4,
+        (code, c as f32, d as f32),
+        la,
+    ))
+}
+
+/// [`unary`] on f64.
+fn unary_f64(op: UnaryOp, la: Lay) -> Option<impl Kernel + use<>> {
+    Some(unary_kernel(op.name(), "unary_f64", 8, unary_code(op)?, la))
 }
 
 /// A launch of the unary kernel `kernel` (`(op code, c, d)` its first three arguments, then
@@ -149,20 +162,27 @@ fn unary_kernel<C: Copy + Send + 'static>(
     )
 }
 
-/// `out = a op b`, f32.
+/// `out = a op b`, f32 or f64.
 pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel + use<>> {
-    let has_kernel = !matches!(op, BinaryOp::FloorDiv | BinaryOp::Rem);
-    (dtype == DType::F32 && has_kernel).then(|| {
-        CudaKernel::new(
+    if matches!(op, BinaryOp::FloorDiv | BinaryOp::Rem) {
+        return None;
+    }
+    let (kernel, elem) = match dtype {
+        DType::F32 => ("binary_f32", 4),
+        DType::F64 => ("binary_f64", 8),
+        _ => return None,
+    };
+    {
+        Some(CudaKernel::new(
             op.name(),
             move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-                let n = numel(&outs[0], 4);
+                let n = numel(&outs[0], elem);
                 let mut code = binary_code(op);
-                let (mut a, mut b) = (dptr::<f32>(&ins[0], 0), dptr::<f32>(&ins[1], 0));
+                let (mut a, mut b) = (dptr::<u8>(&ins[0], 0), dptr::<u8>(&ins[1], 0));
                 let (mut da, mut db) = (dev_lay(&la, n)?, dev_lay(&lb, n)?);
-                let (mut y, mut n64) = (dptr::<f32>(&outs[0], 0), n as i64);
+                let (mut y, mut n64) = (dptr::<u8>(&outs[0], 0), n as i64);
                 l.elementwise(
-                    "binary_f32",
+                    kernel,
                     n,
                     &mut [
                         arg(&mut code),
@@ -175,11 +195,11 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kerne
                     ],
                 )
             },
-        )
-    })
+        ))
+    }
 }
 
-/// `out op= alpha * x` in place, f32.
+/// `out op= alpha * x` in place, f32 or f64.
 pub fn binary_inplace(
     op: BinaryOp,
     dtype: DType,
@@ -187,37 +207,46 @@ pub fn binary_inplace(
     lx: Layout,
     alpha: f64,
 ) -> Option<impl Kernel + use<>> {
-    (dtype == DType::F32).then(|| {
-        CudaKernel::new(
-            op.name(),
-            move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-                let n = lo.numel();
-                let mut code = binary_code(op);
-                let (mut o, mut x) = (dptr::<f32>(&outs[0], 0), dptr::<f32>(&ins[0], 0));
-                let (mut dlo, mut dlx) = (dev_layout(&lo)?, dev_layout(&lx)?);
-                let (mut alpha, mut n64) = (alpha as f32, n as i64);
-                l.elementwise(
-                    "binary_inplace_f32",
-                    n,
-                    &mut [
-                        arg(&mut code),
-                        arg(&mut o),
-                        arg(&mut dlo),
-                        arg(&mut x),
-                        arg(&mut dlx),
-                        arg(&mut alpha),
-                        arg(&mut n64),
-                    ],
-                )
-            },
-        )
-    })
+    let kernel = match dtype {
+        DType::F32 => "binary_inplace_f32",
+        DType::F64 => "binary_inplace_f64",
+        _ => return None,
+    };
+    Some(CudaKernel::new(
+        op.name(),
+        move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let n = lo.numel();
+            let mut code = binary_code(op);
+            let (mut o, mut x) = (dptr::<u8>(&outs[0], 0), dptr::<u8>(&ins[0], 0));
+            let (mut dlo, mut dlx) = (dev_layout(&lo)?, dev_layout(&lx)?);
+            let (mut alpha32, mut alpha64, mut n64) = (alpha as f32, alpha, n as i64);
+            let alpha_arg = if dtype == DType::F64 {
+                arg(&mut alpha64)
+            } else {
+                arg(&mut alpha32)
+            };
+            l.elementwise(
+                kernel,
+                n,
+                &mut [
+                    arg(&mut code),
+                    arg(&mut o),
+                    arg(&mut dlo),
+                    arg(&mut x),
+                    arg(&mut dlx),
+                    alpha_arg,
+                    arg(&mut n64),
+                ],
+            )
+        },
+    ))
 }
 
-/// `out = a cmp b` as bool, f32 or i64 operands.
+/// `out = a cmp b` as bool, f32, f64 or i64 operands.
 pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel + use<>> {
     let name = match dtype {
         DType::F32 => "compare_f32",
+        DType::F64 => "compare_f64",
         DType::I64 => "compare_i64",
         _ => return None,
     };
@@ -247,36 +276,40 @@ pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel 
     ))
 }
 
-/// `out = cond ? a : b`, f32.
+/// `out = cond ? a : b`: f32, f64, i64, u8 and bool.
 pub fn where_(dtype: DType, lc: Layout, la: Layout, lb: Layout) -> Option<impl Kernel + use<>> {
-    (dtype == DType::F32).then(|| {
-        CudaKernel::new(
-            "where",
-            move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-                let n = numel(&outs[0], 4);
-                let (mut c, mut a, mut b) = (
-                    dptr::<u8>(&ins[0], 0),
-                    dptr::<f32>(&ins[1], 0),
-                    dptr::<f32>(&ins[2], 0),
-                );
-                let (mut dc, mut da, mut db) =
-                    (dev_layout(&lc)?, dev_layout(&la)?, dev_layout(&lb)?);
-                let (mut y, mut n64) = (dptr::<f32>(&outs[0], 0), n as i64);
-                l.elementwise(
-                    "where_f32",
-                    n,
-                    &mut [
-                        arg(&mut c),
-                        arg(&mut dc),
-                        arg(&mut a),
-                        arg(&mut da),
-                        arg(&mut b),
-                        arg(&mut db),
-                        arg(&mut y),
-                        arg(&mut n64),
-                    ],
-                )
-            },
-        )
-    })
+    let (kernel, elem) = match dtype {
+        DType::F32 => ("where_f32", 4),
+        DType::F64 => ("where_f64", 8),
+        DType::I64 => ("where_i64", 8),
+        DType::U8 | DType::Bool => ("where_u8", 1),
+        _ => return None,
+    };
+    Some(CudaKernel::new(
+        "where",
+        move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let n = numel(&outs[0], elem);
+            let (mut c, mut a, mut b) = (
+                dptr::<u8>(&ins[0], 0),
+                dptr::<u8>(&ins[1], 0),
+                dptr::<u8>(&ins[2], 0),
+            );
+            let (mut dc, mut da, mut db) = (dev_layout(&lc)?, dev_layout(&la)?, dev_layout(&lb)?);
+            let (mut y, mut n64) = (dptr::<u8>(&outs[0], 0), n as i64);
+            l.elementwise(
+                kernel,
+                n,
+                &mut [
+                    arg(&mut c),
+                    arg(&mut dc),
+                    arg(&mut a),
+                    arg(&mut da),
+                    arg(&mut b),
+                    arg(&mut db),
+                    arg(&mut y),
+                    arg(&mut n64),
+                ],
+            )
+        },
+    ))
 }

@@ -13,9 +13,10 @@ pub use index::{gather, index_add, index_select, scatter_add};
 pub use linalg::{matmul, matmul_bias};
 pub use reduce::{reduce, softmax, sum_leading};
 
-use super::launch::DevLay;
+use super::launch::{CudaKernel, DevLay, Launch, dptr};
 use crate::{Lay, Layout};
-use eddy_vm::Blob;
+use eddy_vm::instruction::Kernel;
+use eddy_vm::{Blob, Counted};
 use std::ffi::c_void;
 
 /// A pointer to one kernel argument.
@@ -39,4 +40,17 @@ pub(super) fn dev_layout(l: &Layout) -> Result<DevLay, String> {
 /// How many elements of `elem` bytes `b` holds.
 pub(super) fn numel(b: &Blob, elem: usize) -> usize {
     b.bytes() / elem
+}
+
+/// A kernel that faults the device on purpose (a trap), writing output 0 (any blob): for tests
+/// of how a device fault is reported. The device's context is unusable afterwards, for the
+/// rest of the process.
+pub fn fault_on_purpose() -> impl Kernel {
+    CudaKernel::new(
+        "fault_on_purpose",
+        |l: &Launch<'_>, _: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let mut y = dptr::<i32>(&outs[0], 0);
+            l.grid("fault_on_purpose", 1, 32, 0, &mut [arg(&mut y)])
+        },
+    )
 }
