@@ -54,6 +54,10 @@ pub use blob::Blob;
 pub use builder::InstructionsBuilder;
 pub use config::{Config, MAX_CPU_DEVICES, VmBuilder};
 pub use counted::Counted;
+/// The CUDA driver bindings the CUDA backend uses (`cudarc`), for code that goes below the
+/// engine: probes that time the driver, or kernels of its own on a [`stream::cuda::CudaStream`].
+#[cfg(feature = "cuda")]
+pub use cudarc;
 pub use engine::{AutoPlanStats, Vm};
 pub use error::{Error, Result};
 pub use ids::unique_id;
