@@ -15,13 +15,18 @@ use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
 use qcell::QCellOwnerID;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub(crate) struct StreamEntry {
     pub policy: Arc<dyn StreamPolicy>,
     pub allocator: Arc<DeviceAllocator>,
 }
+
+/// In `Shared::submit_flags`: `run_op` takes its general path.
+pub(crate) const SUBMIT_SLOW: u8 = 1;
+/// In `Shared::submit_flags`: the engine has an asynchronous stream.
+pub(crate) const SUBMIT_DEVICE: u8 = 2;
 
 /// In `Shared::capturing`: automatic promotion is on.
 pub(crate) const AUTO_ON: usize = 1 << 40;
@@ -38,11 +43,12 @@ pub(crate) struct Shared {
     /// Bit `s` (the last bit for streams 63 and up): stream `s` only launches (see
     /// [`Shared::is_async`]).
     pub async_mask: u64,
-    /// `run_op` takes its general path (owned handles, the builder where needed): automatic
-    /// promotion is on, or a capture is in progress. One flag, so the per-op path tests one
-    /// word for both. (Work that touches an asynchronous stream is told apart per call, so
-    /// that registering a device does not slow the host's ops.)
-    pub submit_slow: AtomicBool,
+    /// What `run_op` must look at, one word so that the per-op path loads one: [`SUBMIT_SLOW`]
+    /// (take the general path, owned handles and the builder where needed: automatic promotion
+    /// is on, or a capture is in progress) and [`SUBMIT_DEVICE`] (an asynchronous stream
+    /// exists: tell per call whether the builder's cross-stream sync is needed, so that
+    /// registering a device does not slow the host's ops).
+    pub submit_flags: AtomicU8,
     /// Captures in progress (`Vm::capture`), one per capturing thread (the bits of
     /// [`CAPTURES`]), and automatic promotion's two flags ([`AUTO_ON`], [`AUTO_HOLDING`]): one
     /// word, so that `run_op` diverts calls with the one test it makes anyway.
@@ -112,7 +118,14 @@ impl Shared {
                 .enumerate()
                 .filter(|(_, s)| s.policy.done_means_launched())
                 .fold(0u64, |m, (k, _)| m | 1 << k.min(63)),
-            submit_slow: AtomicBool::new(config.auto_plan),
+            submit_flags: AtomicU8::new(
+                if config.auto_plan { SUBMIT_SLOW } else { 0 }
+                    | if streams.iter().any(|s| s.policy.done_means_launched()) {
+                        SUBMIT_DEVICE
+                    } else {
+                        0
+                    },
+            ),
             capturing: AtomicUsize::new(if config.auto_plan { AUTO_ON } else { 0 }),
             capture: Mutex::new(Vec::new()),
             config,

@@ -16,12 +16,48 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// A count of bytes taken against an optional capacity, shared by the backends that draw on one
+/// memory.
+#[derive(Clone)]
+struct Budget {
+    used: Arc<AtomicUsize>,
+    capacity: Option<usize>,
+}
+
+impl Budget {
+    fn new(capacity: Option<usize>) -> Self {
+        Budget {
+            used: Arc::new(AtomicUsize::new(0)),
+            capacity,
+        }
+    }
+
+    /// Reserves `size` bytes first, so that two allocators cannot both pass the check.
+    fn reserve(&self, size: usize) -> bool {
+        let before = self.used.fetch_add(size, Ordering::Relaxed);
+        let fits = self
+            .capacity
+            .is_none_or(|cap| before.saturating_add(size) <= cap);
+        if !fits {
+            self.release(size);
+        }
+        fits
+    }
+
+    fn release(&self, size: usize) {
+        self.used.fetch_sub(size, Ordering::Relaxed);
+    }
+
+    fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+}
+
 /// Device memory of one CUDA device.
 pub struct CudaBackend {
     device: Arc<CudaDevice>,
-    /// Bytes taken from the device by every backend sharing this count.
-    used: Arc<AtomicUsize>,
-    capacity: Option<usize>,
+    /// Bytes taken from the device by every backend sharing this budget.
+    budget: Budget,
 }
 
 impl CudaBackend {
@@ -31,8 +67,7 @@ impl CudaBackend {
         let total = device.mem_info().map(|(_, total)| total).ok();
         CudaBackend {
             device,
-            used: Arc::new(AtomicUsize::new(0)),
-            capacity: capacity.or(total),
+            budget: Budget::new(capacity.or(total)),
         }
     }
 
@@ -41,36 +76,27 @@ impl CudaBackend {
     pub fn share(&self) -> Self {
         CudaBackend {
             device: self.device.clone(),
-            used: self.used.clone(),
-            capacity: self.capacity,
+            budget: self.budget.clone(),
         }
     }
 }
 
 impl Backend for CudaBackend {
     fn allocate(&self, size: usize) -> Option<NonNull<u8>> {
-        // Reserve first, so that two streams' allocators cannot both pass the check.
-        let before = self.used.fetch_add(size, Ordering::Relaxed);
-        if self
-            .capacity
-            .is_some_and(|cap| before.saturating_add(size) > cap)
-        {
-            self.used.fetch_sub(size, Ordering::Relaxed);
+        if !self.budget.reserve(size) {
             return None;
         }
         let ptr = self.device.bind().ok().and_then(|()| {
             // SAFETY: the context is current; a failed allocation returns an error, not memory.
             unsafe { result::malloc_sync(size) }.ok()
         });
-        match ptr {
-            // A device address, never dereferenced on the host: kernels and copies take it
-            // back as a `CUdeviceptr`. `cuMemAlloc` aligns to at least 256 bytes.
-            Some(p) => NonNull::new(p as usize as *mut u8),
-            None => {
-                self.used.fetch_sub(size, Ordering::Relaxed);
-                None
-            }
+        // A device address, never dereferenced on the host: kernels and copies take it back as
+        // a `CUdeviceptr`. `cuMemAlloc` aligns to at least 256 bytes.
+        let p = ptr.and_then(|p| NonNull::new(p as usize as *mut u8));
+        if p.is_none() {
+            self.budget.release(size);
         }
+        p
     }
 
     unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
@@ -78,15 +104,15 @@ impl Backend for CudaBackend {
             // SAFETY: forwarded: `ptr` came from `allocate` and is freed once.
             let _ = unsafe { result::free_sync(ptr.as_ptr() as usize as u64) };
         }
-        self.used.fetch_sub(size, Ordering::Relaxed);
+        self.budget.release(size);
     }
 
     fn capacity(&self) -> Option<usize> {
-        self.capacity
+        self.budget.capacity
     }
 
     fn used(&self) -> usize {
-        self.used.load(Ordering::Relaxed)
+        self.budget.used()
     }
 
     fn is_host(&self) -> bool {
@@ -101,8 +127,7 @@ impl Backend for CudaBackend {
 /// directly in their final place; the host-to-device stream stages its sources here.
 pub struct PinnedBackend {
     device: Arc<CudaDevice>,
-    used: AtomicUsize,
-    capacity: Option<usize>,
+    budget: Budget,
 }
 
 impl PinnedBackend {
@@ -110,20 +135,14 @@ impl PinnedBackend {
     pub fn new(device: Arc<CudaDevice>, capacity: Option<usize>) -> Self {
         PinnedBackend {
             device,
-            used: AtomicUsize::new(0),
-            capacity,
+            budget: Budget::new(capacity),
         }
     }
 }
 
 impl Backend for PinnedBackend {
     fn allocate(&self, size: usize) -> Option<NonNull<u8>> {
-        let before = self.used.fetch_add(size, Ordering::Relaxed);
-        if self
-            .capacity
-            .is_some_and(|cap| before.saturating_add(size) > cap)
-        {
-            self.used.fetch_sub(size, Ordering::Relaxed);
+        if !self.budget.reserve(size) {
             return None;
         }
         let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE;
@@ -132,13 +151,11 @@ impl Backend for PinnedBackend {
             // `size` bytes, page-aligned, or an error.
             unsafe { result::malloc_host(size, flags) }.ok()
         });
-        match ptr.and_then(|p| NonNull::new(p.cast::<u8>())) {
-            Some(p) => Some(p),
-            None => {
-                self.used.fetch_sub(size, Ordering::Relaxed);
-                None
-            }
+        let p = ptr.and_then(|p| NonNull::new(p.cast::<u8>()));
+        if p.is_none() {
+            self.budget.release(size);
         }
+        p
     }
 
     unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
@@ -146,15 +163,15 @@ impl Backend for PinnedBackend {
             // SAFETY: forwarded: `ptr` came from `malloc_host` in `allocate` and is freed once.
             let _ = unsafe { result::free_host(ptr.as_ptr().cast()) };
         }
-        self.used.fetch_sub(size, Ordering::Relaxed);
+        self.budget.release(size);
     }
 
     fn capacity(&self) -> Option<usize> {
-        self.capacity
+        self.budget.capacity
     }
 
     fn used(&self) -> usize {
-        self.used.load(Ordering::Relaxed)
+        self.budget.used()
     }
 
     /// Host memory, but never inline in a blob: a copy must see the pinned pages.

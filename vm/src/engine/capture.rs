@@ -58,7 +58,8 @@ impl Vm {
                 ops: Vec::new(),
             });
             sh.capturing.fetch_add(1, Ordering::SeqCst);
-            sh.submit_slow.store(true, Ordering::SeqCst);
+            sh.submit_flags
+                .fetch_or(crate::shared::SUBMIT_SLOW, Ordering::SeqCst);
         }
         /// Ends this thread's capture, on return or unwind; returns what it took.
         struct End<'a>(&'a Shared, std::thread::ThreadId);
@@ -69,10 +70,12 @@ impl Vm {
                     return Vec::new();
                 };
                 let ops = c.swap_remove(k).ops;
-                if self.0.capturing.fetch_sub(1, Ordering::SeqCst) & CAPTURES == 1 {
+                if self.0.capturing.fetch_sub(1, Ordering::SeqCst) & CAPTURES == 1
+                    && !self.0.config.auto_plan
+                {
                     self.0
-                        .submit_slow
-                        .store(self.0.config.auto_plan, Ordering::SeqCst);
+                        .submit_flags
+                        .fetch_and(!crate::shared::SUBMIT_SLOW, Ordering::SeqCst);
                 }
                 ops
             }

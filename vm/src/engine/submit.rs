@@ -9,6 +9,7 @@ use crate::instruction::op_call::{KernelCall, SHALLOW_MAX, Shallow};
 use crate::instruction::{InstrList, InstructionPolicy, Kernel, OpCall};
 use crate::pending::PendingStack;
 use crate::scheduler::Scheduler;
+use crate::shared::{SUBMIT_DEVICE, SUBMIT_SLOW};
 use crate::stream::StreamId;
 use std::sync::atomic::Ordering;
 
@@ -121,7 +122,8 @@ impl Vm {
         // asynchronous stream, few enough operands for `Shallow`); `run` still runs a cheap
         // call at once on an idle engine.
         let borrowable = inputs.len() <= SHALLOW_MAX && outputs.len() <= SHALLOW_MAX;
-        if !cheap || self.shared().submit_slow.load(Ordering::Relaxed) || !borrowable {
+        let flags = self.shared().submit_flags.load(Ordering::Relaxed);
+        if !cheap || flags & SUBMIT_SLOW != 0 || !borrowable {
             // Captures and automatic promotion: one word, zero when neither is on.
             if self.shared().capturing.load(Ordering::Relaxed) > 0 {
                 match self.divert(stream, kernel, inputs, outputs, at)? {
@@ -138,7 +140,7 @@ impl Vm {
         unsafe { ins.fill(inputs) };
         // SAFETY: as above.
         unsafe { outs.fill(outputs) };
-        if self.shared().any_async_stream
+        if flags & SUBMIT_DEVICE != 0
             && crate::builder::needs_soft_sync(
                 self.shared(),
                 stream,
@@ -210,7 +212,9 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn release(&self, blob: &Counted<Blob>) -> Result<()> {
-        if self.shared().submit_slow.load(Ordering::Relaxed) && self.auto_release(blob, false) {
+        if self.shared().submit_flags.load(Ordering::Relaxed) & SUBMIT_SLOW != 0
+            && self.auto_release(blob, false)
+        {
             return Ok(()); // held, with the calls before it
         }
         let stream = crate::builder::mark_released(self.shared(), blob, false)?;
@@ -242,7 +246,9 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn release_unheld(&self, blob: &Counted<Blob>) -> Result<()> {
-        if self.shared().submit_slow.load(Ordering::Relaxed) && self.auto_release(blob, true) {
+        if self.shared().submit_flags.load(Ordering::Relaxed) & SUBMIT_SLOW != 0
+            && self.auto_release(blob, true)
+        {
             return Ok(()); // held, with the calls before it
         }
         let stream = crate::builder::mark_released(self.shared(), blob, true)?;
@@ -258,7 +264,8 @@ impl Vm {
             return Ok(());
         }
         // At once on an idle engine: every earlier access is done, so free the memory now.
-        let device_stream = sh.is_async(stream.0);
+        // One test of a constant flag on an engine without a device stream.
+        let device_stream = sh.any_async_stream && sh.is_async(stream.0);
         if !device_stream
             && let Some(mut s) = self.try_sched()
             && (s.is_idle() || self.catch_up(&mut s)?)

@@ -233,7 +233,6 @@ impl CudaDevice {
             raw,
             pool: None,
             watcher: OnceLock::new(),
-            staged: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -372,9 +371,6 @@ pub struct CudaStream {
     raw: sys::CUstream,
     pool: Option<Arc<DeviceAllocator>>,
     watcher: OnceLock<Arc<Watcher>>,
-    /// Pinned staging blocks of host-to-device copies still in flight, each with the event
-    /// after its copy.
-    staged: Mutex<VecDeque<(CudaEvent, Allocation)>>,
 }
 
 // SAFETY: a `CUstream` is a handle the driver lets any thread use (with the context bound);
@@ -419,8 +415,8 @@ impl CudaStream {
 
     /// Copies `src` from host memory to device address `dst`, in stream order. A large source
     /// is first copied into pinned memory, so that the device copy runs asynchronously and
-    /// overlaps other streams' work; the staging block returns to the pinned pool once an
-    /// event says the copy is done.
+    /// overlaps other streams' work; the stream's event thread returns the staging block to the
+    /// pinned pool once the event after the copy completes.
     ///
     /// # Errors
     ///
@@ -435,7 +431,6 @@ impl CudaStream {
             return Ok(());
         }
         let staging = if src.len() >= STAGE_MIN {
-            self.reclaim_staging();
             self.device
                 .pinned
                 .get()
@@ -451,23 +446,28 @@ impl CudaStream {
         // SAFETY: `block` is a fresh pinned block of at least `src.len()` bytes, ours alone.
         let pinned = unsafe { std::slice::from_raw_parts_mut(block.ptr(), src.len()) };
         pinned.copy_from_slice(src);
-        // SAFETY: forwarded for `dst`; the pinned source stays allocated (in `staged`) until
+        // SAFETY: forwarded for `dst`; the pinned source stays allocated (with the event thread) until
         // the event recorded after the copy completes.
         unsafe { result::memcpy_htod_async(dst, &*pinned, self.raw) }
             .map_err(|e| format!("host to device copy: {e}"))?;
         let ev = self
             .new_event()
             .map_err(|e| format!("staging event: {e}"))?;
-        self.staged.lock().push_back((ev, block));
+        let w = self.watcher();
+        if w.threaded {
+            w.push(Watched::Free(ev, block));
+        } else {
+            ev.wait(); // no event thread: the block goes back once the copy is done
+        }
         Ok(())
     }
 
-    /// Returns the staging blocks whose copies have completed to the pinned pool.
-    fn reclaim_staging(&self) {
-        let mut q = self.staged.lock();
-        while q.front().is_some_and(|(ev, _)| ev.is_complete()) {
-            q.pop_front();
-        }
+    /// The stream's event thread, started on first use.
+    fn watcher(&self) -> &Arc<Watcher> {
+        self.watcher.get_or_init(|| {
+            Watcher::start(format!("eddy-{}-events", self.name))
+                .unwrap_or_else(|| Arc::new(Watcher::idle()))
+        })
     }
 
     /// Records a new event on the stream, after everything launched so far.
@@ -504,22 +504,30 @@ impl Drop for CudaStream {
             w.stop();
         }
         if self.device.bind().is_ok() {
-            // Staging blocks go back to the pool only once their copies are done.
-            // SAFETY: `raw` is live; this waits for its pending work.
-            let _ = unsafe { result::stream::synchronize(self.raw) };
-            self.staged.lock().clear();
-            // SAFETY: the stream is live and destroyed once.
+            // SAFETY: the stream is live and destroyed once; the driver lets its pending work
+            // (and the events after it, which the event thread still waits for) complete first.
             let _ = unsafe { result::stream::destroy(self.raw) };
         }
     }
 }
 
-/// A thread that waits, in the driver, for the events the engine waits for, in the order
-/// they were recorded on one stream (the order they complete in), and wakes the engine after
-/// each.
+/// What a stream's event thread waits for.
+enum Watched {
+    /// An event an instruction waits for: wake the engine when it completes.
+    Wake(Arc<dyn Event>),
+    /// The event after a staged copy: give the staging block back when it completes.
+    Free(CudaEvent, Allocation),
+}
+
+/// A thread that waits, in the driver, for the events of one stream, in the order they were
+/// recorded (the order they complete in): it wakes the engine after each event an instruction
+/// waits for, and gives staging blocks back after their copies. It drains what it holds before
+/// it stops.
 struct Watcher {
-    queue: Mutex<(VecDeque<Arc<dyn Event>>, bool)>,
+    queue: Mutex<(VecDeque<Watched>, bool)>,
     cv: Condvar,
+    /// Whether a thread serves the queue (see [`Watcher::idle`]).
+    threaded: bool,
 }
 
 impl Watcher {
@@ -527,6 +535,7 @@ impl Watcher {
         let w = Arc::new(Watcher {
             queue: Mutex::new((VecDeque::new(), false)),
             cv: Condvar::new(),
+            threaded: true,
         });
         let run = w.clone();
         std::thread::Builder::new()
@@ -536,8 +545,8 @@ impl Watcher {
         Some(w)
     }
 
-    fn push(&self, ev: Arc<dyn Event>) {
-        self.queue.lock().0.push_back(ev);
+    fn push(&self, w: Watched) {
+        self.queue.lock().0.push_back(w);
         self.cv.notify_one();
     }
 
@@ -560,9 +569,17 @@ impl Watcher {
                     self.cv.wait(&mut q);
                 }
             };
-            if let Some(e) = ev.as_any_event().downcast_ref::<CudaEvent>() {
-                e.wait();
-                e.device.wake();
+            match ev {
+                Watched::Wake(ev) => {
+                    if let Some(e) = ev.as_any_event().downcast_ref::<CudaEvent>() {
+                        e.wait();
+                        e.device.wake();
+                    }
+                }
+                Watched::Free(e, block) => {
+                    e.wait();
+                    drop(block);
+                }
             }
         }
     }
@@ -607,11 +624,10 @@ impl StreamPolicy for CudaStream {
         }
     }
     fn watch(&self, event: &Arc<dyn Event>) {
-        let w = self.watcher.get_or_init(|| {
-            Watcher::start(format!("eddy-{}-events", self.name))
-                .unwrap_or_else(|| Arc::new(Watcher::idle()))
-        });
-        w.push(event.clone());
+        let w = self.watcher();
+        if w.threaded {
+            w.push(Watched::Wake(event.clone()));
+        }
     }
     fn wait_event(&self, event: &Arc<dyn Event>) {
         let any: &dyn Any = event.as_ref().as_any_event();
@@ -644,11 +660,13 @@ impl StreamPolicy for CudaStream {
 
 impl Watcher {
     /// A watcher without a thread (none could be spawned): the engine then finds completed
-    /// events when it next looks, as it does on every pass.
+    /// events when it next looks, as it does on every pass, and staged copies wait for their
+    /// events before they return.
     fn idle() -> Watcher {
         Watcher {
             queue: Mutex::new((VecDeque::new(), true)),
             cv: Condvar::new(),
+            threaded: false,
         }
     }
 }
