@@ -5,7 +5,7 @@ use crate::common::{eventually, watchdog};
 use crate::{CPU, log_now};
 use eddy::vm::VmBuilder;
 use eddy::vm::stream::async_device::AsyncDevice;
-use eddy::vm::testing::{DeviceOp, Log, Record};
+use eddy::vm::testing::{Cheap, DeviceOp, Log, Noop, Record};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -294,27 +294,6 @@ fn a_device_fault_reported_by_an_event_reaches_the_host_read() {
     });
 }
 
-/// Notes the thread that computed it; cheap, so an idle engine may run it on the caller's.
-struct WhereRan(
-    Arc<parking_lot::Mutex<Option<std::thread::ThreadId>>>,
-    Vec<eddy_vm::Counted<eddy::vm::Blob>>,
-);
-impl eddy::vm::InstructionPolicy for WhereRan {
-    fn name(&self) -> &str {
-        "where_ran"
-    }
-    fn inputs(&self) -> &[eddy_vm::Counted<eddy::vm::Blob>] {
-        &self.1
-    }
-    fn cheap(&self) -> bool {
-        true
-    }
-    fn compute(&mut self, _: &mut eddy::vm::instruction::ComputeCtx<'_>) -> eddy::vm::Result<()> {
-        *self.0.lock() = Some(std::thread::current().id());
-        Ok(())
-    }
-}
-
 /// An engine with a device stream keeps the host's direct path for host work that never
 /// touched the device (a cheap op on an idle engine runs on the caller's thread), while host
 /// work after device work still waits for the device.
@@ -328,13 +307,22 @@ fn host_work_keeps_its_direct_path_on_an_engine_with_a_device() {
         dev.set_waker(vm.waker());
         let host = vm.new_blob(8);
         vm.write_blob(&host, |b| b.fill(1)).unwrap();
-        let ran = Arc::new(parking_lot::Mutex::new(None));
-        vm.run(CPU, WhereRan(ran.clone(), vec![host.clone()]))
+        // Most of a loop of cheap host ops runs at once on this thread (through the builder and
+        // the scheduler thread, none would); "most", as a loaded machine may hold the
+        // scheduler at times.
+        let (n, before) = (10_000, vm.stats().inlined);
+        for _ in 0..n {
+            vm.run(
+                CPU,
+                Cheap(Noop::new(vec![host.clone()], vec![host.clone()])),
+            )
             .unwrap();
-        assert_eq!(
-            *ran.lock(),
-            Some(std::thread::current().id()),
-            "host-only work went through the scheduler thread"
+        }
+        vm.sync().unwrap();
+        let inlined = vm.stats().inlined - before;
+        assert!(
+            inlined * 2 >= n,
+            "only {inlined} of {n} host ops ran at once on an engine with a device stream"
         );
         // After device work on the blob, the same op waits for the device.
         let log = Log::default();
@@ -354,5 +342,121 @@ fn host_work_keeps_its_direct_path_on_an_engine_with_a_device() {
         dev.run_all();
         vm.sync().unwrap();
         assert_eq!(log_now(&log), vec![1, 2]);
+    });
+}
+
+/// A device's three streams, as a CUDA device has them (host-to-device, compute,
+/// device-to-host) and a host reader: each consumer waits for its producer whatever order the
+/// device runs its queues in (here: the last queue first, one step at a time).
+#[test]
+fn copies_and_compute_on_three_device_streams_keep_their_order() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let mut b = VmBuilder::new();
+        let h2d = b.add_stream(Arc::new(dev.stream("h2d").with_ordered_memory()));
+        let compute = b.add_stream(Arc::new(dev.stream("compute").with_ordered_memory()));
+        let d2h = b.add_stream(Arc::new(dev.stream("d2h").with_ordered_memory()));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let log = Log::default();
+        let (x, y, z) = (vm.new_blob(64), vm.new_blob(64), vm.new_blob(64));
+        let step = |id: u64| {
+            let l = log.clone();
+            move || l.lock().push(id)
+        };
+        vm.run(h2d, DeviceOp::new(vec![], vec![x.clone()], step(1)))
+            .unwrap();
+        vm.run(
+            compute,
+            DeviceOp::new(vec![x.clone()], vec![y.clone()], step(2)),
+        )
+        .unwrap();
+        vm.run(
+            d2h,
+            DeviceOp::new(vec![y.clone()], vec![z.clone()], step(3)),
+        )
+        .unwrap();
+        // WAR: the upload stream overwrites its source only after the compute read it.
+        vm.run(h2d, DeviceOp::new(vec![], vec![x.clone()], step(4)))
+            .unwrap();
+        let (v2, z2, l2) = (vm.clone(), z.clone(), log.clone());
+        let reader = std::thread::spawn(move || v2.read_blob(&z2, move |_| l2.lock().push(5)));
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let pump = std::thread::spawn({
+            let (dev, done) = (dev.clone(), done.clone());
+            move || {
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    for q in [2, 1, 0] {
+                        dev.run_next(q);
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        });
+        reader.join().unwrap().unwrap();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let order = log_now(&log);
+        let pos = |id| order.iter().position(|&k| k == id).expect("ran");
+        assert!(
+            pos(1) < pos(2) && pos(2) < pos(3) && pos(3) < pos(5),
+            "{order:?}"
+        );
+        assert!(
+            pos(2) < pos(4),
+            "the upload overwrote x before compute read it: {order:?}"
+        );
+        pump.join().unwrap();
+        vm.sync().unwrap();
+    });
+}
+
+/// Out of memory on a device stream whose freed memory waits for an event: the out-of-memory
+/// path waits for the device to reach that event, frees, shrinks and retries, and the caller
+/// never sees it.
+#[test]
+fn out_of_memory_on_a_device_waits_for_a_deferred_free_and_retries() {
+    watchdog(30, || {
+        let dev = AsyncDevice::new(0);
+        let pool = eddy::vm::alloc::DeviceAllocator::new(
+            Box::new(eddy::vm::alloc::CpuBackend::new(Some(2 << 20))),
+            eddy::vm::alloc::AllocMode::Caching,
+        );
+        let mut b = VmBuilder::new();
+        let compute = b.add_stream(Arc::new(dev.stream("compute").with_ordered_memory()));
+        let copy = b.add_stream(Arc::new(
+            dev.stream("copy")
+                .with_ordered_memory()
+                .with_allocator(pool.clone()),
+        ));
+        let vm = b.build().unwrap();
+        dev.set_waker(vm.waker());
+        let big = 3 << 19; // 1.5 MiB: two do not fit
+        let y = vm.new_blob(big);
+        vm.run(copy, DeviceOp::new(vec![], vec![y.clone()], || {}))
+            .unwrap();
+        vm.run(compute, DeviceOp::new(vec![y.clone()], vec![], || {}))
+            .unwrap();
+        vm.release(&y).unwrap(); // on the compute stream: memory of the copy stream's pool
+        drop(y);
+        let z = vm.new_blob(big);
+        vm.run(copy, DeviceOp::new(vec![], vec![z.clone()], || {}))
+            .unwrap();
+        // The device runs later: until then the retry has nothing to free.
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (d, stop) = (dev.clone(), done.clone());
+        let pump = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                d.run_all();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        vm.sync().unwrap();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(z.is_allocated());
+        let stats = pool.stats();
+        assert!(stats.oom_retries >= 1, "{stats:?}");
+        assert_eq!(vm.stats().ooms, 0, "the caller never saw it");
+        pump.join().unwrap();
     });
 }
