@@ -64,8 +64,8 @@ pub struct Config {
     /// Whether the engine promotes a thread's op calls between sync points to a plan once
     /// they repeat (`EDDY_VM_AUTO_PLAN=1`, default off; see `VmBuilder::auto_plan`).
     pub auto_plan: bool,
-    /// How many CUDA devices the engine opens, `cuda:0` to `cuda:{n-1}`, each with a compute
-    /// stream and a device allocator (`EDDY_VM_CUDA_DEVICES`, a number or `all`; default 0).
+    /// How many CUDA devices the engine opens, `cuda:0` to `cuda:{n-1}`, each with compute and
+    /// copy streams and their allocators (`EDDY_VM_CUDA_DEVICES`, a number or `all`; default 0).
     /// Needs the `cuda` feature; `u32::MAX` means every device the machine has.
     pub cuda_devices: u32,
     /// How long the scheduler keeps polling after its last progress before sleeping
@@ -496,8 +496,9 @@ impl VmBuilder {
     }
 
     /// Opens `n` CUDA devices, `cuda:0` to `cuda:{n-1}` (`u32::MAX`: all the machine has), each
-    /// with an in-order compute stream and a caching allocator over device memory. Needs the
-    /// `cuda` feature.
+    /// with three in-order streams (compute, host-to-device, device-to-host; see
+    /// [`Vm::stream_of`](crate::Vm::stream_of)) and a caching allocator for each: device memory
+    /// for the first two, pinned host memory for the third. Needs the `cuda` feature.
     ///
     /// # Examples
     ///

@@ -380,10 +380,6 @@ unsafe impl Send for CudaStream {}
 // SAFETY: as above; `&CudaStream` only hands the handle to driver calls, which are thread-safe.
 unsafe impl Sync for CudaStream {}
 
-/// Host-to-device copies of at least this many bytes go through pinned staging; smaller ones
-/// are copied out of pageable memory by the driver at once, which costs less than an event.
-pub const STAGE_MIN: usize = 64 << 10;
-
 impl CudaStream {
     /// The raw stream handle, for launches and copies.
     pub fn raw(&self) -> sys::CUstream {
@@ -413,10 +409,12 @@ impl CudaStream {
         unsafe { result::stream::synchronize(self.raw) }.map_err(|e| e.to_string())
     }
 
-    /// Copies `src` from host memory to device address `dst`, in stream order. A large source
-    /// is first copied into pinned memory, so that the device copy runs asynchronously and
+    /// Copies `src` from host memory to device address `dst`, in stream order. The source is
+    /// first copied into pinned memory, so that the device copy runs asynchronously and
     /// overlaps other streams' work; the stream's event thread returns the staging block to the
-    /// pinned pool once the event after the copy completes.
+    /// pinned pool once the event after the copy completes. (From pageable memory the driver
+    /// would first wait for everything queued on the stream: on the compute stream, every
+    /// kernel launched so far.)
     ///
     /// # Errors
     ///
@@ -430,24 +428,23 @@ impl CudaStream {
         if src.is_empty() {
             return Ok(());
         }
-        let staging = if src.len() >= STAGE_MIN {
-            self.device
-                .pinned
-                .get()
-                .and_then(|p| p.allocate(src.len()).ok())
-        } else {
-            None
-        };
+        let staging = self
+            .device
+            .pinned
+            .get()
+            .and_then(|p| p.allocate(src.len()).ok());
         let Some(block) = staging else {
-            // SAFETY: forwarded; pageable memory is copied out by the driver before this returns.
+            // Without pinned memory: the driver copies the pageable source out before this
+            // returns, after the stream's earlier work.
+            // SAFETY: forwarded.
             return unsafe { result::memcpy_htod_async(dst, src, self.raw) }
                 .map_err(|e| format!("host to device copy: {e}"));
         };
         // SAFETY: `block` is a fresh pinned block of at least `src.len()` bytes, ours alone.
         let pinned = unsafe { std::slice::from_raw_parts_mut(block.ptr(), src.len()) };
         pinned.copy_from_slice(src);
-        // SAFETY: forwarded for `dst`; the pinned source stays allocated (with the event thread) until
-        // the event recorded after the copy completes.
+        // SAFETY: forwarded for `dst`; the pinned source stays allocated (held by the event
+        // thread) until the event recorded after the copy completes.
         unsafe { result::memcpy_htod_async(dst, &*pinned, self.raw) }
             .map_err(|e| format!("host to device copy: {e}"))?;
         let ev = self

@@ -93,10 +93,9 @@ fn upload_bytes(l: &Launch<'_>, out: &Blob, bytes: &[u8]) -> Result<(), String> 
         return Ok(());
     }
     // SAFETY: the destination is `out`'s device memory, at least `bytes.len()` long (the
-    // tensor's size); the host source is pageable, so the driver stages it before returning
-    // and `bytes` may go when this returns.
-    unsafe { result::memcpy_htod_async(dptr::<u8>(out, 0), bytes, l.stream()) }
-        .map_err(|e| format!("host to device copy: {e}"))
+    // tensor's size), this instruction's output; the source is copied out (to pinned staging)
+    // before this returns, so `bytes` may go.
+    unsafe { l.copy_from_host(dptr::<u8>(out, 0), bytes) }
 }
 
 /// Host values to device memory: output 0 gets `bytes`, copied on the stream.
