@@ -132,6 +132,17 @@ fn suite() -> R<Vec<(&'static str, Tensor)>> {
                 .add(&x.gt_scalar(0.5)?.to_dtype(DType::F32)?)?,
         ),
     ];
+    // Dense operands of a length that is not a multiple of 4, from an offset: the vector
+    // kernel's tail and its alignment check.
+    let r = Tensor::arange(0.0, 37.0, 1.0, DType::F32)?;
+    let s = Tensor::linspace(-2.0, 2.0, 38, DType::F32)?.narrow(0, 1, 37)?;
+    out.push((
+        "dense tail",
+        r.mul(&r)?
+            .sub(&r.add_scalar(0.5)?)?
+            .div(&r.add_scalar(1.0)?)?,
+    ));
+    out.push(("dense offset", r.add(&s)?.maximum(&s.mul(&r)?)?));
     let xd = x.to_dtype(DType::F64)?;
     out.push((
         "f64 elementwise",
