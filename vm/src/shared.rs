@@ -109,22 +109,21 @@ impl Shared {
 
     /// The shared state of an engine with `streams`, before any thread starts.
     pub(crate) fn new(config: Config, streams: Vec<StreamEntry>, owner_id: QCellOwnerID) -> Self {
+        // Every stream that only launches, once: the flag, the mask and the submit flags
+        // derive from it.
+        let async_mask = streams
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.policy.done_means_launched())
+            .fold(0u64, |m, (k, _)| m | 1 << k.min(63));
         Shared {
             trace: Mutex::new(Vec::new()),
             tracing: AtomicBool::new(config.trace),
-            any_async_stream: streams.iter().any(|s| s.policy.done_means_launched()),
-            async_mask: streams
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.policy.done_means_launched())
-                .fold(0u64, |m, (k, _)| m | 1 << k.min(63)),
+            any_async_stream: async_mask != 0,
+            async_mask,
             submit_flags: AtomicU8::new(
                 if config.auto_plan { SUBMIT_SLOW } else { 0 }
-                    | if streams.iter().any(|s| s.policy.done_means_launched()) {
-                        SUBMIT_DEVICE
-                    } else {
-                        0
-                    },
+                    | if async_mask != 0 { SUBMIT_DEVICE } else { 0 },
             ),
             capturing: AtomicUsize::new(if config.auto_plan { AUTO_ON } else { 0 }),
             capture: Mutex::new(Vec::new()),
