@@ -169,3 +169,36 @@ fn ops_that_cannot_merge_split_the_runs() {
         assert_eq!(bits(&out[1]), bits(&eager[1]));
     });
 }
+
+/// A merged step that reads an intermediate for the last time writes its own result over it:
+/// the plan keeps one place for the two (the memory plan's check accepts exactly that pair),
+/// and the values are eager execution's, bit for bit.
+#[test]
+fn a_merged_step_writes_over_the_intermediate_it_consumes() {
+    watchdog(120, || {
+        let w = Tensor::linspace(-1.0, 1.0, 64 * 64, DType::F32)
+            .unwrap()
+            .reshape([64, 64])
+            .unwrap();
+        let f = |x: &Tensor| -> eddy::tensor::Result<Tensor> {
+            let a = x.matmul(&w)?;
+            // Reads `a` twice, the last time before the one store of the merged step.
+            let b = a.mul_scalar(0.5)?.tanh()?.add(&a)?;
+            b.matmul(&w)
+        };
+        let x = Tensor::linspace(-2.0, 2.0, 32 * 64, DType::F32)
+            .unwrap()
+            .reshape([32, 64])
+            .unwrap();
+        let eager = f(&x).unwrap();
+        let g = Graph::new(|xs: &[Tensor]| Ok(vec![f(&xs[0])?]));
+        let c = g.compile(&[&x]).unwrap();
+        let m = c.memory();
+        m.check().unwrap();
+        assert_eq!(m.shares.len(), 1, "`b` over `a`\n{c}");
+        assert_eq!(c.arena_bytes(), 32 * 64 * 4, "one place for both\n{c}");
+        for _ in 0..2 {
+            assert_eq!(bits(&g.run(&[&x]).unwrap()[0]), bits(&eager));
+        }
+    });
+}

@@ -134,4 +134,10 @@ impl<A: Kernel, B: Kernel> Kernel for Either<A, B> {
             Either::Cuda(k) => k.describe(),
         }
     }
+    fn may_alias(&self, output: usize, input: usize) -> bool {
+        match self {
+            Either::Cpu(k) => k.may_alias(output, input),
+            Either::Cuda(k) => k.may_alias(output, input),
+        }
+    }
 }

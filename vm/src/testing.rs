@@ -147,6 +147,45 @@ impl crate::instruction::Kernel for AddByte {
     }
 }
 
+/// [`AddByte`] that may write its output over its input
+/// ([`Kernel::may_alias`](crate::instruction::Kernel::may_alias)): it copies the input before
+/// it writes, so the two may be the same memory.
+///
+/// ```
+/// use eddy_vm::plan::{Plan, PlanSpec, Slot, Step};
+/// use eddy_vm::{StreamId, Vm, testing::AddByteOver};
+/// let vm = Vm::builder().build()?;
+/// // in → t0 → t1 → out: t1 is written over t0.
+/// let step = |i, o| Step::new(Box::new(AddByteOver(1)), vec![i], vec![o]);
+/// let steps = vec![
+///     step(Slot::Input(0), Slot::Temp(0)),
+///     step(Slot::Temp(0), Slot::Temp(1)),
+///     step(Slot::Temp(1), Slot::Output(0)),
+/// ];
+/// let plan = Plan::new(&vm, PlanSpec::new(StreamId::CPU, steps, 1, 1, vec![64, 64], vec![]))?;
+/// assert_eq!(plan.memory().arena, 64);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+pub struct AddByteOver(pub u8);
+
+impl crate::instruction::Kernel for AddByteOver {
+    fn name(&self) -> &str {
+        "add_byte_over"
+    }
+    fn compute(
+        &mut self,
+        inputs: &[Counted<Blob>],
+        outputs: &[Counted<Blob>],
+        ctx: &mut ComputeCtx<'_>,
+    ) -> Result<()> {
+        // The input is copied out before any output is borrowed (see `AddByte`).
+        crate::instruction::Kernel::compute(&mut AddByte(self.0), inputs, outputs, ctx)
+    }
+    fn may_alias(&self, _output: usize, _input: usize) -> bool {
+        true
+    }
+}
+
 /// Marks a policy [cheap](InstructionPolicy::cheap): an idle engine runs it at once on the
 /// submitting thread.
 ///

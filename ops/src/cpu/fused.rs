@@ -8,7 +8,7 @@
 use super::elementwise::{FloatElem, apply_binary_float, apply_float, params};
 use crate::DType;
 use crate::fuse::program::{Code, Pos, Program, Src};
-use crate::kernel::{PAR_MIN, input, output};
+use crate::kernel::PAR_MIN;
 use crate::kinds::{BinaryOp, UnaryOp};
 use eddy_vm::instruction::{ComputeCtx, Kernel};
 use eddy_vm::{Blob, Counted};
@@ -123,6 +123,40 @@ impl<T: FloatElem> Kernel for Fused<T> {
         &self.p.name
     }
 
+    /// An output may overwrite an input that every op reads at its own element (dense, from
+    /// the start) and none reads after the output's store: within a block, all reads of the
+    /// input come before the store, and blocks (and threads' chunks) are disjoint.
+    fn may_alias(&self, output: usize, input: usize) -> bool {
+        let mut last_read = None;
+        let mut first_store = None;
+        for (i, c) in self.p.code.iter().enumerate() {
+            let srcs = match *c {
+                Code::Unary { a, .. } => [Some(a), None],
+                Code::Binary { a, b, .. } => [Some(a), Some(b)],
+                Code::Store { out, .. } => {
+                    if out == output && first_store.is_none() {
+                        first_store = Some(i);
+                    }
+                    [None, None]
+                }
+            };
+            for s in srcs.into_iter().flatten() {
+                if let Src::Input(k, pos) = s
+                    && k == input
+                {
+                    if pos != Pos::Dense(0) {
+                        return false;
+                    }
+                    last_read = Some(i);
+                }
+            }
+        }
+        match (last_read, first_store) {
+            (Some(r), Some(s)) => r < s,
+            _ => false,
+        }
+    }
+
     fn compute(
         &mut self,
         inputs: &[Counted<Blob>],
@@ -130,17 +164,16 @@ impl<T: FloatElem> Kernel for Fused<T> {
         _ctx: &mut ComputeCtx<'_>,
     ) -> eddy_vm::Result<()> {
         let n = self.p.n;
-        // SAFETY: the instruction reads its inputs and writes its outputs, and the pass never
-        // makes a merged step's output one of its inputs.
-        let ins: Vec<&[T]> = inputs.iter().map(|b| unsafe { input::<T>(b) }).collect();
+        // Raw pointers, not slices: an output may be an input's memory (`may_alias`), so a
+        // slice of either lives only while one op of one block reads or writes it.
+        let ins: Vec<In<T>> = inputs.iter().map(|b| In::of(b)).collect();
         let mut outs: Vec<Out<T>> = Vec::with_capacity(outputs.len());
         for b in outputs {
-            // SAFETY: as above.
-            let o = unsafe { output::<T>(b) };
-            if o.len() < n {
-                return Err(self.fail(format!("an output of {} elements, not {n}", o.len())));
+            let o = In::<T>::of(b);
+            if o.len < n {
+                return Err(self.fail(format!("an output of {} elements, not {n}", o.len)));
             }
-            outs.push(Out(o.as_mut_ptr()));
+            outs.push(Out(o.ptr.cast_mut()));
         }
         self.check_inputs(&ins)?;
         let regs = self.p.regs * BLOCK;
@@ -171,9 +204,9 @@ impl<T: FloatElem> Fused<T> {
     }
 
     /// Every operand's elements lie inside its input.
-    fn check_inputs(&self, ins: &[&[T]]) -> eddy_vm::Result<()> {
+    fn check_inputs(&self, ins: &[In<T>]) -> eddy_vm::Result<()> {
         for (k, &(need, p)) in self.needs.iter().enumerate() {
-            let len = ins.get(k).map_or(0, |x| x.len());
+            let len = ins.get(k).map_or(0, |x| x.len);
             if len < need {
                 let n = self.p.n;
                 return Err(self.fail(format!(
@@ -188,11 +221,12 @@ impl<T: FloatElem> Fused<T> {
     ///
     /// # Safety
     ///
-    /// Every output holds at least `hi` elements, and no other thread reads or writes
-    /// elements `lo..hi` of any output while this runs.
+    /// Every output holds at least `hi` elements, every input what `check_inputs` asks, and
+    /// no other thread reads or writes elements `lo..hi` of any output while this runs; an
+    /// output that is an input's memory is one that `may_alias` allows.
     unsafe fn run_blocks(
         &self,
-        ins: &[&[T]],
+        ins: &[In<T>],
         outs: &[Out<T>],
         lo: usize,
         hi: usize,
@@ -209,17 +243,25 @@ impl<T: FloatElem> Fused<T> {
                         // SAFETY: `d` is a register and none of the op's sources (checked by
                         // `Fused::new`), and the scratch holds a block per register.
                         let dst = unsafe { regs.block_mut(d, len) };
-                        unary::<T>(op, opd(a, ins, regs, start, len), dst, p, q);
+                        // SAFETY: the inputs hold what `check_inputs` checked, and no output
+                        // block is borrowed while the op runs.
+                        let a = unsafe { opd(a, ins, regs, start, len) };
+                        unary::<T>(op, a, dst, p, q);
                     }
                     Code::Binary { op, a, b, d } => {
                         // SAFETY: as above.
                         let dst = unsafe { regs.block_mut(d, len) };
-                        let (a, b) = (opd(a, ins, regs, start, len), opd(b, ins, regs, start, len));
+                        // SAFETY: as above.
+                        let (a, b) = unsafe {
+                            (opd(a, ins, regs, start, len), opd(b, ins, regs, start, len))
+                        };
                         binary::<T>(op, a, b, dst);
                     }
                     Code::Store { r, out } => {
                         // SAFETY: elements `start..start + len` of the output are this call's
-                        // (the caller's promise), and the output holds them.
+                        // (the caller's promise), and the output holds them; no slice of an
+                        // input is alive here, and an input this output overwrites is not
+                        // read after this store (`may_alias`).
                         let o =
                             unsafe { std::slice::from_raw_parts_mut(outs[out].0.add(start), len) };
                         // SAFETY: `r` is a register (checked by `Fused::new`), and the scratch
@@ -262,18 +304,63 @@ impl<T> Regs<T> {
     }
 }
 
+/// An input's memory: where it starts and how many elements it holds.
+#[derive(Clone, Copy)]
+struct In<T> {
+    ptr: *const T,
+    len: usize,
+}
+
+// SAFETY: the threads of one run only read an input's elements, each its own chunk's (see
+// `run_blocks`), while the instruction holds the input.
+unsafe impl<T: Sync> Send for In<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for In<T> {}
+
+impl<T> In<T> {
+    fn of(b: &Blob) -> In<T> {
+        let ptr = b.as_ptr().cast_const().cast::<T>();
+        debug_assert_eq!(ptr as usize % std::mem::align_of::<T>(), 0);
+        let len = if ptr.is_null() {
+            0
+        } else {
+            b.bytes() / std::mem::size_of::<T>()
+        };
+        In { ptr, len }
+    }
+
+    /// Elements `at..at + len`.
+    ///
+    /// # Safety
+    ///
+    /// They lie inside the input, and nothing writes them while the slice lives.
+    #[inline(always)]
+    unsafe fn slice<'a>(self, at: usize, len: usize) -> &'a [T] {
+        debug_assert!(at + len <= self.len);
+        // SAFETY: the caller's promise.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(at), len) }
+    }
+}
+
 /// Source `s` over elements `start..start + len`.
+///
+/// # Safety
+///
+/// An input source's elements lie inside its input (`check_inputs`), and nothing writes them
+/// while the result lives.
 #[inline(always)]
-fn opd<'a, T: Copy>(
+unsafe fn opd<'a, T: Copy>(
     s: Src,
-    ins: &[&'a [T]],
+    ins: &[In<T>],
     regs: Regs<T>,
     start: usize,
     len: usize,
 ) -> Opd<'a, T> {
     match s {
-        Src::Input(k, Pos::Dense(o)) => Opd::Slice(&ins[k][o + start..o + start + len]),
-        Src::Input(k, Pos::Splat(o)) => Opd::Value(ins[k][o]),
+        // SAFETY: the caller's promise.
+        Src::Input(k, Pos::Dense(o)) => Opd::Slice(unsafe { ins[k].slice(o + start, len) }),
+        // SAFETY: as above.
+        Src::Input(k, Pos::Splat(o)) => Opd::Value(unsafe { ins[k].slice(o, 1) }[0]),
         // SAFETY: a source register is one of the program's and not the op's destination
         // (checked by `Fused::new`); the run's caller holds a block per register.
         Src::Reg(r) => Opd::Slice(unsafe { regs.block(r, len) }),

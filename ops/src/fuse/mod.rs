@@ -363,6 +363,90 @@ mod tests {
         assert_eq!(run(true), run(false));
     }
 
+    /// A merged step writes a value over an input it reads for the last time, in the plan's
+    /// arena, where every read of that input in a block comes before the store: the plan lays
+    /// the two out in one place, and the values are those of the separate kernels, bit for
+    /// bit. A value stored before the input's last read does not share its place. (Miri
+    /// checks that the aliased blocks are never borrowed at once.)
+    #[test]
+    fn a_merged_step_writes_over_an_input_it_no_longer_reads() {
+        let vm = Vm::builder().sync_mode(true).build().unwrap();
+        let n = 2 * cpu::fused::BLOCK + 5;
+        let xs: Vec<f32> = (0..n).map(|i| i as f32 * 0.003 - 1.0).collect();
+        let k = |w| -> Box<dyn eddy_vm::instruction::Kernel> { w };
+        let cpu = Device::CPU;
+        let f = DType::F32;
+        let d = || Lay::Dense(0);
+        let run = |fused: bool| {
+            // t0 = xs; t1 = exp(t0); t2 = t1 + t0; out0 = -t1, out1 = -t2 over n - 1 elements
+            // (another element count: a run of its own, reading t1 and t2 from the arena).
+            let s = vec![
+                Step::new(
+                    k(Box::new(from_host(xs.clone()))),
+                    vec![],
+                    vec![Slot::Temp(0)],
+                ),
+                Step::new(
+                    k(Box::new(unary(cpu, UnaryOp::Exp, f, d()).unwrap())),
+                    vec![Slot::Temp(0)],
+                    vec![Slot::Temp(1)],
+                ),
+                Step::new(
+                    k(Box::new(binary(cpu, BinaryOp::Add, f, d(), d()).unwrap())),
+                    vec![Slot::Temp(1), Slot::Temp(0)],
+                    vec![Slot::Temp(2)],
+                ),
+                Step::new(
+                    k(Box::new(unary(cpu, UnaryOp::Neg, f, d()).unwrap())),
+                    vec![Slot::Temp(1)],
+                    vec![Slot::Output(0)],
+                ),
+                Step::new(
+                    k(Box::new(unary(cpu, UnaryOp::Neg, f, d()).unwrap())),
+                    vec![Slot::Temp(2)],
+                    vec![Slot::Output(1)],
+                ),
+            ];
+            let bytes = |s: Slot| match s {
+                Slot::Output(_) => 4 * (n - 1),
+                _ => 4 * n,
+            };
+            let steps = if fused {
+                fuse_elementwise(cpu, s, &bytes)
+            } else {
+                s
+            };
+            if fused {
+                assert_eq!(steps.len(), 3, "the source, t1 and t2, the outputs");
+                assert_eq!(steps[1].inputs(), [Slot::Temp(0)]);
+                assert_eq!(steps[1].outputs(), [Slot::Temp(1), Slot::Temp(2)]);
+                let k = steps[1].kernel();
+                assert!(!k.may_alias(0, 0), "t1 is stored before t0's last read");
+                assert!(k.may_alias(1, 0), "t2 is stored after it");
+            }
+            let spec = PlanSpec::new(StreamId::CPU, steps, 0, 2, vec![4 * n; 3], vec![]);
+            let plan = Plan::new(&vm, spec).unwrap();
+            plan.memory().check().unwrap();
+            let (y, z) = (vm.new_blob(4 * (n - 1)), vm.new_blob(4 * (n - 1)));
+            plan.launch(&vm, &[], &[y.clone(), z.clone()]).unwrap();
+            let read = |b| {
+                let l = Layout::contiguous([n - 1]);
+                vm.read_blob(b, move |m| gather_host::<f32>(m, &l)).unwrap()
+            };
+            let bits = |v: Vec<f32>| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            let m = plan.memory();
+            ((bits(read(&y)), bits(read(&z))), m.shares.clone(), m.arena)
+        };
+        let (fused, shares, arena) = run(true);
+        let (separate, none, apart) = run(false);
+        assert_eq!(fused, separate);
+        assert_eq!(shares, [(0, 2)], "t2 over t0");
+        assert!(none.is_empty(), "the separate kernels do not say they may");
+        let place = (4 * n).div_ceil(64) * 64;
+        assert_eq!(arena, 2 * place, "t0 and t2 in one place, t1 in another");
+        assert_eq!(apart, 3 * place, "all three live at the step that makes t2");
+    }
+
     /// A merged step run on an input shorter than its program reads fails with a typed
     /// kernel error naming the input, and writes nothing out of bounds.
     #[test]

@@ -622,6 +622,9 @@ impl Vm {
             && p.with_steps(|ps| {
                 ps.len() == steps.len() && ps.iter().zip(&steps).all(|(a, b)| a.same_shape(b))
             })
+            // Kernels with other parameters may read an operand elsewhere: the plan's
+            // in-place places must still be theirs to write.
+            && p.admits(|i| steps[i].kernel()).is_ok()
         {
             stats.plan_runs += 1;
             return launch(
@@ -743,5 +746,8 @@ impl Kernel for Boxed {
     }
     fn deferred_drop(&self) -> bool {
         self.0.deferred_drop()
+    }
+    fn may_alias(&self, output: usize, input: usize) -> bool {
+        self.0.may_alias(output, input)
     }
 }

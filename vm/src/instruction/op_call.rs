@@ -174,6 +174,25 @@ pub trait Kernel: Send + 'static {
     fn describe(&self) -> Option<Box<dyn std::any::Any>> {
         None
     }
+    /// Whether output `output` may be the same memory as input `input` (by position) and the
+    /// kernel still compute the same values: it reads each element of that input only before
+    /// it writes the element of the output at the same place. A plan then lays out a
+    /// temporary that the step reads for the last time and one that it writes in one place
+    /// ([`plan::MemoryLayout::pack_sharing`](crate::plan::MemoryLayout::pack_sharing)).
+    /// The default is `false`. A kernel saying `true` must also be sound with the two blobs
+    /// aliased: no slice of the one alive while it writes the other.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::instruction::Kernel;
+    /// let k = eddy_vm::testing::AddByteOver(1);
+    /// assert!(k.may_alias(0, 0) && !eddy_vm::testing::AddByte(1).may_alias(0, 0));
+    /// ```
+    fn may_alias(&self, output: usize, input: usize) -> bool {
+        let _ = (output, input);
+        false
+    }
 }
 
 /// Operand lists, inline for up to four blobs.

@@ -282,6 +282,9 @@ struct PlanInner {
     /// one after another.
     token: Counted<Blob>,
     memory: MemoryLayout,
+    /// Where the memory plan has a step write an output over an input: kernels standing in
+    /// for the steps' must allow it.
+    overwrites: Vec<Overwrite>,
     /// The actors, where the plan runs by actors; stopped before the arena goes.
     runtime: Option<actors::Runtime>,
     /// The temporaries' memory; it goes with the plan.
@@ -302,6 +305,55 @@ impl Drop for PlanInner {
             }
         }
     }
+}
+
+/// A step's output written over one of its inputs: temporary `pair.1` over `pair.0`.
+struct Overwrite {
+    step: usize,
+    /// The output's position.
+    output: usize,
+    /// The positions that read the input.
+    inputs: Vec<usize>,
+    pair: (usize, usize),
+}
+
+/// Where the step that reads a temporary for the last time writes one of the same size, and
+/// its kernel may write it over the first ([`Kernel::may_alias`]): the plan lays each such
+/// pair out in one place.
+fn written_over(steps: &[Step], sizes: &[usize], lifetimes: &[(usize, usize)]) -> Vec<Overwrite> {
+    let mut found = Vec::new();
+    let mut claimed = vec![false; sizes.len()];
+    for (i, step) in steps.iter().enumerate() {
+        for (k, &out) in step.outputs.iter().enumerate() {
+            let Slot::Temp(b) = out else { continue };
+            if lifetimes[b].0 != i || sizes[b] == 0 || step.inputs.contains(&out) {
+                continue;
+            }
+            let over = step.inputs.iter().find_map(|&s| {
+                let Slot::Temp(a) = s else { return None };
+                let ends_here = lifetimes[a].1 == i && lifetimes[a].0 < i && sizes[a] == sizes[b];
+                if !ends_here || claimed[a] || step.outputs.contains(&s) {
+                    return None;
+                }
+                // Every position that reads `a` must allow it.
+                let inputs: Vec<usize> = (step.inputs.iter().enumerate())
+                    .filter(|(_, x)| **x == s)
+                    .map(|(j, _)| j)
+                    .collect();
+                (inputs.iter().all(|&j| step.kernel.may_alias(k, j))).then_some((a, inputs))
+            });
+            if let Some((a, inputs)) = over {
+                claimed[a] = true;
+                found.push(Overwrite {
+                    step: i,
+                    output: k,
+                    inputs,
+                    pair: (a, b),
+                });
+            }
+        }
+    }
+    found
 }
 
 impl Plan {
@@ -373,15 +425,22 @@ impl Plan {
             }
         }
         // A temporary no step touches (a compiler merged its steps away) takes no memory.
-        let sizes = (spec.temps.iter().zip(&lifetimes))
+        let sizes: Vec<usize> = (spec.temps.iter().zip(&lifetimes))
             .map(|(&n, l)| if l.is_some() { n } else { 0 })
             .collect();
         let lifetimes: Vec<(usize, usize)> =
             lifetimes.into_iter().map(|l| l.unwrap_or((0, 0))).collect();
         // By actors, each slot of each register has memory of its own: temporary `k` of slot
         // `s` is entry `s * temps + k`.
+        let mut overwrites = Vec::new();
         let (wiring, memory) = match spec.actors {
-            None => (None, MemoryLayout::pack(sizes, lifetimes)),
+            None => {
+                overwrites = written_over(&spec.steps, &sizes, &lifetimes);
+                let shares = overwrites.iter().map(|o| o.pair).collect();
+                let m = MemoryLayout::pack_sharing(sizes, lifetimes, shares);
+                overwrites.retain(|o| m.shares.contains(&o.pair));
+                (None, m)
+            }
             Some(a) => {
                 let wiring = actors::Wiring::of(&spec.steps, spec.temps.len()).map_err(bad)?;
                 let all = (0, spec.steps.len().max(1) - 1);
@@ -488,6 +547,7 @@ impl Plan {
                 fixed: spec.fixed,
                 token: vm.new_blob(0),
                 memory,
+                overwrites,
                 runtime,
                 _arena: arena,
                 vm: vm.clone(),
@@ -563,6 +623,15 @@ impl Plan {
                 ),
             });
         }
+        if let Some(k) = &kernels
+            && let Err(message) = self.admits(|i| &*k[i])
+        {
+            return Err(Error::InvalidArgument {
+                at: Caller::here(),
+                op: "plan".into(),
+                message,
+            });
+        }
         if inputs.len() != p.inputs || outputs.len() != p.outputs {
             return Err(Error::InvalidArgument {
                 at: Caller::here(),
@@ -597,6 +666,27 @@ impl Plan {
         vm.run(vm.launcher_stream(device).unwrap_or(p.stream), run)
     }
 
+    /// Whether `kernel(i)` may stand in for each step `i` that the memory plan has write an
+    /// output over an input ([`Kernel::may_alias`]); else why not.
+    pub(crate) fn admits<'k>(
+        &self,
+        kernel: impl Fn(usize) -> &'k dyn Kernel,
+    ) -> std::result::Result<(), String> {
+        for o in &self.inner.overwrites {
+            let k = kernel(o.step);
+            if let Some(j) = o.inputs.iter().find(|&&j| !k.may_alias(o.output, j)) {
+                return Err(format!(
+                    "the kernel for step {} (`{}`) may not write its output {} over its input \
+                     {j}, which the plan's memory puts in one place",
+                    o.step,
+                    k.name(),
+                    o.output
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Where the temporaries live.
     pub fn memory(&self) -> &MemoryLayout {
         &self.inner.memory
@@ -619,64 +709,4 @@ impl Plan {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testing::AddByte;
-
-    /// Two chains of steps through temporaries, run twice: the arena's bytes are shared by
-    /// temporaries never live at once, and each run's values are right (Miri checks the
-    /// borrowed operand copies and the arena pointers).
-    #[test]
-    fn a_plan_runs_its_steps_through_the_arena() {
-        let vm = Vm::builder().sync_mode(true).build().unwrap();
-        let fixed = vm.new_blob(3);
-        vm.write_blob(&fixed, |b| b.fill(100)).unwrap();
-        let steps = vec![
-            Step::new(
-                Box::new(AddByte(1)),
-                vec![Slot::Input(0)],
-                vec![Slot::Temp(0)],
-            ),
-            Step::new(
-                Box::new(AddByte(2)),
-                vec![Slot::Temp(0)],
-                vec![Slot::Temp(1)],
-            ),
-            Step::new(
-                Box::new(AddByte(3)),
-                vec![Slot::Temp(1)],
-                vec![Slot::Temp(2)],
-            ),
-            Step::new(
-                Box::new(AddByte(0)),
-                vec![Slot::Temp(2)],
-                vec![Slot::Output(0)],
-            ),
-            Step::new(
-                Box::new(AddByte(1)),
-                vec![Slot::Fixed(0)],
-                vec![Slot::Output(1)],
-            ),
-        ];
-        let spec = PlanSpec::new(StreamId::CPU, steps, 1, 2, vec![3, 3, 3], vec![fixed]);
-        let plan = Plan::new(&vm, spec).unwrap();
-        let m = plan.memory();
-        m.check().unwrap();
-        assert_eq!(
-            m.offsets[0], m.offsets[2],
-            "temporaries 0 and 2 are never live at once"
-        );
-        assert_eq!(m.arena, 2 * ARENA_ALIGN);
-        for run in 0..2u8 {
-            let (x, y, z) = (vm.new_blob(3), vm.new_blob(3), vm.new_blob(3));
-            vm.write_blob(&x, move |b| b.fill(run * 10)).unwrap();
-            plan.launch(&vm, &[x], &[y.clone(), z.clone()]).unwrap();
-            assert_eq!(vm.read_blob(&y, |b| b.to_vec()).unwrap(), [run * 10 + 6; 3]);
-            assert_eq!(vm.read_blob(&z, |b| b.to_vec()).unwrap(), [101; 3]);
-        }
-        assert!(
-            plan.launch(&vm, &[], &[]).is_err(),
-            "the wrong number of blobs"
-        );
-    }
-}
+mod tests;
