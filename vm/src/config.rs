@@ -657,7 +657,7 @@ impl VmBuilder {
     /// stream over pinned host memory, where its outputs (host tensors) land.
     #[cfg(feature = "cuda")]
     fn open_cuda(&mut self, n: u32) -> Result<Vec<SetWaker>> {
-        use crate::alloc::cuda::CudaBackend;
+        use crate::alloc::cuda::{CudaBackend, PinnedBackend};
         use crate::stream::StreamKind;
         use crate::stream::cuda::{CudaDevice, device_count};
         if n == 0 {
@@ -672,7 +672,10 @@ impl VmBuilder {
             let h2d_pool = DeviceAllocator::new(Box::new(backend.share()), mode);
             // Device memory is never host memory: blobs keep no bytes inline.
             let alloc = DeviceAllocator::new(Box::new(backend), mode);
-            let pinned = d.pinned_pool(crate::alloc::host_limit());
+            let pinned = d.pinned_pool(|d| {
+                let backend = PinnedBackend::new(d.clone(), crate::alloc::host_limit());
+                DeviceAllocator::new(Box::new(backend), crate::alloc::AllocMode::Caching)
+            });
             self.allocators.insert(Device::Cuda(i), alloc);
             let compute = d.stream(&format!("cuda:{i}"), StreamKind::Compute)?;
             let h2d = d.stream(&format!("cuda:{i}:h2d"), StreamKind::Host2Device)?;

@@ -311,8 +311,8 @@ struct In<T> {
     len: usize,
 }
 
-// SAFETY: the threads of one run only read an input's elements, each its own chunk's (see
-// `run_blocks`), while the instruction holds the input.
+// SAFETY: the threads of one run only read through it (a dense input in their own chunk, a
+// broadcast element in every chunk; see `run_blocks`), while the instruction holds the input.
 unsafe impl<T: Sync> Send for In<T> {}
 // SAFETY: as above.
 unsafe impl<T: Sync> Sync for In<T> {}

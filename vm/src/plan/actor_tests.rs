@@ -2,6 +2,8 @@
 //! dropping a plan with runs in flight.
 
 use super::*;
+use crate::engine::Vm;
+use crate::error::{Error, Result};
 use crate::instruction::ComputeCtx;
 use crate::testing::{AddByte, Gate};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -19,7 +19,7 @@
 
 use super::Slot;
 use super::board::{Board, Taken, Wire};
-use super::run::{all_inherited, inherited, record, settle};
+use super::failures::{all_inherited, inherited, record, settle};
 use crate::Counted;
 use crate::alloc::DeviceAllocator;
 use crate::blob::Blob;

@@ -34,10 +34,8 @@
 use crate::Counted;
 use crate::alloc::Allocation;
 use crate::blob::Blob;
-use crate::engine::Vm;
-use crate::error::{Caller, Error, Result};
+use crate::error::Caller;
 use crate::instruction::Kernel;
-use crate::instruction::op_call::Blobs;
 use crate::stream::StreamId;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -45,12 +43,13 @@ use std::sync::Arc;
 pub use crate::captured::Captured;
 pub use actors::Actors;
 pub use memory::{ARENA_ALIGN, MemoryLayout};
-use run::PlanRun;
 
 #[cfg(test)]
 mod actor_tests;
 mod actors;
 mod board;
+mod failures;
+mod launch;
 mod memory;
 mod run;
 
@@ -266,6 +265,9 @@ pub struct Plan {
     inner: Arc<PlanInner>,
 }
 
+/// How a plan releases a fixed blob it was the last to hold.
+type Release = Box<dyn Fn(&Counted<Blob>) + Send + Sync>;
+
 struct PlanInner {
     stream: StreamId,
     /// Runs are ordered by the token (each writes it), so the lock is never contended.
@@ -289,8 +291,9 @@ struct PlanInner {
     runtime: Option<actors::Runtime>,
     /// The temporaries' memory; it goes with the plan.
     _arena: Option<Allocation>,
-    /// The engine, to release the fixed blobs the plan was the last to hold.
-    vm: Vm,
+    /// Releases a fixed blob the plan was the last to hold (through the engine that built
+    /// the plan).
+    release: Release,
 }
 
 /// The plan holds its fixed blobs as a tensor does (see [`Blob::hold`]): a user dropping the
@@ -300,8 +303,7 @@ impl Drop for PlanInner {
     fn drop(&mut self) {
         for b in &self.fixed {
             if b.unhold() {
-                // An engine that is shut down has freed everything already.
-                let _ = self.vm.release_unheld(b);
+                (self.release)(b);
             }
         }
     }
@@ -315,397 +317,6 @@ struct Overwrite {
     /// The positions that read the input.
     inputs: Vec<usize>,
     pair: (usize, usize),
-}
-
-/// Where the step that reads a temporary for the last time writes one of the same size, and
-/// its kernel may write it over the first ([`Kernel::may_alias`]): the plan lays each such
-/// pair out in one place.
-fn written_over(steps: &[Step], sizes: &[usize], lifetimes: &[(usize, usize)]) -> Vec<Overwrite> {
-    let mut found = Vec::new();
-    let mut claimed = vec![false; sizes.len()];
-    for (i, step) in steps.iter().enumerate() {
-        for (k, &out) in step.outputs.iter().enumerate() {
-            let Slot::Temp(b) = out else { continue };
-            if lifetimes[b].0 != i || sizes[b] == 0 || step.inputs.contains(&out) {
-                continue;
-            }
-            let over = step.inputs.iter().find_map(|&s| {
-                let Slot::Temp(a) = s else { return None };
-                let ends_here = lifetimes[a].1 == i && lifetimes[a].0 < i && sizes[a] == sizes[b];
-                if !ends_here || claimed[a] || step.outputs.contains(&s) {
-                    return None;
-                }
-                // Every position that reads `a` must allow it.
-                let inputs: Vec<usize> = (step.inputs.iter().enumerate())
-                    .filter(|(_, x)| **x == s)
-                    .map(|(j, _)| j)
-                    .collect();
-                (inputs.iter().all(|&j| step.kernel.may_alias(k, j))).then_some((a, inputs))
-            });
-            if let Some((a, inputs)) = over {
-                claimed[a] = true;
-                found.push(Overwrite {
-                    step: i,
-                    output: k,
-                    inputs,
-                    pair: (a, b),
-                });
-            }
-        }
-    }
-    found
-}
-
-impl Plan {
-    /// Builds the plan: lays out and allocates its temporaries.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidArgument` for a slot out of range or an unknown stream; `OutOfMemory` if the
-    /// arena cannot be allocated.
-    #[track_caller]
-    pub fn new(vm: &Vm, spec: PlanSpec) -> Result<Plan> {
-        let at = Caller::here();
-        let sh = vm.shared();
-        let bad = |message: String| Error::InvalidArgument {
-            at,
-            op: "Plan::new".into(),
-            message,
-        };
-        let Some(entry) = sh.streams.get(spec.stream.0 as usize) else {
-            return Err(bad(format!("unknown stream {}", spec.stream)));
-        };
-        if spec.actors.is_some() && vm.launcher_stream(entry.policy.device()).is_none() {
-            return Err(bad(format!(
-                "a plan run by actors launches on its device's lazy-job launcher stream, and \
-                 {} has none (see `VmBuilder::lazy_launcher`)",
-                entry.policy.device()
-            )));
-        }
-        let mut lifetimes: Vec<Option<(usize, usize)>> = vec![None; spec.temps.len()];
-        let (mut reads, mut writes) =
-            (vec![false; spec.fixed.len()], vec![false; spec.fixed.len()]);
-        let mut inputs_written = vec![false; spec.inputs];
-        for (i, step) in spec.steps.iter().enumerate() {
-            for (slots, written) in [(&step.inputs, false), (&step.outputs, true)] {
-                for &s in slots {
-                    let ok = match s {
-                        Slot::Input(k) => {
-                            if written && k < spec.inputs {
-                                inputs_written[k] = true;
-                            }
-                            k < spec.inputs
-                        }
-                        Slot::Output(k) => k < spec.outputs,
-                        Slot::Temp(k) => {
-                            let live = lifetimes.get_mut(k);
-                            if let Some(l) = live {
-                                *l = Some(l.map_or((i, i), |(a, _)| (a, i)));
-                            }
-                            k < spec.temps.len()
-                        }
-                        Slot::Fixed(k) => {
-                            if k < spec.fixed.len() {
-                                if written {
-                                    writes[k] = true;
-                                } else {
-                                    reads[k] = true;
-                                }
-                            }
-                            k < spec.fixed.len()
-                        }
-                    };
-                    if !ok {
-                        return Err(bad(format!(
-                            "step {i} (`{}`): {s:?} out of range",
-                            step.name()
-                        )));
-                    }
-                }
-            }
-        }
-        // A temporary no step touches (a compiler merged its steps away) takes no memory.
-        let sizes: Vec<usize> = (spec.temps.iter().zip(&lifetimes))
-            .map(|(&n, l)| if l.is_some() { n } else { 0 })
-            .collect();
-        let lifetimes: Vec<(usize, usize)> =
-            lifetimes.into_iter().map(|l| l.unwrap_or((0, 0))).collect();
-        // By actors, each slot of each register has memory of its own: temporary `k` of slot
-        // `s` is entry `s * temps + k`.
-        let mut overwrites = Vec::new();
-        let (wiring, memory) = match spec.actors {
-            None => {
-                overwrites = written_over(&spec.steps, &sizes, &lifetimes);
-                let shares = overwrites.iter().map(|o| o.pair).collect();
-                let m = MemoryLayout::pack_sharing(sizes, lifetimes, shares);
-                overwrites.retain(|o| m.shares.contains(&o.pair));
-                (None, m)
-            }
-            Some(a) => {
-                let wiring = actors::Wiring::of(&spec.steps, spec.temps.len()).map_err(bad)?;
-                let all = (0, spec.steps.len().max(1) - 1);
-                let n = sizes.len() * a.slots();
-                let sizes = sizes.iter().copied().cycle().take(n).collect();
-                (Some(wiring), MemoryLayout::pack(sizes, vec![all; n]))
-            }
-        };
-        debug_assert_eq!(memory.check(), Ok(()));
-        let arena = if memory.arena > 0 {
-            let a = entry
-                .allocator
-                .allocate(memory.arena)
-                .map_err(|e| Error::OutOfMemory {
-                    at,
-                    op: "Plan::new".into(),
-                    requested: e.requested,
-                    in_use: e.in_use,
-                    cached: e.cached,
-                    capacity: e.capacity,
-                })?;
-            Some(a)
-        } else {
-            None
-        };
-        let temps = (memory.sizes.iter().enumerate())
-            .map(|(k, &bytes)| {
-                let b = vm.new_blob(bytes);
-                if let Some(a) = &arena
-                    && bytes > 0
-                {
-                    // SAFETY: `offsets[k] + bytes` lies inside the arena (`MemoryLayout::pack`),
-                    // which the plan keeps alive as long as its temporaries; the layout gives
-                    // temporaries live at once disjoint bytes, and runs are ordered by the token
-                    // (by actors, every slot has bytes of its own, and a slot is written only
-                    // once its readers have returned it).
-                    unsafe { b.bind_memory(a.ptr().add(memory.offsets[k])) };
-                }
-                b
-            })
-            .collect::<Vec<Counted<Blob>>>();
-        let mut steps = spec.steps;
-        let runtime = match (spec.actors, wiring) {
-            (Some(config), Some(w)) => {
-                let place = actors::Place {
-                    stream: spec.stream,
-                    policy: entry.policy.clone(),
-                    allocator: entry.allocator.clone(),
-                    engine: Arc::downgrade(&vm.inner.shared),
-                };
-                let t = spec.temps.len();
-                let registers = (w.registers.iter().enumerate())
-                    .map(|(r, (producer, readers, temp))| actors::Register {
-                        producer: *producer,
-                        consumers: (readers.iter())
-                            .map(|&c| (c, w.consumes[c].iter().position(|&x| x == r).unwrap_or(0)))
-                            .collect(),
-                        temp: *temp,
-                        blobs: temp.map_or_else(Vec::new, |k| {
-                            (0..config.slots())
-                                .map(|s| temps[s * t + k].clone())
-                                .collect()
-                        }),
-                    })
-                    .collect();
-                let specs = (steps.iter_mut().zip(w.consumes).zip(w.produces))
-                    .map(|((step, consumes), produces)| actors::ActorSpec {
-                        kernel: step.move_kernel(),
-                        inputs: step.inputs.clone(),
-                        outputs: step.outputs.clone(),
-                        depends: step.depends.clone(),
-                        at: step.at,
-                        consumes,
-                        produces,
-                    })
-                    .collect();
-                let rt = actors::Runtime::new(specs, registers, spec.fixed.clone(), place, config)
-                    .map_err(|e| bad(format!("the actors' threads did not start: {e}")))?;
-                Some(rt)
-            }
-            _ => None,
-        };
-        for b in &spec.fixed {
-            b.hold();
-        }
-        let pick = |flags: &[bool]| {
-            flags
-                .iter()
-                .enumerate()
-                .filter(|f| *f.1)
-                .map(|f| f.0)
-                .collect()
-        };
-        Ok(Plan {
-            inner: Arc::new(PlanInner {
-                stream: spec.stream,
-                steps: Mutex::new(steps),
-                inputs: spec.inputs,
-                outputs: spec.outputs,
-                temps,
-                inputs_written: pick(&inputs_written),
-                fixed_reads: pick(&reads),
-                fixed_writes: pick(&writes),
-                fixed: spec.fixed,
-                token: vm.new_blob(0),
-                memory,
-                overwrites,
-                runtime,
-                _arena: arena,
-                vm: vm.clone(),
-            }),
-        })
-    }
-
-    /// Submits one run on `inputs` and `outputs` (as many as the plan was built for) as one
-    /// instruction. Its errors follow the engine's rules: an argument error here; an error of
-    /// a step (named by its op and the line of its call) poisons the run's outputs and the
-    /// fixed blobs it writes, and surfaces at their next sync.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidArgument` for a wrong number of blobs; the errors of [`Vm::run`].
-    #[track_caller]
-    pub fn launch(
-        &self,
-        vm: &Vm,
-        inputs: &[Counted<Blob>],
-        outputs: &[Counted<Blob>],
-    ) -> Result<()> {
-        self.launch_with(vm, inputs, outputs, None)
-    }
-
-    /// [`launch`](Self::launch), the run's steps computing with `kernels` (one per step, in
-    /// order, each doing what the step's kernel did on operands of the same sizes: the same
-    /// op with other parameters) instead of the plan's. The run keeps them for the next run.
-    ///
-    /// # Errors
-    ///
-    /// As [`launch`](Self::launch); `InvalidArgument` for a wrong number of kernels, or on a
-    /// plan run by actors.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use eddy_vm::plan::{Plan, PlanSpec, Slot, Step};
-    /// use eddy_vm::{StreamId, Vm, testing::AddByte};
-    /// let vm = Vm::builder().build()?;
-    /// let steps = vec![Step::new(Box::new(AddByte(1)), vec![Slot::Input(0)], vec![Slot::Output(0)])];
-    /// let plan = Plan::new(&vm, PlanSpec::new(StreamId::CPU, steps, 1, 1, vec![], vec![]))?;
-    /// let (x, y) = (vm.new_blob(1), vm.new_blob(1));
-    /// vm.write_blob(&x, |b| b[0] = 40)?;
-    /// plan.launch_with(&vm, &[x], &[y.clone()], Some(vec![Box::new(AddByte(2))]))?;
-    /// assert_eq!(vm.read_blob(&y, |b| b[0])?, 42);
-    /// # Ok::<(), eddy_vm::Error>(())
-    /// ```
-    #[track_caller]
-    pub fn launch_with(
-        &self,
-        vm: &Vm,
-        inputs: &[Counted<Blob>],
-        outputs: &[Counted<Blob>],
-        kernels: Option<Vec<Box<dyn Kernel>>>,
-    ) -> Result<()> {
-        let p = &self.inner;
-        if let Some(k) = &kernels
-            && (k.len() != self.len() || p.runtime.is_some())
-        {
-            return Err(Error::InvalidArgument {
-                at: Caller::here(),
-                op: "plan".into(),
-                message: format!(
-                    "{} kernels for a plan of {} steps{}",
-                    k.len(),
-                    self.len(),
-                    if p.runtime.is_some() {
-                        " run by actors"
-                    } else {
-                        ""
-                    }
-                ),
-            });
-        }
-        if let Some(k) = &kernels
-            && let Err(message) = self.admits(|i| &*k[i])
-        {
-            return Err(Error::InvalidArgument {
-                at: Caller::here(),
-                op: "plan".into(),
-                message,
-            });
-        }
-        if inputs.len() != p.inputs || outputs.len() != p.outputs {
-            return Err(Error::InvalidArgument {
-                at: Caller::here(),
-                op: "plan".into(),
-                message: format!(
-                    "the plan runs on {} inputs and {} outputs, not {} and {}",
-                    p.inputs,
-                    p.outputs,
-                    inputs.len(),
-                    outputs.len()
-                ),
-            });
-        }
-        let mut ins: Blobs = inputs.iter().cloned().collect();
-        ins.extend(p.fixed_reads.iter().map(|&k| p.fixed[k].clone()));
-        let mut outs: Blobs = outputs.iter().cloned().collect();
-        outs.extend(p.fixed_writes.iter().map(|&k| p.fixed[k].clone()));
-        outs.extend(p.inputs_written.iter().map(|&k| inputs[k].clone()));
-        if p.runtime.is_none() {
-            outs.push(p.token.clone());
-        }
-        let run = PlanRun {
-            plan: p.clone(),
-            inputs: ins,
-            outputs: outs,
-            kernels,
-            at: Caller::here(),
-        };
-        // On the device's lazy-job launcher where the engine has one, else where the steps
-        // were captured.
-        let device = vm.shared().streams[p.stream.0 as usize].policy.device();
-        vm.run(vm.launcher_stream(device).unwrap_or(p.stream), run)
-    }
-
-    /// Whether `kernel(i)` may stand in for each step `i` that the memory plan has write an
-    /// output over an input ([`Kernel::may_alias`]); else why not.
-    pub(crate) fn admits<'k>(
-        &self,
-        kernel: impl Fn(usize) -> &'k dyn Kernel,
-    ) -> std::result::Result<(), String> {
-        for o in &self.inner.overwrites {
-            let k = kernel(o.step);
-            if let Some(j) = o.inputs.iter().find(|&&j| !k.may_alias(o.output, j)) {
-                return Err(format!(
-                    "the kernel for step {} (`{}`) may not write its output {} over its input \
-                     {j}, which the plan's memory puts in one place",
-                    o.step,
-                    k.name(),
-                    o.output
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Where the temporaries live.
-    pub fn memory(&self) -> &MemoryLayout {
-        &self.inner.memory
-    }
-
-    /// The number of steps.
-    pub fn len(&self) -> usize {
-        self.inner.steps.lock().len()
-    }
-
-    /// Whether it has no steps.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Calls `f` with the steps, in order.
-    pub fn with_steps<R>(&self, f: impl FnOnce(&[Step]) -> R) -> R {
-        f(&self.inner.steps.lock())
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Plans run through their arenas, with temporaries shared by lifetime and in place.
 
 use super::*;
+use crate::engine::Vm;
+use crate::error::Error;
 use crate::testing::{AddByte, AddByteOver};
 
 /// A chain whose kernels may write over their inputs runs in one place, with the values

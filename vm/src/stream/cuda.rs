@@ -236,15 +236,14 @@ impl CudaDevice {
         })
     }
 
-    /// The device's pool of page-locked host memory (made on first use): the device-to-host
-    /// stream's outputs and the host-to-device stream's staging.
-    pub fn pinned_pool(self: &Arc<Self>, capacity: Option<usize>) -> Arc<DeviceAllocator> {
-        self.pinned
-            .get_or_init(|| {
-                let backend = crate::alloc::cuda::PinnedBackend::new(self.clone(), capacity);
-                DeviceAllocator::new(Box::new(backend), crate::alloc::AllocMode::Caching)
-            })
-            .clone()
+    /// The device's pool of page-locked host memory (made by `make` on first use, from this
+    /// device's `PinnedBackend`): the device-to-host stream's outputs and the host-to-device
+    /// stream's staging.
+    pub fn pinned_pool(
+        self: &Arc<Self>,
+        make: impl FnOnce(&Arc<CudaDevice>) -> Arc<DeviceAllocator>,
+    ) -> Arc<DeviceAllocator> {
+        self.pinned.get_or_init(|| make(self)).clone()
     }
 
     /// Wakes the engine that uses this device when one of its events completes.
