@@ -570,7 +570,11 @@ impl Vm {
             kernels: (!kernels.is_empty()).then_some(kernels),
             releases,
         };
-        if let (Some(p), None) = (&compiled, pass) {
+        // Kernels with other parameters may read an operand elsewhere: a plan is reused only
+        // where they allow the in-place places of its memory layout.
+        if let (Some(p), None) = (&compiled, pass)
+            && p.admits(|i| &*calls[i].kernel).is_ok()
+        {
             stats.plan_runs += 1;
             return launch(
                 p.clone(),
@@ -622,8 +626,6 @@ impl Vm {
             && p.with_steps(|ps| {
                 ps.len() == steps.len() && ps.iter().zip(&steps).all(|(a, b)| a.same_shape(b))
             })
-            // Kernels with other parameters may read an operand elsewhere: the plan's
-            // in-place places must still be theirs to write.
             && p.admits(|i| steps[i].kernel()).is_ok()
         {
             stats.plan_runs += 1;

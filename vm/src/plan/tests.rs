@@ -225,3 +225,46 @@ mod random {
         }
     }
 }
+
+/// Automatic promotion reuses a window's plan with the next windows' kernels only where they
+/// allow what its memory layout relies on: kernels of the same name that may not write over
+/// their inputs get a plan of their own, with the same values.
+#[test]
+fn a_promoted_window_whose_kernels_may_not_write_in_place_gets_its_own_plan() {
+    let vm = Vm::builder().auto_plan(true).build().unwrap();
+    let x = vm.new_blob(8);
+    vm.write_blob(&x, |b| b.copy_from_slice(&[0, 1, 2, 3, 4, 5, 6, 7]))
+        .unwrap();
+    // x → t0 → t1 → y, with t0 and t1 released in the window: temporaries of its plan.
+    let window = |over: bool| -> Vec<u8> {
+        let (t0, t1, y) = (vm.new_blob(8), vm.new_blob(8), vm.new_blob(8));
+        for (add, i, o) in [(1, &x, &t0), (2, &t0, &t1), (3, &t1, &y)] {
+            let k = SumBytes { add, over };
+            vm.run_op(StreamId::CPU, k, &[i], &[o], false).unwrap();
+        }
+        vm.release(&t0).unwrap();
+        vm.release(&t1).unwrap();
+        vm.read_blob(&y, |b| b.to_vec()).unwrap()
+    };
+    let expect: Vec<u8> = (6..14).collect();
+    for _ in 0..4 {
+        assert_eq!(window(true), expect);
+    }
+    let before = vm.auto_plan_stats().unwrap();
+    assert!(before.plan_runs >= 1, "promoted: {before:?}");
+    for _ in 0..2 {
+        assert_eq!(window(false), expect);
+    }
+    let after = vm.auto_plan_stats().unwrap();
+    assert_eq!(
+        after.compiled,
+        before.compiled + 1,
+        "{before:?} → {after:?}"
+    );
+    assert_eq!(
+        after.plan_runs,
+        before.plan_runs + 2,
+        "{before:?} → {after:?}"
+    );
+    assert_eq!(after.fallbacks, before.fallbacks);
+}
