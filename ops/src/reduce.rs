@@ -68,5 +68,9 @@ pub fn sum_leading(
 /// assert!(cumsum(Device::CPU, DType::F32, l.clone(), l).is_some());
 /// ```
 pub fn cumsum(device: Device, dtype: DType, la: Layout, lo: Layout) -> Option<impl Kernel + use<>> {
-    pick!(device, cpu::reduce::cumsum(dtype, la, lo))
+    pick!(
+        device,
+        cpu::reduce::cumsum(dtype, la, lo),
+        crate::cuda::ops::cumsum(dtype, la, lo)
+    )
 }

@@ -23,5 +23,9 @@ pub fn sort(
     lo: Layout,
     descending: bool,
 ) -> Option<impl Kernel + use<>> {
-    pick!(device, cpu::sort::sort(dtype, la, lo, descending))
+    pick!(
+        device,
+        cpu::sort::sort(dtype, la, lo, descending),
+        crate::cuda::ops::sort(dtype, la, lo, descending)
+    )
 }

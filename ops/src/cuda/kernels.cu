@@ -7,6 +7,7 @@
 
 typedef long long i64;
 typedef unsigned char u8;
+typedef unsigned long long u64;
 
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
@@ -272,41 +273,50 @@ extern "C" __global__ void fill_u8(u8* y, Lay ly, u8 v, i64 n) { fill_body(y, ly
 // Output j reduces elements j*r .. (j+1)*r of `lx` (the reduced dims permuted last).
 // One warp per output: lanes stride the run, then a shuffle tree. ops: 0 sum, 1 mean,
 // 2 prod, 3 max, 4 min (NaN wins).
-extern "C" __global__ void reduce_f32(int op, const float* x, Lay lx, float* y, i64 nout, i64 r) {
+template <typename T>
+__device__ __forceinline__ T reduce_step(int op, T acc, T v) {
+    if (op <= 1) return acc + v;
+    if (op == 2) return acc * v;
+    if (op == 3) return nan_max(acc, v);
+    return nan_min(acc, v);
+}
+template <typename T>
+__device__ void reduce_body(int op, const T* x, const Lay& lx, T* y, i64 nout, i64 r) {
     i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x % 32;
     if (warp >= nout) return;
-    float acc = op == 2 ? 1.0f : (op == 3 ? -INFINITY : (op == 4 ? INFINITY : 0.0f));
-    for (i64 k = lane; k < r; k += 32) {
-        float v = x[at(lx, warp * r + k)];
-        if (op <= 1) acc += v;
-        else if (op == 2) acc *= v;
-        else if (op == 3) acc = nan_max(acc, v);
-        else acc = nan_min(acc, v);
-    }
-    for (int s = 16; s > 0; s /= 2) {
-        float o = __shfl_down_sync(0xffffffffu, acc, s);
-        if (op <= 1) acc += o;
-        else if (op == 2) acc *= o;
-        else if (op == 3) acc = nan_max(acc, o);
-        else acc = nan_min(acc, o);
-    }
-    if (lane == 0) y[warp] = op == 1 ? (r > 0 ? acc / (float)r : NAN) : acc;
+    T acc = op == 2 ? (T)1 : (op == 3 ? (T)-INFINITY : (op == 4 ? (T)INFINITY : (T)0));
+    for (i64 k = lane; k < r; k += 32) acc = reduce_step<T>(op, acc, x[at(lx, warp * r + k)]);
+    for (int s = 16; s > 0; s /= 2) acc = reduce_step<T>(op, acc, __shfl_down_sync(0xffffffffu, acc, s));
+    if (lane == 0) y[warp] = op == 1 ? (r > 0 ? acc / (T)r : (T)NAN) : acc;
+}
+extern "C" __global__ void reduce_f32(int op, const float* x, Lay lx, float* y, i64 nout, i64 r) {
+    reduce_body<float>(op, x, lx, y, nout, r);
+}
+extern "C" __global__ void reduce_f64(int op, const double* x, Lay lx, double* y, i64 nout, i64 r) {
+    reduce_body<double>(op, x, lx, y, nout, r);
 }
 
 // ArgMax (op 0) / ArgMin (op 1) of each run, first index on ties, NaN wins; i64 output.
-extern "C" __global__ void argreduce_f32(int op, const float* x, Lay lx, i64* y, i64 nout, i64 r) {
+template <typename T>
+__device__ void argreduce_body(int op, const T* x, const Lay& lx, i64* y, i64 nout, i64 r) {
     GRID_STRIDE(j, nout) {
-        float best = x[at(lx, j * r)];
+        T best = x[at(lx, j * r)];
         i64 bi = 0;
         for (i64 k = 1; k < r; ++k) {
-            float v = x[at(lx, j * r + k)];
+            T v = x[at(lx, j * r + k)];
             if (best != best) break;
             bool better = (v != v) || (op == 0 ? v > best : v < best);
             if (better) { best = v; bi = k; }
         }
         y[j] = bi;
     }
+}
+extern "C" __global__ void argreduce_f32(int op, const float* x, Lay lx, i64* y, i64 nout, i64 r) {
+    argreduce_body<float>(op, x, lx, y, nout, r);
+}
+extern "C" __global__ void argreduce_f64(int op, const double* x, Lay lx, i64* y, i64 nout, i64 r) {
+    argreduce_body<double>(op, x, lx, y, nout, r);
 }
 
 // Softmax (or log-softmax) over the last dim of a dense [rows, cols] input: one block a row.
@@ -392,6 +402,126 @@ extern "C" __global__ void index_add_f32(const float* s, i64 off, const i64* idx
         if (ix < 0 || ix >= size) continue;
         atomicAdd(&y[(o * size + ix) * inner + q], s[off + i]);
     }
+}
+
+// Running sums along each row (rows of n, the summed dim last in `lx`) into `ly`: one thread
+// a row, in order, so that the sums round as the CPU kernel's do. Floats sum in their own type
+// and keep the first element as it is (`cumsum([-0.0])` is -0.0); integers and bools sum into
+// i64, wrapping.
+template <typename T>
+__device__ void cumsum_float_body(const T* x, const Lay& lx, T* y, const Lay& ly, i64 rows, i64 n) {
+    GRID_STRIDE(r, rows) {
+        T acc = x[at(lx, r * n)];
+        y[at(ly, r * n)] = acc;
+        for (i64 j = 1; j < n; ++j) {
+            acc += x[at(lx, r * n + j)];
+            y[at(ly, r * n + j)] = acc;
+        }
+    }
+}
+template <typename S>
+__device__ void cumsum_int_body(const S* x, const Lay& lx, i64* y, const Lay& ly, i64 rows, i64 n) {
+    GRID_STRIDE(r, rows) {
+        unsigned long long acc = 0;
+        for (i64 j = 0; j < n; ++j) {
+            acc += (unsigned long long)(i64)x[at(lx, r * n + j)];
+            y[at(ly, r * n + j)] = (i64)acc;
+        }
+    }
+}
+extern "C" __global__ void cumsum_f32(const float* x, Lay lx, float* y, Lay ly, i64 rows, i64 n) { cumsum_float_body(x, lx, y, ly, rows, n); }
+extern "C" __global__ void cumsum_f64(const double* x, Lay lx, double* y, Lay ly, i64 rows, i64 n) { cumsum_float_body(x, lx, y, ly, rows, n); }
+extern "C" __global__ void cumsum_i64(const i64* x, Lay lx, i64* y, Lay ly, i64 rows, i64 n) { cumsum_int_body(x, lx, y, ly, rows, n); }
+extern "C" __global__ void cumsum_u8(const u8* x, Lay lx, i64* y, Lay ly, i64 rows, i64 n) { cumsum_int_body(x, lx, y, ly, rows, n); }
+
+// A value's place in the sort order as an unsigned integer, as the CPU kernel's keys: NaN above
+// every number, -0.0 equal to 0.0, so that equal keys tie and keep their order.
+__device__ __forceinline__ u64 sort_key(float x) {
+    if (x != x) return 0xffffffffULL;
+    unsigned int b = __float_as_uint(x + 0.0f);
+    return (b >> 31) ? (u64)(~b) : (u64)(b | 0x80000000u);
+}
+__device__ __forceinline__ u64 sort_key(double x) {
+    if (x != x) return ~0ULL;
+    u64 b = (u64)__double_as_longlong(x + 0.0);
+    return (b >> 63) ? ~b : (b | 0x8000000000000000ULL);
+}
+__device__ __forceinline__ u64 sort_key(i64 x) { return (u64)x ^ 0x8000000000000000ULL; }
+__device__ __forceinline__ u64 sort_key(u8 x) { return (u64)x; }
+
+// Puts the smaller of pairs a < b (by key, then position) at a.
+__device__ __forceinline__ void order_pair(u64* key, unsigned int* pos, i64 a, i64 b) {
+    u64 ka = key[a], kb = key[b];
+    unsigned int pa = pos[a], pb = pos[b];
+    if (kb < ka || (kb == ka && pb < pa)) {
+        key[a] = kb; key[b] = ka;
+        pos[a] = pb; pos[b] = pa;
+    }
+}
+
+// Sorts n (key, position) pairs ascending with the block's threads: a bitonic network in the
+// form whose comparators all put the smaller pair first, so that the places past n (up to the
+// next power of two) act as +infinity and are never touched. Every thread of the block calls it.
+__device__ void block_sort(u64* key, unsigned int* pos, i64 n) {
+    i64 p = 1;
+    while (p < n) p <<= 1;
+    for (i64 size = 2; size <= p; size <<= 1) {
+        i64 half = size / 2;
+        for (i64 t = threadIdx.x; t < p / 2; t += blockDim.x) {
+            i64 base = (t / half) * size, off = t % half;
+            i64 a = base + off, b = base + size - 1 - off;
+            if (b < n) order_pair(key, pos, a, b);
+        }
+        __syncthreads();
+        for (i64 stride = half / 2; stride > 0; stride >>= 1) {
+            for (i64 t = threadIdx.x; t < p / 2; t += blockDim.x) {
+                i64 a = (t / stride) * 2 * stride + t % stride, b = a + stride;
+                if (b < n) order_pair(key, pos, a, b);
+            }
+            __syncthreads();
+        }
+    }
+}
+
+// Sorts each row of `x` (rows of n, the sorted dim last in `lx`) and writes the first k of each
+// row's order: the values to `yv` and their positions in the row to `yi`, both through `ly`
+// (last dim k). Ascending, or descending with the keys flipped (ties keep their order either
+// way). One block a row; the row's keys and positions in shared memory when `key` is null
+// (n * 12 bytes), else in `key` and `pos`, n of each per block.
+template <typename T>
+__device__ void sort_body(const T* x, const Lay& lx, T* yv, i64* yi, const Lay& ly, i64 rows, i64 n,
+                          i64 k, int descending, u64* gkey, unsigned int* gpos) {
+    extern __shared__ u64 sh_key[];
+    u64* key = gkey ? gkey + (i64)blockIdx.x * n : sh_key;
+    unsigned int* pos = gkey ? gpos + (i64)blockIdx.x * n : (unsigned int*)(sh_key + n);
+    u64 flip = descending ? ~0ULL : 0ULL;
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        for (i64 j = threadIdx.x; j < n; j += blockDim.x) {
+            key[j] = sort_key(x[at(lx, r * n + j)]) ^ flip;
+            pos[j] = (unsigned int)j;
+        }
+        __syncthreads();
+        block_sort(key, pos, n);
+        for (i64 j = threadIdx.x; j < k; j += blockDim.x) {
+            i64 o = at(ly, r * k + j);
+            unsigned int p = pos[j];
+            yv[o] = x[at(lx, r * n + p)];
+            yi[o] = (i64)p;
+        }
+        __syncthreads();
+    }
+}
+extern "C" __global__ void sort_f32(const float* x, Lay lx, float* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
+    sort_body(x, lx, yv, yi, ly, rows, n, k, descending, key, pos);
+}
+extern "C" __global__ void sort_f64(const double* x, Lay lx, double* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
+    sort_body(x, lx, yv, yi, ly, rows, n, k, descending, key, pos);
+}
+extern "C" __global__ void sort_i64(const i64* x, Lay lx, i64* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
+    sort_body(x, lx, yv, yi, ly, rows, n, k, descending, key, pos);
+}
+extern "C" __global__ void sort_u8(const u8* x, Lay lx, u8* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
+    sort_body(x, lx, yv, yi, ly, rows, n, k, descending, key, pos);
 }
 
 // Faults the device on purpose (a trap): for tests of how a device fault is reported.

@@ -4,6 +4,7 @@
 use crate::Layout;
 use cudarc::driver::{CudaFunction, CudaModule, result, sys};
 use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
+use eddy_vm::alloc::{Allocation, DeviceAllocator};
 use eddy_vm::instruction::{ComputeCtx, Kernel};
 use eddy_vm::stream::cuda::{CudaDevice, CudaStream};
 use eddy_vm::{Blob, Counted};
@@ -112,13 +113,31 @@ pub fn launch_blocking() -> bool {
     *ON.get_or_init(|| std::env::var("EDDY_LAUNCH_BLOCKING").is_ok_and(|v| v.trim() == "1"))
 }
 
-/// What a kernel body launches with: the stream and the device's kernels.
+/// What a kernel body launches with: the stream, the device's kernels and the stream's
+/// allocator.
 pub struct Launch<'a> {
     stream: &'a CudaStream,
     module: &'a DeviceModule,
+    allocator: &'a Arc<DeviceAllocator>,
 }
 
 impl Launch<'_> {
+    /// `bytes` of device memory for this body's launches alone (a sort's keys, say), from the
+    /// stream's allocator. Dropping it returns the memory to the stream's cache at once: the
+    /// stream runs in order, so whatever reuses it runs after these launches.
+    ///
+    /// # Errors
+    ///
+    /// A line naming the size when the device's memory runs out.
+    pub fn scratch(&self, bytes: usize) -> Result<Allocation, String> {
+        self.allocator.allocate(bytes.max(1)).map_err(|e| {
+            format!(
+                "out of device memory for {bytes} bytes of scratch ({} in use, {} cached)",
+                e.in_use, e.cached
+            )
+        })
+    }
+
     /// The raw stream.
     pub fn stream(&self) -> sys::CUstream {
         self.stream.raw()
@@ -334,6 +353,7 @@ where
         let launch = Launch {
             stream,
             module: &module,
+            allocator: ctx.allocator(),
         };
         device.note_launch(ctx.instr_id(), self.name);
         let r = (self.f)(&launch, inputs, outputs).and_then(|()| {

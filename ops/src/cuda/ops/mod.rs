@@ -6,12 +6,14 @@ mod elementwise;
 mod index;
 mod linalg;
 mod reduce;
+mod sort;
 
 pub use copy::{copy, download, fill, from_host, generate, random, upload_tensor};
 pub use elementwise::{binary, binary_inplace, compare, unary, where_};
 pub use index::{gather, index_add, index_select, scatter_add};
 pub use linalg::{matmul, matmul_bias};
 pub use reduce::{reduce, softmax, sum_leading};
+pub use sort::{cumsum, sort};
 
 use super::launch::{CudaKernel, DevLay, Launch, dptr};
 use crate::{Lay, Layout};

@@ -7,20 +7,27 @@ use crate::{DType, Layout};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};
 
-/// Reductions of runs of `r` elements of `la` (the reduced dims permuted last), f32.
+/// Reductions of runs of `r` elements of `la` (the reduced dims permuted last), f32 and f64.
 pub fn reduce(op: ReduceOp, dtype: DType, la: Layout, r: usize) -> Option<impl Kernel + use<>> {
-    if dtype != DType::F32 {
-        return None;
-    }
-    let (name, code) = match op {
-        ReduceOp::Sum => ("reduce_f32", 0),
-        ReduceOp::Mean => ("reduce_f32", 1),
-        ReduceOp::Prod => ("reduce_f32", 2),
-        ReduceOp::Max => ("reduce_f32", 3),
-        ReduceOp::Min => ("reduce_f32", 4),
-        ReduceOp::ArgMax => ("argreduce_f32", 0),
-        ReduceOp::ArgMin => ("argreduce_f32", 1),
+    let f64 = match dtype {
+        DType::F32 => false,
+        DType::F64 => true,
+        _ => return None,
     };
+    let (name, code) = match (op, f64) {
+        (ReduceOp::ArgMax | ReduceOp::ArgMin, false) => ("argreduce_f32", 0),
+        (ReduceOp::ArgMax | ReduceOp::ArgMin, true) => ("argreduce_f64", 0),
+        (_, false) => ("reduce_f32", 0),
+        (_, true) => ("reduce_f64", 0),
+    };
+    let code = code
+        + match op {
+            ReduceOp::Sum | ReduceOp::ArgMax => 0,
+            ReduceOp::Mean | ReduceOp::ArgMin => 1,
+            ReduceOp::Prod => 2,
+            ReduceOp::Max => 3,
+            ReduceOp::Min => 4,
+        };
     Some(reduce_kernel(op.name(), name, code, la, r))
 }
 
@@ -50,7 +57,7 @@ fn reduce_kernel(
                 arg(&mut nout64),
                 arg(&mut r64),
             ];
-            if name == "reduce_f32" {
+            if name.starts_with("reduce_") {
                 // One warp per output.
                 let block = 256u32;
                 let grid = (nout * 32).div_ceil(block as usize) as u32;

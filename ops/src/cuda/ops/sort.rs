@@ -1,0 +1,126 @@
+//! Sorting and running sums along the last dim: `sort`, `argsort`, `topk` (and `median`, which
+//! the tensor layer builds on them), `cumsum`.
+
+use super::{arg, dev_layout};
+use crate::cuda::launch::{CudaKernel, Launch, dptr};
+use crate::{DType, Layout};
+use eddy_vm::instruction::Kernel;
+use eddy_vm::{Blob, Counted};
+
+/// The longest row sorted in shared memory: its keys and positions take 12 bytes an element,
+/// within the 48 KiB a block may take without asking.
+const SHARED_ROW: usize = 4096;
+
+/// The kernel family's suffix for `dtype`: the device sorts and sums these.
+fn suffix(dtype: DType) -> Option<&'static str> {
+    match dtype {
+        DType::F32 => Some("f32"),
+        DType::F64 => Some("f64"),
+        DType::I64 => Some("i64"),
+        DType::U8 | DType::Bool => Some("u8"),
+        _ => None,
+    }
+}
+
+/// Sorts each row of `la` (its last dim) and writes the first `k` of each row's order, `k`
+/// being `lo`'s last dim: values (`dtype`) to output 0 and their positions (`i64`) to output 1,
+/// both through `lo`. The CPU kernel's total order: NaN above every number, ties in their
+/// original order, in both directions. One block a row: a row of up to 4,096 elements is
+/// sorted in shared memory, a longer one in scratch memory of 12 bytes an element for each of
+/// up to 1,024 rows at once.
+pub fn sort(dtype: DType, la: Layout, lo: Layout, descending: bool) -> Option<impl Kernel + use<>> {
+    let name: &'static str = match suffix(dtype)? {
+        "f32" => "sort_f32",
+        "f64" => "sort_f64",
+        "i64" => "sort_i64",
+        _ => "sort_u8",
+    };
+    let (dl, dlo) = (dev_layout(&la).ok()?, dev_layout(&lo).ok()?);
+    Some(CudaKernel::new(
+        "sort",
+        move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let n = la.dims().last().copied().unwrap_or(1);
+            let k = lo.dims().last().copied().unwrap_or(1);
+            let rows = la.numel().checked_div(n).unwrap_or(0);
+            if rows == 0 || k == 0 {
+                return Ok(());
+            }
+            if n > u32::MAX as usize {
+                return Err(format!("a dim of {n} elements is too long to sort"));
+            }
+            let (mut x, mut dl, mut dlo) = (dptr::<u8>(&ins[0], 0), dl, dlo);
+            let (mut yv, mut yi) = (dptr::<u8>(&outs[0], 0), dptr::<i64>(&outs[1], 0));
+            let (mut rows64, mut n64, mut k64) = (rows as i64, n as i64, k as i64);
+            let mut desc = descending as i32;
+            let block = 512u32;
+            let (grid, shared, scratch) = if n <= SHARED_ROW {
+                (rows.min(65_535), (n * 12).next_multiple_of(8) as u32, None)
+            } else {
+                let grid = rows.min(1024);
+                (grid, 0, Some(l.scratch(grid * n * 12)?))
+            };
+            let (mut key, mut pos) = match &scratch {
+                Some(s) => {
+                    let base = s.ptr() as u64;
+                    (base, base + (grid * n * 8) as u64)
+                }
+                None => (0u64, 0u64),
+            };
+            l.grid(
+                name,
+                grid as u32,
+                block,
+                shared,
+                &mut [
+                    arg(&mut x),
+                    arg(&mut dl),
+                    arg(&mut yv),
+                    arg(&mut yi),
+                    arg(&mut dlo),
+                    arg(&mut rows64),
+                    arg(&mut n64),
+                    arg(&mut k64),
+                    arg(&mut desc),
+                    arg(&mut key),
+                    arg(&mut pos),
+                ],
+            )
+            // `scratch` goes back to the stream's cache here, after the launch.
+        },
+    ))
+}
+
+/// Running sums along the last dim of `la` into `lo`: floats in their own type, integers and
+/// bools into `i64` (wrapping). One thread a row, summing in order, so the sums round as the
+/// CPU kernel's do.
+pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> Option<impl Kernel + use<>> {
+    let name: &'static str = match suffix(dtype)? {
+        "f32" => "cumsum_f32",
+        "f64" => "cumsum_f64",
+        "i64" => "cumsum_i64",
+        _ => "cumsum_u8",
+    };
+    let (dl, dlo) = (dev_layout(&la).ok()?, dev_layout(&lo).ok()?);
+    Some(CudaKernel::new(
+        "cumsum",
+        move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let n = la.dims().last().copied().unwrap_or(1);
+            let rows = la.numel().checked_div(n).unwrap_or(0);
+            let (mut x, mut dl, mut y, mut dlo) =
+                (dptr::<u8>(&ins[0], 0), dl, dptr::<u8>(&outs[0], 0), dlo);
+            let (mut rows64, mut n64) = (rows as i64, n as i64);
+            l.elementwise(
+                name,
+                rows,
+                &mut [
+                    arg(&mut x),
+                    arg(&mut dl),
+                    arg(&mut y),
+                    arg(&mut dlo),
+                    arg(&mut rows64),
+                    arg(&mut n64),
+                ],
+            )
+        },
+    ))
+}
