@@ -78,9 +78,9 @@ def add_large(dev):
     return reps(7, one, warm=2)
 
 
-def matmul(dev, n):
-    a = torch.randn(n, n, device=dev)
-    b = torch.randn(n, n, device=dev)
+def matmul(dev, n, dtype=torch.float32):
+    a = torch.randn(n, n, device=dev, dtype=dtype)
+    b = torch.randn(n, n, device=dev, dtype=dtype)
     (a @ b)
     sync(dev)
     t = time.perf_counter()
@@ -166,6 +166,11 @@ def main():
     for n in (256, 512, 1024):
         if want(f"matmul_{n}_gflops"):
             samples[f"matmul_{n}_gflops"] = matmul(dev, n)
+    if dev.type == "cuda":
+        for name, dt in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+            k = f"matmul_4096_{name}_tflops"
+            if want(k):
+                samples[k] = [g / 1e3 for g in matmul(dev, 4096, dt)]
     if want("mlp_train_ms_per_step"):
         times, first, last = mlp_train(dev)
         samples["mlp_train_ms_per_step"] = times

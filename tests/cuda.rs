@@ -33,9 +33,16 @@ fn close(name: &str, cpu: &Tensor, gpu: &Tensor) {
         (gpu.dims(), gpu.dtype()),
         "{name}"
     );
+    // One rounding apart at most: both devices compute half precision in f32 and round once,
+    // but sums and transcendental functions may differ in f32's last place.
+    let tol = match cpu.dtype() {
+        DType::F16 => 2.0 * 2f64.powi(-11),
+        DType::BF16 => 2.0 * 2f64.powi(-8),
+        _ => 2e-4,
+    };
     let (a, b) = (cpu.to_f64_vec().unwrap(), gpu.to_f64_vec().unwrap());
     for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-        let ok = (x.is_nan() && y.is_nan()) || (x - y).abs() <= 2e-4 * (1.0 + x.abs());
+        let ok = (x.is_nan() && y.is_nan()) || (x - y).abs() <= tol * (1.0 + x.abs());
         assert!(ok, "{name}[{i}]: cpu {x} vs cuda {y}");
     }
 }
@@ -194,6 +201,7 @@ fn suite() -> R<Vec<(&'static str, Tensor)>> {
     out.push(("rand", Tensor::rand([3, 4], DType::F32)?));
     out.push(("randn", Tensor::randn([7], 0.0, 2.0, DType::F32)?));
     out.extend(ordered()?);
+    out.extend(halves()?);
     let p = x.mul_scalar(1.0)?.requires_grad_(true).unwrap();
     let wp = w.mul_scalar(1.0)?.requires_grad_(true).unwrap();
     let loss = p.tanh()?.linear(&wp, Some(&b))?.relu()?.cross_entropy(&t)?;
@@ -259,6 +267,62 @@ fn ordered() -> R<Vec<(&'static str, Tensor)>> {
         ("max min f64", vd.max(1, false)?.add(&vd.min(1, false)?)?),
         ("argmax f64", vd.argmax(0, false)?),
     ])
+}
+
+/// Half precision (computed in f32 on both devices) and f64 products.
+fn halves() -> R<Vec<(&'static str, Tensor)>> {
+    let x = Tensor::arange(-3.0, 3.0, 0.125, DType::F32)?.reshape([6, 8])?;
+    let w = Tensor::linspace(-1.0, 1.5, 40, DType::F32)?.reshape([5, 8])?;
+    let mut out = vec![(
+        "matmul f64",
+        x.to_dtype(DType::F64)?
+            .matmul(&w.to_dtype(DType::F64)?.t()?)?,
+    )];
+    for (name, dt) in [("f16", DType::F16), ("bf16", DType::BF16)] {
+        let (h, hw) = (x.to_dtype(dt)?, w.to_dtype(dt)?);
+        let cases = [
+            (
+                "elementwise",
+                h.exp()?
+                    .add(&h.mul_scalar(0.5)?)?
+                    .tanh()?
+                    .sub(&h.abs()?.sqrt()?)?,
+            ),
+            ("compare where", h.gt_scalar(0.25)?.where_(&h, &h.neg()?)?),
+            (
+                "casts",
+                h.to_dtype(DType::F32)?
+                    .mul_scalar(1.5)?
+                    .to_dtype(dt)?
+                    .add(&h.gt_scalar(0.0)?.to_dtype(dt)?)?,
+            ),
+            ("to i64", h.mul_scalar(2.0)?.to_dtype(DType::I64)?),
+            ("sum", h.sum(&[1], false)?),
+            ("max", h.max(0, false)?),
+            ("argmin", h.argmin(1, false)?),
+            ("full", Tensor::full([3], 0.1, dt)?),
+            ("matmul", h.matmul(&hw.t()?)?),
+            ("matmul batched", h.reshape([2, 3, 8])?.matmul(&hw.t()?)?),
+        ];
+        for (what, t) in cases {
+            // Leaked names: a handful, once per process.
+            out.push((
+                Box::leak(format!("{name} {what}").into_boxed_str()) as &str,
+                t,
+            ));
+        }
+        let y = h.mul_scalar(1.0)?;
+        y.add_(&h.narrow(0, 0, 1)?)?;
+        out.push((
+            if dt == DType::F16 {
+                "f16 in place"
+            } else {
+                "bf16 in place"
+            },
+            y,
+        ));
+    }
+    Ok(out)
 }
 
 #[test]
@@ -398,7 +462,7 @@ fn an_op_without_a_cuda_kernel_is_unsupported_by_name() {
             }
             other => panic!("{:?}", other.map(|_| ())),
         }
-        match g.to_dtype(DType::F16) {
+        match g.to_dtype(DType::F64)?.to_dtype(DType::F16) {
             Err(Error::Unsupported { at: _, op, device }) => {
                 assert_eq!((op, device), ("copy", GPU))
             }

@@ -29,6 +29,8 @@ pub const KEYS: &[&str] = &[
     "matmul_256_gflops",
     "matmul_512_gflops",
     "matmul_1024_gflops",
+    "matmul_4096_f16_tflops",
+    "matmul_4096_bf16_tflops",
     "mlp_train_ms_per_step",
     "mlp_train_ms_per_step_nosync",
     "mlp_train_peak_rss_mb",
@@ -266,8 +268,23 @@ pub fn add_large() -> Result<Vec<f64>> {
 /// # Ok::<(), eddy::Error>(())
 /// ```
 pub fn matmul(n: usize) -> Result<Vec<f64>> {
-    let a = Tensor::randn([n, n], 0.0, 1.0, DType::F32)?;
-    let b = Tensor::randn([n, n], 0.0, 1.0, DType::F32)?;
+    matmul_in(n, DType::F32)
+}
+
+/// [`matmul`] in `dtype`: GFLOP/s of `n × n` products in that dtype, on the current device.
+///
+/// # Examples
+///
+/// ```no_run
+/// // Seconds of work on a GPU: `eddy bench --device cuda --only matmul_4096_f16_tflops`.
+/// use eddy::{DType, Device, tensor::with_device};
+/// let gflops = with_device(Device::Cuda(0), || eddy::bench::matmul_in(4096, DType::F16))?;
+/// assert_eq!(gflops.len(), 7);
+/// # Ok::<(), eddy::Error>(())
+/// ```
+pub fn matmul_in(n: usize, dtype: DType) -> Result<Vec<f64>> {
+    let a = Tensor::randn([n, n], 0.0, 1.0, dtype)?;
+    let b = Tensor::randn([n, n], 0.0, 1.0, dtype)?;
     a.matmul(&b)?.sync()?; // warm-up: the pool's threads and the output's memory
     let t = Instant::now();
     a.matmul(&b)?.sync()?;
@@ -690,6 +707,17 @@ pub fn run(
             r.roof.insert(k, g);
         } else if want(&k) {
             r.put(&k, matmul(n)?);
+        }
+    }
+    // Half-precision products run on the tensor cores of a CUDA device; on the CPU they are
+    // f32 products with casts, which `matmul_*_gflops` already measure.
+    for (key, dtype) in [
+        ("matmul_4096_f16_tflops", DType::F16),
+        ("matmul_4096_bf16_tflops", DType::BF16),
+    ] {
+        if want(key) && matches!(device, crate::Device::Cuda(_)) {
+            let gflops = matmul_in(4096, dtype)?;
+            r.put(key, gflops.iter().map(|g| g / 1e3).collect());
         }
     }
     let train_keys = KEYS

@@ -404,6 +404,141 @@ extern "C" __global__ void index_add_f32(const float* s, i64 off, const i64* idx
     }
 }
 
+// Half precision: f16 and bf16 are stored as 16-bit patterns and computed in f32, as the CPU
+// kernels do (load widens exactly, store rounds to nearest even), through PTX conversions, so
+// that no toolkit header is needed.
+typedef unsigned short u16;
+__device__ __forceinline__ float f16_to_f32(u16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ u16 f32_to_f16(float f) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ float bf16_to_f32(u16 b) { return __uint_as_float(((unsigned int)b) << 16); }
+__device__ __forceinline__ u16 f32_to_bf16(float f) {
+    u16 h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+struct F16 {
+    static __device__ __forceinline__ float load(u16 v) { return f16_to_f32(v); }
+    static __device__ __forceinline__ u16 store(float v) { return f32_to_f16(v); }
+};
+struct BF16 {
+    static __device__ __forceinline__ float load(u16 v) { return bf16_to_f32(v); }
+    static __device__ __forceinline__ u16 store(float v) { return f32_to_bf16(v); }
+};
+
+template <typename H>
+__device__ void unary_half(int op, float c, float d, const u16* x, const Lay& lx, u16* y, i64 n) {
+    GRID_STRIDE(i, n) { y[i] = H::store(unary_op<float>(op, H::load(x[at(lx, i)]), c, d)); }
+}
+template <typename H>
+__device__ void binary_half(int op, const u16* a, const Lay& la, const u16* b, const Lay& lb, u16* y, i64 n) {
+    GRID_STRIDE(i, n) { y[i] = H::store(binary_op<float>(op, H::load(a[at(la, i)]), H::load(b[at(lb, i)]))); }
+}
+template <typename H>
+__device__ void binary_inplace_half(int op, u16* o, const Lay& lo, const u16* x, const Lay& lx, float alpha, i64 n) {
+    GRID_STRIDE(i, n) {
+        i64 k = at(lo, i);
+        o[k] = H::store(binary_op<float>(op, H::load(o[k]), alpha * H::load(x[at(lx, i)])));
+    }
+}
+template <typename H>
+__device__ void compare_half(int op, const u16* a, const Lay& la, const u16* b, const Lay& lb, u8* y, i64 n) {
+    GRID_STRIDE(i, n) {
+        float x = H::load(a[at(la, i)]), z = H::load(b[at(lb, i)]);
+        bool r = false;
+        switch (op) {
+        case 0: r = x == z; break;
+        case 1: r = x != z; break;
+        case 2: r = x < z; break;
+        case 3: r = x <= z; break;
+        case 4: r = x > z; break;
+        case 5: r = x >= z; break;
+        case 6: r = (x != 0.0f) && (z != 0.0f); break;
+        case 7: r = (x != 0.0f) || (z != 0.0f); break;
+        case 8: r = (x != 0.0f) != (z != 0.0f); break;
+        }
+        y[i] = r ? 1 : 0;
+    }
+}
+// Casts through f32, which holds every f16 and bf16 value (and every u8) exactly.
+template <typename H>
+__device__ void half_to_f32(const u16* x, const Lay& lx, float* y, const Lay& ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = H::load(x[at(lx, i)]); }
+}
+template <typename H>
+__device__ void f32_to_half(const float* x, const Lay& lx, u16* y, const Lay& ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = H::store(x[at(lx, i)]); }
+}
+template <typename H>
+__device__ void half_to_bool(const u16* x, const Lay& lx, u8* y, const Lay& ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = H::load(x[at(lx, i)]) != 0.0f; }
+}
+template <typename H>
+__device__ void half_to_i64(const u16* x, const Lay& lx, i64* y, const Lay& ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = float_to_i64<float>(H::load(x[at(lx, i)])); }
+}
+template <typename H>
+__device__ void u8_to_half(const u8* x, const Lay& lx, u16* y, const Lay& ly, i64 n) {
+    GRID_STRIDE(i, n) { y[at(ly, i)] = H::store((float)x[at(lx, i)]); }
+}
+template <typename H>
+__device__ void reduce_half(int op, const u16* x, const Lay& lx, u16* y, i64 nout, i64 r) {
+    i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x % 32;
+    if (warp >= nout) return;
+    float acc = op == 2 ? 1.0f : (op == 3 ? -INFINITY : (op == 4 ? INFINITY : 0.0f));
+    for (i64 k = lane; k < r; k += 32) acc = reduce_step<float>(op, acc, H::load(x[at(lx, warp * r + k)]));
+    for (int s = 16; s > 0; s /= 2) acc = reduce_step<float>(op, acc, __shfl_down_sync(0xffffffffu, acc, s));
+    if (lane == 0) y[warp] = H::store(op == 1 ? (r > 0 ? acc / (float)r : NAN) : acc);
+}
+template <typename H>
+__device__ void argreduce_half(int op, const u16* x, const Lay& lx, i64* y, i64 nout, i64 r) {
+    GRID_STRIDE(j, nout) {
+        float best = H::load(x[at(lx, j * r)]);
+        i64 bi = 0;
+        for (i64 k = 1; k < r; ++k) {
+            float v = H::load(x[at(lx, j * r + k)]);
+            if (best != best) break;
+            bool better = (v != v) || (op == 0 ? v > best : v < best);
+            if (better) { best = v; bi = k; }
+        }
+        y[j] = bi;
+    }
+}
+
+extern "C" __global__ void unary_f16(int op, float c, float d, const u16* x, Lay lx, u16* y, i64 n) { unary_half<F16>(op, c, d, x, lx, y, n); }
+extern "C" __global__ void unary_bf16(int op, float c, float d, const u16* x, Lay lx, u16* y, i64 n) { unary_half<BF16>(op, c, d, x, lx, y, n); }
+extern "C" __global__ void binary_f16(int op, const u16* a, Lay la, const u16* b, Lay lb, u16* y, i64 n) { binary_half<F16>(op, a, la, b, lb, y, n); }
+extern "C" __global__ void binary_bf16(int op, const u16* a, Lay la, const u16* b, Lay lb, u16* y, i64 n) { binary_half<BF16>(op, a, la, b, lb, y, n); }
+extern "C" __global__ void binary_inplace_f16(int op, u16* o, Lay lo, const u16* x, Lay lx, float alpha, i64 n) { binary_inplace_half<F16>(op, o, lo, x, lx, alpha, n); }
+extern "C" __global__ void binary_inplace_bf16(int op, u16* o, Lay lo, const u16* x, Lay lx, float alpha, i64 n) { binary_inplace_half<BF16>(op, o, lo, x, lx, alpha, n); }
+extern "C" __global__ void compare_f16(int op, const u16* a, Lay la, const u16* b, Lay lb, u8* y, i64 n) { compare_half<F16>(op, a, la, b, lb, y, n); }
+extern "C" __global__ void compare_bf16(int op, const u16* a, Lay la, const u16* b, Lay lb, u8* y, i64 n) { compare_half<BF16>(op, a, la, b, lb, y, n); }
+extern "C" __global__ void where_u16(const u8* c, Lay lc, const u16* a, Lay la, const u16* b, Lay lb, u16* y, i64 n) { where_body<u16>(c, lc, a, la, b, lb, y, n); }
+extern "C" __global__ void copy_u16(const u16* x, Lay lx, u16* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
+extern "C" __global__ void fill_u16(u16* y, Lay ly, u16 v, i64 n) { fill_body(y, ly, v, n); }
+extern "C" __global__ void cast_f16_f32(const u16* x, Lay lx, float* y, Lay ly, i64 n) { half_to_f32<F16>(x, lx, y, ly, n); }
+extern "C" __global__ void cast_bf16_f32(const u16* x, Lay lx, float* y, Lay ly, i64 n) { half_to_f32<BF16>(x, lx, y, ly, n); }
+extern "C" __global__ void cast_f32_f16(const float* x, Lay lx, u16* y, Lay ly, i64 n) { f32_to_half<F16>(x, lx, y, ly, n); }
+extern "C" __global__ void cast_f32_bf16(const float* x, Lay lx, u16* y, Lay ly, i64 n) { f32_to_half<BF16>(x, lx, y, ly, n); }
+extern "C" __global__ void cast_f16_bool(const u16* x, Lay lx, u8* y, Lay ly, i64 n) { half_to_bool<F16>(x, lx, y, ly, n); }
+extern "C" __global__ void cast_bf16_bool(const u16* x, Lay lx, u8* y, Lay ly, i64 n) { half_to_bool<BF16>(x, lx, y, ly, n); }
+extern "C" __global__ void cast_f16_i64(const u16* x, Lay lx, i64* y, Lay ly, i64 n) { half_to_i64<F16>(x, lx, y, ly, n); }
+extern "C" __global__ void cast_bf16_i64(const u16* x, Lay lx, i64* y, Lay ly, i64 n) { half_to_i64<BF16>(x, lx, y, ly, n); }
+extern "C" __global__ void cast_u8_f16(const u8* x, Lay lx, u16* y, Lay ly, i64 n) { u8_to_half<F16>(x, lx, y, ly, n); }
+extern "C" __global__ void cast_u8_bf16(const u8* x, Lay lx, u16* y, Lay ly, i64 n) { u8_to_half<BF16>(x, lx, y, ly, n); }
+extern "C" __global__ void reduce_f16(int op, const u16* x, Lay lx, u16* y, i64 nout, i64 r) { reduce_half<F16>(op, x, lx, y, nout, r); }
+extern "C" __global__ void reduce_bf16(int op, const u16* x, Lay lx, u16* y, i64 nout, i64 r) { reduce_half<BF16>(op, x, lx, y, nout, r); }
+extern "C" __global__ void argreduce_f16(int op, const u16* x, Lay lx, i64* y, i64 nout, i64 r) { argreduce_half<F16>(op, x, lx, y, nout, r); }
+extern "C" __global__ void argreduce_bf16(int op, const u16* x, Lay lx, i64* y, i64 nout, i64 r) { argreduce_half<BF16>(op, x, lx, y, nout, r); }
+
 // Running sums along each row (rows of n, the summed dim last in `lx`) into `ly`: one thread
 // a row, in order, so that the sums round as the CPU kernel's do. Floats sum in their own type
 // and keep the first element as it is (`cumsum([-0.0])` is -0.0); integers and bools sum into

@@ -8,8 +8,9 @@ use cudarc::driver::result;
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};
 
-/// Element i of `src` to element i of `dst` on the device: the same dtype (f32, f64, i64,
-/// bool, u8), or a cast among f32, f64, i64 and bool (u8 to the numeric ones too).
+/// Element i of `src` to element i of `dst` on the device: the same dtype (f32, f64, f16,
+/// bf16, i64, bool, u8), or a cast among f32, f64, i64 and bool (u8 to the numeric ones too),
+/// or between f16 or bf16 and f32, i64, u8 and bool.
 pub fn copy(
     src: Layout,
     src_dtype: DType,
@@ -31,6 +32,17 @@ pub fn copy(
         (Bool, I64) | (U8, I64) => "cast_u8_i64",
         (F32, I64) => "cast_f32_i64",
         (F64, I64) => "cast_f64_i64",
+        (F16, F16) | (BF16, BF16) => "copy_u16",
+        (F16, F32) => "cast_f16_f32",
+        (BF16, F32) => "cast_bf16_f32",
+        (F32, F16) => "cast_f32_f16",
+        (F32, BF16) => "cast_f32_bf16",
+        (F16, Bool) => "cast_f16_bool",
+        (BF16, Bool) => "cast_bf16_bool",
+        (F16, I64) => "cast_f16_i64",
+        (BF16, I64) => "cast_bf16_i64",
+        (Bool, F16) | (U8, F16) => "cast_u8_f16",
+        (Bool, BF16) | (U8, BF16) => "cast_u8_bf16",
         (F32, Bool) => "cast_f32_bool",
         (F64, Bool) => "cast_f64_bool",
         (I64, Bool) => "cast_i64_bool",
@@ -58,10 +70,12 @@ pub fn copy(
     ))
 }
 
-/// Fills the elements of output 0 that `layout` covers with `value` (f32, f64, i64, bool, u8).
+/// Fills the elements of output 0 that `layout` covers with `value` (f32, f64, f16, bf16, i64,
+/// bool, u8; rounded to the dtype on the host, as the CPU's fill rounds it).
 pub fn fill(dtype: DType, layout: Layout, value: f64) -> Option<impl Kernel + use<>> {
     let name = match dtype {
         DType::F32 => "fill_f32",
+        DType::F16 | DType::BF16 => "fill_u16",
         DType::F64 => "fill_f64",
         DType::I64 => "fill_i64",
         DType::Bool | DType::U8 => "fill_u8",
@@ -76,8 +90,13 @@ pub fn fill(dtype: DType, layout: Layout, value: f64) -> Option<impl Kernel + us
             let mut n64 = n as i64;
             let (mut vf, mut vd, mut vi, mut vb) =
                 (value as f32, value, value as i64, (value != 0.0) as u8);
+            let mut vh = match dtype {
+                DType::F16 => half::f16::from_f64(value).to_bits(),
+                _ => half::bf16::from_f64(value).to_bits(),
+            };
             let v = match dtype {
                 DType::F32 => arg(&mut vf),
+                DType::F16 | DType::BF16 => arg(&mut vh),
                 DType::F64 => arg(&mut vd),
                 DType::I64 => arg(&mut vi),
                 _ => arg(&mut vb),

@@ -68,13 +68,16 @@ fn binary_code(op: BinaryOp) -> i32 {
     }
 }
 
-/// `out = op(x)`: f32 and f64, or i64 for the ops that keep integers (negation, absolute
-/// value, square, sign, integral scalar add, multiply and reverse subtract, clamp), wrapping
-/// as on the CPU.
+/// `out = op(x)`: f32, f16 and bf16 (computed in f32) and f64, or i64 for the ops that keep
+/// integers (negation, absolute value, square, sign, integral scalar add, multiply and reverse
+/// subtract, clamp), wrapping as on the CPU.
 pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> Option<impl Kernel + use<>> {
     use crate::device::Either;
+    let f32_math = |kernel, elem| unary_f32(op, la.clone(), kernel, elem);
     match dtype {
-        DType::F32 => unary_f32(op, la).map(|k| Either::Cpu(Either::Cpu(k))),
+        DType::F32 => f32_math("unary_f32", 4).map(|k| Either::Cpu(Either::Cpu(k))),
+        DType::F16 => f32_math("unary_f16", 2).map(|k| Either::Cpu(Either::Cpu(k))),
+        DType::BF16 => f32_math("unary_bf16", 2).map(|k| Either::Cpu(Either::Cpu(k))),
         DType::F64 => unary_f64(op, la).map(|k| Either::Cpu(Either::Cuda(k))),
         DType::I64 => unary_i64(op, la).map(Either::Cuda),
         _ => None,
@@ -111,13 +114,18 @@ fn unary_i64(op: UnaryOp, la: Lay) -> Option<impl Kernel + use<>> {
     Some(unary_kernel(op.name(), "unary_i64", 8, (code, c, d), la))
 }
 
-/// [`unary`] on f32.
-fn unary_f32(op: UnaryOp, la: Lay) -> Option<impl Kernel + use<>> {
+/// [`unary`] computed in f32: `kernel` over elements of `elem` bytes (f32, f16 or bf16).
+fn unary_f32(
+    op: UnaryOp,
+    la: Lay,
+    kernel: &'static str,
+    elem: usize,
+) -> Option<impl Kernel + use<>> {
     let (code, c, d) = unary_code(op)?;
     Some(unary_kernel(
         op.name(),
-        "unary_f32",
-        4,
+        kernel,
+        elem,
         (code, c as f32, d as f32),
         la,
     ))
@@ -162,7 +170,7 @@ fn unary_kernel<C: Copy + Send + 'static>(
     )
 }
 
-/// `out = a op b`, f32 or f64.
+/// `out = a op b`, f32 or f64, or f16 and bf16 computed in f32.
 pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel + use<>> {
     if matches!(op, BinaryOp::FloorDiv | BinaryOp::Rem) {
         return None;
@@ -170,6 +178,8 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kerne
     let (kernel, elem) = match dtype {
         DType::F32 => ("binary_f32", 4),
         DType::F64 => ("binary_f64", 8),
+        DType::F16 => ("binary_f16", 2),
+        DType::BF16 => ("binary_bf16", 2),
         _ => return None,
     };
     {
@@ -228,7 +238,7 @@ fn dense_f32_pair(dtype: DType, la: &Lay, lb: &Lay, ins: &[Counted<Blob>]) -> Op
     (dtype == DType::F32 && a % 16 == 0 && b % 16 == 0).then_some((a, b))
 }
 
-/// `out op= alpha * x` in place, f32 or f64.
+/// `out op= alpha * x` in place, f32 or f64, or f16 and bf16 computed in f32.
 pub fn binary_inplace(
     op: BinaryOp,
     dtype: DType,
@@ -239,6 +249,8 @@ pub fn binary_inplace(
     let kernel = match dtype {
         DType::F32 => "binary_inplace_f32",
         DType::F64 => "binary_inplace_f64",
+        DType::F16 => "binary_inplace_f16",
+        DType::BF16 => "binary_inplace_bf16",
         _ => return None,
     };
     Some(CudaKernel::new(
@@ -271,10 +283,12 @@ pub fn binary_inplace(
     ))
 }
 
-/// `out = a cmp b` as bool, f32, f64 or i64 operands.
+/// `out = a cmp b` as bool, f32, f64, f16, bf16 or i64 operands.
 pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel + use<>> {
     let name = match dtype {
         DType::F32 => "compare_f32",
+        DType::F16 => "compare_f16",
+        DType::BF16 => "compare_bf16",
         DType::F64 => "compare_f64",
         DType::I64 => "compare_i64",
         _ => return None,
@@ -305,13 +319,14 @@ pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel 
     ))
 }
 
-/// `out = cond ? a : b`: f32, f64, i64, u8 and bool.
+/// `out = cond ? a : b`: f32, f64, f16, bf16, i64, u8 and bool.
 pub fn where_(dtype: DType, lc: Layout, la: Layout, lb: Layout) -> Option<impl Kernel + use<>> {
     let (kernel, elem) = match dtype {
         DType::F32 => ("where_f32", 4),
         DType::F64 => ("where_f64", 8),
         DType::I64 => ("where_i64", 8),
         DType::U8 | DType::Bool => ("where_u8", 1),
+        DType::F16 | DType::BF16 => ("where_u16", 2),
         _ => return None,
     };
     Some(CudaKernel::new(

@@ -50,10 +50,20 @@ fn batch_stride(l: &Layout) -> Option<(usize, usize)> {
 /// output, optionally followed by a bias (`lc`, broadcast over the output) and a ReLU.
 fn gemm(
     name: &'static str,
+    dtype: DType,
     la: Layout,
     lb: Layout,
     bias: Option<(Layout, bool)>,
 ) -> Option<impl Kernel + use<>> {
+    let elem = match dtype {
+        DType::F32 => 4,
+        DType::F64 => 8,
+        DType::F16 | DType::BF16 => 2,
+        _ => return None,
+    };
+    if bias.is_some() && dtype != DType::F32 {
+        return None;
+    }
     let r = la.shape.rank();
     if r < 2 || lb.shape.rank() != r {
         return None;
@@ -74,10 +84,9 @@ fn gemm(
             if m == 0 || n == 0 || batch == 0 {
                 return Ok(());
             }
-            let a = dptr::<f32>(&ins[0], la.offset) as *const f32;
-            let b = dptr::<f32>(&ins[1], lb.offset) as *const f32;
-            let c = dptr::<f32>(&outs[0], 0) as *mut f32;
-            let (alpha, beta) = (1.0f32, 0.0f32);
+            let a = dptr::<u8>(&ins[0], la.offset * elem);
+            let b = dptr::<u8>(&ins[1], lb.offset * elem);
+            let c = dptr::<u8>(&outs[0], 0);
             let op = |t: bool| {
                 if t {
                     cublasOperation_t::CUBLAS_OP_T
@@ -86,37 +95,83 @@ fn gemm(
                 }
             };
             // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: B is cuBLAS's first operand.
+            let (ta, tb) = (op(ta), op(tb));
+            let (m, n, k, lda, ldb) = (m as i32, n as i32, k as i32, lda as i32, ldb as i32);
+            let (sa, sb, sc, batch) = (sa as i64, sb as i64, (m as i64) * (n as i64), batch as i32);
             l.blas(|h| {
-                // SAFETY: the pointers are the operands' and output's device memory, laid out as the
-                // views above describe (checked when the kernel was built); the scalars are host
-                // values alive for the call; the handle is bound to this stream.
-                unsafe {
-                    cudarc::cublas::result::sgemm_strided_batched(
-                        h,
-                        op(tb),
-                        op(ta),
-                        n as i32,
-                        m as i32,
-                        k as i32,
-                        &alpha,
-                        b,
-                        ldb as i32,
-                        sb as i64,
-                        a,
-                        lda as i32,
-                        sa as i64,
-                        &beta,
-                        c,
-                        n as i32,
-                        (m * n) as i64,
-                        batch as i32,
-                    )
-                }
-                .map_err(|e| format!("cuBLAS sgemm: {e:?}"))
+                use cudarc::cublas::result as blas;
+                use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cudaDataType};
+                // Each call below: the pointers are the operands' and output's device memory, of
+                // `dtype`, laid out as the views above describe (checked when the kernel was
+                // built); the scalars are host values alive for the call; the handle is bound to
+                // this stream.
+                let r = match dtype {
+                    DType::F64 => {
+                        let (alpha, beta) = (1.0f64, 0.0f64);
+                        let (a, b, c) = (a as *const f64, b as *const f64, c as *mut f64);
+                        // SAFETY: as said above the match.
+                        unsafe {
+                            blas::dgemm_strided_batched(
+                                h, tb, ta, n, m, k, &alpha, b, ldb, sb, a, lda, sa, &beta, c, n,
+                                sc, batch,
+                            )
+                        }
+                    }
+                    DType::F16 | DType::BF16 => {
+                        // Half operands on the tensor cores, summed in f32, rounded once.
+                        let t = if dtype == DType::F16 {
+                            cudaDataType::CUDA_R_16F
+                        } else {
+                            cudaDataType::CUDA_R_16BF
+                        };
+                        let (alpha, beta) = (1.0f32, 0.0f32);
+                        let ptr = |p: u64| p as *const std::ffi::c_void;
+                        // SAFETY: as said above the match.
+                        unsafe {
+                            blas::gemm_strided_batched_ex(
+                                h,
+                                tb,
+                                ta,
+                                n,
+                                m,
+                                k,
+                                (&alpha as *const f32).cast(),
+                                ptr(b),
+                                t,
+                                ldb,
+                                sb,
+                                ptr(a),
+                                t,
+                                lda,
+                                sa,
+                                (&beta as *const f32).cast(),
+                                c as *mut std::ffi::c_void,
+                                t,
+                                n,
+                                sc,
+                                batch,
+                                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT_TENSOR_OP,
+                            )
+                        }
+                    }
+                    _ => {
+                        let (alpha, beta) = (1.0f32, 0.0f32);
+                        let (a, b, c) = (a as *const f32, b as *const f32, c as *mut f32);
+                        // SAFETY: as said above the match.
+                        unsafe {
+                            blas::sgemm_strided_batched(
+                                h, tb, ta, n, m, k, &alpha, b, ldb, sb, a, lda, sa, &beta, c, n,
+                                sc, batch,
+                            )
+                        }
+                    }
+                };
+                r.map_err(|e| format!("cuBLAS gemm ({dtype}): {e:?}"))
             })?;
             if let Some((lc, relu)) = &bias {
-                let total = batch * m * n;
-                let (mut y, mut bp) = (c as u64, dptr::<f32>(&ins[2], 0));
+                let total = batch as usize * m as usize * n as usize;
+                let (mut y, mut bp) = (c, dptr::<f32>(&ins[2], 0));
                 let mut dl = dev_layout(lc)?;
                 let (mut n64, mut rl) = (total as i64, *relu as i32);
                 l.elementwise(
@@ -136,12 +191,9 @@ fn gemm(
     ))
 }
 
-/// `a @ b`, f32, through cuBLAS.
+/// `a @ b` through cuBLAS: f32, f64, and f16 and bf16 on the tensor cores (summed in f32).
 pub fn matmul(dtype: DType, la: Layout, lb: Layout) -> Option<impl Kernel + use<>> {
-    if dtype != DType::F32 {
-        return None;
-    }
-    gemm("matmul", la, lb, None)
+    gemm("matmul", dtype, la, lb, None)
 }
 
 /// `relu?(a @ b + c)`, f32: the product through cuBLAS, then the bias (and ReLU) in one pass.
@@ -152,11 +204,9 @@ pub fn matmul_bias(
     lc: Layout,
     relu: bool,
 ) -> Option<impl Kernel + use<>> {
-    if dtype != DType::F32 {
-        return None;
-    }
     gemm(
         if relu { "linear_relu" } else { "linear" },
+        dtype,
         la,
         lb,
         Some((lc, relu)),

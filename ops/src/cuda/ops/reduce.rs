@@ -7,27 +7,28 @@ use crate::{DType, Layout};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};
 
-/// Reductions of runs of `r` elements of `la` (the reduced dims permuted last), f32 and f64.
+/// Reductions of runs of `r` elements of `la` (the reduced dims permuted last), f32 and f64,
+/// and f16 and bf16 accumulated in f32.
 pub fn reduce(op: ReduceOp, dtype: DType, la: Layout, r: usize) -> Option<impl Kernel + use<>> {
-    let f64 = match dtype {
-        DType::F32 => false,
-        DType::F64 => true,
+    let arg_op = matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin);
+    let name = match (dtype, arg_op) {
+        (DType::F32, false) => "reduce_f32",
+        (DType::F64, false) => "reduce_f64",
+        (DType::F16, false) => "reduce_f16",
+        (DType::BF16, false) => "reduce_bf16",
+        (DType::F32, true) => "argreduce_f32",
+        (DType::F64, true) => "argreduce_f64",
+        (DType::F16, true) => "argreduce_f16",
+        (DType::BF16, true) => "argreduce_bf16",
         _ => return None,
     };
-    let (name, code) = match (op, f64) {
-        (ReduceOp::ArgMax | ReduceOp::ArgMin, false) => ("argreduce_f32", 0),
-        (ReduceOp::ArgMax | ReduceOp::ArgMin, true) => ("argreduce_f64", 0),
-        (_, false) => ("reduce_f32", 0),
-        (_, true) => ("reduce_f64", 0),
+    let code = match op {
+        ReduceOp::Sum | ReduceOp::ArgMax => 0,
+        ReduceOp::Mean | ReduceOp::ArgMin => 1,
+        ReduceOp::Prod => 2,
+        ReduceOp::Max => 3,
+        ReduceOp::Min => 4,
     };
-    let code = code
-        + match op {
-            ReduceOp::Sum | ReduceOp::ArgMax => 0,
-            ReduceOp::Mean | ReduceOp::ArgMin => 1,
-            ReduceOp::Prod => 2,
-            ReduceOp::Max => 3,
-            ReduceOp::Min => 4,
-        };
     Some(reduce_kernel(op.name(), name, code, la, r))
 }
 
