@@ -83,7 +83,11 @@ fn trace_summary(vm: &eddy::vm::Vm, steps: usize) -> R<()> {
         .map(|e| e.dur_us)
         .collect();
     if !plans.is_empty() {
-        eprintln!("plan runs: {}, median {:.1} µs", plans.len(), median(&mut plans));
+        eprintln!(
+            "plan runs: {}, median {:.1} µs",
+            plans.len(),
+            median(&mut plans)
+        );
     }
     for e in events {
         match rows.iter_mut().find(|(n, _)| *n == e.name) {

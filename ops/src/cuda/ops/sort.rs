@@ -124,3 +124,63 @@ pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> Option<impl Kernel + use<
         },
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    /// The network `block_sort` in `kernels.cu` runs, stage by stage (the pairs of a stage are
+    /// disjoint, so the block's threads may take them in any order): every comparator puts
+    /// the smaller pair first, and one whose second place is past `n` is skipped, as if the
+    /// places up to the next power of two held +infinity.
+    fn block_sort(key: &mut [u64], pos: &mut [u32]) {
+        let n = key.len();
+        let mut p = 1;
+        while p < n {
+            p <<= 1;
+        }
+        let mut order = |a: usize, b: usize| {
+            if b < n && (key[b], pos[b]) < (key[a], pos[a]) {
+                key.swap(a, b);
+                pos.swap(a, b);
+            }
+        };
+        let mut size = 2;
+        while size <= p {
+            let half = size / 2;
+            for t in 0..p / 2 {
+                let (base, off) = ((t / half) * size, t % half);
+                order(base + off, base + size - 1 - off);
+            }
+            let mut stride = half / 2;
+            while stride > 0 {
+                for t in 0..p / 2 {
+                    let a = (t / stride) * 2 * stride + t % stride;
+                    order(a, a + stride);
+                }
+                stride /= 2;
+            }
+            size *= 2;
+        }
+    }
+
+    /// The device sort's network sorts rows of every length up to a few hundred, and long
+    /// ones, with many ties (kept in their order by the positions).
+    #[test]
+    fn the_sort_network_sorts_rows_of_any_length() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for n in (0..300).chain([1000, 1023, 1024, 1025, 4097, 5000]) {
+            let mut key: Vec<u64> = (0..n).map(|_| next() % 17).collect();
+            let mut want: Vec<(u64, u32)> = key.iter().copied().zip(0..).collect();
+            want.sort();
+            let mut pos: Vec<u32> = (0..n as u32).collect();
+            block_sort(&mut key, &mut pos);
+            let got: Vec<(u64, u32)> = key.into_iter().zip(pos).collect();
+            assert_eq!(got, want, "n = {n}");
+        }
+    }
+}
