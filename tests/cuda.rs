@@ -363,6 +363,38 @@ fn names_at(cases: &[(&str, Tensor)], name: &str) -> usize {
     cases.iter().position(|(n, _)| *n == name).expect(name)
 }
 
+/// A compiled graph on the device runs its elementwise chain as merged kernels (NVRTC-compiled,
+/// at most 32 ops each, one launch each), with the CPU's values.
+#[test]
+fn a_compiled_chain_runs_as_merged_device_kernels() {
+    use eddy::tensor::graph::Graph;
+    let Some(vm) = engine(None) else { return };
+    let run = |device: Device| -> R<(usize, Tensor)> {
+        with_device(device, || {
+            let x = Tensor::linspace(-2.0, 2.0, 1000, DType::F32)?;
+            let g = Graph::new(|xs: &[Tensor]| {
+                let mut y = xs[0].clone();
+                for _ in 0..40 {
+                    y = y.mul_scalar(0.9)?.add(&xs[0])?.tanh()?;
+                }
+                Ok(vec![y.exp()?])
+            });
+            let steps = g.compile(&[&x])?.len();
+            let out = g.run(&[&x])?.remove(0);
+            Ok((steps, out))
+        })
+    };
+    with_engine(&vm, || -> R<()> {
+        let (on_cpu, cpu) = run(Device::CPU)?;
+        let (on_gpu, gpu) = run(GPU)?;
+        assert_eq!(on_cpu, 1, "the CPU merges the 121 ops into one step");
+        assert_eq!(on_gpu, 121usize.div_ceil(32), "kernels of at most 32 ops");
+        close("merged chain", &cpu, &gpu);
+        Ok(())
+    })
+    .unwrap();
+}
+
 /// Host → device → compute → host chains from four threads, queued without waiting, with the
 /// host source overwritten right after each copy: every result is the one its copy saw.
 #[test]

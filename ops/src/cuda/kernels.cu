@@ -1,6 +1,6 @@
 // Eddy's CUDA kernels, compiled at run time by NVRTC (once per device) from this file, which
-// the crate embeds. f32, with f64 for the elementwise ops; integers as indices, masks and
-// the integer-preserving ops (i64, u8/bool).
+// the crate embeds. f32, with f64, f16 and bf16 for the elementwise ops, reductions and
+// products; integers as indices, masks and the integer-preserving ops (i64, u8/bool).
 //
 // A `Lay` is an operand's layout as the CPU kernels see it: up to 8 dims, strides in
 // elements, an offset; `at(l, i)` is the storage index of the output's i-th element.
@@ -90,6 +90,26 @@ __device__ T unary_op(int op, T x, T c, T d) {
     return x;
 }
 
+template <typename T> __device__ __forceinline__ T nan_max(T x, T y) { return (x != x || x >= y) ? x : y; }
+template <typename T> __device__ __forceinline__ T nan_min(T x, T y) { return (x != x || x <= y) ? x : y; }
+
+template <typename T>
+__device__ __forceinline__ T binary_op(int op, T a, T b) {
+    switch (op) {
+    case 0: return a + b;
+    case 1: return a - b;
+    case 2: return a * b;
+    case 3: return a / b;
+    case 4: return pow(a, b);
+    case 5: return nan_max(a, b);
+    case 6: return nan_min(a, b);
+    case 7: return a > (T)0 ? b : (T)0;
+    }
+    return a;
+}
+
+// ---- The helpers above are also the prelude of the merged elementwise kernels (cuda/fused.rs).
+
 extern "C" __global__ void unary_f32(int op, float c, float d, const float* x, Lay lx, float* y, i64 n) {
     GRID_STRIDE(i, n) { y[i] = unary_op<float>(op, x[at(lx, i)], c, d); }
 }
@@ -115,24 +135,6 @@ extern "C" __global__ void unary_i64(int op, i64 c, i64 d, const i64* x, Lay lx,
         }
         y[i] = r;
     }
-}
-
-template <typename T> __device__ __forceinline__ T nan_max(T x, T y) { return (x != x || x >= y) ? x : y; }
-template <typename T> __device__ __forceinline__ T nan_min(T x, T y) { return (x != x || x <= y) ? x : y; }
-
-template <typename T>
-__device__ __forceinline__ T binary_op(int op, T a, T b) {
-    switch (op) {
-    case 0: return a + b;
-    case 1: return a - b;
-    case 2: return a * b;
-    case 3: return a / b;
-    case 4: return pow(a, b);
-    case 5: return nan_max(a, b);
-    case 6: return nan_min(a, b);
-    case 7: return a > (T)0 ? b : (T)0;
-    }
-    return a;
 }
 
 extern "C" __global__ void binary_f32(int op, const float* a, Lay la, const float* b, Lay lb, float* y, i64 n) {

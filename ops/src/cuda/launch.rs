@@ -19,6 +19,51 @@ pub const SOURCE: &str = include_str!("kernels.cu");
 /// The most dims a device layout holds (`kernels.cu`'s `Lay`).
 pub const MAX_DIMS: usize = 8;
 
+/// The helpers at the top of [`SOURCE`] (its types, layouts and the unary and binary ops),
+/// which merged elementwise kernels are compiled with.
+pub fn prelude() -> &'static str {
+    let end = SOURCE
+        .find("// ---- The helpers above")
+        .expect("kernels.cu marks the end of its helpers");
+    &SOURCE[..end]
+}
+
+/// Compiles `source` for `arch` (e.g. `"sm_90"`) to PTX; NVRTC needs no GPU.
+///
+/// # Errors
+///
+/// As [`compile`].
+pub fn compile_source(source: &str, arch: &'static str) -> Result<Ptx, String> {
+    // SAFETY: only tries to load the library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err("no NVRTC library (libnvrtc.so) on this machine".into());
+    }
+    let opts = CompileOptions {
+        arch: Some(arch),
+        options: vec!["--std=c++17".into()],
+        ..Default::default()
+    };
+    compile_ptx_with_opts(source, opts).map_err(|e| format!("NVRTC: {e}"))
+}
+
+/// The architecture of `device` as NVRTC names it (`"sm_90"`), kept for the process.
+///
+/// # Errors
+///
+/// The driver's message.
+pub fn arch_of(device: &CudaDevice) -> Result<&'static str, String> {
+    static ARCHS: OnceLock<Mutex<HashMap<(i32, i32), &'static str>>> = OnceLock::new();
+    let (major, minor) = device
+        .context()
+        .compute_capability()
+        .map_err(|e| e.to_string())?;
+    let mut a = ARCHS.get_or_init(Default::default).lock();
+    // NVRTC takes a `'static` name: one per distinct architecture.
+    Ok(*a
+        .entry((major, minor))
+        .or_insert_with(|| Box::leak(format!("sm_{major}{minor}").into_boxed_str())))
+}
+
 /// Compiles [`SOURCE`] for `arch` (e.g. `"sm_90"`) to PTX; NVRTC needs no GPU.
 ///
 /// # Errors
@@ -32,16 +77,7 @@ pub const MAX_DIMS: usize = 8;
 /// let ptx = eddy_ops::cuda::compile("sm_90").expect("the kernels compile");
 /// ```
 pub fn compile(arch: &'static str) -> Result<Ptx, String> {
-    // SAFETY: only tries to load the library.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err("no NVRTC library (libnvrtc.so) on this machine".into());
-    }
-    let opts = CompileOptions {
-        arch: Some(arch),
-        options: vec!["--std=c++17".into()],
-        ..Default::default()
-    };
-    compile_ptx_with_opts(SOURCE, opts).map_err(|e| format!("NVRTC: {e}"))
+    compile_source(SOURCE, arch)
 }
 
 /// One device's compiled kernels and its cuBLAS handle.
@@ -74,10 +110,7 @@ pub fn module_for(device: &CudaDevice) -> Result<Arc<DeviceModule>, String> {
         return Ok(m.clone());
     }
     let ctx = device.context();
-    let (major, minor) = ctx.compute_capability().map_err(|e| e.to_string())?;
-    // NVRTC takes a `'static` name; one per distinct architecture, kept for the process.
-    let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
-    let ptx = compile(arch)?;
+    let ptx = compile(arch_of(device)?)?;
     let module = ctx
         .load_module(ptx)
         .map_err(|e| format!("loading the kernels: {e}"))?;
@@ -141,6 +174,43 @@ impl Launch<'_> {
     /// The raw stream.
     pub fn stream(&self) -> sys::CUstream {
         self.stream.raw()
+    }
+
+    /// The device the stream belongs to (its context is bound to this thread).
+    pub fn device(&self) -> &CudaDevice {
+        self.stream.cuda_device()
+    }
+
+    /// Launches `f` (a function of a module of this device other than the crate's kernels:
+    /// a merged elementwise kernel) on `grid` blocks of `block` threads.
+    ///
+    /// # Errors
+    ///
+    /// The driver's message.
+    ///
+    /// # Safety
+    ///
+    /// `params` must point to values of `f`'s parameter types, in order, alive for the call,
+    /// and the device addresses in them must be memory the launching instruction may use.
+    pub unsafe fn launch_function(
+        &self,
+        f: &CudaFunction,
+        grid: u32,
+        block: u32,
+        params: &mut [*mut c_void],
+    ) -> Result<(), String> {
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            result::launch_kernel(
+                f.cu_function(),
+                (grid.max(1), 1, 1),
+                (block, 1, 1),
+                0,
+                self.stream.raw(),
+                params,
+            )
+        }
+        .map_err(|e| format!("launching a merged kernel: {e}"))
     }
 
     /// Launches kernel `name` over `n` elements (a grid-stride loop) with `params`, each a
@@ -330,45 +400,61 @@ where
         outputs: &[Counted<Blob>],
         ctx: &mut ComputeCtx<'_>,
     ) -> eddy_vm::Result<()> {
-        let err = |m: String| eddy_vm::Error::kernel(self.name, m);
-        let stream = ctx
-            .stream()
-            .as_any()
-            .downcast_ref::<CudaStream>()
-            .ok_or_else(|| {
-                err(format!(
-                    "runs only on a CUDA stream, not {}",
-                    ctx.stream().name()
-                ))
-            })?;
-        let device = stream.cuda_device();
-        // A faulted context runs nothing more: every later launch reports the first fault.
-        if let Some(e) = device.fault(self.name) {
-            return Err(e);
+        let f = &mut self.f;
+        with_launch(self.name, ctx, |l| f(l, inputs, outputs))
+    }
+}
+
+/// Runs a device kernel's body `f` on the CUDA stream of `ctx`, as kernel `name`: binds the
+/// device's context, refuses to launch on a faulted device, notes the launch for fault
+/// reports, and tells a fault (this launch's or an earlier one's) from `f`'s own errors.
+///
+/// # Errors
+///
+/// `KernelFailed` naming `name` (not a CUDA stream, `f`'s error), or the device's fault.
+pub fn with_launch(
+    name: &'static str,
+    ctx: &mut ComputeCtx<'_>,
+    f: impl FnOnce(&Launch<'_>) -> Result<(), String>,
+) -> eddy_vm::Result<()> {
+    let err = |m: String| eddy_vm::Error::kernel(name, m);
+    let stream = ctx
+        .stream()
+        .as_any()
+        .downcast_ref::<CudaStream>()
+        .ok_or_else(|| {
+            err(format!(
+                "runs only on a CUDA stream, not {}",
+                ctx.stream().name()
+            ))
+        })?;
+    let device = stream.cuda_device();
+    // A faulted context runs nothing more: every later launch reports the first fault.
+    if let Some(e) = device.fault(name) {
+        return Err(e);
+    }
+    if let Err(e) = device.bind() {
+        return Err(device.check_fault(name).unwrap_or(e));
+    }
+    let module = module_for(device).map_err(err)?;
+    let launch = Launch {
+        stream,
+        module: &module,
+        allocator: ctx.allocator(),
+    };
+    device.note_launch(ctx.instr_id(), name);
+    let r = f(&launch).and_then(|()| {
+        if launch_blocking() {
+            stream.synchronize()
+        } else {
+            Ok(())
         }
-        if let Err(e) = device.bind() {
-            return Err(device.check_fault(self.name).unwrap_or(e));
-        }
-        let module = module_for(device).map_err(err)?;
-        let launch = Launch {
-            stream,
-            module: &module,
-            allocator: ctx.allocator(),
-        };
-        device.note_launch(ctx.instr_id(), self.name);
-        let r = (self.f)(&launch, inputs, outputs).and_then(|()| {
-            if launch_blocking() {
-                stream.synchronize()
-            } else {
-                Ok(())
-            }
-        });
-        match r {
-            Ok(()) => Ok(()),
-            // A launch also reports faults of earlier work: tell those from this call's own
-            // errors.
-            Err(m) => Err(device.check_fault(self.name).unwrap_or_else(|| err(m))),
-        }
+    });
+    match r {
+        Ok(()) => Ok(()),
+        // A launch also reports faults of earlier work: tell those from this call's own
+        // errors.
+        Err(m) => Err(device.check_fault(name).unwrap_or_else(|| err(m))),
     }
 }
 

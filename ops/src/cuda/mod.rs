@@ -11,7 +11,11 @@
 //! once launched. With `EDDY_LAUNCH_BLOCKING=1` every launch is followed by a stream
 //! synchronisation, so a fault is reported by the op that caused it.
 
+pub(crate) mod fused;
 mod launch;
 pub mod ops;
 
-pub use launch::{CudaKernel, DevLay, Launch, SOURCE, compile, launch_blocking, module_for};
+pub use launch::{
+    CudaKernel, DevLay, Launch, SOURCE, arch_of, compile, compile_source, launch_blocking,
+    module_for, prelude, with_launch,
+};

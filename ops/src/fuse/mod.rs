@@ -42,7 +42,8 @@ pub(crate) mod program;
 
 /// Merges each run of two or more consecutive elementwise steps of `steps` (of one float dtype
 /// and one element count, each operand dense or one element broadcast) into one step, on a
-/// device that has a merged kernel (the CPU); elsewhere returns `steps` as they are.
+/// device that has a merged kernel (the CPU; a CUDA device, in runs of at most 32 ops, each
+/// merged run one kernel compiled by NVRTC); elsewhere returns `steps` as they are.
 /// `bytes(slot)` is the size of the blob a slot stands for.
 ///
 /// A value computed in a run and read only inside it (a [`Slot::Temp`] no other step touches)
@@ -58,16 +59,16 @@ pub fn fuse_elementwise(
     steps: Vec<Step>,
     bytes: &dyn Fn(Slot) -> usize,
 ) -> Vec<Step> {
-    if !matches!(device, Device::Cpu(_)) {
+    let Some(longest) = longest_run(device) else {
         return steps;
-    }
+    };
     // What each step computes, with its element count, where it can be merged.
     let what: Vec<Option<(Elementwise, usize)>> = steps
         .iter()
         .map(|s| {
             let w = *s.kernel().describe()?.downcast::<Elementwise>().ok()?;
             let dtype = w.dtype();
-            let fits = crate::cpu::fused::supports(dtype)
+            let fits = merges(device, &w)
                 && s.outputs().len() == 1
                 && s.inputs().len() == w.positions().len();
             fits.then(|| (w, bytes(s.outputs()[0]) / dtype.size_in_bytes()))
@@ -101,6 +102,7 @@ pub fn fuse_elementwise(
             let s = &steps[j];
             let out = s.outputs()[0];
             let joins = w.dtype() == dtype
+                && j - i < longest
                 && *m == n
                 && n > 0
                 && !made.contains(&out)
@@ -147,7 +149,7 @@ pub fn fuse_elementwise(
                     .get(&x)
                     .is_some_and(|r| r.iter().any(|&i| i < lo || i >= hi))
         };
-        out.push(merge(&run, &whats, n, lo, &escapes));
+        out.push(merge(device, &run, &whats, n, lo, &escapes));
     }
     out.extend(steps.map(|(_, s)| s));
     out
@@ -170,9 +172,29 @@ pub fn plan_pass() -> PlanPass {
     PASS.get_or_init(|| Arc::new(fuse_elementwise)).clone()
 }
 
+/// The most ops `device` merges into one kernel; `None` where it merges none.
+fn longest_run(device: Device) -> Option<usize> {
+    match device {
+        Device::Cpu(_) => Some(usize::MAX),
+        #[cfg(feature = "cuda")]
+        Device::Cuda(_) => Some(crate::cuda::fused::MAX_OPS),
+        _ => None,
+    }
+}
+
+/// Whether `device` has a merged kernel that computes `w`.
+fn merges(device: Device, w: &Elementwise) -> bool {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(_) => crate::cuda::fused::merges(w),
+        _ => crate::cpu::fused::supports(w.dtype()),
+    }
+}
+
 /// One step for the consecutive steps `run` (the first is step `lo` of the plan), computing
 /// `whats` on `n` elements; `escapes(slot)` says whether a value must be written.
 fn merge(
+    device: Device,
     run: &[Step],
     whats: &[&Elementwise],
     n: usize,
@@ -260,7 +282,11 @@ fn merge(
         regs: count,
         code,
     };
-    let kernel = crate::cpu::fused::kernel(program);
+    let kernel = match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(_) => crate::cuda::fused::kernel(program),
+        _ => crate::cpu::fused::kernel(program),
+    };
     Step::new(kernel, inputs, outputs)
         .called_at(run[0].caller())
         .with_depends(depends)
@@ -484,5 +510,66 @@ mod tests {
             .unwrap();
         let e = vm.read_blob(&y, |_| ()).unwrap_err().to_string();
         assert!(e.contains("input 1 has 8 elements"), "{e}");
+    }
+
+    /// On a CUDA device (no GPU needed: the pass only builds kernels), a chain of 40 adds
+    /// becomes kernels of at most 32 ops, and an op the device does not merge (an integer
+    /// division) ends a run.
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn a_cuda_chain_is_merged_in_kernels_of_at_most_32_ops() {
+        let gpu = Device::Cuda(0);
+        let add = || -> Box<dyn eddy_vm::instruction::Kernel> {
+            let k = binary(gpu, BinaryOp::Add, DType::F32, Lay::Dense(0), Lay::Dense(0));
+            Box::new(k.expect("the device adds f32"))
+        };
+        // t[k+1] = t[k] + in1, from in0 to out0.
+        let chain = |len: usize| -> Vec<Step> {
+            (0..len)
+                .map(|k| {
+                    let a = if k == 0 {
+                        Slot::Input(0)
+                    } else {
+                        Slot::Temp(k - 1)
+                    };
+                    let y = if k + 1 == len {
+                        Slot::Output(0)
+                    } else {
+                        Slot::Temp(k)
+                    };
+                    Step::new(add(), vec![a, Slot::Input(1)], vec![y])
+                })
+                .collect()
+        };
+        let merged = fuse_elementwise(gpu, chain(40), &|_| 64);
+        let names: Vec<&str> = merged.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["fused[add×32]", "fused[add×8]"]);
+        assert_eq!(merged[1].outputs(), [Slot::Output(0)]);
+        let mut steps = chain(4);
+        let div = binary(
+            gpu,
+            BinaryOp::FloorDiv,
+            DType::F32,
+            Lay::Dense(0),
+            Lay::Dense(0),
+        );
+        assert!(div.is_none(), "the device has no integer division");
+        let exp = unary(
+            gpu,
+            UnaryOp::Exp,
+            DType::F32,
+            Lay::Strided(Box::new(Layout::contiguous([4, 4]).transpose(0, 1))),
+        );
+        steps.insert(
+            2,
+            Step::new(
+                Box::new(exp.expect("a strided exp")),
+                vec![Slot::Temp(1)],
+                vec![Slot::Temp(9)],
+            ),
+        );
+        let merged = fuse_elementwise(gpu, steps, &|_| 64);
+        let names: Vec<&str> = merged.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["fused[add×2]", "exp", "fused[add×2]"]);
     }
 }

@@ -72,7 +72,7 @@ pub enum Elementwise {
 }
 
 impl Elementwise {
-    pub(super) fn dtype(&self) -> DType {
+    pub(crate) fn dtype(&self) -> DType {
         match self {
             Elementwise::Unary { dtype, .. } | Elementwise::Binary { dtype, .. } => *dtype,
         }

@@ -2,13 +2,14 @@
 
 use super::{arg, dev_lay, dev_layout, numel};
 use crate::cuda::launch::{CudaKernel, Launch, dptr};
+use crate::fuse::{Elementwise, Pos};
 use crate::kinds::{BinaryOp, CmpOp, UnaryOp};
 use crate::{DType, Lay, Layout};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};
 
 /// The kernel's code for a unary op and its two scalars (`kernels.cu`'s `unary_op`).
-fn unary_code(op: UnaryOp) -> Option<(i32, f64, f64)> {
+pub(crate) fn unary_code(op: UnaryOp) -> Option<(i32, f64, f64)> {
     use UnaryOp::*;
     Some(match op {
         Neg => (0, 0.0, 0.0),
@@ -54,7 +55,7 @@ fn unary_code(op: UnaryOp) -> Option<(i32, f64, f64)> {
     })
 }
 
-fn binary_code(op: BinaryOp) -> i32 {
+pub(crate) fn binary_code(op: BinaryOp) -> i32 {
     match op {
         BinaryOp::Add => 0,
         BinaryOp::Sub => 1,
@@ -73,14 +74,40 @@ fn binary_code(op: BinaryOp) -> i32 {
 /// subtract, clamp), wrapping as on the CPU.
 pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> Option<impl Kernel + use<>> {
     use crate::device::Either;
+    let what = Pos::of(&la).map(|a| Elementwise::Unary { op, dtype, a });
     let f32_math = |kernel, elem| unary_f32(op, la.clone(), kernel, elem);
-    match dtype {
+    let k = match dtype {
         DType::F32 => f32_math("unary_f32", 4).map(|k| Either::Cpu(Either::Cpu(k))),
         DType::F16 => f32_math("unary_f16", 2).map(|k| Either::Cpu(Either::Cpu(k))),
         DType::BF16 => f32_math("unary_bf16", 2).map(|k| Either::Cpu(Either::Cpu(k))),
         DType::F64 => unary_f64(op, la).map(|k| Either::Cpu(Either::Cuda(k))),
         DType::I64 => unary_i64(op, la).map(Either::Cuda),
         _ => None,
+    };
+    k.map(|k| Described { k, what })
+}
+
+/// A device kernel that says what it computes ([`Kernel::describe`]), so that a plan's pass
+/// may merge it with its neighbours ([`crate::fuse`]).
+struct Described<K> {
+    k: K,
+    what: Option<Elementwise>,
+}
+
+impl<K: Kernel> Kernel for Described<K> {
+    fn name(&self) -> &str {
+        self.k.name()
+    }
+    fn compute(
+        &mut self,
+        inputs: &[Counted<Blob>],
+        outputs: &[Counted<Blob>],
+        ctx: &mut eddy_vm::instruction::ComputeCtx<'_>,
+    ) -> eddy_vm::Result<()> {
+        self.k.compute(inputs, outputs, ctx)
+    }
+    fn describe(&self) -> Option<Box<dyn std::any::Any>> {
+        Some(Box::new(self.what.clone()?))
     }
 }
 
@@ -182,8 +209,11 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kerne
         DType::BF16 => ("binary_bf16", 2),
         _ => return None,
     };
+    let what = Pos::of(&la)
+        .zip(Pos::of(&lb))
+        .map(|(a, b)| Elementwise::Binary { op, dtype, a, b });
     {
-        Some(CudaKernel::new(
+        let k = CudaKernel::new(
             op.name(),
             move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
                 let n = numel(&outs[0], elem);
@@ -224,7 +254,8 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kerne
                     ],
                 )
             },
-        ))
+        );
+        Some(Described { k, what })
     }
 }
 

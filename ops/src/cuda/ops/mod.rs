@@ -10,6 +10,7 @@ mod sort;
 
 pub use copy::{copy, download, fill, from_host, generate, random, upload_tensor};
 pub use elementwise::{binary, binary_inplace, compare, unary, where_};
+pub(crate) use elementwise::{binary_code, unary_code};
 pub use index::{gather, index_add, index_select, scatter_add};
 pub use linalg::{matmul, matmul_bias};
 pub use reduce::{reduce, softmax, sum_leading};
