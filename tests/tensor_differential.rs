@@ -517,6 +517,47 @@ fn two_cpu_devices_agree_bit_for_bit() {
     });
 }
 
+/// The same programs on a CUDA device give the CPU's log: the same calls succeed and fail
+/// alike, and every value read is within f32 tolerance (the device's transcendental functions
+/// and sums may differ from the CPU's in the last place). Prints why it skips where there is
+/// no device.
+#[cfg(feature = "cuda")]
+#[test]
+fn cpu_and_cuda_agree_within_tolerance() {
+    let vm = match Vm::builder().cuda_devices(1).build() {
+        Ok(vm) => vm,
+        Err(e) => {
+            eprintln!("SKIPPED: no CUDA device here: {e}");
+            return;
+        }
+    };
+    watchdog(300, move || {
+        for seed in [3, 0xD1CE, 0xEDD1, 77] {
+            let gpu = run_on_device(&vm, Device::Cuda(0), seed, 120);
+            let cpu = run_on_device(&vm, Device::CPU, seed, 120);
+            for th in 0..2 {
+                assert_eq!(gpu[th].len(), cpu[th].len(), "seed {seed} thread {th}");
+                for (k, (g, c)) in gpu[th].iter().zip(&cpu[th]).enumerate() {
+                    let close = g.0 == c.0
+                        && g.1.len() == c.1.len()
+                        && g.1.iter().zip(&c.1).all(|(&a, &b)| {
+                            let (a, b) = (f64::from_bits(a), f64::from_bits(b));
+                            a == b
+                                || (a.is_nan() && b.is_nan())
+                                || (a - b).abs() <= 1e-4 * (1.0 + b.abs())
+                        });
+                    assert!(
+                        close,
+                        "seed {seed} thread {th}, entry {k}:\n  cuda: {} {:?}\n  cpu:  {} {:?}",
+                        g.0, g.1, c.0, c.1
+                    );
+                }
+            }
+        }
+        vm.sync().unwrap();
+    });
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 8, ..ProptestConfig::default() })]
 
