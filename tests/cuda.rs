@@ -395,6 +395,50 @@ fn a_compiled_chain_runs_as_merged_device_kernels() {
     .unwrap();
 }
 
+/// With the timeline on, each kernel launched on the device is also on the device's lane,
+/// timed by events on the device, no earlier than its launch; memory statistics add up the
+/// device's allocators.
+#[test]
+fn the_trace_has_a_device_lane_and_memory_is_counted_per_device() {
+    let Some(vm) = engine(None) else { return };
+    vm.set_trace(true);
+    with_engine(&vm, || -> R<()> {
+        let x = with_device(GPU, || Tensor::ones([1 << 20], DType::F32))?;
+        let y = x.exp()?.add(&x)?;
+        y.sync()?;
+        let s = vm.memory_stats(GPU);
+        assert!(s.in_use >= 8 << 20, "x and y: {s:?}");
+        assert!(s.reserved >= s.in_use && s.allocations >= 2, "{s:?}");
+        assert_eq!(vm.memory_stats(Device::Cpu(7)).reserved, 0);
+        Ok(())
+    })
+    .unwrap();
+    let events = vm.trace_events();
+    let lane: Vec<_> = events
+        .iter()
+        .filter(|e| e.thread.ends_with(" device"))
+        .collect();
+    assert!(
+        lane.iter().any(|e| e.name == "exp") && lane.iter().any(|e| e.name == "add"),
+        "{lane:?}"
+    );
+    for d in &lane {
+        assert!(d.dur_us > 0.0, "{d:?}");
+        if let Some(h) = events.iter().find(|e| e.id == d.id && e.thread != d.thread) {
+            // The anchor is taken within microseconds of the device's clock.
+            assert!(
+                d.start_us + 100.0 >= h.start_us,
+                "device {d:?} before host {h:?}"
+            );
+        }
+    }
+    #[cfg(feature = "cli")]
+    {
+        let svg = eddy::plot::timeline_svg(&events, &[]);
+        assert!(svg.contains(" device"), "the picture draws the device lane");
+    }
+}
+
 /// Host → device → compute → host chains from four threads, queued without waiting, with the
 /// host source overwritten right after each copy: every result is the one its copy saw.
 #[test]

@@ -9,7 +9,7 @@
 //! scalars, reuse one compiled module. Each element is computed with the CPU kernels'
 //! arithmetic (`kernels.cu`'s `unary_op` and `binary_op`, in the program's dtype).
 
-use super::launch::{Launch, arch_of, compile_source, dptr, prelude, with_launch};
+use super::launch::{Launch, arch_of, compile_source, dptr, prelude, with_launch_as};
 use super::ops::{binary_code, unary_code};
 use crate::fuse::program::{Code, Program, Src};
 use crate::fuse::{Elementwise, Pos};
@@ -185,7 +185,7 @@ impl Kernel for Fused {
         outputs: &[Counted<Blob>],
         ctx: &mut ComputeCtx<'_>,
     ) -> eddy_vm::Result<()> {
-        with_launch("fused", ctx, |l| {
+        with_launch_as("fused", &self.name, ctx, |l| {
             if self.n == 0 {
                 return Ok(());
             }

@@ -417,6 +417,21 @@ pub fn with_launch(
     ctx: &mut ComputeCtx<'_>,
     f: impl FnOnce(&Launch<'_>) -> Result<(), String>,
 ) -> eddy_vm::Result<()> {
+    with_launch_as(name, name, ctx, f)
+}
+
+/// [`with_launch`], its launches named `label` on the device's lane of the trace (a merged
+/// kernel's name, which is not `'static`).
+///
+/// # Errors
+///
+/// As [`with_launch`].
+pub fn with_launch_as(
+    name: &'static str,
+    label: &str,
+    ctx: &mut ComputeCtx<'_>,
+    f: impl FnOnce(&Launch<'_>) -> Result<(), String>,
+) -> eddy_vm::Result<()> {
     let err = |m: String| eddy_vm::Error::kernel(name, m);
     let stream = ctx
         .stream()
@@ -443,7 +458,12 @@ pub fn with_launch(
         allocator: ctx.allocator(),
     };
     device.note_launch(ctx.instr_id(), name);
-    let r = f(&launch).and_then(|()| {
+    let launched = if ctx.tracing() {
+        stream.timed(ctx.instr_id(), label, || f(&launch))
+    } else {
+        f(&launch)
+    };
+    let r = launched.and_then(|()| {
         if launch_blocking() {
             stream.synchronize()
         } else {

@@ -85,6 +85,46 @@ impl Vm {
         freed
     }
 
+    /// The memory statistics of `device`: those of each of its allocators (a CUDA device has
+    /// one per stream: compute, host-to-device, device-to-host), added up. `peak_in_use` is
+    /// the sum of each allocator's own peak, an upper bound of the device's. Zero for a device
+    /// the engine does not have.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, Vm, testing::Noop};
+    /// let vm = Vm::builder().cpu_devices(2).build()?;
+    /// let on1 = vm.device_stream(Device::Cpu(1)).unwrap();
+    /// let b = vm.new_blob(1 << 16);
+    /// vm.run(on1, Noop::new(vec![], vec![b.clone()]))?; // allocated on cpu:1 by its first write
+    /// vm.sync()?;
+    /// assert!(vm.memory_stats(Device::Cpu(1)).in_use >= 1 << 16);
+    /// assert_eq!(vm.memory_stats(Device::Cpu(0)).in_use, 0);
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn memory_stats(&self, device: Device) -> AllocStats {
+        let streams = &self.shared().streams;
+        let mut total = AllocStats::default();
+        for (k, st) in streams.iter().enumerate() {
+            let first = streams[..k]
+                .iter()
+                .all(|o| !Arc::ptr_eq(&o.allocator, &st.allocator));
+            if st.policy.device() == device && first {
+                let s = st.allocator.stats();
+                total.in_use += s.in_use;
+                total.cached += s.cached;
+                total.reserved += s.reserved;
+                total.peak_in_use += s.peak_in_use;
+                total.allocations += s.allocations;
+                total.system_allocations += s.system_allocations;
+                total.oom_retries += s.oom_retries;
+                total.ooms += s.ooms;
+            }
+        }
+        total
+    }
+
     /// The recorded timeline (empty unless tracing was on).
     ///
     /// # Examples
@@ -98,7 +138,27 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn trace_events(&self) -> Vec<TraceEvent> {
+        self.collect_device_events(false);
         self.shared().trace.lock().clone()
+    }
+
+    /// Moves the device lanes' completed launches into the timeline (see
+    /// `stream/cuda_timing.rs`); with `clear`, drops them all instead.
+    fn collect_device_events(&self, clear: bool) {
+        #[cfg(feature = "cuda")]
+        {
+            use crate::stream::cuda::CudaStream;
+            let sh = self.shared();
+            for (k, entry) in sh.streams.iter().enumerate() {
+                if let Some(s) = entry.policy.as_any().downcast_ref::<CudaStream>() {
+                    let lane = format!("{} device", s.stream_name());
+                    let events = s.device_events(k as u32, sh.trace_origin, &lane, clear);
+                    sh.trace.lock().extend(events);
+                }
+            }
+        }
+        #[cfg(not(feature = "cuda"))]
+        let _ = clear;
     }
 
     /// Clears the recorded timeline.
@@ -116,6 +176,7 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn clear_trace(&self) {
+        self.collect_device_events(true);
         self.shared().trace.lock().clear();
     }
 

@@ -233,6 +233,7 @@ impl CudaDevice {
             raw,
             pool: None,
             watcher: OnceLock::new(),
+            timeline: Mutex::default(),
         })
     }
 
@@ -370,6 +371,7 @@ pub struct CudaStream {
     raw: sys::CUstream,
     pool: Option<Arc<DeviceAllocator>>,
     watcher: OnceLock<Arc<Watcher>>,
+    timeline: Mutex<super::cuda_timing::Timeline>,
 }
 
 // SAFETY: a `CUstream` is a handle the driver lets any thread use (with the context bound);
@@ -388,6 +390,16 @@ impl CudaStream {
     /// The device.
     pub fn cuda_device(&self) -> &Arc<CudaDevice> {
         &self.device
+    }
+
+    /// The stream's timed launches (see [`CudaStream::timed`]).
+    pub(crate) fn timeline(&self) -> &Mutex<super::cuda_timing::Timeline> {
+        &self.timeline
+    }
+
+    /// The stream's name.
+    pub(crate) fn stream_name(&self) -> &str {
+        &self.name
     }
 
     /// This stream with an allocator of its own for its outputs (see
@@ -500,6 +512,7 @@ impl Drop for CudaStream {
             w.stop();
         }
         if self.device.bind().is_ok() {
+            self.timeline.lock().destroy();
             // SAFETY: the stream is live and destroyed once; the driver lets its pending work
             // (and the events after it, which the event thread still waits for) complete first.
             let _ = unsafe { result::stream::destroy(self.raw) };

@@ -10,6 +10,8 @@ pub mod async_device;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "cuda")]
+mod cuda_timing;
 
 use std::any::Any;
 use std::fmt;
