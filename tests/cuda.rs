@@ -266,6 +266,34 @@ fn ordered() -> R<Vec<(&'static str, Tensor)>> {
         ("mean f64", cd.mean(&[0], true)?),
         ("max min f64", vd.max(1, false)?.add(&vd.min(1, false)?)?),
         ("argmax f64", vd.argmax(0, false)?),
+        ("sum_all f64", cd.sum_all()?),
+        ("sum leading f64", cd.sum(&[0], false)?),
+        ("sum i64", ints.sum(&[1], false)?),
+        (
+            "prod max min i64",
+            ints.prod(&[0], false)?
+                .add(&ints.max(1, false)?.sum_all()?)?
+                .add(&ints.min(0, false)?)?,
+        ),
+        ("argmin i64", ints.argmin(1, false)?),
+        ("sum bool", ints.gt_scalar(0.0)?.sum(&[0], false)?),
+        (
+            "any all",
+            ints.any(&[1], false)?
+                .to_dtype(DType::I64)?
+                .add(&ints.all(&[1], false)?.to_dtype(DType::I64)?)?,
+        ),
+        (
+            "u8 argmax max",
+            ints.gt_scalar(0.0)?
+                .to_dtype(DType::U8)?
+                .argmax(1, false)?
+                .add(&Tensor::full([4], 7.0, DType::U8)?.to_dtype(DType::I64)?)?,
+        ),
+        (
+            "sum over an empty dim",
+            Tensor::zeros([3, 0], DType::F32)?.sum(&[1], false)?,
+        ),
     ])
 }
 
@@ -298,6 +326,7 @@ fn halves() -> R<Vec<(&'static str, Tensor)>> {
             ),
             ("to i64", h.mul_scalar(2.0)?.to_dtype(DType::I64)?),
             ("sum", h.sum(&[1], false)?),
+            ("sum leading", h.sum(&[0], false)?),
             ("max", h.max(0, false)?),
             ("argmin", h.argmin(1, false)?),
             ("full", Tensor::full([3], 0.1, dt)?),

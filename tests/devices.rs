@@ -274,8 +274,18 @@ fn an_op_without_a_kernel_for_the_device_is_unsupported() {
         Lay::Dense(0),
     );
     assert!(k.is_none());
+    let floor_div = elementwise::binary(
+        Device::Cuda(0),
+        elementwise::BinaryOp::FloorDiv,
+        D::F32,
+        Lay::Dense(0),
+        Lay::Dense(0),
+    );
+    assert!(floor_div.is_none());
+    // Without the feature, nothing has a CUDA kernel.
     let l = Layout::contiguous([2, 3]);
-    assert!(sort::sort(Device::Cuda(0), D::F32, l.clone(), l, false).is_none());
+    let sorts = sort::sort(Device::Cuda(0), D::F32, l.clone(), l, false).is_some();
+    assert_eq!(sorts, cfg!(feature = "cuda"));
     let e = device::unsupported("mul", Device::Cuda(0));
     assert_eq!(
         e,

@@ -206,6 +206,9 @@ extern "C" __global__ void compare_f64(int op, const double* a, Lay la, const do
 extern "C" __global__ void compare_i64(int op, const i64* a, Lay la, const i64* b, Lay lb, u8* y, i64 n) {
     compare_body<i64>(op, a, la, b, lb, y, n);
 }
+extern "C" __global__ void compare_u8(int op, const u8* a, Lay la, const u8* b, Lay lb, u8* y, i64 n) {
+    compare_body<u8>(op, a, la, b, lb, y, n);
+}
 
 template <typename T>
 __device__ void where_body(const u8* c, const Lay& lc, const T* a, const Lay& la, const T* b, const Lay& lb, T* y, i64 n) {
@@ -262,6 +265,7 @@ extern "C" __global__ void cast_f64_i64(const double* x, Lay lx, i64* y, Lay ly,
 extern "C" __global__ void cast_f32_bool(const float* x, Lay lx, u8* y, Lay ly, i64 n) { to_bool_body(x, lx, y, ly, n); }
 extern "C" __global__ void cast_f64_bool(const double* x, Lay lx, u8* y, Lay ly, i64 n) { to_bool_body(x, lx, y, ly, n); }
 extern "C" __global__ void cast_i64_bool(const i64* x, Lay lx, u8* y, Lay ly, i64 n) { to_bool_body(x, lx, y, ly, n); }
+extern "C" __global__ void cast_u8_bool(const u8* x, Lay lx, u8* y, Lay ly, i64 n) { to_bool_body(x, lx, y, ly, n); }
 
 template <typename T>
 __device__ void fill_body(T* y, const Lay& ly, T v, i64 n) {
@@ -303,6 +307,7 @@ extern "C" __global__ void reduce_f64(int op, const double* x, Lay lx, double* y
 template <typename T>
 __device__ void argreduce_body(int op, const T* x, const Lay& lx, i64* y, i64 nout, i64 r) {
     GRID_STRIDE(j, nout) {
+        if (r == 0) { y[j] = 0; continue; } // refused by the op; never read past the input
         T best = x[at(lx, j * r)];
         i64 bi = 0;
         for (i64 k = 1; k < r; ++k) {
@@ -319,6 +324,48 @@ extern "C" __global__ void argreduce_f32(int op, const float* x, Lay lx, i64* y,
 }
 extern "C" __global__ void argreduce_f64(int op, const double* x, Lay lx, i64* y, i64 nout, i64 r) {
     argreduce_body<double>(op, x, lx, y, nout, r);
+}
+extern "C" __global__ void argreduce_i64(int op, const i64* x, Lay lx, i64* y, i64 nout, i64 r) {
+    argreduce_body<i64>(op, x, lx, y, nout, r);
+}
+extern "C" __global__ void argreduce_u8(int op, const u8* x, Lay lx, i64* y, i64 nout, i64 r) {
+    argreduce_body<u8>(op, x, lx, y, nout, r);
+}
+
+// Integer and bool reductions, as the CPU's: sum and product in i64, wrapping (ops 0 and 2),
+// into an i64 output; max and min (ops 3 and 4) in the input's own type. One warp per output.
+template <typename S>
+__device__ void reduce_int_body(int op, const S* x, const Lay& lx, void* y, i64 nout, i64 r) {
+    i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x % 32;
+    if (warp >= nout) return;
+    // Wrapping arithmetic through unsigned 64-bit values; max and min on signed ones.
+    u64 acc = op == 2 ? 1ULL : 0ULL;
+    i64 best = op == 3 ? (i64)0x8000000000000000ULL : 0x7fffffffffffffffLL;
+    for (i64 k = lane; k < r; k += 32) {
+        i64 v = (i64)x[at(lx, warp * r + k)];
+        if (op == 0) acc += (u64)v;
+        else if (op == 2) acc *= (u64)v;
+        else if (op == 3) best = v > best ? v : best;
+        else best = v < best ? v : best;
+    }
+    for (int s = 16; s > 0; s /= 2) {
+        u64 o = __shfl_down_sync(0xffffffffu, acc, s);
+        i64 b = __shfl_down_sync(0xffffffffu, best, s);
+        if (op == 0) acc += o;
+        else if (op == 2) acc *= o;
+        else if (op == 3) best = b > best ? b : best;
+        else best = b < best ? b : best;
+    }
+    if (lane != 0) return;
+    if (op <= 2) ((i64*)y)[warp] = (i64)acc;
+    else ((S*)y)[warp] = (S)best;
+}
+extern "C" __global__ void reduce_i64(int op, const i64* x, Lay lx, i64* y, i64 nout, i64 r) {
+    reduce_int_body<i64>(op, x, lx, y, nout, r);
+}
+extern "C" __global__ void reduce_u8(int op, const u8* x, Lay lx, void* y, i64 nout, i64 r) {
+    reduce_int_body<u8>(op, x, lx, y, nout, r);
 }
 
 // Softmax (or log-softmax) over the last dim of a dense [rows, cols] input: one block a row.
@@ -648,16 +695,16 @@ __device__ void sort_body(const T* x, const Lay& lx, T* yv, i64* yi, const Lay& 
         __syncthreads();
     }
 }
-extern "C" __global__ void sort_f32(const float* x, Lay lx, float* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
+extern "C" __global__ void __launch_bounds__(512) sort_f32(const float* x, Lay lx, float* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
     sort_body(x, lx, yv, yi, ly, rows, n, k, descending, key, pos);
 }
-extern "C" __global__ void sort_f64(const double* x, Lay lx, double* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
+extern "C" __global__ void __launch_bounds__(512) sort_f64(const double* x, Lay lx, double* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
     sort_body(x, lx, yv, yi, ly, rows, n, k, descending, key, pos);
 }
-extern "C" __global__ void sort_i64(const i64* x, Lay lx, i64* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
+extern "C" __global__ void __launch_bounds__(512) sort_i64(const i64* x, Lay lx, i64* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
     sort_body(x, lx, yv, yi, ly, rows, n, k, descending, key, pos);
 }
-extern "C" __global__ void sort_u8(const u8* x, Lay lx, u8* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
+extern "C" __global__ void __launch_bounds__(512) sort_u8(const u8* x, Lay lx, u8* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
     sort_body(x, lx, yv, yi, ly, rows, n, k, descending, key, pos);
 }
 

@@ -131,10 +131,15 @@ pub fn module_for(device: &CudaDevice) -> Result<Arc<DeviceModule>, String> {
     Ok(m)
 }
 
-/// The `extern "C"` kernels of [`SOURCE`].
+/// The `extern "C"` kernels of [`SOURCE`] (each declared on a line of its own, with or
+/// without `__launch_bounds__`).
 fn kernel_names() -> impl Iterator<Item = &'static str> {
     SOURCE.lines().filter_map(|l| {
         let rest = l.strip_prefix("extern \"C\" __global__ void ")?;
+        let rest = match rest.strip_prefix("__launch_bounds__(") {
+            Some(bounded) => bounded.split_once(") ")?.1,
+            None => rest,
+        };
         rest.split('(').next()
     })
 }

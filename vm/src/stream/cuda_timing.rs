@@ -5,8 +5,9 @@
 //!
 //! Device times are relative to an anchor: the first bracketed launch of a stream records an
 //! event, waits for it, and notes the host's clock right after, so a device time is the
-//! anchor's host time plus the elapsed time between the two events (within the few
-//! microseconds the wait takes to return).
+//! anchor's host time (within the few microseconds the wait takes to return) plus the elapsed
+//! times from event to event since. Completed launches are read back, and their events
+//! destroyed, when the trace is read and every 256 launches.
 
 use super::cuda::CudaStream;
 use crate::trace::TraceEvent;
@@ -21,11 +22,29 @@ struct Timed {
     id: u64,
 }
 
-/// A stream's bracketed launches not yet read back, and its anchor.
+/// A launch whose events have been read: µs after the anchor, and its duration.
+struct Resolved {
+    name: String,
+    id: u64,
+    start_us: f64,
+    dur_us: f64,
+}
+
+/// How many bracketed launches wait before the completed ones are read back (and their
+/// events destroyed) at the next launch: the driver's events stay few in a long traced run.
+const REAP_AT: usize = 256;
+
+/// A stream's bracketed launches, and where their times are measured from.
 #[derive(Default)]
 pub(crate) struct Timeline {
-    anchor: Option<(sys::CUevent, Instant)>,
+    /// When the anchor event completed, on the host's clock.
+    anchor_at: Option<Instant>,
+    /// The last event read (first the anchor) and its time in µs after the anchor: each
+    /// launch is timed from the one before, so the f32 milliseconds the driver reports stay
+    /// short and precise however long the trace runs.
+    reference: Option<(sys::CUevent, f64)>,
     pending: Vec<Timed>,
+    resolved: Vec<Resolved>,
 }
 
 // SAFETY: event handles may be used from any thread with their context bound; the timeline
@@ -52,17 +71,18 @@ fn elapsed_ms(a: sys::CUevent, b: sys::CUevent) -> Option<f32> {
 }
 
 impl CudaStream {
-    /// Runs `launch` (a kernel body that launches on this stream) bracketed by timing events,
-    /// kept to become trace event `name` (instruction `id`) on the stream's device lane. A
-    /// failure to make the events leaves the launch untimed.
+    /// Runs `launch` (a kernel body that launches on this stream, the context bound)
+    /// bracketed by timing events, kept to become trace event `name` (instruction `id`) on
+    /// the stream's device lane. A failure to make the events leaves the launch untimed.
     pub fn timed<R>(&self, id: u64, name: &str, launch: impl FnOnce() -> R) -> R {
         let mut t = self.timeline().lock();
-        if t.anchor.is_none()
+        if t.reference.is_none()
             && let Ok(ev) = timing_event(self.raw())
         {
-            // SAFETY: a live event of the bound context (the kernel body binds it).
+            // SAFETY: a live event of the bound context.
             if unsafe { result::event::synchronize(ev) }.is_ok() {
-                t.anchor = Some((ev, Instant::now()));
+                t.anchor_at = Some(Instant::now());
+                t.reference = Some((ev, 0.0));
             } else {
                 // SAFETY: as above; not kept.
                 let _ = unsafe { result::event::destroy(ev) };
@@ -82,12 +102,15 @@ impl CudaStream {
                 Err(_) => drop(unsafe { result::event::destroy(start) }),
             }
         }
+        if t.pending.len() >= REAP_AT {
+            t.read_completed();
+        }
         r
     }
 
-    /// The bracketed launches that have completed, as trace events on lane `lane` of stream
-    /// `stream` (times in µs since `origin`); the others stay for a later call. With `clear`,
-    /// every bracketed launch is dropped instead.
+    /// The launches read back so far, as trace events on lane `lane` of stream `stream`
+    /// (times in µs since `origin`); launches still running stay for a later call. With
+    /// `clear`, every launch is dropped instead.
     pub(crate) fn device_events(
         &self,
         stream: u32,
@@ -96,48 +119,71 @@ impl CudaStream {
         clear: bool,
     ) -> Vec<TraceEvent> {
         let mut t = self.timeline().lock();
-        if t.pending.is_empty() || self.cuda_device().bind().is_err() {
+        if t.pending.is_empty() && t.resolved.is_empty() {
             return Vec::new();
         }
-        let mut out = Vec::new();
-        let mut kept = Vec::new();
-        for p in std::mem::take(&mut t.pending) {
-            // SAFETY: a live event of the bound context.
-            let done = unsafe { result::event::query(p.end) }.is_ok();
-            if !done && !clear {
-                kept.push(p);
-                continue;
-            }
-            if let (false, Some((anchor, at))) = (clear, t.anchor) {
-                let from = elapsed_ms(anchor, p.start);
-                let dur = elapsed_ms(p.start, p.end);
-                if let (Some(from), Some(dur)) = (from, dur) {
-                    let base = at.saturating_duration_since(origin).as_secs_f64() * 1e6;
-                    out.push(TraceEvent {
-                        name: p.name.clone(),
-                        id: p.id,
-                        stream,
-                        thread: lane.to_string(),
-                        start_us: base + f64::from(from) * 1e3,
-                        dur_us: f64::from(dur) * 1e3,
-                    });
-                }
-            }
-            // SAFETY: complete (or no longer wanted) and not shared: the driver destroys an
-            // event still pending once it completes.
-            unsafe {
-                let _ = result::event::destroy(p.start);
-                let _ = result::event::destroy(p.end);
-            }
+        if self.cuda_device().bind().is_err() {
+            return Vec::new();
         }
-        t.pending = kept;
-        out
+        if clear {
+            t.destroy_pending();
+            t.resolved.clear();
+            return Vec::new();
+        }
+        t.read_completed();
+        let base = (t.anchor_at).map_or(0.0, |a| {
+            a.saturating_duration_since(origin).as_secs_f64() * 1e6
+        });
+        (t.resolved.drain(..))
+            .map(|r| TraceEvent {
+                name: r.name,
+                id: r.id,
+                stream,
+                thread: lane.to_string(),
+                start_us: base + r.start_us,
+                dur_us: r.dur_us,
+            })
+            .collect()
     }
 }
 
 impl Timeline {
-    /// Destroys every event (the stream's context bound): the stream is going.
-    pub(crate) fn destroy(&mut self) {
+    /// Reads back the launches that have completed, in launch order (the stream runs in
+    /// order, so the first still running ends the pass), and destroys their events but the
+    /// last start, the next reference. The context must be bound.
+    fn read_completed(&mut self) {
+        let mut done = 0;
+        for p in &self.pending {
+            // SAFETY: a live event of the bound context.
+            if unsafe { result::event::query(p.end) }.is_err() {
+                break;
+            }
+            let Some((reference, at)) = self.reference else {
+                break;
+            };
+            let from = elapsed_ms(reference, p.start).map_or(0.0, f64::from);
+            let dur = elapsed_ms(p.start, p.end).map_or(0.0, f64::from);
+            let start_us = at + from * 1e3;
+            self.resolved.push(Resolved {
+                name: p.name.clone(),
+                id: p.id,
+                start_us,
+                dur_us: dur * 1e3,
+            });
+            self.reference = Some((p.start, start_us));
+            // SAFETY: complete and not shared; `reference` was the previous start (or the
+            // anchor), replaced just above.
+            unsafe {
+                let _ = result::event::destroy(reference);
+                let _ = result::event::destroy(p.end);
+            }
+            done += 1;
+        }
+        self.pending.drain(..done);
+    }
+
+    /// Destroys the events of the launches not read back.
+    fn destroy_pending(&mut self) {
         for p in self.pending.drain(..) {
             // SAFETY: owned here; the driver destroys a pending event once it completes.
             unsafe {
@@ -145,9 +191,14 @@ impl Timeline {
                 let _ = result::event::destroy(p.end);
             }
         }
-        if let Some((a, _)) = self.anchor.take() {
+    }
+
+    /// Destroys every event (the stream's context bound): the stream is going.
+    pub(crate) fn destroy(&mut self) {
+        self.destroy_pending();
+        if let Some((r, _)) = self.reference.take() {
             // SAFETY: owned here.
-            let _ = unsafe { result::event::destroy(a) };
+            let _ = unsafe { result::event::destroy(r) };
         }
     }
 }

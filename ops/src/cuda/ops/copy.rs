@@ -22,7 +22,8 @@ pub fn copy(
         (F32, F32) => "copy_f32",
         (F64, F64) => "copy_f64",
         (I64, I64) => "copy_i64",
-        (Bool, Bool) | (U8, U8) => "copy_u8",
+        (Bool, Bool) | (U8, U8) | (Bool, U8) => "copy_u8",
+        (U8, Bool) => "cast_u8_bool",
         (Bool, F32) | (U8, F32) => "cast_u8_f32",
         (Bool, F64) | (U8, F64) => "cast_u8_f64",
         (I64, F32) => "cast_i64_f32",
@@ -88,8 +89,12 @@ pub fn fill(dtype: DType, layout: Layout, value: f64) -> Option<impl Kernel + us
             let mut y = dptr::<u8>(&outs[0], 0);
             let mut dl = dev_layout(&layout)?;
             let mut n64 = n as i64;
-            let (mut vf, mut vd, mut vi, mut vb) =
-                (value as f32, value, value as i64, (value != 0.0) as u8);
+            // As the CPU's fill: a bool is "not zero", a byte the value saturated.
+            let vb = match dtype {
+                DType::Bool => (value != 0.0) as u8,
+                _ => value as u8,
+            };
+            let (mut vf, mut vd, mut vi, mut vb) = (value as f32, value, value as i64, vb);
             let mut vh = match dtype {
                 DType::F16 => half::f16::from_f64(value).to_bits(),
                 _ => half::bf16::from_f64(value).to_bits(),

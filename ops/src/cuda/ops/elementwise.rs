@@ -314,9 +314,10 @@ pub fn binary_inplace(
     ))
 }
 
-/// `out = a cmp b` as bool, f32, f64, f16, bf16 or i64 operands.
+/// `out = a cmp b` as bool, f32, f64, f16, bf16, i64, u8 or bool operands.
 pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel + use<>> {
     let name = match dtype {
+        DType::U8 | DType::Bool => "compare_u8",
         DType::F32 => "compare_f32",
         DType::F16 => "compare_f16",
         DType::BF16 => "compare_bf16",

@@ -151,7 +151,7 @@ fn gemm(
                                 sc,
                                 batch,
                                 cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT_TENSOR_OP,
+                                cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
                             )
                         }
                     }

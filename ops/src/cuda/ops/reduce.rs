@@ -1,17 +1,23 @@
 //! Reductions over trailing runs and row-wise softmax.
 
-use super::{arg, dev_layout};
+use super::{arg, dev_layout, numel};
 use crate::cuda::launch::{CudaKernel, Launch, dptr};
 use crate::kinds::ReduceOp;
 use crate::{DType, Layout};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};
 
-/// Reductions of runs of `r` elements of `la` (the reduced dims permuted last), f32 and f64,
-/// and f16 and bf16 accumulated in f32.
+/// Reductions of runs of `r` elements of `la` (the reduced dims permuted last): f32 and f64,
+/// f16 and bf16 accumulated in f32, and `i64`, `u8` and `bool` (sums and products in `i64`,
+/// wrapping, as on the CPU).
 pub fn reduce(op: ReduceOp, dtype: DType, la: Layout, r: usize) -> Option<impl Kernel + use<>> {
     let arg_op = matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin);
+    let out_elem = op.out_dtype(dtype)?.size_in_bytes();
     let name = match (dtype, arg_op) {
+        (DType::I64, false) => "reduce_i64",
+        (DType::U8 | DType::Bool, false) => "reduce_u8",
+        (DType::I64, true) => "argreduce_i64",
+        (DType::U8 | DType::Bool, true) => "argreduce_u8",
         (DType::F32, false) => "reduce_f32",
         (DType::F64, false) => "reduce_f64",
         (DType::F16, false) => "reduce_f16",
@@ -29,20 +35,23 @@ pub fn reduce(op: ReduceOp, dtype: DType, la: Layout, r: usize) -> Option<impl K
         ReduceOp::Max => 3,
         ReduceOp::Min => 4,
     };
-    Some(reduce_kernel(op.name(), name, code, la, r))
+    Some(reduce_kernel(op.name(), name, code, la, r, out_elem))
 }
 
+/// A launch of reduction kernel `name` over outputs of `out_elem` bytes (their count from the
+/// output's size, so that runs of no elements still write their identities).
 fn reduce_kernel(
     op: &'static str,
     name: &'static str,
     code: i32,
     la: Layout,
     r: usize,
+    out_elem: usize,
 ) -> impl Kernel {
     CudaKernel::new(
         op,
         move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-            let nout = la.numel().checked_div(r).unwrap_or(0);
+            let nout = numel(&outs[0], out_elem);
             if nout == 0 {
                 return Ok(());
             }
@@ -70,21 +79,32 @@ fn reduce_kernel(
     )
 }
 
-/// Sums the leading `rows` rows of a dense `[rows, cols]` f32 input from `offset`.
+/// Sums the leading `rows` rows of a dense `[rows, cols]` float input from `offset`.
 pub fn sum_leading(
     dtype: DType,
     offset: usize,
     rows: usize,
     cols: usize,
 ) -> Option<impl Kernel + use<>> {
-    if dtype != DType::F32 {
-        return None;
-    }
+    let name = match dtype {
+        DType::F32 => "reduce_f32",
+        DType::F64 => "reduce_f64",
+        DType::F16 => "reduce_f16",
+        DType::BF16 => "reduce_bf16",
+        _ => return None,
+    };
     // Output j sums elements j, j + cols, …: the layout [cols, rows] with strides [1, cols].
     let mut l = Layout::contiguous([cols, rows]);
     l.strides = [1, cols].into_iter().collect();
     l.offset = offset;
-    Some(reduce_kernel("sum", "reduce_f32", 0, l, rows))
+    Some(reduce_kernel(
+        "sum",
+        name,
+        0,
+        l,
+        rows,
+        dtype.size_in_bytes(),
+    ))
 }
 
 /// Softmax or log-softmax over the last dim of a dense `[rows, cols]` f32 input.

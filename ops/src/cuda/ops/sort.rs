@@ -27,7 +27,7 @@ fn suffix(dtype: DType) -> Option<&'static str> {
 /// both through `lo`. The CPU kernel's total order: NaN above every number, ties in their
 /// original order, in both directions. One block a row: a row of up to 4,096 elements is
 /// sorted in shared memory, a longer one in scratch memory of 12 bytes an element for each of
-/// up to 1,024 rows at once.
+/// up to 1,024 rows at once (fewer where that would pass 256 MiB).
 pub fn sort(dtype: DType, la: Layout, lo: Layout, descending: bool) -> Option<impl Kernel + use<>> {
     let name: &'static str = match suffix(dtype)? {
         "f32" => "sort_f32",
@@ -56,7 +56,8 @@ pub fn sort(dtype: DType, la: Layout, lo: Layout, descending: bool) -> Option<im
             let (grid, shared, scratch) = if n <= SHARED_ROW {
                 (rows.min(65_535), (n * 12).next_multiple_of(8) as u32, None)
             } else {
-                let grid = rows.min(1024);
+                // As many rows at once as 256 MiB of keys and positions hold (at least one).
+                let grid = rows.min(1024).min(((256 << 20) / (n * 12)).max(1));
                 (grid, 0, Some(l.scratch(grid * n * 12)?))
             };
             let (mut key, mut pos) = match &scratch {
