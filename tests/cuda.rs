@@ -468,6 +468,49 @@ fn the_trace_has_a_device_lane_and_memory_is_counted_per_device() {
     }
 }
 
+/// An eager chain of small elementwise ops on the device runs in fused units, each one launch
+/// of the unit kernel (`eddy_ops::cuda::unit_merge`), with the CPU's values. The ops are
+/// queued while the engine's scheduler waits in a barrier, so that they reach it together
+/// and fuse.
+#[test]
+fn eager_units_of_elementwise_ops_run_as_one_launch_each() {
+    use eddy::vm::testing::Gate;
+    let Some(vm) = engine(None) else { return };
+    vm.set_trace(true);
+    let chain = |device: Device| -> R<Tensor> {
+        with_device(device, || {
+            let x = Tensor::linspace(-1.0, 1.0, 16, DType::F32)?;
+            let mut y = x.clone();
+            for _ in 0..100 {
+                y = y.add(&x)?.mul_scalar(0.5)?.tanh()?;
+            }
+            Ok(y)
+        })
+    };
+    with_engine(&vm, || -> R<()> {
+        let cpu = chain(Device::CPU)?;
+        let x = with_device(GPU, || Tensor::zeros([1], DType::F32))?;
+        x.sync()?;
+        let gate = Gate::new();
+        let g = gate.clone();
+        let mut b = vm.instructions();
+        b.barrier(move || g.wait());
+        b.submit()?;
+        let gpu = chain(GPU);
+        gate.open();
+        close("eager chain", &cpu, &gpu?);
+        Ok(())
+    })
+    .unwrap();
+    let events = vm.trace_events();
+    let units = (events.iter())
+        .filter(|e| e.name.starts_with("unit[") && !e.thread.ends_with(" device"))
+        .count();
+    let single = events.iter().filter(|e| e.name == "tanh").count();
+    println!("{units} units, {single} tanh launched alone");
+    assert!(units > 0 && single < 100, "{units} units, {single} alone");
+}
+
 /// Host → device → compute → host chains from four threads, queued without waiting, with the
 /// host source overwritten right after each copy: every result is the one its copy saw.
 #[test]

@@ -37,11 +37,18 @@ pub fn default_engine() -> Result<Vm> {
     Ok(DEFAULT.get_or_init(|| vm).clone())
 }
 
-/// Gives an engine the op layer's plan passes: with automatic promotion on, a promoted loop's
-/// elementwise ops are merged as a compiled graph's are.
+/// Gives an engine the op layer's passes: with automatic promotion on, a promoted loop's
+/// elementwise ops are merged as a compiled graph's are; on a CUDA device, a fused unit of
+/// eager elementwise ops runs as one launch ([`eddy_ops::cuda::unit_merge`]).
 fn give_passes(vm: &Vm) {
     if vm.config().auto_plan && !vm.has_plan_pass() {
         vm.set_plan_pass(eddy_ops::fuse::plan_pass());
+    }
+    #[cfg(feature = "cuda")]
+    for d in vm.devices() {
+        if matches!(d, Device::Cuda(_)) {
+            vm.set_unit_merge(d, eddy_ops::cuda::unit_merge());
+        }
     }
 }
 

@@ -197,3 +197,160 @@ fn fusion_steps_over_other_streams_only_when_nothing_orders_them() {
         assert!(pos(&l, 10) < pos(&l, 12) && pos(&l, 12) < pos(&l, 13));
     });
 }
+
+/// A test kernel: adds its byte to every byte of its input (or of zeros) into its output, and
+/// says so ([`Kernel::describe`]), so that a unit merge can take it.
+struct Inc(u8);
+
+impl eddy::vm::instruction::Kernel for Inc {
+    fn name(&self) -> &str {
+        "inc"
+    }
+    fn compute(
+        &mut self,
+        ins: &[Counted<Blob>],
+        outs: &[Counted<Blob>],
+        _: &mut eddy::vm::instruction::ComputeCtx<'_>,
+    ) -> eddy::vm::Result<()> {
+        inc(self.0, ins.first(), &outs[0]);
+        Ok(())
+    }
+    fn describe(&self) -> Option<Box<dyn std::any::Any>> {
+        Some(Box::new((self.0, 0usize)))
+    }
+}
+
+/// `out = in + k`, bytewise (wrapping), reading before writing.
+fn inc(k: u8, input: Option<&Counted<Blob>>, out: &Counted<Blob>) {
+    // SAFETY: the engine gives the running instruction its input to read and its output to
+    // write; the bytes are copied out before the output is borrowed.
+    let src: Vec<u8> = input.map_or_else(
+        || vec![0; out.bytes()],
+        |b| unsafe { b.bytes_ref() }.to_vec(),
+    );
+    // SAFETY: as above.
+    let dst = unsafe { out.bytes_mut() };
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = s.wrapping_add(k);
+    }
+}
+
+/// The kernel a test merge makes of a unit of `Inc`s: each member in turn, on its own slice
+/// of the concatenated operands.
+struct Incs(Vec<(u8, usize)>);
+
+impl eddy::vm::instruction::Kernel for Incs {
+    fn name(&self) -> &str {
+        "incs"
+    }
+    fn compute(
+        &mut self,
+        ins: &[Counted<Blob>],
+        outs: &[Counted<Blob>],
+        _: &mut eddy::vm::instruction::ComputeCtx<'_>,
+    ) -> eddy::vm::Result<()> {
+        let mut at = 0;
+        for (k, &(by, n_in)) in self.0.iter().enumerate() {
+            inc(by, ins[at..at + n_in].first(), &outs[k]);
+            at += n_in;
+        }
+        Ok(())
+    }
+}
+
+/// A fused unit of op calls on a stream whose device has a unit merge runs as the one kernel
+/// the merge makes, on every member's operands, with the values member-by-member execution
+/// computes; a unit with a failed input, or one the merge refuses, runs member by member.
+#[test]
+fn a_device_with_a_unit_merge_runs_a_fused_unit_as_one_kernel() {
+    use eddy::vm::instruction::OpCall;
+    use eddy::vm::merge::{Member, UnitMerge};
+    watchdog(30, || {
+        let vm = VmBuilder::new().window(16).trace(true).build().unwrap();
+        let offered = Arc::new(parking_lot::Mutex::new(Vec::<usize>::new()));
+        let refuse = Arc::new(AtomicBool::new(false));
+        let (o, r) = (offered.clone(), refuse.clone());
+        let merge: UnitMerge = Arc::new(move |members: &[Member<'_>]| {
+            o.lock().push(members.len());
+            if r.load(Ordering::SeqCst) {
+                return None;
+            }
+            let parts = (members.iter())
+                .map(|m| {
+                    let (by, _) = *m.kernel.describe()?.downcast::<(u8, usize)>().ok()?;
+                    Some((by, m.inputs.len()))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some(Box::new(Incs(parts)) as Box<dyn eddy::vm::instruction::Kernel>)
+        });
+        assert!(vm.set_unit_merge(eddy::vm::Device::CPU, merge.clone()));
+        assert!(
+            !vm.set_unit_merge(eddy::vm::Device::CPU, merge),
+            "the first stays"
+        );
+        // x = 1; y = x + 2; z = y + 3; w = z + 4: one unit of four.
+        let chain = |vm: &eddy::vm::Vm| {
+            let b: Vec<Counted<Blob>> = (0..4).map(|_| vm.new_blob(64)).collect();
+            let mut s = vm.instructions();
+            s.push(
+                CPU,
+                OpCall::new(Inc(1), vec![].into(), vec![b[0].clone()].into()),
+            )
+            .unwrap();
+            for k in 1..4 {
+                let (i, o) = (vec![b[k - 1].clone()], vec![b[k].clone()]);
+                s.push(CPU, OpCall::new(Inc(k as u8 + 1), i.into(), o.into()))
+                    .unwrap();
+            }
+            s.submit().unwrap();
+            b
+        };
+        let b = chain(&vm);
+        let bytes = |x: &Counted<Blob>| vm.read_blob(x, |m| m.to_vec()).unwrap();
+        assert_eq!(bytes(&b[3]), [10; 64]);
+        assert_eq!(bytes(&b[1]), [3; 64], "every member's output is written");
+        assert_eq!(*offered.lock(), [4]);
+        let names = |vm: &eddy::vm::Vm| -> Vec<String> {
+            vm.trace_events().into_iter().map(|e| e.name).collect()
+        };
+        assert!(names(&vm).contains(&"incs".to_string()), "{:?}", names(&vm));
+        assert!(!names(&vm).contains(&"inc".to_string()), "{:?}", names(&vm));
+        vm.clear_trace();
+        // Refused: member by member, the same values.
+        refuse.store(true, Ordering::SeqCst);
+        let b = chain(&vm);
+        assert_eq!(bytes(&b[3]), [10; 64]);
+        assert_eq!(*offered.lock(), [4, 4]);
+        let n = names(&vm).iter().filter(|n| *n == "inc").count();
+        assert_eq!(n, 4, "{:?}", names(&vm));
+        refuse.store(false, Ordering::SeqCst);
+        // A failed input: not offered; the failure reaches what depends on it only.
+        let bad = vm.new_blob(64);
+        bad.poison_with(&eddy::vm::Error::kernel("earlier", "failed on purpose"));
+        let (p, q, fine) = (vm.new_blob(64), vm.new_blob(64), vm.new_blob(64));
+        let mut s = vm.instructions();
+        s.push(
+            CPU,
+            OpCall::new(Inc(1), vec![].into(), vec![fine.clone()].into()),
+        )
+        .unwrap();
+        s.push(
+            CPU,
+            OpCall::new(Inc(1), vec![bad].into(), vec![p.clone()].into()),
+        )
+        .unwrap();
+        s.push(
+            CPU,
+            OpCall::new(Inc(1), vec![p.clone()].into(), vec![q.clone()].into()),
+        )
+        .unwrap();
+        s.submit().unwrap();
+        assert_eq!(bytes(&fine), [1; 64]);
+        assert!(vm.read_blob(&q, |m| m.to_vec()).is_err());
+        assert_eq!(
+            *offered.lock(),
+            [4, 4],
+            "a unit with a failed input is not offered"
+        );
+    });
+}

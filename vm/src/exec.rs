@@ -52,10 +52,15 @@ pub(crate) struct ExecEnv<'a> {
 
 /// Runs every member of a unit (an instruction and its fused followers) in order.
 pub(crate) fn run_unit(node: &mut Instruction, env: &ExecEnv<'_>) {
-    run_member(node, env);
     if node.followers.is_empty() {
+        run_member(node, env);
         return;
     }
+    // Where the stream's device merges units of op calls: one kernel for all members.
+    if crate::merge::run_merged(node, env) {
+        return;
+    }
+    run_member(node, env);
     // Members are reached by value (intrusive lists lend only shared references): pop each,
     // run it, and push it onto a second list; both are O(1) and allocate nothing.
     let mut rest = node.followers.take();

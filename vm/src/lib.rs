@@ -32,6 +32,7 @@ mod exec;
 mod handoff;
 mod ids;
 pub mod instruction;
+pub mod merge;
 mod notifier;
 pub mod par;
 mod pending;

@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 pub(crate) struct StreamEntry {
     pub policy: Arc<dyn StreamPolicy>,
     pub allocator: Arc<DeviceAllocator>,
+    /// How the stream's fused units of op calls become one kernel, if its device says
+    /// ([`Vm::set_unit_merge`](crate::Vm::set_unit_merge)).
+    pub merge: std::sync::OnceLock<crate::merge::UnitMerge>,
 }
 
 /// In `Shared::submit_flags`: `run_op` takes its general path.

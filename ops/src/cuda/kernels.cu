@@ -708,6 +708,43 @@ extern "C" __global__ void __launch_bounds__(512) sort_u8(const u8* x, Lay lx, u
     sort_body(x, lx, yv, yi, ly, rows, n, k, descending, key, pos);
 }
 
+// A fused unit of up to 32 elementwise ops of the engine (each op's operands dense from their
+// pointers, or one element), run in order on each element: one launch for the unit. The host
+// takes only units where no element's ops read another element's results.
+struct Unit {
+    i64 n;
+    int nops;
+    int pad;
+    int code[32];
+    int binary[32];
+    int a[32];
+    int b[32];
+    int y[32];
+    double c[32];
+    double d[32];
+    u64 ptr[96];
+    int splat[96];
+};
+template <typename T>
+__device__ void unit_body(const Unit& u) {
+    GRID_STRIDE(i, u.n) {
+        for (int s = 0; s < u.nops; ++s) {
+            const T* pa = (const T*)u.ptr[u.a[s]];
+            T va = pa[u.splat[u.a[s]] ? 0 : i];
+            T r;
+            if (u.binary[s]) {
+                const T* pb = (const T*)u.ptr[u.b[s]];
+                r = binary_op<T>(u.code[s], va, pb[u.splat[u.b[s]] ? 0 : i]);
+            } else {
+                r = unary_op<T>(u.code[s], va, (T)u.c[s], (T)u.d[s]);
+            }
+            ((T*)u.ptr[u.y[s]])[i] = r;
+        }
+    }
+}
+extern "C" __global__ void unit_f32(Unit u) { unit_body<float>(u); }
+extern "C" __global__ void unit_f64(Unit u) { unit_body<double>(u); }
+
 // Faults the device on purpose (a trap): for tests of how a device fault is reported.
 extern "C" __global__ void fault_on_purpose(int* y) {
     if (threadIdx.x == 0) __trap();

@@ -14,8 +14,10 @@
 pub(crate) mod fused;
 mod launch;
 pub mod ops;
+mod unit;
 
 pub use launch::{
     CudaKernel, DevLay, Launch, SOURCE, arch_of, compile, compile_source, launch_blocking,
-    module_for, prelude, with_launch,
+    module_for, prelude, with_launch, with_launch_as,
 };
+pub use unit::unit_merge;

@@ -130,6 +130,7 @@ impl Vm {
             .map(|p| StreamEntry {
                 allocator: p.allocator().unwrap_or_else(|| b.allocator_for(p.device())),
                 policy: p,
+                merge: std::sync::OnceLock::new(),
             })
             .collect();
         let shared = Arc::new(Shared::new(b.config.clone(), streams, owner.id()));

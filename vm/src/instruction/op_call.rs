@@ -305,6 +305,9 @@ impl<K: Kernel> InstructionPolicy for OpCall<K> {
     fn deferred_drop(&self) -> bool {
         self.kernel.deferred_drop()
     }
+    fn kernel(&self) -> Option<&dyn Kernel> {
+        Some(&self.kernel)
+    }
     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
         self.kernel.compute(&self.inputs, &self.outputs, ctx)
     }

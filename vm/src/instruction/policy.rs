@@ -141,6 +141,26 @@ pub trait InstructionPolicy: Send + 'static {
         false
     }
 
+    /// The kernel this instruction runs, for an instruction that is an op call (see
+    /// [`OpCall`](crate::instruction::OpCall)): a device's [`UnitMerge`](crate::merge::UnitMerge)
+    /// looks into the members of a fused unit through it. `None` (the default) for any other
+    /// instruction, which no merge takes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::instruction::{Barrier, InstructionPolicy, OpCall};
+    /// use eddy_vm::{testing::AddByte, Vm};
+    /// let vm = Vm::builder().build()?;
+    /// let call = OpCall::new(AddByte(1), vec![].into(), vec![vm.new_blob(1)].into());
+    /// assert_eq!(call.kernel().map(|k| k.name()), Some("add_byte"));
+    /// assert!(Barrier::new(|| {}).kernel().is_none());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    fn kernel(&self) -> Option<&dyn super::Kernel> {
+        None
+    }
+
     /// Whether `compute` runs even when an input is poisoned (release and host access do).
     /// Asked once, when the instruction is submitted.
     ///
@@ -545,6 +565,9 @@ impl InstructionPolicy for Box<dyn InstructionPolicy> {
     }
     fn deferred_drop(&self) -> bool {
         (**self).deferred_drop()
+    }
+    fn kernel(&self) -> Option<&dyn super::Kernel> {
+        (**self).kernel()
     }
     fn handles_poison(&self) -> bool {
         (**self).handles_poison()
