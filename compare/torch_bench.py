@@ -78,6 +78,23 @@ def add_large(dev):
     return reps(7, one, warm=2)
 
 
+def copy_large(dev):
+    n = 16 << 20
+    a = torch.rand(n, device=dev)
+    c = torch.zeros(n, device=dev)
+    c.copy_(a)
+    sync(dev)
+
+    def one():
+        t = time.perf_counter()
+        for _ in range(10):
+            c.copy_(a)
+        sync(dev)
+        return 2.0 * n * 4 * 10 / (time.perf_counter() - t) / 1e9
+
+    return reps(7, one)
+
+
 def matmul(dev, n, dtype=torch.float32):
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)
@@ -166,6 +183,8 @@ def main():
     for n in (256, 512, 1024):
         if want(f"matmul_{n}_gflops"):
             samples[f"matmul_{n}_gflops"] = matmul(dev, n)
+    if dev.type == "cuda" and want("copy_large_gbps"):
+        samples["copy_large_gbps"] = copy_large(dev)
     if dev.type == "cuda":
         for name, dt in (("f16", torch.float16), ("bf16", torch.bfloat16)):
             k = f"matmul_4096_{name}_tflops"

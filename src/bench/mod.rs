@@ -29,6 +29,7 @@ pub const KEYS: &[&str] = &[
     "matmul_256_gflops",
     "matmul_512_gflops",
     "matmul_1024_gflops",
+    "copy_large_gbps",
     "matmul_4096_f16_tflops",
     "matmul_4096_bf16_tflops",
     "mlp_train_ms_per_step",
@@ -253,6 +254,33 @@ pub fn add_large() -> Result<Vec<f64>> {
         }
         c.sync()?;
         Ok(3.0 * (n * 4) as f64 * iters as f64 / t.elapsed().as_secs_f64() / 1e9)
+    })
+}
+
+/// `c.copy_(a)` on 16 Mi elements (the device's copy of one buffer into another); GB/s =
+/// 2 × 64 MiB / time: the bandwidth `add_large`'s figure is held against on a GPU.
+///
+/// # Examples
+///
+/// ```no_run
+/// // 16 Mi elements per copy, 7 repetitions: `eddy bench --device cuda --only copy_large_gbps`.
+/// let gbps = eddy::bench::copy_large()?;
+/// assert_eq!(gbps.len(), 7);
+/// # Ok::<(), eddy::Error>(())
+/// ```
+pub fn copy_large() -> Result<Vec<f64>> {
+    let n = 16 << 20;
+    let a = Tensor::rand([n], DType::F32)?;
+    let c = Tensor::zeros([n], DType::F32)?;
+    c.copy_(&a)?.sync()?;
+    reps(2, || {
+        let iters = 10;
+        let t = Instant::now();
+        for _ in 0..iters {
+            c.copy_(&a)?;
+        }
+        c.sync()?;
+        Ok(2.0 * (n * 4) as f64 * iters as f64 / t.elapsed().as_secs_f64() / 1e9)
     })
 }
 
@@ -708,6 +736,11 @@ pub fn run(
         } else if want(&k) {
             r.put(&k, matmul(n)?);
         }
+    }
+    // On a CUDA device, the copy bandwidth `add_large` is held against (on the CPU, memory
+    // bandwidth is what `add_large` measures already).
+    if want("copy_large_gbps") && matches!(device, crate::Device::Cuda(_)) {
+        r.put("copy_large_gbps", copy_large()?);
     }
     // Half-precision products run on the tensor cores of a CUDA device; on the CPU they are
     // f32 products with casts, which `matmul_*_gflops` already measure.
