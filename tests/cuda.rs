@@ -306,6 +306,29 @@ fn halves() -> R<Vec<(&'static str, Tensor)>> {
         x.to_dtype(DType::F64)?
             .matmul(&w.to_dtype(DType::F64)?.t()?)?,
     )];
+    // Index ops in other dtypes: copies of any dtype, additions of f64.
+    let (xd, rows) = (
+        x.to_dtype(DType::F64)?,
+        Tensor::from_vec(vec![3i64, 0, 2, 4], [4])?,
+    );
+    let cols = Tensor::from_vec(vec![5i64, 0, 1, 4, 7, 2], [6, 1])?;
+    let k = Tensor::arange(0.0, 48.0, 1.0, DType::F32)?
+        .to_dtype(DType::I64)?
+        .reshape([6, 8])?;
+    out.extend([
+        ("index_select f64", xd.index_select(0, &rows)?),
+        ("gather i64", k.gather(1, &cols)?),
+        ("embedding bf16", w.to_dtype(DType::BF16)?.embedding(&rows)?),
+        (
+            "index_add f64",
+            xd.index_add(0, &rows, &xd.narrow(0, 0, 4)?)?,
+        ),
+        (
+            "scatter_add f64",
+            xd.scatter_add(1, &cols, &xd.narrow(1, 0, 1)?)?,
+        ),
+        ("masked_fill i64", k.masked_fill(&k.gt_scalar(20.0)?, -1.0)?),
+    ]);
     for (name, dt) in [("f16", DType::F16), ("bf16", DType::BF16)] {
         let (h, hw) = (x.to_dtype(dt)?, w.to_dtype(dt)?);
         let cases = [

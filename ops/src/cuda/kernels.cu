@@ -8,6 +8,7 @@
 typedef long long i64;
 typedef unsigned char u8;
 typedef unsigned long long u64;
+typedef unsigned short u16;
 
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
@@ -401,26 +402,64 @@ extern "C" __global__ void softmax_f32(const float* x, i64 off, float* y, i64 ro
     }
 }
 
+// What an index out of range reads (the op layer checks known indices on the host; a value
+// computed on the device that is out of range gives this, and sets *bad where there is one).
+template <typename T> __device__ __forceinline__ T missing() { return (T)0; }
+template <> __device__ __forceinline__ float missing<float>() { return NAN; }
+template <> __device__ __forceinline__ double missing<double>() { return (double)NAN; }
+
 // out[o, j, q] = src[o, idx[j], q]; an index out of range sets *bad.
-extern "C" __global__ void index_select_f32(const float* s, i64 off, const i64* idx, i64 ioff, float* y,
-                                            i64 outer, i64 size, i64 inner, i64 nidx, int* bad) {
+template <typename T>
+__device__ void index_select_body(const T* s, i64 off, const i64* idx, i64 ioff, T* y, i64 outer,
+                                  i64 size, i64 inner, i64 nidx, int* bad) {
     GRID_STRIDE(i, outer * nidx * inner) {
         i64 q = i % inner, j = (i / inner) % nidx, o = i / (inner * nidx);
         i64 ix = idx[ioff + j];
-        if (ix < 0 || ix >= size) { if (bad) atomicExch(bad, 1); y[i] = NAN; continue; }
+        if (ix < 0 || ix >= size) { if (bad) atomicExch(bad, 1); y[i] = missing<T>(); continue; }
         y[i] = s[off + (o * size + ix) * inner + q];
     }
+}
+extern "C" __global__ void index_select_f32(const float* s, i64 off, const i64* idx, i64 ioff, float* y, i64 outer, i64 size, i64 inner, i64 nidx, int* bad) {
+    index_select_body<float>(s, off, idx, ioff, y, outer, size, inner, nidx, bad);
+}
+extern "C" __global__ void index_select_f64(const double* s, i64 off, const i64* idx, i64 ioff, double* y, i64 outer, i64 size, i64 inner, i64 nidx, int* bad) {
+    index_select_body<double>(s, off, idx, ioff, y, outer, size, inner, nidx, bad);
+}
+extern "C" __global__ void index_select_i64(const i64* s, i64 off, const i64* idx, i64 ioff, i64* y, i64 outer, i64 size, i64 inner, i64 nidx, int* bad) {
+    index_select_body<i64>(s, off, idx, ioff, y, outer, size, inner, nidx, bad);
+}
+extern "C" __global__ void index_select_u16(const u16* s, i64 off, const i64* idx, i64 ioff, u16* y, i64 outer, i64 size, i64 inner, i64 nidx, int* bad) {
+    index_select_body<u16>(s, off, idx, ioff, y, outer, size, inner, nidx, bad);
+}
+extern "C" __global__ void index_select_u8(const u8* s, i64 off, const i64* idx, i64 ioff, u8* y, i64 outer, i64 size, i64 inner, i64 nidx, int* bad) {
+    index_select_body<u8>(s, off, idx, ioff, y, outer, size, inner, nidx, bad);
 }
 
 // out[i] = src[at(ls with dim replaced by idx[i])]: `ls` is the source layout broadcast to the
 // index's shape with the gathered dim's stride zeroed; `stride_dim` adds idx * stride.
-extern "C" __global__ void gather_f32(const float* s, Lay ls, i64 stride_dim, i64 size, const i64* idx,
-                                      i64 ioff, float* y, i64 n, int* bad) {
+template <typename T>
+__device__ void gather_body(const T* s, const Lay& ls, i64 stride_dim, i64 size, const i64* idx, i64 ioff,
+                            T* y, i64 n, int* bad) {
     GRID_STRIDE(i, n) {
         i64 ix = idx[ioff + i];
-        if (ix < 0 || ix >= size) { if (bad) atomicExch(bad, 1); y[i] = NAN; continue; }
+        if (ix < 0 || ix >= size) { if (bad) atomicExch(bad, 1); y[i] = missing<T>(); continue; }
         y[i] = s[at(ls, i) + ix * stride_dim];
     }
+}
+extern "C" __global__ void gather_f32(const float* s, Lay ls, i64 stride_dim, i64 size, const i64* idx, i64 ioff, float* y, i64 n, int* bad) {
+    gather_body<float>(s, ls, stride_dim, size, idx, ioff, y, n, bad);
+}
+extern "C" __global__ void gather_f64(const double* s, Lay ls, i64 stride_dim, i64 size, const i64* idx, i64 ioff, double* y, i64 n, int* bad) {
+    gather_body<double>(s, ls, stride_dim, size, idx, ioff, y, n, bad);
+}
+extern "C" __global__ void gather_i64(const i64* s, Lay ls, i64 stride_dim, i64 size, const i64* idx, i64 ioff, i64* y, i64 n, int* bad) {
+    gather_body<i64>(s, ls, stride_dim, size, idx, ioff, y, n, bad);
+}
+extern "C" __global__ void gather_u16(const u16* s, Lay ls, i64 stride_dim, i64 size, const i64* idx, i64 ioff, u16* y, i64 n, int* bad) {
+    gather_body<u16>(s, ls, stride_dim, size, idx, ioff, y, n, bad);
+}
+extern "C" __global__ void gather_u8(const u8* s, Lay ls, i64 stride_dim, i64 size, const i64* idx, i64 ioff, u8* y, i64 n, int* bad) {
+    gather_body<u8>(s, ls, stride_dim, size, idx, ioff, y, n, bad);
 }
 
 // y = relu?(y + bias[col]) over a dense [rows, cols] y; bias laid out as `lb` over y's shape.
@@ -432,19 +471,30 @@ extern "C" __global__ void bias_act_f32(float* y, const float* b, Lay lb, i64 n,
 }
 
 // out[at(lo, i) + idx[i] * stride_dim] += src[off + i] (out zeroed first); indices out of
-// range are skipped (the op layer checks known ranges on the host).
-extern "C" __global__ void scatter_add_f32(const float* s, i64 off, Lay lo, i64 stride_dim, i64 size,
-                                           const i64* idx, i64 ioff, float* y, i64 n) {
+// range are skipped (the op layer checks known ranges on the host). f32 and f64 (whose
+// atomicAdd the device has from sm_60).
+template <typename T>
+__device__ void scatter_add_body(const T* s, i64 off, const Lay& lo, i64 stride_dim, i64 size,
+                                 const i64* idx, i64 ioff, T* y, i64 n) {
     GRID_STRIDE(i, n) {
         i64 ix = idx[ioff + i];
         if (ix < 0 || ix >= size) continue;
         atomicAdd(&y[at(lo, i) + ix * stride_dim], s[off + i]);
     }
 }
+extern "C" __global__ void scatter_add_f32(const float* s, i64 off, Lay lo, i64 stride_dim, i64 size,
+                                           const i64* idx, i64 ioff, float* y, i64 n) {
+    scatter_add_body<float>(s, off, lo, stride_dim, size, idx, ioff, y, n);
+}
+extern "C" __global__ void scatter_add_f64(const double* s, i64 off, Lay lo, i64 stride_dim, i64 size,
+                                           const i64* idx, i64 ioff, double* y, i64 n) {
+    scatter_add_body<double>(s, off, lo, stride_dim, size, idx, ioff, y, n);
+}
 
 // out[o, idx[j], q] += src[o, j, q] (out zeroed first).
-extern "C" __global__ void index_add_f32(const float* s, i64 off, const i64* idx, i64 ioff, float* y,
-                                         i64 outer, i64 size, i64 inner, i64 nidx) {
+template <typename T>
+__device__ void index_add_body(const T* s, i64 off, const i64* idx, i64 ioff, T* y, i64 outer,
+                               i64 size, i64 inner, i64 nidx) {
     GRID_STRIDE(i, outer * nidx * inner) {
         i64 q = i % inner, j = (i / inner) % nidx, o = i / (inner * nidx);
         i64 ix = idx[ioff + j];
@@ -452,260 +502,13 @@ extern "C" __global__ void index_add_f32(const float* s, i64 off, const i64* idx
         atomicAdd(&y[(o * size + ix) * inner + q], s[off + i]);
     }
 }
-
-// Half precision: f16 and bf16 are stored as 16-bit patterns and computed in f32, as the CPU
-// kernels do (load widens exactly, store rounds to nearest even), through PTX conversions, so
-// that no toolkit header is needed.
-typedef unsigned short u16;
-__device__ __forceinline__ float f16_to_f32(u16 h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
+extern "C" __global__ void index_add_f32(const float* s, i64 off, const i64* idx, i64 ioff, float* y,
+                                         i64 outer, i64 size, i64 inner, i64 nidx) {
+    index_add_body<float>(s, off, idx, ioff, y, outer, size, inner, nidx);
 }
-__device__ __forceinline__ u16 f32_to_f16(float f) {
-    u16 h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
-}
-__device__ __forceinline__ float bf16_to_f32(u16 b) { return __uint_as_float(((unsigned int)b) << 16); }
-__device__ __forceinline__ u16 f32_to_bf16(float f) {
-    u16 h;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
-}
-struct F16 {
-    static __device__ __forceinline__ float load(u16 v) { return f16_to_f32(v); }
-    static __device__ __forceinline__ u16 store(float v) { return f32_to_f16(v); }
-};
-struct BF16 {
-    static __device__ __forceinline__ float load(u16 v) { return bf16_to_f32(v); }
-    static __device__ __forceinline__ u16 store(float v) { return f32_to_bf16(v); }
-};
-
-template <typename H>
-__device__ void unary_half(int op, float c, float d, const u16* x, const Lay& lx, u16* y, i64 n) {
-    GRID_STRIDE(i, n) { y[i] = H::store(unary_op<float>(op, H::load(x[at(lx, i)]), c, d)); }
-}
-template <typename H>
-__device__ void binary_half(int op, const u16* a, const Lay& la, const u16* b, const Lay& lb, u16* y, i64 n) {
-    GRID_STRIDE(i, n) { y[i] = H::store(binary_op<float>(op, H::load(a[at(la, i)]), H::load(b[at(lb, i)]))); }
-}
-template <typename H>
-__device__ void binary_inplace_half(int op, u16* o, const Lay& lo, const u16* x, const Lay& lx, float alpha, i64 n) {
-    GRID_STRIDE(i, n) {
-        i64 k = at(lo, i);
-        o[k] = H::store(binary_op<float>(op, H::load(o[k]), alpha * H::load(x[at(lx, i)])));
-    }
-}
-template <typename H>
-__device__ void compare_half(int op, const u16* a, const Lay& la, const u16* b, const Lay& lb, u8* y, i64 n) {
-    GRID_STRIDE(i, n) {
-        float x = H::load(a[at(la, i)]), z = H::load(b[at(lb, i)]);
-        bool r = false;
-        switch (op) {
-        case 0: r = x == z; break;
-        case 1: r = x != z; break;
-        case 2: r = x < z; break;
-        case 3: r = x <= z; break;
-        case 4: r = x > z; break;
-        case 5: r = x >= z; break;
-        case 6: r = (x != 0.0f) && (z != 0.0f); break;
-        case 7: r = (x != 0.0f) || (z != 0.0f); break;
-        case 8: r = (x != 0.0f) != (z != 0.0f); break;
-        }
-        y[i] = r ? 1 : 0;
-    }
-}
-// Casts through f32, which holds every f16 and bf16 value (and every u8) exactly.
-template <typename H>
-__device__ void half_to_f32(const u16* x, const Lay& lx, float* y, const Lay& ly, i64 n) {
-    GRID_STRIDE(i, n) { y[at(ly, i)] = H::load(x[at(lx, i)]); }
-}
-template <typename H>
-__device__ void f32_to_half(const float* x, const Lay& lx, u16* y, const Lay& ly, i64 n) {
-    GRID_STRIDE(i, n) { y[at(ly, i)] = H::store(x[at(lx, i)]); }
-}
-template <typename H>
-__device__ void half_to_bool(const u16* x, const Lay& lx, u8* y, const Lay& ly, i64 n) {
-    GRID_STRIDE(i, n) { y[at(ly, i)] = H::load(x[at(lx, i)]) != 0.0f; }
-}
-template <typename H>
-__device__ void half_to_i64(const u16* x, const Lay& lx, i64* y, const Lay& ly, i64 n) {
-    GRID_STRIDE(i, n) { y[at(ly, i)] = float_to_i64<float>(H::load(x[at(lx, i)])); }
-}
-template <typename H>
-__device__ void u8_to_half(const u8* x, const Lay& lx, u16* y, const Lay& ly, i64 n) {
-    GRID_STRIDE(i, n) { y[at(ly, i)] = H::store((float)x[at(lx, i)]); }
-}
-template <typename H>
-__device__ void reduce_half(int op, const u16* x, const Lay& lx, u16* y, i64 nout, i64 r) {
-    i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    int lane = threadIdx.x % 32;
-    if (warp >= nout) return;
-    float acc = op == 2 ? 1.0f : (op == 3 ? -INFINITY : (op == 4 ? INFINITY : 0.0f));
-    for (i64 k = lane; k < r; k += 32) acc = reduce_step<float>(op, acc, H::load(x[at(lx, warp * r + k)]));
-    for (int s = 16; s > 0; s /= 2) acc = reduce_step<float>(op, acc, __shfl_down_sync(0xffffffffu, acc, s));
-    if (lane == 0) y[warp] = H::store(op == 1 ? (r > 0 ? acc / (float)r : NAN) : acc);
-}
-template <typename H>
-__device__ void argreduce_half(int op, const u16* x, const Lay& lx, i64* y, i64 nout, i64 r) {
-    GRID_STRIDE(j, nout) {
-        float best = H::load(x[at(lx, j * r)]);
-        i64 bi = 0;
-        for (i64 k = 1; k < r; ++k) {
-            float v = H::load(x[at(lx, j * r + k)]);
-            if (best != best) break;
-            bool better = (v != v) || (op == 0 ? v > best : v < best);
-            if (better) { best = v; bi = k; }
-        }
-        y[j] = bi;
-    }
-}
-
-extern "C" __global__ void unary_f16(int op, float c, float d, const u16* x, Lay lx, u16* y, i64 n) { unary_half<F16>(op, c, d, x, lx, y, n); }
-extern "C" __global__ void unary_bf16(int op, float c, float d, const u16* x, Lay lx, u16* y, i64 n) { unary_half<BF16>(op, c, d, x, lx, y, n); }
-extern "C" __global__ void binary_f16(int op, const u16* a, Lay la, const u16* b, Lay lb, u16* y, i64 n) { binary_half<F16>(op, a, la, b, lb, y, n); }
-extern "C" __global__ void binary_bf16(int op, const u16* a, Lay la, const u16* b, Lay lb, u16* y, i64 n) { binary_half<BF16>(op, a, la, b, lb, y, n); }
-extern "C" __global__ void binary_inplace_f16(int op, u16* o, Lay lo, const u16* x, Lay lx, float alpha, i64 n) { binary_inplace_half<F16>(op, o, lo, x, lx, alpha, n); }
-extern "C" __global__ void binary_inplace_bf16(int op, u16* o, Lay lo, const u16* x, Lay lx, float alpha, i64 n) { binary_inplace_half<BF16>(op, o, lo, x, lx, alpha, n); }
-extern "C" __global__ void compare_f16(int op, const u16* a, Lay la, const u16* b, Lay lb, u8* y, i64 n) { compare_half<F16>(op, a, la, b, lb, y, n); }
-extern "C" __global__ void compare_bf16(int op, const u16* a, Lay la, const u16* b, Lay lb, u8* y, i64 n) { compare_half<BF16>(op, a, la, b, lb, y, n); }
-extern "C" __global__ void where_u16(const u8* c, Lay lc, const u16* a, Lay la, const u16* b, Lay lb, u16* y, i64 n) { where_body<u16>(c, lc, a, la, b, lb, y, n); }
-extern "C" __global__ void copy_u16(const u16* x, Lay lx, u16* y, Lay ly, i64 n) { copy_body(x, lx, y, ly, n); }
-extern "C" __global__ void fill_u16(u16* y, Lay ly, u16 v, i64 n) { fill_body(y, ly, v, n); }
-extern "C" __global__ void cast_f16_f32(const u16* x, Lay lx, float* y, Lay ly, i64 n) { half_to_f32<F16>(x, lx, y, ly, n); }
-extern "C" __global__ void cast_bf16_f32(const u16* x, Lay lx, float* y, Lay ly, i64 n) { half_to_f32<BF16>(x, lx, y, ly, n); }
-extern "C" __global__ void cast_f32_f16(const float* x, Lay lx, u16* y, Lay ly, i64 n) { f32_to_half<F16>(x, lx, y, ly, n); }
-extern "C" __global__ void cast_f32_bf16(const float* x, Lay lx, u16* y, Lay ly, i64 n) { f32_to_half<BF16>(x, lx, y, ly, n); }
-extern "C" __global__ void cast_f16_bool(const u16* x, Lay lx, u8* y, Lay ly, i64 n) { half_to_bool<F16>(x, lx, y, ly, n); }
-extern "C" __global__ void cast_bf16_bool(const u16* x, Lay lx, u8* y, Lay ly, i64 n) { half_to_bool<BF16>(x, lx, y, ly, n); }
-extern "C" __global__ void cast_f16_i64(const u16* x, Lay lx, i64* y, Lay ly, i64 n) { half_to_i64<F16>(x, lx, y, ly, n); }
-extern "C" __global__ void cast_bf16_i64(const u16* x, Lay lx, i64* y, Lay ly, i64 n) { half_to_i64<BF16>(x, lx, y, ly, n); }
-extern "C" __global__ void cast_u8_f16(const u8* x, Lay lx, u16* y, Lay ly, i64 n) { u8_to_half<F16>(x, lx, y, ly, n); }
-extern "C" __global__ void cast_u8_bf16(const u8* x, Lay lx, u16* y, Lay ly, i64 n) { u8_to_half<BF16>(x, lx, y, ly, n); }
-extern "C" __global__ void reduce_f16(int op, const u16* x, Lay lx, u16* y, i64 nout, i64 r) { reduce_half<F16>(op, x, lx, y, nout, r); }
-extern "C" __global__ void reduce_bf16(int op, const u16* x, Lay lx, u16* y, i64 nout, i64 r) { reduce_half<BF16>(op, x, lx, y, nout, r); }
-extern "C" __global__ void argreduce_f16(int op, const u16* x, Lay lx, i64* y, i64 nout, i64 r) { argreduce_half<F16>(op, x, lx, y, nout, r); }
-extern "C" __global__ void argreduce_bf16(int op, const u16* x, Lay lx, i64* y, i64 nout, i64 r) { argreduce_half<BF16>(op, x, lx, y, nout, r); }
-
-// Running sums along each row (rows of n, the summed dim last in `lx`) into `ly`: one thread
-// a row, in order, so that the sums round as the CPU kernel's do. Floats sum in their own type
-// and keep the first element as it is (`cumsum([-0.0])` is -0.0); integers and bools sum into
-// i64, wrapping.
-template <typename T>
-__device__ void cumsum_float_body(const T* x, const Lay& lx, T* y, const Lay& ly, i64 rows, i64 n) {
-    GRID_STRIDE(r, rows) {
-        T acc = x[at(lx, r * n)];
-        y[at(ly, r * n)] = acc;
-        for (i64 j = 1; j < n; ++j) {
-            acc += x[at(lx, r * n + j)];
-            y[at(ly, r * n + j)] = acc;
-        }
-    }
-}
-template <typename S>
-__device__ void cumsum_int_body(const S* x, const Lay& lx, i64* y, const Lay& ly, i64 rows, i64 n) {
-    GRID_STRIDE(r, rows) {
-        unsigned long long acc = 0;
-        for (i64 j = 0; j < n; ++j) {
-            acc += (unsigned long long)(i64)x[at(lx, r * n + j)];
-            y[at(ly, r * n + j)] = (i64)acc;
-        }
-    }
-}
-extern "C" __global__ void cumsum_f32(const float* x, Lay lx, float* y, Lay ly, i64 rows, i64 n) { cumsum_float_body(x, lx, y, ly, rows, n); }
-extern "C" __global__ void cumsum_f64(const double* x, Lay lx, double* y, Lay ly, i64 rows, i64 n) { cumsum_float_body(x, lx, y, ly, rows, n); }
-extern "C" __global__ void cumsum_i64(const i64* x, Lay lx, i64* y, Lay ly, i64 rows, i64 n) { cumsum_int_body(x, lx, y, ly, rows, n); }
-extern "C" __global__ void cumsum_u8(const u8* x, Lay lx, i64* y, Lay ly, i64 rows, i64 n) { cumsum_int_body(x, lx, y, ly, rows, n); }
-
-// A value's place in the sort order as an unsigned integer, as the CPU kernel's keys: NaN above
-// every number, -0.0 equal to 0.0, so that equal keys tie and keep their order.
-__device__ __forceinline__ u64 sort_key(float x) {
-    if (x != x) return 0xffffffffULL;
-    unsigned int b = __float_as_uint(x + 0.0f);
-    return (b >> 31) ? (u64)(~b) : (u64)(b | 0x80000000u);
-}
-__device__ __forceinline__ u64 sort_key(double x) {
-    if (x != x) return ~0ULL;
-    u64 b = (u64)__double_as_longlong(x + 0.0);
-    return (b >> 63) ? ~b : (b | 0x8000000000000000ULL);
-}
-__device__ __forceinline__ u64 sort_key(i64 x) { return (u64)x ^ 0x8000000000000000ULL; }
-__device__ __forceinline__ u64 sort_key(u8 x) { return (u64)x; }
-
-// Puts the smaller of pairs a < b (by key, then position) at a.
-__device__ __forceinline__ void order_pair(u64* key, unsigned int* pos, i64 a, i64 b) {
-    u64 ka = key[a], kb = key[b];
-    unsigned int pa = pos[a], pb = pos[b];
-    if (kb < ka || (kb == ka && pb < pa)) {
-        key[a] = kb; key[b] = ka;
-        pos[a] = pb; pos[b] = pa;
-    }
-}
-
-// Sorts n (key, position) pairs ascending with the block's threads: a bitonic network in the
-// form whose comparators all put the smaller pair first, so that the places past n (up to the
-// next power of two) act as +infinity and are never touched. Every thread of the block calls it.
-__device__ void block_sort(u64* key, unsigned int* pos, i64 n) {
-    i64 p = 1;
-    while (p < n) p <<= 1;
-    for (i64 size = 2; size <= p; size <<= 1) {
-        i64 half = size / 2;
-        for (i64 t = threadIdx.x; t < p / 2; t += blockDim.x) {
-            i64 base = (t / half) * size, off = t % half;
-            i64 a = base + off, b = base + size - 1 - off;
-            if (b < n) order_pair(key, pos, a, b);
-        }
-        __syncthreads();
-        for (i64 stride = half / 2; stride > 0; stride >>= 1) {
-            for (i64 t = threadIdx.x; t < p / 2; t += blockDim.x) {
-                i64 a = (t / stride) * 2 * stride + t % stride, b = a + stride;
-                if (b < n) order_pair(key, pos, a, b);
-            }
-            __syncthreads();
-        }
-    }
-}
-
-// Sorts each row of `x` (rows of n, the sorted dim last in `lx`) and writes the first k of each
-// row's order: the values to `yv` and their positions in the row to `yi`, both through `ly`
-// (last dim k). Ascending, or descending with the keys flipped (ties keep their order either
-// way). One block a row; the row's keys and positions in shared memory when `key` is null
-// (n * 12 bytes), else in `key` and `pos`, n of each per block.
-template <typename T>
-__device__ void sort_body(const T* x, const Lay& lx, T* yv, i64* yi, const Lay& ly, i64 rows, i64 n,
-                          i64 k, int descending, u64* gkey, unsigned int* gpos) {
-    extern __shared__ u64 sh_key[];
-    u64* key = gkey ? gkey + (i64)blockIdx.x * n : sh_key;
-    unsigned int* pos = gkey ? gpos + (i64)blockIdx.x * n : (unsigned int*)(sh_key + n);
-    u64 flip = descending ? ~0ULL : 0ULL;
-    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
-        for (i64 j = threadIdx.x; j < n; j += blockDim.x) {
-            key[j] = sort_key(x[at(lx, r * n + j)]) ^ flip;
-            pos[j] = (unsigned int)j;
-        }
-        __syncthreads();
-        block_sort(key, pos, n);
-        for (i64 j = threadIdx.x; j < k; j += blockDim.x) {
-            i64 o = at(ly, r * k + j);
-            unsigned int p = pos[j];
-            yv[o] = x[at(lx, r * n + p)];
-            yi[o] = (i64)p;
-        }
-        __syncthreads();
-    }
-}
-extern "C" __global__ void __launch_bounds__(512) sort_f32(const float* x, Lay lx, float* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
-    sort_body(x, lx, yv, yi, ly, rows, n, k, descending, key, pos);
-}
-extern "C" __global__ void __launch_bounds__(512) sort_f64(const double* x, Lay lx, double* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
-    sort_body(x, lx, yv, yi, ly, rows, n, k, descending, key, pos);
-}
-extern "C" __global__ void __launch_bounds__(512) sort_i64(const i64* x, Lay lx, i64* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
-    sort_body(x, lx, yv, yi, ly, rows, n, k, descending, key, pos);
-}
-extern "C" __global__ void __launch_bounds__(512) sort_u8(const u8* x, Lay lx, u8* yv, i64* yi, Lay ly, i64 rows, i64 n, i64 k, int descending, u64* key, unsigned int* pos) {
-    sort_body(x, lx, yv, yi, ly, rows, n, k, descending, key, pos);
+extern "C" __global__ void index_add_f64(const double* s, i64 off, const i64* idx, i64 ioff, double* y,
+                                         i64 outer, i64 size, i64 inner, i64 nidx) {
+    index_add_body<double>(s, off, idx, ioff, y, outer, size, inner, nidx);
 }
 
 // A fused unit of up to 32 elementwise ops of the engine (each op's operands dense from their

@@ -7,9 +7,29 @@ use crate::{DType, Layout};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};
 
-/// `index_select` of f32 values by i64 indices.
+/// The kernel family's suffix for values of `dtype`: what gathers copy (any dtype the device
+/// holds), by element size where the bits are all a copy needs.
+fn copy_suffix(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
+        DType::F32 => "f32",
+        DType::F64 => "f64",
+        DType::I64 => "i64",
+        DType::F16 | DType::BF16 => "u16",
+        DType::U8 | DType::Bool => "u8",
+        DType::I32 => return None,
+    })
+}
+
+/// `index_select` of values of any dtype the device holds, by i64 indices.
 pub fn index_select(d: IndexDims) -> Option<impl Kernel + use<>> {
-    (d.dtype == DType::F32 && d.idx_dtype == DType::I64).then(|| {
+    let name: &'static str = match copy_suffix(d.dtype)? {
+        "f32" => "index_select_f32",
+        "f64" => "index_select_f64",
+        "i64" => "index_select_i64",
+        "u16" => "index_select_u16",
+        _ => "index_select_u8",
+    };
+    (d.idx_dtype == DType::I64).then(|| {
         CudaKernel::new(
             "index_select",
             move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
@@ -21,7 +41,7 @@ pub fn index_select(d: IndexDims) -> Option<impl Kernel + use<>> {
                     (d.outer as i64, d.size as i64, d.inner as i64, d.nidx as i64);
                 let mut bad = 0u64;
                 l.elementwise(
-                    "index_select_f32",
+                    name,
                     n,
                     &mut [
                         arg(&mut s),
@@ -41,7 +61,7 @@ pub fn index_select(d: IndexDims) -> Option<impl Kernel + use<>> {
     })
 }
 
-/// `gather` of f32 values by i64 indices.
+/// `gather` of values of any dtype the device holds, by i64 indices.
 pub fn gather(
     op: &'static str,
     dtype: DType,
@@ -51,7 +71,14 @@ pub fn gather(
     size: usize,
     idx_offset: usize,
 ) -> Option<impl Kernel + use<>> {
-    (dtype == DType::F32 && idx_dtype == DType::I64).then(|| {
+    let name: &'static str = match copy_suffix(dtype)? {
+        "f32" => "gather_f32",
+        "f64" => "gather_f64",
+        "i64" => "gather_i64",
+        "u16" => "gather_u16",
+        _ => "gather_u8",
+    };
+    (idx_dtype == DType::I64).then(|| {
         CudaKernel::new(
             op,
             move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
@@ -61,7 +88,7 @@ pub fn gather(
                 let (mut idx, mut ioff) = (dptr::<i64>(&ins[1], 0), idx_offset as i64);
                 let (mut y, mut n64, mut bad) = (dptr::<f32>(&outs[0], 0), n as i64, 0u64);
                 l.elementwise(
-                    "gather_f32",
+                    name,
                     n,
                     &mut [
                         arg(&mut s),
@@ -79,32 +106,48 @@ pub fn gather(
         )
     })
 }
-/// Zeroes the first `n` f32 elements of `out` on the stream.
-fn zero_f32(l: &Launch<'_>, out: &Blob, n: usize) -> Result<(), String> {
-    let mut y = dptr::<f32>(out, 0);
+/// Zeroes the first `n` elements of `out` (f32, or f64 with `f64`) on the stream.
+fn zero(l: &Launch<'_>, out: &Blob, n: usize, f64: bool) -> Result<(), String> {
+    let mut y = dptr::<u8>(out, 0);
     let mut dl = DevLay::flat(0, n, 1);
-    let (mut v, mut n64) = (0.0f32, n as i64);
-    l.elementwise(
-        "fill_f32",
-        n,
-        &mut [arg(&mut y), arg(&mut dl), arg(&mut v), arg(&mut n64)],
-    )
+    let (mut v32, mut v64, mut n64) = (0.0f32, 0.0f64, n as i64);
+    let (name, v) = if f64 {
+        ("fill_f64", arg(&mut v64))
+    } else {
+        ("fill_f32", arg(&mut v32))
+    };
+    l.elementwise(name, n, &mut [arg(&mut y), arg(&mut dl), v, arg(&mut n64)])
 }
 
-/// `out = 0; out[o, idx[j], q] += src[o, j, q]`, f32 values, i64 indices.
+/// Whether values of `dtype` are added up on the device (f32, f64): `Some(is f64)`.
+fn adds(dtype: DType) -> Option<bool> {
+    match dtype {
+        DType::F32 => Some(false),
+        DType::F64 => Some(true),
+        _ => None,
+    }
+}
+
+/// `out = 0; out[o, idx[j], q] += src[o, j, q]`, f32 or f64 values, i64 indices.
 pub fn index_add(d: IndexDims) -> Option<impl Kernel + use<>> {
-    (d.dtype == DType::F32 && d.idx_dtype == DType::I64).then(|| {
+    let f64 = adds(d.dtype)?;
+    let name = if f64 {
+        "index_add_f64"
+    } else {
+        "index_add_f32"
+    };
+    (d.idx_dtype == DType::I64).then(|| {
         CudaKernel::new(
             "index_add",
             move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-                zero_f32(l, &outs[0], d.outer * d.size * d.inner)?;
+                zero(l, &outs[0], d.outer * d.size * d.inner, f64)?;
                 let (mut s, mut off) = (dptr::<f32>(&ins[0], 0), d.offset as i64);
                 let (mut idx, mut ioff) = (dptr::<i64>(&ins[1], 0), d.idx_offset as i64);
                 let mut y = dptr::<f32>(&outs[0], 0);
                 let (mut outer, mut size, mut inner, mut nidx) =
                     (d.outer as i64, d.size as i64, d.inner as i64, d.nidx as i64);
                 l.elementwise(
-                    "index_add_f32",
+                    name,
                     d.outer * d.nidx * d.inner,
                     &mut [
                         arg(&mut s),
@@ -123,7 +166,8 @@ pub fn index_add(d: IndexDims) -> Option<impl Kernel + use<>> {
     })
 }
 
-/// `out = 0; out[pos(i) with dim replaced by idx[i]] += src[i]`, f32 values, i64 indices.
+/// `out = 0; out[pos(i) with dim replaced by idx[i]] += src[i]`, f32 or f64 values, i64
+/// indices.
 #[allow(clippy::too_many_arguments)] // the CPU kernel's parameters, passed through
 pub fn scatter_add(
     dtype: DType,
@@ -135,11 +179,17 @@ pub fn scatter_add(
     out_numel: usize,
     idx_offset: usize,
 ) -> Option<impl Kernel + use<>> {
-    (dtype == DType::F32 && idx_dtype == DType::I64).then(|| {
+    let f64 = adds(dtype)?;
+    let name = if f64 {
+        "scatter_add_f64"
+    } else {
+        "scatter_add_f32"
+    };
+    (idx_dtype == DType::I64).then(|| {
         CudaKernel::new(
             "scatter_add",
             move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-                zero_f32(l, &outs[0], out_numel)?;
+                zero(l, &outs[0], out_numel, f64)?;
                 let n = lo.numel();
                 let (mut s, mut off, mut dl) =
                     (dptr::<f32>(&ins[0], 0), offset as i64, dev_layout(&lo)?);
@@ -147,7 +197,7 @@ pub fn scatter_add(
                 let (mut idx, mut ioff) = (dptr::<i64>(&ins[1], 0), idx_offset as i64);
                 let (mut y, mut n64) = (dptr::<f32>(&outs[0], 0), n as i64);
                 l.elementwise(
-                    "scatter_add_f32",
+                    name,
                     n,
                     &mut [
                         arg(&mut s),
