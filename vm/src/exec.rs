@@ -127,7 +127,6 @@ pub(crate) fn run_policy<P: Run + ?Sized>(
         stream: env.policy,
         allocator: env.allocator,
         completion: None,
-        tracing: trace_start.is_some(),
     };
     // The span only where a subscriber takes trace-level spans: a disabled span still costs
     // its construction and drop (about a fiftieth of a small op's instructions); the level

@@ -463,7 +463,7 @@ pub fn with_launch_as(
         allocator: ctx.allocator(),
     };
     device.note_launch(ctx.instr_id(), name);
-    let launched = if ctx.tracing() {
+    let launched = if stream.tracing() {
         stream.timed(ctx.instr_id(), label, || f(&launch))
     } else {
         f(&launch)

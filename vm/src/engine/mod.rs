@@ -134,6 +134,11 @@ impl Vm {
             })
             .collect();
         let shared = Arc::new(Shared::new(b.config.clone(), streams, owner.id()));
+        if b.config.trace {
+            for st in &shared.streams {
+                st.policy.tracing_changed(true);
+            }
+        }
         let io = |e: std::io::Error| Error::InvalidArgument {
             at: crate::error::Caller::UNKNOWN,
             op: "Vm::start".into(),

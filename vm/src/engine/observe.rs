@@ -194,6 +194,9 @@ impl Vm {
     /// ```
     pub fn set_trace(&self, on: bool) {
         self.shared().tracing.store(on, Ordering::Relaxed);
+        for st in &self.shared().streams {
+            st.policy.tracing_changed(on);
+        }
     }
 
     /// Whether the timeline is being recorded.

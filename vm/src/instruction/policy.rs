@@ -371,37 +371,9 @@ pub struct ComputeCtx<'a> {
     pub(crate) stream: &'a dyn StreamPolicy,
     pub(crate) allocator: &'a Arc<DeviceAllocator>,
     pub(crate) completion: Option<Arc<dyn Event>>,
-    pub(crate) tracing: bool,
 }
 
 impl<'a> ComputeCtx<'a> {
-    /// Whether the engine records its timeline ([`Vm::trace_events`](crate::Vm::trace_events)):
-    /// a device kernel may then time its launches on the device, for the device's lane.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use eddy_vm::{Result, StreamId, Vm, instruction::{ComputeCtx, InstructionPolicy}};
-    /// use std::sync::{Arc, Mutex};
-    /// struct Ask(Arc<Mutex<Option<bool>>>);
-    /// impl InstructionPolicy for Ask {
-    ///     fn name(&self) -> &str { "ask" }
-    ///     fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
-    ///         *self.0.lock().unwrap() = Some(ctx.tracing());
-    ///         Ok(())
-    ///     }
-    /// }
-    /// let vm = Vm::builder().trace(true).build()?;
-    /// let seen = Arc::new(Mutex::new(None));
-    /// vm.run(StreamId::CPU, Ask(seen.clone()))?;
-    /// vm.sync()?;
-    /// assert_eq!(*seen.lock().unwrap(), Some(true));
-    /// # Ok::<(), eddy_vm::Error>(())
-    /// ```
-    pub fn tracing(&self) -> bool {
-        self.tracing
-    }
-
     /// The instruction's id (its submission sequence number).
     ///
     /// # Examples

@@ -335,7 +335,6 @@ impl Rt {
                 stream: &*self.place.policy,
                 allocator: &self.place.allocator,
                 completion: None,
-                tracing: false,
             };
             let mut kernel = actor.kernel.lock();
             let r = catch_unwind(AssertUnwindSafe(|| kernel.compute(&ins, &outs, &mut ctx)));

@@ -249,7 +249,6 @@ impl Scheduler {
                 stream: env.policy,
                 allocator: env.allocator,
                 completion: None,
-                tracing: false,
             };
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| b.p_mut().compute(&mut ctx))) {
                 tracing::error!("a barrier callback panicked: {}", panic_message(&*p));

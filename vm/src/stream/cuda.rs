@@ -234,6 +234,7 @@ impl CudaDevice {
             pool: None,
             watcher: OnceLock::new(),
             timeline: Mutex::default(),
+            tracing: AtomicBool::new(false),
         })
     }
 
@@ -372,6 +373,8 @@ pub struct CudaStream {
     pool: Option<Arc<DeviceAllocator>>,
     watcher: OnceLock<Arc<Watcher>>,
     timeline: Mutex<super::cuda_timing::Timeline>,
+    /// Whether the engine records its timeline: kernels are then timed on the device.
+    tracing: AtomicBool,
 }
 
 // SAFETY: a `CUstream` is a handle the driver lets any thread use (with the context bound);
@@ -390,6 +393,11 @@ impl CudaStream {
     /// The device.
     pub fn cuda_device(&self) -> &Arc<CudaDevice> {
         &self.device
+    }
+
+    /// Whether the engine records its timeline (see [`CudaStream::timed`]).
+    pub fn tracing(&self) -> bool {
+        self.tracing.load(Ordering::Relaxed)
     }
 
     /// The stream's timed launches (see [`CudaStream::timed`]).
@@ -597,6 +605,9 @@ impl Watcher {
 impl StreamPolicy for CudaStream {
     fn name(&self) -> &str {
         &self.name
+    }
+    fn tracing_changed(&self, on: bool) {
+        self.tracing.store(on, Ordering::Relaxed);
     }
     fn device(&self) -> Device {
         Device::Cuda(self.device.ordinal)

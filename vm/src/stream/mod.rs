@@ -330,6 +330,19 @@ pub trait StreamPolicy: Send + Sync + 'static {
     fn allocator(&self) -> Option<Arc<crate::alloc::DeviceAllocator>> {
         None
     }
+    /// Tells the stream whether the engine records its timeline from now on (at start, and at
+    /// each [`Vm::set_trace`](crate::Vm::set_trace)): a device stream may then time its
+    /// kernels on the device, for its lane of the timeline. Default: nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{cpu::CpuStream, Exec, StreamPolicy};
+    /// CpuStream::new("cpu", Exec::Inline).tracing_changed(true); // a CPU stream ignores it
+    /// ```
+    fn tracing_changed(&self, on: bool) {
+        let _ = on;
+    }
     /// Asks the stream to wake the engine when `event`, one of its own that an instruction
     /// waits for, completes. Default: nothing (the device wakes the engine itself, or the
     /// engine finds the event complete when it next looks).
