@@ -494,12 +494,26 @@ fn the_trace_has_a_device_lane_and_memory_is_counted_per_device() {
 /// An eager chain of small elementwise ops on the device runs in fused units, each one launch
 /// of the unit kernel (`eddy_ops::cuda::unit_merge`), with the CPU's values. The ops are
 /// queued while the engine's scheduler waits in a barrier, so that they reach it together
-/// and fuse.
+/// and fuse. (The engine's settings are set here, not read from the environment: a low
+/// high-water mark would block the submitting thread while the scheduler waits.)
 #[test]
 fn eager_units_of_elementwise_ops_run_as_one_launch_each() {
+    use eddy::vm::VmBuilder;
     use eddy::vm::testing::Gate;
-    let Some(vm) = engine(None) else { return };
-    vm.set_trace(true);
+    let vm = match VmBuilder::new()
+        .cuda_devices(1)
+        .fusion(true)
+        .window(64)
+        .auto_plan(false)
+        .trace(true)
+        .build()
+    {
+        Ok(vm) => vm,
+        Err(e) => {
+            eprintln!("SKIPPED: no CUDA device here: {e}");
+            return;
+        }
+    };
     let chain = |device: Device| -> R<Tensor> {
         with_device(device, || {
             let x = Tensor::linspace(-1.0, 1.0, 16, DType::F32)?;
@@ -510,28 +524,38 @@ fn eager_units_of_elementwise_ops_run_as_one_launch_each() {
             Ok(y)
         })
     };
-    with_engine(&vm, || -> R<()> {
-        let cpu = chain(Device::CPU)?;
-        let x = with_device(GPU, || Tensor::zeros([1], DType::F32))?;
-        x.sync()?;
-        let gate = Gate::new();
-        let g = gate.clone();
-        let mut b = vm.instructions();
-        b.barrier(move || g.wait());
-        b.submit()?;
-        let gpu = chain(GPU);
-        gate.open();
-        close("eager chain", &cpu, &gpu?);
-        Ok(())
-    })
-    .unwrap();
-    let events = vm.trace_events();
-    let units = (events.iter())
-        .filter(|e| e.name.starts_with("unit[") && !e.thread.ends_with(" device"))
-        .count();
-    let single = events.iter().filter(|e| e.name == "tanh").count();
-    println!("{units} units, {single} tanh launched alone");
-    assert!(units > 0 && single < 100, "{units} units, {single} alone");
+    /// Opens the gate when dropped, also on a panic: the engine's drop waits for the barrier.
+    struct Opens(std::sync::Arc<Gate>);
+    impl Drop for Opens {
+        fn drop(&mut self) {
+            self.0.open();
+        }
+    }
+    watchdog(300, move || {
+        with_engine(&vm, || -> R<()> {
+            let cpu = chain(Device::CPU)?;
+            let x = with_device(GPU, || Tensor::zeros([1], DType::F32))?;
+            x.sync()?;
+            let gate = Gate::new();
+            let g = gate.clone();
+            let mut b = vm.instructions();
+            b.barrier(move || g.wait());
+            b.submit()?;
+            let gpu = {
+                let _opens = Opens(gate);
+                chain(GPU)
+            };
+            close("eager chain", &cpu, &gpu?);
+            Ok(())
+        })
+        .unwrap();
+        let events = vm.trace_events();
+        let host = || events.iter().filter(|e| !e.thread.ends_with(" device"));
+        let units = host().filter(|e| e.name.starts_with("unit[")).count();
+        let single = host().filter(|e| e.name == "tanh").count();
+        println!("{units} units, {single} tanh launched alone");
+        assert!(units > 0 && single < 100, "{units} units, {single} alone");
+    });
 }
 
 /// Host → device → compute → host chains from four threads, queued without waiting, with the

@@ -324,6 +324,35 @@ fn a_device_with_a_unit_merge_runs_a_fused_unit_as_one_kernel() {
         let n = names(&vm).iter().filter(|n| *n == "inc").count();
         assert_eq!(n, 4, "{:?}", names(&vm));
         refuse.store(false, Ordering::SeqCst);
+        // A unit that ends with a release (as most do): its leading op calls are offered.
+        let (p, q, gone) = (vm.new_blob(64), vm.new_blob(64), vm.new_blob(64));
+        let mut s = vm.instructions();
+        s.push(
+            CPU,
+            OpCall::new(Inc(7), vec![].into(), vec![gone.clone()].into()),
+        )
+        .unwrap();
+        s.submit().unwrap();
+        vm.sync().unwrap();
+        let mut s = vm.instructions();
+        s.push(
+            CPU,
+            OpCall::new(Inc(1), vec![].into(), vec![p.clone()].into()),
+        )
+        .unwrap();
+        s.push(
+            CPU,
+            OpCall::new(Inc(2), vec![p.clone()].into(), vec![q.clone()].into()),
+        )
+        .unwrap();
+        s.release(&gone).unwrap();
+        s.submit().unwrap();
+        assert_eq!(bytes(&q), [3; 64]);
+        assert_eq!(
+            *offered.lock(),
+            [4, 4, 2],
+            "the two op calls, not the release"
+        );
         // A failed input: not offered; the failure reaches what depends on it only.
         let bad = vm.new_blob(64);
         bad.poison_with(&eddy::vm::Error::kernel("earlier", "failed on purpose"));
@@ -349,8 +378,49 @@ fn a_device_with_a_unit_merge_runs_a_fused_unit_as_one_kernel() {
         assert!(vm.read_blob(&q, |m| m.to_vec()).is_err());
         assert_eq!(
             *offered.lock(),
-            [4, 4],
+            [4, 4, 2],
             "a unit with a failed input is not offered"
         );
+    });
+}
+
+/// In a fused unit, a member whose input carries an earlier error that an earlier member of the
+/// unit overwrites is prepared (its output allocated) and computes on the clean value, as it
+/// would unfused; a member reading a value that stays failed is skipped and fails.
+#[test]
+fn a_unit_member_reading_a_value_its_unit_rewrites_computes_on_it() {
+    use eddy::vm::instruction::OpCall;
+    use eddy::vm::testing::AddByte;
+    watchdog(30, || {
+        let vm = VmBuilder::new().window(16).build().unwrap();
+        let (x, y, bad, z) = (
+            vm.new_blob(64),
+            vm.new_blob(64),
+            vm.new_blob(64),
+            vm.new_blob(64),
+        );
+        x.poison_with(&eddy::vm::Error::kernel("earlier", "failed on purpose"));
+        bad.poison_with(&eddy::vm::Error::kernel("earlier", "failed on purpose"));
+        // x = 5 (clears x's error); y = x + 1; z = bad + 1: one unit of three.
+        let mut s = vm.instructions();
+        s.push(
+            CPU,
+            OpCall::new(AddByte(5), vec![].into(), vec![x.clone()].into()),
+        )
+        .unwrap();
+        s.push(
+            CPU,
+            OpCall::new(AddByte(1), vec![x.clone()].into(), vec![y.clone()].into()),
+        )
+        .unwrap();
+        s.push(
+            CPU,
+            OpCall::new(AddByte(1), vec![bad].into(), vec![z.clone()].into()),
+        )
+        .unwrap();
+        s.submit().unwrap();
+        assert_eq!(vm.read_blob(&x, |m| m.to_vec()).unwrap(), [5; 64]);
+        assert_eq!(vm.read_blob(&y, |m| m.to_vec()).unwrap(), [6; 64]);
+        assert!(vm.read_blob(&z, |m| m.to_vec()).is_err());
     });
 }

@@ -56,20 +56,29 @@ pub(crate) fn run_unit(node: &mut Instruction, env: &ExecEnv<'_>) {
         run_member(node, env);
         return;
     }
-    // Where the stream's device merges units of op calls: one kernel for all members.
-    if crate::merge::run_merged(node, env) {
-        return;
+    // Where the stream's device merges units of op calls, its leading op calls run as one
+    // kernel (`merged` members, the head first); the rest as usual. (The test stays here, so
+    // that a stream without a merge calls nothing more.)
+    let merged = match env.shared.streams[env.stream_id.0 as usize].merge.get() {
+        Some(merge) => crate::merge::run_merged(node, env, merge),
+        None => 0,
+    };
+    if merged == 0 {
+        run_member(node, env);
     }
-    run_member(node, env);
     // Members are reached by value (intrusive lists lend only shared references): pop each,
     // run it, and push it onto a second list; both are O(1) and allocate nothing.
     let mut rest = node.followers.take();
     let mut back = InstrList::new(crate::instruction::InstrAdapter::new());
+    let mut k = 1;
     while let Some(mut m) = rest.pop_front() {
-        run_member(&mut m, env);
-        if let Some(c) = m.completion.take() {
-            node.completion = Some(c);
+        if k >= merged {
+            run_member(&mut m, env);
+            if let Some(c) = m.completion.take() {
+                node.completion = Some(c);
+            }
         }
+        k += 1;
         back.push_back(m);
     }
     node.followers = back;

@@ -4,9 +4,11 @@
 //! runs, member after member. On a device where each kernel is a launch (a CUDA stream), a
 //! unit of elementwise op calls can do better: one kernel that computes them all, one launch
 //! for the unit. The engine knows nothing of ops, so the device's op library gives it a
-//! [`UnitMerge`] ([`Vm::set_unit_merge`]); at dispatch, a unit of two or more op calls whose
-//! inputs carry no error is offered to it, and what it returns runs in the members' place
-//! on every member's inputs and outputs. A unit it refuses runs as before.
+//! [`UnitMerge`] ([`Vm::set_unit_merge`]); at dispatch, the op calls that lead a unit (two or
+//! more, up to its first other instruction, such as the release that ends most units), when
+//! none has a failed input, are offered to it, and what it returns runs in their place on all
+//! their inputs and outputs; the rest of the unit runs as usual. What it refuses runs as
+//! before.
 //!
 //! The merged kernel is one instruction's compute: an error in it fails every member's
 //! outputs (a member's failure would have failed only what depends on it; a merge only takes
@@ -104,21 +106,24 @@ impl Run for Merged {
     }
 }
 
-/// Runs unit `node` (it has followers) as one merged kernel if its stream has a merge that
-/// takes it: `true`. `false` leaves the unit to run member by member.
-pub(crate) fn run_merged(node: &mut Instruction, env: &ExecEnv<'_>) -> bool {
-    let Some(merge) = env.shared.streams[env.stream_id.0 as usize].merge.get() else {
-        return false;
-    };
-    let mut members: Vec<Member<'_>> = Vec::with_capacity(node.followers.iter().count() + 1);
+/// Offers the leading op calls of unit `node` (it has followers) to `merge`, its stream's,
+/// and runs the kernel it makes in their place. Returns how many members ran so (the head
+/// first): 0 where fewer than two op calls lead the unit, or one of them has a failed input
+/// or a failed prepare, or the merge refuses (a panic in it counts as a refusal).
+#[cold]
+#[inline(never)]
+pub(crate) fn run_merged(node: &mut Instruction, env: &ExecEnv<'_>, merge: &UnitMerge) -> usize {
+    let mut members: Vec<Member<'_>> = Vec::new();
     for m in std::iter::once(&*node).chain(node.followers.iter()) {
         let p = m.p();
+        // The leading op calls: a release (which ends most units) and what follows run as
+        // usual.
         let Some(kernel) = p.kernel() else {
-            return false;
+            break;
         };
         // A failed prepare or a failed input: the members' own path fails what it must.
         if m.prep_error.is_some() || p.inputs().iter().any(|b| b.is_poisoned()) {
-            return false;
+            return 0;
         }
         members.push(Member {
             kernel,
@@ -126,9 +131,14 @@ pub(crate) fn run_merged(node: &mut Instruction, env: &ExecEnv<'_>) -> bool {
             outputs: p.outputs(),
         });
     }
-    let Some(kernel) = merge(&members) else {
-        return false;
+    if members.len() < 2 {
+        return 0;
+    }
+    let offered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| merge(&members)));
+    let Ok(Some(kernel)) = offered else {
+        return 0;
     };
+    let taken = members.len();
     let mut run = Merged {
         kernel,
         inputs: members
@@ -145,5 +155,5 @@ pub(crate) fn run_merged(node: &mut Instruction, env: &ExecEnv<'_>) -> bool {
     if let Some(c) = run_policy(&mut run, node.id, None, false, env) {
         node.completion = Some(c);
     }
-    true
+    taken
 }

@@ -38,8 +38,11 @@ pub fn compile_source(source: &str, arch: &'static str) -> Result<Ptx, String> {
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         return Err("no NVRTC library (libnvrtc.so) on this machine".into());
     }
+    // No fused multiply-adds: every product and sum rounds on its own, as on the CPU, and a
+    // merged kernel (whose values stay in registers) computes the bits separate kernels do.
     let opts = CompileOptions {
         arch: Some(arch),
+        fmad: Some(false),
         options: vec!["--std=c++17".into()],
         ..Default::default()
     };

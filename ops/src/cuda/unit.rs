@@ -67,9 +67,10 @@ struct Op {
 /// # Examples
 ///
 /// ```
-/// let vm = eddy_vm::Vm::builder().build()?;
-/// // The CPU runs its units member by member; a CUDA device takes this.
-/// assert!(vm.set_unit_merge(eddy_vm::Device::CPU, eddy_ops::cuda::unit_merge()));
+/// use eddy_vm::{Device, Vm};
+/// // What the tensor layer does for each CUDA device of an engine (none here: nothing takes it).
+/// let vm = Vm::builder().build()?;
+/// assert!(!vm.set_unit_merge(Device::Cuda(0), eddy_ops::cuda::unit_merge()));
 /// # Ok::<(), eddy_vm::Error>(())
 /// ```
 pub fn unit_merge() -> UnitMerge {

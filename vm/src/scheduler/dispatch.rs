@@ -83,7 +83,7 @@ impl Scheduler {
     }
 
     fn prepare_unit(&mut self, s: usize, node: &mut Instruction) {
-        let failed = self.prepare_member(s, node, &[]);
+        let failed = self.prepare_member(s, node, &[], None);
         if node.followers.is_empty() {
             return;
         }
@@ -100,7 +100,7 @@ impl Scheduler {
         let mut rest = node.followers.take();
         let mut back = InstrList::new(InstrAdapter::new());
         while let Some(mut m) = rest.pop_front() {
-            let failed = self.prepare_member(s, &mut m, &dead);
+            let failed = self.prepare_member(s, &mut m, &dead, Some((&*node, &back)));
             note(&m, failed, &mut dead);
             back.push_back(m);
         }
@@ -123,9 +123,15 @@ impl Scheduler {
     }
 
     /// Prepares member `m` of a unit on stream `s`, where `dead` holds the outputs of the
-    /// unit's earlier members that failed or were skipped. Returns whether `m` failed or was
-    /// skipped.
-    fn prepare_member(&mut self, s: usize, m: &mut Instruction, dead: &[*const Blob]) -> bool {
+    /// unit's earlier members that failed or were skipped, and `earlier` those members (the
+    /// head and the followers prepared so far). Returns whether `m` failed or was skipped.
+    fn prepare_member(
+        &mut self,
+        s: usize,
+        m: &mut Instruction,
+        dead: &[*const Blob],
+        earlier: Option<(&Instruction, &InstrList)>,
+    ) -> bool {
         // A dependent of a failure is skipped at compute (`exec::run_policy`): allocating its
         // outputs first would be wasted, and after an out-of-memory error each dependent would
         // run the whole OOM path again and report an OOM of its own instead of the root error.
@@ -134,6 +140,7 @@ impl Scheduler {
                 .inputs()
                 .iter()
                 .any(|b| b.is_poisoned() || dead.contains(&(&**b as *const Blob)))
+            && !may_be_clean(m, dead, earlier)
         {
             m.prep_error = None;
             return true;
@@ -225,4 +232,29 @@ impl Scheduler {
         }
         self.draining.pop();
     }
+}
+
+/// Whether every input of `m` that carries an error is written by an earlier member of its
+/// unit (`earlier`: the head and the followers before `m`) that did not fail or get skipped
+/// (its outputs are not in `dead`): a successful write clears the error, so `m` may compute
+/// on clean values, and must be prepared. (It is skipped at compute if the error stays.)
+#[cold]
+#[inline(never)]
+fn may_be_clean(
+    m: &Instruction,
+    dead: &[*const Blob],
+    earlier: Option<(&Instruction, &InstrList)>,
+) -> bool {
+    let Some((head, rest)) = earlier else {
+        return false;
+    };
+    let rewritten = |b: &Blob| {
+        std::iter::once(head)
+            .chain(rest.iter())
+            .any(|e| e.p().outputs().iter().any(|o| std::ptr::eq(&**o, b)))
+    };
+    m.p().inputs().iter().all(|b| {
+        let dead = dead.contains(&(&**b as *const Blob));
+        !dead && (!b.is_poisoned() || rewritten(b))
+    })
 }

@@ -630,8 +630,11 @@ impl StreamPolicy for CudaStream {
     fn allocator(&self) -> Option<Arc<DeviceAllocator>> {
         self.pool.clone()
     }
+    /// The compute stream fuses runs of small instructions into units, as the CPU's does: a
+    /// unit of elementwise op calls is then one launch (`eddy_ops::cuda::unit_merge`). The
+    /// copy streams do not.
     fn fusion(&self) -> bool {
-        false
+        self.kind == StreamKind::Compute
     }
     fn record_event(&self) -> Option<Arc<dyn Event>> {
         match self.new_event() {
