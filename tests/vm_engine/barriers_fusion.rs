@@ -235,6 +235,16 @@ fn inc(k: u8, input: Option<&Counted<Blob>>, out: &Counted<Blob>) {
     }
 }
 
+/// An op call of `Inc(by)` reading `input` (or nothing) and writing `out`.
+fn inc_call(
+    by: u8,
+    input: Option<&Counted<Blob>>,
+    out: &Counted<Blob>,
+) -> eddy::vm::instruction::OpCall<Inc> {
+    let ins: Vec<Counted<Blob>> = input.into_iter().cloned().collect();
+    eddy::vm::instruction::OpCall::new(Inc(by), ins.into(), vec![out.clone()].into())
+}
+
 /// The kernel a test merge makes of a unit of `Inc`s: each member in turn, on its own slice
 /// of the concatenated operands.
 struct Incs(Vec<(u8, usize)>);
@@ -263,7 +273,6 @@ impl eddy::vm::instruction::Kernel for Incs {
 /// computes; a unit with a failed input, or one the merge refuses, runs member by member.
 #[test]
 fn a_device_with_a_unit_merge_runs_a_fused_unit_as_one_kernel() {
-    use eddy::vm::instruction::OpCall;
     use eddy::vm::merge::{Member, UnitMerge};
     watchdog(30, || {
         let vm = VmBuilder::new().window(16).trace(true).build().unwrap();
@@ -292,14 +301,9 @@ fn a_device_with_a_unit_merge_runs_a_fused_unit_as_one_kernel() {
         let chain = |vm: &eddy::vm::Vm| {
             let b: Vec<Counted<Blob>> = (0..4).map(|_| vm.new_blob(64)).collect();
             let mut s = vm.instructions();
-            s.push(
-                CPU,
-                OpCall::new(Inc(1), vec![].into(), vec![b[0].clone()].into()),
-            )
-            .unwrap();
+            s.push(CPU, inc_call(1, None, &b[0])).unwrap();
             for k in 1..4 {
-                let (i, o) = (vec![b[k - 1].clone()], vec![b[k].clone()]);
-                s.push(CPU, OpCall::new(Inc(k as u8 + 1), i.into(), o.into()))
+                s.push(CPU, inc_call(k as u8 + 1, Some(&b[k - 1]), &b[k]))
                     .unwrap();
             }
             s.submit().unwrap();
@@ -327,24 +331,12 @@ fn a_device_with_a_unit_merge_runs_a_fused_unit_as_one_kernel() {
         // A unit that ends with a release (as most do): its leading op calls are offered.
         let (p, q, gone) = (vm.new_blob(64), vm.new_blob(64), vm.new_blob(64));
         let mut s = vm.instructions();
-        s.push(
-            CPU,
-            OpCall::new(Inc(7), vec![].into(), vec![gone.clone()].into()),
-        )
-        .unwrap();
+        s.push(CPU, inc_call(7, None, &gone)).unwrap();
         s.submit().unwrap();
         vm.sync().unwrap();
         let mut s = vm.instructions();
-        s.push(
-            CPU,
-            OpCall::new(Inc(1), vec![].into(), vec![p.clone()].into()),
-        )
-        .unwrap();
-        s.push(
-            CPU,
-            OpCall::new(Inc(2), vec![p.clone()].into(), vec![q.clone()].into()),
-        )
-        .unwrap();
+        s.push(CPU, inc_call(1, None, &p)).unwrap();
+        s.push(CPU, inc_call(2, Some(&p), &q)).unwrap();
         s.release(&gone).unwrap();
         s.submit().unwrap();
         assert_eq!(bytes(&q), [3; 64]);
@@ -358,21 +350,9 @@ fn a_device_with_a_unit_merge_runs_a_fused_unit_as_one_kernel() {
         bad.poison_with(&eddy::vm::Error::kernel("earlier", "failed on purpose"));
         let (p, q, fine) = (vm.new_blob(64), vm.new_blob(64), vm.new_blob(64));
         let mut s = vm.instructions();
-        s.push(
-            CPU,
-            OpCall::new(Inc(1), vec![].into(), vec![fine.clone()].into()),
-        )
-        .unwrap();
-        s.push(
-            CPU,
-            OpCall::new(Inc(1), vec![bad].into(), vec![p.clone()].into()),
-        )
-        .unwrap();
-        s.push(
-            CPU,
-            OpCall::new(Inc(1), vec![p.clone()].into(), vec![q.clone()].into()),
-        )
-        .unwrap();
+        s.push(CPU, inc_call(1, None, &fine)).unwrap();
+        s.push(CPU, inc_call(1, Some(&bad), &p)).unwrap();
+        s.push(CPU, inc_call(1, Some(&p), &q)).unwrap();
         s.submit().unwrap();
         assert_eq!(bytes(&fine), [1; 64]);
         assert!(vm.read_blob(&q, |m| m.to_vec()).is_err());
