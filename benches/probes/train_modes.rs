@@ -12,28 +12,17 @@
 #[global_allocator]
 static GLOBAL: eddy::Malloc = eddy::Malloc;
 
-use eddy::models::{mlp, train_step};
+use eddy::models::train_step;
 use eddy::tensor::graph::Graph;
-use eddy::tensor::nn::{Module, Sequential};
-use eddy::tensor::optim::{Optimizer, Sgd};
-use eddy::tensor::{DType, Tensor, manual_seed as manual_seed_all, with_engine};
+use eddy::tensor::nn::Module;
+use eddy::tensor::optim::Optimizer;
+use eddy::tensor::{Tensor, with_engine};
 use std::cell::RefCell;
 use std::time::Instant;
 
 type R<T> = Result<T, Box<dyn std::error::Error>>;
 
 const MODES: [&str; 3] = ["eager", "auto", "graph"];
-
-fn setup() -> R<(Sequential, Sgd, Tensor, Tensor)> {
-    manual_seed_all(0);
-    let model = mlp(&[784, 512, 512, 10])?;
-    let opt = Sgd::new(model.parameters(), 0.01)?;
-    let x = Tensor::randn([128, 784], 0.0, 1.0, DType::F32)?;
-    let y = Tensor::uniform([128], 0.0, 10.0, DType::F32)?
-        .to_dtype(DType::I64)?
-        .clamp(Some(0.0), Some(9.0))?;
-    Ok((model, opt, x, y))
-}
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -43,7 +32,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// One way's steps in this process: (median ms per step, median ms until the last call
 /// returned, the last loss's bits).
 fn part(mode: &str, steps: usize) -> R<(f64, f64, u32)> {
-    let (model, opt, x, y) = setup()?;
+    let (model, opt, x, y) = eddy::bench::mlp_setup()?;
     let opt = RefCell::new(opt);
     let graph = Graph::new(|xs: &[Tensor]| {
         let mut opt = opt.borrow_mut();
