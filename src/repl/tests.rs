@@ -287,6 +287,14 @@ fn autograd_and_commands() {
     out(&mut s, "let w = tensor([1., 2., 3.]).requires_grad_()");
     out(&mut s, "(w * w).sum().backward()");
     assert_eq!(out(&mut s, "w.grad.tolist()"), "[2, 4, 6]");
+    // A second backward through one graph needs the first to retain it, as in PyTorch.
+    out(&mut s, "let l = (w * w).sum()");
+    out(&mut s, "l.backward(retain_graph=true)");
+    out(&mut s, "l.backward()");
+    assert_eq!(out(&mut s, "w.grad.tolist()"), "[6, 12, 18]");
+    let err = |s: &mut Session, line: &str| s.eval_line(line).unwrap_err().to_string();
+    assert!(err(&mut s, "l.backward()").contains("freed"));
+    assert!(err(&mut s, "l.backward(true, retain_graph=true)").contains("twice"));
     assert!(out(&mut s, ":stats").contains("instructions inserted"));
     assert!(out(&mut s, ":mem").contains("peak in use"));
     assert_eq!(out(&mut s, ":trace on"), "tracing on");

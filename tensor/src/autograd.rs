@@ -3,7 +3,7 @@
 //! topological order, iteratively, running the backward closures as ordinary tensor ops (so
 //! they are instructions on the engine like the forward pass).
 
-use crate::tensor::{Grads, Node};
+use crate::tensor::{Grads, Node, NodeParts};
 use crate::{Error, Result, Tensor};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -218,10 +218,12 @@ impl Tensor {
         let out_version = output.then(|| self.blob().version());
         let _ = self.0.node.set(Node {
             name,
-            inputs: inputs.iter().map(|t| (*t).clone()).collect(),
-            backward: Box::new(backward),
-            saved,
-            out_version,
+            parts: parking_lot::Mutex::new(Some(NodeParts {
+                inputs: inputs.iter().map(|t| (*t).clone()).collect(),
+                backward: Box::new(backward),
+                saved,
+                out_version,
+            })),
         });
         self
     }
@@ -247,9 +249,18 @@ impl Tensor {
     /// Computes the gradient of this scalar with respect to every leaf that requires grad, and
     /// adds it to the leaf's [`grad`](Self::grad).
     ///
+    /// As PyTorch's `backward()`, it frees the graph it goes through: each op's record lets go
+    /// of the tensors its gradient read (activations, say), so their memory is free once the
+    /// caller drops its own handles, whatever outputs it keeps (the loss). A second backward
+    /// through the same ops is then an error; [`backward_retaining_graph`] keeps the graph
+    /// for one.
+    ///
+    /// [`backward_retaining_graph`]: Self::backward_retaining_graph
+    ///
     /// # Errors
     ///
-    /// `Autograd` if the tensor does not require grad or is not a scalar; any op error.
+    /// `Autograd` if the tensor does not require grad or is not a scalar, or if an earlier
+    /// backward freed the graph; any op error.
     ///
     /// # Examples
     ///
@@ -262,25 +273,17 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn backward(&self) -> Result<()> {
-        if self.numel() != 1 {
-            return Err(Error::Autograd {
-                at: crate::Caller::here(),
-                op: "backward",
-                message: format!(
-                    "grad can be implicitly created only for scalar outputs, not {:?}",
-                    self.dims()
-                ),
-            });
-        }
-        let seed = self.ones_like()?;
-        self.backward_with(&seed)
+        self.check_scalar()?;
+        self.back_propagate(&self.ones_like()?, false)
     }
 
-    /// Back-propagates `grad` (of `self`'s shape) through the graph.
+    /// Back-propagates `grad` (of `self`'s shape) through the graph, freeing it as
+    /// [`backward`](Self::backward) does.
     ///
     /// # Errors
     ///
-    /// `Autograd` if `self` does not require grad or `grad` has the wrong shape.
+    /// `Autograd` if `self` does not require grad, `grad` has the wrong shape, or an earlier
+    /// backward freed the graph.
     ///
     /// # Examples
     ///
@@ -295,6 +298,58 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn backward_with(&self, grad: &Tensor) -> Result<()> {
+        self.back_propagate(grad, false)
+    }
+
+    /// [`backward_with`](Self::backward_with) `grad` (of [`backward`](Self::backward), a
+    /// scalar's, if `None`) that keeps the graph, so that another backward may go through it
+    /// again (PyTorch's `retain_graph=True`): the gradients add up.
+    ///
+    /// # Errors
+    ///
+    /// As [`backward_with`](Self::backward_with) and [`backward`](Self::backward).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1f32, 2.], [2])?.requires_grad_(true)?;
+    /// let y = x.mul(&x)?.sum_all()?;
+    /// y.backward_retaining_graph(None)?;
+    /// y.backward()?; // again: the first kept the graph; this one frees it
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, [4., 8.]);
+    /// assert!(y.backward().is_err(), "freed by the second");
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn backward_retaining_graph(&self, grad: Option<&Tensor>) -> Result<()> {
+        match grad {
+            Some(g) => self.back_propagate(g, true),
+            None => {
+                self.check_scalar()?;
+                self.back_propagate(&self.ones_like()?, true)
+            }
+        }
+    }
+
+    /// `Autograd` unless `self` has one element (an implicit gradient is a scalar's).
+    #[track_caller]
+    fn check_scalar(&self) -> Result<()> {
+        if self.numel() != 1 {
+            return Err(Error::Autograd {
+                at: crate::Caller::here(),
+                op: "backward",
+                message: format!(
+                    "grad can be implicitly created only for scalar outputs, not {:?}",
+                    self.dims()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    #[track_caller]
+    fn back_propagate(&self, grad: &Tensor, retain: bool) -> Result<()> {
         if !self.requires_grad() {
             return Err(Error::Autograd {
                 at: crate::Caller::here(),
@@ -322,20 +377,33 @@ impl Tensor {
                 accumulate_leaf(t, g)?;
                 continue;
             };
-            node.check_saved(t)?;
-            let gs = (node.backward)(&g, &node.inputs, t)?;
-            if gs.len() != node.inputs.len() {
+            let Some(node_parts) = node.parts.lock().take() else {
+                return Err(Error::Autograd {
+                    at: crate::Caller::here(),
+                    op: node.name,
+                    message: "an earlier backward went through this op and freed what its \
+                              gradient needs (call `backward_retaining_graph` for a backward \
+                              that keeps the graph)"
+                        .into(),
+                });
+            };
+            // Put back, if the graph is retained, on every path out of this iteration.
+            let parts = Retained(Some(node_parts), retain.then_some(node));
+            let p = parts.0.as_ref().expect("held until dropped");
+            p.check_saved(node.name, t)?;
+            let gs = (p.backward)(&g, &p.inputs, t)?;
+            if gs.len() != p.inputs.len() {
                 return Err(Error::Autograd {
                     at: crate::Caller::here(),
                     op: node.name,
                     message: format!(
                         "the backward returned {} gradients for {} inputs",
                         gs.len(),
-                        node.inputs.len()
+                        p.inputs.len()
                     ),
                 });
             }
-            for (k, (input, gi)) in node.inputs.iter().zip(gs).enumerate() {
+            for (k, (input, gi)) in p.inputs.iter().zip(gs).enumerate() {
                 let Some(gi) = gi else { continue };
                 if !input.requires_grad() {
                     continue;
@@ -364,6 +432,18 @@ impl Tensor {
             }
         }
         Ok(())
+    }
+}
+
+/// A node's parts, taken for its backward: put back into the node when dropped if the graph
+/// is retained, else dropped with it (the graph freed there).
+struct Retained<'n>(Option<NodeParts>, Option<&'n Node>);
+
+impl Drop for Retained<'_> {
+    fn drop(&mut self) {
+        if let (Some(parts), Some(node)) = (self.0.take(), self.1) {
+            *node.parts.lock() = Some(parts);
+        }
     }
 }
 
@@ -397,8 +477,10 @@ fn topo_order(root: &Tensor) -> Vec<Tensor> {
             continue;
         }
         stack.push((t.clone(), true));
-        if let Some(node) = t.0.node.get() {
-            for i in &node.inputs {
+        if let Some(node) = t.0.node.get()
+            && let Some(p) = &*node.parts.lock()
+        {
+            for i in &p.inputs {
                 if i.requires_grad() && !seen.contains(&i.id()) {
                     stack.push((i.clone(), false));
                 }

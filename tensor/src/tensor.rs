@@ -17,9 +17,17 @@ pub(crate) type Grads = Vec<Option<Tensor>>;
 pub(crate) type BackwardFn =
     Box<dyn Fn(&Tensor, &[Tensor], &Tensor) -> Result<Grads> + Send + Sync>;
 
-/// What an op's output remembers for backward.
+/// What an op's output remembers for backward: its op's name, and the parts a backward
+/// through it needs until one frees them (see [`Tensor::backward`]).
 pub(crate) struct Node {
     pub(crate) name: &'static str,
+    /// `None` once a backward that did not retain the graph went through the node.
+    pub(crate) parts: Mutex<Option<NodeParts>>,
+}
+
+/// What a backward through a node needs: its inputs (which hold their values), the backward
+/// closure (with what it captured) and the versions of what it reads.
+pub(crate) struct NodeParts {
     pub(crate) inputs: Vec<Tensor>,
     pub(crate) backward: BackwardFn,
     /// The storages whose values the backward reads (inputs, or tensors it captured), with
@@ -30,11 +38,11 @@ pub(crate) struct Node {
     pub(crate) out_version: Option<u64>,
 }
 
-impl Node {
-    /// `Autograd` naming this node's op if a tensor its backward reads was written in place
-    /// since the forward; `out` is the node's output.
+impl NodeParts {
+    /// `Autograd` naming this node's op (`name`) if a tensor its backward reads was written
+    /// in place since the forward; `out` is the node's output.
     #[track_caller]
-    pub(crate) fn check_saved(&self, out: &Tensor) -> Result<()> {
+    pub(crate) fn check_saved(&self, name: &'static str, out: &Tensor) -> Result<()> {
         let stale = self
             .saved
             .iter()
@@ -45,7 +53,7 @@ impl Node {
             None => Ok(()),
             Some((now, then)) => Err(Error::Autograd {
                 at: crate::Caller::here(),
-                op: self.name,
+                op: name,
                 message: format!(
                     "a tensor this op's gradient needs was modified by an in-place operation \
                      after the forward: it is at version {now}, expected version {then}"
@@ -699,15 +707,15 @@ impl std::fmt::Debug for Tensor {
 /// holds its inputs, whose nodes hold theirs; a recursive drop of 100k links would overflow the
 /// stack.
 pub(crate) fn drop_graph(inner: &mut Inner) {
-    let Some(node) = inner.node.take() else {
+    let Some(Some(parts)) = inner.node.take().map(|n| n.parts.into_inner()) else {
         return;
     };
-    let mut stack = node.inputs;
+    let mut stack = parts.inputs;
     while let Some(t) = stack.pop() {
         if let Ok(mut inner) = eddy_vm::Counted::try_unwrap(t.0)
-            && let Some(n) = inner.node.take()
+            && let Some(Some(p)) = inner.node.take().map(|n| n.parts.into_inner())
         {
-            stack.extend(n.inputs);
+            stack.extend(p.inputs);
         }
     }
 }

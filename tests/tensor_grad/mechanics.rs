@@ -26,10 +26,10 @@ fn gradients_accumulate_over_two_backward_calls() {
         f64s(&x.grad().unwrap()),
         xv.iter().map(|v| 2.0 * v + 3.0).collect::<Vec<_>>()
     );
-    // The same graph, backward twice: the gradient doubles.
+    // The same graph, backward twice (the first retaining it): the gradient doubles.
     x.set_grad(None);
     let y = x.exp().unwrap().sum_all().unwrap();
-    y.backward().unwrap();
+    y.backward_retaining_graph(None).unwrap();
     y.backward().unwrap();
     let g = f64s(&x.grad().unwrap());
     for (g, v) in g.iter().zip(&xv) {
@@ -45,7 +45,7 @@ fn gradients_accumulate_over_two_backward_calls() {
         .requires_grad_(true)
         .unwrap();
     let h = x.mul(&w).unwrap();
-    h.sum_all().unwrap().backward().unwrap();
+    h.sum_all().unwrap().backward_retaining_graph(None).unwrap();
     h.mean_all().unwrap().backward().unwrap();
     assert_eq!(
         f64s(&w.grad().unwrap()),
@@ -240,4 +240,82 @@ fn leaf_gradients_do_not_share_storage() {
     x.add_scalar(1.0).unwrap().backward_with(&s).unwrap();
     assert!(!x.grad().unwrap().shares_storage(&s));
     assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), [2.0, 3.0]);
+}
+
+/// As PyTorch's `backward()`: it frees the graph it goes through, so a second backward through
+/// the same ops is an `Autograd` error naming the op; `backward_retaining_graph` keeps the
+/// graph for one more (the gradients add up), and a graph that shares ops with a freed one
+/// cannot go back through them either.
+#[test]
+fn backward_frees_the_graph_unless_retained() {
+    let x = Tensor::from_vec(vec![1.0f64, -2.0, 3.0], [3])
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let y = x.mul(&x).unwrap().sum_all().unwrap();
+    y.backward().unwrap();
+    match y.backward() {
+        Err(Error::Autograd { op, message, .. }) => {
+            assert_eq!(op, "sum");
+            assert!(message.contains("freed"), "{message}");
+        }
+        other => panic!("a second backward: {other:?}"),
+    }
+    assert_eq!(
+        f64s(&x.grad().unwrap()),
+        [2.0, -4.0, 6.0],
+        "one backward's worth"
+    );
+
+    x.set_grad(None);
+    let y = x.mul(&x).unwrap().sum_all().unwrap();
+    y.backward_retaining_graph(None).unwrap();
+    y.backward_retaining_graph(Some(&Tensor::from_vec(vec![0.5f64], []).unwrap()))
+        .unwrap();
+    y.backward().unwrap();
+    assert_eq!(
+        f64s(&x.grad().unwrap()),
+        [5.0, -10.0, 15.0],
+        "1 + 0.5 + 1 times 2x"
+    );
+    assert!(y.backward().is_err(), "the last one freed it");
+
+    // Two losses over one product: the first backward frees the product's record too.
+    let h = x.mul_scalar(2.0).unwrap();
+    let (a, b) = (h.sum_all().unwrap(), h.exp().unwrap().sum_all().unwrap());
+    a.backward().unwrap();
+    match b.backward() {
+        Err(Error::Autograd { op, .. }) => assert_eq!(op, "mul_scalar"),
+        other => panic!("through a freed op: {other:?}"),
+    }
+}
+
+/// Backward lets go of what the graph saved, though the caller keeps the loss: the memory of
+/// an activation whose only other handle is gone comes back at backward, not when the loss is
+/// dropped.
+#[test]
+fn backward_lets_go_of_the_saved_activations() {
+    let vm = eddy::vm::Vm::builder().build().unwrap();
+    eddy::tensor::with_engine(&vm, || {
+        let in_use = || {
+            vm.sync().unwrap();
+            vm.memory_stats(eddy::vm::Device::CPU).in_use
+        };
+        let n = 1 << 18; // 1 MiB of f32
+        let x = Tensor::ones([n], DType::F32)
+            .unwrap()
+            .requires_grad_(true)
+            .unwrap();
+        let loss = x.exp().unwrap().sum_all().unwrap(); // exp's backward reads its output
+        let before = in_use();
+        loss.backward().unwrap();
+        drop(x.grad());
+        x.set_grad(None);
+        let after = in_use();
+        assert!(
+            after + (4 << 20) / 4 <= before,
+            "exp's output (1 MiB) is freed at backward: {before} → {after} bytes in use"
+        );
+        assert!(loss.item::<f32>().unwrap() > 0.0, "the loss itself stays");
+    });
 }

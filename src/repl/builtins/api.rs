@@ -80,6 +80,8 @@ const NOT_OFFERED: &[&str] = &[
     "linear_relu",
     // Reached through the indexing syntax (`x[lo:hi:step]`), not by name.
     "step",
+    // Reached through `backward(retain_graph=true)`.
+    "backward_retaining_graph",
     // Not offered yet: each needs a row (and a line in the tests) to be.
     "linear",
     "layer_norm",

@@ -24,9 +24,20 @@ pub(super) const ROWS: &[Builtin] = &[
         let on = a.pos.first().map_or(Ok(true), |v| as_bool(v, f))?;
         Ok(Value::Tensor(x.requires_grad_(on)?))
     }),
-    method("backward", "backward()", |f, x, a| {
-        a.none(f)?;
-        x.backward()?;
+    method("backward", "backward(retain_graph=false)", |f, x, mut a| {
+        let named = a.named("retain_graph");
+        a.done(f)?;
+        a.arity(f, 0, 1)?;
+        let retain = match (a.pos.first(), &named) {
+            (Some(_), Some(_)) => return Err(ReplError::arg(f, "`retain_graph` given twice")),
+            (Some(v), None) | (None, Some(v)) => as_bool(v, f)?,
+            (None, None) => false,
+        };
+        if retain {
+            x.backward_retaining_graph(None)?;
+        } else {
+            x.backward()?;
+        }
         Ok(Value::Unit)
     }),
     method("item", "item()", item),
