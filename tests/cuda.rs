@@ -668,6 +668,39 @@ fn an_op_without_a_cuda_kernel_is_unsupported_by_name() {
     .unwrap();
 }
 
+/// An index the device computed (so the host cannot check it) that is out of range reads NaN
+/// in every float dtype, each in its own format (f16 and bf16 are copied as bits), and 0 in
+/// the integer ones; the indices in range read their values.
+#[test]
+fn an_index_computed_on_the_device_out_of_range_reads_nan_in_float_dtypes() {
+    let Some(vm) = engine(None) else { return };
+    with_engine(&vm, || -> R<()> {
+        with_device(GPU, || -> R<()> {
+            let x = Tensor::arange(1.0, 5.0, 1.0, DType::F32)?;
+            // [2, 7, 0]: 7 is out of range for 4 values, and written by a device op.
+            let i = Tensor::from_vec(vec![-1i64, 4, -3], [3])?.add_scalar(3.0)?;
+            for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64] {
+                let v = x.to_dtype(dtype)?;
+                for (how, got) in [
+                    ("index_select", v.index_select(0, &i)?),
+                    ("gather", v.gather(0, &i)?),
+                ] {
+                    let got = got.to_f64_vec()?;
+                    let want_bad = if dtype == DType::I64 { 0.0 } else { f64::NAN };
+                    assert_eq!((got[0], got[2]), (3.0, 1.0), "{how} {dtype:?}: {got:?}");
+                    assert!(
+                        got[1].to_bits() == want_bad.to_bits()
+                            || (got[1].is_nan() && want_bad.is_nan()),
+                        "{how} {dtype:?}: {got:?}"
+                    );
+                }
+            }
+            Ok(())
+        })
+    })
+    .unwrap();
+}
+
 /// A few steps of an MLP trained on the device lower its loss, as on the CPU.
 #[test]
 fn an_mlp_trains_on_the_device() {

@@ -403,19 +403,22 @@ extern "C" __global__ void softmax_f32(const float* x, i64 off, float* y, i64 ro
 }
 
 // What an index out of range reads (the op layer checks known indices on the host; a value
-// computed on the device that is out of range gives this, and sets *bad where there is one).
+// computed on the device that is out of range gives this, and sets *bad where there is one):
+// NaN for floats (f16 and bf16 as their bits, copied as u16), 0 for integers and bool.
 template <typename T> __device__ __forceinline__ T missing() { return (T)0; }
 template <> __device__ __forceinline__ float missing<float>() { return NAN; }
 template <> __device__ __forceinline__ double missing<double>() { return (double)NAN; }
+#define F16_NAN ((u16)0x7e00)
+#define BF16_NAN ((u16)0x7fc0)
 
 // out[o, j, q] = src[o, idx[j], q]; an index out of range sets *bad.
 template <typename T>
 __device__ void index_select_body(const T* s, i64 off, const i64* idx, i64 ioff, T* y, i64 outer,
-                                  i64 size, i64 inner, i64 nidx, int* bad) {
+                                  i64 size, i64 inner, i64 nidx, int* bad, T miss = missing<T>()) {
     GRID_STRIDE(i, outer * nidx * inner) {
         i64 q = i % inner, j = (i / inner) % nidx, o = i / (inner * nidx);
         i64 ix = idx[ioff + j];
-        if (ix < 0 || ix >= size) { if (bad) atomicExch(bad, 1); y[i] = missing<T>(); continue; }
+        if (ix < 0 || ix >= size) { if (bad) atomicExch(bad, 1); y[i] = miss; continue; }
         y[i] = s[off + (o * size + ix) * inner + q];
     }
 }
@@ -428,8 +431,11 @@ extern "C" __global__ void index_select_f64(const double* s, i64 off, const i64*
 extern "C" __global__ void index_select_i64(const i64* s, i64 off, const i64* idx, i64 ioff, i64* y, i64 outer, i64 size, i64 inner, i64 nidx, int* bad) {
     index_select_body<i64>(s, off, idx, ioff, y, outer, size, inner, nidx, bad);
 }
-extern "C" __global__ void index_select_u16(const u16* s, i64 off, const i64* idx, i64 ioff, u16* y, i64 outer, i64 size, i64 inner, i64 nidx, int* bad) {
-    index_select_body<u16>(s, off, idx, ioff, y, outer, size, inner, nidx, bad);
+extern "C" __global__ void index_select_f16(const u16* s, i64 off, const i64* idx, i64 ioff, u16* y, i64 outer, i64 size, i64 inner, i64 nidx, int* bad) {
+    index_select_body<u16>(s, off, idx, ioff, y, outer, size, inner, nidx, bad, F16_NAN);
+}
+extern "C" __global__ void index_select_bf16(const u16* s, i64 off, const i64* idx, i64 ioff, u16* y, i64 outer, i64 size, i64 inner, i64 nidx, int* bad) {
+    index_select_body<u16>(s, off, idx, ioff, y, outer, size, inner, nidx, bad, BF16_NAN);
 }
 extern "C" __global__ void index_select_u8(const u8* s, i64 off, const i64* idx, i64 ioff, u8* y, i64 outer, i64 size, i64 inner, i64 nidx, int* bad) {
     index_select_body<u8>(s, off, idx, ioff, y, outer, size, inner, nidx, bad);
@@ -439,10 +445,10 @@ extern "C" __global__ void index_select_u8(const u8* s, i64 off, const i64* idx,
 // index's shape with the gathered dim's stride zeroed; `stride_dim` adds idx * stride.
 template <typename T>
 __device__ void gather_body(const T* s, const Lay& ls, i64 stride_dim, i64 size, const i64* idx, i64 ioff,
-                            T* y, i64 n, int* bad) {
+                            T* y, i64 n, int* bad, T miss = missing<T>()) {
     GRID_STRIDE(i, n) {
         i64 ix = idx[ioff + i];
-        if (ix < 0 || ix >= size) { if (bad) atomicExch(bad, 1); y[i] = missing<T>(); continue; }
+        if (ix < 0 || ix >= size) { if (bad) atomicExch(bad, 1); y[i] = miss; continue; }
         y[i] = s[at(ls, i) + ix * stride_dim];
     }
 }
@@ -455,8 +461,11 @@ extern "C" __global__ void gather_f64(const double* s, Lay ls, i64 stride_dim, i
 extern "C" __global__ void gather_i64(const i64* s, Lay ls, i64 stride_dim, i64 size, const i64* idx, i64 ioff, i64* y, i64 n, int* bad) {
     gather_body<i64>(s, ls, stride_dim, size, idx, ioff, y, n, bad);
 }
-extern "C" __global__ void gather_u16(const u16* s, Lay ls, i64 stride_dim, i64 size, const i64* idx, i64 ioff, u16* y, i64 n, int* bad) {
-    gather_body<u16>(s, ls, stride_dim, size, idx, ioff, y, n, bad);
+extern "C" __global__ void gather_f16(const u16* s, Lay ls, i64 stride_dim, i64 size, const i64* idx, i64 ioff, u16* y, i64 n, int* bad) {
+    gather_body<u16>(s, ls, stride_dim, size, idx, ioff, y, n, bad, F16_NAN);
+}
+extern "C" __global__ void gather_bf16(const u16* s, Lay ls, i64 stride_dim, i64 size, const i64* idx, i64 ioff, u16* y, i64 n, int* bad) {
+    gather_body<u16>(s, ls, stride_dim, size, idx, ioff, y, n, bad, BF16_NAN);
 }
 extern "C" __global__ void gather_u8(const u8* s, Lay ls, i64 stride_dim, i64 size, const i64* idx, i64 ioff, u8* y, i64 n, int* bad) {
     gather_body<u8>(s, ls, stride_dim, size, idx, ioff, y, n, bad);

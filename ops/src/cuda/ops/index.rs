@@ -8,13 +8,15 @@ use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};
 
 /// The kernel family's suffix for values of `dtype`: what gathers copy (any dtype the device
-/// holds), by element size where the bits are all a copy needs.
+/// holds), by element size where the bits are all a copy needs (`u8` for `u8` and `bool`);
+/// `f16` and `bf16` copy their bits too, and write their own NaN for an index out of range.
 fn copy_suffix(dtype: DType) -> Option<&'static str> {
     Some(match dtype {
         DType::F32 => "f32",
         DType::F64 => "f64",
         DType::I64 => "i64",
-        DType::F16 | DType::BF16 => "u16",
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
         DType::U8 | DType::Bool => "u8",
         DType::I32 => return None,
     })
@@ -26,7 +28,8 @@ pub fn index_select(d: IndexDims) -> Option<impl Kernel + use<>> {
         "f32" => "index_select_f32",
         "f64" => "index_select_f64",
         "i64" => "index_select_i64",
-        "u16" => "index_select_u16",
+        "f16" => "index_select_f16",
+        "bf16" => "index_select_bf16",
         _ => "index_select_u8",
     };
     (d.idx_dtype == DType::I64).then(|| {
@@ -75,7 +78,8 @@ pub fn gather(
         "f32" => "gather_f32",
         "f64" => "gather_f64",
         "i64" => "gather_i64",
-        "u16" => "gather_u16",
+        "f16" => "gather_f16",
+        "bf16" => "gather_bf16",
         _ => "gather_u8",
     };
     (idx_dtype == DType::I64).then(|| {
