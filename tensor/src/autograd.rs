@@ -377,7 +377,10 @@ impl Tensor {
                 accumulate_leaf(t, g)?;
                 continue;
             };
-            let Some(node_parts) = node.parts.lock().take() else {
+            // Held through the node's backward: another thread's backward through this node
+            // (of a retained graph) waits for it rather than finding the parts gone.
+            let mut held = node.parts.lock();
+            let Some(p) = held.as_ref() else {
                 return Err(Error::Autograd {
                     at: crate::Caller::here(),
                     op: node.name,
@@ -387,9 +390,6 @@ impl Tensor {
                         .into(),
                 });
             };
-            // Put back, if the graph is retained, on every path out of this iteration.
-            let parts = Retained(Some(node_parts), retain.then_some(node));
-            let p = parts.0.as_ref().expect("held until dropped");
             p.check_saved(node.name, t)?;
             let gs = (p.backward)(&g, &p.inputs, t)?;
             if gs.len() != p.inputs.len() {
@@ -430,20 +430,14 @@ impl Tensor {
                     None => grads.insert(input.id(), gi),
                 };
             }
+            if !retain {
+                // Freed, outside the lock (dropping tensors releases their memory).
+                let freed = held.take();
+                drop(held);
+                drop(freed);
+            }
         }
         Ok(())
-    }
-}
-
-/// A node's parts, taken for its backward: put back into the node when dropped if the graph
-/// is retained, else dropped with it (the graph freed there).
-struct Retained<'n>(Option<NodeParts>, Option<&'n Node>);
-
-impl Drop for Retained<'_> {
-    fn drop(&mut self) {
-        if let (Some(parts), Some(node)) = (self.0.take(), self.1) {
-            *node.parts.lock() = Some(parts);
-        }
     }
 }
 

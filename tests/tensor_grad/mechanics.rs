@@ -319,3 +319,40 @@ fn backward_lets_go_of_the_saved_activations() {
         assert!(loss.item::<f32>().unwrap() > 0.0, "the loss itself stays");
     });
 }
+
+/// Backwards on two threads through a shared, retained graph each go through every op: a
+/// node one thread is in is waited for, not taken for freed. The gradients add up exactly.
+#[test]
+fn concurrent_backwards_through_a_retained_graph_all_count() {
+    let x = Tensor::from_vec(vec![1.0f64, 2.0, 3.0], [3])
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let h = x.mul(&x).unwrap().exp().unwrap().log().unwrap(); // x², through three records
+    let (a, b) = (
+        h.sum_all().unwrap(),
+        h.mul_scalar(2.0).unwrap().sum_all().unwrap(),
+    );
+    const N: usize = 400;
+    let start = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        for loss in [&a, &b] {
+            let start = &start;
+            s.spawn(move || {
+                start.wait();
+                for _ in 0..N {
+                    loss.backward_retaining_graph(None).unwrap();
+                }
+            });
+        }
+    });
+    // d/dx of (1 + 2) · x², N times each.
+    let want: Vec<f64> = [1.0, 2.0, 3.0]
+        .iter()
+        .map(|v| (3 * N) as f64 * 2.0 * v)
+        .collect();
+    let got = f64s(&x.grad().unwrap());
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-9 * w.abs(), "{got:?} vs {want:?}");
+    }
+}
