@@ -366,10 +366,14 @@ impl Tensor {
             });
         }
         let _ng = no_grad();
-        let order = topo_order(self);
+        let mut order = topo_order(self);
         let mut grads: HashMap<u64, Tensor> = HashMap::new();
         grads.insert(self.id(), grad.clone());
-        for t in order.iter().rev() {
+        // Outputs before their inputs; each handle goes at the end of its iteration, so that
+        // (with the records of the ops that read it freed before it) an activation's memory
+        // comes back as the backward passes it, for the gradients after it to reuse.
+        while let Some(t) = order.pop() {
+            let t = &t;
             let Some(g) = grads.remove(&t.id()) else {
                 continue;
             };
