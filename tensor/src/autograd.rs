@@ -11,6 +11,26 @@ use std::sync::atomic::Ordering;
 
 thread_local! {
     static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
+    /// The nodes whose records this thread holds for their backward, innermost last: a
+    /// backward started inside one of their closures that reaches one of them again fails
+    /// instead of waiting for itself.
+    static HELD: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// This thread holds a node's record (see `HELD`) until dropped.
+struct Holding;
+
+impl Holding {
+    fn enter(node: usize) -> Holding {
+        HELD.with(|h| h.borrow_mut().push(node));
+        Holding
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        HELD.with(|h| h.borrow_mut().pop());
+    }
 }
 
 /// Whether ops on this thread record autograd nodes.
@@ -382,8 +402,20 @@ impl Tensor {
                 continue;
             };
             // Held through the node's backward: another thread's backward through this node
-            // (of a retained graph) waits for it rather than finding the parts gone.
+            // (of a retained graph) waits for it rather than finding the parts gone. This
+            // thread, inside the node's own closure, must not wait for itself.
+            let key = node as *const Node as usize;
+            if HELD.with(|h| h.borrow().contains(&key)) {
+                return Err(Error::Autograd {
+                    at: crate::Caller::here(),
+                    op: node.name,
+                    message: "a backward started inside this op's backward went through the op \
+                              again"
+                        .into(),
+                });
+            }
             let mut held = node.parts.lock();
+            let _holding = Holding::enter(key);
             let Some(p) = held.as_ref() else {
                 return Err(Error::Autograd {
                     at: crate::Caller::here(),
@@ -475,7 +507,10 @@ fn topo_order(root: &Tensor) -> Vec<Tensor> {
             continue;
         }
         stack.push((t.clone(), true));
+        // A node this thread holds (a backward inside its closure) is walked no further: the
+        // backward reaching it fails rather than wait for itself.
         if let Some(node) = t.0.node.get()
+            && !HELD.with(|h| h.borrow().contains(&(node as *const Node as usize)))
             && let Some(p) = &*node.parts.lock()
         {
             for i in &p.inputs {

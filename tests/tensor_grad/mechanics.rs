@@ -356,3 +356,49 @@ fn concurrent_backwards_through_a_retained_graph_all_count() {
         assert!((g - w).abs() <= 1e-9 * w.abs(), "{got:?} vs {want:?}");
     }
 }
+
+/// A custom backward that starts a backward through its own op gets an `Autograd` error
+/// naming the op instead of waiting for itself; a backward through another graph inside a
+/// closure (as checkpointing does) works.
+#[test]
+fn a_backward_inside_a_backward_through_the_same_op_fails_instead_of_hanging() {
+    let square = |x: &Tensor| {
+        Tensor::custom_map::<f64, _>("square", &[x], [1], |i, o| {
+            o[0] = i[0][0] * i[0][0];
+            Ok(())
+        })
+    };
+    let x = Tensor::from_vec(vec![3.0f64], [1])
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let looping = square(&x)
+        .unwrap()
+        .with_backward("square", &[&x], |g, _, out| {
+            out.backward_retaining_graph(Some(g))?;
+            Ok(vec![None])
+        });
+    match looping.sum_all().unwrap().backward() {
+        Err(Error::Autograd { op, message, .. }) => {
+            assert_eq!(op, "square");
+            assert!(message.contains("again"), "{message}");
+        }
+        other => panic!("a backward through its own op: {other:?}"),
+    }
+    // A backward of another graph inside the closure.
+    let w = Tensor::from_vec(vec![2.0f64], [1])
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let other = w.mul(&w).unwrap().sum_all().unwrap(); // recorded here: closures run under no_grad
+    let nested = square(&x)
+        .unwrap()
+        .with_backward("square", &[&x], move |g, ins, _| {
+            other.backward()?;
+            Ok(vec![Some(g.mul(&ins[0].mul_scalar(2.0)?)?)])
+        });
+    x.set_grad(None);
+    nested.sum_all().unwrap().backward().unwrap();
+    assert_eq!(f64s(&x.grad().unwrap()), [6.0]);
+    assert_eq!(f64s(&w.grad().unwrap()), [4.0]);
+}
