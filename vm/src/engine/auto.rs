@@ -33,6 +33,9 @@ use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use std::thread::ThreadId;
 
+/// The scheduler, held by a user thread.
+pub(crate) type SchedGuard<'a> = parking_lot::MutexGuard<'a, crate::scheduler::Scheduler>;
+
 /// How many windows in a row must match before the next one is held.
 const REPEATS: usize = 2;
 
@@ -450,11 +453,15 @@ impl Vm {
         self.auto_then(Then::Flush(held))
     }
 
-    /// A host access by this thread: the window ends.
+    /// A host access by this thread: the window ends. When the window runs as a plan, returns
+    /// the scheduler, taken before the run was submitted, for the access to run the passes
+    /// with (`Vm::run_then_wait`): a scheduler thread woken by the submission would otherwise
+    /// often take the run while this thread, about to wait for it, spins and then sleeps, and
+    /// three threads would share two cores' worth of work.
     #[cold]
-    pub(crate) fn auto_boundary(&self, auto: &Auto) -> Result<()> {
+    pub(crate) fn auto_boundary(&self, auto: &Auto) -> Result<Option<SchedGuard<'_>>> {
         if bypass() {
-            return Ok(());
+            return Ok(None);
         }
         let _order = auto.order.lock();
         let me = std::thread::current().id();
@@ -464,12 +471,12 @@ impl Vm {
             if st.window.owner != Some(me) {
                 // Another thread's host access: what is held runs first.
                 if !st.window.holding || st.window.held.is_empty() {
-                    return Ok(());
+                    return Ok(None);
                 }
                 self.stop_holding();
                 (Then::Flush(st.give_up()), Vec::new())
             } else if st.window.notes.calls.is_empty() {
-                return Ok(());
+                return Ok(None);
             } else {
                 st.stats.windows += 1;
                 let was_holding = st.window.holding;
@@ -515,6 +522,9 @@ impl Vm {
                 (then, live)
             }
         };
+        let held = matches!(then, Then::Launch { .. })
+            .then(|| self.try_sched())
+            .flatten();
         let r = self.auto_then(then);
         if !arm.is_empty() {
             let mut st = auto.state.lock();
@@ -531,7 +541,7 @@ impl Vm {
                     .fetch_or(AUTO_HOLDING, Ordering::Release);
             }
         }
-        r
+        r.map(|()| held)
     }
 
     /// The plan run for the held window `w` (matching the notes seen at `c`), compiling the

@@ -36,9 +36,10 @@ impl Vm {
         f: impl FnOnce(&[u8]) -> R + Send + 'static,
     ) -> Result<R> {
         self.refuse_in_capture("read_blob")?;
-        if let Some(auto) = &self.inner.auto {
-            self.auto_boundary(auto)?;
-        }
+        let held = match &self.inner.auto {
+            Some(auto) => self.auto_boundary(auto)?,
+            None => None,
+        };
         if in_engine() {
             return Err(Error::ReentrantWait {
                 at: crate::error::Caller::UNKNOWN,
@@ -58,7 +59,7 @@ impl Vm {
         })
         .waited();
         // Host reads run on the main CPU stream; soft sync orders them.
-        self.run_then_wait(None, StreamId::CPU, access, &w, "read_blob")?;
+        self.run_then_wait(held, StreamId::CPU, access, &w, "read_blob")?;
         self.host_result(&slot)
     }
 
@@ -98,9 +99,10 @@ impl Vm {
         f: impl FnOnce(&mut [u8]) -> R + Send + 'static,
     ) -> Result<R> {
         self.refuse_in_capture("write_blob")?;
-        if let Some(auto) = &self.inner.auto {
-            self.auto_boundary(auto)?;
-        }
+        let held = match &self.inner.auto {
+            Some(auto) => self.auto_boundary(auto)?,
+            None => None,
+        };
         if in_engine() {
             return Err(Error::ReentrantWait {
                 at: crate::error::Caller::UNKNOWN,
@@ -121,7 +123,7 @@ impl Vm {
             })
         })
         .waited();
-        self.run_then_wait(None, StreamId::CPU, access, &w, "write_blob")?;
+        self.run_then_wait(held, StreamId::CPU, access, &w, "write_blob")?;
         self.host_result(&slot)
     }
 

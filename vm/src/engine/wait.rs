@@ -254,10 +254,11 @@ impl Vm {
                 op: "sync".into(),
             });
         }
-        if let Some(auto) = &self.inner.auto {
-            self.auto_boundary(auto)?;
-        }
-        let mut held = self.try_sched();
+        let held = match &self.inner.auto {
+            Some(auto) => self.auto_boundary(auto)?,
+            None => None,
+        };
+        let mut held = held.or_else(|| self.try_sched());
         if held.as_mut().is_some_and(|s| s.pass_idle_barrier()) {
             return Ok(()); // nothing received is still live
         }
