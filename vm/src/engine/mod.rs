@@ -20,7 +20,9 @@
 //!   thread in a short pass spins about a microsecond for it instead of queueing.
 //! - **Passes on the waiting thread** (`Vm::wait`, `Vm::run_then_wait`): a thread that waits
 //!   on an engine whose scheduler thread sleeps runs the passes itself; waking the scheduler
-//!   thread costs tens of microseconds on an idle machine.
+//!   thread costs tens of microseconds on an idle machine. A sync that ends a promoted
+//!   window takes the scheduler before it submits the window's plan run
+//!   (`Vm::auto_boundary`), so the run it waits for is its own to compute.
 //! - **Release at once** (`Vm::release_marked`): a blob released on an idle engine is freed
 //!   without an instruction; one with inline memory needs nothing at all.
 //! - **One node, one push** (`Vm::submit_checked`): when neither the stream nor the last
