@@ -42,6 +42,33 @@ impl Drop for EngineScope {
     }
 }
 
+thread_local! {
+    /// Set while a user thread submits with the scheduler held (`Vm::auto_boundary`).
+    static HOLDS_SCHEDULER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread holds the scheduler while it submits: back-pressure must not block it,
+/// as only a pass, which it alone may run, would bring the count down.
+pub(crate) fn holds_scheduler() -> bool {
+    HOLDS_SCHEDULER.with(|c| c.get())
+}
+
+/// Marks this thread as submitting with the scheduler held until dropped (also on unwind).
+pub(crate) struct SchedulerHeld;
+
+impl SchedulerHeld {
+    pub(crate) fn enter() -> SchedulerHeld {
+        HOLDS_SCHEDULER.with(|c| c.set(true));
+        SchedulerHeld
+    }
+}
+
+impl Drop for SchedulerHeld {
+    fn drop(&mut self) {
+        HOLDS_SCHEDULER.with(|c| c.set(false));
+    }
+}
+
 /// What compute needs from its stream.
 pub(crate) struct ExecEnv<'a> {
     pub stream_id: StreamId,

@@ -525,7 +525,10 @@ impl Vm {
         let held = matches!(then, Then::Launch { .. })
             .then(|| self.try_sched())
             .flatten();
-        let r = self.auto_then(then);
+        let r = {
+            let _held = held.is_some().then(crate::exec::SchedulerHeld::enter);
+            self.auto_then(then)
+        };
         if !arm.is_empty() {
             let mut st = auto.state.lock();
             // Unless another thread started a window meanwhile.

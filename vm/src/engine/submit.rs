@@ -422,6 +422,7 @@ impl Vm {
         if matches!(self.inner.mode, Mode::Threaded { .. })
             && sh.in_flight.load(Ordering::Acquire) > sh.config.high_water
             && !in_engine()
+            && !crate::exec::holds_scheduler()
         {
             sh.block_on_high_water();
         }

@@ -268,3 +268,53 @@ fn a_promoted_window_whose_kernels_may_not_write_in_place_gets_its_own_plan() {
     );
     assert_eq!(after.fallbacks, before.fallbacks);
 }
+
+/// The sync that ends a promoted window holds the scheduler while it submits the window's
+/// run and the releases the window held: more of them than the back-pressure mark must not
+/// wait for a scheduler that only this thread can run.
+#[test]
+fn a_promoted_window_ending_above_the_back_pressure_mark_does_not_hang() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let vm = Vm::builder()
+            .auto_plan(true)
+            .water_marks(8, 4)
+            .build()
+            .unwrap();
+        let mut read = Vec::new();
+        for _ in 0..5 {
+            // Larger than a blob's inline bytes: releasing them frees memory through the engine.
+            let xs: Vec<_> = (0..20).map(|_| vm.new_blob(1024)).collect();
+            for x in &xs {
+                vm.write_blob(x, |b| b.fill(1)).unwrap();
+            }
+            // Twenty calls on blobs from before the window, then twenty releases of them,
+            // held with the calls.
+            let ys: Vec<_> = (0..20).map(|_| vm.new_blob(1024)).collect();
+            for (x, y) in xs.iter().zip(&ys) {
+                let k = SumBytes {
+                    add: 1,
+                    over: false,
+                };
+                vm.run_op(StreamId::CPU, k, &[x], &[y], false).unwrap();
+            }
+            for x in &xs {
+                vm.release(x).unwrap();
+            }
+            read.push(
+                vm.read_blob(&ys[19], |b| b.iter().map(|&x| u32::from(x)).sum::<u32>())
+                    .unwrap(),
+            );
+            for y in &ys {
+                vm.release(y).unwrap();
+            }
+        }
+        vm.sync().unwrap();
+        let _ = done.send((read, vm.auto_plan_stats().unwrap()));
+    });
+    let (read, stats) = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the windows finish");
+    assert_eq!(read, vec![2 * 1024; 5]);
+    assert!(stats.plan_runs >= 2, "promoted: {stats:?}");
+}
