@@ -522,7 +522,9 @@ impl Vm {
                 (then, live)
             }
         };
-        let held = matches!(then, Then::Launch { .. })
+        // (A synchronous engine's submissions take the scheduler themselves.)
+        let threaded = matches!(self.inner.mode, super::Mode::Threaded { .. });
+        let held = (threaded && matches!(then, Then::Launch { .. }))
             .then(|| self.try_sched())
             .flatten();
         let r = {

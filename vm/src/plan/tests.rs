@@ -318,3 +318,41 @@ fn a_promoted_window_ending_above_the_back_pressure_mark_does_not_hang() {
     assert_eq!(read, vec![2 * 1024; 5]);
     assert!(stats.plan_runs >= 2, "promoted: {stats:?}");
 }
+
+/// Promotion on a synchronous engine, whose submissions run the passes themselves: the sync
+/// that ends a promoted window runs its plan without holding the scheduler first.
+#[test]
+fn a_synchronous_engine_promotes_windows_too() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let vm = Vm::builder()
+            .auto_plan(true)
+            .sync_mode(true)
+            .build()
+            .unwrap();
+        let x = vm.new_blob(1024);
+        vm.write_blob(&x, |b| b.fill(1)).unwrap();
+        let mut read = Vec::new();
+        for _ in 0..5 {
+            let (t, y) = (vm.new_blob(1024), vm.new_blob(1024));
+            for (i, o) in [(&x, &t), (&t, &y)] {
+                let k = SumBytes {
+                    add: 1,
+                    over: false,
+                };
+                vm.run_op(StreamId::CPU, k, &[i], &[o], false).unwrap();
+            }
+            vm.release(&t).unwrap();
+            read.push(
+                vm.read_blob(&y, |b| b.iter().map(|&x| u32::from(x)).sum::<u32>())
+                    .unwrap(),
+            );
+        }
+        let _ = done.send((read, vm.auto_plan_stats().unwrap()));
+    });
+    let (read, stats) = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the windows finish");
+    assert_eq!(read, vec![3 * 1024; 5]);
+    assert!(stats.plan_runs >= 2, "promoted: {stats:?}");
+}
