@@ -74,15 +74,28 @@ pub fn fuse_elementwise(
             fits.then(|| (w, bytes(s.outputs()[0]) / dtype.size_in_bytes()))
         })
         .collect();
-    // Which steps read and write each slot.
-    let mut readers: HashMap<Slot, Vec<usize>> = HashMap::new();
-    let mut writers: HashMap<Slot, usize> = HashMap::new();
+    // How each temporary is used: by index, as a promoted window's plan runs this pass on
+    // every window (maps of every slot took half of its time).
+    let temps = (steps.iter())
+        .flat_map(|s| s.inputs().iter().chain(s.outputs()))
+        .filter_map(|x| match x {
+            Slot::Temp(k) => Some(k + 1),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let mut uses = vec![TempUse::default(); temps];
     for (i, s) in steps.iter().enumerate() {
-        for &x in s.inputs() {
-            readers.entry(x).or_default().push(i);
+        for x in s.inputs() {
+            if let Slot::Temp(k) = *x {
+                let r = &mut uses[k].reads;
+                *r = Some(r.map_or((i, i), |(first, _)| (first, i)));
+            }
         }
-        for &x in s.outputs() {
-            *writers.entry(x).or_default() += 1;
+        for x in s.outputs() {
+            if let Slot::Temp(k) = *x {
+                uses[k].writes += 1;
+            }
         }
     }
     // The runs, as ranges of steps.
@@ -142,17 +155,27 @@ pub fn fuse_elementwise(
             .map(|k| &what[k].as_ref().expect("merged").0)
             .collect();
         let n = what[lo].as_ref().expect("merged").1;
-        let escapes = |x: Slot| {
-            !matches!(x, Slot::Temp(_))
-                || writers.get(&x) != Some(&1)
-                || readers
-                    .get(&x)
-                    .is_some_and(|r| r.iter().any(|&i| i < lo || i >= hi))
+        let escapes = |x: Slot| match x {
+            Slot::Temp(k) => {
+                let u = &uses[k];
+                u.writes != 1
+                    || u.reads
+                        .is_some_and(|(first, last)| first < lo || last >= hi)
+            }
+            _ => true,
         };
         out.push(merge(device, &run, &whats, n, lo, &escapes));
     }
     out.extend(steps.map(|(_, s)| s));
     out
+}
+
+/// How the steps of a plan use one temporary: how many write it, and the first and last
+/// that read it.
+#[derive(Clone, Copy, Default)]
+struct TempUse {
+    writes: u32,
+    reads: Option<(usize, usize)>,
 }
 
 /// [`fuse_elementwise`] as a plan pass, for an engine's automatic promotion
@@ -387,6 +410,46 @@ mod tests {
             (bits(read(&y)), bits(read(&z)))
         };
         assert_eq!(run(true), run(false));
+    }
+
+    /// A merged step writes the temporaries that anything outside it reads or writes, and
+    /// only those: one read only inside the run is kept in registers, one nothing reads is not
+    /// written at all, and one read after the run or written again after it is stored.
+    #[test]
+    fn a_merged_step_writes_the_temporaries_read_or_written_outside_it() {
+        let cpu = Device::CPU;
+        let neg = || -> Box<dyn eddy_vm::instruction::Kernel> {
+            Box::new(unary(cpu, UnaryOp::Neg, DType::F32, Lay::Dense(0)).unwrap())
+        };
+        let add = || -> Box<dyn eddy_vm::instruction::Kernel> {
+            let k = binary(cpu, BinaryOp::Add, DType::F32, Lay::Dense(0), Lay::Dense(0));
+            Box::new(k.unwrap())
+        };
+        let step = |k, ins: &[Slot], out: Slot| Step::new(k, ins.to_vec(), vec![out]);
+        // Steps 1–4 merge; step 0 (made from a fixed blob, not merged: a reduction stands
+        // in) and step 5 (a copy through a non-elementwise kernel) are outside.
+        let outside = || -> Box<dyn eddy_vm::instruction::Kernel> {
+            Box::new(crate::kernel::from_host(vec![0f32; 4]))
+        };
+        let (t, i) = (Slot::Temp, Slot::Input);
+        let steps = vec![
+            step(outside(), &[], t(0)),
+            step(neg(), &[i(0)], t(1)),       // read only inside: kept
+            step(add(), &[t(1), i(0)], t(2)), // read after the run: stored
+            step(add(), &[t(2), t(0)], t(3)), // written again after the run: stored
+            step(neg(), &[t(3)], t(4)),       // read by nothing: not written
+            step(outside(), &[t(2)], t(3)),
+        ];
+        let fused = fuse_elementwise(cpu, steps, &|_| 16);
+        assert_eq!(
+            fused.len(),
+            3,
+            "{:?}",
+            fused.iter().map(|s| s.name()).collect::<Vec<_>>()
+        );
+        assert_eq!(fused[1].name(), "fused[neg, add×2, neg]");
+        assert_eq!(fused[1].inputs(), [i(0), t(0)]);
+        assert_eq!(fused[1].outputs(), [t(2), t(3)]);
     }
 
     /// A merged step writes a value over an input it reads for the last time, in the plan's
