@@ -53,19 +53,23 @@ pub(crate) fn holds_scheduler() -> bool {
     HOLDS_SCHEDULER.with(|c| c.get())
 }
 
-/// Marks this thread as submitting with the scheduler held until dropped (also on unwind).
-pub(crate) struct SchedulerHeld;
+/// Marks this thread as submitting with the scheduler held until dropped, then restores what
+/// it was (also on unwind).
+pub(crate) struct SchedulerHeld {
+    was: bool,
+}
 
 impl SchedulerHeld {
     pub(crate) fn enter() -> SchedulerHeld {
-        HOLDS_SCHEDULER.with(|c| c.set(true));
-        SchedulerHeld
+        SchedulerHeld {
+            was: HOLDS_SCHEDULER.with(|c| c.replace(true)),
+        }
     }
 }
 
 impl Drop for SchedulerHeld {
     fn drop(&mut self) {
-        HOLDS_SCHEDULER.with(|c| c.set(false));
+        HOLDS_SCHEDULER.with(|c| c.set(self.was));
     }
 }
 

@@ -426,8 +426,8 @@ mod tests {
             Box::new(k.unwrap())
         };
         let step = |k, ins: &[Slot], out: Slot| Step::new(k, ins.to_vec(), vec![out]);
-        // Steps 1–4 merge; step 0 (made from a fixed blob, not merged: a reduction stands
-        // in) and step 5 (a copy through a non-elementwise kernel) are outside.
+        // Steps 1–4 merge; steps 0 and 5 are not elementwise (a host copy stands in for any
+        // other kernel), so they stay outside.
         let outside = || -> Box<dyn eddy_vm::instruction::Kernel> {
             Box::new(crate::kernel::from_host(vec![0f32; 4]))
         };

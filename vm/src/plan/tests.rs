@@ -269,13 +269,30 @@ fn a_promoted_window_whose_kernels_may_not_write_in_place_gets_its_own_plan() {
     assert_eq!(after.fallbacks, before.fallbacks);
 }
 
+/// What `f` returns, run on a thread of its own, or a failure if it takes a minute: a test
+/// of a hang must fail, not hang.
+fn finishes<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("finishes within a minute")
+}
+
+/// The sum of `b`'s bytes, read from the host.
+fn byte_sum(vm: &Vm, b: &Counted<Blob>) -> u32 {
+    vm.read_blob(b, |b| b.iter().map(|&x| u32::from(x)).sum())
+        .unwrap()
+}
+
 /// The sync that ends a promoted window holds the scheduler while it submits the window's
 /// run and the releases the window held: more of them than the back-pressure mark must not
 /// wait for a scheduler that only this thread can run.
 #[test]
 fn a_promoted_window_ending_above_the_back_pressure_mark_does_not_hang() {
-    let (done, finished) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
+    let (read, stats) = finishes(|| {
         let vm = Vm::builder()
             .auto_plan(true)
             .water_marks(8, 4)
@@ -301,20 +318,14 @@ fn a_promoted_window_ending_above_the_back_pressure_mark_does_not_hang() {
             for x in &xs {
                 vm.release(x).unwrap();
             }
-            read.push(
-                vm.read_blob(&ys[19], |b| b.iter().map(|&x| u32::from(x)).sum::<u32>())
-                    .unwrap(),
-            );
+            read.push(byte_sum(&vm, &ys[19]));
             for y in &ys {
                 vm.release(y).unwrap();
             }
         }
         vm.sync().unwrap();
-        let _ = done.send((read, vm.auto_plan_stats().unwrap()));
+        (read, vm.auto_plan_stats().unwrap())
     });
-    let (read, stats) = finished
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the windows finish");
     assert_eq!(read, vec![2 * 1024; 5]);
     assert!(stats.plan_runs >= 2, "promoted: {stats:?}");
 }
@@ -323,8 +334,7 @@ fn a_promoted_window_ending_above_the_back_pressure_mark_does_not_hang() {
 /// that ends a promoted window runs its plan without holding the scheduler first.
 #[test]
 fn a_synchronous_engine_promotes_windows_too() {
-    let (done, finished) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
+    let (read, stats) = finishes(|| {
         let vm = Vm::builder()
             .auto_plan(true)
             .sync_mode(true)
@@ -343,16 +353,10 @@ fn a_synchronous_engine_promotes_windows_too() {
                 vm.run_op(StreamId::CPU, k, &[i], &[o], false).unwrap();
             }
             vm.release(&t).unwrap();
-            read.push(
-                vm.read_blob(&y, |b| b.iter().map(|&x| u32::from(x)).sum::<u32>())
-                    .unwrap(),
-            );
+            read.push(byte_sum(&vm, &y));
         }
-        let _ = done.send((read, vm.auto_plan_stats().unwrap()));
+        (read, vm.auto_plan_stats().unwrap())
     });
-    let (read, stats) = finished
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the windows finish");
     assert_eq!(read, vec![3 * 1024; 5]);
     assert!(stats.plan_runs >= 2, "promoted: {stats:?}");
 }
