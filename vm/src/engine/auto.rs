@@ -102,8 +102,8 @@ enum Held {
 struct Window {
     owner: Option<ThreadId>,
     notes: Notes,
-    /// Blob id → where it comes from.
-    refs: HashMap<u64, Ref>,
+    /// Blob id → where it comes from, and its place in `outer` or in `made`.
+    refs: HashMap<u64, (Ref, usize)>,
     outer: Vec<Counted<Blob>>,
     /// The blobs made in the window, in order, and whether each was released in it.
     made: Vec<(Counted<Blob>, bool)>,
@@ -206,18 +206,21 @@ impl Window {
     ) {
         let i = self.notes.calls.len();
         let refer = |w: &mut Window, b: &Counted<Blob>| -> Ref {
-            *w.refs.entry(b.id()).or_insert_with(|| {
-                w.outer.push(b.clone());
-                w.notes.outer_bytes.push(b.bytes());
-                Ref::Outer(w.outer.len() - 1)
-            })
+            w.refs
+                .entry(b.id())
+                .or_insert_with(|| {
+                    w.outer.push(b.clone());
+                    w.notes.outer_bytes.push(b.bytes());
+                    (Ref::Outer(w.outer.len() - 1), w.outer.len() - 1)
+                })
+                .0
         };
         let inputs = ins.iter().map(|b| refer(self, b)).collect();
         let outputs = (outs.iter().enumerate())
             .map(|(k, b)| match self.refs.get(&b.id()) {
-                Some(&r) => Ok(r),
+                Some(&(r, _)) => Ok(r),
                 None => {
-                    self.refs.insert(b.id(), Ref::Made(i, k));
+                    self.refs.insert(b.id(), (Ref::Made(i, k), self.made.len()));
                     self.made.push(((*b).clone(), false));
                     self.made_at.push((i, k));
                     Err(b.bytes())
@@ -390,10 +393,8 @@ impl Vm {
         let me = std::thread::current().id();
         let mut st = auto.state.lock();
         let w = &mut st.window;
-        if let Some(Ref::Made(..)) = w.refs.get(&blob.id())
-            && let Some(m) = w.made.iter_mut().find(|m| m.0.id() == blob.id())
-        {
-            m.1 = true;
+        if let Some(&(Ref::Made(..), m)) = w.refs.get(&blob.id()) {
+            w.made[m].1 = true;
         }
         // A blob no held call touches is released at once: it comes after what ran before
         // the window, and no later call can name it. (The previous step's gradients, say: their
@@ -567,7 +568,7 @@ impl Vm {
             match h {
                 Held::Op(c) => calls.push(c),
                 // Blobs made in the window and released in it never existed outside the plan.
-                Held::Release(b, u) if matches!(w.refs.get(&b.id()), Some(Ref::Made(..))) => {
+                Held::Release(b, u) if matches!(w.refs.get(&b.id()), Some((Ref::Made(..), _))) => {
                     drop((b, u));
                 }
                 r => releases.push(r),
