@@ -23,6 +23,40 @@ pub(crate) fn supports(dtype: DType) -> bool {
     matches!(dtype, DType::F32 | DType::F64)
 }
 
+/// A float type whose merged kernels keep their registers in one scratch buffer per thread,
+/// shared by every merged kernel the thread runs: a kernel made for one plan run (a promoted
+/// window makes its merged kernels anew each time) or one chunk of a run allocates nothing.
+trait ScratchElem: Sized {
+    /// Calls `f` with at least `len` elements of this thread's scratch (values left by earlier
+    /// runs: a program writes each register before it reads it).
+    fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R;
+}
+
+macro_rules! scratch_elem {
+    ($t:ty) => {
+        impl ScratchElem for $t {
+            fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [$t]) -> R) -> R {
+                thread_local! {
+                    static SCRATCH: std::cell::RefCell<Vec<$t>> =
+                        const { std::cell::RefCell::new(Vec::new()) };
+                }
+                SCRATCH.with(|s| match s.try_borrow_mut() {
+                    Ok(mut v) => {
+                        if v.len() < len {
+                            v.resize(len, 0.0);
+                        }
+                        f(&mut v[..len])
+                    }
+                    // Taken further up this thread's stack: a buffer of its own.
+                    Err(_) => f(&mut vec![0.0; len]),
+                })
+            }
+        }
+    };
+}
+scratch_elem!(f32);
+scratch_elem!(f64);
+
 /// The kernel running `p`.
 pub(crate) fn kernel(p: Program) -> Box<dyn Kernel> {
     match p.dtype {
@@ -38,11 +72,9 @@ struct Fused<T: FloatElem> {
     /// For each input, the elements it must hold and the position that needs the most (so
     /// that a run checks its inputs once each, not once per op).
     needs: Vec<(usize, Pos)>,
-    /// The registers of a run on this thread, kept between runs.
-    scratch: Vec<T>,
 }
 
-impl<T: FloatElem> Fused<T> {
+impl<T: FloatElem + ScratchElem> Fused<T> {
     fn new(p: Program) -> Fused<T> {
         let params = (p.code.iter())
             .map(|c| match c {
@@ -93,12 +125,7 @@ impl<T: FloatElem> Fused<T> {
                 }
             }
         }
-        Fused {
-            p,
-            params,
-            needs,
-            scratch: Vec::new(),
-        }
+        Fused { p, params, needs }
     }
 }
 
@@ -118,7 +145,7 @@ unsafe impl<T: Send> Send for Out<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send> Sync for Out<T> {}
 
-impl<T: FloatElem> Kernel for Fused<T> {
+impl<T: FloatElem + ScratchElem> Kernel for Fused<T> {
     fn name(&self) -> &str {
         &self.p.name
     }
@@ -179,26 +206,27 @@ impl<T: FloatElem> Kernel for Fused<T> {
         let regs = self.p.regs * BLOCK;
         let threads = eddy_vm::par::threads();
         if n < PAR_MIN || threads < 2 {
-            let mut scratch = std::mem::take(&mut self.scratch);
-            scratch.resize(regs, T::down(T::param(0.0)));
-            // SAFETY: this thread writes all of `0..n`, and nothing else runs on the outputs.
-            unsafe { self.run_blocks(&ins, &outs, 0, n, &mut scratch) };
-            self.scratch = scratch;
+            T::with_scratch(regs, |scratch| {
+                // SAFETY: this thread writes all of `0..n`, and nothing else runs on the
+                // outputs.
+                unsafe { self.run_blocks(&ins, &outs, 0, n, scratch) }
+            });
         } else {
             let chunk = n.div_ceil(threads * 4).max(4 * BLOCK);
             let this = &*self;
             eddy_vm::par::for_each(n.div_ceil(chunk), |c| {
-                let mut scratch = vec![T::down(T::param(0.0)); regs];
                 let (lo, hi) = (c * chunk, ((c + 1) * chunk).min(n));
-                // SAFETY: chunk `c` covers elements `lo..hi` only; chunks are disjoint.
-                unsafe { this.run_blocks(&ins, &outs, lo, hi, &mut scratch) };
+                T::with_scratch(regs, |scratch| {
+                    // SAFETY: chunk `c` covers elements `lo..hi` only; chunks are disjoint.
+                    unsafe { this.run_blocks(&ins, &outs, lo, hi, scratch) }
+                });
             });
         }
         Ok(())
     }
 }
 
-impl<T: FloatElem> Fused<T> {
+impl<T: FloatElem + ScratchElem> Fused<T> {
     fn fail(&self, message: String) -> eddy_vm::Error {
         eddy_vm::Error::kernel(&self.p.name, message)
     }
