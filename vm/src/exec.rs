@@ -21,24 +21,34 @@ pub(crate) fn in_engine() -> bool {
     IN_ENGINE.with(|c| c.get())
 }
 
-/// Marks the current thread as running engine code until dropped, then restores what it was,
-/// also when engine code unwinds (a user thread that ran a pass must not stay marked: its
-/// later blocking calls would fail with `ReentrantWait`).
-pub(crate) struct EngineScope {
+/// A thread's flag set until dropped, then restored to what it was, also on unwind.
+pub(crate) struct FlagScope {
+    flag: &'static std::thread::LocalKey<Cell<bool>>,
     was: bool,
 }
 
-impl EngineScope {
-    pub(crate) fn enter() -> Self {
-        EngineScope {
-            was: IN_ENGINE.with(|c| c.replace(true)),
+impl FlagScope {
+    fn set(flag: &'static std::thread::LocalKey<Cell<bool>>) -> FlagScope {
+        FlagScope {
+            flag,
+            was: flag.with(|c| c.replace(true)),
         }
     }
 }
 
-impl Drop for EngineScope {
+impl Drop for FlagScope {
     fn drop(&mut self) {
-        IN_ENGINE.with(|c| c.set(self.was));
+        self.flag.with(|c| c.set(self.was));
+    }
+}
+
+/// Marks the current thread as running engine code (a user thread that ran a pass must not
+/// stay marked when it unwinds: its later blocking calls would fail with `ReentrantWait`).
+pub(crate) struct EngineScope;
+
+impl EngineScope {
+    pub(crate) fn enter() -> FlagScope {
+        FlagScope::set(&IN_ENGINE)
     }
 }
 
@@ -53,23 +63,12 @@ pub(crate) fn holds_scheduler() -> bool {
     HOLDS_SCHEDULER.with(|c| c.get())
 }
 
-/// Marks this thread as submitting with the scheduler held until dropped, then restores what
-/// it was (also on unwind).
-pub(crate) struct SchedulerHeld {
-    was: bool,
-}
+/// Marks this thread as submitting with the scheduler held.
+pub(crate) struct SchedulerHeld;
 
 impl SchedulerHeld {
-    pub(crate) fn enter() -> SchedulerHeld {
-        SchedulerHeld {
-            was: HOLDS_SCHEDULER.with(|c| c.replace(true)),
-        }
-    }
-}
-
-impl Drop for SchedulerHeld {
-    fn drop(&mut self) {
-        HOLDS_SCHEDULER.with(|c| c.set(self.was));
+    pub(crate) fn enter() -> FlagScope {
+        FlagScope::set(&HOLDS_SCHEDULER)
     }
 }
 
