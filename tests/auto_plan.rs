@@ -12,8 +12,14 @@ use eddy::tensor::optim::{Adam, Optimizer, Sgd};
 use eddy::tensor::{DType, Tensor, no_grad, with_engine};
 use eddy::vm::Vm;
 
+/// Promotion of every recurring window: these tests count plan runs, which must not depend
+/// on how fast the host runs them.
 fn auto_vm() -> Vm {
-    Vm::builder().auto_plan(true).build().unwrap()
+    Vm::builder()
+        .auto_plan(true)
+        .auto_plan_measured(false)
+        .build()
+        .unwrap()
 }
 
 /// Inputs and class targets of a batch of `n`.
@@ -82,6 +88,21 @@ fn a_training_loop_is_promoted_and_computes_the_eager_bits() {
             let s = auto.auto_plan_stats().unwrap();
             assert!(s.compiled >= 1 && s.plan_runs >= 5, "adam: {adam}: {s:?}");
         }
+    });
+}
+
+/// With the timing verdicts on (the default), whichever way each window runs, eagerly or as
+/// a plan, a long loop computes the bits of an engine without promotion, and its windows are
+/// promoted at first (a verdict needs three timed plan runs).
+#[test]
+fn a_measured_loop_computes_the_eager_bits_whichever_way_its_windows_run() {
+    watchdog(120, || {
+        let plain = Vm::builder().build().unwrap();
+        let auto = Vm::builder().auto_plan(true).build().unwrap();
+        let run = |vm: &Vm| train(vm, 40, |_| 16, |p| Adam::new(p, 0.01).unwrap());
+        assert_eq!(run(&auto), run(&plain));
+        let s = auto.auto_plan_stats().unwrap();
+        assert!(s.plan_runs >= 4 && s.windows >= 40, "{s:?}");
     });
 }
 

@@ -98,7 +98,9 @@ fn main() -> R<()> {
     if let Some(mode) = args.first().filter(|a| MODES.contains(&a.as_str())) {
         let steps = args.get(1).map_or(Ok(50), |s| s.parse())?.max(1);
         let (wall, calls, bits) = if *mode == "auto" {
-            let vm = eddy::vm::Vm::builder().auto_plan(true).build()?;
+            let vm = (eddy::vm::Vm::builder().auto_plan(true))
+                .auto_plan_measured(false)
+                .build()?;
             let r = with_engine(&vm, || {
                 let r = part(mode, steps)?;
                 if std::env::var_os("EDDY_VM_TRACE").is_some() {

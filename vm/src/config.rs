@@ -64,6 +64,10 @@ pub struct Config {
     /// Whether the engine promotes a thread's op calls between sync points to a plan once
     /// they repeat (`EDDY_VM_AUTO_PLAN=1`, default off; see `VmBuilder::auto_plan`).
     pub auto_plan: bool,
+    /// Whether promotion times each kind of window both ways and runs eagerly for a while a
+    /// kind whose plan runs are slower (default on; `EDDY_VM_AUTO_PLAN=always` turns promotion
+    /// on without it; see `VmBuilder::auto_plan_measured`).
+    pub auto_plan_measured: bool,
     /// How many CUDA devices the engine opens, `cuda:0` to `cuda:{n-1}`, each with compute and
     /// copy streams and their allocators (`EDDY_VM_CUDA_DEVICES`, a number or `all`; default 0).
     /// Needs the `cuda` feature; `u32::MAX` means every device the machine has.
@@ -92,6 +96,7 @@ impl Default for Config {
             cpu_devices: 1,
             lazy_launcher: false,
             auto_plan: false,
+            auto_plan_measured: true,
             cuda_devices: 0,
             spin: Duration::from_millis(1),
             trace: false,
@@ -268,6 +273,11 @@ impl VmBuilder {
             parse_bool(v).map(|x| c.lazy_launcher = x).is_some()
         });
         set("EDDY_VM_AUTO_PLAN", &mut |v| {
+            if v.trim() == "always" {
+                c.auto_plan = true;
+                c.auto_plan_measured = false;
+                return true;
+            }
             parse_bool(v).map(|x| c.auto_plan = x).is_some()
         });
         set(
@@ -492,6 +502,37 @@ impl VmBuilder {
     /// ```
     pub fn auto_plan(mut self, on: bool) -> Self {
         self.config.auto_plan = on;
+        self
+    }
+
+    /// Whether automatic promotion keeps promoting only what pays (default on). A promoted
+    /// window's calls are held until its end, so they no longer overlap the computing of the
+    /// calls before them; where the calls cost as much as the computing (a small model's
+    /// step), that loses more than the plan saves. Measured, each kind of window is timed run
+    /// eagerly and run as a plan (from the end of the host access before it to the end of its
+    /// own), and a kind whose last plan runs are slower than its eager windows runs eagerly
+    /// for the next 8 windows of the kind, then tries again, waiting twice as long after each
+    /// new loss (at most 1,024 windows). `AutoPlanStats::backed_off` counts those turns. Off,
+    /// every recurring window is promoted: what a test of promotion itself wants, whatever
+    /// the clock says (`EDDY_VM_AUTO_PLAN=always`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{StreamId, VmBuilder, testing::AddByte};
+    /// let vm = VmBuilder::new().auto_plan(true).auto_plan_measured(false).build()?;
+    /// let (a, b) = (vm.new_blob(4), vm.new_blob(4));
+    /// vm.write_blob(&a, |m| m.fill(1))?;
+    /// for _ in 0..20 {
+    ///     vm.run_op(StreamId::CPU, AddByte(1), &[&a], &[&b], false)?;
+    ///     assert_eq!(vm.read_blob(&b, |m| m[0])?, 2);
+    /// }
+    /// let s = vm.auto_plan_stats().unwrap();
+    /// assert_eq!((s.plan_runs, s.backed_off), (18, 0)); // all but the first two windows
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn auto_plan_measured(mut self, on: bool) -> Self {
+        self.config.auto_plan_measured = on;
         self
     }
 
@@ -736,6 +777,26 @@ mod tests {
             panic!("bad value accepted")
         };
         assert!(e.to_string().contains("EDDY_VM_FUSION"), "{e}");
+    }
+
+    #[test]
+    fn auto_plan_takes_a_boolean_or_always() {
+        let with = |v: &'static str| {
+            let mut b = VmBuilder::new();
+            b.apply_env(|k| (k == "EDDY_VM_AUTO_PLAN").then(|| v.into()));
+            b
+        };
+        let c = |v| {
+            let b = with(v);
+            (b.config.auto_plan, b.config.auto_plan_measured)
+        };
+        assert_eq!(c("1"), (true, true));
+        assert_eq!(c("0"), (false, true));
+        assert_eq!(c("always"), (true, false));
+        let Err(e) = with("often").build() else {
+            panic!("bad value accepted")
+        };
+        assert!(e.to_string().contains("EDDY_VM_AUTO_PLAN"), "{e}");
     }
 
     #[test]

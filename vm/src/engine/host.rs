@@ -60,6 +60,7 @@ impl Vm {
         .waited();
         // Host reads run on the main CPU stream; soft sync orders them.
         self.run_then_wait(held, StreamId::CPU, access, &w, "read_blob")?;
+        self.access_done();
         self.host_result(&slot)
     }
 
@@ -124,6 +125,7 @@ impl Vm {
         })
         .waited();
         self.run_then_wait(held, StreamId::CPU, access, &w, "write_blob")?;
+        self.access_done();
         self.host_result(&slot)
     }
 

@@ -172,7 +172,8 @@ impl Vm {
                 sched,
             }
         };
-        let auto = shared.config.auto_plan.then(Box::<auto::Auto>::default);
+        let auto = (shared.config.auto_plan)
+            .then(|| Box::new(auto::Auto::new(shared.config.auto_plan_measured)));
         Ok(Vm {
             inner: Arc::new(VmInner { shared, mode, auto }),
         })

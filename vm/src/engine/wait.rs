@@ -260,12 +260,24 @@ impl Vm {
         };
         let mut held = held.or_else(|| self.try_sched());
         if held.as_mut().is_some_and(|s| s.pass_idle_barrier()) {
+            drop(held);
+            self.access_done();
             return Ok(()); // nothing received is still live
         }
         let w = Arc::new(Waiter::new());
         let w2 = w.clone();
         let barrier = Barrier::new(move || w2.signal());
-        self.run_then_wait(held, StreamId::CPU, barrier, &w, "sync")
+        self.run_then_wait(held, StreamId::CPU, barrier, &w, "sync")?;
+        self.access_done();
+        Ok(())
+    }
+
+    /// A host access or barrier returned: automatic promotion times the window it ended.
+    #[inline]
+    pub(super) fn access_done(&self) {
+        if let Some(auto) = &self.inner.auto {
+            self.auto_done(auto);
+        }
     }
 
     /// Submits `policy`, whose completion signals `w`, and waits for it (`op` names the wait).

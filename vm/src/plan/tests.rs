@@ -360,3 +360,42 @@ fn a_synchronous_engine_promotes_windows_too() {
     assert_eq!(read, vec![3 * 1024; 5]);
     assert!(stats.plan_runs >= 2, "promoted: {stats:?}");
 }
+
+/// Measured promotion, on a clock that times every plan run at twice an eager window: a
+/// kind of window is run as a plan three times (after the run that compiled its plan), then
+/// eagerly for 8 windows, tried once, then eagerly for 16, and so on; every window has the
+/// eager values whichever way it runs.
+#[test]
+fn a_kind_of_window_whose_plan_runs_lose_runs_eagerly_for_a_while() {
+    let vm = Vm::builder().auto_plan(true).build().unwrap();
+    let auto = vm.inner.auto.as_ref().expect("promotion is on");
+    auto.set_clock(|promoted| std::time::Duration::from_micros(if promoted { 200 } else { 100 }));
+    let x = vm.new_blob(8);
+    vm.write_blob(&x, |b| b.copy_from_slice(&[0, 1, 2, 3, 4, 5, 6, 7]))
+        .unwrap();
+    let window = || -> Vec<u8> {
+        let (t, y) = (vm.new_blob(8), vm.new_blob(8));
+        for (add, i, o) in [(1, &x, &t), (2, &t, &y)] {
+            let k = SumBytes { add, over: false };
+            vm.run_op(StreamId::CPU, k, &[i], &[o], false).unwrap();
+        }
+        vm.release(&t).unwrap();
+        vm.read_blob(&y, |b| b.to_vec()).unwrap()
+    };
+    let expect: Vec<u8> = (3..11).collect();
+    let mut as_plans = Vec::new();
+    let mut runs = 0;
+    for n in 1..=40 {
+        assert_eq!(window(), expect, "window {n}");
+        let s = vm.auto_plan_stats().unwrap();
+        if s.plan_runs > runs {
+            as_plans.push(n);
+            runs = s.plan_runs;
+        }
+    }
+    // 3 compiles; 4–6 are timed and lose; 7–14 eager; 15 loses; 16–31 eager; 32 loses.
+    assert_eq!(as_plans, [3, 4, 5, 6, 15, 32]);
+    let s = vm.auto_plan_stats().unwrap();
+    assert_eq!((s.compiled, s.backed_off, s.fallbacks), (1, 3, 0), "{s:?}");
+    assert_eq!(s.windows, 40);
+}

@@ -17,6 +17,10 @@
 //!
 //! Another thread's call, any other instruction, or a capture ends the holding: what was held
 //! runs first.
+//!
+//! Holding costs the overlap of the calls with the computing of those before them, so each
+//! kind of window is timed both ways, and one whose plan runs are slower goes back to eager
+//! execution for a while ([`profit`]).
 
 use super::Vm;
 use crate::Counted;
@@ -29,9 +33,16 @@ use crate::shared::{AUTO_HOLDING, CAPTURES};
 use crate::stream::StreamId;
 use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
+
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use std::thread::ThreadId;
+use std::time::Instant;
+
+mod profit;
+mod window;
+use profit::Profit;
+use window::{Held, Note, Notes, Ref, Spare, Window};
 
 /// The scheduler, held by a user thread.
 pub(crate) type SchedGuard<'a> = parking_lot::MutexGuard<'a, crate::scheduler::Scheduler>;
@@ -63,64 +74,32 @@ pub struct AutoPlanStats {
     /// Held windows that ran as usual after all: a call differed from the notes, or another
     /// instruction or another thread's host access came first.
     pub fallbacks: u64,
-}
-
-/// Where an operand comes from, within a window.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ref {
-    /// Blob `k` from before the window, by first use.
-    Outer(usize),
-    /// Made by call `i`, its output `k`.
-    Made(usize, usize),
-}
-
-/// One call's notes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Note {
-    name: u64,
-    stream: StreamId,
-    inputs: Vec<Ref>,
-    /// Each output: an operand already known, or a new blob of so many bytes.
-    outputs: Vec<Result<Ref, usize>>,
-}
-
-/// A window's notes: its calls, the sizes of the blobs from before it, and which blobs made
-/// in it are still held at its end.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Notes {
-    calls: Vec<Note>,
-    outer_bytes: Vec<usize>,
-    kept: Vec<bool>,
-}
-
-enum Held {
-    Op(Captured),
-    Release(Counted<Blob>, bool),
-}
-
-#[derive(Default)]
-struct Window {
-    owner: Option<ThreadId>,
-    notes: Notes,
-    /// Blob id → where it comes from, and its place in `outer` or in `made`.
-    refs: HashMap<u64, (Ref, usize)>,
-    outer: Vec<Counted<Blob>>,
-    /// The blobs made in the window, in order, and whether each was released in it.
-    made: Vec<(Counted<Blob>, bool)>,
-    made_at: Vec<(usize, usize)>,
-    /// Holding this window's calls: they match the notes of the windows seen at `live` so far.
-    holding: bool,
-    live: Vec<usize>,
-    held: Vec<Held>,
+    /// Times a kind of window went back to eager execution for a while because its plan runs
+    /// were timed slower than its eager windows (see
+    /// [`VmBuilder::auto_plan_measured`](crate::VmBuilder::auto_plan_measured)).
+    pub backed_off: u64,
 }
 
 /// Notes seen at the end of windows: how often, whether all their calls are on one stream,
-/// and the plan compiled for them.
+/// the plan compiled for them, and whether it pays.
 struct Seen {
+    /// Names the kind while `seen` reorders.
+    id: u64,
     notes: Notes,
     count: usize,
     one_stream: bool,
     plan: Option<Plan>,
+    profit: Profit,
+}
+
+/// A window that ended and is to be timed when its host access returns.
+struct Pending {
+    thread: ThreadId,
+    /// The kind's `Seen::id`.
+    id: u64,
+    promoted: bool,
+    /// When the host access before it returned.
+    start: Instant,
 }
 
 /// How many distinct windows the engine remembers (a loop whose windows cycle through a few
@@ -132,7 +111,17 @@ struct State {
     window: Window,
     /// Least recently seen first.
     seen: Vec<Seen>,
+    next_id: u64,
+    /// How many calls the last window had: room for the next one's notes.
+    last_calls: usize,
+    spare: Spare,
     stats: AutoPlanStats,
+    /// The thread whose host access returned last, and when.
+    last_done: Option<(ThreadId, Instant)>,
+    pending: Option<Pending>,
+    /// Tests: each window's time, from whether it ran as a plan, instead of the clock's.
+    #[cfg(test)]
+    clock: Option<fn(bool) -> std::time::Duration>,
 }
 
 impl State {
@@ -147,6 +136,8 @@ impl State {
 /// The engine's promotion state.
 #[derive(Default)]
 pub(crate) struct Auto {
+    /// Whether windows are timed, and kinds whose plan runs lose go back to eager execution.
+    measured: bool,
     state: Mutex<State>,
     /// The pass run on each window's steps before they run as a plan.
     pass: OnceLock<PlanPass>,
@@ -188,68 +179,22 @@ enum Then {
     },
 }
 
-/// A kernel's name as a number (FNV-1a).
-fn hash(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    })
-}
-
-impl Window {
-    /// Notes a call (registering the blobs it makes); its note is the last of `notes.calls`.
-    fn note(
-        &mut self,
-        name: &str,
-        stream: StreamId,
-        ins: &[&Counted<Blob>],
-        outs: &[&Counted<Blob>],
-    ) {
-        let i = self.notes.calls.len();
-        let refer = |w: &mut Window, b: &Counted<Blob>| -> Ref {
-            w.refs
-                .entry(b.id())
-                .or_insert_with(|| {
-                    w.outer.push(b.clone());
-                    w.notes.outer_bytes.push(b.bytes());
-                    (Ref::Outer(w.outer.len() - 1), w.outer.len() - 1)
-                })
-                .0
-        };
-        let inputs = ins.iter().map(|b| refer(self, b)).collect();
-        let outputs = (outs.iter().enumerate())
-            .map(|(k, b)| match self.refs.get(&b.id()) {
-                Some(&(r, _)) => Ok(r),
-                None => {
-                    self.refs.insert(b.id(), (Ref::Made(i, k), self.made.len()));
-                    self.made.push(((*b).clone(), false));
-                    self.made_at.push((i, k));
-                    Err(b.bytes())
-                }
-            })
-            .collect();
-        let note = Note {
-            name: hash(name),
-            stream,
-            inputs,
-            outputs,
-        };
-        self.notes.calls.push(note);
-    }
-
-    /// Ends the window: which made blobs are still held, and everything it held.
-    fn close(&mut self) -> (Notes, Window) {
-        let mut w = std::mem::take(self);
-        let mut notes = std::mem::take(&mut w.notes);
-        notes.kept = (w.made.iter())
-            .map(|(b, released)| !released && !b.is_released())
-            .collect();
-        (notes, w)
-    }
-}
-
 impl Auto {
+    pub(crate) fn new(measured: bool) -> Self {
+        Auto {
+            measured,
+            ..Auto::default()
+        }
+    }
+
     pub(crate) fn stats(&self) -> AutoPlanStats {
         self.state.lock().stats
+    }
+
+    /// Tests: windows take what `clock` says, by whether they ran as plans.
+    #[cfg(test)]
+    pub(crate) fn set_clock(&self, clock: fn(bool) -> std::time::Duration) {
+        self.state.lock().clock = Some(clock);
     }
 }
 
@@ -342,6 +287,10 @@ impl Vm {
             let w = &mut st.window;
             w.owner = Some(me);
             let i = w.notes.calls.len();
+            if i == 0 {
+                st.spare.lend(w);
+                w.reserve(st.last_calls);
+            }
             w.note(kernel.name(), stream, inputs, outputs);
             let note = &w.notes.calls[i];
             if w.holding {
@@ -481,31 +430,60 @@ impl Vm {
             } else {
                 st.stats.windows += 1;
                 let was_holding = st.window.holding;
-                let (notes, w) = st.window.close();
+                let (notes, mut w) = st.window.close();
+                st.last_calls = notes.calls.len();
                 self.stop_holding();
                 let known = st.seen.iter().position(|e| e.notes == notes);
+                let compiled = st.stats.compiled;
                 let then = match known.filter(|c| w.live.contains(c)) {
                     Some(c) if was_holding => {
                         let State { seen, stats, .. } = &mut *st;
-                        self.auto_launch(&mut seen[c], stats, w, auto.pass.get())
+                        self.auto_launch(&mut seen[c], stats, &mut w, auto.pass.get())
                     }
                     _ => {
                         if was_holding {
                             st.stats.fallbacks += 1;
                         }
-                        Then::Flush(w.held)
+                        Then::Flush(std::mem::take(&mut w.held))
                     }
                 };
+                st.spare.keep(w);
+                // Timed: windows run eagerly throughout, and plan runs of a plan compiled before.
+                let promoted = matches!(then, Then::Launch { .. }) && st.stats.compiled == compiled;
                 // Remembered, most recent last; the least recent (and its plan's arena) goes.
-                let entry = match known {
-                    Some(k) => st.seen.remove(k),
-                    None => Seen {
-                        one_stream: notes.calls.windows(2).all(|c| c[0].stream == c[1].stream),
-                        notes,
-                        count: 0,
-                        plan: None,
-                    },
+                let mut entry = match known {
+                    Some(k) => {
+                        st.spare.calls = notes.calls;
+                        st.spare.calls.clear();
+                        st.seen.remove(k)
+                    }
+                    None => {
+                        st.next_id += 1;
+                        Seen {
+                            id: st.next_id,
+                            one_stream: (notes.calls.windows(2))
+                                .all(|c| c[0].stream == c[1].stream),
+                            notes,
+                            count: 0,
+                            plan: None,
+                            profit: Profit::default(),
+                        }
+                    }
                 };
+                if !was_holding {
+                    entry.profit.ran_eagerly();
+                }
+                let start = (st.last_done)
+                    .filter(|&(t, _)| auto.measured && t == me)
+                    .map(|(_, at)| at);
+                st.pending = start
+                    .filter(|_| promoted || !was_holding)
+                    .map(|start| Pending {
+                        thread: me,
+                        id: entry.id,
+                        promoted,
+                        start,
+                    });
                 if st.seen.len() >= REMEMBERED {
                     st.seen.remove(0);
                 }
@@ -513,10 +491,22 @@ impl Vm {
                     count: entry.count + 1,
                     ..entry
                 });
-                // The next window is held if it may be one seen often enough, on one stream.
+                // The next window is held if it may be one seen often enough, on one stream,
+                // whose plan runs have not lost lately, and which begins unlike every kind
+                // that runs eagerly for now: a window of that kind would be held as far as
+                // the two agree (seven steps of an eight-step window, say), then run late.
+                let eager_now: Vec<&Note> = (st.seen.iter())
+                    .filter(|e| !e.profit.holds())
+                    .filter_map(|e| e.notes.calls.first())
+                    .collect();
                 let live: Vec<usize> = (st.seen.iter().enumerate())
                     .filter(|(_, e)| {
-                        e.count >= REPEATS && !e.notes.calls.is_empty() && e.one_stream
+                        e.count >= REPEATS
+                            && e.one_stream
+                            && e.notes
+                                .calls
+                                .first()
+                                .is_some_and(|c| !eager_now.contains(&c))
                     })
                     .map(|(k, _)| k)
                     .collect();
@@ -550,6 +540,45 @@ impl Vm {
         r.map(|()| held)
     }
 
+    /// A host access by this thread returned: times the window it ended, if that is to be
+    /// timed, and a kind whose plan runs lose is not held again for a while.
+    #[cold]
+    pub(crate) fn auto_done(&self, auto: &Auto) {
+        if !auto.measured || bypass() {
+            return;
+        }
+        let now = Instant::now();
+        let me = std::thread::current().id();
+        let mut guard = auto.state.lock();
+        let st = &mut *guard;
+        st.last_done = Some((me, now));
+        let Some(p) = st.pending.take_if(|p| p.thread == me) else {
+            return;
+        };
+        let Some(k) = st.seen.iter().position(|e| e.id == p.id) else {
+            return;
+        };
+        let took = now.saturating_duration_since(p.start);
+        #[cfg(test)]
+        let took = st.clock.map_or(took, |c| c(p.promoted));
+        if !p.promoted {
+            st.seen[k].profit.eager(took);
+        } else if st.seen[k].profit.plan(took) {
+            st.stats.backed_off += 1;
+            // The next window may be held already, for this kind among others.
+            let w = &mut st.window;
+            if w.holding && w.held.is_empty() && w.notes.calls.is_empty() {
+                let first = &st.seen[k].notes.calls[0];
+                w.live
+                    .retain(|&c| st.seen[c].notes.calls.first() != Some(first));
+                if w.live.is_empty() {
+                    w.holding = false;
+                    self.stop_holding();
+                }
+            }
+        }
+    }
+
     /// The plan run for the held window `w` (matching the notes seen at `c`), compiling the
     /// plan if there is none for these notes. With a plan pass, the pass runs on each window's
     /// steps (their kernels carry that window's parameters); a result shaped unlike the plan's
@@ -558,13 +587,13 @@ impl Vm {
         &self,
         seen: &mut Seen,
         stats: &mut AutoPlanStats,
-        w: Window,
+        w: &mut Window,
         pass: Option<&PlanPass>,
     ) -> Then {
         let notes = &seen.notes;
         let mut calls = Vec::new();
         let mut releases = Vec::new();
-        for h in w.held {
+        for h in std::mem::take(&mut w.held) {
             match h {
                 Held::Op(c) => calls.push(c),
                 // Blobs made in the window and released in it never existed outside the plan.
@@ -612,8 +641,8 @@ impl Vm {
             slot_of_made.insert((i, o), s);
         }
         let slot = |r: Ref| match r {
-            Ref::Outer(k) => Slot::Input(k),
-            Ref::Made(i, o) => slot_of_made[&(i, o)],
+            Ref::Outer(k) => Slot::Input(k as usize),
+            Ref::Made(i, o) => slot_of_made[&(i as usize, o as usize)],
         };
         let stream = notes.calls[0].stream;
         let mut steps: Vec<Step> = (calls.into_iter().zip(&notes.calls).enumerate())
@@ -622,7 +651,7 @@ impl Vm {
                 let outs = (n.outputs.iter().enumerate())
                     .map(|(k, o)| match o {
                         Ok(r) => slot(*r),
-                        Err(_) => slot(Ref::Made(i, k)),
+                        Err(_) => slot(Ref::Made(i as u32, k as u32)),
                     })
                     .collect();
                 Step::new(c.kernel, ins, outs).called_at(c.at)
@@ -667,7 +696,7 @@ impl Vm {
                 for n in &notes.calls {
                     for o in &n.outputs {
                         if let Ok(Ref::Outer(k)) = o {
-                            failed.push(w.outer[*k].clone());
+                            failed.push(w.outer[*k as usize].clone());
                         }
                     }
                 }

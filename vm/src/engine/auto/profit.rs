@@ -1,0 +1,191 @@
+//! Whether running a kind of window as a plan pays.
+//!
+//! A plan run saves the engine's work per call and merges kernels, but the window's calls are
+//! held until its end, so they no longer overlap the computing of the calls before them. Where
+//! the calls cost as much as the computing (small steps), holding them loses more than the
+//! plan saves. So each kind of window keeps the wall times of its last few windows run
+//! eagerly and of its last few run as plans, each from the end of the host access before it
+//! to the end of its own (the time the thread that makes the calls spends on the window), and
+//! goes back to eager execution for a while when its plan runs are slower. It tries again
+//! after that many windows, one plan run judged with the runs before it, and waits twice as
+//! long each time the plan loses again.
+
+use std::time::Duration;
+
+/// How many recent times of each way a kind keeps.
+const KEEP: usize = 5;
+/// Plan runs timed before the first verdict; each one after it is judged with those before.
+const TRIES: usize = 3;
+/// Plan runs lose when their median is above the eager median by more than this share.
+const MARGIN: f64 = 0.02;
+/// Windows run eagerly after the first loss, and the most after repeated ones.
+const FIRST_BACKOFF: u32 = 8;
+const MOST_BACKOFF: u32 = 1024;
+
+/// The last few times of one way of running a kind of window, oldest first.
+#[derive(Clone, Debug, Default)]
+struct Times(smallvec::SmallVec<[Duration; KEEP]>);
+
+impl Times {
+    fn push(&mut self, d: Duration) {
+        if self.0.len() == KEEP {
+            self.0.remove(0);
+        }
+        self.0.push(d);
+    }
+
+    fn median(&self) -> Option<Duration> {
+        let mut v = self.0.clone();
+        v.sort_unstable();
+        v.get(v.len() / 2).copied()
+    }
+}
+
+/// What a kind of window's times say about running it as a plan.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Profit {
+    eager: Times,
+    plan: Times,
+    /// Eager windows still to run before the plan is tried again.
+    skip: u32,
+    /// How many windows the next loss sends back to eager execution.
+    backoff: u32,
+}
+
+impl Profit {
+    /// Whether the kind's next window may be held to run as a plan.
+    pub(super) fn holds(&self) -> bool {
+        self.skip == 0
+    }
+
+    /// A window of the kind ended that ran eagerly: one fewer to wait for.
+    pub(super) fn ran_eagerly(&mut self) {
+        self.skip = self.skip.saturating_sub(1);
+    }
+
+    /// The time of a window that ran eagerly.
+    pub(super) fn eager(&mut self, d: Duration) {
+        self.eager.push(d);
+    }
+
+    /// The time of a window that ran as a plan. Returns `true` when the plan runs lose: the
+    /// kind's next windows run eagerly (see [`holds`](Self::holds)).
+    pub(super) fn plan(&mut self, d: Duration) -> bool {
+        self.plan.push(d);
+        let (Some(p), Some(e)) = (self.plan.median(), self.eager.median()) else {
+            return false;
+        };
+        if self.plan.0.len() < TRIES {
+            return false;
+        }
+        if p.as_secs_f64() > e.as_secs_f64() * (1.0 + MARGIN) {
+            self.skip = self.backoff.max(FIRST_BACKOFF);
+            self.backoff = (self.skip * 2).min(MOST_BACKOFF);
+            true
+        } else {
+            self.backoff = FIRST_BACKOFF;
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    #[test]
+    fn plan_runs_as_fast_as_eager_windows_go_on() {
+        let mut p = Profit::default();
+        p.eager(us(100));
+        p.eager(us(104));
+        for _ in 0..50 {
+            assert!(!p.plan(us(101)));
+            assert!(p.holds());
+        }
+    }
+
+    /// Drains a wait: how many eager windows it took.
+    fn wait(p: &mut Profit) -> u32 {
+        let mut n = 0;
+        while !p.holds() {
+            p.ran_eagerly();
+            p.eager(us(100));
+            n += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn slower_plan_runs_go_back_to_eager_windows_for_longer_each_time() {
+        let mut p = Profit::default();
+        p.eager(us(100));
+        assert!(!p.plan(us(150)));
+        assert!(!p.plan(us(150)), "two runs are too few to judge");
+        assert!(p.plan(us(150)));
+        let mut waits = Vec::new();
+        for _ in 0..3 {
+            waits.push(wait(&mut p));
+            assert!(
+                p.plan(us(150)),
+                "a try after a wait is judged with the runs before"
+            );
+        }
+        assert_eq!(waits, [8, 16, 32]);
+    }
+
+    #[test]
+    fn faster_tries_win_back_and_the_wait_starts_over() {
+        let mut p = Profit::default();
+        p.eager(us(100));
+        for _ in 0..3 {
+            p.plan(us(200));
+        }
+        // The plan got faster: each try counts, and the third makes the median.
+        wait(&mut p);
+        assert!(p.plan(us(90)));
+        wait(&mut p);
+        assert!(p.plan(us(90)));
+        wait(&mut p);
+        assert!(!p.plan(us(90)));
+        assert!(p.holds());
+        assert!(!p.plan(us(500)), "one slow run among fast ones");
+        let mut tries = 1;
+        while !p.plan(us(200)) {
+            tries += 1;
+        }
+        assert_eq!(tries, 2, "slow runs the most of the last five");
+        assert_eq!(
+            wait(&mut p),
+            FIRST_BACKOFF,
+            "after a win the wait starts over"
+        );
+    }
+
+    #[test]
+    fn without_eager_times_there_is_no_verdict() {
+        let mut p = Profit::default();
+        for _ in 0..10 {
+            assert!(!p.plan(us(1_000)));
+        }
+        assert!(p.holds());
+    }
+
+    #[test]
+    fn the_wait_stops_growing() {
+        let mut p = Profit::default();
+        p.eager(us(100));
+        for _ in 0..TRIES {
+            p.plan(us(1_000));
+        }
+        let mut last = 0;
+        for _ in 0..12 {
+            last = wait(&mut p);
+            assert!(p.plan(us(1_000)));
+        }
+        assert_eq!(last, MOST_BACKOFF);
+    }
+}

@@ -1,0 +1,164 @@
+//! A window's notes: where each call's operands come from, and the buffers they are kept in.
+
+use crate::Counted;
+use crate::blob::Blob;
+use crate::captured::Captured;
+use crate::stream::StreamId;
+use foldhash::HashMap;
+use smallvec::SmallVec;
+use std::thread::ThreadId;
+
+/// Where an operand comes from, within a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ref {
+    /// Blob `k` from before the window, by first use.
+    Outer(u32),
+    /// Made by call `i`, its output `k`.
+    Made(u32, u32),
+}
+
+/// One call's notes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Note {
+    pub(super) name: u64,
+    pub(super) stream: StreamId,
+    pub(super) inputs: SmallVec<[Ref; 3]>,
+    /// Each output: an operand already known, or a new blob of so many bytes.
+    pub(super) outputs: SmallVec<[Result<Ref, u64>; 1]>,
+}
+
+/// A window's notes: its calls, the sizes of the blobs from before it, and which blobs made
+/// in it are still held at its end.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Notes {
+    pub(super) calls: Vec<Note>,
+    pub(super) outer_bytes: Vec<usize>,
+    pub(super) kept: Vec<bool>,
+}
+
+pub(super) enum Held {
+    Op(Captured),
+    Release(Counted<Blob>, bool),
+}
+
+#[derive(Default)]
+pub(super) struct Window {
+    pub(super) owner: Option<ThreadId>,
+    pub(super) notes: Notes,
+    /// Blob id → where it comes from, and its place in `outer` or in `made`.
+    pub(super) refs: HashMap<u64, (Ref, usize)>,
+    pub(super) outer: Vec<Counted<Blob>>,
+    /// The blobs made in the window, in order, and whether each was released in it.
+    pub(super) made: Vec<(Counted<Blob>, bool)>,
+    pub(super) made_at: Vec<(usize, usize)>,
+    /// Holding this window's calls: they match the notes of the windows seen at `live` so far.
+    pub(super) holding: bool,
+    pub(super) live: Vec<usize>,
+    pub(super) held: Vec<Held>,
+}
+
+/// The buffers of the last window, emptied, for the next: a long window's notes are
+/// written to memory already touched, not to fresh pages each time.
+#[derive(Default)]
+pub(super) struct Spare {
+    pub(super) calls: Vec<Note>,
+    pub(super) refs: HashMap<u64, (Ref, usize)>,
+    pub(super) outer: Vec<Counted<Blob>>,
+    pub(super) made: Vec<(Counted<Blob>, bool)>,
+    pub(super) made_at: Vec<(usize, usize)>,
+}
+
+impl Spare {
+    /// Keeps the buffers of the ended window `w`, emptied.
+    pub(super) fn keep(&mut self, mut w: Window) {
+        w.refs.clear();
+        w.outer.clear();
+        w.made.clear();
+        w.made_at.clear();
+        self.refs = w.refs;
+        self.outer = w.outer;
+        self.made = w.made;
+        self.made_at = w.made_at;
+    }
+
+    /// Gives the window `w`, which has noted nothing yet (its buffers are empty), the buffers
+    /// kept.
+    pub(super) fn lend(&mut self, w: &mut Window) {
+        std::mem::swap(&mut w.notes.calls, &mut self.calls);
+        std::mem::swap(&mut w.refs, &mut self.refs);
+        std::mem::swap(&mut w.outer, &mut self.outer);
+        std::mem::swap(&mut w.made, &mut self.made);
+        std::mem::swap(&mut w.made_at, &mut self.made_at);
+    }
+}
+
+/// A kernel's name as a number (FNV-1a).
+fn hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+impl Window {
+    /// Notes a call (registering the blobs it makes); its note is the last of `notes.calls`.
+    pub(super) fn note(
+        &mut self,
+        name: &str,
+        stream: StreamId,
+        ins: &[&Counted<Blob>],
+        outs: &[&Counted<Blob>],
+    ) {
+        let i = self.notes.calls.len();
+        let refer = |w: &mut Window, b: &Counted<Blob>| -> Ref {
+            w.refs
+                .entry(b.id())
+                .or_insert_with(|| {
+                    w.outer.push(b.clone());
+                    w.notes.outer_bytes.push(b.bytes());
+                    (Ref::Outer(w.outer.len() as u32 - 1), w.outer.len() - 1)
+                })
+                .0
+        };
+        let inputs = ins.iter().map(|b| refer(self, b)).collect();
+        let outputs = (outs.iter().enumerate())
+            .map(|(k, b)| match self.refs.get(&b.id()) {
+                Some(&(r, _)) => Ok(r),
+                None => {
+                    let r = Ref::Made(i as u32, k as u32);
+                    self.refs.insert(b.id(), (r, self.made.len()));
+                    self.made.push(((*b).clone(), false));
+                    self.made_at.push((i, k));
+                    Err(b.bytes() as u64)
+                }
+            })
+            .collect();
+        let note = Note {
+            name: hash(name),
+            stream,
+            inputs,
+            outputs,
+        };
+        self.notes.calls.push(note);
+    }
+
+    /// Room for a window of `calls` calls (about as many blobs made, and fewer from before).
+    pub(super) fn reserve(&mut self, calls: usize) {
+        self.notes.calls.reserve(calls);
+        self.refs.reserve(calls + calls / 4);
+        self.made.reserve(calls);
+        self.made_at.reserve(calls);
+        if self.holding {
+            self.held.reserve(2 * calls);
+        }
+    }
+
+    /// Ends the window: which made blobs are still held, and everything it held.
+    pub(super) fn close(&mut self) -> (Notes, Window) {
+        let mut w = std::mem::take(self);
+        let mut notes = std::mem::take(&mut w.notes);
+        notes.kept = (w.made.iter())
+            .map(|(b, released)| !released && !b.is_released())
+            .collect();
+        (notes, w)
+    }
+}
