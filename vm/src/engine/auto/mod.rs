@@ -27,7 +27,7 @@ use crate::Counted;
 use crate::blob::Blob;
 use crate::captured::Captured;
 use crate::error::{Caller, Result};
-use crate::instruction::{ComputeCtx, Kernel, OpCall};
+use crate::instruction::{Kernel, OpCall};
 use crate::plan::{Plan, PlanPass, PlanSpec, Slot, Step};
 use crate::shared::{AUTO_HOLDING, CAPTURES};
 use crate::stream::StreamId;
@@ -42,7 +42,7 @@ use std::time::Instant;
 mod profit;
 mod window;
 use profit::Profit;
-use window::{Held, Note, Notes, Ref, Spare, Window};
+use window::{Boxed, Held, Note, Notes, Ref, Spare, Window};
 
 /// The scheduler, held by a user thread.
 pub(crate) type SchedGuard<'a> = parking_lot::MutexGuard<'a, crate::scheduler::Scheduler>;
@@ -418,6 +418,8 @@ impl Vm {
         let (then, arm): (Then, Vec<usize>) = {
             let mut guard = auto.state.lock();
             let st = &mut *guard;
+            // A window whose access failed before it returned is not timed.
+            st.pending = None;
             if st.window.owner != Some(me) {
                 // Another thread's host access: what is held runs first.
                 if !st.window.holding || st.window.held.is_empty() {
@@ -767,34 +769,5 @@ impl Vm {
             }
         }
         first
-    }
-}
-
-/// A boxed kernel, as a kernel.
-struct Boxed(Box<dyn Kernel>);
-
-impl Kernel for Boxed {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn compute(
-        &mut self,
-        inputs: &[Counted<Blob>],
-        outputs: &[Counted<Blob>],
-        ctx: &mut ComputeCtx<'_>,
-    ) -> Result<()> {
-        self.0.compute(inputs, outputs, ctx)
-    }
-    fn fusable(&self) -> bool {
-        self.0.fusable()
-    }
-    fn cheap(&self) -> bool {
-        self.0.cheap()
-    }
-    fn deferred_drop(&self) -> bool {
-        self.0.deferred_drop()
-    }
-    fn may_alias(&self, output: usize, input: usize) -> bool {
-        self.0.may_alias(output, input)
     }
 }

@@ -1,8 +1,11 @@
-//! A window's notes: where each call's operands come from, and the buffers they are kept in.
+//! A window's notes (where each call's operands come from, and the buffers they are kept in)
+//! and its held calls.
 
 use crate::Counted;
 use crate::blob::Blob;
 use crate::captured::Captured;
+use crate::error::Result;
+use crate::instruction::{ComputeCtx, Kernel};
 use crate::stream::StreamId;
 use foldhash::HashMap;
 use smallvec::SmallVec;
@@ -160,5 +163,34 @@ impl Window {
             .map(|(b, released)| !released && !b.is_released())
             .collect();
         (notes, w)
+    }
+}
+
+/// A boxed kernel, as a kernel.
+pub(super) struct Boxed(pub(super) Box<dyn Kernel>);
+
+impl Kernel for Boxed {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn compute(
+        &mut self,
+        inputs: &[Counted<Blob>],
+        outputs: &[Counted<Blob>],
+        ctx: &mut ComputeCtx<'_>,
+    ) -> Result<()> {
+        self.0.compute(inputs, outputs, ctx)
+    }
+    fn fusable(&self) -> bool {
+        self.0.fusable()
+    }
+    fn cheap(&self) -> bool {
+        self.0.cheap()
+    }
+    fn deferred_drop(&self) -> bool {
+        self.0.deferred_drop()
+    }
+    fn may_alias(&self, output: usize, input: usize) -> bool {
+        self.0.may_alias(output, input)
     }
 }
