@@ -131,8 +131,12 @@ impl Vm {
                     Some(k) => kernel = k,
                 }
             }
-            let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(cheap);
-            return self.run(stream, call);
+            // A call handed back (noted, not held: nothing is held now) takes the fast path
+            // below like any other.
+            if !cheap || !borrowable {
+                let call = OpCall::new(kernel, owned(inputs), owned(outputs)).with_cheap(cheap);
+                return self.run(stream, call);
+            }
         }
         let (mut ins, mut outs) = (Shallow::EMPTY, Shallow::EMPTY);
         // SAFETY: the copies stay in this frame, which holds the borrows of `inputs` and

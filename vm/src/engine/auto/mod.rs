@@ -31,7 +31,6 @@ use crate::instruction::{Kernel, OpCall};
 use crate::plan::{Plan, PlanPass, PlanSpec, Slot, Step};
 use crate::shared::{AUTO_HOLDING, CAPTURES};
 use crate::stream::StreamId;
-use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
 
 use std::sync::OnceLock;
@@ -42,7 +41,7 @@ use std::time::Instant;
 mod profit;
 mod window;
 use profit::Profit;
-use window::{Boxed, Held, Note, Notes, Ref, Spare, Window};
+use window::{Boxed, Found, Held, Note, Notes, Ref, Spare, Window};
 
 /// The scheduler, held by a user thread.
 pub(crate) type SchedGuard<'a> = parking_lot::MutexGuard<'a, crate::scheduler::Scheduler>;
@@ -114,6 +113,8 @@ struct State {
     next_id: u64,
     /// How many calls the last window had: room for the next one's notes.
     last_calls: usize,
+    /// The last window's epoch (see `Window::find`).
+    epoch: u32,
     spare: Spare,
     stats: AutoPlanStats,
     /// The thread whose host access returned last, and when.
@@ -288,6 +289,9 @@ impl Vm {
             w.owner = Some(me);
             let i = w.notes.calls.len();
             if i == 0 {
+                // Skipping 0, which no window has.
+                st.epoch = st.epoch.wrapping_add(1).max(1);
+                w.epoch = st.epoch;
                 st.spare.lend(w);
                 w.reserve(st.last_calls);
             }
@@ -342,13 +346,13 @@ impl Vm {
         let me = std::thread::current().id();
         let mut st = auto.state.lock();
         let w = &mut st.window;
-        if let Some(&(Ref::Made(..), m)) = w.refs.get(&blob.id()) {
+        if let Some(Found::Made(m)) = w.find(blob) {
             w.made[m].1 = true;
         }
         // A blob no held call touches is released at once: it comes after what ran before
         // the window, and no later call can name it. (The previous step's gradients, say: their
         // memory is free for this window's plan run.)
-        if w.holding && w.owner == Some(me) && w.refs.contains_key(&blob.id()) {
+        if w.holding && w.owner == Some(me) && w.find(blob).is_some() {
             w.held.push(Held::Release(blob.clone(), unheld));
             return true;
         }
@@ -599,7 +603,7 @@ impl Vm {
             match h {
                 Held::Op(c) => calls.push(c),
                 // Blobs made in the window and released in it never existed outside the plan.
-                Held::Release(b, u) if matches!(w.refs.get(&b.id()), Some((Ref::Made(..), _))) => {
+                Held::Release(b, u) if matches!(w.find(&b), Some(Found::Made(_))) => {
                     drop((b, u));
                 }
                 r => releases.push(r),
@@ -630,21 +634,22 @@ impl Vm {
             );
         }
         // Slots: blobs from before → inputs; made and kept → outputs; the rest → temporaries.
-        let mut slot_of_made: HashMap<(usize, usize), Slot> = HashMap::new();
+        let mut slot_of_made = Vec::with_capacity(w.made.len());
         let (mut out_bytes, mut temps) = (Vec::new(), Vec::new());
-        for (k, &(i, o)) in w.made_at.iter().enumerate() {
-            let s = if notes.kept[k] {
-                out_bytes.push(w.made[k].0.bytes());
+        for (k, made) in w.made.iter().enumerate() {
+            slot_of_made.push(if notes.kept[k] {
+                out_bytes.push(made.0.bytes());
                 Slot::Output(out_bytes.len() - 1)
             } else {
-                temps.push(w.made[k].0.bytes());
+                temps.push(made.0.bytes());
                 Slot::Temp(temps.len() - 1)
-            };
-            slot_of_made.insert((i, o), s);
+            });
         }
+        // `made_at` is in call order, so sorted: the blob output `o` of call `i` made.
+        let made = |i: u32, o: u32| w.made_at.binary_search(&(i as usize, o as usize));
         let slot = |r: Ref| match r {
             Ref::Outer(k) => Slot::Input(k as usize),
-            Ref::Made(i, o) => slot_of_made[&(i as usize, o as usize)],
+            Ref::Made(i, o) => slot_of_made[made(i, o).expect("the notes match the window")],
         };
         let stream = notes.calls[0].stream;
         let mut steps: Vec<Step> = (calls.into_iter().zip(&notes.calls).enumerate())

@@ -7,7 +7,6 @@ use crate::captured::Captured;
 use crate::error::Result;
 use crate::instruction::{ComputeCtx, Kernel};
 use crate::stream::StreamId;
-use foldhash::HashMap;
 use smallvec::SmallVec;
 use std::thread::ThreadId;
 
@@ -47,9 +46,10 @@ pub(super) enum Held {
 #[derive(Default)]
 pub(super) struct Window {
     pub(super) owner: Option<ThreadId>,
+    /// Set when the window notes its first call (0: none yet); see [`Window::find`].
+    pub(super) epoch: u32,
     pub(super) notes: Notes,
-    /// Blob id → where it comes from, and its place in `outer` or in `made`.
-    pub(super) refs: HashMap<u64, (Ref, usize)>,
+    /// The blobs from before the window, by first use.
     pub(super) outer: Vec<Counted<Blob>>,
     /// The blobs made in the window, in order, and whether each was released in it.
     pub(super) made: Vec<(Counted<Blob>, bool)>,
@@ -65,7 +65,6 @@ pub(super) struct Window {
 #[derive(Default)]
 pub(super) struct Spare {
     pub(super) calls: Vec<Note>,
-    pub(super) refs: HashMap<u64, (Ref, usize)>,
     pub(super) outer: Vec<Counted<Blob>>,
     pub(super) made: Vec<(Counted<Blob>, bool)>,
     pub(super) made_at: Vec<(usize, usize)>,
@@ -74,11 +73,9 @@ pub(super) struct Spare {
 impl Spare {
     /// Keeps the buffers of the ended window `w`, emptied.
     pub(super) fn keep(&mut self, mut w: Window) {
-        w.refs.clear();
         w.outer.clear();
         w.made.clear();
         w.made_at.clear();
-        self.refs = w.refs;
         self.outer = w.outer;
         self.made = w.made;
         self.made_at = w.made_at;
@@ -88,7 +85,6 @@ impl Spare {
     /// kept.
     pub(super) fn lend(&mut self, w: &mut Window) {
         std::mem::swap(&mut w.notes.calls, &mut self.calls);
-        std::mem::swap(&mut w.refs, &mut self.refs);
         std::mem::swap(&mut w.outer, &mut self.outer);
         std::mem::swap(&mut w.made, &mut self.made);
         std::mem::swap(&mut w.made_at, &mut self.made_at);
@@ -102,7 +98,56 @@ fn hash(name: &str) -> u64 {
     })
 }
 
+/// Where a window knows a blob from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Found {
+    /// The `k`th blob from before the window.
+    Outer(usize),
+    /// The `m`th blob made in it.
+    Made(usize),
+}
+
+/// A mark's bit for a blob made in the window; below it, the index.
+const MADE: u64 = 1 << 31;
+
 impl Window {
+    /// Where this window knows `b` from: the blob's mark, if this window set it. (A mark holds
+    /// the window's epoch above bit 32, so marks of earlier windows read as none; no map from
+    /// blob ids is kept.)
+    pub(super) fn find(&self, b: &Blob) -> Option<Found> {
+        let tag = b.auto_tag();
+        if self.epoch == 0 || tag >> 32 != u64::from(self.epoch) {
+            return None;
+        }
+        let at = (tag & (MADE - 1)) as usize;
+        Some(if tag & MADE != 0 {
+            Found::Made(at)
+        } else {
+            Found::Outer(at)
+        })
+    }
+
+    /// Marks `b` as known from `found` in this window.
+    fn mark(&self, b: &Blob, found: Found) {
+        let (made, at) = match found {
+            Found::Outer(k) => (0, k),
+            Found::Made(m) => (MADE, m),
+        };
+        debug_assert!((at as u64) < MADE, "a window of over 2^31 blobs");
+        b.set_auto_tag(u64::from(self.epoch) << 32 | made | at as u64);
+    }
+
+    /// The operand reference of a blob found in the window.
+    fn reference(&self, found: Found) -> Ref {
+        match found {
+            Found::Outer(k) => Ref::Outer(k as u32),
+            Found::Made(m) => {
+                let (i, k) = self.made_at[m];
+                Ref::Made(i as u32, k as u32)
+            }
+        }
+    }
+
     /// Notes a call (registering the blobs it makes); its note is the last of `notes.calls`.
     pub(super) fn note(
         &mut self,
@@ -112,29 +157,32 @@ impl Window {
         outs: &[&Counted<Blob>],
     ) {
         let i = self.notes.calls.len();
-        let refer = |w: &mut Window, b: &Counted<Blob>| -> Ref {
-            w.refs
-                .entry(b.id())
-                .or_insert_with(|| {
-                    w.outer.push(b.clone());
-                    w.notes.outer_bytes.push(b.bytes());
-                    (Ref::Outer(w.outer.len() as u32 - 1), w.outer.len() - 1)
-                })
-                .0
-        };
-        let inputs = ins.iter().map(|b| refer(self, b)).collect();
-        let outputs = (outs.iter().enumerate())
-            .map(|(k, b)| match self.refs.get(&b.id()) {
-                Some(&(r, _)) => Ok(r),
+        let mut inputs = SmallVec::new();
+        for b in ins {
+            let r = match self.find(b) {
+                Some(found) => self.reference(found),
                 None => {
-                    let r = Ref::Made(i as u32, k as u32);
-                    self.refs.insert(b.id(), (r, self.made.len()));
+                    self.mark(b, Found::Outer(self.outer.len()));
+                    self.outer.push((*b).clone());
+                    self.notes.outer_bytes.push(b.bytes());
+                    Ref::Outer(self.outer.len() as u32 - 1)
+                }
+            };
+            inputs.push(r);
+        }
+        let mut outputs = SmallVec::new();
+        for (k, b) in outs.iter().enumerate() {
+            let o = match self.find(b) {
+                Some(found) => Ok(self.reference(found)),
+                None => {
+                    self.mark(b, Found::Made(self.made.len()));
                     self.made.push(((*b).clone(), false));
                     self.made_at.push((i, k));
                     Err(b.bytes() as u64)
                 }
-            })
-            .collect();
+            };
+            outputs.push(o);
+        }
         let note = Note {
             name: hash(name),
             stream,
@@ -147,7 +195,6 @@ impl Window {
     /// Room for a window of `calls` calls (about as many blobs made, and fewer from before).
     pub(super) fn reserve(&mut self, calls: usize) {
         self.notes.calls.reserve(calls);
-        self.refs.reserve(calls + calls / 4);
         self.made.reserve(calls);
         self.made_at.reserve(calls);
         if self.holding {
