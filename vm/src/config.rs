@@ -483,7 +483,9 @@ impl VmBuilder {
     /// streams, operand sizes and data flow), are held in the next window and run as one plan
     /// run, the same kernels on the same operands, with the values of eager execution bit for
     /// bit. A window that differs from the last runs as usual from the first call that
-    /// differs. `Vm::auto_plan_stats` says what it did.
+    /// differs. A kind of window whose plan runs are timed slower than its eager windows runs
+    /// eagerly for a while (see [`auto_plan_measured`](Self::auto_plan_measured)).
+    /// `Vm::auto_plan_stats` says what it did.
     ///
     /// # Examples
     ///

@@ -1,15 +1,15 @@
 //! Plans: a captured sequence of op calls, compiled once and replayed as one instruction.
 //!
-//! [`Vm::capture`] runs a closure with the op calls ([`Vm::run_op`]) it makes on this engine
-//! recorded instead of run: each becomes a [`Captured`] (its kernel, stream, operands and the
-//! caller's line). A compiler above the engine (the tensor layer's graph API) maps every
-//! operand to a [`Slot`] (an input or output of a run, a temporary of the plan, or a fixed blob
-//! such as a parameter) and builds a [`Plan`]. The plan lays its temporaries out in one arena by
-//! their lifetimes ([`MemoryLayout`]): the memory is allocated once, when the plan is built,
-//! and no run allocates or frees any. [`Plan::launch`] submits one run as one instruction whose
-//! operands are the run's inputs and outputs and the fixed blobs the plan reads and writes, so
-//! the engine orders it against eager work as it orders any op; inside, the steps run in their
-//! captured order.
+//! [`Vm::capture`](crate::Vm::capture) runs a closure with the op calls
+//! ([`Vm::run_op`](crate::Vm::run_op)) it makes on this engine recorded instead of run: each
+//! becomes a [`Captured`] (its kernel, stream, operands and the caller's line). A compiler above
+//! the engine (the tensor layer's graph API) maps every operand to a [`Slot`] (an input or output
+//! of a run, a temporary of the plan, or a fixed blob such as a parameter) and builds a [`Plan`].
+//! The plan lays its temporaries out in one arena by their lifetimes ([`MemoryLayout`]): the memory
+//! is allocated once, when the plan is built, and no run allocates or frees any. [`Plan::launch`]
+//! submits one run as one instruction whose operands are the run's inputs and outputs and the fixed
+//! blobs the plan reads and writes, so the engine orders it against eager work as it orders any op;
+//! inside, the steps run in their captured order.
 //!
 //! # Examples
 //!
