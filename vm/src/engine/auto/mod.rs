@@ -32,7 +32,6 @@ use crate::plan::{Plan, PlanPass, PlanSpec, Slot, Step};
 use crate::shared::{AUTO_HOLDING, CAPTURES};
 use crate::stream::StreamId;
 use parking_lot::Mutex;
-
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use std::thread::ThreadId;
@@ -126,6 +125,25 @@ struct State {
 }
 
 impl State {
+    /// The kinds the next window may be held for: seen often enough, on one stream, whose
+    /// plan runs have not lost lately, and which begin unlike every kind that runs eagerly for
+    /// now (a window of that kind would be held as far as the two agree, seven steps of an
+    /// eight-step window say, then run late).
+    fn holdable(&self) -> Vec<usize> {
+        let eager_now: Vec<&Note> = (self.seen.iter())
+            .filter(|e| !e.profit.holds())
+            .filter_map(|e| e.notes.calls.first())
+            .collect();
+        (self.seen.iter().enumerate())
+            .filter(|(_, e)| {
+                e.count >= REPEATS
+                    && e.one_stream
+                    && (e.notes.calls.first()).is_some_and(|c| !eager_now.contains(&c))
+            })
+            .map(|(k, _)| k)
+            .collect()
+    }
+
     /// Gives up holding the window: it goes on as usual. Returns what was held, to run first.
     fn give_up(&mut self) -> Vec<Held> {
         self.window.holding = false;
@@ -346,13 +364,14 @@ impl Vm {
         let me = std::thread::current().id();
         let mut st = auto.state.lock();
         let w = &mut st.window;
-        if let Some(Found::Made(m)) = w.find(blob) {
+        let found = w.find(blob);
+        if let Some(Found::Made(m)) = found {
             w.made[m].1 = true;
         }
         // A blob no held call touches is released at once: it comes after what ran before
         // the window, and no later call can name it. (The previous step's gradients, say: their
         // memory is free for this window's plan run.)
-        if w.holding && w.owner == Some(me) && w.find(blob).is_some() {
+        if w.holding && w.owner == Some(me) && found.is_some() {
             w.held.push(Held::Release(blob.clone(), unheld));
             return true;
         }
@@ -497,26 +516,7 @@ impl Vm {
                     count: entry.count + 1,
                     ..entry
                 });
-                // The next window is held if it may be one seen often enough, on one stream,
-                // whose plan runs have not lost lately, and which begins unlike every kind
-                // that runs eagerly for now: a window of that kind would be held as far as
-                // the two agree (seven steps of an eight-step window, say), then run late.
-                let eager_now: Vec<&Note> = (st.seen.iter())
-                    .filter(|e| !e.profit.holds())
-                    .filter_map(|e| e.notes.calls.first())
-                    .collect();
-                let live: Vec<usize> = (st.seen.iter().enumerate())
-                    .filter(|(_, e)| {
-                        e.count >= REPEATS
-                            && e.one_stream
-                            && e.notes
-                                .calls
-                                .first()
-                                .is_some_and(|c| !eager_now.contains(&c))
-                    })
-                    .map(|(k, _)| k)
-                    .collect();
-                (then, live)
+                (then, st.holdable())
             }
         };
         // (A synchronous engine's submissions take the scheduler themselves.)
@@ -572,11 +572,11 @@ impl Vm {
         } else if st.seen[k].profit.plan(took) {
             st.stats.backed_off += 1;
             // The next window may be held already, for this kind among others.
-            let w = &mut st.window;
+            let w = &st.window;
             if w.holding && w.held.is_empty() && w.notes.calls.is_empty() {
-                let first = &st.seen[k].notes.calls[0];
-                w.live
-                    .retain(|&c| st.seen[c].notes.calls.first() != Some(first));
+                let now = st.holdable();
+                let w = &mut st.window;
+                w.live.retain(|c| now.contains(c));
                 if w.live.is_empty() {
                     w.holding = false;
                     self.stop_holding();

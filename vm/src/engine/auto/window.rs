@@ -38,11 +38,13 @@ pub(super) struct Notes {
     pub(super) kept: Vec<bool>,
 }
 
+/// What a held window keeps, in order, to run as a plan or as usual.
 pub(super) enum Held {
     Op(Captured),
     Release(Counted<Blob>, bool),
 }
 
+/// The calls of one thread since its last host access.
 #[derive(Default)]
 pub(super) struct Window {
     pub(super) owner: Option<ThreadId>,
@@ -53,6 +55,7 @@ pub(super) struct Window {
     pub(super) outer: Vec<Counted<Blob>>,
     /// The blobs made in the window, in order, and whether each was released in it.
     pub(super) made: Vec<(Counted<Blob>, bool)>,
+    /// The call and output that made each of `made` (in call order, so sorted).
     pub(super) made_at: Vec<(usize, usize)>,
     /// Holding this window's calls: they match the notes of the windows seen at `live` so far.
     pub(super) holding: bool,
