@@ -36,10 +36,7 @@ impl Vm {
         f: impl FnOnce(&[u8]) -> R + Send + 'static,
     ) -> Result<R> {
         self.refuse_in_capture("read_blob")?;
-        let held = match &self.inner.auto {
-            Some(auto) => self.auto_boundary(auto)?,
-            None => None,
-        };
+        let held = self.access_begins()?;
         if in_engine() {
             return Err(Error::ReentrantWait {
                 at: crate::error::Caller::UNKNOWN,
@@ -100,10 +97,7 @@ impl Vm {
         f: impl FnOnce(&mut [u8]) -> R + Send + 'static,
     ) -> Result<R> {
         self.refuse_in_capture("write_blob")?;
-        let held = match &self.inner.auto {
-            Some(auto) => self.auto_boundary(auto)?,
-            None => None,
-        };
+        let held = self.access_begins()?;
         if in_engine() {
             return Err(Error::ReentrantWait {
                 at: crate::error::Caller::UNKNOWN,

@@ -254,10 +254,7 @@ impl Vm {
                 op: "sync".into(),
             });
         }
-        let held = match &self.inner.auto {
-            Some(auto) => self.auto_boundary(auto)?,
-            None => None,
-        };
+        let held = self.access_begins()?;
         let mut held = held.or_else(|| self.try_sched());
         if held.as_mut().is_some_and(|s| s.pass_idle_barrier()) {
             drop(held);
@@ -270,6 +267,16 @@ impl Vm {
         self.run_then_wait(held, StreamId::CPU, barrier, &w, "sync")?;
         self.access_done();
         Ok(())
+    }
+
+    /// A host access or barrier begins: automatic promotion ends the window, and returns the
+    /// scheduler if it took it to run the window's plan (see `Vm::auto_boundary`).
+    #[inline]
+    pub(super) fn access_begins(&self) -> Result<Option<super::auto::SchedGuard<'_>>> {
+        match &self.inner.auto {
+            Some(auto) => self.auto_boundary(auto),
+            None => Ok(None),
+        }
     }
 
     /// A host access or barrier returned: automatic promotion times the window it ended.
