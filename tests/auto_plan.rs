@@ -92,8 +92,7 @@ fn a_training_loop_is_promoted_and_computes_the_eager_bits() {
 }
 
 /// With the timing verdicts on (the default), whichever way each window runs, eagerly or as
-/// a plan, a long loop computes the bits of an engine without promotion, and its windows are
-/// promoted at first (a verdict needs three timed plan runs).
+/// a plan, a long loop computes the bits of an engine without promotion.
 #[test]
 fn a_measured_loop_computes_the_eager_bits_whichever_way_its_windows_run() {
     watchdog(120, || {
@@ -102,7 +101,9 @@ fn a_measured_loop_computes_the_eager_bits_whichever_way_its_windows_run() {
         let run = |vm: &Vm| train(vm, 40, |_| 16, |p| Adam::new(p, 0.01).unwrap());
         assert_eq!(run(&auto), run(&plain));
         let s = auto.auto_plan_stats().unwrap();
-        assert!(s.plan_runs >= 4 && s.windows >= 40, "{s:?}");
+        // The third window is held: it runs as a plan, or eagerly when its held calls alone
+        // were timed slower than an eager window.
+        assert!(s.plan_runs + s.backed_off >= 1 && s.windows >= 40, "{s:?}");
     });
 }
 

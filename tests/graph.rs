@@ -451,7 +451,10 @@ proptest! {
             let (x, y, w) = program_inputs(seed);
             pass(&x, &y, &w)
         });
-        let auto = Vm::builder().auto_plan(true).build().unwrap();
+        let auto = (Vm::builder().auto_plan(true))
+            .auto_plan_measured(false)
+            .build()
+            .unwrap();
         let got: Vec<_> = with_engine(&auto, || {
             let (x, y, w) = program_inputs(seed);
             (0..5).map(|_| pass(&x, &y, &w)).collect()

@@ -341,8 +341,8 @@ fn cmd_train(args: &[String]) -> Result<(), Fail> {
     );
     if let Some(a) = vm.auto_plan_stats() {
         println!(
-            "automatic plans: {} of {} windows between syncs ran as one plan run ({} compiled, {} calls merged, {} fell back, {} times back to eager windows as slower)",
-            a.plan_runs, a.windows, a.compiled, a.merged, a.fallbacks, a.backed_off
+            "automatic plans: {} of {} windows between syncs ran as one plan run ({} compiled, {} calls merged, {} fell back, {} times back to eager windows as slower, {} windows run eagerly unnoted)",
+            a.plan_runs, a.windows, a.compiled, a.merged, a.fallbacks, a.backed_off, a.quiet
         );
     }
     plot::training_curve_png(&report.epochs, &plot_path, (960, 400)).map_err(Fail::Run)?;

@@ -37,7 +37,7 @@
 //!   store-forwarding stall. When a change to the engine tipped the inliner against it,
 //!   `dispatch_mixed_ns_per_op` rose 11 % with the same instruction count under callgrind.
 
-mod auto;
+pub(crate) mod auto;
 mod capture;
 mod host;
 

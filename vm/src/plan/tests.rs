@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::engine::Vm;
+use crate::engine::auto::Timed;
 use crate::error::{Error, Result};
 use crate::testing::{AddByte, AddByteOver};
 
@@ -231,7 +232,10 @@ mod random {
 /// their inputs get a plan of their own, with the same values.
 #[test]
 fn a_promoted_window_whose_kernels_may_not_write_in_place_gets_its_own_plan() {
-    let vm = Vm::builder().auto_plan(true).build().unwrap();
+    let vm = (Vm::builder().auto_plan(true))
+        .auto_plan_measured(false)
+        .build()
+        .unwrap();
     let x = vm.new_blob(8);
     vm.write_blob(&x, |b| b.copy_from_slice(&[0, 1, 2, 3, 4, 5, 6, 7]))
         .unwrap();
@@ -295,6 +299,7 @@ fn a_promoted_window_ending_above_the_back_pressure_mark_does_not_hang() {
     let (read, stats) = finishes(|| {
         let vm = Vm::builder()
             .auto_plan(true)
+            .auto_plan_measured(false)
             .water_marks(8, 4)
             .build()
             .unwrap();
@@ -337,6 +342,7 @@ fn a_synchronous_engine_promotes_windows_too() {
     let (read, stats) = finishes(|| {
         let vm = Vm::builder()
             .auto_plan(true)
+            .auto_plan_measured(false)
             .sync_mode(true)
             .build()
             .unwrap();
@@ -361,18 +367,47 @@ fn a_synchronous_engine_promotes_windows_too() {
     assert!(stats.plan_runs >= 2, "promoted: {stats:?}");
 }
 
+/// An engine with measured promotion on `clock`, and a blob of the bytes 0 to 7.
+fn measured(clock: fn(Timed) -> std::time::Duration) -> (Vm, Counted<Blob>) {
+    let vm = Vm::builder().auto_plan(true).build().unwrap();
+    let auto = vm.inner.auto.as_ref().expect("promotion is on");
+    auto.set_clock(clock);
+    let x = vm.new_blob(8);
+    vm.write_blob(&x, |b| b.copy_from_slice(&[0, 1, 2, 3, 4, 5, 6, 7]))
+        .unwrap();
+    (vm, x)
+}
+
+/// Eager windows take 100 µs, plan runs 200, held calls nothing.
+fn clock_plans_lose(t: Timed) -> std::time::Duration {
+    us(match t {
+        Timed::Eager => 100,
+        Timed::Plan => 200,
+        Timed::HeldCalls => 0,
+    })
+}
+
+/// Eager windows take 100 µs, plan runs 50, but held calls alone 150.
+fn clock_held_calls_lose(t: Timed) -> std::time::Duration {
+    us(match t {
+        Timed::Eager => 100,
+        Timed::Plan => 50,
+        Timed::HeldCalls => 150,
+    })
+}
+
+/// `n` microseconds.
+fn us(n: u64) -> std::time::Duration {
+    std::time::Duration::from_micros(n)
+}
+
 /// Measured promotion, on a clock that times every plan run at twice an eager window: a
 /// kind of window is run as a plan three times (after the run that compiled its plan), then
 /// eagerly for 8 windows, tried once, then eagerly for 16, and so on; every window has the
 /// eager values whichever way it runs.
 #[test]
 fn a_kind_of_window_whose_plan_runs_lose_runs_eagerly_for_a_while() {
-    let vm = Vm::builder().auto_plan(true).build().unwrap();
-    let auto = vm.inner.auto.as_ref().expect("promotion is on");
-    auto.set_clock(|promoted| std::time::Duration::from_micros(if promoted { 200 } else { 100 }));
-    let x = vm.new_blob(8);
-    vm.write_blob(&x, |b| b.copy_from_slice(&[0, 1, 2, 3, 4, 5, 6, 7]))
-        .unwrap();
+    let (vm, x) = measured(clock_plans_lose);
     let window = || -> Vec<u8> {
         let (t, y) = (vm.new_blob(8), vm.new_blob(8));
         for (add, i, o) in [(1, &x, &t), (2, &t, &y)] {
@@ -398,4 +433,103 @@ fn a_kind_of_window_whose_plan_runs_lose_runs_eagerly_for_a_while() {
     let s = vm.auto_plan_stats().unwrap();
     assert_eq!((s.compiled, s.backed_off, s.fallbacks), (1, 3, 0), "{s:?}");
     assert_eq!(s.windows, 40);
+    // The eager windows between tries (7–14, 16–31, 33–40) were not noted.
+    assert_eq!(s.quiet, 8 + 16 + 8, "{s:?}");
+}
+
+/// Whether calls go to promotion's hook now.
+fn noting(vm: &Vm) -> bool {
+    vm.shared()
+        .capturing
+        .load(std::sync::atomic::Ordering::Relaxed)
+        & crate::shared::AUTO_ON
+        != 0
+}
+
+/// Once a kind of window runs eagerly for a while, a window that begins like it is not noted
+/// past its first call, whatever its other calls are, and computes what eager execution
+/// computes; its own host access ends that (counting it as the kind), and so does another
+/// thread's (counting nothing).
+#[test]
+fn a_window_like_a_kind_that_runs_eagerly_for_now_is_not_noted() {
+    let (vm, x) = measured(clock_plans_lose);
+    let sum = |add, i: &Counted<Blob>, o: &Counted<Blob>| {
+        let k = SumBytes { add, over: false };
+        vm.run_op(StreamId::CPU, k, &[i], &[o], false).unwrap();
+    };
+    // Adds 1, then each of `then`, to `x`.
+    let window = |then: &[u8], read: &dyn Fn(&Counted<Blob>) -> Vec<u8>| -> Vec<u8> {
+        let mut t = vm.new_blob(8);
+        sum(1, &x, &t);
+        let quiet = !noting(&vm);
+        for &add in then {
+            let y = vm.new_blob(8);
+            sum(add, &t, &y);
+            vm.release(&t).unwrap();
+            t = y;
+        }
+        assert_eq!(noting(&vm), !quiet, "calls after the first");
+        let v = read(&t);
+        assert!(noting(&vm), "after the window's host access");
+        v
+    };
+    let own = |b: &Counted<Blob>| vm.read_blob(b, |b| b.to_vec()).unwrap();
+    let expect = |adds: u8| -> Vec<u8> { (adds..adds + 8).collect() };
+    while vm.auto_plan_stats().unwrap().backed_off == 0 {
+        assert_eq!(window(&[2], &own), expect(3));
+    }
+    let s = vm.auto_plan_stats().unwrap();
+    assert_eq!(s.quiet, 0);
+    // Other calls after a like first call: eager values, unnoted, counted as the kind.
+    assert_eq!(window(&[2, 4, 8], &own), expect(15));
+    assert_eq!(vm.auto_plan_stats().unwrap().quiet, 1);
+    // Another thread's host access ends the quiet window; the owner's then counts nothing.
+    let other = |b: &Counted<Blob>| {
+        std::thread::scope(|s| s.spawn(|| vm.sync().unwrap()).join().unwrap());
+        own(b)
+    };
+    assert_eq!(window(&[2], &other), expect(3));
+    let now = vm.auto_plan_stats().unwrap();
+    assert_eq!(now.quiet, 1, "{now:?}");
+    assert_eq!(
+        now.windows,
+        s.windows + 1,
+        "the quiet window counts, not the one ended for it"
+    );
+    // The kind is tried again once its wait is over, and its plan runs give eager values.
+    while vm.auto_plan_stats().unwrap().plan_runs == s.plan_runs {
+        assert_eq!(window(&[2], &own), expect(3));
+    }
+}
+
+/// Measured promotion, where a held window's calls alone take longer than an eager window:
+/// the window runs eagerly at its end, no plan is compiled, and the kind waits as after lost
+/// plan runs (8 windows, then 16); the values are eager ones throughout.
+#[test]
+fn held_calls_slower_than_an_eager_window_run_eagerly_uncompiled() {
+    let (vm, x) = measured(clock_held_calls_lose);
+    let expect: Vec<u8> = (3..11).collect();
+    let mut lost_at = Vec::new();
+    for n in 1..=30 {
+        let (t, y) = (vm.new_blob(8), vm.new_blob(8));
+        for (add, i, o) in [(1, &x, &t), (2, &t, &y)] {
+            let k = SumBytes { add, over: false };
+            vm.run_op(StreamId::CPU, k, &[i], &[o], false).unwrap();
+        }
+        vm.release(&t).unwrap();
+        let before = vm.auto_plan_stats().unwrap().backed_off;
+        assert_eq!(
+            vm.read_blob(&y, |b| b.to_vec()).unwrap(),
+            expect,
+            "window {n}"
+        );
+        if vm.auto_plan_stats().unwrap().backed_off > before {
+            lost_at.push(n);
+        }
+    }
+    // Held at 3, 12 and 29: eagerly for the 8 and the 16 windows between.
+    assert_eq!(lost_at, [3, 12, 29]);
+    let s = vm.auto_plan_stats().unwrap();
+    assert_eq!((s.compiled, s.plan_runs, s.fallbacks), (0, 0, 0), "{s:?}");
+    assert_eq!(s.quiet, 8 + 16 + 1, "{s:?}");
 }

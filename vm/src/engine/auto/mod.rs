@@ -27,9 +27,9 @@ use crate::Counted;
 use crate::blob::Blob;
 use crate::captured::Captured;
 use crate::error::{Caller, Result};
-use crate::instruction::{Kernel, OpCall};
-use crate::plan::{Plan, PlanPass, PlanSpec, Slot, Step};
-use crate::shared::{AUTO_HOLDING, CAPTURES};
+use crate::instruction::Kernel;
+use crate::plan::{Plan, PlanPass};
+use crate::shared::{AUTO_HOLDING, AUTO_ON, CAPTURES, SUBMIT_SLOW};
 use crate::stream::StreamId;
 use parking_lot::Mutex;
 use std::sync::OnceLock;
@@ -38,9 +38,10 @@ use std::thread::ThreadId;
 use std::time::Instant;
 
 mod profit;
+mod run;
 mod window;
 use profit::Profit;
-use window::{Boxed, Found, Held, Note, Notes, Ref, Spare, Window};
+use window::{Found, Held, Note, Notes, Spare, Window};
 
 /// The scheduler, held by a user thread.
 pub(crate) type SchedGuard<'a> = parking_lot::MutexGuard<'a, crate::scheduler::Scheduler>;
@@ -72,10 +73,13 @@ pub struct AutoPlanStats {
     /// Held windows that ran as usual after all: a call differed from the notes, or another
     /// instruction or another thread's host access came first.
     pub fallbacks: u64,
-    /// Times a kind of window went back to eager execution for a while because its plan runs
-    /// were timed slower than its eager windows (see
+    /// Times a kind of window went back to eager execution for a while because its plan runs,
+    /// or a held window's calls alone, were timed slower than its eager windows (see
     /// [`VmBuilder::auto_plan_measured`](crate::VmBuilder::auto_plan_measured)).
     pub backed_off: u64,
+    /// Windows that ran eagerly without their calls being noted: each began like a kind that
+    /// runs eagerly for now, so its calls cost what they cost with the switch off.
+    pub quiet: u64,
 }
 
 /// Notes seen at the end of windows: how often, whether all their calls are on one stream,
@@ -88,6 +92,18 @@ struct Seen {
     one_stream: bool,
     plan: Option<Plan>,
     profit: Profit,
+}
+
+/// Tests: what a time stands for (see `Auto::set_clock`).
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timed {
+    /// A window run eagerly.
+    Eager,
+    /// A window run as a plan.
+    Plan,
+    /// A held window's calls, until its end.
+    HeldCalls,
 }
 
 /// A window that ended and is to be timed when its host access returns.
@@ -119,9 +135,9 @@ struct State {
     /// The thread whose host access returned last, and when.
     last_done: Option<(ThreadId, Instant)>,
     pending: Option<Pending>,
-    /// Tests: each window's time, from whether it ran as a plan, instead of the clock's.
+    /// Tests: each time taken, by what is timed, instead of the clock's.
     #[cfg(test)]
-    clock: Option<fn(bool) -> std::time::Duration>,
+    clock: Option<fn(Timed) -> std::time::Duration>,
 }
 
 impl State {
@@ -210,9 +226,9 @@ impl Auto {
         self.state.lock().stats
     }
 
-    /// Tests: windows take what `clock` says, by whether they ran as plans.
+    /// Tests: windows take what `clock` says, by what is timed.
     #[cfg(test)]
-    pub(crate) fn set_clock(&self, clock: fn(bool) -> std::time::Duration) {
+    pub(crate) fn set_clock(&self, clock: fn(Timed) -> std::time::Duration) {
         self.state.lock().clock = Some(clock);
     }
 }
@@ -223,6 +239,25 @@ impl Vm {
         self.shared()
             .capturing
             .fetch_and(!AUTO_HOLDING, Ordering::Release);
+    }
+
+    /// A quiet window begins: calls go to no hook ([`Vm::auto_op`], [`Vm::auto_release`]),
+    /// and unless a capture is in progress, cheap ones take the fast path of `run_op`.
+    fn begin_quiet(&self) {
+        let sh = self.shared();
+        sh.capturing.fetch_and(!AUTO_ON, Ordering::Release);
+        // Under the captures' lock: a capture that begins sets the flag again after this.
+        let captures = sh.capture.lock();
+        if captures.is_empty() {
+            sh.submit_flags.fetch_and(!SUBMIT_SLOW, Ordering::Release);
+        }
+    }
+
+    /// A quiet window ends: calls go to the hooks again.
+    fn end_quiet(&self) {
+        let sh = self.shared();
+        sh.submit_flags.fetch_or(SUBMIT_SLOW, Ordering::Release);
+        sh.capturing.fetch_or(AUTO_ON, Ordering::Release);
     }
 
     /// Gives automatic promotion a pass over the steps of each window it runs as a plan (an
@@ -300,12 +335,20 @@ impl Vm {
             if w.owner.is_some_and(|o| o != me) {
                 // Another thread's call: the window ends here, unnoted.
                 let old = std::mem::take(w);
+                if old.quiet.is_some() {
+                    self.end_quiet();
+                }
                 then = Then::Flush(old.held);
                 self.stop_holding();
             }
             let w = &mut st.window;
             w.owner = Some(me);
             let i = w.notes.calls.len();
+            if w.quiet.is_some() {
+                // (Reached only while a capture diverts calls; the window ended above
+                // otherwise, and nothing is held.)
+                return Ok(Some(kernel));
+            }
             if i == 0 {
                 // Skipping 0, which no window has.
                 st.epoch = st.epoch.wrapping_add(1).max(1);
@@ -315,20 +358,31 @@ impl Vm {
             }
             w.note(kernel.name(), stream, inputs, outputs);
             let note = &w.notes.calls[i];
+            let mut held = false;
             if w.holding {
                 let seen = &st.seen;
                 w.live.retain(|&c| seen[c].notes.calls.get(i) == Some(note));
-                if !w.live.is_empty() {
-                    true
-                } else {
+                held = !w.live.is_empty();
+                if !held {
                     // Diverged: what was held runs, then this call and the rest as usual.
                     self.stop_holding();
                     then = Then::Flush(st.give_up());
-                    false
                 }
-            } else {
-                false
             }
+            let w = &mut st.window;
+            if i == 0 && !w.holding {
+                // A window that begins like a kind whose plan runs lose for now runs as that
+                // kind would: eagerly. Its other calls are not noted (a call then costs what
+                // it costs with the switch off); its end counts it as that kind.
+                let first = &w.notes.calls[0];
+                let eager_now = (st.seen.iter())
+                    .find(|e| !e.profit.holds() && e.notes.calls.first() == Some(first));
+                if let Some(e) = eager_now {
+                    w.quiet = Some(e.id);
+                    self.begin_quiet();
+                }
+            }
+            held
         };
         self.auto_then(then)?;
         if !held {
@@ -356,7 +410,8 @@ impl Vm {
         let Some(auto) = &self.inner.auto else {
             return false;
         };
-        if bypass() {
+        // A quiet window notes nothing and holds nothing (see `auto_op`).
+        if bypass() || self.shared().capturing.load(Ordering::Relaxed) & AUTO_ON == 0 {
             return false;
         }
         // After any held calls another thread is submitting (one may write this blob).
@@ -444,6 +499,12 @@ impl Vm {
             // A window whose access failed before it returned is not timed.
             st.pending = None;
             if st.window.owner != Some(me) {
+                if st.window.quiet.is_some() {
+                    // Another thread's host access ends a quiet window, uncounted.
+                    st.window = Window::default();
+                    self.end_quiet();
+                    return Ok(None);
+                }
                 // Another thread's host access: what is held runs first.
                 if !st.window.holding || st.window.held.is_empty() {
                     return Ok(None);
@@ -455,22 +516,43 @@ impl Vm {
             } else {
                 st.stats.windows += 1;
                 let was_holding = st.window.holding;
+                let quiet = st.window.quiet;
                 let (notes, mut w) = st.window.close();
-                st.last_calls = notes.calls.len();
                 self.stop_holding();
-                let known = st.seen.iter().position(|e| e.notes == notes);
                 let compiled = st.stats.compiled;
-                let then = match known.filter(|c| w.live.contains(c)) {
-                    Some(c) if was_holding => {
-                        let State { seen, stats, .. } = &mut *st;
-                        self.auto_launch(&mut seen[c], stats, &mut w, auto.pass.get())
-                    }
-                    _ => {
-                        if was_holding {
-                            st.stats.fallbacks += 1;
+                let (known, then) = if let Some(id) = quiet {
+                    // Its first call only is noted: it counts as the kind it began like.
+                    self.end_quiet();
+                    st.stats.quiet += 1;
+                    (st.seen.iter().position(|e| e.id == id), Then::Nothing)
+                } else {
+                    st.last_calls = notes.calls.len();
+                    let known = st.seen.iter().position(|e| e.notes == notes);
+                    let then = match known.filter(|c| w.live.contains(c)) {
+                        Some(c) if was_holding => {
+                            // The calls alone took longer than an eager window: no plan run
+                            // can win (nor is one compiled for it).
+                            let calls = (st.last_done)
+                                .filter(|&(t, _)| auto.measured && t == me)
+                                .map(|(_, at)| at.elapsed());
+                            #[cfg(test)]
+                            let calls = calls.map(|d| st.clock.map_or(d, |c| c(Timed::HeldCalls)));
+                            if calls.is_some_and(|d| st.seen[c].profit.held_calls(d)) {
+                                st.stats.backed_off += 1;
+                                Then::Flush(std::mem::take(&mut w.held))
+                            } else {
+                                let State { seen, stats, .. } = &mut *st;
+                                self.auto_launch(&mut seen[c], stats, &mut w, auto.pass.get())
+                            }
                         }
-                        Then::Flush(std::mem::take(&mut w.held))
-                    }
+                        _ => {
+                            if was_holding {
+                                st.stats.fallbacks += 1;
+                            }
+                            Then::Flush(std::mem::take(&mut w.held))
+                        }
+                    };
+                    (known, then)
                 };
                 st.spare.keep(w);
                 // Timed: windows run eagerly throughout, and plan runs of a plan compiled before.
@@ -566,7 +648,13 @@ impl Vm {
         };
         let took = now.saturating_duration_since(p.start);
         #[cfg(test)]
-        let took = st.clock.map_or(took, |c| c(p.promoted));
+        let took = (st.clock).map_or(took, |c| {
+            c(if p.promoted {
+                Timed::Plan
+            } else {
+                Timed::Eager
+            })
+        });
         if !p.promoted {
             st.seen[k].profit.eager(took);
         } else if st.seen[k].profit.plan(took) {
@@ -583,196 +671,5 @@ impl Vm {
                 }
             }
         }
-    }
-
-    /// The plan run for the held window `w` (matching the notes seen at `c`), compiling the
-    /// plan if there is none for these notes. With a plan pass, the pass runs on each window's
-    /// steps (their kernels carry that window's parameters); a result shaped unlike the plan's
-    /// steps gets a plan of its own.
-    fn auto_launch(
-        &self,
-        seen: &mut Seen,
-        stats: &mut AutoPlanStats,
-        w: &mut Window,
-        pass: Option<&PlanPass>,
-    ) -> Then {
-        let notes = &seen.notes;
-        let mut calls = Vec::new();
-        let mut releases = Vec::new();
-        for h in std::mem::take(&mut w.held) {
-            match h {
-                Held::Op(c) => calls.push(c),
-                // Blobs made in the window and released in it never existed outside the plan.
-                Held::Release(b, u) if matches!(w.find(&b), Some(Found::Made(_))) => {
-                    drop((b, u));
-                }
-                r => releases.push(r),
-            }
-        }
-        let outputs: Vec<Counted<Blob>> = (w.made.iter().zip(&notes.kept))
-            .filter(|(_, kept)| **kept)
-            .map(|(m, _)| m.0.clone())
-            .collect();
-        let compiled = seen.plan.clone();
-        let launch = |plan: Plan, kernels: Vec<Box<dyn Kernel>>, releases| Then::Launch {
-            plan,
-            inputs: w.outer.clone(),
-            outputs: outputs.clone(),
-            kernels: (!kernels.is_empty()).then_some(kernels),
-            releases,
-        };
-        // Kernels with other parameters may read an operand elsewhere: a plan is reused only
-        // where they allow the in-place places of its memory layout.
-        if let (Some(p), None) = (&compiled, pass)
-            && p.admits(|i| &*calls[i].kernel).is_ok()
-        {
-            stats.plan_runs += 1;
-            return launch(
-                p.clone(),
-                calls.into_iter().map(|c| c.kernel).collect(),
-                releases,
-            );
-        }
-        // Slots: blobs from before → inputs; made and kept → outputs; the rest → temporaries.
-        let mut slot_of_made = Vec::with_capacity(w.made.len());
-        let (mut out_bytes, mut temps) = (Vec::new(), Vec::new());
-        for (k, made) in w.made.iter().enumerate() {
-            slot_of_made.push(if notes.kept[k] {
-                out_bytes.push(made.0.bytes());
-                Slot::Output(out_bytes.len() - 1)
-            } else {
-                temps.push(made.0.bytes());
-                Slot::Temp(temps.len() - 1)
-            });
-        }
-        // `made_at` is in call order, so sorted: the blob output `o` of call `i` made.
-        let made = |i: u32, o: u32| w.made_at.binary_search(&(i as usize, o as usize));
-        let slot = |r: Ref| match r {
-            Ref::Outer(k) => Slot::Input(k as usize),
-            Ref::Made(i, o) => slot_of_made[made(i, o).expect("the notes match the window")],
-        };
-        let stream = notes.calls[0].stream;
-        let mut steps: Vec<Step> = (calls.into_iter().zip(&notes.calls).enumerate())
-            .map(|(i, (c, n))| {
-                let ins = n.inputs.iter().map(|&r| slot(r)).collect();
-                let outs = (n.outputs.iter().enumerate())
-                    .map(|(k, o)| match o {
-                        Ok(r) => slot(*r),
-                        Err(_) => slot(Ref::Made(i as u32, k as u32)),
-                    })
-                    .collect();
-                Step::new(c.kernel, ins, outs).called_at(c.at)
-            })
-            .collect();
-        if let Some(pass) = pass {
-            let bytes = |s: Slot| match s {
-                Slot::Input(k) => notes.outer_bytes[k],
-                Slot::Output(k) => out_bytes[k],
-                Slot::Temp(k) => temps[k],
-                Slot::Fixed(_) => 0,
-            };
-            let device = self.shared().streams[stream.0 as usize].policy.device();
-            steps = pass(device, steps, &bytes);
-        }
-        if let Some(p) = compiled
-            && p.with_steps(|ps| {
-                ps.len() == steps.len() && ps.iter().zip(&steps).all(|(a, b)| a.same_shape(b))
-            })
-            && p.admits(|i| steps[i].kernel()).is_ok()
-        {
-            stats.plan_runs += 1;
-            return launch(
-                p,
-                steps.into_iter().map(Step::into_kernel).collect(),
-                releases,
-            );
-        }
-        let spec = PlanSpec::new(stream, steps, w.outer.len(), out_bytes.len(), temps, vec![]);
-        match Plan::new(self, spec) {
-            Ok(p) => {
-                stats.compiled += 1;
-                stats.merged += notes.calls.len().saturating_sub(p.len()) as u64;
-                stats.plan_runs += 1;
-                seen.plan = Some(p.clone());
-                launch(p, Vec::new(), releases)
-            }
-            // The kernels went with the failed spec (the construction fails only for memory):
-            // what the window writes carries the error, as an eager op's outputs would.
-            Err(e) => {
-                let mut failed = outputs.clone();
-                for n in &notes.calls {
-                    for o in &n.outputs {
-                        if let Ok(Ref::Outer(k)) = o {
-                            failed.push(w.outer[*k as usize].clone());
-                        }
-                    }
-                }
-                Then::Fail {
-                    blobs: failed,
-                    error: e,
-                    releases,
-                }
-            }
-        }
-    }
-
-    /// Does what the state decided, with its lock let go (and the order lock held).
-    fn auto_then(&self, then: Then) -> Result<()> {
-        if matches!(then, Then::Nothing) {
-            return Ok(());
-        }
-        /// Clears the flag on return or unwind.
-        struct Submitting;
-        impl Drop for Submitting {
-            fn drop(&mut self) {
-                SUBMITTING.with(|s| s.set(false));
-            }
-        }
-        SUBMITTING.with(|s| s.set(true));
-        let _submitting = Submitting;
-        match then {
-            Then::Nothing => Ok(()),
-            Then::Flush(held) => self.auto_flush(held),
-            Then::Fail {
-                blobs,
-                error,
-                releases,
-            } => {
-                for b in &blobs {
-                    b.set_poison(&error);
-                }
-                self.shared().record_error(0, error);
-                self.auto_flush(releases)
-            }
-            Then::Launch {
-                plan,
-                inputs,
-                outputs,
-                kernels,
-                releases,
-            } => {
-                plan.launch_with(self, &inputs, &outputs, kernels)?;
-                self.auto_flush(releases)
-            }
-        }
-    }
-
-    /// Runs held calls and releases as usual, in order.
-    fn auto_flush(&self, held: Vec<Held>) -> Result<()> {
-        let mut first = Ok(());
-        for h in held {
-            let r = match h {
-                Held::Op(c) => {
-                    let call = OpCall::new(Boxed(c.kernel), c.inputs.into(), c.outputs.into());
-                    self.run(c.stream, call).map_err(|e| e.at(c.at))
-                }
-                Held::Release(b, true) => self.release_unheld(&b),
-                Held::Release(b, false) => self.release(&b),
-            };
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
     }
 }

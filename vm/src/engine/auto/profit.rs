@@ -34,10 +34,12 @@ impl Times {
         self.0.push(d);
     }
 
+    /// The median; of an even count, the lower middle one (of a kind's first two eager
+    /// windows, the first often runs on cold caches).
     fn median(&self) -> Option<Duration> {
         let mut v = self.0.clone();
         v.sort_unstable();
-        v.get(v.len() / 2).copied()
+        v.get(v.len().saturating_sub(1) / 2).copied()
     }
 }
 
@@ -78,15 +80,37 @@ impl Profit {
         if self.plan.0.len() < TRIES {
             return false;
         }
-        if p.as_secs_f64() > e.as_secs_f64() * (1.0 + MARGIN) {
-            self.skip = self.backoff.max(FIRST_BACKOFF);
-            self.backoff = (self.skip * 2).min(MOST_BACKOFF);
+        if slower(p, e) {
+            self.lose();
             true
         } else {
             self.backoff = FIRST_BACKOFF;
             false
         }
     }
+
+    /// The time a held window took until its end, before anything ran: its calls alone.
+    /// Returns `true` when that is more than an eager window takes: no plan run can win, so
+    /// the window runs eagerly after all, and so do the kind's next windows, as after lost
+    /// plan runs (a window of small steps loses this way before its plan is compiled).
+    pub(super) fn held_calls(&mut self, d: Duration) -> bool {
+        let lost = self.eager.median().is_some_and(|e| slower(d, e));
+        if lost {
+            self.lose();
+        }
+        lost
+    }
+
+    /// The kind runs eagerly for a while, twice as long as the last time.
+    fn lose(&mut self) {
+        self.skip = self.backoff.max(FIRST_BACKOFF);
+        self.backoff = (self.skip * 2).min(MOST_BACKOFF);
+    }
+}
+
+/// Whether `d` is slower than `eager` by more than the margin.
+fn slower(d: Duration, eager: Duration) -> bool {
+    d.as_secs_f64() > eager.as_secs_f64() * (1.0 + MARGIN)
 }
 
 #[cfg(test)]
@@ -163,6 +187,18 @@ mod tests {
             FIRST_BACKOFF,
             "after a win the wait starts over"
         );
+    }
+
+    #[test]
+    fn held_calls_slower_than_an_eager_window_lose_at_once() {
+        let mut p = Profit::default();
+        assert!(!p.held_calls(us(500)), "no eager time to judge by");
+        p.eager(us(100));
+        assert!(!p.held_calls(us(101)), "within the margin");
+        assert!(p.held_calls(us(150)));
+        assert_eq!(wait(&mut p), FIRST_BACKOFF);
+        assert!(p.held_calls(us(150)));
+        assert_eq!(wait(&mut p), 2 * FIRST_BACKOFF, "each loss waits longer");
     }
 
     #[test]

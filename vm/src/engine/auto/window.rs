@@ -61,6 +61,9 @@ pub(super) struct Window {
     pub(super) holding: bool,
     pub(super) live: Vec<usize>,
     pub(super) held: Vec<Held>,
+    /// Running eagerly unnoted: the window began like the kind of this id, whose plan runs
+    /// lose for now (see `Vm::auto_op`).
+    pub(super) quiet: Option<u64>,
 }
 
 /// The buffers of the last window, emptied, for the next: a long window's notes are
