@@ -496,6 +496,38 @@ fn a_window_like_a_kind_that_runs_eagerly_for_now_is_not_noted() {
         s.windows + 1,
         "the quiet window counts, not the one ended for it"
     );
+    // A quiet window that begins while another thread captures leaves that capture its
+    // calls, cheap ones included (which the fast path would run at once), and runs its own.
+    let (capturing, quiet) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+    let (t, taken) = std::thread::scope(|s| {
+        let other = s.spawn(|| {
+            let z = vm.new_blob(8);
+            let k = SumBytes {
+                add: 5,
+                over: false,
+            };
+            let (r, ops) = (vm.capture(|| {
+                capturing.wait();
+                quiet.wait();
+                vm.run_op(StreamId::CPU, k, &[&x], &[&z], true)
+            }))
+            .unwrap();
+            r.unwrap();
+            ops.len()
+        });
+        capturing.wait();
+        let t = vm.new_blob(8);
+        sum(1, &x, &t);
+        assert!(!noting(&vm));
+        quiet.wait();
+        (t, other.join().unwrap())
+    });
+    assert_eq!(taken, 1, "the capture took its call");
+    let y = vm.new_blob(8);
+    sum(2, &t, &y);
+    vm.release(&t).unwrap();
+    assert_eq!(own(&y), expect(3));
+    assert_eq!(vm.auto_plan_stats().unwrap().quiet, 2);
     // The kind is tried again once its wait is over, and its plan runs give eager values.
     while vm.auto_plan_stats().unwrap().plan_runs == s.plan_runs {
         assert_eq!(window(&[2], &own), expect(3));
