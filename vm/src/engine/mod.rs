@@ -37,7 +37,9 @@
 //!   store-forwarding stall. When a change to the engine tipped the inliner against it,
 //!   `dispatch_mixed_ns_per_op` rose 11 % with the same instruction count under callgrind.
 
-pub(crate) mod auto;
+mod auto;
+#[cfg(test)]
+pub(crate) use auto::Timed;
 mod capture;
 mod host;
 

@@ -1,8 +1,8 @@
 //! Plans run through their arenas, with temporaries shared by lifetime and in place.
 
 use super::*;
+use crate::engine::Timed;
 use crate::engine::Vm;
-use crate::engine::auto::Timed;
 use crate::error::{Error, Result};
 use crate::testing::{AddByte, AddByteOver};
 
