@@ -160,6 +160,21 @@ impl State {
             .collect()
     }
 
+    /// Whether the held window of kind `c` ending now (by thread `me`) took longer in its
+    /// calls alone than the kind's eager windows take: then the kind backs off.
+    fn held_calls_lose(&mut self, c: usize, me: ThreadId, measured: bool) -> bool {
+        let calls = (self.last_done)
+            .filter(|&(t, _)| measured && t == me)
+            .map(|(_, at)| at.elapsed());
+        #[cfg(test)]
+        let calls = calls.map(|d| self.clock.map_or(d, |c| c(Timed::HeldCalls)));
+        let lose = calls.is_some_and(|d| self.seen[c].profit.held_calls(d));
+        if lose {
+            self.stats.backed_off += 1;
+        }
+        lose
+    }
+
     /// Gives up holding the window: it goes on as usual. Returns what was held, to run first.
     fn give_up(&mut self) -> Vec<Held> {
         self.window.holding = false;
@@ -529,21 +544,13 @@ impl Vm {
                     st.last_calls = notes.calls.len();
                     let known = st.seen.iter().position(|e| e.notes == notes);
                     let then = match known.filter(|c| w.live.contains(c)) {
+                        // No plan run can win (nor is one compiled for it).
+                        Some(c) if was_holding && st.held_calls_lose(c, me, auto.measured) => {
+                            Then::Flush(std::mem::take(&mut w.held))
+                        }
                         Some(c) if was_holding => {
-                            // The calls alone took longer than an eager window: no plan run
-                            // can win (nor is one compiled for it).
-                            let calls = (st.last_done)
-                                .filter(|&(t, _)| auto.measured && t == me)
-                                .map(|(_, at)| at.elapsed());
-                            #[cfg(test)]
-                            let calls = calls.map(|d| st.clock.map_or(d, |c| c(Timed::HeldCalls)));
-                            if calls.is_some_and(|d| st.seen[c].profit.held_calls(d)) {
-                                st.stats.backed_off += 1;
-                                Then::Flush(std::mem::take(&mut w.held))
-                            } else {
-                                let State { seen, stats, .. } = &mut *st;
-                                self.auto_launch(&mut seen[c], stats, &mut w, auto.pass.get())
-                            }
+                            let State { seen, stats, .. } = &mut *st;
+                            self.auto_launch(&mut seen[c], stats, &mut w, auto.pass.get())
                         }
                         _ => {
                             if was_holding {
