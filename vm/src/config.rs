@@ -516,8 +516,9 @@ impl VmBuilder {
     /// calls before them; where the calls cost as much as the computing (a small model's
     /// step), that loses more than the plan saves. Measured, each kind of window is timed run
     /// eagerly and run as a plan (from the end of the host access before it to the end of its
-    /// own), and a kind whose last plan runs are slower than its eager windows (or whose held
-    /// calls alone take longer than an eager window) runs eagerly for the next 8 windows of
+    /// own), and a kind whose last plan runs are slower than its eager windows (or whose first
+    /// plan run is over twice as slow, or whose held calls alone take longer than an eager
+    /// window) runs eagerly for the next 8 windows of
     /// the kind, then tries again, waiting twice as long after each new loss (at most 1,024
     /// windows). `AutoPlanStats::backed_off` counts those turns. Meanwhile a window that
     /// begins like such a kind is not noted past its first call (`AutoPlanStats::quiet`), so

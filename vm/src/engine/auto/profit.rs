@@ -8,7 +8,9 @@
 //! to the end of its own (the time the thread that makes the calls spends on the window), and
 //! goes back to eager execution for a while when its plan runs are slower. It tries again
 //! after that many windows, one plan run judged with the runs before it, and waits twice as
-//! long each time the plan loses again.
+//! long each time the plan loses again. Two blatant cases lose at once: a plan run over twice
+//! as slow as the eager windows before three are timed, and a held window whose calls alone
+//! took longer than an eager window.
 
 use std::time::Duration;
 
@@ -18,6 +20,9 @@ const KEEP: usize = 5;
 const TRIES: usize = 3;
 /// Plan runs lose when their median is above the eager median by more than this share.
 const MARGIN: f64 = 0.02;
+/// Before the first verdict, a plan run more than this many times slower than the eager
+/// windows loses at once (two more such runs would cost more than the verdict is worth).
+const BLATANT: f64 = 2.0;
 /// Windows run eagerly after the first loss, and the most after repeated ones.
 const FIRST_BACKOFF: u32 = 8;
 const MOST_BACKOFF: u32 = 1024;
@@ -78,7 +83,11 @@ impl Profit {
             return false;
         };
         if self.plan.0.len() < TRIES {
-            return false;
+            let blatant = d.as_secs_f64() > e.as_secs_f64() * BLATANT;
+            if blatant {
+                self.lose();
+            }
+            return blatant;
         }
         if slower(p, e) {
             self.lose();
@@ -187,6 +196,28 @@ mod tests {
             FIRST_BACKOFF,
             "after a win the wait starts over"
         );
+    }
+
+    #[test]
+    fn a_first_run_over_twice_as_slow_as_eager_windows_loses_at_once() {
+        let mut p = Profit::default();
+        p.eager(us(100));
+        assert!(!p.plan(us(200)), "twice as slow: judged with the next ones");
+        assert!(p.plan(us(201)), "before three runs are timed");
+        assert_eq!(wait(&mut p), FIRST_BACKOFF);
+        // Less slow: the verdict waits for the third run.
+        let mut p = Profit::default();
+        p.eager(us(100));
+        assert!(!p.plan(us(150)));
+        assert!(!p.plan(us(150)));
+        assert!(p.plan(us(150)));
+        // With three runs timed, one slow run is judged with the others.
+        let mut p = Profit::default();
+        p.eager(us(100));
+        for _ in 0..3 {
+            assert!(!p.plan(us(90)));
+        }
+        assert!(!p.plan(us(1_000)), "one slow run among fast ones");
     }
 
     #[test]
