@@ -22,6 +22,31 @@ pub struct Captured {
     pub at: Caller,
 }
 
+impl Captured {
+    /// The call of `kernel` on `inputs` and `outputs`, with owned handles, once its operands
+    /// pass the checks a run makes (so a call taken instead of run fails where it was made).
+    pub(crate) fn checked<K: Kernel>(
+        sh: &crate::shared::Shared,
+        stream: StreamId,
+        kernel: K,
+        inputs: &[&Counted<Blob>],
+        outputs: &[&Counted<Blob>],
+        at: Caller,
+    ) -> crate::Result<Captured> {
+        let owned = |bs: &[&Counted<Blob>]| bs.iter().map(|&b| b.clone()).collect::<Vec<_>>();
+        let (inputs, outputs) = (owned(inputs), owned(outputs));
+        crate::builder::check_only(sh, kernel.name(), stream, &inputs, &outputs)
+            .map_err(|e| e.at(at))?;
+        Ok(Captured {
+            stream,
+            kernel: Box::new(kernel),
+            inputs,
+            outputs,
+            at,
+        })
+    }
+}
+
 impl fmt::Debug for Captured {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ids = |bs: &[Counted<Blob>]| bs.iter().map(|b| b.id()).collect::<Vec<_>>();

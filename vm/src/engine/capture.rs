@@ -119,16 +119,9 @@ impl Vm {
         let Some(state) = c.iter_mut().find(|s| s.thread == me) else {
             return Ok(Some(kernel));
         };
-        let owned = |bs: &[&Counted<Blob>]| bs.iter().map(|&b| b.clone()).collect::<Vec<_>>();
-        let (ins, outs) = (owned(inputs), owned(outputs));
-        crate::builder::check_only(sh, kernel.name(), stream, &ins, &outs).map_err(|e| e.at(at))?;
-        state.ops.push(Captured {
-            stream,
-            kernel: Box::new(kernel),
-            inputs: ins,
-            outputs: outs,
-            at,
-        });
+        state
+            .ops
+            .push(Captured::checked(sh, stream, kernel, inputs, outputs, at)?);
         Ok(None)
     }
 

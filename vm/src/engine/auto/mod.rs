@@ -404,16 +404,8 @@ impl Vm {
             return Ok(Some(kernel));
         }
         let sh = self.shared();
-        let owned = |bs: &[&Counted<Blob>]| bs.iter().map(|&b| b.clone()).collect::<Vec<_>>();
-        let (ins, outs) = (owned(inputs), owned(outputs));
-        crate::builder::check_only(sh, kernel.name(), stream, &ins, &outs).map_err(|e| e.at(at))?;
-        auto.state.lock().window.held.push(Held::Op(Captured {
-            stream,
-            kernel: Box::new(kernel),
-            inputs: ins,
-            outputs: outs,
-            at,
-        }));
+        let call = Captured::checked(sh, stream, kernel, inputs, outputs, at)?;
+        auto.state.lock().window.held.push(Held::Op(call));
         Ok(None)
     }
 
@@ -536,7 +528,8 @@ impl Vm {
                 self.stop_holding();
                 let compiled = st.stats.compiled;
                 let (known, then) = if let Some(id) = quiet {
-                    // Its first call only is noted: it counts as the kind it began like.
+                    // Its first call only is noted: it counts as the kind it began like (still
+                    // remembered: kinds are forgotten only where the owner's windows end).
                     self.end_quiet();
                     st.stats.quiet += 1;
                     (st.seen.iter().position(|e| e.id == id), Then::Nothing)
