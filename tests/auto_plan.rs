@@ -224,6 +224,43 @@ fn a_promoted_chain_is_merged_and_computes_the_eager_bits() {
     });
 }
 
+/// A window's merged steps are made once and reused by the later windows of its kind, whose
+/// kernels describe themselves alike; where a window reads its chain's input at another
+/// offset (the same blob and sizes, so the same notes), its kernels describe themselves
+/// otherwise, the pass runs again, and every value is the eager one.
+#[test]
+fn merged_steps_are_reused_only_by_windows_that_describe_themselves_alike() {
+    watchdog(120, || {
+        // `shift(k)`: where window `k` reads its 8 elements in the 16 of `x`.
+        let run = |vm: &Vm, shift: fn(usize) -> usize| {
+            with_engine(vm, || {
+                let x = Tensor::linspace(-2.0, 2.0, 16, DType::F32).unwrap();
+                (0..12)
+                    .map(|k| {
+                        let v = x.narrow(0, shift(k), 8).unwrap();
+                        let y = v.exp().unwrap().add(&v).unwrap().tanh().unwrap();
+                        bits(&y)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        let eager = Vm::builder().build().unwrap();
+        // The same offset in every window: one pass, at the compile; the rest reuse it.
+        let same = auto_vm();
+        assert_eq!(run(&same, |_| 0), run(&eager, |_| 0));
+        let s = same.auto_plan_stats().unwrap();
+        assert!(s.plan_runs >= 5 && s.merged >= 2, "{s:?}");
+        assert_eq!(s.passes, 1, "later windows reuse the merged steps: {s:?}");
+        // Offsets that alternate: each window's merged kernel reads where that window does.
+        let alternating = auto_vm();
+        let shift = |k: usize| 8 * (k % 2);
+        assert_eq!(run(&alternating, shift), run(&eager, shift));
+        let s = alternating.auto_plan_stats().unwrap();
+        assert!(s.plan_runs >= 5, "{s:?}");
+        assert_eq!(s.passes, s.plan_runs, "no window reuses another's: {s:?}");
+    });
+}
+
 /// Windows whose calls match (same kernels, same sizes) but whose merging differs (`f32`
 /// values merge, `f16` ones do not): each shape gets its own plan, and every value is the
 /// eager one.
@@ -257,5 +294,32 @@ fn windows_that_merge_differently_get_plans_of_their_own() {
             s.compiled >= 2,
             "the f16 windows needed a plan of their own: {s:?}"
         );
+    });
+}
+
+/// A window that writes in place, first thing, a tensor from before it and then drops it:
+/// the tensor's values are read by the in-place op, so its blob comes from before the
+/// window (a plan input that the run writes), not a temporary of the plan's.
+#[test]
+fn an_in_place_write_to_a_tensor_from_before_the_window_reads_its_values() {
+    watchdog(120, || {
+        let run = |vm: &Vm| {
+            with_engine(vm, || {
+                let x = Tensor::linspace(-1.0, 1.0, 16, DType::F32).unwrap();
+                let mut h = Tensor::ones([16], DType::F32).unwrap();
+                h.sync().unwrap();
+                (0..10)
+                    .map(|_| {
+                        h.mul_scalar_(0.5).unwrap();
+                        h = h.add(&x).unwrap();
+                        bits(&h)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        let auto = auto_vm();
+        assert_eq!(run(&auto), run(&Vm::builder().build().unwrap()));
+        let s = auto.auto_plan_stats().unwrap();
+        assert!(s.plan_runs >= 5, "{s:?}");
     });
 }

@@ -128,10 +128,16 @@ impl<A: Kernel, B: Kernel> Kernel for Either<A, B> {
             Either::Cuda(k) => k.deferred_drop(),
         }
     }
-    fn describe(&self) -> Option<Box<dyn std::any::Any>> {
+    fn describe(&self) -> Option<Box<dyn std::any::Any + Send>> {
         match self {
             Either::Cpu(k) => k.describe(),
             Either::Cuda(k) => k.describe(),
+        }
+    }
+    fn is_described_by(&self, description: &dyn std::any::Any) -> bool {
+        match self {
+            Either::Cpu(k) => k.is_described_by(description),
+            Either::Cuda(k) => k.is_described_by(description),
         }
     }
     fn may_alias(&self, output: usize, input: usize) -> bool {

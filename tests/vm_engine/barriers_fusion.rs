@@ -215,7 +215,7 @@ impl eddy::vm::instruction::Kernel for Inc {
         inc(self.0, ins.first(), &outs[0]);
         Ok(())
     }
-    fn describe(&self) -> Option<Box<dyn std::any::Any>> {
+    fn describe(&self) -> Option<Box<dyn std::any::Any + Send>> {
         Some(Box::new((self.0, 0usize)))
     }
 }

@@ -85,6 +85,12 @@ impl Elementwise {
         }
     }
 
+    /// Whether `description` (a kernel's [`describe`](eddy_vm::instruction::Kernel::describe))
+    /// is this.
+    pub(crate) fn is(&self, description: &dyn std::any::Any) -> bool {
+        description.downcast_ref::<Elementwise>() == Some(self)
+    }
+
     pub(super) fn name(&self) -> &'static str {
         match self {
             Elementwise::Unary { op, .. } => op.name(),

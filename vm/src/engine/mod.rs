@@ -382,6 +382,18 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn instructions(&self) -> InstructionsBuilder<'_> {
+        let holding = crate::shared::AUTO_HOLDING;
+        if self
+            .shared()
+            .capturing
+            .load(std::sync::atomic::Ordering::Acquire)
+            & holding
+            != 0
+        {
+            // Op calls held for a plan run first: what the builder takes comes after them,
+            // and its checks see where they ran.
+            self.auto_interrupt();
+        }
         InstructionsBuilder::new(self.shared(), self)
     }
 }

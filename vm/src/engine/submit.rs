@@ -43,7 +43,7 @@ impl Vm {
         let sh = self.shared();
         if sh.capturing.load(Ordering::Acquire) & crate::shared::AUTO_HOLDING != 0 {
             // Op calls held for a plan run first.
-            self.auto_interrupt().map_err(|e| e.at(at))?;
+            self.auto_interrupt();
         }
         if policy.is_barrier()
             || sh.any_async_stream

@@ -153,7 +153,9 @@ pub trait Kernel: Send + 'static {
     /// What the kernel computes, for a plan compiler that merges kernels (see
     /// [`plan`](crate::plan)): a value of a type the compiler and the op library agree on, or
     /// `None` (the default) for a kernel no compiler may look into. Made on request, so a
-    /// kernel carries nothing for it; the engine never asks.
+    /// kernel carries nothing for it. The engine asks only while it compiles a plan for
+    /// automatic promotion, and keeps the answers to compare later windows' kernels with
+    /// ([`is_described_by`](Self::is_described_by)).
     ///
     /// # Examples
     ///
@@ -163,7 +165,7 @@ pub trait Kernel: Send + 'static {
     /// struct AddScalar(f32);
     /// impl Kernel for AddScalar {
     ///     fn name(&self) -> &str { "add_scalar" }
-    ///     fn describe(&self) -> Option<Box<dyn std::any::Any>> { Some(Box::new(self.0)) }
+    ///     fn describe(&self) -> Option<Box<dyn std::any::Any + Send>> { Some(Box::new(self.0)) }
     ///     // ...
     /// #   fn compute(&mut self, _: &[Counted<Blob>], _: &[Counted<Blob>], _: &mut ComputeCtx<'_>)
     /// #       -> Result<()> { Ok(()) }
@@ -171,8 +173,38 @@ pub trait Kernel: Send + 'static {
     /// let k: Box<dyn Kernel> = Box::new(AddScalar(1.0));
     /// assert_eq!(k.describe().and_then(|d| d.downcast_ref::<f32>().copied()), Some(1.0));
     /// ```
-    fn describe(&self) -> Option<Box<dyn std::any::Any>> {
+    fn describe(&self) -> Option<Box<dyn std::any::Any + Send>> {
         None
+    }
+    /// Whether [`describe`](Self::describe) would return a value equal to `description`
+    /// (what it returned for this kernel or another), compared without making one. A kernel
+    /// that describes itself implements both; the default, `false`, is right for one that
+    /// does not, and for one that does costs only speed: automatic promotion then runs its
+    /// plan pass on every window instead of reusing the merged steps of the first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::instruction::{ComputeCtx, Kernel};
+    /// # use eddy_vm::{Blob, Counted, Result};
+    /// struct AddScalar(f32);
+    /// impl Kernel for AddScalar {
+    ///     fn name(&self) -> &str { "add_scalar" }
+    ///     fn describe(&self) -> Option<Box<dyn std::any::Any + Send>> { Some(Box::new(self.0)) }
+    ///     fn is_described_by(&self, d: &dyn std::any::Any) -> bool {
+    ///         // Bit for bit: a merged kernel must compute exactly what this one does.
+    ///         d.downcast_ref::<f32>().is_some_and(|x| x.to_bits() == self.0.to_bits())
+    ///     }
+    ///     // ...
+    /// #   fn compute(&mut self, _: &[Counted<Blob>], _: &[Counted<Blob>], _: &mut ComputeCtx<'_>)
+    /// #       -> Result<()> { Ok(()) }
+    /// }
+    /// let d = AddScalar(1.0).describe().unwrap();
+    /// assert!(AddScalar(1.0).is_described_by(&*d) && !AddScalar(2.0).is_described_by(&*d));
+    /// ```
+    fn is_described_by(&self, description: &dyn std::any::Any) -> bool {
+        let _ = description;
+        false
     }
     /// Whether output `output` may be the same memory as input `input` (by position) and the
     /// kernel still compute the same values: it reads each element of that input only before

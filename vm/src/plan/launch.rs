@@ -304,6 +304,20 @@ impl Plan {
         outputs: &[Counted<Blob>],
         kernels: Option<Vec<Box<dyn Kernel>>>,
     ) -> Result<()> {
+        let kernels = kernels.map(|k| k.into_iter().map(Some).collect());
+        self.launch_each(vm, inputs, outputs, kernels)
+    }
+
+    /// [`launch_with`](Self::launch_with), each step computing with its kernel in `kernels`
+    /// where there is one, else with the one it has.
+    #[track_caller]
+    pub(crate) fn launch_each(
+        &self,
+        vm: &Vm,
+        inputs: &[Counted<Blob>],
+        outputs: &[Counted<Blob>],
+        kernels: Option<Vec<Option<Box<dyn Kernel>>>>,
+    ) -> Result<()> {
         let p = &self.inner;
         if let Some(k) = &kernels
             && (k.len() != self.len() || p.runtime.is_some())
@@ -324,7 +338,7 @@ impl Plan {
             });
         }
         if let Some(k) = &kernels
-            && let Err(message) = self.admits(|i| &*k[i])
+            && let Err(message) = self.admits(|i| k[i].as_deref())
         {
             return Err(Error::InvalidArgument {
                 at: Caller::here(),
@@ -367,13 +381,13 @@ impl Plan {
     }
 
     /// Whether `kernel(i)` may stand in for each step `i` that the memory plan has write an
-    /// output over an input ([`Kernel::may_alias`]); else why not.
+    /// output over an input ([`Kernel::may_alias`]), where it is some; else why not.
     pub(crate) fn admits<'k>(
         &self,
-        kernel: impl Fn(usize) -> &'k dyn Kernel,
+        kernel: impl Fn(usize) -> Option<&'k dyn Kernel>,
     ) -> std::result::Result<(), String> {
         for o in &self.inner.overwrites {
-            let k = kernel(o.step);
+            let Some(k) = kernel(o.step) else { continue };
             if let Some(j) = o.inputs.iter().find(|&&j| !k.may_alias(o.output, j)) {
                 return Err(format!(
                     "the kernel for step {} (`{}`) may not write its output {} over its input \
@@ -385,6 +399,11 @@ impl Plan {
             }
         }
         Ok(())
+    }
+
+    /// The inputs (by position) that a run writes.
+    pub(crate) fn written_inputs(&self) -> &[usize] {
+        &self.inner.inputs_written
     }
 
     /// Where the temporaries live.

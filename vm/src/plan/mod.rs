@@ -74,6 +74,9 @@ pub struct Step {
     at: Caller,
     /// For each output, the inputs (by position) it is computed from; `None`: all of them.
     depends: Option<Vec<Vec<usize>>>,
+    /// Automatic promotion: the window's call whose kernel this step is, kept through a plan
+    /// pass that moves the step as it is; `None` for a step a pass made.
+    origin: Option<u32>,
 }
 
 impl Step {
@@ -93,6 +96,7 @@ impl Step {
             outputs,
             at: Caller::UNKNOWN,
             depends: None,
+            origin: None,
         }
     }
 
@@ -170,6 +174,17 @@ impl Step {
         &self.outputs
     }
 
+    /// This step, as the kernel of a promoted window's call `i`.
+    pub(crate) fn made_by_call(mut self, i: usize) -> Step {
+        self.origin = u32::try_from(i).ok();
+        self
+    }
+
+    /// The promoted window's call whose kernel this step is (see `made_by_call`).
+    pub(crate) fn origin(&self) -> Option<usize> {
+        self.origin.map(|i| i as usize)
+    }
+
     /// Whether `other` has this step's name, operands and dependences (its kernel may carry
     /// other parameters).
     pub(crate) fn same_shape(&self, other: &Step) -> bool {
@@ -185,6 +200,14 @@ impl Step {
 /// blob each slot stands for, and returns steps that compute the same values. The engine runs
 /// the pass it was given ([`Vm::set_plan_pass`](crate::Vm::set_plan_pass)) on the plans it
 /// compiles itself (automatic promotion).
+///
+/// The engine reuses what the pass made of one window for the next windows of its kind,
+/// whose steps have the same slots and sizes, where each step's kernel describes itself as
+/// the same step's kernel did ([`Kernel::is_described_by`]): the steps the pass made stay,
+/// and each step it returned as it was given (moved, not rebuilt) runs the new window's
+/// kernel. So a pass decides from the steps' slots, the sizes and what the kernels describe
+/// ([`Kernel::describe`]). Where a kernel that does not describe itself is not returned in a
+/// step as it was given, the engine runs the pass on every window.
 ///
 /// # Examples
 ///

@@ -19,7 +19,7 @@ pub(super) struct PlanRun {
     /// The run's outputs, then the fixed blobs written, then the token.
     pub(super) outputs: Blobs,
     /// Kernels for the steps, in place of theirs (see `Plan::launch_with`).
-    pub(super) kernels: Option<Vec<Box<dyn Kernel>>>,
+    pub(super) kernels: Option<Vec<Option<Box<dyn Kernel>>>>,
     pub(super) at: Caller,
 }
 
@@ -118,7 +118,9 @@ impl InstructionPolicy for PlanRun {
         let mut steps = plan.steps.lock();
         if let Some(kernels) = self.kernels.take() {
             for (step, k) in steps.iter_mut().zip(kernels) {
-                step.kernel = k;
+                if let Some(k) = k {
+                    step.kernel = k;
+                }
             }
         }
         let mut root = None;

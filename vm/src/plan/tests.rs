@@ -565,3 +565,148 @@ fn held_calls_slower_than_an_eager_window_run_eagerly_uncompiled() {
     assert_eq!((s.compiled, s.plan_runs, s.fallbacks), (0, 0, 0), "{s:?}");
     assert_eq!(s.quiet, 8 + 16 + 1, "{s:?}");
 }
+
+/// A promoted window's plan made through a pass is reused with each later window's kernels
+/// in the steps the pass kept as they were; where the pass rebuilt a step around a kernel
+/// that does not describe itself, the pass runs on every window instead, since that step
+/// would keep the first window's kernel. The values are the eager ones either way.
+#[test]
+fn a_pass_that_rebuilds_steps_runs_on_every_window() {
+    use crate::plan::PlanPass;
+    use std::sync::Arc;
+    let kept: PlanPass = Arc::new(|_device, steps: Vec<Step>, _bytes| steps);
+    let rebuilt: PlanPass = Arc::new(|_device, steps: Vec<Step>, _bytes| {
+        (steps.into_iter())
+            .map(|s| {
+                let (i, o) = (s.inputs().to_vec(), s.outputs().to_vec());
+                Step::new(s.into_kernel(), i, o)
+            })
+            .collect()
+    });
+    for (pass, reused) in [(kept, true), (rebuilt, false)] {
+        let vm = (Vm::builder().auto_plan(true))
+            .auto_plan_measured(false)
+            .build()
+            .unwrap();
+        assert!(vm.set_plan_pass(pass));
+        let x = vm.new_blob(4);
+        vm.write_blob(&x, |b| b.fill(10)).unwrap();
+        // Window `k`: x → t → y, adding k + 1 and then k + 2.
+        for k in 0..8u8 {
+            let (t, y) = (vm.new_blob(4), vm.new_blob(4));
+            vm.run_op(StreamId::CPU, AddByte(k + 1), &[&x], &[&t], false)
+                .unwrap();
+            vm.run_op(StreamId::CPU, AddByte(k + 2), &[&t], &[&y], false)
+                .unwrap();
+            vm.release(&t).unwrap();
+            assert_eq!(vm.read_blob(&y, |b| b.to_vec()).unwrap(), [13 + 2 * k; 4]);
+        }
+        let s = vm.auto_plan_stats().unwrap();
+        assert!(s.plan_runs >= 4, "{s:?}");
+        let passes = if reused { 1 } else { s.plan_runs };
+        assert_eq!(s.passes, passes, "reused: {reused}, {s:?}");
+    }
+}
+
+/// A held window's call that fails its checks (a released operand) fails as it would
+/// eagerly; the calls held before it run first, the rest of the window runs as usual, and
+/// nothing runs with another call's operands.
+#[test]
+fn a_held_call_that_fails_its_checks_ends_the_holding() {
+    let vm = (Vm::builder().auto_plan(true))
+        .auto_plan_measured(false)
+        .build()
+        .unwrap();
+    let x = vm.new_blob(4);
+    vm.write_blob(&x, |b| b.fill(10)).unwrap();
+    // Window: w → t (+1), x → u (+2), u → y (+3); `w` is released in the held window.
+    let window = |w: &Counted<Blob>| {
+        let (t, u, y) = (vm.new_blob(4), vm.new_blob(4), vm.new_blob(4));
+        let first = vm.run_op(StreamId::CPU, AddByte(1), &[w], &[&t], false);
+        vm.run_op(StreamId::CPU, AddByte(2), &[&x], &[&u], false)
+            .unwrap();
+        vm.run_op(StreamId::CPU, AddByte(3), &[&u], &[&y], false)
+            .unwrap();
+        (first, vm.read_blob(&y, |b| b.to_vec()).unwrap())
+    };
+    for _ in 0..3 {
+        let w = vm.new_blob(4);
+        vm.write_blob(&w, |b| b.fill(0)).unwrap();
+        let (first, y) = window(&w);
+        assert!(first.is_ok());
+        assert_eq!(y, [15; 4]);
+    }
+    let before = vm.auto_plan_stats().unwrap();
+    assert!(before.plan_runs >= 1, "{before:?}");
+    let w = vm.new_blob(4);
+    vm.write_blob(&w, |b| b.fill(0)).unwrap();
+    vm.release(&w).unwrap();
+    let (first, y) = window(&w);
+    assert!(
+        matches!(first, Err(Error::TensorReleased { .. })),
+        "{first:?}"
+    );
+    assert_eq!(y, [15; 4]);
+    let after = vm.auto_plan_stats().unwrap();
+    assert_eq!(after.plan_runs, before.plan_runs, "{after:?}");
+    assert_eq!(after.fallbacks, before.fallbacks + 1, "{after:?}");
+}
+
+/// Promotion holds `w → t → y` windows after two of them; in the held one, `between` runs
+/// after the first call. Returns the window's `y` and what `between` returned.
+fn held_window_with<T>(between: impl Fn(&Vm, &Counted<Blob>, &Counted<Blob>) -> T) -> (Vec<u8>, T) {
+    let vm = (Vm::builder().auto_plan(true))
+        .auto_plan_measured(false)
+        .build()
+        .unwrap();
+    let mut last = None;
+    for k in 0..3 {
+        let w = vm.new_blob(4);
+        vm.write_blob(&w, |b| b.fill(10)).unwrap();
+        let (t, y) = (vm.new_blob(4), vm.new_blob(4));
+        vm.run_op(StreamId::CPU, AddByte(1), &[&w], &[&t], false)
+            .unwrap();
+        let r = (k == 2).then(|| between(&vm, &w, &t));
+        vm.run_op(StreamId::CPU, AddByte(2), &[&t], &[&y], false)
+            .unwrap();
+        vm.release(&t).unwrap();
+        last = Some((vm.read_blob(&y, |b| b.to_vec()).unwrap(), r));
+        if k < 2 {
+            vm.release(&w).unwrap();
+        }
+    }
+    let s = vm.auto_plan_stats().unwrap();
+    assert!(s.fallbacks >= 1, "the third window was held: {s:?}");
+    let (y, r) = last.unwrap();
+    (y, r.unwrap())
+}
+
+/// Another thread's release of a blob that a held call reads comes after that call, as it
+/// would without promotion.
+#[test]
+fn another_threads_release_lets_the_held_calls_run_first() {
+    let (y, released) = held_window_with(|vm, w, _| {
+        std::thread::scope(|s| s.spawn(|| vm.release(w)).join().unwrap())
+    });
+    assert!(released.is_ok(), "{released:?}");
+    assert_eq!(y, [13; 4]);
+}
+
+/// Instructions handed over through a builder while calls are held come after them.
+#[test]
+fn a_builders_instructions_come_after_the_held_calls() {
+    use crate::instruction::OpCall;
+    let (y, z) = held_window_with(|vm, _, t| {
+        let z = vm.new_blob(4);
+        let mut b = vm.instructions();
+        let call = OpCall::new(
+            AddByte(5),
+            smallvec::smallvec![t.clone()],
+            smallvec::smallvec![z.clone()],
+        );
+        b.push(StreamId::CPU, call).unwrap();
+        b.submit().unwrap();
+        vm.read_blob(&z, |b| b.to_vec()).unwrap()
+    });
+    assert_eq!((y, z), (vec![13; 4], vec![16; 4]));
+}

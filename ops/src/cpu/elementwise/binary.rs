@@ -133,10 +133,20 @@ impl Kernel for BinaryKernel {
         } = *self;
         run_binary(op, dtype, la, lb, ins, outs).map_err(|m| eddy_vm::Error::kernel(op.name(), m))
     }
-    fn describe(&self) -> Option<Box<dyn std::any::Any>> {
+    fn describe(&self) -> Option<Box<dyn std::any::Any + Send>> {
+        Some(Box::new(self.what()?))
+    }
+    fn is_described_by(&self, description: &dyn std::any::Any) -> bool {
+        self.what().is_some_and(|w| w.is(description))
+    }
+}
+
+impl BinaryKernel {
+    /// What it computes, where a merged kernel can compute it.
+    fn what(&self) -> Option<Elementwise> {
         let (a, b) = (Pos::of(&self.la)?, Pos::of(&self.lb)?);
         let (op, dtype) = (self.op, self.dtype);
-        Some(Box::new(Elementwise::Binary { op, dtype, a, b }))
+        Some(Elementwise::Binary { op, dtype, a, b })
     }
 }
 

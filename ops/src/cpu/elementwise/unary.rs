@@ -224,10 +224,20 @@ impl Kernel for UnaryKernel {
         let UnaryKernel { op, dtype, ref la } = *self;
         run_unary(op, dtype, la, ins, outs).map_err(|m| eddy_vm::Error::kernel(op.name(), m))
     }
-    fn describe(&self) -> Option<Box<dyn std::any::Any>> {
+    fn describe(&self) -> Option<Box<dyn std::any::Any + Send>> {
+        Some(Box::new(self.what()?))
+    }
+    fn is_described_by(&self, description: &dyn std::any::Any) -> bool {
+        self.what().is_some_and(|w| w.is(description))
+    }
+}
+
+impl UnaryKernel {
+    /// What it computes, where a merged kernel can compute it.
+    fn what(&self) -> Option<Elementwise> {
         let a = Pos::of(&self.la)?;
         let (op, dtype) = (self.op, self.dtype);
-        Some(Box::new(Elementwise::Unary { op, dtype, a }))
+        Some(Elementwise::Unary { op, dtype, a })
     }
 }
 

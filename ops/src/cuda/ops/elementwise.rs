@@ -106,8 +106,11 @@ impl<K: Kernel> Kernel for Described<K> {
     ) -> eddy_vm::Result<()> {
         self.k.compute(inputs, outputs, ctx)
     }
-    fn describe(&self) -> Option<Box<dyn std::any::Any>> {
+    fn describe(&self) -> Option<Box<dyn std::any::Any + Send>> {
         Some(Box::new(self.what.clone()?))
+    }
+    fn is_described_by(&self, description: &dyn std::any::Any) -> bool {
+        self.what.as_ref().is_some_and(|w| w.is(description))
     }
 }
 

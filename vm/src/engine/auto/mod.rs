@@ -70,6 +70,11 @@ pub struct AutoPlanStats {
     /// Calls the plan pass merged away, over the plans compiled: a compiled window of `n`
     /// calls whose plan has `m` steps adds `n - m`.
     pub merged: u64,
+    /// Plan runs whose window's steps went through the plan pass
+    /// ([`Vm::set_plan_pass`]): the first of each plan, and those whose kernels describe
+    /// themselves otherwise than the last such window's. The other plan runs reuse the steps
+    /// the pass made then (see [`PlanPass`]).
+    pub passes: u64,
     /// Held windows that ran as usual after all: a call differed from the notes, or another
     /// instruction or another thread's host access came first.
     pub fallbacks: u64,
@@ -91,6 +96,8 @@ struct Seen {
     count: usize,
     one_stream: bool,
     plan: Option<Plan>,
+    /// What lets the next windows reuse the steps a plan pass made for `plan`.
+    reuse: Option<run::Reuse>,
     profit: Profit,
 }
 
@@ -224,7 +231,7 @@ enum Then {
         plan: Plan,
         inputs: Vec<Counted<Blob>>,
         outputs: Vec<Counted<Blob>>,
-        kernels: Option<Vec<Box<dyn Kernel>>>,
+        kernels: Option<Vec<Option<Box<dyn Kernel>>>>,
         releases: Vec<Held>,
     },
 }
@@ -353,6 +360,9 @@ impl Vm {
                 if old.quiet.is_some() {
                     self.end_quiet();
                 }
+                if old.holding && !old.held.is_empty() {
+                    st.stats.fallbacks += 1;
+                }
                 then = Then::Flush(old.held);
                 self.stop_holding();
             }
@@ -399,14 +409,25 @@ impl Vm {
             }
             held
         };
-        self.auto_then(then)?;
+        self.auto_then(then);
         if !held {
             return Ok(Some(kernel));
         }
-        let sh = self.shared();
-        let call = Captured::checked(sh, stream, kernel, inputs, outputs, at)?;
-        auto.state.lock().window.held.push(Held::Op(call));
-        Ok(None)
+        match Captured::checked(self.shared(), stream, kernel, inputs, outputs, at) {
+            Ok(call) => {
+                auto.state.lock().window.held.push(Held::Op(call));
+                Ok(None)
+            }
+            // The call fails as it would eagerly. Its note stays (the window's notes are its
+            // calls'), so no plan can stand for what is held: that runs first, and the rest
+            // of the window as usual.
+            Err(e) => {
+                let held = auto.state.lock().give_up();
+                self.stop_holding();
+                self.auto_then(Then::Flush(held));
+                Err(e)
+            }
+        }
     }
 
     /// Holds a release of `blob` if calls are held by this thread: `true`. Notes a release of
@@ -436,6 +457,14 @@ impl Vm {
         if w.holding && w.owner == Some(me) && found.is_some() {
             w.held.push(Held::Release(blob.clone(), unheld));
             return true;
+        }
+        // Another thread's release of a blob the window knows: the calls held before it run
+        // first, as they would have been submitted first (the window goes on unheld).
+        if w.holding && !w.held.is_empty() && found.is_some() {
+            let held = st.give_up();
+            drop(st);
+            self.stop_holding();
+            self.auto_then(Then::Flush(held));
         }
         false
     }
@@ -468,24 +497,24 @@ impl Vm {
     /// Before any other instruction: what is held runs first (the window goes on unheld).
     #[cold]
     #[inline(never)]
-    pub(crate) fn auto_interrupt(&self) -> Result<()> {
+    pub(crate) fn auto_interrupt(&self) {
         let Some(auto) = &self.inner.auto else {
-            return Ok(());
+            return;
         };
         if bypass() {
-            return Ok(());
+            return;
         }
         let _order = auto.order.lock();
         let held = {
             let mut st = auto.state.lock();
             // Nothing held yet: what comes before the window's calls keeps its order anyway.
             if !st.window.holding || st.window.held.is_empty() {
-                return Ok(());
+                return;
             }
             self.stop_holding();
             st.give_up()
         };
-        self.auto_then(Then::Flush(held))
+        self.auto_then(Then::Flush(held));
     }
 
     /// A host access by this thread: the window ends. When the window runs as a plan, returns
@@ -573,6 +602,7 @@ impl Vm {
                             notes,
                             count: 0,
                             plan: None,
+                            reuse: None,
                             profit: Profit::default(),
                         }
                     }
@@ -606,10 +636,10 @@ impl Vm {
         let held = (threaded && matches!(then, Then::Launch { .. }))
             .then(|| self.try_sched())
             .flatten();
-        let r = {
+        {
             let _held = held.is_some().then(crate::exec::SchedulerHeld::enter);
-            self.auto_then(then)
-        };
+            self.auto_then(then);
+        }
         if !arm.is_empty() {
             let mut st = auto.state.lock();
             // Unless another thread started a window meanwhile.
@@ -625,7 +655,7 @@ impl Vm {
                     .fetch_or(AUTO_HOLDING, Ordering::Release);
             }
         }
-        r.map(|()| held)
+        Ok(held)
     }
 
     /// A host access by this thread returned: times the window it ended, if that is to be

@@ -6,9 +6,54 @@ use super::{AutoPlanStats, SUBMITTING, Seen, Then};
 use crate::Counted;
 use crate::blob::Blob;
 use crate::engine::Vm;
-use crate::error::Result;
 use crate::instruction::{Kernel, OpCall};
 use crate::plan::{Plan, PlanPass, PlanSpec, Slot, Step};
+use std::any::Any;
+
+/// What a plan compiled through a plan pass keeps so that later windows of its kind reuse the
+/// steps the pass made (merged kernels, say) instead of running the pass again: a window
+/// whose kernels describe themselves as the kernels its steps were made from runs the plan's
+/// made steps as they are, and its own kernels in the others (see [`PlanPass`]).
+pub(super) struct Reuse {
+    /// What each call's kernel described ([`Kernel::describe`]).
+    described: Vec<Option<Box<dyn Any + Send>>>,
+    /// For each step of the plan, the call whose kernel it runs; `None` for a step the pass
+    /// made.
+    origin: Vec<Option<usize>>,
+}
+
+impl Reuse {
+    /// For a plan whose steps are `steps`, made by the pass from calls whose kernels described
+    /// themselves as `described`; `None` where a kernel that describes nothing went into a
+    /// step the pass made (the step could depend on that kernel's parameters).
+    fn new(described: Vec<Option<Box<dyn Any + Send>>>, steps: &[Step]) -> Option<Reuse> {
+        let origin: Vec<Option<usize>> = steps.iter().map(Step::origin).collect();
+        let mut kept = vec![false; described.len()];
+        for &i in origin.iter().flatten() {
+            *kept.get_mut(i)? = true;
+        }
+        let sound = (described.iter().zip(&kept)).all(|(d, &k)| d.is_some() || k);
+        sound.then_some(Reuse { described, origin })
+    }
+
+    /// Whether a window's kernels (one per call) describe themselves as when the plan was
+    /// compiled, and let the plan's memory layout stand (`admits`).
+    fn fits<'k>(&self, plan: &Plan, kernel: impl Fn(usize) -> &'k dyn Kernel) -> bool {
+        (self.described.iter().enumerate()).all(|(i, d)| match d {
+            Some(d) => kernel(i).is_described_by(&**d),
+            None => kernel(i).describe().is_none(),
+        }) && plan.admits(|s| self.origin[s].map(&kernel)).is_ok()
+    }
+
+    /// The kernels for the plan's steps from a window's `kernels` (one per call): each step
+    /// the pass kept gets its call's, each it made keeps its own (`None`).
+    fn kernels(&self, kernels: Vec<Box<dyn Kernel>>) -> Vec<Option<Box<dyn Kernel>>> {
+        let mut kernels: Vec<Option<Box<dyn Kernel>>> = kernels.into_iter().map(Some).collect();
+        (self.origin.iter())
+            .map(|o| o.and_then(|i| kernels[i].take()))
+            .collect()
+    }
+}
 
 impl Vm {
     /// The plan run for the held window `w` (matching the notes seen at `c`), compiling the
@@ -40,24 +85,36 @@ impl Vm {
             .map(|(m, _)| m.0.clone())
             .collect();
         let compiled = seen.plan.clone();
-        let launch = |plan: Plan, kernels: Vec<Box<dyn Kernel>>, releases| Then::Launch {
-            plan,
-            inputs: w.outer.clone(),
-            outputs: outputs.clone(),
-            kernels: (!kernels.is_empty()).then_some(kernels),
-            releases,
-        };
+        let launch =
+            |plan: Plan, kernels: Option<Vec<Option<Box<dyn Kernel>>>>, releases| Then::Launch {
+                plan,
+                inputs: w.outer.clone(),
+                outputs: outputs.clone(),
+                kernels,
+                releases,
+            };
+        let all = |kernels: Vec<Box<dyn Kernel>>| Some(kernels.into_iter().map(Some).collect());
         // Kernels with other parameters may read an operand elsewhere: a plan is reused only
         // where they allow the in-place places of its memory layout.
         if let (Some(p), None) = (&compiled, pass)
-            && p.admits(|i| &*calls[i].kernel).is_ok()
+            && p.admits(|i| Some(&*calls[i].kernel)).is_ok()
         {
             stats.plan_runs += 1;
             return launch(
                 p.clone(),
-                calls.into_iter().map(|c| c.kernel).collect(),
+                all(calls.into_iter().map(|c| c.kernel).collect()),
                 releases,
             );
+        }
+        // With a pass: the steps it made of an earlier window, where this window's kernels
+        // describe themselves alike.
+        if let (Some(p), Some(reuse)) = (&compiled, &seen.reuse)
+            && reuse.described.len() == calls.len()
+            && reuse.fits(p, |i| &*calls[i].kernel)
+        {
+            stats.plan_runs += 1;
+            let kernels = reuse.kernels(calls.into_iter().map(|c| c.kernel).collect());
+            return launch(p.clone(), Some(kernels), releases);
         }
         // Slots: blobs from before → inputs; made and kept → outputs; the rest → temporaries.
         let mut slot_of_made = Vec::with_capacity(w.made.len());
@@ -87,10 +144,16 @@ impl Vm {
                         Err(_) => slot(Ref::Made(i as u32, k as u32)),
                     })
                     .collect();
-                Step::new(c.kernel, ins, outs).called_at(c.at)
+                Step::new(c.kernel, ins, outs)
+                    .called_at(c.at)
+                    .made_by_call(i)
             })
             .collect();
+        // What the pass's steps are made from, to reuse them.
+        let mut described = None;
         if let Some(pass) = pass {
+            stats.passes += 1;
+            described = Some(steps.iter().map(|s| s.kernel().describe()).collect());
             let bytes = |s: Slot| match s {
                 Slot::Input(k) => notes.outer_bytes[k],
                 Slot::Output(k) => out_bytes[k],
@@ -104,15 +167,18 @@ impl Vm {
             && p.with_steps(|ps| {
                 ps.len() == steps.len() && ps.iter().zip(&steps).all(|(a, b)| a.same_shape(b))
             })
-            && p.admits(|i| steps[i].kernel()).is_ok()
+            && p.admits(|i| Some(steps[i].kernel())).is_ok()
         {
             stats.plan_runs += 1;
+            // The run leaves these kernels in the plan's steps.
+            seen.reuse = described.and_then(|d| Reuse::new(d, &steps));
             return launch(
                 p,
-                steps.into_iter().map(Step::into_kernel).collect(),
+                all(steps.into_iter().map(Step::into_kernel).collect()),
                 releases,
             );
         }
+        let reuse = described.and_then(|d| Reuse::new(d, &steps));
         let spec = PlanSpec::new(stream, steps, w.outer.len(), out_bytes.len(), temps, vec![]);
         match Plan::new(self, spec) {
             Ok(p) => {
@@ -120,7 +186,8 @@ impl Vm {
                 stats.merged += notes.calls.len().saturating_sub(p.len()) as u64;
                 stats.plan_runs += 1;
                 seen.plan = Some(p.clone());
-                launch(p, Vec::new(), releases)
+                seen.reuse = reuse;
+                launch(p, None, releases)
             }
             // The kernels went with the failed spec (the construction fails only for memory):
             // what the window writes carries the error, as an eager op's outputs would.
@@ -143,9 +210,12 @@ impl Vm {
     }
 
     /// Does what the state decided, with its lock let go (and the order lock held).
-    pub(super) fn auto_then(&self, then: Then) -> Result<()> {
+    /// Nothing fails here: a call or run that cannot be submitted leaves its error on what it
+    /// would have written, to surface at that blob's next sync, as a failed kernel's does (the
+    /// thread doing this may not be the one whose calls they are).
+    pub(super) fn auto_then(&self, then: Then) {
         if matches!(then, Then::Nothing) {
-            return Ok(());
+            return;
         }
         /// Clears the flag on return or unwind.
         struct Submitting;
@@ -157,17 +227,14 @@ impl Vm {
         SUBMITTING.with(|s| s.set(true));
         let _submitting = Submitting;
         match then {
-            Then::Nothing => Ok(()),
+            Then::Nothing => {}
             Then::Flush(held) => self.auto_flush(held),
             Then::Fail {
                 blobs,
                 error,
                 releases,
             } => {
-                for b in &blobs {
-                    b.set_poison(&error);
-                }
-                self.shared().record_error(0, error);
+                self.fail_blobs(&blobs, error);
                 self.auto_flush(releases)
             }
             Then::Launch {
@@ -177,28 +244,39 @@ impl Vm {
                 kernels,
                 releases,
             } => {
-                plan.launch_with(self, &inputs, &outputs, kernels)?;
+                if let Err(e) = plan.launch_each(self, &inputs, &outputs, kernels) {
+                    let written = plan.written_inputs().iter().map(|&k| &inputs[k]);
+                    let blobs: Vec<_> = outputs.iter().chain(written).cloned().collect();
+                    self.fail_blobs(&blobs, e);
+                }
                 self.auto_flush(releases)
             }
         }
     }
 
-    /// Runs held calls and releases as usual, in order.
-    fn auto_flush(&self, held: Vec<Held>) -> Result<()> {
-        let mut first = Ok(());
+    /// Runs held calls and releases as usual, in order. A release fails only for a blob
+    /// released already: it is done either way.
+    fn auto_flush(&self, held: Vec<Held>) {
         for h in held {
-            let r = match h {
+            match h {
                 Held::Op(c) => {
+                    let outputs = c.outputs.clone();
                     let call = OpCall::new(Boxed(c.kernel), c.inputs.into(), c.outputs.into());
-                    self.run(c.stream, call).map_err(|e| e.at(c.at))
+                    if let Err(e) = self.run(c.stream, call) {
+                        self.fail_blobs(&outputs, e.at(c.at));
+                    }
                 }
-                Held::Release(b, true) => self.release_unheld(&b),
-                Held::Release(b, false) => self.release(&b),
-            };
-            if first.is_ok() {
-                first = r;
+                Held::Release(b, true) => drop(self.release_unheld(&b)),
+                Held::Release(b, false) => drop(self.release(&b)),
             }
         }
-        first
+    }
+
+    /// `blobs` carry `error`, which the engine records.
+    fn fail_blobs(&self, blobs: &[Counted<Blob>], error: crate::Error) {
+        for b in blobs {
+            b.set_poison(&error);
+        }
+        self.shared().record_error(0, error);
     }
 }

@@ -2,12 +2,13 @@
 //! and its held calls.
 
 use crate::Counted;
-use crate::blob::Blob;
+use crate::blob::{Blob, NO_STREAM};
 use crate::captured::Captured;
 use crate::error::Result;
 use crate::instruction::{ComputeCtx, Kernel};
 use crate::stream::StreamId;
 use smallvec::SmallVec;
+use std::sync::atomic::Ordering::Relaxed;
 use std::thread::ThreadId;
 
 /// Where an operand comes from, within a window.
@@ -154,6 +155,14 @@ impl Window {
         }
     }
 
+    /// Registers `b` as the next blob from before the window.
+    fn from_before(&mut self, b: &Counted<Blob>) -> Ref {
+        self.mark(b, Found::Outer(self.outer.len()));
+        self.outer.push(b.clone());
+        self.notes.outer_bytes.push(b.bytes());
+        Ref::Outer(self.outer.len() as u32 - 1)
+    }
+
     /// Notes a call (registering the blobs it makes); its note is the last of `notes.calls`.
     pub(super) fn note(
         &mut self,
@@ -167,12 +176,7 @@ impl Window {
         for b in ins {
             let r = match self.find(b) {
                 Some(found) => self.reference(found),
-                None => {
-                    self.mark(b, Found::Outer(self.outer.len()));
-                    self.outer.push((*b).clone());
-                    self.notes.outer_bytes.push(b.bytes());
-                    Ref::Outer(self.outer.len() as u32 - 1)
-                }
+                None => self.from_before(b),
             };
             inputs.push(r);
         }
@@ -180,6 +184,10 @@ impl Window {
         for (k, b) in outs.iter().enumerate() {
             let o = match self.find(b) {
                 Some(found) => Ok(self.reference(found)),
+                // A blob that an instruction used before the window: this call writes over
+                // its values (and may read them, as an in-place op does, or write only some),
+                // so it comes from before the window, as an operand read would.
+                None if b.last_used_stream.load(Relaxed) != NO_STREAM => Ok(self.from_before(b)),
                 None => {
                     self.mark(b, Found::Made(self.made.len()));
                     self.made.push(((*b).clone(), false));
@@ -242,6 +250,12 @@ impl Kernel for Boxed {
     }
     fn deferred_drop(&self) -> bool {
         self.0.deferred_drop()
+    }
+    fn describe(&self) -> Option<Box<dyn std::any::Any + Send>> {
+        self.0.describe()
+    }
+    fn is_described_by(&self, description: &dyn std::any::Any) -> bool {
+        self.0.is_described_by(description)
     }
     fn may_alias(&self, output: usize, input: usize) -> bool {
         self.0.may_alias(output, input)
