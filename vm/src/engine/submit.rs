@@ -379,6 +379,15 @@ impl Vm {
         if !matches!(self.inner.mode, Mode::Threaded { .. }) {
             return Ok(false);
         }
+        // Instructions done but still live: a sync returns once its barrier has run, and the
+        // pass that releases what ran is left to the scheduler thread, which may not have
+        // taken it yet. Released here, they keep nothing busy (no kernel runs).
+        if s.has_live() {
+            self.engine_step(s, Scheduler::release_finished)?;
+            if s.is_idle() {
+                return Ok(true);
+            }
+        }
         let Some(queued) = s.only_cheap_queued() else {
             return Ok(false);
         };
@@ -472,6 +481,31 @@ mod catch_up_tests {
         vm.sync().unwrap();
         let st = vm.stats();
         assert_eq!((st.inserted, st.erased, st.in_flight), (4, 4, 0), "{st:?}");
+    }
+
+    /// An instruction that ran but is still live (the pass that releases it not yet run, as
+    /// after a sync that returned once its barrier ran) does not keep the engine busy: the
+    /// submitter releases it and runs its own op at once. (It used to queue its op, and a
+    /// loop of small ops after each sync stayed queued.)
+    #[test]
+    fn work_done_but_not_yet_released_is_released_by_the_submitter() {
+        let vm = Vm::builder().build().unwrap();
+        let (log, x) = (Log::default(), vm.new_blob(8));
+        let mut s = sched(&vm).lock();
+        let op = Cheap(Record::new(1, vec![x.clone()], vec![x.clone()], &log));
+        vm.run(StreamId::CPU, op).unwrap();
+        vm.run_passes_here(&mut s, || !log.lock().is_empty())
+            .unwrap();
+        assert_eq!(*log.lock(), vec![1], "ran");
+        assert!(s.has_live(), "not yet released");
+        let mut second = Cheap(Record::new(2, vec![x.clone()], vec![], &log));
+        assert!(!s.try_run_now(StreamId::CPU, &mut second), "not idle");
+        assert!(vm.catch_up(&mut s).unwrap(), "idle once released");
+        assert!(s.try_run_now(StreamId::CPU, &mut second));
+        assert_eq!(*log.lock(), vec![1, 2]);
+        drop(s);
+        vm.sync().unwrap();
+        assert_eq!(vm.stats().in_flight, 0);
     }
 
     /// A chain of cheap kernels, each submitting the next, as a stream of work from elsewhere:

@@ -41,17 +41,21 @@ impl Vm {
     /// the engine itself (not of a kernel: those are caught per instruction) fails the engine,
     /// as on the scheduler thread.
     pub(super) fn run_passes_here(&self, s: &mut Scheduler, stop: impl Fn() -> bool) -> Result<()> {
+        self.engine_step(s, |s| while !stop() && s.pass() {})
+    }
+
+    /// Runs `f` on the scheduler on this thread, as engine code (see `run_passes_here`).
+    pub(super) fn engine_step<R>(
+        &self,
+        s: &mut Scheduler,
+        f: impl FnOnce(&mut Scheduler) -> R,
+    ) -> Result<R> {
         let sh = self.shared();
         if let Some(e) = sh.failed.lock().clone() {
             return Err(e);
         }
         let scope = EngineScope::enter();
-        let r =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(
-                || {
-                    while !stop() && s.pass() {}
-                },
-            ));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(s)));
         drop(scope);
         r.map_err(|p| sh.fail(&*p))
     }

@@ -251,6 +251,11 @@ impl Scheduler {
         while self.pass() {}
     }
 
+    /// Whether some instruction is dispatched and not yet released.
+    pub(crate) fn has_live(&self) -> bool {
+        self.live != 0
+    }
+
     /// Whether nothing is live or queued.
     pub(crate) fn is_idle(&self) -> bool {
         self.live == 0

@@ -687,9 +687,14 @@ impl Vm {
         });
         if !p.promoted {
             st.seen[k].profit.eager(took);
-        } else if st.seen[k].profit.plan(took) {
+            return;
+        }
+        if st.seen[k].profit.plan(took) {
             st.stats.backed_off += 1;
-            // The next window may be held already, for this kind among others.
+        }
+        // After a loss, or to time the kind's eager windows anew, it is not held for a while;
+        // the next window may be held already, for this kind among others.
+        if !st.seen[k].profit.holds() {
             let w = &st.window;
             if w.holding && w.held.is_empty() && w.notes.calls.is_empty() {
                 let now = st.holdable();

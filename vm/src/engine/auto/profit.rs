@@ -10,7 +10,10 @@
 //! after that many windows, one plan run judged with the runs before it, and waits twice as
 //! long each time the plan loses again. Two blatant cases lose at once: a plan run over twice
 //! as slow as the eager windows before three are timed, and a held window whose calls alone
-//! took longer than an eager window.
+//! took longer than an eager window. While the plan wins, the eager times it is judged by age
+//! (the first ones are often taken while the process warms up, or while the calls were still
+//! noted), so after 8 winning runs, then 16, and so on up to 1,024, the kind's next two
+//! windows run eagerly and replace them.
 
 use std::time::Duration;
 
@@ -26,6 +29,8 @@ const BLATANT: f64 = 2.0;
 /// Windows run eagerly after the first loss, and the most after repeated ones.
 const FIRST_BACKOFF: u32 = 8;
 const MOST_BACKOFF: u32 = 1024;
+/// Eager windows that replace the eager times, once the plan has won for a while.
+const RETIME: u32 = 2;
 
 /// The last few times of one way of running a kind of window, oldest first.
 #[derive(Clone, Debug, Default)]
@@ -57,6 +62,10 @@ pub(super) struct Profit {
     skip: u32,
     /// How many windows the next loss sends back to eager execution.
     backoff: u32,
+    /// Plan runs that won since the eager times were last taken anew, and how many more
+    /// there will be before the next time (0: the first interval).
+    wins: u32,
+    retime_after: u32,
 }
 
 impl Profit {
@@ -91,11 +100,18 @@ impl Profit {
         }
         if slower(p, e) {
             self.lose();
-            true
-        } else {
-            self.backoff = FIRST_BACKOFF;
-            false
+            return true;
         }
+        self.backoff = FIRST_BACKOFF;
+        self.wins += 1;
+        if self.wins >= self.retime_after.max(FIRST_BACKOFF) {
+            // The next windows run eagerly, to be judged by times taken now.
+            self.retime_after = (self.wins * 2).min(MOST_BACKOFF);
+            self.wins = 0;
+            self.eager.0.clear();
+            self.skip = RETIME;
+        }
+        false
     }
 
     /// The time a held window took until its end, before anything ran: its calls alone.
@@ -114,6 +130,7 @@ impl Profit {
     fn lose(&mut self) {
         self.skip = self.backoff.max(FIRST_BACKOFF);
         self.backoff = (self.skip * 2).min(MOST_BACKOFF);
+        (self.wins, self.retime_after) = (0, 0);
     }
 }
 
@@ -135,10 +152,42 @@ mod tests {
         let mut p = Profit::default();
         p.eager(us(100));
         p.eager(us(104));
-        for _ in 0..50 {
+        // Each interval between two timings of eager windows anew: plan runs in a row.
+        let mut runs = Vec::new();
+        let mut n = 0;
+        for _ in 0..200 {
             assert!(!p.plan(us(101)));
-            assert!(p.holds());
+            n += 1;
+            if !p.holds() {
+                runs.push(n);
+                n = 0;
+                assert_eq!(wait(&mut p), RETIME);
+            }
         }
+        // The first three are timed before a verdict: the wins count from the third.
+        assert_eq!(runs, [10, 16, 32, 64]);
+    }
+
+    /// Eager times taken early (slow) make a plan run look fast; after a while they are taken
+    /// anew, and the plan that loses against them goes back to eager windows.
+    #[test]
+    fn eager_times_are_taken_anew_while_the_plan_wins() {
+        let mut p = Profit::default();
+        p.eager(us(200));
+        p.eager(us(220));
+        let mut won = 0;
+        while p.holds() {
+            assert!(!p.plan(us(100)));
+            won += 1;
+        }
+        assert_eq!(won, TRIES as u32 - 1 + FIRST_BACKOFF);
+        for _ in 0..RETIME {
+            p.ran_eagerly();
+            p.eager(us(50));
+        }
+        assert!(p.holds());
+        assert!(p.plan(us(100)), "judged by the times taken anew");
+        assert_eq!(wait(&mut p), FIRST_BACKOFF);
     }
 
     /// Drains a wait: how many eager windows it took.

@@ -156,7 +156,7 @@ impl Window {
     }
 
     /// Registers `b` as the next blob from before the window.
-    fn from_before(&mut self, b: &Counted<Blob>) -> Ref {
+    fn register_outer(&mut self, b: &Counted<Blob>) -> Ref {
         self.mark(b, Found::Outer(self.outer.len()));
         self.outer.push(b.clone());
         self.notes.outer_bytes.push(b.bytes());
@@ -176,7 +176,7 @@ impl Window {
         for b in ins {
             let r = match self.find(b) {
                 Some(found) => self.reference(found),
-                None => self.from_before(b),
+                None => self.register_outer(b),
             };
             inputs.push(r);
         }
@@ -187,7 +187,7 @@ impl Window {
                 // A blob that an instruction used before the window: this call writes over
                 // its values (and may read them, as an in-place op does, or write only some),
                 // so it comes from before the window, as an operand read would.
-                None if b.last_used_stream.load(Relaxed) != NO_STREAM => Ok(self.from_before(b)),
+                None if b.last_used_stream.load(Relaxed) != NO_STREAM => Ok(self.register_outer(b)),
                 None => {
                     self.mark(b, Found::Made(self.made.len()));
                     self.made.push(((*b).clone(), false));
