@@ -62,6 +62,7 @@ use crate::stream::{Device, StreamId, StreamKind, StreamPolicy};
 use parking_lot::Mutex;
 use qcell::QCellOwner;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
 pub(super) enum Mode {
@@ -382,14 +383,8 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn instructions(&self) -> InstructionsBuilder<'_> {
-        let holding = crate::shared::AUTO_HOLDING;
-        if self
-            .shared()
-            .capturing
-            .load(std::sync::atomic::Ordering::Acquire)
-            & holding
-            != 0
-        {
+        let flags = self.shared().capturing.load(Ordering::Acquire);
+        if flags & crate::shared::AUTO_HOLDING != 0 {
             // Op calls held for a plan run first: what the builder takes comes after them,
             // and its checks see where they ran.
             self.auto_interrupt();

@@ -57,9 +57,10 @@ impl Reuse {
 
 impl Vm {
     /// The plan run for the held window `w` (matching the notes seen at `c`), compiling the
-    /// plan if there is none for these notes. With a plan pass, the pass runs on each window's
-    /// steps (their kernels carry that window's parameters); a result shaped unlike the plan's
-    /// steps gets a plan of its own.
+    /// plan if there is none for these notes. With a plan pass, a window whose kernels describe
+    /// themselves as those the plan's steps were made from reuses those steps ([`Reuse`]);
+    /// otherwise the pass runs on the window's own steps (their kernels carry its parameters),
+    /// and a result shaped unlike the plan's steps gets a plan of its own.
     pub(super) fn auto_launch(
         &self,
         seen: &mut Seen,
