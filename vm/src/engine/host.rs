@@ -36,7 +36,7 @@ impl Vm {
         f: impl FnOnce(&[u8]) -> R + Send + 'static,
     ) -> Result<R> {
         self.refuse_in_capture("read_blob")?;
-        let held = self.access_begins()?;
+        let held = self.access_begins();
         if in_engine() {
             return Err(Error::ReentrantWait {
                 at: crate::error::Caller::UNKNOWN,
@@ -97,7 +97,7 @@ impl Vm {
         f: impl FnOnce(&mut [u8]) -> R + Send + 'static,
     ) -> Result<R> {
         self.refuse_in_capture("write_blob")?;
-        let held = self.access_begins()?;
+        let held = self.access_begins();
         if in_engine() {
             return Err(Error::ReentrantWait {
                 at: crate::error::Caller::UNKNOWN,

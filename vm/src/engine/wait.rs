@@ -258,7 +258,7 @@ impl Vm {
                 op: "sync".into(),
             });
         }
-        let held = self.access_begins()?;
+        let held = self.access_begins();
         let mut held = held.or_else(|| self.try_sched());
         if held.as_mut().is_some_and(|s| s.pass_idle_barrier()) {
             drop(held);
@@ -276,10 +276,10 @@ impl Vm {
     /// A host access or barrier begins: automatic promotion ends the window, and returns the
     /// scheduler if it took it to run the window's plan (see `Vm::auto_boundary`).
     #[inline]
-    pub(super) fn access_begins(&self) -> Result<Option<super::auto::SchedGuard<'_>>> {
+    pub(super) fn access_begins(&self) -> Option<super::auto::SchedGuard<'_>> {
         match &self.inner.auto {
             Some(auto) => self.auto_boundary(auto),
-            None => Ok(None),
+            None => None,
         }
     }
 

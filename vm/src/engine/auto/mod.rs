@@ -523,9 +523,9 @@ impl Vm {
     /// often take the run while this thread, about to wait for it, spins and then sleeps, and
     /// three threads would share two cores' worth of work.
     #[cold]
-    pub(crate) fn auto_boundary(&self, auto: &Auto) -> Result<Option<SchedGuard<'_>>> {
+    pub(crate) fn auto_boundary(&self, auto: &Auto) -> Option<SchedGuard<'_>> {
         if bypass() {
-            return Ok(None);
+            return None;
         }
         let _order = auto.order.lock();
         let me = std::thread::current().id();
@@ -539,16 +539,16 @@ impl Vm {
                     // Another thread's host access ends a quiet window, uncounted.
                     st.window = Window::default();
                     self.end_quiet();
-                    return Ok(None);
+                    return None;
                 }
                 // Another thread's host access: what is held runs first.
                 if !st.window.holding || st.window.held.is_empty() {
-                    return Ok(None);
+                    return None;
                 }
                 self.stop_holding();
                 (Then::Flush(st.give_up()), Vec::new())
             } else if st.window.notes.calls.is_empty() {
-                return Ok(None);
+                return None;
             } else {
                 st.stats.windows += 1;
                 let was_holding = st.window.holding;
@@ -655,7 +655,7 @@ impl Vm {
                     .fetch_or(AUTO_HOLDING, Ordering::Release);
             }
         }
-        Ok(held)
+        held
     }
 
     /// A host access by this thread returned: times the window it ended, if that is to be
