@@ -84,3 +84,62 @@ fn an_allocation_that_fails_once_is_retried_invisibly() {
     });
     scenario.teardown();
 }
+
+/// Automatic promotion: a window whose plan finds no room for its arena (the allocation
+/// fails, and again once the caches went back) runs its calls eagerly after all, merged or
+/// not, with the values of an engine without the switch and no error; the kind waits a while,
+/// and its plan is compiled once there is room.
+#[test]
+fn a_promoted_window_without_room_for_its_arena_runs_eagerly() {
+    use eddy::tensor::{DType, Tensor, with_engine};
+    let scenario = fail::FailScenario::setup();
+    eddy::vm::testing::arm_failpoints(true);
+    watchdog(120, || {
+        // Window `k`, read: a merged chain, a product and a merged tail, whose two
+        // intermediates live in the plan's arena. `full` stands for the device's state.
+        let run = |vm: &eddy::vm::Vm, full: &dyn Fn(usize)| {
+            with_engine(vm, || {
+                let x = Tensor::linspace(-2.0, 2.0, 128, DType::F32).unwrap();
+                let x = x.reshape([8, 16]).unwrap();
+                let m = Tensor::linspace(-1.0, 1.0, 256, DType::F32).unwrap();
+                let m = m.reshape([16, 16]).unwrap();
+                (0..24)
+                    .map(|k| {
+                        full(k);
+                        let a = x.mul_scalar(0.25 + k as f64 / 32.0).unwrap().exp().unwrap();
+                        let y = a.matmul(&m).unwrap().tanh().unwrap().add(&x).unwrap();
+                        common::bits(&y)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        let eager = run(&VmBuilder::new().build().unwrap(), &|_| ());
+        let vm = VmBuilder::new()
+            .auto_plan(true)
+            .auto_plan_measured(false)
+            .build()
+            .unwrap();
+        let stats = || vm.auto_plan_stats().unwrap();
+        let full = |k: usize| {
+            vm.sync().unwrap();
+            // The third window is the first held, its plan compiled at its end: both
+            // attempts at the arena fail, and nothing else allocates before it.
+            if k == 2 {
+                assert_eq!(stats().compiled, 0, "{:?}", stats());
+                fail::cfg("vm::alloc", "2*return").unwrap();
+            }
+            if k == 3 {
+                fail::cfg("vm::alloc", "off").unwrap();
+                let s = stats();
+                assert_eq!((s.compiled, s.plan_runs), (0, 0), "{s:?}");
+                assert_eq!((s.fallbacks, s.backed_off), (1, 1), "{s:?}");
+            }
+        };
+        assert_eq!(run(&vm, &full), eager);
+        let s = stats();
+        assert_eq!(s.compiled, 1, "compiled once there was room: {s:?}");
+        assert!(s.plan_runs >= 4 && s.merged >= 2, "{s:?}");
+        assert_eq!(vm.stats().ooms, 0, "the eager calls found room");
+    });
+    scenario.teardown();
+}

@@ -52,16 +52,77 @@ fn written_over(steps: &[Step], sizes: &[usize], lifetimes: &[(usize, usize)]) -
     found
 }
 
+/// A checked spec's memory layout, with what its steps do to the plan's operands.
+struct Layout {
+    memory: MemoryLayout,
+    /// For a plan run by actors.
+    wiring: Option<actors::Wiring>,
+    overwrites: Vec<Overwrite>,
+    /// Which inputs a step writes.
+    inputs_written: Vec<bool>,
+    /// Which fixed blobs a step reads, and which one writes.
+    reads: Vec<bool>,
+    writes: Vec<bool>,
+}
+
 impl Plan {
     /// Builds the plan: lays out and allocates its temporaries.
     ///
     /// # Errors
     ///
     /// `InvalidArgument` for a slot out of range or an unknown stream; `OutOfMemory` if the
-    /// arena cannot be allocated.
+    /// arena cannot be allocated, even after the device's caches went back
+    /// ([`Vm::empty_cache`]).
     #[track_caller]
     pub fn new(vm: &Vm, spec: PlanSpec) -> Result<Plan> {
-        let at = Caller::here();
+        Plan::build(vm, spec, Caller::here()).map_err(|(e, _)| *e)
+    }
+
+    /// [`Plan::new`], handing the steps back where the spec is refused or the arena cannot be
+    /// allocated, even after the device's caches went back: their kernels can still run as
+    /// eager calls.
+    pub(crate) fn build(
+        vm: &Vm,
+        spec: PlanSpec,
+        at: Caller,
+    ) -> std::result::Result<Plan, (Box<Error>, Option<Vec<Step>>)> {
+        let layout = match Plan::lay_out(vm, &spec, at) {
+            Ok(l) => l,
+            Err(e) => return Err((Box::new(e), Some(spec.steps))),
+        };
+        // `lay_out` checked the stream.
+        let entry = &vm.shared().streams[spec.stream.0 as usize];
+        let arena = if layout.memory.arena > 0 {
+            let device = entry.policy.device();
+            let bytes = layout.memory.arena;
+            let got = entry.allocator.allocate(bytes).or_else(|_| {
+                // As an eager op's outputs would: what the device's caches keep goes back first.
+                vm.empty_cache(device);
+                entry.allocator.allocate(bytes)
+            });
+            match got {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    let error = Error::OutOfMemory {
+                        at,
+                        op: "Plan::new".into(),
+                        requested: e.requested,
+                        in_use: e.in_use,
+                        cached: e.cached,
+                        capacity: e.capacity,
+                    };
+                    return Err((Box::new(error), Some(spec.steps)));
+                }
+            }
+        } else {
+            None
+        };
+        Plan::assemble(vm, spec, at, layout, arena).map_err(|e| (Box::new(e), None))
+    }
+
+    /// Checks `spec` and lays out its memory: the layout, the actors' wiring (for a plan run
+    /// by actors) and the places where a step writes over its input.
+    fn lay_out(vm: &Vm, spec: &PlanSpec, at: Caller) -> Result<Layout> {
         let sh = vm.shared();
         let bad = |message: String| Error::InvalidArgument {
             at,
@@ -146,22 +207,38 @@ impl Plan {
             }
         };
         debug_assert_eq!(memory.check(), Ok(()));
-        let arena = if memory.arena > 0 {
-            let a = entry
-                .allocator
-                .allocate(memory.arena)
-                .map_err(|e| Error::OutOfMemory {
-                    at,
-                    op: "Plan::new".into(),
-                    requested: e.requested,
-                    in_use: e.in_use,
-                    cached: e.cached,
-                    capacity: e.capacity,
-                })?;
-            Some(a)
-        } else {
-            None
+        Ok(Layout {
+            memory,
+            wiring,
+            overwrites,
+            inputs_written,
+            reads,
+            writes,
+        })
+    }
+
+    /// The plan of `spec`, laid out as `layout`, its temporaries in `arena`.
+    fn assemble(
+        vm: &Vm,
+        spec: PlanSpec,
+        at: Caller,
+        layout: Layout,
+        arena: Option<crate::alloc::Allocation>,
+    ) -> Result<Plan> {
+        let Layout {
+            memory,
+            wiring,
+            overwrites,
+            inputs_written,
+            reads,
+            writes,
+        } = layout;
+        let bad = |message: String| Error::InvalidArgument {
+            at,
+            op: "Plan::new".into(),
+            message,
         };
+        let entry = &vm.shared().streams[spec.stream.0 as usize];
         let temps = (memory.sizes.iter().enumerate())
             .map(|(k, &bytes)| {
                 let b = vm.new_blob(bytes);

@@ -220,7 +220,8 @@ enum Then {
     Nothing,
     /// Run the held calls and releases as usual.
     Flush(Vec<Held>),
-    /// The window's calls cannot run: what they write carries `error`; then the releases.
+    /// The window's plan cannot be built, and its kernels went with it: what its calls
+    /// write carries `error`; then the releases.
     Fail {
         blobs: Vec<Counted<Blob>>,
         error: crate::Error,

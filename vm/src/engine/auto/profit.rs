@@ -126,6 +126,12 @@ impl Profit {
         lost
     }
 
+    /// The kind's plan found no room on its device (it ran eagerly after all): it runs
+    /// eagerly for a while, as after lost plan runs, before its plan is tried again.
+    pub(super) fn no_room(&mut self) {
+        self.lose();
+    }
+
     /// The kind runs eagerly for a while, twice as long as the last time.
     fn lose(&mut self) {
         self.skip = self.backoff.max(FIRST_BACKOFF);

@@ -3,11 +3,13 @@
 
 use super::window::{Boxed, Found, Held, Ref, Window};
 use super::{AutoPlanStats, SUBMITTING, Seen, Then};
-use crate::Counted;
 use crate::blob::Blob;
+use crate::captured::Captured;
 use crate::engine::Vm;
+use crate::error::Caller;
 use crate::instruction::{Kernel, OpCall};
 use crate::plan::{Plan, PlanPass, PlanSpec, Slot, Step};
+use crate::{Counted, StreamId};
 use std::any::Any;
 
 /// What a plan compiled through a plan pass keeps so that later windows of its kind reuse the
@@ -71,14 +73,16 @@ impl Vm {
         let notes = &seen.notes;
         let mut calls = Vec::new();
         let mut releases = Vec::new();
+        // Blobs made in the window and released in it never exist outside a plan run: their
+        // releases matter only to a window that runs eagerly after all.
+        let mut made_releases = Vec::new();
         for h in std::mem::take(&mut w.held) {
             match h {
                 Held::Op(c) => calls.push(c),
-                // Blobs made in the window and released in it never existed outside the plan.
-                Held::Release(b, u) if matches!(w.find(&b), Some(Found::Made(_))) => {
-                    drop((b, u));
-                }
-                r => releases.push(r),
+                Held::Release(b, u) => match w.find(&b) {
+                    Some(Found::Made(k)) => made_releases.push((k, Held::Release(b, u))),
+                    _ => releases.push(Held::Release(b, u)),
+                },
             }
         }
         let outputs: Vec<Counted<Blob>> = (w.made.iter().zip(&notes.kept))
@@ -120,12 +124,16 @@ impl Vm {
         // Slots: blobs from before → inputs; made and kept → outputs; the rest → temporaries.
         let mut slot_of_made = Vec::with_capacity(w.made.len());
         let (mut out_bytes, mut temps) = (Vec::new(), Vec::new());
+        // The made blob each output and temporary stands for.
+        let (mut made_output, mut made_temp) = (Vec::new(), Vec::new());
         for (k, made) in w.made.iter().enumerate() {
             slot_of_made.push(if notes.kept[k] {
                 out_bytes.push(made.0.bytes());
+                made_output.push(k);
                 Slot::Output(out_bytes.len() - 1)
             } else {
                 temps.push(made.0.bytes());
+                made_temp.push(k);
                 Slot::Temp(temps.len() - 1)
             });
         }
@@ -181,7 +189,7 @@ impl Vm {
         }
         let reuse = described.and_then(|d| Reuse::new(d, &steps));
         let spec = PlanSpec::new(stream, steps, w.outer.len(), out_bytes.len(), temps, vec![]);
-        match Plan::new(self, spec) {
+        match Plan::build(self, spec, Caller::here()) {
             Ok(p) => {
                 stats.compiled += 1;
                 stats.merged += notes.calls.len().saturating_sub(p.len()) as u64;
@@ -190,9 +198,30 @@ impl Vm {
                 seen.reuse = reuse;
                 launch(p, None, releases)
             }
-            // The kernels went with the failed spec (the construction fails only for memory):
-            // what the window writes carries the error, as an eager op's outputs would.
-            Err(e) => {
+            // No arena (the device is full): the window runs eagerly after all, step by step,
+            // as its own calls or the steps the pass made of them, and is noted as it was.
+            Err((_, Some(steps))) => {
+                stats.fallbacks += 1;
+                stats.backed_off += 1;
+                seen.profit.no_room();
+                let blob = |s: Slot| match s {
+                    Slot::Input(k) => w.outer[k].clone(),
+                    Slot::Output(k) => w.made[made_output[k]].0.clone(),
+                    Slot::Temp(k) => w.made[made_temp[k]].0.clone(),
+                    Slot::Fixed(_) => unreachable!("a window's plan holds no fixed blobs"),
+                };
+                Then::Flush(eager_steps(
+                    steps,
+                    stream,
+                    blob,
+                    &slot_of_made,
+                    made_releases,
+                    releases,
+                ))
+            }
+            // The kernels went with the failed plan: what the window writes carries the
+            // error, as an eager op's outputs would.
+            Err((e, None)) => {
                 let mut failed = outputs.clone();
                 for n in &notes.calls {
                     for o in &n.outputs {
@@ -203,7 +232,7 @@ impl Vm {
                 }
                 Then::Fail {
                     blobs: failed,
-                    error: e,
+                    error: *e,
                     releases,
                 }
             }
@@ -280,4 +309,43 @@ impl Vm {
         }
         self.shared().record_error(0, error);
     }
+}
+
+/// A window's `steps` as eager calls on `stream`, operands from `blob`, each released made
+/// blob (`made_releases`, by index in the window's made blobs, whose slots are `slot_of_made`)
+/// released after the last step that uses it, and the window's other `releases` last.
+fn eager_steps(
+    steps: Vec<Step>,
+    stream: StreamId,
+    blob: impl Fn(Slot) -> Counted<Blob>,
+    slot_of_made: &[Slot],
+    made_releases: Vec<(usize, Held)>,
+    releases: Vec<Held>,
+) -> Vec<Held> {
+    let last_use = |k: usize| {
+        (steps.iter()).rposition(|s| {
+            s.inputs().contains(&slot_of_made[k]) || s.outputs().contains(&slot_of_made[k])
+        })
+    };
+    // By step (`None`: a blob no step touches any more, released last).
+    let mut after: Vec<Vec<Held>> = (0..=steps.len()).map(|_| Vec::new()).collect();
+    for (k, r) in made_releases {
+        after[last_use(k).unwrap_or(steps.len())].push(r);
+    }
+    let mut after = after.into_iter();
+    let mut held = Vec::with_capacity(steps.len() * 2 + releases.len());
+    for step in steps {
+        let call = Captured {
+            stream,
+            inputs: step.inputs().iter().map(|&s| blob(s)).collect(),
+            outputs: step.outputs().iter().map(|&s| blob(s)).collect(),
+            at: step.caller(),
+            kernel: step.into_kernel(),
+        };
+        held.push(Held::Op(call));
+        held.extend(after.next().into_iter().flatten());
+    }
+    held.extend(after.flatten());
+    held.extend(releases);
+    held
 }
