@@ -322,12 +322,28 @@ fn eager_steps(
     made_releases: Vec<(usize, Held)>,
     releases: Vec<Held>,
 ) -> Vec<Held> {
-    let last_use = |k: usize| {
-        (steps.iter()).rposition(|s| {
-            s.inputs().contains(&slot_of_made[k]) || s.outputs().contains(&slot_of_made[k])
-        })
+    // The last step that uses each output and temporary (past the end: none does, as for
+    // a temporary the pass merged away).
+    let (mut last_output, mut last_temp) = (Vec::new(), Vec::new());
+    for (i, step) in steps.iter().enumerate() {
+        for &s in step.inputs().iter().chain(step.outputs()) {
+            let (last, k) = match s {
+                Slot::Output(k) => (&mut last_output, k),
+                Slot::Temp(k) => (&mut last_temp, k),
+                _ => continue,
+            };
+            if last.len() <= k {
+                last.resize(k + 1, steps.len());
+            }
+            last[k] = i;
+        }
+    }
+    let last_use = |k: usize| match slot_of_made[k] {
+        Slot::Output(o) => last_output.get(o).copied(),
+        Slot::Temp(t) => last_temp.get(t).copied(),
+        _ => None,
     };
-    // By step (`None`: a blob no step touches any more, released last).
+    // By step, then those no step uses.
     let mut after: Vec<Vec<Held>> = (0..=steps.len()).map(|_| Vec::new()).collect();
     for (k, r) in made_releases {
         after[last_use(k).unwrap_or(steps.len())].push(r);
