@@ -7,8 +7,8 @@
 //!
 //! `cargo bench --bench train_modes -- [ROUNDS] [STEPS]` (10 rounds of 50 steps by default).
 //! `-- eager|auto|graph STEPS` runs one process's part and prints its medians; with
-//! `EDDY_VM_TRACE=1` it also prints the median plan run and the engine's instructions by
-//! name (µs per step) to standard error.
+//! `EDDY_VM_TRACE=1` it also prints the median plan run, the median gap between runs, and the engine's instructions by
+//! name (µs and runs per step) to standard error.
 #[global_allocator]
 static GLOBAL: eddy::Malloc = eddy::Malloc;
 
@@ -62,31 +62,40 @@ fn part(mode: &str, steps: usize) -> R<(f64, f64, u32)> {
     Ok((median(&mut walls), median(&mut calls), last.to_bits()))
 }
 
-/// With `EDDY_VM_TRACE=1`: the engine's instructions by name, µs per step, to standard error.
+/// With `EDDY_VM_TRACE=1`: the engine's instructions by name, µs and runs per step, to standard error.
 fn trace_summary(vm: &eddy::vm::Vm, steps: usize) -> R<()> {
     vm.barrier()?;
-    let mut rows: Vec<(String, f64)> = vec![];
+    let mut rows: Vec<(String, f64, usize)> = vec![];
     let events = vm.trace_events();
-    let mut plans: Vec<f64> = (events.iter())
+    let runs: Vec<(f64, f64)> = (events.iter())
         .filter(|e| e.name == "plan")
-        .map(|e| e.dur_us)
+        .map(|e| (e.start_us, e.dur_us))
         .collect();
-    if !plans.is_empty() {
+    if runs.len() > 1 {
+        let mut durs: Vec<f64> = runs.iter().map(|r| r.1).collect();
+        let mut gaps: Vec<f64> = (runs.windows(2))
+            .map(|w| w[1].0 - (w[0].0 + w[0].1))
+            .collect();
         eprintln!(
-            "plan runs: {}, median {:.1} µs",
-            plans.len(),
-            median(&mut plans)
+            "plan runs: {}, median {:.1} µs, median gap between runs {:.1} µs",
+            runs.len(),
+            median(&mut durs),
+            median(&mut gaps)
         );
     }
     for e in events {
-        match rows.iter_mut().find(|(n, _)| *n == e.name) {
-            Some(r) => r.1 += e.dur_us,
-            None => rows.push((e.name.clone(), e.dur_us)),
+        match rows.iter_mut().find(|(n, ..)| *n == e.name) {
+            Some(r) => {
+                r.1 += e.dur_us;
+                r.2 += 1;
+            }
+            None => rows.push((e.name.clone(), e.dur_us, 1)),
         }
     }
     rows.sort_by(|a, b| b.1.total_cmp(&a.1));
-    for (n, d) in rows.iter().take(12) {
-        eprintln!("{n:32} {:10.1}", d / steps as f64);
+    for (n, d, k) in rows.iter().take(16) {
+        let per = steps as f64;
+        eprintln!("{n:32} {:10.1} µs {:6.1} runs", d / per, *k as f64 / per);
     }
     Ok(())
 }

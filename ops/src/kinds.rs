@@ -451,3 +451,32 @@ impl IndexDims {
         }
     }
 }
+
+/// The operands of the negative log-likelihood kernels: `rows` class targets of `idx_dtype`
+/// (`i64` or `u8`, contiguous from `idx_offset`) into `cols` classes, beside a float operand
+/// of `dtype` from element `offset` (the `[rows, cols]` log-probabilities for the loss, the
+/// loss's gradient for its backward).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{nn::ClassDims, DType};
+/// let d = ClassDims { dtype: DType::F32, idx_dtype: DType::I64, offset: 0, idx_offset: 0,
+///                     rows: 128, cols: 10 };
+/// assert_eq!(d.rows * d.cols, 1280);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct ClassDims {
+    /// The float operand's dtype, and the result's.
+    pub dtype: DType,
+    /// The targets' dtype.
+    pub idx_dtype: DType,
+    /// The float operand's offset in its storage.
+    pub offset: usize,
+    /// The targets' offset in their storage.
+    pub idx_offset: usize,
+    /// How many targets (rows of log-probabilities).
+    pub rows: usize,
+    /// How many classes.
+    pub cols: usize,
+}

@@ -2,6 +2,7 @@
 //! `mse_loss`.
 
 use crate::{DType, Error, Result, Tensor};
+use eddy_ops::nn as kn;
 
 /// The target value `cross_entropy` ignores, PyTorch's default `ignore_index`.
 const IGNORE_INDEX: i64 = -100;
@@ -86,6 +87,9 @@ impl Tensor {
         target: &Tensor,
         range: Option<(i64, i64)>,
     ) -> Result<Tensor> {
+        if let Some(loss) = self.nll_fused(op, target)? {
+            return Ok(loss);
+        }
         let target = &target.cast(DType::I64)?;
         if range.is_some_and(|(lo, _)| lo >= 0) {
             // Known, and none ignored: the plain gather, whose kernel checks nothing new.
@@ -106,6 +110,47 @@ impl Tensor {
         let w = keep.to_dtype(self.dtype())?;
         let scale = (picked.numel() as f64 / &w.sum_all()?)?;
         picked.mul(&w)?.mean_all()?.mul(&scale)?.neg()
+    }
+
+    /// [`nll_of`](Self::nll_of) as one kernel, and its gradient as another, on devices that
+    /// have them (`None` elsewhere). The kernels check the targets and leave out the -100s
+    /// themselves, so a known target and a computed one take the same two instructions.
+    fn nll_fused(&self, op: &'static str, target: &Tensor) -> Result<Option<Tensor>> {
+        let dev = self.device();
+        let mut d = kn::ClassDims {
+            dtype: self.dtype(),
+            idx_dtype: target.dtype(),
+            offset: 0,
+            idx_offset: 0,
+            rows: self.dims()[0],
+            cols: self.dims()[1],
+        };
+        if kn::nll_loss(dev, op, d).is_none() {
+            return Ok(None);
+        }
+        let (lp, t) = (self.contiguous()?, target.contiguous()?);
+        (d.offset, d.idx_offset) = (lp.layout().offset, t.layout().offset);
+        let k = kernel!(op, dev, kn::nll_loss(dev, op, d));
+        let loss = lp.empty_like_shape(crate::Shape::default(), d.dtype)?;
+        Tensor::launch(k, &[&lp, &t], &[&loss])?;
+        let saved = t.clone();
+        Ok(Some(loss.record_saving(
+            op,
+            &[&lp],
+            &[&saved],
+            false,
+            move |g, _, _| {
+                let gx = g.empty_like_shape(crate::Shape::from([d.rows, d.cols]), g.dtype())?;
+                let d = kn::ClassDims {
+                    dtype: g.dtype(),
+                    offset: g.layout().offset,
+                    ..d
+                };
+                let k = kernel!(op, g.device(), kn::nll_loss_backward(g.device(), op, d));
+                Tensor::launch(k, &[g, &t], &[&gx])?;
+                Ok(vec![Some(gx)])
+            },
+        )))
     }
 
     /// Cross-entropy of logits, as PyTorch's `F.cross_entropy` with its defaults (mean over

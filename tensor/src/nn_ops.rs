@@ -55,6 +55,15 @@ impl Tensor {
             out.transpose(d as isize, last as isize)?
         };
         Ok(out.record_saving(op, &[self], &[], true, move |g, _, y| {
+            if d == last {
+                let (g, dev) = (g.contiguous()?, g.device());
+                let (go, yo) = (g.layout().offset, y.layout().offset);
+                if let Some(k) = kn::softmax_backward(dev, g.dtype(), go, yo, rows, cols, log) {
+                    let gx = g.empty_like_shape(g.shape().clone(), g.dtype())?;
+                    Tensor::launch(k, &[&g, y], &[&gx])?;
+                    return Ok(vec![Some(gx)]);
+                }
+            }
             let gx = if log {
                 g.sub(&y.exp()?.mul(&g.sum(&[d as isize], true)?)?)?
             } else {

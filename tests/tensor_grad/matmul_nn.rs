@@ -152,6 +152,22 @@ fn loss_grads() {
     grad_check("nll_loss", std::slice::from_ref(&logits), |xs| {
         xs[0].log_softmax(1)?.nll_loss(&t)
     });
+    // Left-out rows, and targets the host does not know (computed, so checked on the stream).
+    let ignored = Tensor::from_vec(vec![1i64, -100, 0, -100], [4]).unwrap();
+    let computed = ignored.add(&ignored.zeros_like().unwrap()).unwrap();
+    for (name, t) in [("ignored", ignored), ("computed", computed)] {
+        grad_check(
+            &format!("cross_entropy, {name} targets"),
+            std::slice::from_ref(&logits),
+            |xs| xs[0].cross_entropy(&t),
+        );
+    }
+    let bytes = Tensor::from_vec(vec![1u8, 4, 0, 4], [4]).unwrap();
+    grad_check(
+        "nll_loss, u8 targets",
+        std::slice::from_ref(&logits),
+        |xs| xs[0].log_softmax(1)?.nll_loss(&bytes),
+    );
     let target = rnd(&mut rng, &[4, 5], Dom::Any);
     grad_check("mse_loss", &[logits.clone(), target], |xs| {
         xs[0].mse_loss(&xs[1])

@@ -83,6 +83,92 @@ proptest! {
     }
 }
 
+/// The gradients of `softmax` and `log_softmax` over the last dim (one kernel) are bit for bit
+/// their formulas composed of elementwise ops and a row sum, in every float dtype.
+#[test]
+fn softmax_gradients_are_the_composed_ones_bit_for_bit() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let (r, c) = (7, 33);
+    let v: Vec<f64> = (0..r * c).map(|_| rng.random_range(-3.0..3.0)).collect();
+    let w: Vec<f64> = (0..r * c).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let bits = |t: &Tensor| {
+        let v = t.to_dtype(F64).unwrap().to_vec::<f64>().unwrap();
+        v.iter().map(|g| g.to_bits()).collect::<Vec<_>>()
+    };
+    for dt in [F32, F64, DType::BF16, DType::F16] {
+        let w = Tensor::from_vec(w.clone(), [r, c])
+            .unwrap()
+            .to_dtype(dt)
+            .unwrap();
+        for log in [false, true] {
+            let x = Tensor::from_vec(v.clone(), [r, c])
+                .unwrap()
+                .to_dtype(dt)
+                .unwrap();
+            let x = x.requires_grad_(true).unwrap();
+            let y = if log { x.log_softmax(1) } else { x.softmax(1) }.unwrap();
+            y.backward_with(&w).unwrap();
+            let want = if log {
+                w.sub(&y.exp().unwrap().mul(&w.sum(&[1], true).unwrap()).unwrap())
+            } else {
+                y.mul(&w.sub(&w.mul(&y).unwrap().sum(&[1], true).unwrap()).unwrap())
+            };
+            assert!(
+                bits(&x.grad().unwrap()) == bits(&want.unwrap()),
+                "{dt} log {log}"
+            );
+        }
+    }
+}
+
+/// `cross_entropy` with class targets is bit for bit `log_softmax`, the gathered values'
+/// mean and its negation, in value and gradient, whether the host knows the targets or not;
+/// targets of -100 are left out of the sum and the count.
+#[test]
+fn class_target_losses_are_the_negated_mean_of_the_picked_log_probabilities() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let (n, c) = (128, 10);
+    let v: Vec<f32> = (0..n * c).map(|_| rng.random_range(-4.0..4.0)).collect();
+    let tg: Vec<i64> = (0..n).map(|_| rng.random_range(0..c as i64)).collect();
+    let run = |loss: &dyn Fn(&Tensor) -> Tensor| {
+        let x = Tensor::from_vec(v.clone(), [n, c]).unwrap();
+        let x = x.requires_grad_(true).unwrap();
+        let l = loss(&x);
+        l.backward().unwrap();
+        let g = x.grad().unwrap().to_vec::<f32>().unwrap();
+        let bits: Vec<u32> = g.iter().map(|g| g.to_bits()).collect();
+        (l.item::<f32>().unwrap().to_bits(), bits)
+    };
+    let known = Tensor::from_vec(tg.clone(), [n]).unwrap();
+    let composed = run(&|x| {
+        let picked = x
+            .log_softmax(1)
+            .unwrap()
+            .gather(1, &known.unsqueeze(1).unwrap());
+        picked.unwrap().mean_all().unwrap().neg().unwrap()
+    });
+    let computed = known.add(&known.zeros_like().unwrap()).unwrap();
+    for t in [&known, &computed] {
+        assert!(run(&|x| x.cross_entropy(t).unwrap()) == composed);
+    }
+    let mut some = tg.clone();
+    some[3] = -100;
+    some[77] = -100;
+    let x = Tensor::from_vec(v.clone(), [n, c]).unwrap();
+    let got = (x.cross_entropy(&Tensor::from_vec(some.clone(), [n]).unwrap()))
+        .and_then(|l| l.item::<f32>())
+        .unwrap();
+    let row = |i: usize| {
+        let r = &v[i * c..i * c + c];
+        let m = r.iter().fold(f64::MIN, |m, &a| m.max(a as f64));
+        let lse = m + r.iter().map(|&a| (a as f64 - m).exp()).sum::<f64>().ln();
+        r[some[i] as usize] as f64 - lse
+    };
+    let kept: Vec<usize> = (0..n).filter(|&i| some[i] >= 0).collect();
+    let want = -kept.iter().map(|&i| row(i)).sum::<f64>() / kept.len() as f64;
+    assert!((got as f64 - want).abs() < 1e-5, "{got} vs {want}");
+}
+
 #[test]
 fn linear_and_sequential_forward() {
     use eddy::tensor::nn::{Func, Init, Linear, Module, Sequential};

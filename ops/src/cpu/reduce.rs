@@ -60,7 +60,7 @@ const SUM_BLOCK: usize = 2048;
 /// The sum of `row`, cascaded as PyTorch's: blocks of [`SUM_BLOCK`] elements summed with eight
 /// accumulators, the block sums added pairwise, so the rounding error grows with the log of the
 /// length rather than with the length (a million `0.1f32` sum to 100000.0, not 100958).
-fn sum_float<T: FloatElem>(row: &[T]) -> T::A {
+pub(crate) fn sum_float<T: FloatElem>(row: &[T]) -> T::A {
     if row.len() <= SUM_BLOCK {
         return sum_block(row);
     }
