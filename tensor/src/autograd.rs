@@ -6,7 +6,8 @@
 use crate::tensor::{Grads, Node, NodeParts};
 use crate::{Error, Result, Tensor};
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::Ordering;
 
 thread_local! {
@@ -387,7 +388,7 @@ impl Tensor {
         }
         let _ng = no_grad();
         let mut order = topo_order(self);
-        let mut grads: HashMap<u64, Tensor> = HashMap::new();
+        let mut grads: HashMap<u64, Tensor, ById> = HashMap::default();
         grads.insert(self.id(), grad.clone());
         // Outputs before their inputs; each handle goes at the end of its iteration, so that
         // (with the records of the ops that read it freed before it) an activation's memory
@@ -492,11 +493,32 @@ fn accumulate_leaf(t: &Tensor, g: Tensor) -> Result<()> {
     Ok(())
 }
 
+/// Hashes tensor ids, unique counters, by one multiplication (Fibonacci hashing) instead of
+/// SipHash: no key comes from outside, and a backward hashes each tensor a few times.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0 ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type ById = BuildHasherDefault<IdHasher>;
+
 /// The tensors reachable from `root` through nodes, inputs before the tensors made from them
 /// (an iterative DFS, so a 100k-long chain uses no stack).
 fn topo_order(root: &Tensor) -> Vec<Tensor> {
     let mut order = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen: HashSet<u64, ById> = HashSet::default();
     let mut stack: Vec<(Tensor, bool)> = vec![(root.clone(), false)];
     while let Some((t, expanded)) = stack.pop() {
         if expanded {

@@ -249,9 +249,8 @@ impl Tensor {
             });
         }
         let dt = self.dtype();
-        let wt = weight.t()?;
         let Some(b) = bias.filter(|_| matches!(dt, DType::F32 | DType::F64)) else {
-            let y = self.matmul(&wt)?;
+            let y = self.matmul(&weight.t()?)?;
             let y = match bias {
                 Some(b) => y.add(b)?,
                 None => y,
@@ -269,7 +268,9 @@ impl Tensor {
         };
         let out = self.empty_like_shape(Shape::from(&[rows, out_f][..]), dt)?;
         let lc = b.layout().broadcast_to(out.shape());
-        let (la, lb) = (x.layout().clone(), wt.layout().clone());
+        // The kernel reads the weight transposed; the record takes the weight itself, so no
+        // transpose's handle and node come between it and its gradient.
+        let (la, lb) = (x.layout().clone(), weight.layout().transpose(0, 1));
         let macs = Some(eddy_ops::numel_of(&[rows, out_f, in_f]));
         match relu {
             true => {
@@ -278,7 +279,7 @@ impl Tensor {
                     x.device(),
                     km::matmul_bias_relu(x.device(), dt, la, lb, lc)
                 );
-                Tensor::launch_with_work(k, &[&x, &wt, b], &[&out], macs)?
+                Tensor::launch_with_work(k, &[&x, weight, b], &[&out], macs)?
             }
             false => {
                 let k = kernel!(
@@ -286,11 +287,11 @@ impl Tensor {
                     x.device(),
                     km::matmul_bias(x.device(), dt, la, lb, lc)
                 );
-                Tensor::launch_with_work(k, &[&x, &wt, b], &[&out], macs)?
+                Tensor::launch_with_work(k, &[&x, weight, b], &[&out], macs)?
             }
         }
-        let saved = &[&x, &wt][saved_operands(&x, &wt)];
-        let out = out.record_saving(name, &[&x, &wt, b], saved, relu, move |g, ins, y| {
+        let saved = &[&x, weight][saved_operands(&x, weight)];
+        let out = out.record_saving(name, &[&x, weight, b], saved, relu, move |g, ins, y| {
             // ReLU's backward masks by the output, which is positive exactly where the
             // product plus bias was.
             let masked;
@@ -301,7 +302,16 @@ impl Tensor {
                 }
                 false => g,
             };
-            let (gx, gw) = matmul_grads(g, &ins[0], &ins[1])?;
+            let (x, w) = (&ins[0], &ins[1]);
+            // `x @ wᵀ`: the input's gradient `g @ w` (as `matmul`'s backward gives it), the
+            // weight's `gᵀ @ x`, contiguous like the weight.
+            let gx = (x.requires_grad())
+                .then(|| match col_major(x) {
+                    true => w.t()?.matmul(&g.t()?)?.t(),
+                    false => g.matmul(w),
+                })
+                .transpose()?;
+            let gw = (w.requires_grad()).then(|| g.t()?.matmul(x)).transpose()?;
             let gb = ins[2]
                 .requires_grad()
                 .then(|| g.sum_to(ins[2].shape()))
@@ -326,13 +336,17 @@ fn saved_operands(a: &Tensor, b: &Tensor) -> std::ops::Range<usize> {
     }
 }
 
+/// Whether `t` is a column-major 2-D operand (a transposed view, as `Linear`'s `w.t()`).
+fn col_major(t: &Tensor) -> bool {
+    t.rank() == 2 && t.layout().strides[0] == 1 && t.dims()[0] > 1
+}
+
 /// The gradients of `a @ b` for an incoming gradient `g`, for the operands that require one.
 #[track_caller]
 fn matmul_grads(g: &Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
     // A column-major 2-D operand (a transposed view, as `Linear`'s `w.t()`) gets its gradient
     // column-major too, `(gᵀa)ᵀ` rather than `aᵀg`, so that the transpose's backward hands the
     // weight a contiguous gradient (the optimizer's update then streams instead of striding).
-    let col_major = |t: &Tensor| t.rank() == 2 && t.layout().strides[0] == 1 && t.dims()[0] > 1;
     let ga = a
         .requires_grad()
         .then(|| match col_major(a) && g.rank() == 2 {
