@@ -388,7 +388,8 @@ impl Tensor {
         }
         let _ng = no_grad();
         let mut order = topo_order(self);
-        let mut grads: HashMap<u64, Tensor, ById> = HashMap::default();
+        let mut grads: HashMap<u64, Tensor, ById> =
+            HashMap::with_capacity_and_hasher(order.len(), ById::default());
         grads.insert(self.id(), grad.clone());
         // Outputs before their inputs; each handle goes at the end of its iteration, so that
         // (with the records of the ops that read it freed before it) an activation's memory
@@ -517,9 +518,11 @@ type ById = BuildHasherDefault<IdHasher>;
 /// The tensors reachable from `root` through nodes, inputs before the tensors made from them
 /// (an iterative DFS, so a 100k-long chain uses no stack).
 fn topo_order(root: &Tensor) -> Vec<Tensor> {
-    let mut order = Vec::new();
-    let mut seen: HashSet<u64, ById> = HashSet::default();
-    let mut stack: Vec<(Tensor, bool)> = vec![(root.clone(), false)];
+    // Room for a small model's step without growing.
+    let mut order = Vec::with_capacity(64);
+    let mut seen: HashSet<u64, ById> = HashSet::with_capacity_and_hasher(64, ById::default());
+    let mut stack: Vec<(Tensor, bool)> = Vec::with_capacity(64);
+    stack.push((root.clone(), false));
     while let Some((t, expanded)) = stack.pop() {
         if expanded {
             order.push(t);
