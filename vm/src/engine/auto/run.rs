@@ -71,11 +71,11 @@ impl Vm {
         pass: Option<&PlanPass>,
     ) -> Then {
         let notes = &seen.notes;
-        let mut calls = Vec::new();
-        let mut releases = Vec::new();
+        let mut calls = Vec::with_capacity(notes.calls.len());
+        let mut releases = Vec::with_capacity(w.outer.len());
         // Blobs made in the window and released in it never exist outside a plan run: their
         // releases matter only to a window that runs eagerly after all.
-        let mut made_releases = Vec::new();
+        let mut made_releases = Vec::with_capacity(w.made.len());
         for h in std::mem::take(&mut w.held) {
             match h {
                 Held::Op(c) => calls.push(c),
