@@ -215,6 +215,14 @@ fn bypass() -> bool {
     SUBMITTING.with(|s| s.get()) || crate::exec::in_engine()
 }
 
+/// This thread's id, without `thread::current`'s handle.
+fn this_thread() -> std::thread::ThreadId {
+    thread_local! {
+        static ME: std::thread::ThreadId = std::thread::current().id();
+    }
+    ME.with(|m| *m)
+}
+
 /// What to do once the state's lock is let go.
 enum Then {
     Nothing,
@@ -349,7 +357,7 @@ impl Vm {
             return Ok(Some(kernel));
         }
         let _order = auto.order.lock();
-        let me = std::thread::current().id();
+        let me = this_thread();
         let mut then = Then::Nothing;
         let held = {
             let mut st = auto.state.lock();
@@ -445,7 +453,7 @@ impl Vm {
         }
         // After any held calls another thread is submitting (one may write this blob).
         let _order = auto.order.lock();
-        let me = std::thread::current().id();
+        let me = this_thread();
         let mut st = auto.state.lock();
         let w = &mut st.window;
         let found = w.find(blob);
@@ -529,7 +537,7 @@ impl Vm {
             return None;
         }
         let _order = auto.order.lock();
-        let me = std::thread::current().id();
+        let me = this_thread();
         let (then, arm): (Then, Vec<usize>) = {
             let mut guard = auto.state.lock();
             let st = &mut *guard;
@@ -667,7 +675,7 @@ impl Vm {
             return;
         }
         let now = Instant::now();
-        let me = std::thread::current().id();
+        let me = this_thread();
         let mut guard = auto.state.lock();
         let st = &mut *guard;
         st.last_done = Some((me, now));
