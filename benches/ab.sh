@@ -14,16 +14,22 @@ set -euo pipefail
 n=$1; key=$2; shift 2
 only=(--only "$key")
 [ "$key" = all ] && only=()
+lines=$(mktemp)
+trap 'rm -f "$lines"' EXIT
 for _ in $(seq "$n"); do
   for b in "$@"; do
-    "$b" bench --json "${only[@]}" 2>/dev/null | python3 -c "
+    # Run to the end before the parser starts: an interpreter starting beside the run
+    # would take a core from its first steps.
+    out=$("$b" bench --json "${only[@]}" 2>/dev/null)
+    python3 -c "
 import json, sys
 d = json.load(sys.stdin)
 for k, v in d['metrics'].items():
     s = d.get('samples', {}).get(k) or [v]
-    print('$(basename "$b")', k, v, min(s), max(s))"
+    print('$(basename "$b")', k, v, min(s), max(s))" <<<"$out"
   done
-done | python3 -c "
+done >"$lines"
+python3 -c "
 import collections, sys
 runs = collections.defaultdict(lambda: collections.defaultdict(list))
 order = []
@@ -46,4 +52,4 @@ for k in sorted(runs):
         print(f'  {b:10} medians {[round(m, 2) for m in meds]} | median {mid:.2f}'
               f' | range {min(x for _, x, _ in v):.2f}..{max(x for _, _, x in v):.2f}'
               f' | ratio {mid / first if first else float(\"nan\"):.3f}')
-"
+" <"$lines"
