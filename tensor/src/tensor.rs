@@ -28,12 +28,12 @@ pub(crate) struct Node {
 /// What a backward through a node needs: its inputs (which hold their values), the backward
 /// closure (with what it captured) and the versions of what it reads.
 pub(crate) struct NodeParts {
-    pub(crate) inputs: Vec<Tensor>,
+    pub(crate) inputs: SmallVec<[Tensor; 3]>,
     pub(crate) backward: BackwardFn,
     /// The storages whose values the backward reads (inputs, or tensors it captured), with
     /// their versions at the forward: an in-place write since then would make the gradient
     /// wrong, so backward refuses it (PyTorch's saved-tensor version check).
-    pub(crate) saved: Vec<(eddy_vm::Counted<eddy_vm::Blob>, u64)>,
+    pub(crate) saved: SmallVec<[(eddy_vm::Counted<eddy_vm::Blob>, u64); 2]>,
     /// The output's version at the forward, when the backward reads the output's values.
     pub(crate) out_version: Option<u64>,
 }

@@ -8,6 +8,19 @@ use crate::instruction::Kernel;
 use crate::stream::StreamId;
 use std::fmt;
 
+/// A captured call's blobs, in order: up to four without a heap allocation.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::{plan::Operands, Vm};
+/// let vm = Vm::builder().build()?;
+/// let ops: Operands = [vm.new_blob(4), vm.new_blob(8)].into_iter().collect();
+/// assert!(!ops.spilled()); // held inline
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+pub type Operands = smallvec::SmallVec<[Counted<Blob>; 4]>;
+
 /// One op call captured by [`Vm::capture`](crate::Vm::capture): what `run_op` was given.
 pub struct Captured {
     /// The stream it was submitted to.
@@ -15,9 +28,9 @@ pub struct Captured {
     /// The kernel, not run.
     pub kernel: Box<dyn Kernel>,
     /// The blobs it reads.
-    pub inputs: Vec<Counted<Blob>>,
+    pub inputs: Operands,
     /// The blobs it writes.
-    pub outputs: Vec<Counted<Blob>>,
+    pub outputs: Operands,
     /// Where the user's code called the op.
     pub at: Caller,
 }
@@ -33,7 +46,7 @@ impl Captured {
         outputs: &[&Counted<Blob>],
         at: Caller,
     ) -> crate::Result<Captured> {
-        let owned = |bs: &[&Counted<Blob>]| bs.iter().map(|&b| b.clone()).collect::<Vec<_>>();
+        let owned = |bs: &[&Counted<Blob>]| bs.iter().map(|&b| b.clone()).collect::<Operands>();
         let (inputs, outputs) = (owned(inputs), owned(outputs));
         crate::builder::check_only(sh, kernel.name(), stream, &inputs, &outputs)
             .map_err(|e| e.at(at))?;

@@ -40,7 +40,7 @@ use crate::stream::StreamId;
 use parking_lot::Mutex;
 use std::sync::Arc;
 
-pub use crate::captured::Captured;
+pub use crate::captured::{Captured, Operands};
 pub use actors::Actors;
 pub use memory::{ARENA_ALIGN, MemoryLayout};
 

@@ -291,7 +291,7 @@ impl Vm {
             match h {
                 Held::Op(c) => {
                     let outputs = c.outputs.clone();
-                    let call = OpCall::new(Boxed(c.kernel), c.inputs.into(), c.outputs.into());
+                    let call = OpCall::new(Boxed(c.kernel), c.inputs, c.outputs);
                     if let Err(e) = self.run(c.stream, call) {
                         self.fail_blobs(&outputs, e.at(c.at));
                     }
