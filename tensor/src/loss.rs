@@ -17,8 +17,9 @@ impl Tensor {
     ///
     /// # Errors
     ///
-    /// `ShapeMismatch`, `UnsupportedDType` (a target that is not `i64` or `u8`; PyTorch
-    /// refuses `i32` too), `IndexOutOfRange`, `DeviceMismatch`.
+    /// `ShapeMismatch`, `UnsupportedDType` (log-probabilities that are not floats, or a
+    /// target that is not `i64` or `u8`; PyTorch refuses `i32` too), `IndexOutOfRange`,
+    /// `DeviceMismatch`.
     ///
     /// # Examples
     ///
@@ -47,6 +48,13 @@ impl Tensor {
     /// is enqueued; returns the target's range where its values are known on the host.
     #[track_caller]
     fn check_class_targets(&self, op: &'static str, target: &Tensor) -> Result<Option<(i64, i64)>> {
+        if !self.dtype().is_float() {
+            return Err(Error::UnsupportedDType {
+                at: crate::Caller::here(),
+                op,
+                dtype: self.dtype(),
+            });
+        }
         if !matches!(target.dtype(), DType::I64 | DType::U8) {
             return Err(Error::UnsupportedDType {
                 at: crate::Caller::here(),
@@ -115,6 +123,7 @@ impl Tensor {
     /// [`nll_of`](Self::nll_of) as one kernel, and its gradient as another, on devices that
     /// have them (`None` elsewhere). The kernels check the targets and leave out the -100s
     /// themselves, so a known target and a computed one take the same two instructions.
+    #[track_caller]
     fn nll_fused(&self, op: &'static str, target: &Tensor) -> Result<Option<Tensor>> {
         let dev = self.device();
         let mut d = kn::ClassDims {

@@ -63,6 +63,15 @@ fn a_kernel_error_read_later_names_the_line_of_the_failing_call() {
                 let (out, line) = (src.embedding(&ids)?, line!());
                 names_line(&out.to_vec::<f32>().unwrap_err(), line);
                 vm.clear_errors();
+
+                // A class target out of range, checked by the loss's own kernel.
+                let classes = unknown(vec![1, 2], &[2]);
+                let logits = src.narrow(0, 0, 2)?;
+                let (loss, line) = (logits.cross_entropy(&classes)?, line!());
+                let e = loss.item::<f32>().unwrap_err();
+                assert_eq!(e.op(), Some("cross_entropy"));
+                names_line(&e, line);
+                vm.clear_errors();
                 Ok(())
             })
             .unwrap();

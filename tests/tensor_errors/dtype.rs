@@ -96,6 +96,19 @@ fn dtype_mismatch_is_returned_at_the_call() {
         fails_at_call(&[&vm], || a.gather(0, &a)),
         Error::UnsupportedDType { op: "gather", .. }
     ));
+    // Log-probabilities must be floats (PyTorch has no integer `nll_loss` kernel).
+    let (logp, class) = on(&vm, || {
+        let t = Tensor::from_vec(vec![0i64], [1])?;
+        Ok((Tensor::zeros([1, 2], I64)?, t))
+    });
+    assert!(matches!(
+        fails_at_call(&[&vm], || logp.nll_loss(&class)),
+        Error::UnsupportedDType {
+            op: "nll_loss",
+            dtype: I64,
+            ..
+        }
+    ));
     // A float target is read as class probabilities, which must have the logits' shape.
     assert!(matches!(
         fails_at_call(&[&vm], || a.cross_entropy(&f)),
