@@ -169,6 +169,28 @@ fn class_target_losses_are_the_negated_mean_of_the_picked_log_probabilities() {
     assert!((got as f64 - want).abs() < 1e-5, "{got} vs {want}");
 }
 
+/// The gradient of `nll_loss` over many classes (written by both cores): `-1 / kept` at each
+/// kept row's target, zero everywhere else, left-out rows included.
+#[test]
+fn nll_loss_gradient_over_a_large_vocabulary() {
+    let (n, c) = (300, 1000);
+    let tg: Vec<i64> = (0..n as i64)
+        .map(|i| if i % 7 == 3 { -100 } else { (i * 37) % c as i64 })
+        .collect();
+    let kept = tg.iter().filter(|&&t| t >= 0).count();
+    let x = Tensor::zeros([n, c], F32).unwrap().requires_grad_(true).unwrap();
+    let t = Tensor::from_vec(tg.clone(), [n]).unwrap();
+    x.nll_loss(&t).unwrap().backward().unwrap();
+    let g = x.grad().unwrap().to_vec::<f32>().unwrap();
+    let at = -1.0 / kept as f32;
+    for (i, row) in g.chunks(c).enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            let want = if tg[i] == j as i64 { at } else { 0.0 };
+            assert_eq!(v, want, "row {i}, class {j}");
+        }
+    }
+}
+
 #[test]
 fn linear_and_sequential_forward() {
     use eddy::tensor::nn::{Func, Init, Linear, Module, Sequential};

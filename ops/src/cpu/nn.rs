@@ -339,13 +339,26 @@ pub fn nll_loss_backward(op: &'static str, d: ClassDims) -> impl Kernel {
             // As the composed ops round: the negation, the division by the count, then
             // the scatter's addition to zero.
             let v = T::down(A::zero() + T::down(T::down(-g[g_offset].up()).up() / n).up());
+            if rows * cols == 0 {
+                return Ok(());
+            }
             let zero = T::down(A::zero());
-            let o = &mut o[..rows * cols];
-            o.fill(zero);
-            for (i, t) in targets.iter().enumerate() {
-                if let Some(c) = t {
-                    o[i * cols + c] = v;
+            // Rows `first..` of the gradient, in `block`.
+            let write = |first: usize, block: &mut [T]| {
+                block.fill(zero);
+                for (d, t) in block.chunks_mut(cols).zip(&targets[first..]) {
+                    if let Some(c) = t {
+                        d[*c] = v;
+                    }
                 }
+            };
+            let o = &mut o[..rows * cols];
+            if rows * cols >= crate::kernel::PAR_MIN && rows > 1 {
+                // A large vocabulary's zeros are most of the work: both cores write them.
+                let per = rows.div_ceil(eddy_vm::par::threads() * crate::kernel::CHUNKS_PER_THREAD);
+                eddy_vm::par::for_each_chunk_mut(o, per * cols, |start, block| write(start / cols, block));
+            } else {
+                write(0, o);
             }
             Ok(())
         }, else => Err(format!("{op}: unsupported dtype {dtype}")))
