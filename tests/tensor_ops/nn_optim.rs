@@ -175,10 +175,19 @@ fn class_target_losses_are_the_negated_mean_of_the_picked_log_probabilities() {
 fn nll_loss_gradient_over_a_large_vocabulary() {
     let (n, c) = (300, 1000);
     let tg: Vec<i64> = (0..n as i64)
-        .map(|i| if i % 7 == 3 { -100 } else { (i * 37) % c as i64 })
+        .map(|i| {
+            if i % 7 == 3 {
+                -100
+            } else {
+                (i * 37) % c as i64
+            }
+        })
         .collect();
     let kept = tg.iter().filter(|&&t| t >= 0).count();
-    let x = Tensor::zeros([n, c], F32).unwrap().requires_grad_(true).unwrap();
+    let x = Tensor::zeros([n, c], F32)
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
     let t = Tensor::from_vec(tg.clone(), [n]).unwrap();
     x.nll_loss(&t).unwrap().backward().unwrap();
     let g = x.grad().unwrap().to_vec::<f32>().unwrap();
