@@ -323,3 +323,115 @@ fn an_in_place_write_to_a_tensor_from_before_the_window_reads_its_values() {
         assert!(s.plan_runs >= 5, "{s:?}");
     });
 }
+
+/// A promoted window whose calls come from one of two call sites of the same kernel (chosen
+/// by a branch) names, for a kernel error, the site that made the failing call, as the
+/// engine without promotion does, whichever site's window the plan was compiled from.
+#[test]
+fn a_kernel_error_in_a_promoted_window_names_its_own_call_site() {
+    watchdog(120, || {
+        let vm = auto_vm();
+        with_engine(&vm, || {
+            let table = Tensor::arange(0.0, 8.0, 1.0, DType::F32)
+                .unwrap()
+                .reshape([4, 2])
+                .unwrap();
+            let good = Tensor::from_vec(vec![0i64, 3], [2]).unwrap();
+            let bad = Tensor::from_vec(vec![1i64, 9], [2]).unwrap();
+            let zero = Tensor::zeros([2], DType::I64).unwrap();
+            let (line_even, line_odd) = (line!() + 5, line!() + 7);
+            for i in 0..12 {
+                // Computed, so only the kernel sees the values.
+                let idx = if i == 9 { &bad } else { &good }.add(&zero).unwrap();
+                let picked = if i % 2 == 0 {
+                    table.index_select(0, &idx).unwrap()
+                } else {
+                    table.index_select(0, &idx).unwrap()
+                };
+                let r = picked.sum_all().unwrap().to_vec::<f32>();
+                if i != 9 {
+                    assert_eq!(r.unwrap(), [0. + 1. + 6. + 7.]);
+                    continue;
+                }
+                let e = r.unwrap_err();
+                assert_eq!(e.op(), Some("index_select"), "{e}");
+                let at = e.caller().unwrap();
+                assert_eq!((at.file(), at.line()), (file!(), line_odd), "{e}");
+                assert_ne!(line_odd, line_even);
+                vm.clear_errors();
+            }
+            let s = vm.auto_plan_stats().unwrap();
+            assert!(s.plan_runs >= 6, "the failing window ran as a plan: {s:?}");
+        });
+    });
+}
+
+/// A promoted plan's arena is a cache of the engine's: the out-of-memory path gives it back
+/// like the allocator's cached memory, so an allocation that fits once every tensor is gone
+/// succeeds with promotion as without it; the plan is compiled again when its window comes
+/// back.
+#[test]
+fn the_out_of_memory_path_gives_back_promoted_plans_arenas() {
+    watchdog(120, || {
+        let run = |auto: bool| {
+            let vm = Vm::builder()
+                .auto_plan(auto)
+                .auto_plan_measured(false)
+                .capacity(Some(6 << 20))
+                .build()
+                .unwrap();
+            let r = with_engine(&vm, || {
+                let x = Tensor::ones([512, 512], DType::F32).unwrap();
+                for _ in 0..8 {
+                    // Two [512, 512] intermediates, live at once: a 2 MiB arena.
+                    let y = x.matmul(&x).unwrap().matmul(&x).unwrap().sum_all().unwrap();
+                    y.to_vec::<f32>().unwrap();
+                }
+                drop(x);
+                let big = Tensor::zeros([7 << 17], DType::F32).unwrap(); // 3.5 MiB
+                big.sum_all().unwrap().to_vec::<f32>()
+            });
+            (r, vm)
+        };
+        let (eager, _) = run(false);
+        assert_eq!(eager.unwrap(), [0.0]);
+        let (promoted, vm) = run(true);
+        assert_eq!(promoted.unwrap(), [0.0]);
+        let s = vm.auto_plan_stats().unwrap();
+        assert!(s.plan_runs >= 4 && s.shed >= 1, "{s:?}");
+        // The window comes back: compiled again, and run as a plan.
+        with_engine(&vm, || {
+            let x = Tensor::ones([512, 512], DType::F32).unwrap();
+            for _ in 0..4 {
+                let y = x.matmul(&x).unwrap().matmul(&x).unwrap().sum_all().unwrap();
+                assert_eq!(y.to_vec::<f32>().unwrap(), [2f32.powi(36)]);
+            }
+        });
+        let after = vm.auto_plan_stats().unwrap();
+        assert!(
+            after.compiled > s.compiled && after.plan_runs > s.plan_runs,
+            "{after:?}"
+        );
+    });
+}
+
+/// A plan whose arena cannot be allocated counts as an out-of-memory in the engine's and the
+/// allocator's statistics, as an eager op's would.
+#[test]
+fn an_arena_that_cannot_be_allocated_is_counted() {
+    watchdog(120, || {
+        let vm = Vm::builder().capacity(Some(2 << 20)).build().unwrap();
+        with_engine(&vm, || {
+            // Two [512, 512] intermediates, live at once: a 2 MiB arena, where 1 MiB is left.
+            let g = eddy::tensor::graph::Graph::new(|xs: &[Tensor]| {
+                Ok(vec![xs[0].matmul(&xs[0])?.matmul(&xs[0])?.sum_all()?])
+            });
+            let x = Tensor::ones([512, 512], DType::F32).unwrap();
+            x.sync().unwrap();
+            let e = g.run(&[&x]).unwrap_err();
+            assert!(e.to_string().contains("out of memory"), "{e}");
+            assert_eq!(vm.stats().ooms, 1);
+            assert_eq!(vm.alloc_stats().ooms, 1);
+        });
+    });
+}

@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::handoff::HandOff;
 use crate::pending::PendingStack;
 use crate::stats::StatCounters;
-use crate::stream::{StreamId, StreamPolicy};
+use crate::stream::{Device, StreamId, StreamPolicy};
 use crate::trace::TraceEvent;
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
@@ -37,6 +37,14 @@ pub(crate) const AUTO_ON: usize = 1 << 40;
 pub(crate) const AUTO_HOLDING: usize = 1 << 41;
 /// In `Shared::capturing`: the count of captures in progress.
 pub(crate) const CAPTURES: usize = AUTO_ON - 1;
+
+/// Memory an engine keeps on a device beyond its allocators' caches, for work that may come
+/// back (the plans of a promoted loop): the out-of-memory path and `Vm::empty_cache` have it
+/// let go of what no instruction uses, before they shrink the allocators' caches.
+pub(crate) trait DeviceCache: Send + Sync {
+    /// Lets go of what it keeps on `device`; returns how many things it let go.
+    fn shed(&self, device: Device) -> usize;
+}
 
 /// State shared between user threads, the scheduler and workers.
 pub(crate) struct Shared {
@@ -96,6 +104,8 @@ pub(crate) struct Shared {
     /// Whether instructions are recorded on the timeline (`Vm::set_trace`).
     pub tracing: AtomicBool,
     pub trace_origin: Instant,
+    /// Memory kept beyond the allocators' caches ([`DeviceCache`]).
+    pub caches: Mutex<Vec<Arc<dyn DeviceCache>>>,
     /// The scheduler thread has exited.
     pub sched_exited: Mutex<bool>,
     pub sched_exited_cv: Condvar,
@@ -108,6 +118,13 @@ impl Shared {
     #[inline]
     pub(crate) fn is_async(&self, s: u32) -> bool {
         s != crate::blob::NO_STREAM && self.async_mask >> s.min(63) & 1 != 0
+    }
+
+    /// Has every [`DeviceCache`] let go of what it keeps on `device`; returns how many things
+    /// went.
+    pub(crate) fn shed_caches(&self, device: Device) -> usize {
+        let caches = self.caches.lock().clone();
+        caches.iter().map(|c| c.shed(device)).sum()
     }
 
     /// The shared state of an engine with `streams`, before any thread starts.
@@ -155,6 +172,7 @@ impl Shared {
             abandoned: AtomicBool::new(false),
             failed: Mutex::new(None),
             trace_origin: Instant::now(),
+            caches: Mutex::new(Vec::new()),
             sched_exited: Mutex::new(false),
             sched_exited_cv: Condvar::new(),
         }

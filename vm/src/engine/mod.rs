@@ -177,6 +177,9 @@ impl Vm {
         };
         let auto = (shared.config.auto_plan)
             .then(|| Box::new(auto::Auto::new(shared.config.auto_plan_measured)));
+        if let Some(a) = &auto {
+            shared.caches.lock().push(a.shelf());
+        }
         Ok(Vm {
             inner: Arc::new(VmInner { shared, mode, auto }),
         })

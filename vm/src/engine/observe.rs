@@ -55,7 +55,9 @@ impl Vm {
 
     /// Returns the cached, unused memory of every allocator of `device` to the system (for a
     /// CUDA device: its streams' device memory and its pinned host memory), as PyTorch's
-    /// `torch.cuda.empty_cache`. Memory in use stays; returns how many bytes went back.
+    /// `torch.cuda.empty_cache`, with the arenas of the plans automatic promotion compiled
+    /// (compiled again when their loops come back). Memory in use stays; returns how many
+    /// bytes went back.
     ///
     /// # Examples
     ///
@@ -72,6 +74,9 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn empty_cache(&self, device: Device) -> usize {
+        // What the engine keeps for work that may come back goes first: its memory is then
+        // free to go back too.
+        self.shared().shed_caches(device);
         let streams = &self.shared().streams;
         let mut freed = 0;
         for (k, st) in streams.iter().enumerate() {

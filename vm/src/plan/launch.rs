@@ -12,6 +12,14 @@ use crate::instruction::Kernel;
 use crate::instruction::op_call::Blobs;
 use parking_lot::Mutex;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// A kernel standing in for a step's at one run ([`Plan::launch_with`]): the same op with
+/// other parameters, called from `at` (`None`: where the step's own kernel was called).
+pub(crate) struct StandIn {
+    pub(crate) kernel: Box<dyn Kernel>,
+    pub(crate) at: Option<Caller>,
+}
 
 /// Where the step that reads a temporary for the last time writes one of the same size, and
 /// its kernel may write it over the first ([`Kernel::may_alias`]): the plan lays each such
@@ -75,7 +83,17 @@ impl Plan {
     /// ([`Vm::empty_cache`]).
     #[track_caller]
     pub fn new(vm: &Vm, spec: PlanSpec) -> Result<Plan> {
-        Plan::build(vm, spec, Caller::here()).map_err(|(e, _)| *e)
+        let stream = spec.stream.0 as usize;
+        Plan::build(vm, spec, Caller::here()).map_err(|(e, _)| {
+            // Counted as an eager op's failed allocation is, in the engine's and the
+            // allocator's statistics.
+            if let (Error::OutOfMemory { .. }, Some(entry)) = (&*e, vm.shared().streams.get(stream))
+            {
+                entry.allocator.note_retry(false);
+                (vm.shared().stats.ooms).fetch_add(1, Ordering::Relaxed);
+            }
+            *e
+        })
     }
 
     /// [`Plan::new`], handing the steps back where the spec is refused or the arena cannot be
@@ -96,9 +114,17 @@ impl Plan {
             let device = entry.policy.device();
             let bytes = layout.memory.arena;
             let got = entry.allocator.allocate(bytes).or_else(|_| {
-                // As an eager op's outputs would: what the device's caches keep goes back first.
+                // As an eager op's outputs would: what the device's caches keep goes back
+                // first, and the retry counts in the engine's and the allocator's statistics.
+                // A retry that succeeds counts here; one that fails counts where it is reported
+                // (`Plan::new`), not where a promoted window runs eagerly instead.
                 vm.empty_cache(device);
-                entry.allocator.allocate(bytes)
+                let got = entry.allocator.allocate(bytes);
+                if got.is_ok() {
+                    entry.allocator.note_retry(true);
+                    (vm.shared().stats.oom_retries).fetch_add(1, Ordering::Relaxed);
+                }
+                got
             });
             match got {
                 Ok(a) => Some(a),
@@ -381,21 +407,36 @@ impl Plan {
         outputs: &[Counted<Blob>],
         kernels: Option<Vec<Box<dyn Kernel>>>,
     ) -> Result<()> {
-        let kernels = kernels.map(|k| k.into_iter().map(Some).collect());
-        self.launch_each(vm, inputs, outputs, kernels)
+        let kernels = kernels.map(|k| {
+            k.into_iter()
+                .map(|kernel| Some(StandIn { kernel, at: None }))
+                .collect()
+        });
+        self.launch_each(vm, inputs, outputs, kernels, Caller::here())
     }
 
-    /// [`launch_with`](Self::launch_with), each step computing with its kernel in `kernels`
-    /// where there is one, else with the one it has.
-    #[track_caller]
+    /// [`launch_with`](Self::launch_with), each step computing with its stand-in in `kernels`
+    /// where there is one, else with the kernel it has; the run's own errors (its outputs'
+    /// memory) name `at`.
     pub(crate) fn launch_each(
         &self,
         vm: &Vm,
         inputs: &[Counted<Blob>],
         outputs: &[Counted<Blob>],
-        kernels: Option<Vec<Option<Box<dyn Kernel>>>>,
+        kernels: Option<Vec<Option<StandIn>>>,
+        at: Caller,
     ) -> Result<()> {
         let p = &self.inner;
+        if vm.capturing_here() {
+            // Launched now, the run would happen once, not at the capture's replays.
+            return Err(Error::InvalidArgument {
+                at,
+                op: "plan".into(),
+                message: "a plan launched inside a capture (a graph being compiled) would run \
+                          now, once, not at each replay of the capture"
+                    .into(),
+            });
+        }
         if let Some(k) = &kernels
             && (k.len() != self.len() || p.runtime.is_some())
         {
@@ -415,7 +456,7 @@ impl Plan {
             });
         }
         if let Some(k) = &kernels
-            && let Err(message) = self.admits(|i| k[i].as_deref())
+            && let Err(message) = self.admits(|i| k[i].as_ref().map(|s| &*s.kernel))
         {
             return Err(Error::InvalidArgument {
                 at: Caller::here(),
@@ -449,7 +490,7 @@ impl Plan {
             inputs: ins,
             outputs: outs,
             kernels,
-            at: Caller::here(),
+            at,
         };
         // On the device's lazy-job launcher where the engine has one, else where the steps
         // were captured.

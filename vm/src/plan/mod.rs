@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 pub use crate::captured::{Captured, Operands};
 pub use actors::Actors;
+pub(crate) use launch::StandIn;
 pub use memory::{ARENA_ALIGN, MemoryLayout};
 
 #[cfg(test)]

@@ -3,12 +3,13 @@
 
 use super::actors::RunRec;
 use super::failures::{all_inherited, inherited, record, settle};
+use super::launch::StandIn;
 use super::{PlanInner, Slot};
 use crate::Counted;
 use crate::blob::Blob;
 use crate::error::{Caller, Error, Result};
 use crate::instruction::op_call::{Blobs, SHALLOW_MAX, Shallow};
-use crate::instruction::{ComputeCtx, InstructionPolicy, Kernel};
+use crate::instruction::{ComputeCtx, InstructionPolicy};
 use std::sync::Arc;
 
 /// One run of a plan: the instruction [`Plan::launch`] submits.
@@ -19,7 +20,7 @@ pub(super) struct PlanRun {
     /// The run's outputs, then the fixed blobs written, then the token.
     pub(super) outputs: Blobs,
     /// Kernels for the steps, in place of theirs (see `Plan::launch_with`).
-    pub(super) kernels: Option<Vec<Option<Box<dyn Kernel>>>>,
+    pub(super) kernels: Option<Vec<Option<StandIn>>>,
     pub(super) at: Caller,
 }
 
@@ -119,7 +120,8 @@ impl InstructionPolicy for PlanRun {
         if let Some(kernels) = self.kernels.take() {
             for (step, k) in steps.iter_mut().zip(kernels) {
                 if let Some(k) = k {
-                    step.kernel = k;
+                    step.kernel = k.kernel;
+                    step.at = k.at.unwrap_or(step.at);
                 }
             }
         }

@@ -153,9 +153,11 @@ impl Scheduler {
                 // Frees whose memory goes with their policy (a device's `ReleaseTensor`, which
                 // frees once its event completes) wait on the deferred list: drop them now.
                 self.sweep_deferred();
-                // Every allocator of the device: its other streams' caches hold the same
-                // memory.
+                // What the engine keeps for work that may come back (promoted plans' arenas)
+                // goes back to the allocators, then every allocator of the device shrinks:
+                // its other streams' caches hold the same memory.
                 let device = self.streams[s].device;
+                self.shared.shed_caches(device);
                 for (k, st) in self.streams.iter().enumerate() {
                     let first = self.streams[..k]
                         .iter()

@@ -28,7 +28,7 @@ use crate::blob::Blob;
 use crate::captured::Captured;
 use crate::error::{Caller, Result};
 use crate::instruction::Kernel;
-use crate::plan::{Plan, PlanPass};
+use crate::plan::{Plan, PlanPass, StandIn};
 use crate::shared::{AUTO_HOLDING, AUTO_ON, CAPTURES, SUBMIT_SLOW};
 use crate::stream::StreamId;
 use parking_lot::Mutex;
@@ -39,6 +39,7 @@ use std::time::Instant;
 
 mod profit;
 mod run;
+mod shelf;
 mod window;
 use profit::Profit;
 use window::{Found, Held, Note, Notes, Spare, Window};
@@ -85,6 +86,9 @@ pub struct AutoPlanStats {
     /// Windows that ran eagerly without their calls being noted: each began like a kind that
     /// runs eagerly for now, so its calls cost what they cost with the switch off.
     pub quiet: u64,
+    /// Compiled plans let go to give their arenas back to a device that ran out of memory
+    /// (or to [`Vm::empty_cache`]); their kinds compile again when they come back.
+    pub shed: u64,
 }
 
 /// Notes seen at the end of windows: how often, whether all their calls are on one stream,
@@ -95,7 +99,6 @@ struct Seen {
     notes: Notes,
     count: usize,
     one_stream: bool,
-    plan: Option<Plan>,
     /// What lets the next windows reuse the steps a plan pass made for `plan`.
     reuse: Option<run::Reuse>,
     profit: Profit,
@@ -202,6 +205,8 @@ pub(crate) struct Auto {
     /// calls, a plan run) is submitted: a call of any thread that comes after waits, so held
     /// calls always reach the engine before later ones. Never taken on an engine thread.
     order: Mutex<()>,
+    /// The plans compiled, by kind.
+    shelf: std::sync::Arc<shelf::Shelf>,
 }
 
 thread_local! {
@@ -240,7 +245,9 @@ enum Then {
         plan: Plan,
         inputs: Vec<Counted<Blob>>,
         outputs: Vec<Counted<Blob>>,
-        kernels: Option<Vec<Option<Box<dyn Kernel>>>>,
+        kernels: Option<Vec<Option<StandIn>>>,
+        /// What the run's own errors name.
+        at: Caller,
         releases: Vec<Held>,
     },
 }
@@ -254,7 +261,15 @@ impl Auto {
     }
 
     pub(crate) fn stats(&self) -> AutoPlanStats {
-        self.state.lock().stats
+        AutoPlanStats {
+            shed: self.shelf.shed_count(),
+            ..self.state.lock().stats
+        }
+    }
+
+    /// The plans compiled, as a cache of the engine's.
+    pub(crate) fn shelf(&self) -> std::sync::Arc<shelf::Shelf> {
+        self.shelf.clone()
     }
 
     /// Tests: windows take what `clock` says, by what is timed.
@@ -581,7 +596,8 @@ impl Vm {
                         }
                         Some(c) if was_holding => {
                             let State { seen, stats, .. } = &mut *st;
-                            self.auto_launch(&mut seen[c], stats, &mut w, auto.pass.get())
+                            let pass = auto.pass.get();
+                            self.auto_launch(&mut seen[c], stats, &mut w, pass, &auto.shelf)
                         }
                         _ => {
                             if was_holding {
@@ -610,7 +626,6 @@ impl Vm {
                                 .all(|c| c[0].stream == c[1].stream),
                             notes,
                             count: 0,
-                            plan: None,
                             reuse: None,
                             profit: Profit::default(),
                         }
@@ -631,7 +646,7 @@ impl Vm {
                         start,
                     });
                 if st.seen.len() >= REMEMBERED {
-                    st.seen.remove(0);
+                    auto.shelf.remove(st.seen.remove(0).id);
                 }
                 st.seen.push(Seen {
                     count: entry.count + 1,

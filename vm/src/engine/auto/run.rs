@@ -1,6 +1,7 @@
 //! The end of a held window: its plan run (compiling the plan the first time), or its calls
 //! run as usual.
 
+use super::shelf::Shelf;
 use super::window::{Boxed, Found, Held, Ref, Window};
 use super::{AutoPlanStats, SUBMITTING, Seen, Then};
 use crate::blob::Blob;
@@ -8,52 +9,78 @@ use crate::captured::Captured;
 use crate::engine::Vm;
 use crate::error::Caller;
 use crate::instruction::{Kernel, OpCall};
-use crate::plan::{Plan, PlanPass, PlanSpec, Slot, Step};
+use crate::plan::{Plan, PlanPass, PlanSpec, Slot, StandIn, Step};
 use crate::{Counted, StreamId};
 use std::any::Any;
 
 /// What a plan compiled through a plan pass keeps so that later windows of its kind reuse the
 /// steps the pass made (merged kernels, say) instead of running the pass again: a window
-/// whose kernels describe themselves as the kernels its steps were made from runs the plan's
-/// made steps as they are, and its own kernels in the others (see [`PlanPass`]).
+/// whose kernels describe themselves as the kernels its steps were made from, and whose calls
+/// that went into those steps were made where theirs were (a step's errors name its call),
+/// runs the plan's made steps as they are, and its own kernels in the others (see
+/// [`PlanPass`]).
 pub(super) struct Reuse {
     /// What each call's kernel described ([`Kernel::describe`]).
     described: Vec<Option<Box<dyn Any + Send>>>,
     /// For each step of the plan, the call whose kernel it runs; `None` for a step the pass
     /// made.
     origin: Vec<Option<usize>>,
+    /// Where each call that went into a step the pass made was called (`None`: a call whose
+    /// kernel a step of its own runs).
+    merged_at: Vec<Option<Caller>>,
 }
 
 impl Reuse {
     /// For a plan whose steps are `steps`, made by the pass from calls whose kernels described
     /// themselves as `described`; `None` where a kernel that describes nothing went into a
     /// step the pass made (the step could depend on that kernel's parameters).
-    fn new(described: Vec<Option<Box<dyn Any + Send>>>, steps: &[Step]) -> Option<Reuse> {
+    fn new(
+        described: Vec<Option<Box<dyn Any + Send>>>,
+        steps: &[Step],
+        called_at: &[Caller],
+    ) -> Option<Reuse> {
         let origin: Vec<Option<usize>> = steps.iter().map(Step::origin).collect();
         let mut kept = vec![false; described.len()];
         for &i in origin.iter().flatten() {
             *kept.get_mut(i)? = true;
         }
         let sound = (described.iter().zip(&kept)).all(|(d, &k)| d.is_some() || k);
-        sound.then_some(Reuse { described, origin })
+        let merged_at = (called_at.iter().zip(&kept))
+            .map(|(&at, &k)| (!k).then_some(at))
+            .collect();
+        sound.then_some(Reuse {
+            described,
+            origin,
+            merged_at,
+        })
     }
 
-    /// Whether a window's kernels (one per call) describe themselves as when the plan was
-    /// compiled, and let the plan's memory layout stand (`admits`).
-    fn fits<'k>(&self, plan: &Plan, kernel: impl Fn(usize) -> &'k dyn Kernel) -> bool {
+    /// Whether a window's calls (`call(i)`: each one's kernel and caller) describe themselves
+    /// as when the plan was compiled, were made where those the pass merged were, and let the
+    /// plan's memory layout stand (`admits`).
+    fn fits<'k>(&self, plan: &Plan, call: impl Fn(usize) -> (&'k dyn Kernel, Caller)) -> bool {
         (self.described.iter().enumerate()).all(|(i, d)| match d {
-            Some(d) => kernel(i).is_described_by(&**d),
-            None => kernel(i).describe().is_none(),
-        }) && plan.admits(|s| self.origin[s].map(&kernel)).is_ok()
+            Some(d) => call(i).0.is_described_by(&**d),
+            None => call(i).0.describe().is_none(),
+        }) && (self.merged_at.iter().enumerate()).all(|(i, at)| at.is_none_or(|a| a == call(i).1))
+            && plan.admits(|s| self.origin[s].map(|i| call(i).0)).is_ok()
     }
 
-    /// The kernels for the plan's steps from a window's `kernels` (one per call): each step
-    /// the pass kept gets its call's, each it made keeps its own (`None`).
-    fn kernels(&self, kernels: Vec<Box<dyn Kernel>>) -> Vec<Option<Box<dyn Kernel>>> {
-        let mut kernels: Vec<Option<Box<dyn Kernel>>> = kernels.into_iter().map(Some).collect();
+    /// The stand-ins for the plan's steps from a window's calls: each step the pass kept gets
+    /// its call's kernel and caller, each it made keeps its own (`None`).
+    fn kernels(&self, calls: Vec<Captured>) -> Vec<Option<StandIn>> {
+        let mut calls: Vec<Option<Captured>> = calls.into_iter().map(Some).collect();
         (self.origin.iter())
-            .map(|o| o.and_then(|i| kernels[i].take()))
+            .map(|o| o.and_then(|i| calls[i].take()).map(stand_in))
             .collect()
+    }
+}
+
+/// A call standing in for the step made from its kernel.
+fn stand_in(c: Captured) -> StandIn {
+    StandIn {
+        kernel: c.kernel,
+        at: Some(c.at),
     }
 }
 
@@ -69,6 +96,7 @@ impl Vm {
         stats: &mut AutoPlanStats,
         w: &mut Window,
         pass: Option<&PlanPass>,
+        shelf: &Shelf,
     ) -> Then {
         let notes = &seen.notes;
         let mut calls = Vec::with_capacity(notes.calls.len());
@@ -89,38 +117,44 @@ impl Vm {
             .filter(|(_, kept)| **kept)
             .map(|(m, _)| m.0.clone())
             .collect();
-        let compiled = seen.plan.clone();
-        let launch =
-            |plan: Plan, kernels: Option<Vec<Option<Box<dyn Kernel>>>>, releases| Then::Launch {
-                plan,
-                inputs: w.outer.clone(),
-                outputs: outputs.clone(),
-                kernels,
-                releases,
-            };
-        let all = |kernels: Vec<Box<dyn Kernel>>| Some(kernels.into_iter().map(Some).collect());
+        let compiled = shelf.get(seen.id);
+        // The run's own errors (its outputs' memory) name the call that made its first
+        // output, or the window's first call.
+        let first_made = (w.made_at.iter().zip(&notes.kept))
+            .find(|(_, kept)| **kept)
+            .map_or(0, |((i, _), _)| *i);
+        let at = calls
+            .get(first_made)
+            .or(calls.first())
+            .map_or(Caller::UNKNOWN, |c| c.at);
+        let launch = |plan: Plan, kernels: Option<Vec<Option<StandIn>>>, releases| Then::Launch {
+            plan,
+            inputs: w.outer.clone(),
+            outputs: outputs.clone(),
+            kernels,
+            at,
+            releases,
+        };
         // Kernels with other parameters may read an operand elsewhere: a plan is reused only
         // where they allow the in-place places of its memory layout.
         if let (Some(p), None) = (&compiled, pass)
             && p.admits(|i| Some(&*calls[i].kernel)).is_ok()
         {
             stats.plan_runs += 1;
-            return launch(
-                p.clone(),
-                all(calls.into_iter().map(|c| c.kernel).collect()),
-                releases,
-            );
+            let kernels = calls.into_iter().map(|c| Some(stand_in(c))).collect();
+            return launch(p.clone(), Some(kernels), releases);
         }
-        // With a pass: the steps it made of an earlier window, where this window's kernels
+        // With a pass: the steps it made of an earlier window, where this window's calls
         // describe themselves alike.
         if let (Some(p), Some(reuse)) = (&compiled, &seen.reuse)
             && reuse.described.len() == calls.len()
-            && reuse.fits(p, |i| &*calls[i].kernel)
+            && reuse.fits(p, |i| (&*calls[i].kernel, calls[i].at))
         {
             stats.plan_runs += 1;
-            let kernels = reuse.kernels(calls.into_iter().map(|c| c.kernel).collect());
+            let kernels = reuse.kernels(calls);
             return launch(p.clone(), Some(kernels), releases);
         }
+        let called_at: Vec<Caller> = calls.iter().map(|c| c.at).collect();
         // Slots: blobs from before → inputs; made and kept → outputs; the rest → temporaries.
         let mut slot_of_made = Vec::with_capacity(w.made.len());
         let (mut out_bytes, mut temps) = (Vec::new(), Vec::new());
@@ -144,6 +178,7 @@ impl Vm {
             Ref::Made(i, o) => slot_of_made[made(i, o).expect("the notes match the window")],
         };
         let stream = notes.calls[0].stream;
+        let device = self.shared().streams[stream.0 as usize].policy.device();
         let mut steps: Vec<Step> = (calls.into_iter().zip(&notes.calls).enumerate())
             .map(|(i, (c, n))| {
                 let ins = n.inputs.iter().map(|&r| slot(r)).collect();
@@ -169,7 +204,6 @@ impl Vm {
                 Slot::Temp(k) => temps[k],
                 Slot::Fixed(_) => 0,
             };
-            let device = self.shared().streams[stream.0 as usize].policy.device();
             steps = pass(device, steps, &bytes);
         }
         if let Some(p) = compiled
@@ -180,21 +214,24 @@ impl Vm {
         {
             stats.plan_runs += 1;
             // The run leaves these kernels in the plan's steps.
-            seen.reuse = described.and_then(|d| Reuse::new(d, &steps));
-            return launch(
-                p,
-                all(steps.into_iter().map(Step::into_kernel).collect()),
-                releases,
-            );
+            seen.reuse = described.and_then(|d| Reuse::new(d, &steps, &called_at));
+            let kernels = (steps.into_iter())
+                .map(|s| {
+                    let at = Some(s.caller());
+                    let kernel = s.into_kernel();
+                    Some(StandIn { kernel, at })
+                })
+                .collect();
+            return launch(p, Some(kernels), releases);
         }
-        let reuse = described.and_then(|d| Reuse::new(d, &steps));
+        let reuse = described.and_then(|d| Reuse::new(d, &steps, &called_at));
         let spec = PlanSpec::new(stream, steps, w.outer.len(), out_bytes.len(), temps, vec![]);
-        match Plan::build(self, spec, Caller::here()) {
+        match Plan::build(self, spec, at) {
             Ok(p) => {
                 stats.compiled += 1;
                 stats.merged += notes.calls.len().saturating_sub(p.len()) as u64;
                 stats.plan_runs += 1;
-                seen.plan = Some(p.clone());
+                shelf.put(seen.id, device, &p);
                 seen.reuse = reuse;
                 launch(p, None, releases)
             }
@@ -272,9 +309,10 @@ impl Vm {
                 inputs,
                 outputs,
                 kernels,
+                at,
                 releases,
             } => {
-                if let Err(e) = plan.launch_each(self, &inputs, &outputs, kernels) {
+                if let Err(e) = plan.launch_each(self, &inputs, &outputs, kernels, at) {
                     let written = plan.written_inputs().iter().map(|&k| &inputs[k]);
                     let blobs: Vec<_> = outputs.iter().chain(written).cloned().collect();
                     self.fail_blobs(&blobs, e);

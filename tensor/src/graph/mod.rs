@@ -12,7 +12,7 @@
 //! Tensors the closure reads but did not make (a model's parameters, an optimizer's state)
 //! stay ordinary tensors: every run reads their values at that time, and updates them in place
 //! where the closure does, ordered against eager code that reads or writes them. Values are
-//! those of eager execution, bit for bit, with two differences the trace makes visible:
+//! those of eager execution, bit for bit, with these differences the trace makes visible:
 //!
 //! - A random op (`dropout`, `randn`) draws the same numbers at every run: its seed was drawn
 //!   when the trace made it.
@@ -28,7 +28,13 @@
 //! eager call.
 //!
 //! Inside the closure, reading values on the host (`to_vec`, `item`) is refused: the values do
-//! not exist while tracing, and a branch on them could not change at a replay.
+//! not exist while tracing, and a branch on them could not change at a replay. So is a
+//! closure whose replay would differ from calling it again in other ways: its ops run on
+//! another device than its inputs, it uses a tensor another thread computed during the trace,
+//! it keeps a view of an input, or it replaces state it reads (a tensor in an `Rc` that each
+//! call swaps for a new one). The refusal is a typed `InvalidArgument`, and tensors the
+//! refused trace made that the closure kept carry it as their error: they have no values.
+//! A graph run inside another graph's closure is traced through: its ops join the outer plan.
 //!
 //! # Examples
 //!
@@ -47,12 +53,14 @@
 //! # Ok::<(), eddy_tensor::Error>(())
 //! ```
 
+mod builder;
+
 use crate::engine::{Loc, VmRef};
 use crate::{Caller, DType, Device, Error, Layout, Result, Tensor};
-use eddy_vm::plan::{Actors, Captured, MemoryLayout, Plan, PlanSpec, Slot, Step};
+use builder::Builder;
+use eddy_vm::plan::{Actors, MemoryLayout, Plan, PlanSpec, Slot, Step};
 use eddy_vm::{Blob, Counted};
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -179,8 +187,12 @@ impl<F: Fn(&[Tensor]) -> Result<Vec<Tensor>>> Graph<F> {
     /// a host read inside it); `ShapeMismatch`/`DTypeMismatch`/`DeviceMismatch` for a new
     /// signature of a [`fixed_signature`](Self::fixed_signature) graph; `DeviceMismatch` for
     /// inputs on different engines or devices; `InvalidArgument` for a closure whose ops run
-    /// on several devices or that makes state it keeps (see the module's docs). An error of a kernel inside the plan surfaces at the next sync of an
+    /// on another device than its inputs', or that a replay could not reproduce (see the
+    /// module's docs). An error of a kernel inside the plan surfaces at the next sync of an
     /// output, naming the op and the line in the closure that called it.
+    ///
+    /// Inside another graph's closure, a run is traced through: this graph's closure is
+    /// called, and its ops become part of the outer graph's plan.
     ///
     /// # Examples
     ///
@@ -195,8 +207,27 @@ impl<F: Fn(&[Tensor]) -> Result<Vec<Tensor>>> Graph<F> {
     #[track_caller]
     pub fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let xs = dense_inputs(inputs)?;
+        if is_tracing() {
+            return self.trace_through(&xs);
+        }
         let c = self.compiled_for(&xs)?;
         c.launch(&xs)
+    }
+
+    /// A run inside another graph's closure, while it is traced: this closure's calls join
+    /// that trace (a plan launched now would run once, not at the outer graph's replays).
+    #[track_caller]
+    fn trace_through(&self, xs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let sig = signature(xs)?;
+        if self.fixed
+            && let Some((first, _)) = self.compiled.lock().first()
+            && *first != sig
+        {
+            return Err(signature_error(&first.inputs, &sig.inputs));
+        }
+        let aliases: Vec<Tensor> = xs.iter().map(Tensor::alias_unknown).collect();
+        let outs = (self.f)(&aliases)?;
+        Ok(outs.iter().map(Tensor::alias_unknown).collect())
     }
 
     /// The compiled plan for `inputs`' signature, compiling it if there is none.
@@ -327,11 +358,12 @@ enum OutSpec {
     },
     /// A view of input `k`.
     Input { input: usize, layout: Layout },
-    /// A view of a tensor the closure read but did not make.
+    /// A view of a tensor the closure read but did not make, where it lives.
     Fixed {
         blob: Counted<Blob>,
         dtype: DType,
         layout: Layout,
+        loc: Loc,
     },
 }
 
@@ -361,8 +393,20 @@ impl Compiled {
             None => crate::engine::current("graph")?,
         };
         let (vm, loc) = (place.vm, place.loc);
-        let aliases: Vec<Tensor> = xs.iter().map(Tensor::alias_unknown).collect();
+        if actors.is_some() && vm.launcher_stream(loc.device()).is_none() {
+            return Err(Error::InvalidArgument {
+                at,
+                op: "graph",
+                message: format!(
+                    "a graph run by actors launches on {}'s lazy-job launcher stream, and its \
+                     engine has none (see `VmBuilder::lazy_launcher`)",
+                    loc.device()
+                ),
+            });
+        }
         let floor = eddy_vm::unique_id();
+        let mut b = Builder::new(xs, floor);
+        let aliases: Vec<Tensor> = xs.iter().map(Tensor::alias_unknown).collect();
         let (result, ops) = vm.capture(|| {
             /// Clears the flag on return or unwind.
             struct Traced;
@@ -375,30 +419,28 @@ impl Compiled {
             let _traced = Traced;
             f(&aliases)
         })?;
-        let results = result?;
-        let mut b = Builder::new(xs, floor);
         for op in &ops {
             b.note(op);
         }
+        let results = match result {
+            Ok(r) => r,
+            Err(e) => {
+                drop(aliases);
+                b.refuse();
+                return Err(e);
+            }
+        };
         let outs: Vec<OutSpec> = results.iter().map(|t| b.output(t)).collect();
         // What the closure made and kept: checked once every handle of the trace is gone.
         drop(results);
         drop(aliases);
-        b.keep_escapes(&ops, at)?;
-        b.temps_from(&ops);
-        let stream = ops.first().map_or(loc.stream(), |op| op.stream);
-        if let Some(op) = ops.iter().find(|op| op.stream != stream) {
-            return Err(Error::InvalidArgument {
-                at,
-                op: "graph",
-                message: format!(
-                    "the closure's ops run on streams {stream} and {} (`{}`): a graph runs on \
-                     one device",
-                    op.stream,
-                    op.kernel.name()
-                ),
-            });
+        // The plan runs where its inputs live (or the engine's current device).
+        let stream = loc.stream();
+        if let Err(message) = b.check(&ops, xs, &vm, stream) {
+            b.refuse();
+            return Err(builder::refused(at, message));
         }
+        b.temps_from(&ops);
         let steps: Vec<Step> = ops
             .into_iter()
             .map(|op| {
@@ -430,22 +472,12 @@ impl Compiled {
             b.fixed.clone(),
         );
         let spec = match actors {
-            Some(_) if vm.launcher_stream(loc.device()).is_none() => {
-                return Err(Error::InvalidArgument {
-                    at,
-                    op: "graph",
-                    message: format!(
-                        "a graph run by actors launches on {}'s lazy-job launcher stream, and \
-                         its engine has none (see `VmBuilder::lazy_launcher`)",
-                        loc.device()
-                    ),
-                });
-            }
             Some(a) => spec.with_actors(a),
             None => spec,
         };
+        let plan = Plan::new(&vm, spec).inspect_err(|_| b.refuse())?;
         Ok(Compiled {
-            plan: Plan::new(&vm, spec)?,
+            plan,
             vm,
             loc,
             out_blobs: b.out_sizes,
@@ -490,9 +522,10 @@ impl Compiled {
                     blob,
                     dtype,
                     layout,
+                    loc,
                 } => Tensor::on_blob(
                     self.vm.share(),
-                    self.loc,
+                    *loc,
                     blob.clone(),
                     false,
                     *dtype,
@@ -581,151 +614,5 @@ impl fmt::Display for Compiled {
 impl fmt::Debug for Compiled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
-    }
-}
-
-/// Maps the trace's blobs to the plan's slots.
-struct Builder {
-    /// Blobs made after this id were made by the trace.
-    floor: u64,
-    slots: HashMap<u64, Slot>,
-    out_sizes: Vec<usize>,
-    temp_sizes: Vec<usize>,
-    fixed: Vec<Counted<Blob>>,
-    /// The trace's blobs, by id, kept to check what outlived the trace.
-    made: HashMap<u64, Counted<Blob>>,
-}
-
-impl Builder {
-    fn new(xs: &[Tensor], floor: u64) -> Builder {
-        let slots = xs
-            .iter()
-            .enumerate()
-            .map(|(k, x)| (x.blob().id(), Slot::Input(k)))
-            .collect();
-        Builder {
-            floor,
-            slots,
-            out_sizes: Vec::new(),
-            temp_sizes: Vec::new(),
-            fixed: Vec::new(),
-            made: HashMap::new(),
-        }
-    }
-
-    /// Notes the blobs of a captured op: a blob made before the trace and not an input is
-    /// fixed; one made by it is kept until its slot is known.
-    fn note(&mut self, op: &Captured) {
-        for x in op.inputs.iter().chain(&op.outputs) {
-            if self.slots.contains_key(&x.id()) {
-                continue;
-            }
-            if x.id() > self.floor {
-                self.made.entry(x.id()).or_insert_with(|| x.clone());
-            } else {
-                self.slots.insert(x.id(), Slot::Fixed(self.fixed.len()));
-                self.fixed.push(x.clone());
-            }
-        }
-    }
-
-    /// Where a returned tensor comes from.
-    fn output(&mut self, t: &Tensor) -> OutSpec {
-        let (dtype, layout) = (t.dtype(), t.layout().clone());
-        let id = t.blob().id();
-        match self.slots.get(&id) {
-            Some(Slot::Input(k)) => return OutSpec::Input { input: *k, layout },
-            Some(Slot::Output(k)) => {
-                return OutSpec::Made {
-                    blob: *k,
-                    dtype,
-                    layout,
-                };
-            }
-            Some(Slot::Fixed(_)) | Some(Slot::Temp(_)) | None => {}
-        }
-        if id > self.floor {
-            let k = self.out_sizes.len();
-            self.out_sizes.push(t.blob().bytes());
-            self.slots.insert(id, Slot::Output(k));
-            self.made.remove(&id);
-            OutSpec::Made {
-                blob: k,
-                dtype,
-                layout,
-            }
-        } else {
-            OutSpec::Fixed {
-                blob: t.blob().clone(),
-                dtype,
-                layout,
-            }
-        }
-    }
-
-    /// Every blob the trace made that is not an output becomes a temporary, in order of first
-    /// use.
-    fn temps_from(&mut self, ops: &[Captured]) {
-        for op in ops {
-            for x in op.inputs.iter().chain(&op.outputs) {
-                if x.id() > self.floor && !self.slots.contains_key(&x.id()) {
-                    self.slots.insert(x.id(), Slot::Temp(self.temp_sizes.len()));
-                    self.temp_sizes.push(x.bytes());
-                }
-            }
-        }
-    }
-
-    /// The blobs the trace made that a tensor outside the closure still views (a parameter's
-    /// `grad` after a `backward` inside) become fixed blobs of the plan: each run writes them,
-    /// so they hold the last run's values, as after an eager call. One whose first writer reads
-    /// nothing (state the closure made, such as a zeroed buffer) refuses the graph: each run
-    /// would make it again. Refused, the kept tensors are marked failed: they have no values.
-    fn keep_escapes(&mut self, ops: &[Captured], at: Caller) -> Result<()> {
-        let mut kept: Vec<(u64, Counted<Blob>)> = self
-            .made
-            .iter()
-            .filter(|(_, b)| b.holders() > 0)
-            .map(|(id, b)| (*id, b.clone()))
-            .collect();
-        kept.sort_unstable_by_key(|k| k.0);
-        let first = |id: u64| {
-            ops.iter()
-                .find(|op| op.outputs.iter().any(|o| o.id() == id))
-        };
-        let made_anew = kept
-            .iter()
-            .find_map(|(id, _)| first(*id).filter(|op| op.inputs.is_empty()));
-        if let Some(op) = made_anew {
-            for (id, b) in &kept {
-                b.poison_with(&eddy_vm::Error::InvalidArgument {
-                    at: first(*id).map_or(Caller::UNKNOWN, |op| op.at),
-                    op: "graph".into(),
-                    message: "this tensor was made inside a graph's closure that was refused: \
-                              it has no values"
-                        .into(),
-                });
-            }
-            return Err(Error::InvalidArgument {
-                at,
-                op: "graph",
-                message: format!(
-                    "the closure makes a tensor (with `{}`) that outlives it: state made on a \
-                     first call would be made again at every run; take one eager step first, or \
-                     return the tensor",
-                    op.kernel.name()
-                ),
-            });
-        }
-        for (id, b) in kept {
-            self.made.remove(&id);
-            self.slots.insert(id, Slot::Fixed(self.fixed.len()));
-            self.fixed.push(b);
-        }
-        Ok(())
-    }
-
-    fn slot(&self, x: &Counted<Blob>) -> Slot {
-        self.slots[&x.id()]
     }
 }
