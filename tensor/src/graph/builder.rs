@@ -21,6 +21,7 @@ use super::OutSpec;
 use crate::{Caller, Error, Tensor};
 use eddy_vm::plan::{Captured, Slot};
 use eddy_vm::{Blob, Counted, StreamId};
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 /// Maps the trace's blobs to the plan's slots.
@@ -81,8 +82,8 @@ impl Builder {
                 continue;
             }
             if x.id() > self.floor {
-                if !self.made.contains_key(&x.id()) {
-                    self.made.insert(x.id(), x.clone());
+                if let Entry::Vacant(e) = self.made.entry(x.id()) {
+                    e.insert(x.clone());
                     self.all_made.push(x.clone());
                 }
             } else {
