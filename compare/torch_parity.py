@@ -249,6 +249,74 @@ def cases():
         # Deliberate: Eddy compares an integer scalar as it is (PyTorch wraps it first).
         "tensor([255, 0], dtype=u8) == 256",
     ]
+    # A number's kind, not its value, decides the dtype (PyTorch's Python scalars): every
+    # dtype beside whole and fractional floats and integers, out of place and in place.
+    kinds = {
+        "f32": "tensor([1.5, -2.0, 3.0])",
+        "f64": "tensor([1.5, -2.0, 3.0], dtype=f64)",
+        "f16": "tensor([1.5, -2.0, 3.0], dtype=f16)",
+        "bf16": "tensor([1.5, -2.0, 3.0], dtype=bf16)",
+        "i64": "tensor([1, -2, 3])",
+        "i32": "tensor([1, -2, 3], dtype=i32)",
+        "u8": "tensor([1, 250, 3], dtype=u8)",
+        "bool": "tensor([true, false, true])",
+    }
+    for a, t in kinds.items():
+        for c in ["2.0", "2.5", "2", "1e10", "0.0", "0"]:
+            for op in ["+", "-", "*", "/", "**"]:
+                out.append(f"{t} {op} {c}")
+            out.append(f"{c} + {t}")
+            out.append(f"{c} * {t}")
+            for cmp in ["==", "<", ">="]:
+                out.append(f"{t} {cmp} {c}")
+            for m in ["add_", "sub_", "mul_"]:
+                out.append(f"{t}.{m}({c})")
+            out.append(f"{t}.clamp(min={c})")
+            out.append(f"{t}.clamp(max={c})")
+            out.append(f"{t}.clamp({c}, 3)")
+        out.append(f"{t}.clamp(0, 2.5)")
+    out += [
+        "tensor([16777217]) == 16777216.0", "tensor([16777217]) == 16777216",
+        "tensor([16777217], dtype=i32) < 16777216.5", "tensor([1, 2], dtype=i32) * 1e10",
+        "tensor([1.0], dtype=f16) * 1e10", "tensor([true, false]) + true",
+        "tensor([true, false]) * false",
+        # Deliberate: Eddy compares a negative integer with u8 values as it is.
+        "tensor([255, 0], dtype=u8) == -1", "tensor([1, 2], dtype=u8) > -1",
+    ]
+    # Two 0-d operands promote as any two tensors do, in either order.
+    zs = ["tensor(300)", "tensor(1, dtype=u8)", "tensor(1.5, dtype=f64)", "tensor(2.0)",
+          "tensor(true)", "tensor(7, dtype=i32)", "tensor(2.0, dtype=f16)"]
+    for a in zs:
+        for b in zs:
+            if a != b:
+                out.append(f"{a} + {b}")
+    # Losses over K dims (segmentation's [N, C, d1, ...] and [N, d1, ...]); masked_fill with a
+    # mask larger than the tensor; t() past 2 dims.
+    k_in = "tensor([[[1.0, 2.0], [0.5, -1.0]], [[0.0, 1.0], [2.0, 3.0]]])"
+    for tgt in ["tensor([[0, 1], [1, -100]])", "tensor([[1, 1], [0, 0]])",
+                "tensor([[0, 2], [1, 0]])", "tensor([0, 1])"]:
+        out.append(f"{k_in}.cross_entropy({tgt})")
+        out.append(f"{k_in}.log_softmax(1).nll_loss({tgt})")
+    out.append(f"{k_in}.cross_entropy(tensor([[[0.5, 0.5], [1.0, 0.0]], [[0.0, 1.0], [0.5, 0.5]]]))")
+    out += [
+        "tensor([1.0, 2.0]).masked_fill(tensor([[true, false], [false, true]]), 0.0)",
+        "tensor([1.0, 2.0]).masked_fill(tensor([[true], [false]]), -1.0)",
+        "tensor([[[1.0]]]).t()", "tensor([1.0, 2.0]).t()", "arange(8).reshape(2, 2, 2).mT",
+    ]
+    # Names and arguments a PyTorch user types.
+    out += [
+        "tensor([1.0, 2.0, 3.0]).cumprod(0)", "tensor([1, 2, 3]).cumprod(0)",
+        "zeros(3).index_add(0, tensor([0, 0, 2]), tensor([1.0, 2.0, 3.0]))",
+        "zeros(3).scatter_add(0, tensor([0, 0, 2]), tensor([1.0, 2.0, 3.0]))",
+        "tensor([1.0, 2.0, 3.0])[tensor([0, 0, -1])]",
+        "arange(6).reshape(3, 2)[tensor([2, 0])]",
+        "tensor([3.0, 1.0, 2.0, 1.0]).sort(stable=true)",
+        "tensor([3.0, 1.0, 2.0, 1.0]).sort(descending=true, stable=true)",
+        "tensor([1.2345, 2.5, -0.125]).round(decimals=2)",
+        "tensor([[1.0, 2.0], [3.0, 4.0]]).norm(p='fro')",
+        "tensor([1, 2, 3]).cumsum(0, dtype=f32)", "tensor([1, 2, 3]).cumsum(0, dtype=f64)",
+        "zeros(1, 2, 1, 3).squeeze([0, 2]).shape", "zeros(1, 2, 1, 3).squeeze([0, 1]).shape",
+    ]
     # Numbers (Python's int and float arithmetic).
     for e in ["7 // 2", "-7 // 2", "7 % -3", "-7 % 3", "5.5 % 2", "-5.5 // 2", "2 ** 10",
               "2 ** -1", "7 / 2", "1 // 0"]:

@@ -33,7 +33,7 @@ pub mod train;
 
 pub use eddy_ops as ops;
 pub use eddy_tensor as tensor;
-pub use eddy_tensor::{DType, Device, Error, Result, Shape, Tensor, no_grad};
+pub use eddy_tensor::{DType, Device, Error, Result, Scalar, Shape, Tensor, no_grad};
 pub use eddy_vm as vm;
 pub use eddy_vm::{Vm, VmBuilder};
 #[cfg(feature = "cli")]

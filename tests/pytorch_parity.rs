@@ -145,8 +145,13 @@ fn softmax_of_a_row_with_inf_is_nan_throughout() {
 fn bool_tensors_do_arithmetic_as_pytorch() {
     let b = t(vec![true, false]);
     let both = t(vec![true, true]);
-    assert_eq!(b.add_scalar(1.0).unwrap().dtype(), I64);
-    assert_eq!(ints(&b.add_scalar(1.0).unwrap()), [2, 1]);
+    assert_eq!(b.add_scalar(1).unwrap().dtype(), I64);
+    assert_eq!(ints(&b.add_scalar(1).unwrap()), [2, 1]);
+    assert_eq!(b.add_scalar(1.0).unwrap().dtype(), F32);
+    assert_eq!(
+        ints(&b.add_scalar(true).unwrap().to_dtype(I64).unwrap()),
+        [1, 1]
+    );
     assert_eq!(
         b.mul_scalar(2.5).unwrap().to_vec::<f32>().unwrap(),
         [2.5, 0.0]

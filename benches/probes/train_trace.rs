@@ -26,7 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let x = Tensor::randn([128, 784], 0.0, 1.0, DType::F32)?;
     let y = Tensor::uniform([128], 0.0, 10.0, DType::F32)?
         .to_dtype(DType::I64)?
-        .clamp(Some(0.0), Some(9.0))?;
+        .clamp(Some(0), Some(9))?;
     let vm = eddy::tensor::default_engine()?;
     for _ in 0..5 {
         train_step(&model, &mut opt, &x, &y)?.item::<f32>()?;

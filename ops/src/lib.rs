@@ -42,6 +42,7 @@ pub mod linalg;
 pub mod nn;
 pub mod random;
 pub mod reduce;
+mod scalar;
 mod shape;
 pub mod sort;
 
@@ -51,4 +52,5 @@ pub use error::{Caller, Error, Result};
 pub use half;
 pub use kernel::FnKernel;
 pub use lay::Lay;
+pub use scalar::Scalar;
 pub use shape::{Layout, Shape, broadcast_shapes, broadcasts_to, norm_dim, numel_of};

@@ -56,6 +56,51 @@ pub fn sum_leading(
     )
 }
 
+/// The kernel of a cumulative product along the last dim of `la` into `lo`, on `device`
+/// (see [`cpu::reduce::cumprod`]).
+///
+/// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{reduce::cumprod, DType, Device, Layout};
+/// let l = Layout::contiguous([2, 3]);
+/// assert!(cumprod(Device::CPU, DType::F32, l.clone(), l).is_some());
+/// ```
+pub fn cumprod(
+    device: Device,
+    dtype: DType,
+    la: Layout,
+    lo: Layout,
+) -> Option<impl Kernel + use<>> {
+    pick!(device, cpu::reduce::cumprod(dtype, la, lo))
+}
+
+/// The kernel of [`cumprod`]'s gradient over `rows` dense rows of `n` (see
+/// [`cpu::reduce::cumprod_backward`]), on `device`.
+///
+/// `None` if `device` has no kernel for it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{reduce::cumprod_backward, DType, Device};
+/// assert!(cumprod_backward(Device::CPU, DType::F32, 2, 3, (0, 0)).is_some());
+/// ```
+pub fn cumprod_backward(
+    device: Device,
+    dtype: DType,
+    rows: usize,
+    n: usize,
+    offsets: (usize, usize),
+) -> Option<impl Kernel + use<>> {
+    pick!(
+        device,
+        cpu::reduce::cumprod_backward(dtype, rows, n, offsets)
+    )
+}
+
 /// The kernel of a cumulative sum along the last dim of `la` into `lo`, on `device`.
 ///
 /// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).

@@ -248,7 +248,7 @@ pub fn mlp_setup() -> Result<(crate::tensor::nn::Sequential, Sgd, Tensor, Tensor
     let x = Tensor::randn([128, 784], 0.0, 1.0, DType::F32)?;
     let y = Tensor::uniform([128], 0.0, 10.0, DType::F32)?
         .to_dtype(DType::I64)?
-        .clamp(Some(0.0), Some(9.0))?;
+        .clamp(Some(0), Some(9))?;
     Ok((model, opt, x, y))
 }
 

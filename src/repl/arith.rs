@@ -5,7 +5,7 @@ use super::Value;
 use super::convert::{as_tensor, is_number, number_like};
 use super::error::{R, ReplError};
 use super::parser::Op;
-use crate::Tensor;
+use crate::{Scalar, Tensor};
 
 /// `a op b`, for numbers, tensors and lists (as tensors), with PyTorch's promotion.
 pub(super) fn binary(op: Op, a: Value, b: Value) -> R<Value> {
@@ -91,9 +91,16 @@ pub(super) fn binary(op: Op, a: Value, b: Value) -> R<Value> {
                 Matmul => return Err(ReplError::type_("@ needs tensors")),
             })
         }
-        (Value::Tensor(x), Value::Num(c, _))
+        (Value::Tensor(x), Value::Num(c, int))
             if !matches!(op, Matmul | Max | Min | FloorDiv | Rem) =>
         {
+            // The number's kind, as Python's: `t * 2` keeps an integer `t`'s dtype, `t * 2.0`
+            // is a float.
+            let c = if int {
+                Scalar::Int(c as i64)
+            } else {
+                Scalar::Float(c)
+            };
             t(match op {
                 Add => x.add_scalar(c),
                 Sub => x.sub_scalar(c),
@@ -108,11 +115,18 @@ pub(super) fn binary(op: Op, a: Value, b: Value) -> R<Value> {
                 _ => x.ge_scalar(c),
             })
         }
-        (Value::Num(c, _), Value::Tensor(y)) if matches!(op, Add | Sub | Mul) => t(match op {
-            Add => y.add_scalar(c),
-            Sub => y.rsub_scalar(c),
-            _ => y.mul_scalar(c),
-        }),
+        (Value::Num(c, int), Value::Tensor(y)) if matches!(op, Add | Sub | Mul) => {
+            let c = if int {
+                Scalar::Int(c as i64)
+            } else {
+                Scalar::Float(c)
+            };
+            t(match op {
+                Add => y.add_scalar(c),
+                Sub => y.rsub_scalar(c),
+                _ => y.mul_scalar(c),
+            })
+        }
         // A number left of a comparison is the mirrored comparison with it on the right, which
         // compares it exactly at the tensor's dtype (`0.1 > t` for an f64 `t` of 0.1 is false).
         (Value::Num(c, int), Value::Tensor(y)) if matches!(op, Eq | Ne | Lt | Le | Gt | Ge) => {
@@ -145,6 +159,7 @@ pub(super) fn binary(op: Op, a: Value, b: Value) -> R<Value> {
             // f16 for an f16 `t`), while `x.sum() / i` is a float for an integer `i`.
             let (dx, dy) = (x.dtype(), y.dtype());
             let x = if x.rank() == 0
+                && y.rank() > 0
                 && dx != dy
                 && ((dx.is_float() && dy.is_float()) || (dx.is_int() && dy.is_int()))
             {

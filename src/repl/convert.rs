@@ -2,7 +2,7 @@
 
 use super::error::{R, ReplError};
 use super::{MAX_RANK, Value};
-use crate::{DType, Tensor};
+use crate::{DType, Scalar, Tensor};
 
 /// The kind of `v`, for messages: "a tensor", "a number", …
 pub(super) fn kind(v: &Value) -> &'static str {
@@ -147,6 +147,20 @@ pub(super) fn as_num(v: &Value, what: &'static str) -> R<f64> {
             format!("expected a number, got {}", kind(v)),
         )),
     }
+}
+
+/// `v` as a number of its kind, as Python's `int`, `float` and `bool` (a one-element tensor as
+/// its dtype's kind).
+pub(super) fn as_scalar(v: &Value, what: &'static str) -> R<Scalar> {
+    Ok(match v {
+        Value::Num(x, true) => Scalar::Int(*x as i64),
+        Value::Num(x, false) => Scalar::Float(*x),
+        Value::Int(i) => Scalar::Int(*i),
+        Value::Bool(b) => Scalar::Bool(*b),
+        Value::Tensor(t) if t.dtype().is_float() => Scalar::Float(as_num(v, what)?),
+        Value::Tensor(t) if t.dtype() == DType::Bool => Scalar::Bool(as_num(v, what)? != 0.0),
+        _ => Scalar::Int(as_num(v, what)? as i64),
+    })
 }
 
 /// `v` as an integer; a fraction is an error.

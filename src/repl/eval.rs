@@ -116,7 +116,17 @@ impl Session {
                 IndexItem::All => dim += 1,
                 IndexItem::Ellipsis => dim += skip,
                 IndexItem::At(e) => {
-                    let typed = as_int(&self.eval(e)?, "index")?;
+                    let v = self.eval(e)?;
+                    if let Value::Tensor(ix) = &v
+                        && ix.rank() > 0
+                    {
+                        // An index tensor (integers; negative ones count from the end): the
+                        // rows it names along this dim, as PyTorch's advanced indexing.
+                        t = index_by(&t, dim, ix)?;
+                        dim += ix.rank();
+                        continue;
+                    }
+                    let typed = as_int(&v, "index")?;
                     let size = t.dim(dim as isize)? as i64;
                     let i = if typed < 0 { typed + size } else { typed };
                     if i < 0 || i >= size {
@@ -197,4 +207,35 @@ fn list_depth(v: &Value) -> usize {
         Value::List(items) => 1 + items.iter().map(list_depth).max().unwrap_or(0),
         _ => 0,
     }
+}
+
+/// `t[ix]` along `dim` for an integer index tensor `ix` (negative entries count from the end):
+/// `ix`'s shape in place of the dim. The REPL reads the entries, so one out of range fails
+/// here, as in PyTorch.
+fn index_by(t: &Tensor, dim: usize, ix: &Tensor) -> R<Tensor> {
+    if ix.dtype().is_float() || ix.dtype() == crate::DType::Bool {
+        return Err(ReplError::arg(
+            "indexing",
+            format!("an index tensor must hold integers, not {}", ix.dtype()),
+        ));
+    }
+    let size = t.dim(dim as isize)? as i64;
+    let mut rows = ix.to_dtype(crate::DType::I64)?.to_vec::<i64>()?;
+    for r in &mut rows {
+        let typed = *r;
+        *r = if typed < 0 { typed + size } else { typed };
+        if *r < 0 || *r >= size {
+            return Err(ReplError::IndexOutOfRange {
+                index: typed,
+                dim: Some(dim),
+                size,
+            });
+        }
+    }
+    let n = rows.len();
+    let picked = t.index_select(dim as isize, &Tensor::from_vec(rows, [n])?)?;
+    let mut dims = t.dims()[..dim].to_vec();
+    dims.extend_from_slice(ix.dims());
+    dims.extend_from_slice(&t.dims()[dim + 1..]);
+    Ok(picked.reshape(dims)?)
 }

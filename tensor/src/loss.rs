@@ -10,7 +10,8 @@ const IGNORE_INDEX: i64 = -100;
 impl Tensor {
     /// Negative log-likelihood, as PyTorch's `F.nll_loss` with its defaults (mean over the
     /// batch, `ignore_index = -100`): `self` holds log-probabilities `[N, C]` and `target`
-    /// class indices `[N]` (`i64` or `u8`), or unbatched, `[C]` against a 0-d index. Targets
+    /// class indices `[N]` (`i64` or `u8`), or unbatched, `[C]` against a 0-d index, or over K
+    /// dims, `[N, C, d1, …]` against `[N, d1, …]` (the mean over every position). Targets
     /// equal to -100 are left out of the sum and the count (NaN if none is left). Any other
     /// target outside `0..C` (a negative one included) fails at the call where the target's
     /// values are known on the host, else at the next sync with a message naming it.
@@ -40,8 +41,63 @@ impl Tensor {
             // Unbatched: a batch of one, whose mean is its loss.
             return self.unsqueeze(0)?.nll_loss(&target.unsqueeze(0)?);
         }
+        if let Some((x, t)) = self.k_dims(OP, target, false)? {
+            return x.nll_loss(&t);
+        }
         let range = self.check_class_targets(OP, target)?;
         self.nll_of(OP, target, range)
+    }
+
+    /// The K-dimensional form of a class loss, as PyTorch's (segmentation's `[N, C, d1, …]`
+    /// scores against `[N, d1, …]` class indices, or `[N, C, d1, …]` probabilities where
+    /// `probs`): the scores with the class dim moved last and every position a row
+    /// (`[N·d1·…, C]`), and the target likewise, so that the mean is over every position.
+    /// `None` for a rank other than 3 or more; `ShapeMismatch` for a target that does not fit.
+    #[track_caller]
+    fn k_dims(
+        &self,
+        op: &'static str,
+        target: &Tensor,
+        probs: bool,
+    ) -> Result<Option<(Tensor, Tensor)>> {
+        if self.rank() < 3 {
+            return Ok(None);
+        }
+        let dims = self.dims();
+        let positions: Vec<usize> = dims
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != 1)
+            .map(|(_, &d)| d)
+            .collect();
+        let fits = if probs {
+            target.dims() == dims
+        } else {
+            target.dims() == positions.as_slice()
+        };
+        if !fits {
+            return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
+                op,
+                lhs: dims.to_vec(),
+                rhs: target.dims().to_vec(),
+            });
+        }
+        let rank = self.rank() as isize;
+        let last: Vec<isize> = std::iter::once(0)
+            .chain(2..rank)
+            .chain(std::iter::once(1))
+            .collect();
+        let c = dims[1];
+        let x = self
+            .permute(&last)?
+            .reshape([positions.iter().product::<usize>(), c])?;
+        let t = if probs {
+            target.permute(&last)?.reshape([x.dims()[0], c])?
+        } else {
+            target.reshape([x.dims()[0]])?
+        };
+        Ok(Some((x, t)))
     }
 
     /// The checks of a class-index target for `op` on `self`, `[N, C]`, run before anything
@@ -169,7 +225,9 @@ impl Tensor {
     ///   targets equal to -100 left out (NaN if all are), whether they are known on the host
     ///   or computed;
     /// - against class probabilities `[N, C]` (a float target): `-(p · log_softmax).sum(1).mean()`;
-    /// - unbatched: logits `[C]` against a 0-d index or `[C]` probabilities.
+    /// - unbatched: logits `[C]` against a 0-d index or `[C]` probabilities;
+    /// - over K dims (segmentation): logits `[N, C, d1, …]` against indices `[N, d1, …]` or
+    ///   probabilities `[N, C, d1, …]`, the mean over every position.
     ///
     /// # Errors
     ///
@@ -209,6 +267,9 @@ impl Tensor {
                 return Err(mismatch());
             }
             return self.unsqueeze(0)?.cross_entropy(&target.unsqueeze(0)?);
+        }
+        if let Some((x, t)) = self.k_dims(OP, target, target.dtype().is_float())? {
+            return x.cross_entropy(&t);
         }
         if target.dtype().is_float() {
             if self.rank() != 2 || target.dims() != self.dims() {

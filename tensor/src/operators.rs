@@ -19,7 +19,7 @@
 //! # Ok::<(), eddy_tensor::Error>(())
 //! ```
 
-use crate::{DType, Result, Shape, Tensor};
+use crate::{DType, Result, Scalar, Shape, Tensor};
 use std::borrow::Cow;
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
@@ -52,32 +52,33 @@ impl Operand<'_> for Result<Tensor> {
 
 /// `c + t`.
 #[track_caller]
-fn scalar_add(c: f64, t: &Tensor) -> Result<Tensor> {
+fn scalar_add(c: impl Into<Scalar>, t: &Tensor) -> Result<Tensor> {
     t.add_scalar(c)
 }
 
 /// `c - t`.
 #[track_caller]
-fn scalar_sub(c: f64, t: &Tensor) -> Result<Tensor> {
+fn scalar_sub(c: impl Into<Scalar>, t: &Tensor) -> Result<Tensor> {
     t.rsub_scalar(c)
 }
 
 /// `c * t`.
 #[track_caller]
-fn scalar_mul(c: f64, t: &Tensor) -> Result<Tensor> {
+fn scalar_mul(c: impl Into<Scalar>, t: &Tensor) -> Result<Tensor> {
     t.mul_scalar(c)
 }
 
 /// `c / t`: a 0-dim tensor of `c` (in `t`'s dtype if it is a float, else `f32`) over `t`, so
 /// that the quotient is rounded once.
 #[track_caller]
-fn scalar_div(c: f64, t: &Tensor) -> Result<Tensor> {
+fn scalar_div(c: impl Into<Scalar>, t: &Tensor) -> Result<Tensor> {
     let dtype = if t.dtype().is_float() {
         t.dtype()
     } else {
         DType::F32
     };
-    t.new_filled(Shape::default(), dtype, c)?.div(t)
+    t.new_filled(Shape::default(), dtype, c.into().to_f64())?
+        .div(t)
 }
 
 /// Tensor-tensor impls for one operator: a tensor or a borrowed one on the left and any
@@ -129,28 +130,28 @@ macro_rules! with_scalar {
             type Output = Result<Tensor>;
             #[track_caller]
             fn $method(self, c: $S) -> Result<Tensor> {
-                $ts(&self, c as f64)
+                $ts(&self, c)
             }
         }
         impl $Trait<$S> for &Tensor {
             type Output = Result<Tensor>;
             #[track_caller]
             fn $method(self, c: $S) -> Result<Tensor> {
-                $ts(self, c as f64)
+                $ts(self, c)
             }
         }
         impl $Trait<Tensor> for $S {
             type Output = Result<Tensor>;
             #[track_caller]
             fn $method(self, t: Tensor) -> Result<Tensor> {
-                $st(self as f64, &t)
+                $st(self, &t)
             }
         }
         impl $Trait<&Tensor> for $S {
             type Output = Result<Tensor>;
             #[track_caller]
             fn $method(self, t: &Tensor) -> Result<Tensor> {
-                $st(self as f64, t)
+                $st(self, t)
             }
         }
     };
@@ -167,7 +168,8 @@ macro_rules! scalar_ops {
     };
 }
 
-// One float and one integer type, so that a literal (`2.0`, `2`) picks its impl unaided.
+// One float and one integer type, so that a literal (`2.0`, `2`) picks its impl unaided; each
+// is its scalar's kind (see `Scalar`): `&i * 2` stays integer, `&i * 2.0` is a float.
 scalar_ops!(f64, i32);
 
 impl Neg for Tensor {

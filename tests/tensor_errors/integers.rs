@@ -12,32 +12,38 @@ use DType::{F16, F32, F64, I64};
 fn integer_comparisons_with_out_of_range_scalars() {
     let u = Tensor::from_vec(vec![255u8, 0], [2]).unwrap();
     assert_eq!(
-        u.eq_scalar(256.0).unwrap().to_vec::<bool>().unwrap(),
+        u.eq_scalar(256).unwrap().to_vec::<bool>().unwrap(),
         [false, false]
     );
     assert_eq!(
-        u.eq_scalar(-1.0).unwrap().to_vec::<bool>().unwrap(),
+        u.eq_scalar(-1).unwrap().to_vec::<bool>().unwrap(),
         [false, false]
     );
     assert_eq!(
-        u.lt_scalar(256.0).unwrap().to_vec::<bool>().unwrap(),
+        u.lt_scalar(256).unwrap().to_vec::<bool>().unwrap(),
         [true, true]
     );
     assert_eq!(
-        u.gt_scalar(-1.0).unwrap().to_vec::<bool>().unwrap(),
+        u.gt_scalar(-1).unwrap().to_vec::<bool>().unwrap(),
         [true, true]
     );
     assert_eq!(
-        u.eq_scalar(255.0).unwrap().to_vec::<bool>().unwrap(),
+        u.eq_scalar(255).unwrap().to_vec::<bool>().unwrap(),
         [true, false]
     );
     let i = Tensor::from_vec(vec![i32::MAX, i32::MIN], [2]).unwrap();
     assert_eq!(
-        i.lt_scalar(3e9).unwrap().to_vec::<bool>().unwrap(),
+        i.lt_scalar(3_000_000_000i64)
+            .unwrap()
+            .to_vec::<bool>()
+            .unwrap(),
         [true, true]
     );
     assert_eq!(
-        i.ge_scalar(-3e9).unwrap().to_vec::<bool>().unwrap(),
+        i.ge_scalar(-3_000_000_000i64)
+            .unwrap()
+            .to_vec::<bool>()
+            .unwrap(),
         [true, true]
     );
     let l = Tensor::from_vec(vec![i64::MAX, i64::MIN], [2]).unwrap();
@@ -51,11 +57,11 @@ fn integer_comparisons_with_out_of_range_scalars() {
     );
     let b = Tensor::from_vec(vec![true, false], [2]).unwrap();
     assert_eq!(
-        b.eq_scalar(2.0).unwrap().to_vec::<bool>().unwrap(),
+        b.eq_scalar(2).unwrap().to_vec::<bool>().unwrap(),
         [false, false]
     );
     assert_eq!(
-        b.eq_scalar(1.0).unwrap().to_vec::<bool>().unwrap(),
+        b.eq_scalar(1).unwrap().to_vec::<bool>().unwrap(),
         [true, false]
     );
 }
@@ -64,16 +70,13 @@ fn integer_comparisons_with_out_of_range_scalars() {
 #[test]
 fn integer_clamp_with_out_of_range_bounds() {
     let u = Tensor::from_vec(vec![5u8, 200], [2]).unwrap();
+    assert_eq!(u.clamp_max(-1).unwrap().to_vec::<u8>().unwrap(), [0, 0]);
     assert_eq!(
-        u.clamp(None, Some(-1.0)).unwrap().to_vec::<u8>().unwrap(),
-        [0, 0]
-    );
-    assert_eq!(
-        u.clamp(Some(300.0), None).unwrap().to_vec::<u8>().unwrap(),
+        u.clamp_min(300).unwrap().to_vec::<u8>().unwrap(),
         [255, 255]
     );
     assert_eq!(
-        u.clamp(Some(10.0), Some(100.0))
+        u.clamp(Some(10), Some(100))
             .unwrap()
             .to_vec::<u8>()
             .unwrap(),
@@ -81,11 +84,17 @@ fn integer_clamp_with_out_of_range_bounds() {
     );
     let i = Tensor::from_vec(vec![0i32, -7], [2]).unwrap();
     assert_eq!(
-        i.clamp(Some(3e9), None).unwrap().to_vec::<i32>().unwrap(),
+        i.clamp_min(3_000_000_000i64)
+            .unwrap()
+            .to_vec::<i32>()
+            .unwrap(),
         [i32::MAX, i32::MAX]
     );
     assert_eq!(
-        i.clamp(None, Some(-3e9)).unwrap().to_vec::<i32>().unwrap(),
+        i.clamp_max(-3_000_000_000i64)
+            .unwrap()
+            .to_vec::<i32>()
+            .unwrap(),
         [i32::MIN, i32::MIN]
     );
 }
@@ -138,9 +147,9 @@ fn integer_pow_edges() {
         .iter()
         .map(|&b| b.wrapping_pow(41))
         .collect();
-    assert_eq!(i.pow_scalar(41.0).unwrap().to_vec::<i64>().unwrap(), want);
+    assert_eq!(i.pow_scalar(41).unwrap().to_vec::<i64>().unwrap(), want);
     assert_eq!(
-        i.pow_scalar(0.0).unwrap().to_vec::<i64>().unwrap(),
+        i.pow_scalar(0).unwrap().to_vec::<i64>().unwrap(),
         [1, 1, 1, 1]
     );
     let u = Tensor::from_vec(vec![3u8, 2, 255, 0, 1], [5]).unwrap();
@@ -149,7 +158,7 @@ fn integer_pow_edges() {
             .iter()
             .map(|&b| wrapping_pow(b as i128, e, 8) as u8)
             .collect();
-        let got = u.pow_scalar(e as f64).unwrap();
+        let got = u.pow_scalar(e as i64).unwrap();
         assert_eq!(got.to_vec::<u8>().unwrap(), want, "u8 ^ {e}");
     }
     let w = Tensor::from_vec(vec![3i32, -3, 2, -1, 5], [5]).unwrap();
@@ -158,15 +167,17 @@ fn integer_pow_edges() {
             .iter()
             .map(|&b| wrapping_pow(b as i128, e, 32) as u32 as i32)
             .collect();
-        let got = w.pow_scalar(e as f64).unwrap();
+        let got = w.pow_scalar(e as i64).unwrap();
         assert_eq!(got.to_vec::<i32>().unwrap(), want, "i32 ^ {e}");
     }
-    // A fractional exponent computes in f32; a negative whole one is refused at the call.
+    // A float exponent (whole or not) computes in f32; a negative integer one is refused at
+    // the call.
     let f = i.pow_scalar(0.5).unwrap();
     assert_eq!(f.dtype(), F32);
+    assert_eq!(i.pow_scalar(2.0).unwrap().dtype(), F32);
     assert!(
         matches!(
-            i.pow_scalar(-1.0),
+            i.pow_scalar(-1),
             Err(Error::InvalidArgument {
                 op: "pow_scalar",
                 ..

@@ -268,7 +268,7 @@ fn invalid_dims_and_indices() {
         Error::InvalidArgument { op: "view", .. }
     ));
     assert!(matches!(
-        fails_at_call(&[&vm], || x.clamp(None, None)),
+        fails_at_call(&[&vm], || x.clamp(None::<f64>, None::<f64>)),
         Error::InvalidArgument { op: "clamp", .. }
     ));
     assert!(matches!(

@@ -51,8 +51,8 @@ fn unary_table() -> Vec<(&'static str, Dom, UnaryT)> {
         ("clamp", Dom::Quant, |x| {
             x.clamp(Some(-1.234567), Some(1.234567))
         }),
-        ("clamp_min", Dom::Quant, |x| x.clamp(Some(0.1234567), None)),
-        ("clamp_max", Dom::Quant, |x| x.clamp(None, Some(-0.1234567))),
+        ("clamp_min", Dom::Quant, |x| x.clamp_min(0.1234567)),
+        ("clamp_max", Dom::Quant, |x| x.clamp_max(-0.1234567)),
         ("to_dtype_f64", Dom::Any, |x| {
             x.mul_scalar(2.0)?.to_dtype(DType::F64)
         }),

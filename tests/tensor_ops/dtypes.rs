@@ -140,7 +140,7 @@ fn bool_tensors_from_and_to_host_vectors() {
 fn integer_arithmetic_wraps_as_documented() {
     let t = Tensor::from_vec(vec![i32::MAX, i32::MIN], [2]).unwrap();
     assert_eq!(
-        t.add_scalar(1.0).unwrap().to_vec::<i32>().unwrap(),
+        t.add_scalar(1).unwrap().to_vec::<i32>().unwrap(),
         vec![i32::MIN, i32::MIN + 1]
     );
     assert_eq!(

@@ -6,7 +6,7 @@ use crate::common::reference::{
     self, Arr, Dom, R, broadcast_shape, build, cfg, check, derive, dtype, f32s, input, numel,
     operand, result_type, shape, steps, to_float,
 };
-use eddy::tensor::{DType, Error, Tensor};
+use eddy::tensor::{DType, Error, Scalar, Tensor};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -162,23 +162,30 @@ proptest! {
         }
     }
 
-    /// `x ⊕ c` for the scalar ops and `clamp`; integer tensors stay integer for integral `c`.
+    /// `x ⊕ c` for the scalar ops and `clamp`; integer tensors stay integer beside an integer
+    /// `c`, and compute in `f32` beside a float one, whole (`3.0`) or not.
     #[test]
-    fn scalar_ops_match_reference(shape in shape(0..=3), steps in steps(), dt in dtype(), ci in 0usize..6, seed in any::<u64>()) {
-        let c: f64 = [2.0, -1.0, 0.5, -1.5, 3.0, 0.0][ci];
+    fn scalar_ops_match_reference(shape in shape(0..=3), steps in steps(), dt in dtype(), ci in 0usize..7, seed in any::<u64>()) {
+        let sc: Scalar = [Scalar::Int(2), Scalar::Int(-1), Scalar::Float(0.5), Scalar::Float(-1.5), Scalar::Float(3.0), Scalar::Int(0), Scalar::Float(2.0)][ci];
+        let c = sc.to_f64();
         let mut rng = StdRng::seed_from_u64(seed);
-        let int_c = c.fract() == 0.0;
+        let int_c = !sc.is_float();
+        // `c + k` of `c`'s kind.
+        let plus = move |k: i64| match sc {
+            Scalar::Float(x) => Scalar::Float(x + k as f64),
+            _ => Scalar::Int(c as i64 + k),
+        };
         type S = (&'static str, Dom, bool, Box<dyn Fn(&Tensor) -> R<Tensor>>, Box<dyn Fn(f64) -> f64>);
         let table: Vec<S> = vec![
-            ("add_scalar", Dom::Any, int_c, Box::new(move |t| t.add_scalar(c)), Box::new(move |x| x + c)),
-            ("sub_scalar", Dom::Any, int_c, Box::new(move |t| t.sub_scalar(c)), Box::new(move |x| x - c)),
-            ("rsub_scalar", Dom::Any, int_c, Box::new(move |t| t.rsub_scalar(c)), Box::new(move |x| c - x)),
-            ("mul_scalar", Dom::Any, int_c, Box::new(move |t| t.mul_scalar(c)), Box::new(move |x| x * c)),
-            ("div_scalar", Dom::Any, false, Box::new(move |t| t.div_scalar(c + 4.0)), Box::new(move |x| x / (c + 4.0))),
-            ("pow_scalar", Dom::Pos, int_c, Box::new(move |t| t.pow_scalar(c)), Box::new(move |x| x.powf(c))),
-            ("clamp_min", Dom::Any, int_c, Box::new(move |t| t.clamp(Some(c), None)), Box::new(move |x| x.max(c))),
-            ("clamp_max", Dom::Any, int_c, Box::new(move |t| t.clamp(None, Some(c))), Box::new(move |x| x.min(c))),
-            ("clamp", Dom::Any, int_c, Box::new(move |t| t.clamp(Some(c - 1.0), Some(c + 1.0))), Box::new(move |x| x.max(c - 1.0).min(c + 1.0))),
+            ("add_scalar", Dom::Any, int_c, Box::new(move |t| t.add_scalar(sc)), Box::new(move |x| x + c)),
+            ("sub_scalar", Dom::Any, int_c, Box::new(move |t| t.sub_scalar(sc)), Box::new(move |x| x - c)),
+            ("rsub_scalar", Dom::Any, int_c, Box::new(move |t| t.rsub_scalar(sc)), Box::new(move |x| c - x)),
+            ("mul_scalar", Dom::Any, int_c, Box::new(move |t| t.mul_scalar(sc)), Box::new(move |x| x * c)),
+            ("div_scalar", Dom::Any, false, Box::new(move |t| t.div_scalar(plus(4))), Box::new(move |x| x / (c + 4.0))),
+            ("pow_scalar", Dom::Pos, int_c, Box::new(move |t| t.pow_scalar(sc)), Box::new(move |x| x.powf(c))),
+            ("clamp_min", Dom::Any, int_c, Box::new(move |t| t.clamp_min(sc)), Box::new(move |x| x.max(c))),
+            ("clamp_max", Dom::Any, int_c, Box::new(move |t| t.clamp_max(sc)), Box::new(move |x| x.min(c))),
+            ("clamp", Dom::Any, int_c, Box::new(move |t| t.clamp(Some(plus(-1)), Some(plus(1)))), Box::new(move |x| x.max(c - 1.0).min(c + 1.0))),
         ];
         for (name, dom, keeps_int, op, f) in table {
             let (t, a) = input(&shape, &steps, dt, dom, &mut rng);

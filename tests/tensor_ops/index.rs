@@ -151,7 +151,7 @@ fn an_out_of_range_scatter_index_fails_at_sync() {
     let x = Tensor::zeros([3], F32).unwrap();
     let idx = Tensor::from_vec(vec![0i64, 1], [2])
         .unwrap()
-        .add_scalar(2.0)
+        .add_scalar(2)
         .unwrap();
     let src = Tensor::ones([2], F32).unwrap();
     let y = x.scatter_add(0, &idx, &src).unwrap();

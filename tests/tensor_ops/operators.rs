@@ -71,15 +71,15 @@ fn operators_with_scalars_match_the_scalar_methods() {
         let pairs: [(R<Tensor>, R<Tensor>); 12] = [
             (t + 2.0, t.add_scalar(2.0)),
             (t - 2.5, t.sub_scalar(2.5)),
-            (t * 3, t.mul_scalar(3.0)),
-            (t / 4, t.div_scalar(4.0)),
+            (t * 3, t.mul_scalar(3)),
+            (t / 4, t.div_scalar(4)),
             (2.0 + t, t.add_scalar(2.0)),
             (2.5 - t, t.rsub_scalar(2.5)),
-            (3 * t, t.mul_scalar(3.0)),
-            (t.clone() + 1, t.add_scalar(1.0)),
+            (3 * t, t.mul_scalar(3)),
+            (t.clone() + 1, t.add_scalar(1)),
             (t.clone() - 0.5, t.sub_scalar(0.5)),
-            (t.clone() * -2, t.mul_scalar(-2.0)),
-            (5 - t.clone(), t.rsub_scalar(5.0)),
+            (t.clone() * -2, t.mul_scalar(-2)),
+            (5 - t.clone(), t.rsub_scalar(5)),
             (t.clone() / 0.5, t.div_scalar(0.5)),
         ];
         for (k, (got, want)) in pairs.into_iter().enumerate() {
@@ -91,9 +91,12 @@ fn operators_with_scalars_match_the_scalar_methods() {
             );
         }
     }
-    // Integer tensors stay integer with integral scalars, as the methods keep them.
+    // A scalar's Rust type is its kind: integer tensors stay integer beside an integer, and
+    // compute in f32 beside a float, whole or not (PyTorch's `i + 2` and `i + 2.0`).
     assert_eq!((&i + 2).unwrap().dtype(), DType::I64);
     assert_eq!((&i * 0.5).unwrap().dtype(), DType::F32);
+    assert_eq!((&i + 2.0).unwrap().dtype(), DType::F32);
+    assert_eq!((2.0 * &i).unwrap().dtype(), DType::F32);
 }
 
 #[test]

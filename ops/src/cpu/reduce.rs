@@ -233,8 +233,35 @@ fn reduce_arith<T: Elem>(
 /// # Ok::<(), eddy_vm::Error>(())
 /// ```
 pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> impl Kernel {
+    scan("cumsum", false, dtype, la, lo)
+}
+
+/// Running products along the last dim of `la`, as [`cumsum`] sums: `out[.., i] =
+/// Π_{j ≤ i} a[.., j]`, floats in their compute type, integers and bools to `i64`, wrapping.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::reduce::cumprod;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (a, out) = (vm.new_blob(4 * 4), vm.new_blob(4 * 4));
+/// vm.run_op(StreamId::CPU, from_host(vec![1f32, 2., 3., 4.]), &[], &[&a], false)?;
+/// let l = Layout::contiguous([2, 2]);
+/// vm.run_op(StreamId::CPU, cumprod(DType::F32, l.clone(), l.clone()), &[&a], &[&out], false)?;
+/// assert_eq!(vm.read_blob(&out, move |m| gather_host::<f32>(m, &l))?, [1., 2., 3., 12.]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+pub fn cumprod(dtype: DType, la: Layout, lo: Layout) -> impl Kernel {
+    scan("cumprod", true, dtype, la, lo)
+}
+
+/// [`cumsum`] (`prod` false) or [`cumprod`] (`prod` true), as op `name`.
+fn scan(name: &'static str, prod: bool, dtype: DType, la: Layout, lo: Layout) -> impl Kernel {
     FnKernel::new(
-        "cumsum",
+        name,
         move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
             let step = la.strides.last().copied().unwrap_or(0);
             crate::dispatch!(dtype, T => {
@@ -246,11 +273,13 @@ pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> impl Kernel {
                     // SAFETY: output 0 is written only by this instruction and is not an input.
                     let o = unsafe { output::<F>(&outs[0]) };
                     per_row(&la, &lo, o, |start, row| {
-                        // The first element as it is (`cumsum([-0.0])` is `-0.0`), then running sums.
+                        // The first element as it is (`cumsum([-0.0])` is `-0.0`), then the
+                        // running sums or products.
                         let mut acc = a[start].up();
                         row[0] = F::down(acc);
                         for (j, d) in row.iter_mut().enumerate().skip(1) {
-                            acc += a[start + j * step].up();
+                            let v = a[start + j * step].up();
+                            acc = if prod { acc * v } else { acc + v };
                             *d = F::down(acc);
                         }
                     });
@@ -258,13 +287,79 @@ pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> impl Kernel {
                     // SAFETY: output 0 is written only by this instruction and is not an input.
                     let o = unsafe { output::<i64>(&outs[0]) };
                     per_row(&la, &lo, o, |start, row| {
-                        let mut acc = 0i64;
+                        let mut acc = i64::from(prod);
                         for (j, d) in row.iter_mut().enumerate() {
-                            acc = acc.wrapping_add(int_to_i64(dtype, a[start + j * step]));
+                            let v = int_to_i64(dtype, a[start + j * step]);
+                            acc = if prod { acc.wrapping_mul(v) } else { acc.wrapping_add(v) };
                             *d = acc;
                         }
                     });
                 });
+            });
+            Ok(())
+        },
+    )
+}
+
+/// The gradient of [`cumprod`] along rows of `n` elements: input 0 the values `x`, input 1 the
+/// gradient `g` of the running products, both dense `[rows, n]` from `offsets.0` and
+/// `offsets.1` elements; output 0 (dense `[rows, n]`) gets
+/// `∂/∂x_k = (Π_{j<k} x_j) · S_k`, with `S_k = g_k + x_{k+1} · S_{k+1}`: exact where some
+/// `x_j` is 0, where dividing the products by `x_k` is not.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::cpu::reduce::cumprod_backward;
+/// use eddy_ops::kernel::{from_host, gather_host};
+/// use eddy_ops::{DType, Layout};
+/// use eddy_vm::{StreamId, Vm};
+/// let vm = Vm::builder().build()?;
+/// let (x, g, out) = (vm.new_blob(12), vm.new_blob(12), vm.new_blob(12));
+/// vm.run_op(StreamId::CPU, from_host(vec![2f32, 0., 3.]), &[], &[&x], false)?;
+/// vm.run_op(StreamId::CPU, from_host(vec![1f32, 1., 1.]), &[], &[&g], false)?;
+/// let k = cumprod_backward(DType::F32, 1, 3, (0, 0));
+/// vm.run_op(StreamId::CPU, k, &[&x, &g], &[&out], false)?;
+/// // y = [2, 0, 0]: dy/dx0 = 1 + 0 + 0, dy/dx1 = 2 + 2·3, dy/dx2 = 0.
+/// let l = Layout::contiguous([3]);
+/// assert_eq!(vm.read_blob(&out, move |m| gather_host::<f32>(m, &l))?, [1., 8., 0.]);
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+pub fn cumprod_backward(
+    dtype: DType,
+    rows: usize,
+    n: usize,
+    offsets: (usize, usize),
+) -> impl Kernel {
+    FnKernel::new(
+        "cumprod_backward",
+        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            dispatch_float!(dtype, F => {
+                // SAFETY: inputs 0 and 1 are read and output 0 written by this instruction.
+                let (x, g) = unsafe { (input::<F>(&ins[0]), input::<F>(&ins[1])) };
+                // SAFETY: output 0 is written only by this instruction and is not an input.
+                let o = unsafe { output::<F>(&outs[0]) };
+                let (x, g) = (&x[offsets.0..offsets.0 + rows * n], &g[offsets.1..offsets.1 + rows * n]);
+                if n == 0 {
+                    return Ok(());
+                }
+                for ((xr, gr), or) in x.chunks_exact(n).zip(g.chunks_exact(n)).zip(o.chunks_exact_mut(n)) {
+                    // S from the end, kept in the output; then the exclusive products.
+                    let mut s = gr[n - 1].up();
+                    or[n - 1] = F::down(s);
+                    for k in (0..n - 1).rev() {
+                        s = gr[k].up() + xr[k + 1].up() * s;
+                        or[k] = F::down(s);
+                    }
+                    let mut before = <F as FloatElem>::A::one();
+                    for k in 0..n {
+                        let sk = or[k].up();
+                        or[k] = F::down(before * sk);
+                        before *= xr[k].up();
+                    }
+                }
+            }, else => {
+                return Err(format!("cumprod_backward is not defined for {dtype}"));
             });
             Ok(())
         },

@@ -12,17 +12,10 @@ const REPL_ONLY: &[(&str, &str)] = &[
     ("ndim", "PyTorch's name for `rank`"),
     ("reciprocal", "PyTorch's name for `recip`"),
     (
-        "amax",
-        "PyTorch's `max` over several dims: `max` dim by dim",
-    ),
-    (
-        "amin",
-        "PyTorch's `min` over several dims: `min` dim by dim",
-    ),
-    (
         "T",
         "PyTorch's attribute: `permute` with every dim reversed",
     ),
+    ("mT", "PyTorch's attribute: `transpose(-2, -1)`"),
     ("to", "PyTorch's name for `to_dtype`"),
     ("type", "PyTorch's name for `to_dtype`"),
     ("float", "PyTorch's cast: `to_dtype(f32)`"),
@@ -85,8 +78,6 @@ const NOT_OFFERED: &[&str] = &[
     // Not offered yet: each needs a row (and a line in the tests) to be.
     "linear",
     "layer_norm",
-    "scatter_add",
-    "index_add",
     "chunk",
     "split",
     "split_sizes",

@@ -2,12 +2,12 @@
 //! in-place forms.
 
 use super::{Args, Builtin, method, out};
-use crate::Tensor;
 use crate::repl::Value;
 use crate::repl::arith::binary as binary_op;
-use crate::repl::convert::{as_num, as_tensor, number_like};
+use crate::repl::convert::{as_int, as_num, as_scalar, as_tensor, number_like};
 use crate::repl::error::{R, ReplError};
 use crate::repl::parser::Op;
+use crate::{Scalar, Tensor};
 
 /// Rows for methods without arguments that map each element, `x.NAME()`; each also works as a
 /// function, `NAME(x)`.
@@ -24,12 +24,30 @@ macro_rules! unary_rows {
 
 unary_rows!(
     neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu silu recip square sign
-    floor ceil round trunc log1p expm1 log2 log10 tan atan erf
+    floor ceil trunc log1p expm1 log2 log10 tan atan erf
 );
 
 /// Whether `name` is an elementwise map, callable as a function.
 pub(super) fn is_unary(name: &str) -> bool {
-    UNARY.iter().any(|b| b.name == name)
+    name == "round" || UNARY.iter().any(|b| b.name == name)
+}
+
+/// `round(decimals=0)`: to the nearest, halves to even; with `decimals`, as PyTorch's:
+/// `round(x · 10^d) / 10^d` in the tensor's dtype (a negative `d` rounds to tens, hundreds…).
+fn round(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    let d = a.param(f, 0, "decimals")?;
+    a.done(f)?;
+    a.arity(f, 0, 0)?;
+    let d = d.map_or(Ok(0), |v| as_int(&v, f))?;
+    if d == 0 {
+        return out(x.round());
+    }
+    let scale =
+        10f64.powi(i32::try_from(d).map_err(|_| ReplError::arg(f, "decimals out of range"))?);
+    out(x
+        .mul_scalar(scale)
+        .and_then(|y| y.round())
+        .and_then(|y| y.div_scalar(scale)))
 }
 
 pub(super) const BINARY: &[Builtin] = &[
@@ -41,6 +59,7 @@ pub(super) const BINARY: &[Builtin] = &[
             out(x.recip())
         },
     ),
+    method("round", "round(decimals=0)", round),
     method("add", "add(b)", operator),
     method("sub", "sub(b)", operator),
     method("mul", "mul(b)", operator),
@@ -66,6 +85,8 @@ pub(super) const BINARY: &[Builtin] = &[
     }),
     method("where_", "where_(a, b)", where_),
     method("clamp", "clamp(min, max)", clamp),
+    method("clamp_min", "clamp_min(min)", clamp_one),
+    method("clamp_max", "clamp_max(max)", clamp_one),
 ];
 
 pub(super) const IN_PLACE: &[Builtin] = &[
@@ -161,13 +182,25 @@ fn where_(f: &'static str, x: Tensor, a: Args) -> R<Value> {
 }
 
 fn clamp(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
-    let lo = a.named("min").map(|v| as_num(&v, f)).transpose()?;
-    let hi = a.named("max").map(|v| as_num(&v, f)).transpose()?;
+    let lo = a.named("min").map(|v| as_scalar(&v, f)).transpose()?;
+    let hi = a.named("max").map(|v| as_scalar(&v, f)).transpose()?;
     a.done(f)?;
     a.arity(f, 0, 2)?;
-    let lo = lo.or(a.pos.first().map(|v| as_num(v, f)).transpose()?);
-    let hi = hi.or(a.pos.get(1).map(|v| as_num(v, f)).transpose()?);
+    let lo = lo.or(a.pos.first().map(|v| as_scalar(v, f)).transpose()?);
+    let hi = hi.or(a.pos.get(1).map(|v| as_scalar(v, f)).transpose()?);
     out(x.clamp(lo, hi))
+}
+
+/// `clamp_min(c)`, `clamp_max(c)`: one bound, of its kind.
+fn clamp_one(f: &'static str, x: Tensor, a: Args) -> R<Value> {
+    a.done(f)?;
+    a.arity(f, 1, 1)?;
+    let c = as_scalar(&a.pos[0], f)?;
+    out(if f == "clamp_min" {
+        x.clamp_min(c)
+    } else {
+        x.clamp_max(c)
+    })
 }
 
 /// `add_`, `sub_`, `mul_`, `div_`, `copy_`: a tensor, or a number (in the tensor's dtype).
@@ -175,15 +208,21 @@ fn in_place(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
     a.done(f)?;
     a.arity(f, 1, 1)?;
     let arg = a.pos.pop().expect("1");
-    if let (Value::Num(c, _), "add_" | "sub_" | "mul_") = (&arg, f) {
+    // The number's kind decides, as in PyTorch: `add_(1.0)` on an integer tensor is refused
+    // (a float result), `add_(1)` is not. An integer subtracted wraps in the tensor's dtype
+    // (below, as a tensor of it).
+    let c = as_scalar(&arg, f).ok();
+    if let (Value::Num(..), Some(c), "add_" | "sub_" | "mul_") = (&arg, c, f)
+        && !(f == "sub_" && matches!(c, Scalar::Int(_)))
+    {
         return out(match f {
-            "add_" => x.add_scalar_(*c),
-            "sub_" => x.add_scalar_(-*c),
-            _ => x.mul_scalar_(*c),
+            "add_" => x.add_scalar_(c),
+            "sub_" => x.add_scalar_(Scalar::Float(-c.to_f64())),
+            _ => x.mul_scalar_(c),
         });
     }
     let y = match arg {
-        Value::Int(_) => number_like(&arg, &x)?,
+        Value::Int(_) | Value::Num(_, true) => number_like(&arg, &x)?,
         arg => as_tensor(arg, f)?,
     };
     out(match f {

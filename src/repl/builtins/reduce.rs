@@ -17,11 +17,8 @@ pub(super) const REDUCTIONS: &[Builtin] = &[
     method("any", "any(dims.., keepdim=false)", reduce),
     method("all", "all(dims.., keepdim=false)", reduce),
     method("norm", "norm(p=2, dims.., keepdim=false)", reduce),
-    method("cumsum", "cumsum(dim)", |f, x, mut a| {
-        a.take_dim(f, 0)?;
-        a.arity(f, 1, 1)?;
-        out(x.cumsum(a.dim_at(f, 0)?))
-    }),
+    method("cumsum", "cumsum(dim, dtype=None)", cumulative),
+    method("cumprod", "cumprod(dim, dtype=None)", cumulative),
     method("max", "max([dim], keepdim=false)", extreme),
     method("min", "min([dim], keepdim=false)", extreme),
     method("argmax", "argmax([dim], keepdim=false)", extreme),
@@ -33,23 +30,12 @@ pub(super) const REDUCTIONS: &[Builtin] = &[
 /// `amax`, `amin`: the extreme over several dims (every dim without any), values only.
 fn amax_amin(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
     let keep = a.keepdim(f)?;
-    let mut dims: Vec<usize> = a
-        .dims_or_all(f, x.rank())?
-        .into_iter()
-        .map(|d| crate::ops::norm_dim(f, d, x.rank().max(1)))
-        .collect::<Result<_, _>>()?;
-    dims.sort_unstable();
-    dims.dedup();
-    // The highest dim first, so the others keep their positions when dims are dropped.
-    let mut y = x;
-    for &d in dims.iter().rev() {
-        y = if f == "amax" {
-            y.max(d as isize, keep)?
-        } else {
-            y.min(d as isize, keep)?
-        };
-    }
-    out(Ok(y))
+    let dims = a.dims_or_all(f, x.rank())?;
+    out(if f == "amax" {
+        x.amax(&dims, keep)
+    } else {
+        x.amin(&dims, keep)
+    })
 }
 
 pub(super) const ORDERING: &[Builtin] = &[
@@ -71,6 +57,32 @@ pub(super) const ORDERING: &[Builtin] = &[
     ),
 ];
 
+/// `cumsum`, `cumprod`: along a dim, in `dtype` where given (the input converted first, as
+/// PyTorch's `dtype=`).
+fn cumulative(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    let x = match a.named("dtype") {
+        Some(Value::DType(d)) => x.to_dtype(d)?,
+        Some(v) => {
+            return Err(ReplError::arg(
+                f,
+                format!(
+                    "dtype: expected a dtype, got {}",
+                    crate::repl::convert::kind(&v)
+                ),
+            ));
+        }
+        None => x,
+    };
+    a.take_dim(f, 0)?;
+    a.arity(f, 1, 1)?;
+    let d = a.dim_at(f, 0)?;
+    out(if f == "cumsum" {
+        x.cumsum(d)
+    } else {
+        x.cumprod(d)
+    })
+}
+
 /// `sum`, `mean`, `prod`, `logsumexp`, `any`, `all`, `norm`.
 fn reduce(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
     // PyTorch's defaults: every dim, kept as size 1 with keepdim (`[[total]]` for a matrix);
@@ -78,6 +90,14 @@ fn reduce(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
     let keep = a.keepdim(f)?;
     // PyTorch's `norm(p, dim, keepdim)`: a first positional argument is `p`, not a dim.
     let p = match (f, a.named("p")) {
+        // The Frobenius norm is the 2-norm of every element.
+        ("norm", Some(Value::Str(s))) if s == "fro" => 2.0,
+        ("norm", Some(Value::Str(s))) => {
+            return Err(ReplError::arg(
+                f,
+                format!("p: only 'fro' among names (got '{s}')"),
+            ));
+        }
         ("norm", Some(v)) => as_num(&v, f)?,
         ("norm", None) if !a.pos.is_empty() => as_num(&a.pos.remove(0), f)?,
         ("norm", None) => 2.0,
@@ -149,6 +169,10 @@ fn extreme(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
 /// `sort` (a pair) and `argsort`.
 fn sort(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
     // PyTorch's `sort(dim=-1, descending=False)`, by position or by name.
+    // Eddy's sort is always stable, which `stable=False` allows too.
+    if let Some(v) = a.named("stable") {
+        as_bool(&v, f)?;
+    }
     let descending = match a.named("descending") {
         Some(v) => as_bool(&v, f)?,
         None if a.pos.len() == 2 => as_bool(&a.pos.pop().expect("two"), f)?,

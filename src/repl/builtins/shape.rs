@@ -23,6 +23,16 @@ pub(super) const VIEWS: &[Builtin] = &[
     }),
     method("t", "t()", |f, x, a| {
         a.none(f)?;
+        // PyTorch's `t()` is for up to 2 dims (`mT` swaps the last two of more).
+        if x.rank() > 2 {
+            return Err(ReplError::arg(
+                f,
+                format!(
+                    "expects a tensor of at most 2 dims, got {} (use `mT` or transpose)",
+                    x.rank()
+                ),
+            ));
+        }
         out(x.t())
     }),
     method("narrow", "narrow(dim, start, len)", |f, x, a| {
@@ -65,6 +75,8 @@ pub(super) const INDEXING: &[Builtin] = &[
     }),
     method("index_select", "index_select(dim, idx)", gather),
     method("gather", "gather(dim, idx)", gather),
+    method("index_add", "index_add(dim, idx, src)", add_at),
+    method("scatter_add", "scatter_add(dim, idx, src)", add_at),
     method("tril", "tril(diagonal=0)", triangle),
     method("triu", "triu(diagonal=0)", triangle),
 ];
@@ -118,9 +130,45 @@ fn resize(f: &'static str, x: Tensor, a: Args) -> R<Value> {
     })
 }
 
+/// `index_add` and `scatter_add` (out of place).
+fn add_at(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
+    a.done(f)?;
+    a.arity(f, 3, 3)?;
+    let d = a.dim_at(f, 0)?;
+    let src = as_tensor(a.pos.pop().expect("3"), f)?;
+    let idx = as_tensor(a.pos.pop().expect("3"), f)?;
+    out(if f == "index_add" {
+        x.index_add(d, &idx, &src)
+    } else {
+        x.scatter_add(d, &idx, &src)
+    })
+}
+
 /// `squeeze` and `unsqueeze`.
 fn squeeze(f: &'static str, x: Tensor, a: Args) -> R<Value> {
     a.done(f)?;
+    if let (true, [Value::List(dims)]) = (f == "squeeze", a.pos.as_slice()) {
+        // PyTorch's `squeeze([dims])`: each listed dim of size 1, the highest first so the
+        // others keep their positions; the others stay.
+        let mut ds: Vec<usize> = dims
+            .iter()
+            .map(|v| {
+                let d = as_int(v, f)? as isize;
+                Ok(crate::ops::norm_dim(f, d, x.rank().max(1))?)
+            })
+            .collect::<R<_>>()?;
+        ds.sort_unstable();
+        ds.dedup();
+        let mut y = x.clone();
+        for &d in ds
+            .iter()
+            .rev()
+            .filter(|&&d| x.rank() > 0 && x.dims()[d] == 1)
+        {
+            y = y.squeeze(d as isize)?;
+        }
+        return out(Ok(y));
+    }
     if f == "squeeze" && a.pos.is_empty() {
         // As PyTorch: every dim of size 1, last first so the others keep their positions.
         let mut y = x.clone();

@@ -75,6 +75,20 @@ pub(super) const ATTRIBUTES: &[Builtin] = &[
         },
         false,
     ),
+    // PyTorch's `.mT`: the last two dims swapped, for 2 dims or more.
+    attribute(
+        "mT",
+        |x| {
+            if x.rank() < 2 {
+                return Err(ReplError::arg(
+                    "mT",
+                    format!("expects a tensor of at least 2 dims, got {}", x.rank()),
+                ));
+            }
+            out(x.transpose(-2, -1))
+        },
+        false,
+    ),
     attribute(
         "grad",
         |x| Ok(x.grad().map_or(Value::Unit, Value::Tensor)),

@@ -1,7 +1,7 @@
 //! Tensor–tensor ops with broadcasting and dtype promotion, comparisons, `where_` and the
 //! logical ops.
 
-use crate::{DType, Error, Result, Shape, Tensor};
+use crate::{DType, Error, Result, Scalar, Shape, Tensor};
 use eddy_ops::elementwise::{self as ew, BinaryOp, CmpOp, Operand};
 use eddy_ops::{Lay, broadcast_shapes};
 
@@ -183,7 +183,7 @@ impl Tensor {
     /// never wrapped into `self`'s, so `u8` 255 is not equal to 511. (PyTorch wraps an integer
     /// scalar into an integer tensor's dtype first: a deliberate difference.)
     #[track_caller]
-    pub(super) fn compare_scalar(&self, c: f64, op: CmpOp) -> Result<Tensor> {
+    pub(super) fn compare_scalar(&self, c: Scalar, op: CmpOp) -> Result<Tensor> {
         let rhs = self.cmp_scalar(c)?;
         let dt = self.dtype().promote(rhs.dtype());
         self.compare_in(&rhs, op, self.shape().clone(), dt)
@@ -261,28 +261,30 @@ impl Tensor {
         ))
     }
 
-    /// The dtype of [`scalar_like`](Self::scalar_like)`(c)`.
-    pub(super) fn scalar_dtype(&self, c: f64) -> DType {
-        if !self.dtype().is_float() && c.fract() != 0.0 {
-            DType::F32
-        } else {
-            self.dtype()
-        }
+    /// The dtype of [`scalar_like`](Self::scalar_like)`(c)`: that of `self op c`.
+    pub(super) fn scalar_dtype(&self, c: Scalar) -> DType {
+        self.dtype().with_scalar(c)
     }
 
-    /// A 0-dim tensor of `self`'s dtype (or `f32` if `c` is not integral and `self` is integer).
+    /// A 0-dim tensor of `c` in the dtype of `self op c`.
     #[track_caller]
-    pub(super) fn scalar_like(&self, c: f64) -> Result<Tensor> {
-        self.new_filled(Shape::default(), self.scalar_dtype(c), c)
+    pub(super) fn scalar_like(&self, c: Scalar) -> Result<Tensor> {
+        self.new_filled(Shape::default(), self.scalar_dtype(c), c.to_f64())
     }
 
-    /// The right operand of a comparison with the scalar `c`: as [`scalar_like`](Self::scalar_like),
-    /// but an integral `c` outside an integer (or bool) dtype's range is kept in `i64` (or `f64`
-    /// beyond that), so that it is compared as it is, not clamped into the range: a `u8` 255
-    /// is not equal to 256.
+    /// The right operand of a comparison with the scalar `c`: as [`scalar_like`](Self::scalar_like)
+    /// (a float `c` beside an integer tensor compares in `f32`, as PyTorch's promotion does),
+    /// but an integer `c` outside an integer (or bool) dtype's range is kept in `i64` (or
+    /// `f64` beyond that), so that it is compared as it is, not clamped into the range: a
+    /// `u8` 255 is not equal to 256.
     #[track_caller]
-    pub(super) fn cmp_scalar(&self, c: f64) -> Result<Tensor> {
-        let dt = self.scalar_dtype(c);
+    pub(super) fn cmp_scalar(&self, c: Scalar) -> Result<Tensor> {
+        let dt = match (self.dtype(), c) {
+            // A bool beside a bool tensor, an integer beside an integer one: as it is.
+            (DType::Bool, Scalar::Int(_)) => DType::Bool,
+            _ => self.scalar_dtype(c),
+        };
+        let c = c.to_f64();
         let range = match dt {
             DType::Bool => Some((0.0, 1.0)),
             DType::U8 => Some((0.0, 255.0)),
@@ -465,8 +467,8 @@ macro_rules! cmp_methods {
                 ///
                 /// Engine errors.
                 #[track_caller]
-                pub fn $sname(&self, c: f64) -> Result<Tensor> {
-                    self.compare_scalar(c, CmpOp::$op)
+                pub fn $sname(&self, c: impl Into<Scalar>) -> Result<Tensor> {
+                    self.compare_scalar(c.into(), CmpOp::$op)
                 }
             )*
         }

@@ -1,6 +1,6 @@
 //! The in-place forms (`add_`, `mul_`, `copy_`, `fill_`, …): they write into existing storage.
 
-use crate::{DType, Error, Result, Tensor};
+use crate::{DType, Error, Result, Scalar, Tensor};
 use eddy_ops::elementwise::{self as ew, BinaryOp};
 use eddy_ops::{broadcast_shapes, copy};
 
@@ -225,8 +225,8 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     #[track_caller]
-    pub fn mul_scalar_(&self, c: f64) -> Result<Tensor> {
-        self.scalar_(BinaryOp::Mul, c)
+    pub fn mul_scalar_(&self, c: impl Into<Scalar>) -> Result<Tensor> {
+        self.scalar_(BinaryOp::Mul, c.into())
     }
     /// In place: `self += c`.
     ///
@@ -239,20 +239,21 @@ impl Tensor {
     /// ```
     /// use eddy_tensor::Tensor;
     /// let a = Tensor::from_vec(vec![1i64, 2], [2])?;
-    /// a.add_scalar_(5.0)?;
+    /// a.add_scalar_(5)?;
     /// assert_eq!(a.to_vec::<i64>()?, [6, 7]);
-    /// assert!(a.add_scalar_(0.5).is_err()); // an i64 tensor cannot hold x + 0.5
+    /// // As in PyTorch: `x + 1.0` is a float, which an i64 tensor cannot hold.
+    /// assert!(a.add_scalar_(1.0).is_err());
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     #[track_caller]
-    pub fn add_scalar_(&self, c: f64) -> Result<Tensor> {
-        self.scalar_(BinaryOp::Add, c)
+    pub fn add_scalar_(&self, c: impl Into<Scalar>) -> Result<Tensor> {
+        self.scalar_(BinaryOp::Add, c.into())
     }
 
     /// `self op= c`, with [`binary_`](Self::binary_)'s checks made before the scalar operand
     /// is enqueued (F1: a refused call enqueues nothing).
     #[track_caller]
-    pub(super) fn scalar_(&self, op: BinaryOp, c: f64) -> Result<Tensor> {
+    pub(super) fn scalar_(&self, op: BinaryOp, c: Scalar) -> Result<Tensor> {
         self.check_inplace(op.name())?;
         let dt = self.scalar_dtype(c);
         if self.dtype() == DType::Bool {

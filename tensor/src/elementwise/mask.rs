@@ -5,13 +5,14 @@ use eddy_ops::broadcast_shapes;
 
 /// Masking: `masked_fill` and the triangles `tril` / `triu`.
 impl Tensor {
-    /// `self` with `value` wherever `mask` is true (`mask` is `Bool` and broadcasts to `self`'s
-    /// shape, which the result keeps). The gradient flows to the elements not filled.
+    /// `self` with `value` wherever `mask` is true (`mask` is `Bool`; the two broadcast
+    /// together, as PyTorch's out-of-place `masked_fill`, so a mask larger than `self` gives
+    /// the larger shape). The gradient flows to the elements not filled.
     ///
     /// # Errors
     ///
-    /// `UnsupportedDType` if `mask` is not `Bool`; `ShapeMismatch` if it does not broadcast to
-    /// `self`; `DeviceMismatch`; `InvalidArgument` for a value `self`'s dtype cannot hold, as
+    /// `UnsupportedDType` if `mask` is not `Bool`; `ShapeMismatch` if the two do not
+    /// broadcast; `DeviceMismatch`; `InvalidArgument` for a value `self`'s dtype cannot hold, as
     /// [`full`](Self::full).
     ///
     /// # Examples
@@ -22,6 +23,8 @@ impl Tensor {
     /// let pad = Tensor::from_vec(vec![0i64, 0, 1], [3])?.gt_scalar(0.0)?;
     /// let s = scores.masked_fill(&pad, f64::NEG_INFINITY)?;
     /// assert_eq!(s.to_vec::<f32>()?, [0.5, 1.0, f32::NEG_INFINITY]);
+    /// let rows = Tensor::from_vec(vec![true, false], [2, 1])?; // larger than `scores`
+    /// assert_eq!(scores.masked_fill(&rows, 0.0)?.dims(), [2, 3]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     #[track_caller]
@@ -35,14 +38,8 @@ impl Tensor {
             });
         }
         self.same_device(OP, mask)?;
-        if broadcast_shapes(OP, self.shape(), mask.shape())? != *self.shape() {
-            return Err(Error::ShapeMismatch {
-                at: crate::Caller::here(),
-                op: OP,
-                lhs: self.dims().to_vec(),
-                rhs: mask.dims().to_vec(),
-            });
-        }
+        // Out of place, `self` broadcasts too, as in PyTorch: the result has both's shape.
+        broadcast_shapes(OP, self.shape(), mask.shape())?;
         let value = crate::create::checked_fill_value(OP, value, self.dtype())?;
         let fill = self.new_filled(Shape::default(), self.dtype(), value)?;
         mask.where_(&fill, self)

@@ -502,7 +502,16 @@ impl Tensor {
                         x.ge_scalar(0.0)?.where_(&g.zeros_like()?, &d)?
                     }
                     RPowScalar(c) => g.mul(y)?.mul_scalar(c.ln())?,
-                    Clamp(..) => g.mul(&y.eq(x)?.cast(g.dtype())?)?,
+                    // As PyTorch's: 1 strictly inside the bounds, 0 at and beyond them.
+                    Clamp(lo, hi) => {
+                        let inside = match (lo > f64::NEG_INFINITY, hi < f64::INFINITY) {
+                            (true, true) => x.gt_scalar(lo)?.logical_and(&x.lt_scalar(hi)?)?,
+                            (true, false) => x.gt_scalar(lo)?,
+                            (false, true) => x.lt_scalar(hi)?,
+                            (false, false) => y.eq(x)?,
+                        };
+                        g.mul(&inside.cast(g.dtype())?)?
+                    }
                     Floor | Ceil | Round | Trunc => g.zeros_like()?,
                     Log1p => g.div(&x.add_scalar(1.0)?)?,
                     Expm1 => g.mul(&y.add_scalar(1.0)?)?,

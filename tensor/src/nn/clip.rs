@@ -75,7 +75,7 @@ pub fn clip_grad_norm(params: &[Tensor], max_norm: f64, norm_type: f64) -> Resul
         Tensor::stack(&norms.iter().collect::<Vec<_>>(), 0)?.norm(norm_type, &[0], false)?
     };
     let factor = (total.add_scalar(1e-6)?.pow_scalar(-1.0)?).mul_scalar(max_norm)?;
-    let factor = factor.clamp(None, Some(1.0))?;
+    let factor = factor.clamp_max(1.0)?;
     for (p, g) in &grads {
         p.set_grad(Some(g.mul(&factor.to_dtype(g.dtype())?)?));
     }

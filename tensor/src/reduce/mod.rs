@@ -263,7 +263,7 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn max(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
-        self.reduce(ReduceOp::Max, &[dim], keepdim)
+        self.extreme_at(ReduceOp::Max, dim, keepdim)
     }
     /// Minimum over `dim`.
     ///
@@ -282,7 +282,90 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn min(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
-        self.reduce(ReduceOp::Min, &[dim], keepdim)
+        self.extreme_at(ReduceOp::Min, dim, keepdim)
+    }
+
+    /// [`max`](Self::max) or [`min`](Self::min) over `dim`, as PyTorch's `max(dim)`: the
+    /// gradient goes to the element [`argmax`](Self::argmax) (or `argmin`) picks, the first
+    /// of ties, where [`amax`](Self::amax) splits it among the ties.
+    #[track_caller]
+    fn extreme_at(&self, op: ReduceOp, dim: isize, keepdim: bool) -> Result<Tensor> {
+        if !self.dtype().is_float() || !crate::autograd::records(&[self]) {
+            return self.reduce(op, &[dim], keepdim);
+        }
+        let (values, at) = {
+            let _g = crate::no_grad();
+            let at = match op {
+                ReduceOp::Max => self.argmax(dim, true)?,
+                _ => self.argmin(dim, true)?,
+            };
+            (self.reduce(op, &[dim], keepdim)?, at)
+        };
+        let d = norm_dim(op.name(), dim, self.rank().max(1))? as isize;
+        let shape = self.shape().clone();
+        let rank = self.rank();
+        Ok(values.record(op.name(), &[self], move |g, _, _| {
+            let g = if keepdim || rank == 0 {
+                g.clone()
+            } else {
+                g.unsqueeze(d)?
+            };
+            if rank == 0 {
+                return Ok(vec![Some(g)]);
+            }
+            let zeros = g.new_filled(shape.clone(), g.dtype(), 0.0)?;
+            Ok(vec![Some(zeros.scatter_add(d, &at, &g)?)])
+        }))
+    }
+
+    /// Maximum over `dims` (every dim if empty), as PyTorch's `amax`: the gradient is split
+    /// evenly among ties, where [`max`](Self::max) sends it to one.
+    ///
+    /// # Errors
+    ///
+    /// As [`max`](Self::max).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![1f32, 3., 3.], [1, 3])?.requires_grad_(true)?;
+    /// t.amax(&[1], false)?.sum_all()?.backward()?;
+    /// assert_eq!(t.grad().unwrap().to_vec::<f32>()?, [0., 0.5, 0.5]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn amax(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        let dims = if dims.is_empty() {
+            all(self.rank())
+        } else {
+            SmallVec::from_slice(dims)
+        };
+        self.reduce(ReduceOp::Max, &dims, keepdim)
+    }
+
+    /// Minimum over `dims`, as PyTorch's `amin`: see [`amax`](Self::amax).
+    ///
+    /// # Errors
+    ///
+    /// As [`max`](Self::max).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::Tensor;
+    /// let t = Tensor::from_vec(vec![1f32, 3., 0., 5.], [2, 2])?;
+    /// assert_eq!(t.amin(&[0, 1], false)?.item::<f32>()?, 0.);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn amin(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        let dims = if dims.is_empty() {
+            all(self.rank())
+        } else {
+            SmallVec::from_slice(dims)
+        };
+        self.reduce(ReduceOp::Min, &dims, keepdim)
     }
     /// Maximum of all elements.
     ///
@@ -489,6 +572,69 @@ impl Tensor {
             let total = g.sum(&[d], true)?;
             Ok(vec![Some(total.sub(&g.cumsum(d)?)?.add(g)?)])
         }))
+    }
+
+    /// Running products along `dim`, as PyTorch's `cumprod`: floats keep their dtype,
+    /// integers and bools become `i64` (wrapping). Differentiable, exactly also where some
+    /// element is 0 (the gradient is not the products divided by the element).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidDim`; `Unsupported` on a device without the kernel.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{DType, Tensor};
+    /// let x = Tensor::from_vec(vec![1f32, 2., 3., 4., 5., 6.], [2, 3])?;
+    /// assert_eq!(x.cumprod(1)?.to_vec::<f32>()?, [1., 2., 6., 4., 20., 120.]);
+    /// assert_eq!(x.cumprod(0)?.to_vec::<f32>()?, [1., 2., 3., 4., 10., 18.]);
+    /// let i = Tensor::from_vec(vec![2u8, 3, 4], [3])?;
+    /// assert_eq!(i.cumprod(0)?.to_vec::<i64>()?, [2, 6, 24]);
+    /// let w = Tensor::from_vec(vec![2f32, 0., 3.], [3])?.requires_grad_(true)?;
+    /// w.cumprod(0)?.sum_all()?.backward()?;
+    /// assert_eq!(w.grad().unwrap().to_vec::<f32>()?, [1., 8., 0.]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn cumprod(&self, dim: isize) -> Result<Tensor> {
+        let r = self.rank();
+        if r == 0 {
+            norm_dim("cumprod", dim, 1)?;
+            return self.reshape([1])?.cumprod(0)?.reshape(Shape::default());
+        }
+        let d = norm_dim("cumprod", dim, r)?;
+        let (dtype, dev) = (self.dtype(), self.device());
+        let out_dtype = if dtype.is_float() { dtype } else { DType::I64 };
+        let out = self.empty_like_shape(self.shape().clone(), out_dtype)?;
+        let perm: Dims<usize> = (0..r).filter(|&k| k != d).chain([d]).collect();
+        let (la, lo) = (self.layout().permute(&perm), out.layout().permute(&perm));
+        let k = kernel!("cumprod", dev, kr::cumprod(dev, dtype, la, lo));
+        Tensor::launch(k, &[self], &[&out])?;
+        if !dtype.is_float() || !crate::autograd::records(&[self]) {
+            return Ok(out);
+        }
+        let d = d as isize;
+        let x = self.detach();
+        Ok(
+            out.record_saving("cumprod", &[self], &[&x.clone()], false, move |g, _, _| {
+                // The dim last, in dense rows, for the kernel.
+                let xt = x.transpose(d, -1)?.contiguous()?;
+                let gt = g.cast(x.dtype())?.transpose(d, -1)?.contiguous()?;
+                let n = xt.dims().last().copied().unwrap_or(1);
+                let rows = xt.numel().checked_div(n).unwrap_or(0);
+                let gx = xt.empty_like_shape(xt.shape().clone(), xt.dtype())?;
+                let offsets = (xt.layout().offset, gt.layout().offset);
+                let dev = xt.device();
+                let k = kernel!(
+                    "cumprod",
+                    dev,
+                    kr::cumprod_backward(dev, xt.dtype(), rows, n, offsets)
+                );
+                Tensor::launch(k, &[&xt, &gt], &[&gx])?;
+                Ok(vec![Some(gx.transpose(d, -1)?)])
+            }),
+        )
     }
 
     /// [`var`](Self::var), its errors naming `op`: two passes (the mean, then the squared
