@@ -125,9 +125,9 @@ fn suite() -> R<Vec<(&'static str, Tensor)>> {
         ("full", Tensor::full([2, 3], -1.5, DType::F32)?),
         (
             "int unary",
-            t.mul_scalar(3.0)?
+            t.mul_scalar(3)?
                 .neg()?
-                .clamp(Some(-10.0), Some(-2.0))?
+                .clamp(Some(-10), Some(-2))?
                 .abs()?
                 .to_dtype(DType::F32)?,
         ),
@@ -174,13 +174,13 @@ fn suite() -> R<Vec<(&'static str, Tensor)>> {
     out.push(("f64 in place", yd));
     out.push((
         "i64 where",
-        t.gt_scalar(1.0)?
+        t.gt_scalar(1)?
             .where_(&t, &t.zeros_like()?)?
             .to_dtype(DType::F32)?,
     ));
     out.push((
         "cross_entropy computed targets",
-        x.linear(&w, None)?.cross_entropy(&t.mul_scalar(1.0)?)?,
+        x.linear(&w, None)?.cross_entropy(&t.mul_scalar(1)?)?,
     ));
     {
         use eddy::tensor::optim::{Adam, Optimizer};
