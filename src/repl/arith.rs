@@ -2,10 +2,10 @@
 //! (as tensors) as PyTorch does.
 
 use super::Value;
-use super::convert::{as_tensor, is_number, number_like};
+use super::convert::{as_scalar, as_tensor, is_number, number_like};
 use super::error::{R, ReplError};
 use super::parser::Op;
-use crate::{Scalar, Tensor};
+use crate::Tensor;
 
 /// `a op b`, for numbers, tensors and lists (as tensors), with PyTorch's promotion.
 pub(super) fn binary(op: Op, a: Value, b: Value) -> R<Value> {
@@ -96,11 +96,7 @@ pub(super) fn binary(op: Op, a: Value, b: Value) -> R<Value> {
         {
             // The number's kind, as Python's: `t * 2` keeps an integer `t`'s dtype, `t * 2.0`
             // is a float.
-            let c = if int {
-                Scalar::Int(c as i64)
-            } else {
-                Scalar::Float(c)
-            };
+            let c = as_scalar(&Value::Num(c, int), "operator")?;
             t(match op {
                 Add => x.add_scalar(c),
                 Sub => x.sub_scalar(c),
@@ -116,11 +112,7 @@ pub(super) fn binary(op: Op, a: Value, b: Value) -> R<Value> {
             })
         }
         (Value::Num(c, int), Value::Tensor(y)) if matches!(op, Add | Sub | Mul) => {
-            let c = if int {
-                Scalar::Int(c as i64)
-            } else {
-                Scalar::Float(c)
-            };
+            let c = as_scalar(&Value::Num(c, int), "operator")?;
             t(match op {
                 Add => y.add_scalar(c),
                 Sub => y.rsub_scalar(c),

@@ -3,7 +3,7 @@
 
 use super::actors;
 use super::run::PlanRun;
-use super::{MemoryLayout, Overwrite, Plan, PlanInner, PlanSpec, Slot, Step};
+use super::{MemoryLayout, Overwrite, Plan, PlanInner, PlanSpec, Slot, StandIn, Step};
 use crate::Counted;
 use crate::blob::Blob;
 use crate::engine::Vm;
@@ -13,13 +13,6 @@ use crate::instruction::op_call::Blobs;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-
-/// A kernel standing in for a step's at one run ([`Plan::launch_with`]): the same op with
-/// other parameters, called from `at` (`None`: where the step's own kernel was called).
-pub(crate) struct StandIn {
-    pub(crate) kernel: Box<dyn Kernel>,
-    pub(crate) at: Option<Caller>,
-}
 
 /// Where the step that reads a temporary for the last time writes one of the same size, and
 /// its kernel may write it over the first ([`Kernel::may_alias`]): the plan lays each such

@@ -42,7 +42,6 @@ use std::sync::Arc;
 
 pub use crate::captured::{Captured, Operands};
 pub use actors::Actors;
-pub(crate) use launch::StandIn;
 pub use memory::{ARENA_ALIGN, MemoryLayout};
 
 #[cfg(test)]
@@ -287,6 +286,13 @@ impl PlanSpec {
 #[derive(Clone)]
 pub struct Plan {
     inner: Arc<PlanInner>,
+}
+
+/// A kernel standing in for a step's at one run ([`Plan::launch_with`]): the same op with
+/// other parameters, called from `at` (`None`: where the step's own kernel was called).
+pub(crate) struct StandIn {
+    pub(crate) kernel: Box<dyn Kernel>,
+    pub(crate) at: Option<Caller>,
 }
 
 /// How a plan releases a fixed blob it was the last to hold.

@@ -3,8 +3,7 @@
 
 use super::actors::RunRec;
 use super::failures::{all_inherited, inherited, record, settle};
-use super::launch::StandIn;
-use super::{PlanInner, Slot};
+use super::{PlanInner, Slot, StandIn};
 use crate::Counted;
 use crate::blob::Blob;
 use crate::error::{Caller, Error, Result};
