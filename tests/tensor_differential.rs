@@ -524,38 +524,62 @@ fn two_cpu_devices_agree_bit_for_bit() {
 #[cfg(feature = "cuda")]
 #[test]
 fn cpu_and_cuda_agree_within_tolerance() {
-    let vm = match Vm::builder().cuda_devices(1).build() {
-        Ok(vm) => vm,
-        Err(e) => {
-            eprintln!("SKIPPED: no CUDA device here: {e}");
-            return;
-        }
-    };
+    let Some(vm) = cuda_engine() else { return };
     watchdog(300, move || {
         for seed in [3, 0xD1CE, 0xEDD1, 77] {
-            let gpu = run_on_device(&vm, Device::Cuda(0), seed, 120);
-            let cpu = run_on_device(&vm, Device::CPU, seed, 120);
-            for th in 0..2 {
-                assert_eq!(gpu[th].len(), cpu[th].len(), "seed {seed} thread {th}");
-                for (k, (g, c)) in gpu[th].iter().zip(&cpu[th]).enumerate() {
-                    let close = g.0 == c.0
-                        && g.1.len() == c.1.len()
-                        && g.1.iter().zip(&c.1).all(|(&a, &b)| {
-                            let (a, b) = (f64::from_bits(a), f64::from_bits(b));
-                            a == b
-                                || (a.is_nan() && b.is_nan())
-                                || (a - b).abs() <= 1e-4 * (1.0 + b.abs())
-                        });
-                    assert!(
-                        close,
-                        "seed {seed} thread {th}, entry {k}:\n  cuda: {} {:?}\n  cpu:  {} {:?}",
-                        g.0, g.1, c.0, c.1
-                    );
-                }
-            }
+            cuda_agrees(&vm, seed, 120);
         }
         vm.sync().unwrap();
     });
+}
+
+#[cfg(feature = "cuda")]
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, max_shrink_iters: 4, ..ProptestConfig::default() })]
+
+    /// Random seeds: the device gives the CPU's log, as above.
+    #[test]
+    fn cpu_and_cuda_agree_on_random_programs(seed in any::<u64>()) {
+        if let Some(vm) = cuda_engine() {
+            watchdog(120, move || cuda_agrees(&vm, seed, 80));
+        }
+    }
+}
+
+/// An engine with `cuda:0`, or `None` (saying why) where there is none.
+#[cfg(feature = "cuda")]
+fn cuda_engine() -> Option<Vm> {
+    match Vm::builder().cuda_devices(1).build() {
+        Ok(vm) => Some(vm),
+        Err(e) => {
+            eprintln!("SKIPPED: no CUDA device here: {e}");
+            None
+        }
+    }
+}
+
+/// Runs program `seed` (`len` calls per thread) on `cuda:0` and on the CPU and checks that the
+/// logs agree within f32 tolerance.
+#[cfg(feature = "cuda")]
+fn cuda_agrees(vm: &Vm, seed: u64, len: usize) {
+    let gpu = run_on_device(vm, Device::Cuda(0), seed, len);
+    let cpu = run_on_device(vm, Device::CPU, seed, len);
+    for th in 0..2 {
+        assert_eq!(gpu[th].len(), cpu[th].len(), "seed {seed} thread {th}");
+        for (k, (g, c)) in gpu[th].iter().zip(&cpu[th]).enumerate() {
+            let close = g.0 == c.0
+                && g.1.len() == c.1.len()
+                && g.1.iter().zip(&c.1).all(|(&a, &b)| {
+                    let (a, b) = (f64::from_bits(a), f64::from_bits(b));
+                    a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-4 * (1.0 + b.abs())
+                });
+            assert!(
+                close,
+                "seed {seed} thread {th}, entry {k}:\n  cuda: {} {:?}\n  cpu:  {} {:?}",
+                g.0, g.1, c.0, c.1
+            );
+        }
+    }
 }
 
 proptest! {

@@ -74,7 +74,11 @@ pub fn cumprod(
     la: Layout,
     lo: Layout,
 ) -> Option<impl Kernel + use<>> {
-    pick!(device, cpu::reduce::cumprod(dtype, la, lo))
+    pick!(
+        device,
+        cpu::reduce::cumprod(dtype, la, lo),
+        crate::cuda::ops::cumprod(dtype, la, lo)
+    )
 }
 
 /// The kernel of [`cumprod`]'s gradient over `rows` dense rows of `n` (see
@@ -97,7 +101,8 @@ pub fn cumprod_backward(
 ) -> Option<impl Kernel + use<>> {
     pick!(
         device,
-        cpu::reduce::cumprod_backward(dtype, rows, n, offsets)
+        cpu::reduce::cumprod_backward(dtype, rows, n, offsets),
+        crate::cuda::ops::cumprod_backward(dtype, rows, n, offsets)
     )
 }
 

@@ -7,7 +7,7 @@
 //! Pointers (each operand's offset folded in), the ops' scalars and the element count are
 //! the launch's arguments, so a plan's runs, and every window a promoted loop runs with new
 //! scalars, reuse one compiled module. Each element is computed with the CPU kernels'
-//! arithmetic (`kernels.cu`'s `unary_op` and `binary_op`, in the program's dtype).
+//! arithmetic (`kernels/prelude.cu`'s `unary_op` and `binary_op`, in the program's dtype).
 
 use super::launch::{Launch, arch_of, compile_source, dptr, prelude, with_launch_as};
 use super::ops::{binary_code, unary_code};

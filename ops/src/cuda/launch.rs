@@ -13,10 +13,18 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 
-/// The device kernels' source, compiled at run time by NVRTC.
-pub const SOURCE: &str = include_str!("kernels.cu");
+/// The device kernels' source, compiled at run time by NVRTC: the files of `kernels/`, the
+/// prelude (types, layouts, dtypes and the elementwise arithmetic) first.
+pub const SOURCE: &str = concat!(
+    include_str!("kernels/prelude.cu"),
+    include_str!("kernels/elementwise.cu"),
+    include_str!("kernels/reduce.cu"),
+    include_str!("kernels/index.cu"),
+    include_str!("kernels/sort.cu"),
+    include_str!("kernels/linalg.cu"),
+);
 
-/// The most dims a device layout holds (`kernels.cu`'s `Lay`).
+/// The most dims a device layout holds (`kernels/prelude.cu`'s `Lay`).
 pub const MAX_DIMS: usize = 8;
 
 /// The helpers at the top of [`SOURCE`] (its types, layouts and the unary and binary ops),
@@ -24,7 +32,7 @@ pub const MAX_DIMS: usize = 8;
 pub fn prelude() -> &'static str {
     let end = SOURCE
         .find("// ---- The helpers above")
-        .expect("kernels.cu marks the end of its helpers");
+        .expect("kernels/prelude.cu marks the end of its helpers");
     &SOURCE[..end]
 }
 
@@ -136,7 +144,7 @@ pub fn module_for(device: &CudaDevice) -> Result<Arc<DeviceModule>, String> {
 
 /// The `extern "C"` kernels of [`SOURCE`] (each declared on a line of its own, with or
 /// without `__launch_bounds__`).
-fn kernel_names() -> impl Iterator<Item = &'static str> {
+pub(crate) fn kernel_names() -> impl Iterator<Item = &'static str> {
     SOURCE.lines().filter_map(|l| {
         let rest = l.strip_prefix("extern \"C\" __global__ void ")?;
         let rest = match rest.strip_prefix("__launch_bounds__(") {
@@ -262,7 +270,7 @@ impl Launch<'_> {
             .ok_or_else(|| format!("no device kernel {name}"))?;
         // SAFETY: `f` is a live function of this device's module; `params` point to values of
         // the kernel's parameter types in order (each call site builds them from the kernel's
-        // signature in `kernels.cu`), alive for the call; the device addresses in them are
+        // signature in `kernels/`), alive for the call; the device addresses in them are
         // the operands' blobs, which the engine keeps allocated until the launch is done and,
         // on this in-order stream, until the kernel has run.
         unsafe {
@@ -322,7 +330,7 @@ pub fn dptr<T>(b: &Blob, elems: usize) -> u64 {
     b.as_ptr() as u64 + (elems * std::mem::size_of::<T>()) as u64
 }
 
-/// An operand's layout as the device kernels take it (`kernels.cu`'s `Lay`): a rank, an
+/// An operand's layout as the device kernels take it (`kernels/prelude.cu`'s `Lay`): a rank, an
 /// offset, and up to [`MAX_DIMS`] dims and strides, in elements.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]

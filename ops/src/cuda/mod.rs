@@ -1,10 +1,10 @@
-//! CUDA kernels (feature `cuda`): NVRTC-compiled from `kernels.cu` (embedded in the crate),
-//! once per device, and products through cuBLAS. f32 first; integer and bool tensors reach the
-//! device for indices, masks and copies.
+//! CUDA kernels (feature `cuda`): NVRTC-compiled from the files of `kernels/` (embedded in
+//! the crate), once per device, and float products through cuBLAS. Every dtype the CPU
+//! kernels take, computed as they compute it (f16 and bf16 in f32, integers in i64 wrapping).
 //!
-//! Each constructor returns `None` for what it does not cover yet (another dtype, a layout
-//! cuBLAS cannot take), which the tensor layer reports as `Unsupported` naming the op and the
-//! device; nothing falls back to the host behind the caller's back.
+//! Each constructor returns `None` for what the device does not cover (a layout of more than
+//! 8 dims, say), which the tensor layer reports as `Unsupported` naming the op and the device;
+//! nothing falls back to the host behind the caller's back.
 //!
 //! A kernel runs on the device's compute stream: `compute` binds the device's context, takes
 //! the operands' device addresses from their blobs and launches; the engine counts it done

@@ -1,5 +1,5 @@
 //! The CUDA device's unit merge ([`eddy_vm::merge`]): a fused unit of eager elementwise op
-//! calls runs as one launch of `kernels.cu`'s `unit_f32` / `unit_f64` per 32 ops, instead of
+//! calls runs as one launch of `kernels/linalg.cu`'s `unit_f32` / `unit_f64` per 32 ops, instead of
 //! one launch per op. The kernel takes the unit's program (each op's code, scalars and
 //! operands) as its argument, so nothing is compiled per unit, whatever its length or ops.
 //!
@@ -21,12 +21,12 @@ use std::collections::HashSet;
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 
-/// The most ops one launch takes (`kernels.cu`'s `Unit`).
+/// The most ops one launch takes (`kernels/linalg.cu`'s `Unit`).
 const OPS: usize = 32;
 /// The most operands one launch takes.
 const OPERANDS: usize = 96;
 
-/// `kernels.cu`'s `Unit`, field for field.
+/// `kernels/linalg.cu`'s `Unit`, field for field.
 #[repr(C)]
 struct UnitArgs {
     n: i64,
@@ -307,7 +307,7 @@ mod tests {
         );
     }
 
-    /// The argument is laid out as `kernels.cu`'s `Unit` (2,320 bytes, within the driver's
+    /// The argument is laid out as `kernels/linalg.cu`'s `Unit` (2,320 bytes, within the driver's
     /// 4 KiB of arguments).
     #[test]
     fn the_launch_argument_has_the_kernels_layout() {

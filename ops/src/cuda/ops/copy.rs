@@ -1,6 +1,6 @@
 //! Copies and casts on the device, fills, and transfers between host and device.
 
-use super::{arg, dev_layout, numel};
+use super::{arg, bits_of, by_size, dev_layout, launch_fill, numel};
 use crate::cuda::launch::{CudaKernel, Launch, dptr};
 use crate::random::{Distribution, mantissa_digits, random_value};
 use crate::{DType, Elem, Layout};
@@ -8,47 +8,14 @@ use cudarc::driver::result;
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};
 
-/// Element i of `src` to element i of `dst` on the device: the same dtype (f32, f64, f16,
-/// bf16, i64, bool, u8), or a cast among f32, f64, i64 and bool (u8 to the numeric ones too),
-/// or between f16 or bf16 and f32, i64, u8 and bool.
+/// Element i of `src` to element i of `dst` on the device, between any two dtypes: the bits
+/// moved when the dtypes match, else converted as the CPU's [`cast`](crate::cast) converts.
 pub fn copy(
     src: Layout,
     src_dtype: DType,
     dst: Layout,
     dst_dtype: DType,
 ) -> Option<impl Kernel + use<>> {
-    use DType::*;
-    let name = match (src_dtype, dst_dtype) {
-        (F32, F32) => "copy_f32",
-        (F64, F64) => "copy_f64",
-        (I64, I64) => "copy_i64",
-        (Bool, Bool) | (U8, U8) | (Bool, U8) => "copy_u8",
-        (U8, Bool) => "cast_u8_bool",
-        (Bool, F32) | (U8, F32) => "cast_u8_f32",
-        (Bool, F64) | (U8, F64) => "cast_u8_f64",
-        (I64, F32) => "cast_i64_f32",
-        (I64, F64) => "cast_i64_f64",
-        (F32, F64) => "cast_f32_f64",
-        (F64, F32) => "cast_f64_f32",
-        (Bool, I64) | (U8, I64) => "cast_u8_i64",
-        (F32, I64) => "cast_f32_i64",
-        (F64, I64) => "cast_f64_i64",
-        (F16, F16) | (BF16, BF16) => "copy_u16",
-        (F16, F32) => "cast_f16_f32",
-        (BF16, F32) => "cast_bf16_f32",
-        (F32, F16) => "cast_f32_f16",
-        (F32, BF16) => "cast_f32_bf16",
-        (F16, Bool) => "cast_f16_bool",
-        (BF16, Bool) => "cast_bf16_bool",
-        (F16, I64) => "cast_f16_i64",
-        (BF16, I64) => "cast_bf16_i64",
-        (Bool, F16) | (U8, F16) => "cast_u8_f16",
-        (Bool, BF16) | (U8, BF16) => "cast_u8_bf16",
-        (F32, Bool) => "cast_f32_bool",
-        (F64, Bool) => "cast_f64_bool",
-        (I64, Bool) => "cast_i64_bool",
-        _ => return None,
-    };
     Some(CudaKernel::new(
         "copy",
         move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
@@ -56,10 +23,24 @@ pub fn copy(
             let (mut x, mut y) = (dptr::<u8>(&ins[0], 0), dptr::<u8>(&outs[0], 0));
             let (mut dx, mut dy) = (dev_layout(&src)?, dev_layout(&dst)?);
             let mut n64 = n as i64;
+            if src_dtype == dst_dtype {
+                let name = by_size(src_dtype, ["copy_b1", "copy_b2", "copy_b4", "copy_b8"]);
+                let args = &mut [
+                    arg(&mut x),
+                    arg(&mut dx),
+                    arg(&mut y),
+                    arg(&mut dy),
+                    arg(&mut n64),
+                ];
+                return l.elementwise(name, n, args);
+            }
+            let (mut sk, mut dk) = (cast_code(src_dtype), cast_code(dst_dtype));
             l.elementwise(
-                name,
+                "cast",
                 n,
                 &mut [
+                    arg(&mut sk),
+                    arg(&mut dk),
                     arg(&mut x),
                     arg(&mut dx),
                     arg(&mut y),
@@ -71,42 +52,36 @@ pub fn copy(
     ))
 }
 
-/// Fills the elements of output 0 that `layout` covers with `value` (f32, f64, f16, bf16, i64,
-/// bool, u8; rounded to the dtype on the host, as the CPU's fill rounds it).
+/// The `cast` kernel's code for `dtype` (`kernels/elementwise.cu`).
+fn cast_code(dtype: DType) -> i32 {
+    match dtype {
+        DType::F32 => 0,
+        DType::F64 => 1,
+        DType::F16 => 2,
+        DType::BF16 => 3,
+        DType::I64 => 4,
+        DType::I32 => 5,
+        DType::U8 => 6,
+        DType::Bool => 7,
+    }
+}
+
+/// Fills the elements of output 0 that `layout` covers with `value`, any dtype (converted on
+/// the host, as the CPU's fill converts it).
 pub fn fill(dtype: DType, layout: Layout, value: f64) -> Option<impl Kernel + use<>> {
-    let name = match dtype {
-        DType::F32 => "fill_f32",
-        DType::F16 | DType::BF16 => "fill_u16",
-        DType::F64 => "fill_f64",
-        DType::I64 => "fill_i64",
-        DType::Bool | DType::U8 => "fill_u8",
-        _ => return None,
-    };
+    let bits = bits_of(dtype, value);
     Some(CudaKernel::new(
         "fill",
         move |l: &Launch<'_>, _: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-            let n = layout.numel();
-            let mut y = dptr::<u8>(&outs[0], 0);
             let mut dl = dev_layout(&layout)?;
-            let mut n64 = n as i64;
-            // As the CPU's fill: a bool is "not zero", a byte the value saturated.
-            let vb = match dtype {
-                DType::Bool => (value != 0.0) as u8,
-                _ => value as u8,
-            };
-            let (mut vf, mut vd, mut vi, mut vb) = (value as f32, value, value as i64, vb);
-            let mut vh = match dtype {
-                DType::F16 => half::f16::from_f64(value).to_bits(),
-                _ => half::bf16::from_f64(value).to_bits(),
-            };
-            let v = match dtype {
-                DType::F32 => arg(&mut vf),
-                DType::F16 | DType::BF16 => arg(&mut vh),
-                DType::F64 => arg(&mut vd),
-                DType::I64 => arg(&mut vi),
-                _ => arg(&mut vb),
-            };
-            l.elementwise(name, n, &mut [arg(&mut y), arg(&mut dl), v, arg(&mut n64)])
+            launch_fill(
+                l,
+                &outs[0],
+                &mut dl,
+                dtype.size_in_bytes(),
+                layout.numel(),
+                bits,
+            )
         },
     ))
 }
@@ -227,4 +202,15 @@ pub fn upload_tensor(dtype: DType, src: Layout) -> impl Kernel {
             unsafe { l.copy_from_host(dptr::<u8>(&outs[0], 0), &host[from..from + bytes]) }
         },
     )
+}
+
+/// Every kernel name this family may launch.
+#[cfg(test)]
+pub(super) fn names() -> Vec<&'static str> {
+    let mut v = vec!["cast"];
+    for dt in super::DTYPES {
+        v.push(by_size(dt, ["copy_b1", "copy_b2", "copy_b4", "copy_b8"]));
+        v.push(by_size(dt, ["fill_b1", "fill_b2", "fill_b4", "fill_b8"]));
+    }
+    v
 }

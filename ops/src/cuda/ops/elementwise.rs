@@ -8,7 +8,7 @@ use crate::{DType, Lay, Layout};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};
 
-/// The kernel's code for a unary op and its two scalars (`kernels.cu`'s `unary_op`).
+/// The kernel's code for a unary op and its two scalars (`kernels/prelude.cu`'s `unary_op`).
 pub(crate) fn unary_code(op: UnaryOp) -> Option<(i32, f64, f64)> {
     use UnaryOp::*;
     Some(match op {
@@ -65,26 +65,40 @@ pub(crate) fn binary_code(op: BinaryOp) -> i32 {
         BinaryOp::Maximum => 5,
         BinaryOp::Minimum => 6,
         BinaryOp::ReluBackward => 7,
-        BinaryOp::FloorDiv | BinaryOp::Rem => unreachable!("refused by `binary`"),
+        BinaryOp::FloorDiv => 8,
+        BinaryOp::Rem => 9,
     }
 }
 
-/// `out = op(x)`: f32, f16 and bf16 (computed in f32) and f64, or i64 for the ops that keep
-/// integers (negation, absolute value, square, sign, integral scalar add, multiply and reverse
-/// subtract, clamp), wrapping as on the CPU.
+/// `out = op(x)`: floats (f16 and bf16 computed in f32), or the integer dtypes for the ops
+/// that keep integers (negation, absolute value, ReLU, square, sign, integral scalar add,
+/// multiply and reverse subtract, clamp, and the roundings, which leave integers as they are),
+/// computed in i64 and wrapping as on the CPU.
 pub fn unary(op: UnaryOp, dtype: DType, la: Lay) -> Option<impl Kernel + use<>> {
     use crate::device::Either;
     let what = Pos::of(&la).map(|a| Elementwise::Unary { op, dtype, a });
-    let f32_math = |kernel, elem| unary_f32(op, la.clone(), kernel, elem);
+    let name = unary_name(dtype)?;
     let k = match dtype {
-        DType::F32 => f32_math("unary_f32", 4).map(|k| Either::Cpu(Either::Cpu(k))),
-        DType::F16 => f32_math("unary_f16", 2).map(|k| Either::Cpu(Either::Cpu(k))),
-        DType::BF16 => f32_math("unary_bf16", 2).map(|k| Either::Cpu(Either::Cpu(k))),
-        DType::F64 => unary_f64(op, la).map(|k| Either::Cpu(Either::Cuda(k))),
-        DType::I64 => unary_i64(op, la).map(Either::Cuda),
-        _ => None,
+        DType::F32 | DType::F16 | DType::BF16 => {
+            let (code, c, d) = unary_code(op)?;
+            let k = unary_kernel(op.name(), name, dtype, (code, c as f32, d as f32), la);
+            Either::Cpu(Either::Cpu(k))
+        }
+        DType::F64 => Either::Cpu(Either::Cuda(unary_kernel(
+            op.name(),
+            name,
+            dtype,
+            unary_code(op)?,
+            la,
+        ))),
+        _ => Either::Cuda(unary_int(op, name, dtype, la)?),
     };
-    k.map(|k| Described { k, what })
+    Some(Described { k, what })
+}
+
+/// The unary kernel for `dtype` (integers share the i64 arithmetic).
+fn unary_name(dtype: DType) -> Option<&'static str> {
+    super::every!("unary", dtype).filter(|_| dtype != DType::Bool)
 }
 
 /// A device kernel that says what it computes ([`Kernel::describe`]), so that a plan's pass
@@ -114,67 +128,55 @@ impl<K: Kernel> Kernel for Described<K> {
     }
 }
 
-/// [`unary`] on i64.
-fn unary_i64(op: UnaryOp, la: Lay) -> Option<impl Kernel + use<>> {
+/// [`unary`] on an integer dtype: the op's code and its scalars in i64 (a clamp's bounds
+/// saturated to the dtype's range, as the CPU's; `None` for a scalar that is not whole).
+fn unary_int(
+    op: UnaryOp,
+    name: &'static str,
+    dtype: DType,
+    la: Lay,
+) -> Option<impl Kernel + use<>> {
     use UnaryOp::*;
     let whole = |v: f64| (v.fract() == 0.0 && v.abs() < 9.2e18).then_some(v as i64);
+    let (lo, hi) = match dtype {
+        DType::I32 => (i64::from(i32::MIN), i64::from(i32::MAX)),
+        DType::U8 => (0, 255),
+        _ => (i64::MIN, i64::MAX),
+    };
+    // As `T::from_f64`: saturated to the dtype's range (NaN to 0).
+    let bound = |v: f64| {
+        if v.is_nan() {
+            0
+        } else {
+            (v.clamp(lo as f64, hi as f64) as i64).clamp(lo, hi)
+        }
+    };
     let (code, c, d) = match op {
         Neg => (0, 0, 0),
         Abs => (1, 0, 0),
+        Relu => (10, 0, 0),
         Square => (14, 0, 0),
         Sign => (15, 0, 0),
         AddScalar(c) => (18, whole(c)?, 0),
         MulScalar(c) => (19, whole(c)?, 0),
         RSubScalar(c) => (21, whole(c)?, 0),
-        Clamp(lo, hi) => (
-            25,
-            if lo == f64::NEG_INFINITY {
-                i64::MIN
-            } else {
-                whole(lo)?
-            },
-            if hi == f64::INFINITY {
-                i64::MAX
-            } else {
-                whole(hi)?
-            },
-        ),
+        Clamp(l, h) => (25, bound(l), bound(h)),
+        Floor | Ceil | Round | Trunc => (26, 0, 0),
         _ => return None,
     };
-    Some(unary_kernel(op.name(), "unary_i64", 8, (code, c, d), la))
-}
-
-/// [`unary`] computed in f32: `kernel` over elements of `elem` bytes (f32, f16 or bf16).
-fn unary_f32(
-    op: UnaryOp,
-    la: Lay,
-    kernel: &'static str,
-    elem: usize,
-) -> Option<impl Kernel + use<>> {
-    let (code, c, d) = unary_code(op)?;
-    Some(unary_kernel(
-        op.name(),
-        kernel,
-        elem,
-        (code, c as f32, d as f32),
-        la,
-    ))
-}
-
-/// [`unary`] on f64.
-fn unary_f64(op: UnaryOp, la: Lay) -> Option<impl Kernel + use<>> {
-    Some(unary_kernel(op.name(), "unary_f64", 8, unary_code(op)?, la))
+    Some(unary_kernel(op.name(), name, dtype, (code, c, d), la))
 }
 
 /// A launch of the unary kernel `kernel` (`(op code, c, d)` its first three arguments, then
-/// the input, its layout, the output and the count) over elements of `elem` bytes.
+/// the input, its layout, the output and the count) over elements of `dtype`.
 fn unary_kernel<C: Copy + Send + 'static>(
     name: &'static str,
     kernel: &'static str,
-    elem: usize,
+    dtype: DType,
     (code, c, d): (i32, C, C),
     la: Lay,
 ) -> impl Kernel {
+    let elem = dtype.size_in_bytes();
     CudaKernel::new(
         name,
         move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
@@ -200,18 +202,12 @@ fn unary_kernel<C: Copy + Send + 'static>(
     )
 }
 
-/// `out = a op b`, f32 or f64, or f16 and bf16 computed in f32.
+/// `out = a op b`: floats (f16 and bf16 computed in f32), and the integer dtypes computed in
+/// i64, wrapping as on the CPU. Where the CPU kernel fails (an integer division by zero, zero
+/// to a negative integer power) the device, which cannot stop the stream, writes 0.
 pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel + use<>> {
-    if matches!(op, BinaryOp::FloorDiv | BinaryOp::Rem) {
-        return None;
-    }
-    let (kernel, elem) = match dtype {
-        DType::F32 => ("binary_f32", 4),
-        DType::F64 => ("binary_f64", 8),
-        DType::F16 => ("binary_f16", 2),
-        DType::BF16 => ("binary_bf16", 2),
-        _ => return None,
-    };
+    let kernel = binary_name(op, dtype)?;
+    let elem = dtype.size_in_bytes();
     let what = Pos::of(&la)
         .zip(Pos::of(&lb))
         .map(|(a, b)| Elementwise::Binary { op, dtype, a, b });
@@ -262,6 +258,13 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kerne
     }
 }
 
+/// The binary kernel of `op` for `dtype` (integer division is computed in float, and bool has
+/// no arithmetic: both are refused by the op layer before they come here).
+fn binary_name(op: BinaryOp, dtype: DType) -> Option<&'static str> {
+    let int_div = op == BinaryOp::Div && !dtype.is_float();
+    super::every!("binary", dtype).filter(|_| dtype != DType::Bool && !int_div)
+}
+
 /// The device addresses of two dense f32 operands, if both are dense and 16-byte aligned (the
 /// vector kernel's case); the output, fresh from the allocator, always is.
 fn dense_f32_pair(dtype: DType, la: &Lay, lb: &Lay, ins: &[Counted<Blob>]) -> Option<(u64, u64)> {
@@ -272,7 +275,9 @@ fn dense_f32_pair(dtype: DType, la: &Lay, lb: &Lay, ins: &[Counted<Blob>]) -> Op
     (dtype == DType::F32 && a % 16 == 0 && b % 16 == 0).then_some((a, b))
 }
 
-/// `out op= alpha * x` in place, f32 or f64, or f16 and bf16 computed in f32.
+/// `out op= alpha * x` in place: floats (f16 and bf16 computed in f32), and for the integer
+/// dtypes the forms the CPU defines (add and subtract with an integral alpha, multiply,
+/// maximum, minimum), wrapping.
 pub fn binary_inplace(
     op: BinaryOp,
     dtype: DType,
@@ -280,13 +285,7 @@ pub fn binary_inplace(
     lx: Layout,
     alpha: f64,
 ) -> Option<impl Kernel + use<>> {
-    let kernel = match dtype {
-        DType::F32 => "binary_inplace_f32",
-        DType::F64 => "binary_inplace_f64",
-        DType::F16 => "binary_inplace_f16",
-        DType::BF16 => "binary_inplace_bf16",
-        _ => return None,
-    };
+    let kernel = inplace_name(op, dtype, alpha)?;
     Some(CudaKernel::new(
         op.name(),
         move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
@@ -295,10 +294,11 @@ pub fn binary_inplace(
             let (mut o, mut x) = (dptr::<u8>(&outs[0], 0), dptr::<u8>(&ins[0], 0));
             let (mut dlo, mut dlx) = (dev_layout(&lo)?, dev_layout(&lx)?);
             let (mut alpha32, mut alpha64, mut n64) = (alpha as f32, alpha, n as i64);
-            let alpha_arg = if dtype == DType::F64 {
-                arg(&mut alpha64)
-            } else {
-                arg(&mut alpha32)
+            let mut alpha_int = alpha as i64;
+            let alpha_arg = match dtype {
+                DType::F64 => arg(&mut alpha64),
+                DType::F32 | DType::F16 | DType::BF16 => arg(&mut alpha32),
+                _ => arg(&mut alpha_int),
             };
             l.elementwise(
                 kernel,
@@ -317,17 +317,20 @@ pub fn binary_inplace(
     ))
 }
 
-/// `out = a cmp b` as bool, f32, f64, f16, bf16, i64, u8 or bool operands.
-pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel + use<>> {
-    let name = match dtype {
-        DType::U8 | DType::Bool => "compare_u8",
-        DType::F32 => "compare_f32",
-        DType::F16 => "compare_f16",
-        DType::BF16 => "compare_bf16",
-        DType::F64 => "compare_f64",
-        DType::I64 => "compare_i64",
-        _ => return None,
+/// The in-place kernel of `op` for `dtype` and `alpha`.
+fn inplace_name(op: BinaryOp, dtype: DType, alpha: f64) -> Option<&'static str> {
+    let int_form = match op {
+        BinaryOp::Add | BinaryOp::Sub => alpha.fract() == 0.0,
+        BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum => true,
+        _ => false,
     };
+    super::every!("binary_inplace", dtype)
+        .filter(|_| dtype.is_float() || (dtype != DType::Bool && int_form))
+}
+
+/// `out = a cmp b` as bool, operands of any dtype.
+pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel + use<>> {
+    let name = super::every!("compare", dtype)?;
     let code = op as i32;
     Some(CudaKernel::new(
         op.name(),
@@ -354,16 +357,10 @@ pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel 
     ))
 }
 
-/// `out = cond ? a : b`: f32, f64, f16, bf16, i64, u8 and bool.
+/// `out = cond ? a : b`, any dtype (the bits moved by element size).
 pub fn where_(dtype: DType, lc: Layout, la: Layout, lb: Layout) -> Option<impl Kernel + use<>> {
-    let (kernel, elem) = match dtype {
-        DType::F32 => ("where_f32", 4),
-        DType::F64 => ("where_f64", 8),
-        DType::I64 => ("where_i64", 8),
-        DType::U8 | DType::Bool => ("where_u8", 1),
-        DType::F16 | DType::BF16 => ("where_u16", 2),
-        _ => return None,
-    };
+    let kernel = where_name(dtype);
+    let elem = dtype.size_in_bytes();
     Some(CudaKernel::new(
         "where",
         move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
@@ -391,4 +388,25 @@ pub fn where_(dtype: DType, lc: Layout, la: Layout, lb: Layout) -> Option<impl K
             )
         },
     ))
+}
+
+/// The `where` kernel for `dtype`'s element size.
+fn where_name(dtype: DType) -> &'static str {
+    super::by_size(dtype, ["where_b1", "where_b2", "where_b4", "where_b8"])
+}
+
+/// Every kernel name this family may launch.
+#[cfg(test)]
+pub(super) fn names() -> Vec<&'static str> {
+    let mut v = vec!["binary_dense_f32"];
+    for dt in super::DTYPES {
+        v.extend(unary_name(dt));
+        v.push(where_name(dt));
+        v.extend(super::every!("compare", dt));
+        for op in [BinaryOp::Add, BinaryOp::Div, BinaryOp::Rem] {
+            v.extend(binary_name(op, dt));
+            v.extend(inplace_name(op, dt, 1.0));
+        }
+    }
+    v
 }

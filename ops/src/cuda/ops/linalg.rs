@@ -61,7 +61,7 @@ fn gemm(
         DType::F16 | DType::BF16 => 2,
         _ => return None,
     };
-    if bias.is_some() && dtype != DType::F32 {
+    if bias.is_some() && !matches!(dtype, DType::F32 | DType::F64) {
         return None;
     }
     let r = la.shape.rank();
@@ -171,32 +171,123 @@ fn gemm(
             })?;
             if let Some((lc, relu)) = &bias {
                 let total = batch as usize * m as usize * n as usize;
-                let (mut y, mut bp) = (c, dptr::<f32>(&ins[2], 0));
-                let mut dl = dev_layout(lc)?;
-                let (mut n64, mut rl) = (total as i64, *relu as i32);
-                l.elementwise(
-                    "bias_act_f32",
-                    total,
-                    &mut [
-                        arg(&mut y),
-                        arg(&mut bp),
-                        arg(&mut dl),
-                        arg(&mut n64),
-                        arg(&mut rl),
-                    ],
-                )?;
+                bias_act(l, c, &ins[2], lc, *relu, dtype, total)?;
             }
             Ok(())
         },
     ))
 }
 
-/// `a @ b` through cuBLAS: f32, f64, and f16 and bf16 on the tensor cores (summed in f32).
-pub fn matmul(dtype: DType, la: Layout, lb: Layout) -> Option<impl Kernel + use<>> {
-    gemm("matmul", dtype, la, lb, None)
+/// `y = relu?(y + bias)` in place over the `total` elements of the product at `y`, `bias`
+/// (input 2) laid out as `lc` over the output; f32 or f64.
+fn bias_act(
+    l: &Launch<'_>,
+    y: u64,
+    bias: &Blob,
+    lc: &Layout,
+    relu: bool,
+    dtype: DType,
+    total: usize,
+) -> Result<(), String> {
+    let name = if dtype == DType::F64 {
+        "bias_act_f64"
+    } else {
+        "bias_act_f32"
+    };
+    let (mut y, mut bp) = (y, dptr::<u8>(bias, 0));
+    let mut dl = dev_layout(lc)?;
+    let (mut n64, mut rl) = (total as i64, i32::from(relu));
+    l.elementwise(
+        name,
+        total,
+        &mut [
+            arg(&mut y),
+            arg(&mut bp),
+            arg(&mut dl),
+            arg(&mut n64),
+            arg(&mut rl),
+        ],
+    )
 }
 
-/// `relu?(a @ b + c)`, f32: the product through cuBLAS, then the bias (and ReLU) in one pass.
+/// `a @ b`: through cuBLAS for f32, f64, and f16 and bf16 on the tensor cores (summed in
+/// f32) where each matrix has a unit stride; any other dtype or layout by a kernel of one
+/// thread an output element (integers wrapping, as on the CPU).
+pub fn matmul(dtype: DType, la: Layout, lb: Layout) -> Option<impl Kernel + use<>> {
+    use crate::device::Either;
+    match gemm("matmul", dtype, la.clone(), lb.clone(), None) {
+        Some(k) => Some(Either::Cpu(k)),
+        None => matmul_any("matmul", dtype, la, lb, None).map(Either::Cuda),
+    }
+}
+
+/// The kernel of [`matmul`] for any dtype but bool and any layout, followed by a bias (f32
+/// or f64) and a ReLU where `bias` says so.
+fn matmul_any(
+    op: &'static str,
+    dtype: DType,
+    la: Layout,
+    lb: Layout,
+    bias: Option<(Layout, bool)>,
+) -> Option<impl Kernel + use<>> {
+    if bias.is_some() && !matches!(dtype, DType::F32 | DType::F64) {
+        return None;
+    }
+    let name = super::every!("matmul_any", dtype).filter(|_| dtype != DType::Bool)?;
+    let r = la.shape.rank();
+    if r < 2 || lb.shape.rank() != r {
+        return None;
+    }
+    let (m, k) = (la.shape.dims()[r - 2], la.shape.dims()[r - 1]);
+    let n = lb.shape.dims()[r - 1];
+    let batch: usize = la.shape.dims()[..r - 2].iter().product();
+    let (dla, dlb) = (dev_layout(&la).ok()?, dev_layout(&lb).ok()?);
+    let (sa, sb) = (la.strides[r - 1] as i64, lb.strides[r - 2] as i64);
+    Some(CudaKernel::new(
+        op,
+        move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let (mut a, mut dla, mut sa) = (dptr::<u8>(&ins[0], 0), dla, sa);
+            let (mut b, mut dlb, mut sb) = (dptr::<u8>(&ins[1], 0), dlb, sb);
+            let mut y = dptr::<u8>(&outs[0], 0);
+            let (mut batch64, mut m64, mut k64, mut n64) =
+                (batch as i64, m as i64, k as i64, n as i64);
+            l.elementwise(
+                name,
+                batch * m * n,
+                &mut [
+                    arg(&mut a),
+                    arg(&mut dla),
+                    arg(&mut sa),
+                    arg(&mut b),
+                    arg(&mut dlb),
+                    arg(&mut sb),
+                    arg(&mut y),
+                    arg(&mut batch64),
+                    arg(&mut m64),
+                    arg(&mut k64),
+                    arg(&mut n64),
+                ],
+            )?;
+            match &bias {
+                Some((lc, relu)) => bias_act(l, y, &ins[2], lc, *relu, dtype, batch * m * n),
+                None => Ok(()),
+            }
+        },
+    ))
+}
+
+/// Every kernel name this family may launch.
+#[cfg(test)]
+pub(super) fn names() -> Vec<&'static str> {
+    let mut v = vec!["bias_act_f32", "bias_act_f64"];
+    for dt in super::DTYPES {
+        v.extend(super::every!("matmul_any", dt).filter(|_| dt != DType::Bool));
+    }
+    v
+}
+
+/// `relu?(a @ b + c)`, f32 or f64: the product (as [`matmul`] computes it), then the bias
+/// (and ReLU) in one pass.
 pub fn matmul_bias(
     dtype: DType,
     la: Layout,
@@ -204,11 +295,11 @@ pub fn matmul_bias(
     lc: Layout,
     relu: bool,
 ) -> Option<impl Kernel + use<>> {
-    gemm(
-        if relu { "linear_relu" } else { "linear" },
-        dtype,
-        la,
-        lb,
-        Some((lc, relu)),
-    )
+    use crate::device::Either;
+    let op = if relu { "linear_relu" } else { "linear" };
+    let bias = Some((lc, relu));
+    match gemm(op, dtype, la.clone(), lb.clone(), bias.clone()) {
+        Some(k) => Some(Either::Cpu(k)),
+        None => matmul_any(op, dtype, la, lb, bias).map(Either::Cuda),
+    }
 }

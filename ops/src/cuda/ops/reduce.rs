@@ -7,27 +7,13 @@ use crate::{DType, Layout};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};
 
-/// Reductions of runs of `r` elements of `la` (the reduced dims permuted last): f32 and f64,
-/// f16 and bf16 accumulated in f32, and `i64`, `u8` and `bool` (sums and products in `i64`,
-/// wrapping, as on the CPU).
+/// Reductions of runs of `r` elements of `la` (the reduced dims permuted last), every dtype:
+/// f32 and f64, f16 and bf16 accumulated in f32, and the integers and bool (sums and products
+/// in `i64`, wrapping, as on the CPU).
 pub fn reduce(op: ReduceOp, dtype: DType, la: Layout, r: usize) -> Option<impl Kernel + use<>> {
     let arg_op = matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin);
     let out_elem = op.out_dtype(dtype)?.size_in_bytes();
-    let name = match (dtype, arg_op) {
-        (DType::I64, false) => "reduce_i64",
-        (DType::U8 | DType::Bool, false) => "reduce_u8",
-        (DType::I64, true) => "argreduce_i64",
-        (DType::U8 | DType::Bool, true) => "argreduce_u8",
-        (DType::F32, false) => "reduce_f32",
-        (DType::F64, false) => "reduce_f64",
-        (DType::F16, false) => "reduce_f16",
-        (DType::BF16, false) => "reduce_bf16",
-        (DType::F32, true) => "argreduce_f32",
-        (DType::F64, true) => "argreduce_f64",
-        (DType::F16, true) => "argreduce_f16",
-        (DType::BF16, true) => "argreduce_bf16",
-        _ => return None,
-    };
+    let name = reduce_name(dtype, arg_op)?;
     let code = match op {
         ReduceOp::Sum | ReduceOp::ArgMax => 0,
         ReduceOp::Mean | ReduceOp::ArgMin => 1,
@@ -86,13 +72,7 @@ pub fn sum_leading(
     rows: usize,
     cols: usize,
 ) -> Option<impl Kernel + use<>> {
-    let name = match dtype {
-        DType::F32 => "reduce_f32",
-        DType::F64 => "reduce_f64",
-        DType::F16 => "reduce_f16",
-        DType::BF16 => "reduce_bf16",
-        _ => return None,
-    };
+    let name = super::floats!("reduce", dtype)?;
     // Output j sums elements j, j + cols, …: the layout [cols, rows] with strides [1, cols].
     let mut l = Layout::contiguous([cols, rows]);
     l.strides = [1, cols].into_iter().collect();
@@ -107,7 +87,8 @@ pub fn sum_leading(
     ))
 }
 
-/// Softmax or log-softmax over the last dim of a dense `[rows, cols]` f32 input.
+/// Softmax or log-softmax over the last dim of a dense `[rows, cols]` float input (f16 and
+/// bf16 computed in f32).
 pub fn softmax(
     dtype: DType,
     offset: usize,
@@ -115,23 +96,26 @@ pub fn softmax(
     cols: usize,
     log: bool,
 ) -> Option<impl Kernel + use<>> {
-    (dtype == DType::F32).then(|| {
+    let name = super::floats!("softmax", dtype)?;
+    // Shared memory: one value of the compute type a thread.
+    let compute = if dtype == DType::F64 { 8 } else { 4 };
+    Some({
         let op = if log { "log_softmax" } else { "softmax" };
         CudaKernel::new(
             op,
             move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
                 let (mut x, mut off, mut y) = (
-                    dptr::<f32>(&ins[0], 0),
+                    dptr::<u8>(&ins[0], 0),
                     offset as i64,
-                    dptr::<f32>(&outs[0], 0),
+                    dptr::<u8>(&outs[0], 0),
                 );
                 let (mut rows64, mut cols64, mut lg) = (rows as i64, cols as i64, log as i32);
                 let block = 256u32;
                 l.grid(
-                    "softmax_f32",
+                    name,
                     rows as u32,
                     block,
-                    block * 4,
+                    block * compute,
                     &mut [
                         arg(&mut x),
                         arg(&mut off),
@@ -144,4 +128,25 @@ pub fn softmax(
             },
         )
     })
+}
+
+/// The reduction kernel for `dtype` (an arg-reduction with `arg_op`).
+fn reduce_name(dtype: DType, arg_op: bool) -> Option<&'static str> {
+    if arg_op {
+        super::every!("argreduce", dtype)
+    } else {
+        super::every!("reduce", dtype)
+    }
+}
+
+/// Every kernel name this family may launch.
+#[cfg(test)]
+pub(super) fn names() -> Vec<&'static str> {
+    let mut v = Vec::new();
+    for dt in super::DTYPES {
+        v.extend(reduce_name(dt, false));
+        v.extend(reduce_name(dt, true));
+        v.extend(super::floats!("softmax", dt));
+    }
+    v
 }

@@ -11,17 +11,6 @@ use eddy_vm::{Blob, Counted};
 /// within the 48 KiB a block may take without asking.
 const SHARED_ROW: usize = 4096;
 
-/// The kernel family's suffix for `dtype`: the device sorts and sums these.
-fn suffix(dtype: DType) -> Option<&'static str> {
-    match dtype {
-        DType::F32 => Some("f32"),
-        DType::F64 => Some("f64"),
-        DType::I64 => Some("i64"),
-        DType::U8 | DType::Bool => Some("u8"),
-        _ => None,
-    }
-}
-
 /// Sorts each row of `la` (its last dim) and writes the first `k` of each row's order, `k`
 /// being `lo`'s last dim: values (`dtype`) to output 0 and their positions (`i64`) to output 1,
 /// both through `lo`. The CPU kernel's total order: NaN above every number, ties in their
@@ -29,12 +18,7 @@ fn suffix(dtype: DType) -> Option<&'static str> {
 /// sorted in shared memory, a longer one in scratch memory of 12 bytes an element for each of
 /// up to 1,024 rows at once (fewer where that would pass 256 MiB).
 pub fn sort(dtype: DType, la: Layout, lo: Layout, descending: bool) -> Option<impl Kernel + use<>> {
-    let name: &'static str = match suffix(dtype)? {
-        "f32" => "sort_f32",
-        "f64" => "sort_f64",
-        "i64" => "sort_i64",
-        _ => "sort_u8",
-    };
+    let name = super::every!("sort", dtype)?;
     let (dl, dlo) = (dev_layout(&la).ok()?, dev_layout(&lo).ok()?);
     Some(CudaKernel::new(
         "sort",
@@ -91,25 +75,36 @@ pub fn sort(dtype: DType, la: Layout, lo: Layout, descending: bool) -> Option<im
     ))
 }
 
-/// Running sums along the last dim of `la` into `lo`: floats in their own type, integers and
-/// bools into `i64` (wrapping). One thread a row, summing in order, so the sums round as the
-/// CPU kernel's do.
+/// Running sums along the last dim of `la` into `lo`: floats in their compute type, integers
+/// and bools into `i64` (wrapping). One thread a row, summing in order, so the sums round as
+/// the CPU kernel's do.
 pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> Option<impl Kernel + use<>> {
-    let name: &'static str = match suffix(dtype)? {
-        "f32" => "cumsum_f32",
-        "f64" => "cumsum_f64",
-        "i64" => "cumsum_i64",
-        _ => "cumsum_u8",
-    };
+    scan("cumsum", false, dtype, la, lo)
+}
+
+/// Running products, as [`cumsum`] runs sums.
+pub fn cumprod(dtype: DType, la: Layout, lo: Layout) -> Option<impl Kernel + use<>> {
+    scan("cumprod", true, dtype, la, lo)
+}
+
+/// [`cumsum`] or (with `prod`) [`cumprod`], as op `op`.
+fn scan(
+    op: &'static str,
+    prod: bool,
+    dtype: DType,
+    la: Layout,
+    lo: Layout,
+) -> Option<impl Kernel + use<>> {
+    let name = super::every!("scan", dtype)?;
     let (dl, dlo) = (dev_layout(&la).ok()?, dev_layout(&lo).ok()?);
     Some(CudaKernel::new(
-        "cumsum",
+        op,
         move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
             let n = la.dims().last().copied().unwrap_or(1);
             let rows = la.numel().checked_div(n).unwrap_or(0);
             let (mut x, mut dl, mut y, mut dlo) =
                 (dptr::<u8>(&ins[0], 0), dl, dptr::<u8>(&outs[0], 0), dlo);
-            let (mut rows64, mut n64) = (rows as i64, n as i64);
+            let (mut rows64, mut n64, mut p) = (rows as i64, n as i64, i32::from(prod));
             l.elementwise(
                 name,
                 rows,
@@ -120,15 +115,61 @@ pub fn cumsum(dtype: DType, la: Layout, lo: Layout) -> Option<impl Kernel + use<
                     arg(&mut dlo),
                     arg(&mut rows64),
                     arg(&mut n64),
+                    arg(&mut p),
                 ],
             )
         },
     ))
 }
 
+/// The gradient of [`cumprod`] along dense rows of `n`: input 0 the values (from
+/// `offsets.0`), input 1 the gradient of the products (from `offsets.1`), output 0 dense; as
+/// the CPU kernel computes it, float dtypes.
+pub fn cumprod_backward(
+    dtype: DType,
+    rows: usize,
+    n: usize,
+    offsets: (usize, usize),
+) -> Option<impl Kernel + use<>> {
+    let name = super::floats!("cumprod_backward", dtype)?;
+    Some(CudaKernel::new(
+        "cumprod_backward",
+        move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
+            let (mut x, mut xo) = (dptr::<u8>(&ins[0], 0), offsets.0 as i64);
+            let (mut g, mut go) = (dptr::<u8>(&ins[1], 0), offsets.1 as i64);
+            let (mut y, mut rows64, mut n64) = (dptr::<u8>(&outs[0], 0), rows as i64, n as i64);
+            l.elementwise(
+                name,
+                rows,
+                &mut [
+                    arg(&mut x),
+                    arg(&mut xo),
+                    arg(&mut g),
+                    arg(&mut go),
+                    arg(&mut y),
+                    arg(&mut rows64),
+                    arg(&mut n64),
+                ],
+            )
+        },
+    ))
+}
+
+/// Every kernel name this family may launch.
+#[cfg(test)]
+pub(super) fn names() -> Vec<&'static str> {
+    let mut v = Vec::new();
+    for dt in super::DTYPES {
+        v.extend(super::every!("sort", dt));
+        v.extend(super::every!("scan", dt));
+        v.extend(super::floats!("cumprod_backward", dt));
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
-    /// The network `block_sort` in `kernels.cu` runs, stage by stage (the pairs of a stage are
+    /// The network `block_sort` in `kernels/sort.cu` runs, stage by stage (the pairs of a stage are
     /// disjoint, so the block's threads may take them in any order): every comparator puts
     /// the smaller pair first, and one whose second place is past `n` is skipped, as if the
     /// places up to the next power of two held +infinity.
