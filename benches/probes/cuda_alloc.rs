@@ -6,7 +6,8 @@
 //!
 //! `cargo bench --features cuda --bench cuda_alloc` (on a machine with a CUDA device).
 
-use eddy::vm::alloc::{AllocMode, DeviceAllocator, cuda::CudaBackend};
+use eddy::vm::alloc::{AllocMode, DeviceAllocator};
+use eddy::vm::stream::cuda_memory::CudaBackend;
 use eddy::vm::cudarc::driver::{result, sys};
 use eddy::vm::stream::cuda::CudaDevice;
 use std::time::Instant;

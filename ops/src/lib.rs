@@ -40,6 +40,7 @@ mod kinds;
 mod lay;
 pub mod linalg;
 pub mod nn;
+pub(crate) mod program;
 pub mod random;
 pub mod reduce;
 mod scalar;

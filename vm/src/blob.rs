@@ -19,11 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 /// No stream has used the blob yet.
 pub(crate) const NO_STREAM: u32 = u32::MAX;
 
-/// The most bytes a blob keeps inside itself, on a host device, instead of asking the
-/// allocator: 64 `f32`s. A small op's output then costs no allocator call, lock or atomic
-/// reference count; its memory comes and goes with the blob (see
-/// [`DeviceAllocator::inline_max`](crate::alloc::DeviceAllocator::inline_max)).
-pub const INLINE_BYTES: usize = 256;
+pub use crate::alloc::INLINE_BYTES;
 
 /// Storage tracked by the engine: bytes, a dependence, memory, poison.
 ///

@@ -10,10 +10,12 @@
 
 use crate::Counted;
 use crate::blob::{Blob, NO_STREAM};
+use crate::captured::{Captured, Operands};
+use crate::error::Caller;
 use crate::error::{Error, Result};
 use crate::instruction::{
-    Barrier, EventSlot, InstrAdapter, InstrList, InstructionPolicy, RecordEvent, ReleaseTensor,
-    StreamWait,
+    Barrier, EventSlot, InstrAdapter, InstrList, InstructionPolicy, Kernel, RecordEvent,
+    ReleaseTensor, StreamWait,
 };
 use crate::shared::Shared;
 use crate::stream::StreamId;
@@ -58,6 +60,30 @@ pub(crate) fn needs_soft_sync(
             .iter()
             .chain(outputs)
             .any(|b| sh.is_async(b.last_used_stream.load(Relaxed)))
+}
+
+impl Captured {
+    /// The call of `kernel` on `inputs` and `outputs`, with owned handles, once its operands
+    /// pass the checks a run makes (so a call taken instead of run fails where it was made).
+    pub(crate) fn checked<K: Kernel>(
+        sh: &Shared,
+        stream: StreamId,
+        kernel: K,
+        inputs: &[&Counted<Blob>],
+        outputs: &[&Counted<Blob>],
+        at: Caller,
+    ) -> crate::Result<Captured> {
+        let owned = |bs: &[&Counted<Blob>]| bs.iter().map(|&b| b.clone()).collect::<Operands>();
+        let (inputs, outputs) = (owned(inputs), owned(outputs));
+        check_only(sh, kernel.name(), stream, &inputs, &outputs).map_err(|e| e.at(at))?;
+        Ok(Captured {
+            stream,
+            kernel: Box::new(kernel),
+            inputs,
+            outputs,
+            at,
+        })
+    }
 }
 
 /// Checks an instruction's stream and operands without tracking them (a captured op call).

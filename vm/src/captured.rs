@@ -1,5 +1,6 @@
 //! What a capture takes ([`Vm::capture`](crate::Vm::capture)): the op calls, and the state of a
-//! capture in progress. Apart from the engine and the plans, which both use it.
+//! capture in progress. Apart from the engine and the plans, which both use it; it names only
+//! the types below both (the builder checks a call before it is taken).
 
 use crate::Counted;
 use crate::blob::Blob;
@@ -33,31 +34,6 @@ pub struct Captured {
     pub outputs: Operands,
     /// Where the user's code called the op.
     pub at: Caller,
-}
-
-impl Captured {
-    /// The call of `kernel` on `inputs` and `outputs`, with owned handles, once its operands
-    /// pass the checks a run makes (so a call taken instead of run fails where it was made).
-    pub(crate) fn checked<K: Kernel>(
-        sh: &crate::shared::Shared,
-        stream: StreamId,
-        kernel: K,
-        inputs: &[&Counted<Blob>],
-        outputs: &[&Counted<Blob>],
-        at: Caller,
-    ) -> crate::Result<Captured> {
-        let owned = |bs: &[&Counted<Blob>]| bs.iter().map(|&b| b.clone()).collect::<Operands>();
-        let (inputs, outputs) = (owned(inputs), owned(outputs));
-        crate::builder::check_only(sh, kernel.name(), stream, &inputs, &outputs)
-            .map_err(|e| e.at(at))?;
-        Ok(Captured {
-            stream,
-            kernel: Box::new(kernel),
-            inputs,
-            outputs,
-            at,
-        })
-    }
 }
 
 impl fmt::Debug for Captured {

@@ -709,9 +709,9 @@ impl VmBuilder {
     /// stream over pinned host memory, where its outputs (host tensors) land.
     #[cfg(feature = "cuda")]
     fn open_cuda(&mut self, n: u32) -> Result<Vec<SetWaker>> {
-        use crate::alloc::cuda::{CudaBackend, PinnedBackend};
         use crate::stream::StreamKind;
         use crate::stream::cuda::{CudaDevice, device_count};
+        use crate::stream::cuda_memory::{CudaBackend, PinnedBackend};
         if n == 0 {
             return Ok(Vec::new());
         }

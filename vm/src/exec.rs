@@ -1,9 +1,14 @@
 //! Running an instruction's compute: poison checks, panic capture, error recording, tracing.
 //! Shared by inline streams (on the scheduler thread) and worker threads.
 
+use crate::Counted;
 use crate::alloc::DeviceAllocator;
-use crate::error::Error;
-use crate::instruction::{ComputeCtx, InstrList, Instruction, Run};
+use crate::blob::Blob;
+use crate::error::{Caller, Error, Result};
+use crate::instruction::{
+    ComputeCtx, InstrList, Instruction, Kernel, PrepareCtx, PrepareError, Run,
+};
+use crate::merge::{Member, UnitMerge};
 use crate::shared::Shared;
 use crate::stream::{Event, StreamId, StreamPolicy};
 use std::cell::Cell;
@@ -90,7 +95,7 @@ pub(crate) fn run_unit(node: &mut Instruction, env: &ExecEnv<'_>) {
     // kernel (`merged` members, the head first); the rest as usual. (The test stays here, so
     // that a stream without a merge calls nothing more.)
     let merged = match env.shared.streams[env.stream_id.0 as usize].merge.get() {
-        Some(merge) => crate::merge::run_merged(node, env, merge),
+        Some(merge) => run_merged(node, env, merge),
         None => 0,
     };
     if merged == 0 {
@@ -212,4 +217,91 @@ pub(crate) fn run_policy<P: Run + ?Sized>(
         env.shared.trace_record(p.name(), id, env.stream_id, t0);
     }
     completion
+}
+
+/// The merged kernel, run as one instruction on the members' operands.
+struct Merged {
+    kernel: Box<dyn Kernel>,
+    inputs: Vec<Counted<Blob>>,
+    outputs: Vec<Counted<Blob>>,
+    at: Caller,
+}
+
+impl Run for Merged {
+    fn name(&self) -> &str {
+        self.kernel.name()
+    }
+    fn inputs(&self) -> &[Counted<Blob>] {
+        &self.inputs
+    }
+    fn outputs(&self) -> &[Counted<Blob>] {
+        &self.outputs
+    }
+    fn handles_poison(&self) -> bool {
+        false
+    }
+    fn poisons_selectively(&self) -> bool {
+        false
+    }
+    fn caller(&self) -> Caller {
+        self.at
+    }
+    fn prepare(&mut self, _: &mut PrepareCtx<'_>) -> std::result::Result<(), PrepareError> {
+        Ok(()) // the members were prepared
+    }
+    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> Result<()> {
+        self.kernel.compute(&self.inputs, &self.outputs, ctx)
+    }
+}
+
+/// Offers the leading op calls of unit `node` (it has followers) to `merge`, its stream's,
+/// and runs the kernel it makes in their place. Returns how many members ran so (the head
+/// first): 0 where fewer than two op calls lead the unit, or one of them has a failed input
+/// or a failed prepare, or the merge refuses (a panic in it counts as a refusal).
+#[cold]
+#[inline(never)]
+fn run_merged(node: &mut Instruction, env: &ExecEnv<'_>, merge: &UnitMerge) -> usize {
+    let mut members: Vec<Member<'_>> = Vec::new();
+    for m in std::iter::once(&*node).chain(node.followers.iter()) {
+        let p = m.p();
+        // The leading op calls: a release (which ends most units) and what follows run as
+        // usual.
+        let Some(kernel) = p.kernel() else {
+            break;
+        };
+        // A failed prepare or a failed input: the members' own path fails what it must.
+        if m.prep_error.is_some() || p.inputs().iter().any(|b| b.is_poisoned()) {
+            return 0;
+        }
+        members.push(Member {
+            kernel,
+            inputs: p.inputs(),
+            outputs: p.outputs(),
+        });
+    }
+    if members.len() < 2 {
+        return 0;
+    }
+    let offered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| merge(&members)));
+    let Ok(Some(kernel)) = offered else {
+        return 0;
+    };
+    let taken = members.len();
+    let mut run = Merged {
+        kernel,
+        inputs: members
+            .iter()
+            .flat_map(|m| m.inputs.iter().cloned())
+            .collect(),
+        outputs: members
+            .iter()
+            .flat_map(|m| m.outputs.iter().cloned())
+            .collect(),
+        at: node.p().caller(),
+    };
+    drop(members);
+    if let Some(c) = run_policy(&mut run, node.id, None, false, env) {
+        node.completion = Some(c);
+    }
+    taken
 }

@@ -4,7 +4,30 @@
 //! [`Vm`]'s scheduler thread orders by what each reads and writes, and runs on per-device
 //! [`stream`]s, asynchronously. Memory comes from a per-device caching [`alloc`]ator with an
 //! out-of-memory path that waits, shrinks and retries. Errors inside instructions poison their
-//! outputs and surface at the next sync. The engine knows nothing about particular ops.
+//! outputs and surface at the next sync. The engine knows nothing about particular ops. A
+//! captured run of op calls becomes a [`plan`] (static memory, optionally actors) that runs as
+//! one instruction; the engine promotes a recurring eager window to a plan by itself; a device
+//! may [`merge`] a fused unit of op calls into one kernel.
+//!
+//! # Layers
+//!
+//! Each module uses only the modules of the layers below it (a folder counts as one module;
+//! `tests/import_layers.rs` fails on an import circle between files or between these):
+//!
+//! | layer | modules |
+//! |---|---|
+//! | 7 | `engine` (the [`Vm`] handle: submission, waits, host access, captures, promotion, the plans' public calls) |
+//! | 6 | `builder`, `scheduler` |
+//! | 5 | `exec` (running an instruction, merged units), `plan`, `pool` |
+//! | 4 | `shared` (the state the engine's threads share) |
+//! | 3 | `captured`, `handoff`, `merge`, `pending`, `testing` |
+//! | 2 | `config`, `instruction` |
+//! | 1 | `blob`, `notifier`, `par`, `stats`, `stream` (CPU and CUDA streams, the CUDA memory backends) |
+//! | 0 | `alloc`, `counted`, `dependence`, `error`, `ids`, `prefetch`, `sync`, `trace`, `wait` |
+//!
+//! Where a lower layer needs something of a higher one, it declares what it needs and the
+//! higher one provides it: the builder hands its list to a `Receive` the handle implements,
+//! and a plan is built and launched through a `plan::Host` the handle implements.
 //!
 //! # Examples
 //!

@@ -7,9 +7,9 @@
 
 use super::elementwise::{FloatElem, apply_binary_float, apply_float, params};
 use crate::DType;
-use crate::fuse::program::{Code, Pos, Program, Src};
 use crate::kernel::PAR_MIN;
 use crate::kinds::{BinaryOp, UnaryOp};
+use crate::program::{Code, Pos, Program, Src};
 use eddy_vm::instruction::{ComputeCtx, Kernel};
 use eddy_vm::{Blob, Counted};
 

@@ -11,8 +11,7 @@
 
 use super::launch::{Launch, arch_of, compile_source, dptr, prelude, with_launch_as};
 use super::ops::{binary_code, unary_code};
-use crate::fuse::program::{Code, Program, Src};
-use crate::fuse::{Elementwise, Pos};
+use crate::program::{Code, Elementwise, Pos, Program, Src};
 use crate::{DType, kinds::BinaryOp};
 use cudarc::driver::{CudaFunction, CudaModule};
 use eddy_vm::instruction::{ComputeCtx, Kernel};

@@ -13,7 +13,7 @@ use super::fused::merges;
 use super::launch::{Launch, dptr, with_launch_as};
 use super::ops::{binary_code, unary_code};
 use crate::DType;
-use crate::fuse::{Elementwise, Pos};
+use crate::program::{Elementwise, Pos};
 use eddy_vm::instruction::{ComputeCtx, Kernel};
 use eddy_vm::merge::{Member, UnitMerge};
 use eddy_vm::{Blob, Counted};

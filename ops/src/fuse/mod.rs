@@ -32,13 +32,12 @@
 //! ```
 
 use crate::Device;
+use crate::program::{Code, Program, Src};
 use eddy_vm::plan::{PlanPass, Slot, Step};
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
-use program::{Code, Program, Src};
 use std::sync::{Arc, OnceLock};
 
-pub use program::{Elementwise, Pos};
-pub(crate) mod program;
+pub use crate::program::{Elementwise, Pos};
 
 /// Merges each run of two or more consecutive elementwise steps of `steps` (of one float dtype
 /// and one element count, each operand dense or one element broadcast) into one step, on a

@@ -6,6 +6,12 @@ use parking_lot::Mutex;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+/// The most bytes a blob keeps inside itself, on a host device, instead of asking the
+/// allocator: 64 `f32`s. A small op's output then costs no allocator call, lock or atomic
+/// reference count; its memory comes and goes with the blob (see
+/// [`DeviceAllocator::inline_max`]).
+pub const INLINE_BYTES: usize = 256;
+
 /// How a [`DeviceAllocator`] serves requests.
 ///
 /// # Examples
@@ -225,7 +231,7 @@ impl DeviceAllocator {
     /// ```
     pub fn new(backend: Box<dyn Backend>, mode: AllocMode) -> Arc<Self> {
         let inline_max = if mode == AllocMode::Caching && backend.is_host() {
-            crate::blob::INLINE_BYTES
+            INLINE_BYTES
         } else {
             0
         };
@@ -255,7 +261,7 @@ impl DeviceAllocator {
     }
 
     /// The largest blob that keeps its bytes inside itself instead of asking this allocator:
-    /// [`INLINE_BYTES`](crate::blob::INLINE_BYTES) over host memory in caching mode, else 0
+    /// [`INLINE_BYTES`] over host memory in caching mode, else 0
     /// (device memory cannot live in a host struct, and pass-through mode exists so that
     /// valgrind sees every tensor's memory as its own heap block).
     ///

@@ -11,12 +11,10 @@
 
 pub mod backend;
 pub mod caching;
-#[cfg(feature = "cuda")]
-pub mod cuda;
 pub mod device;
 pub mod host;
 
 pub use backend::{Backend, CpuBackend};
 pub use caching::CachingAllocator;
-pub use device::{AllocError, AllocMode, AllocStats, Allocation, DeviceAllocator};
+pub use device::{AllocError, AllocMode, AllocStats, Allocation, DeviceAllocator, INLINE_BYTES};
 pub use host::{CHECKED_BYTES, host_available, host_limit};

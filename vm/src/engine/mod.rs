@@ -41,7 +41,9 @@ mod auto;
 #[cfg(test)]
 pub(crate) use auto::Timed;
 mod capture;
+mod hooks;
 mod host;
+mod plan;
 
 pub use auto::AutoPlanStats;
 mod observe;

@@ -6,10 +6,11 @@ use super::run::PlanRun;
 use super::{MemoryLayout, Overwrite, Plan, PlanInner, PlanSpec, Slot, StandIn, Step};
 use crate::Counted;
 use crate::blob::Blob;
-use crate::engine::Vm;
 use crate::error::{Caller, Error, Result};
 use crate::instruction::Kernel;
 use crate::instruction::op_call::Blobs;
+use crate::shared::Shared;
+use crate::stream::{Device, StreamId};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -66,24 +67,38 @@ struct Layout {
     writes: Vec<bool>,
 }
 
+/// What building and launching a plan needs of the engine: the engine's handle implements it
+/// (`engine/plan.rs`, with the public `Plan::new` and `Plan::launch`), so that the plans, a
+/// layer below the engine, never name the handle.
+pub(crate) trait Host {
+    /// The engine's shared state.
+    fn shared_state(&self) -> &Arc<Shared>;
+    /// A new blob of `bytes` (allocated when first written).
+    fn new_blob(&self, bytes: usize) -> Counted<Blob>;
+    /// Gives the cached, unused memory of `device` back (the out-of-memory retry).
+    fn empty_cache(&self, device: Device);
+    /// The lazy-job launcher stream of `device`, if the engine has one.
+    fn launcher_stream(&self, device: Device) -> Option<StreamId>;
+    /// Whether a capture takes this thread's op calls.
+    fn capturing_here(&self) -> bool;
+    /// Submits a plan's run as one instruction on `stream`.
+    fn run_plan(&self, stream: StreamId, run: PlanRun) -> Result<()>;
+    /// What gives a temporary back when the plan goes: the engine's release of a blob that no
+    /// tensor holds (nothing once the engine is shut down).
+    fn releaser(&self) -> super::Release;
+}
+
 impl Plan {
-    /// Builds the plan: lays out and allocates its temporaries.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidArgument` for a slot out of range or an unknown stream; `OutOfMemory` if the
-    /// arena cannot be allocated, even after the device's caches went back
-    /// ([`Vm::empty_cache`]).
-    #[track_caller]
-    pub fn new(vm: &Vm, spec: PlanSpec) -> Result<Plan> {
+    /// [`Plan::new`] on `vm`, its errors naming `at`.
+    pub(crate) fn new_on(vm: &dyn Host, spec: PlanSpec, at: Caller) -> Result<Plan> {
         let stream = spec.stream.0 as usize;
-        Plan::build(vm, spec, Caller::here()).map_err(|(e, _)| {
+        Plan::build(vm, spec, at).map_err(|(e, _)| {
             // Counted as an eager op's failed allocation is, in the engine's and the
             // allocator's statistics.
-            if let (Error::OutOfMemory { .. }, Some(entry)) = (&*e, vm.shared().streams.get(stream))
-            {
+            let sh = vm.shared_state();
+            if let (Error::OutOfMemory { .. }, Some(entry)) = (&*e, sh.streams.get(stream)) {
                 entry.allocator.note_retry(false);
-                (vm.shared().stats.ooms).fetch_add(1, Ordering::Relaxed);
+                (sh.stats.ooms).fetch_add(1, Ordering::Relaxed);
             }
             *e
         })
@@ -93,7 +108,7 @@ impl Plan {
     /// allocated, even after the device's caches went back: their kernels can still run as
     /// eager calls.
     pub(crate) fn build(
-        vm: &Vm,
+        vm: &dyn Host,
         spec: PlanSpec,
         at: Caller,
     ) -> std::result::Result<Plan, (Box<Error>, Option<Vec<Step>>)> {
@@ -102,7 +117,7 @@ impl Plan {
             Err(e) => return Err((Box::new(e), Some(spec.steps))),
         };
         // `lay_out` checked the stream.
-        let entry = &vm.shared().streams[spec.stream.0 as usize];
+        let entry = &vm.shared_state().streams[spec.stream.0 as usize];
         let arena = if layout.memory.arena > 0 {
             let device = entry.policy.device();
             let bytes = layout.memory.arena;
@@ -115,7 +130,7 @@ impl Plan {
                 let got = entry.allocator.allocate(bytes);
                 if got.is_ok() {
                     entry.allocator.note_retry(true);
-                    (vm.shared().stats.oom_retries).fetch_add(1, Ordering::Relaxed);
+                    (vm.shared_state().stats.oom_retries).fetch_add(1, Ordering::Relaxed);
                 }
                 got
             });
@@ -141,8 +156,8 @@ impl Plan {
 
     /// Checks `spec` and lays out its memory: the layout, the actors' wiring (for a plan run
     /// by actors) and the places where a step writes over its input.
-    fn lay_out(vm: &Vm, spec: &PlanSpec, at: Caller) -> Result<Layout> {
-        let sh = vm.shared();
+    fn lay_out(vm: &dyn Host, spec: &PlanSpec, at: Caller) -> Result<Layout> {
+        let sh = vm.shared_state();
         let bad = |message: String| Error::InvalidArgument {
             at,
             op: "Plan::new".into(),
@@ -238,7 +253,7 @@ impl Plan {
 
     /// The plan of `spec`, laid out as `layout`, its temporaries in `arena`.
     fn assemble(
-        vm: &Vm,
+        vm: &dyn Host,
         spec: PlanSpec,
         at: Caller,
         layout: Layout,
@@ -257,7 +272,7 @@ impl Plan {
             op: "Plan::new".into(),
             message,
         };
-        let entry = &vm.shared().streams[spec.stream.0 as usize];
+        let entry = &vm.shared_state().streams[spec.stream.0 as usize];
         let temps = (memory.sizes.iter().enumerate())
             .map(|(k, &bytes)| {
                 let b = vm.new_blob(bytes);
@@ -281,7 +296,7 @@ impl Plan {
                     stream: spec.stream,
                     policy: entry.policy.clone(),
                     allocator: entry.allocator.clone(),
-                    engine: Arc::downgrade(&vm.inner.shared),
+                    engine: Arc::downgrade(vm.shared_state()),
                 };
                 let t = spec.temps.len();
                 let registers = (w.registers.iter().enumerate())
@@ -342,70 +357,9 @@ impl Plan {
                 overwrites,
                 runtime,
                 _arena: arena,
-                release: {
-                    let vm = vm.clone();
-                    // An engine that is shut down has freed everything already.
-                    Box::new(move |b| drop(vm.release_unheld(b)))
-                },
+                release: vm.releaser(),
             }),
         })
-    }
-
-    /// Submits one run on `inputs` and `outputs` (as many as the plan was built for) as one
-    /// instruction. Its errors follow the engine's rules: an argument error here; an error of
-    /// a step (named by its op and the line of its call) poisons the run's outputs and the
-    /// fixed blobs it writes, and surfaces at their next sync.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidArgument` for a wrong number of blobs; the errors of [`Vm::run`].
-    #[track_caller]
-    pub fn launch(
-        &self,
-        vm: &Vm,
-        inputs: &[Counted<Blob>],
-        outputs: &[Counted<Blob>],
-    ) -> Result<()> {
-        self.launch_with(vm, inputs, outputs, None)
-    }
-
-    /// [`launch`](Self::launch), the run's steps computing with `kernels` (one per step, in
-    /// order, each doing what the step's kernel did on operands of the same sizes: the same
-    /// op with other parameters) instead of the plan's. The run keeps them for the next run.
-    ///
-    /// # Errors
-    ///
-    /// As [`launch`](Self::launch); `InvalidArgument` for a wrong number of kernels, or on a
-    /// plan run by actors.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use eddy_vm::plan::{Plan, PlanSpec, Slot, Step};
-    /// use eddy_vm::{StreamId, Vm, testing::AddByte};
-    /// let vm = Vm::builder().build()?;
-    /// let steps = vec![Step::new(Box::new(AddByte(1)), vec![Slot::Input(0)], vec![Slot::Output(0)])];
-    /// let plan = Plan::new(&vm, PlanSpec::new(StreamId::CPU, steps, 1, 1, vec![], vec![]))?;
-    /// let (x, y) = (vm.new_blob(1), vm.new_blob(1));
-    /// vm.write_blob(&x, |b| b[0] = 40)?;
-    /// plan.launch_with(&vm, &[x], &[y.clone()], Some(vec![Box::new(AddByte(2))]))?;
-    /// assert_eq!(vm.read_blob(&y, |b| b[0])?, 42);
-    /// # Ok::<(), eddy_vm::Error>(())
-    /// ```
-    #[track_caller]
-    pub fn launch_with(
-        &self,
-        vm: &Vm,
-        inputs: &[Counted<Blob>],
-        outputs: &[Counted<Blob>],
-        kernels: Option<Vec<Box<dyn Kernel>>>,
-    ) -> Result<()> {
-        let kernels = kernels.map(|k| {
-            k.into_iter()
-                .map(|kernel| Some(StandIn { kernel, at: None }))
-                .collect()
-        });
-        self.launch_each(vm, inputs, outputs, kernels, Caller::here())
     }
 
     /// [`launch_with`](Self::launch_with), each step computing with its stand-in in `kernels`
@@ -413,7 +367,7 @@ impl Plan {
     /// memory) name `at`.
     pub(crate) fn launch_each(
         &self,
-        vm: &Vm,
+        vm: &dyn Host,
         inputs: &[Counted<Blob>],
         outputs: &[Counted<Blob>],
         kernels: Option<Vec<Option<StandIn>>>,
@@ -487,8 +441,10 @@ impl Plan {
         };
         // On the device's lazy-job launcher where the engine has one, else where the steps
         // were captured.
-        let device = vm.shared().streams[p.stream.0 as usize].policy.device();
-        vm.run(vm.launcher_stream(device).unwrap_or(p.stream), run)
+        let device = vm.shared_state().streams[p.stream.0 as usize]
+            .policy
+            .device();
+        vm.run_plan(vm.launcher_stream(device).unwrap_or(p.stream), run)
     }
 
     /// Whether `kernel(i)` may stand in for each step `i` that the memory plan has write an

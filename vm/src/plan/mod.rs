@@ -50,6 +50,9 @@ mod actors;
 mod board;
 mod failures;
 mod launch;
+pub(crate) use launch::Host;
+pub(crate) use run::PlanRun;
+
 mod memory;
 mod run;
 
@@ -296,7 +299,7 @@ pub(crate) struct StandIn {
 }
 
 /// How a plan releases a fixed blob it was the last to hold.
-type Release = Box<dyn Fn(&Counted<Blob>) + Send + Sync>;
+pub(crate) type Release = Box<dyn Fn(&Counted<Blob>) + Send + Sync>;
 
 struct PlanInner {
     stream: StreamId,

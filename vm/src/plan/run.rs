@@ -12,7 +12,7 @@ use crate::instruction::{ComputeCtx, InstructionPolicy};
 use std::sync::Arc;
 
 /// One run of a plan: the instruction [`Plan::launch`] submits.
-pub(super) struct PlanRun {
+pub(crate) struct PlanRun {
     pub(super) plan: Arc<PlanInner>,
     /// The run's inputs, then the fixed blobs read.
     pub(super) inputs: Blobs,

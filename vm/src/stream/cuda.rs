@@ -31,55 +31,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-fn unavailable(op: &str, device: &str, reason: impl Into<String>) -> Error {
-    Error::DeviceUnavailable {
-        at: crate::error::Caller::UNKNOWN,
-        op: op.into(),
-        device: device.into(),
-        reason: reason.into(),
-    }
-}
-
-/// Whether the CUDA driver library can be loaded on this machine.
-///
-/// # Examples
-///
-/// ```
-/// // On a machine without the driver this is false, and nothing panics.
-/// let _present: bool = eddy_vm::stream::cuda::driver_present();
-/// ```
-pub fn driver_present() -> bool {
-    // SAFETY: only tries to load the library; no CUDA call is made.
-    unsafe { sys::is_culib_present() }
-}
-
-/// How many CUDA devices the machine has.
-///
-/// # Errors
-///
-/// `DeviceUnavailable` if the driver library is missing or fails to initialise.
-///
-/// # Examples
-///
-/// ```
-/// match eddy_vm::stream::cuda::device_count() {
-///     Ok(n) => println!("{n} CUDA devices"),
-///     Err(e) => println!("no CUDA here: {e}"),
-/// }
-/// ```
-pub fn device_count() -> Result<u32> {
-    if !driver_present() {
-        return Err(unavailable(
-            "cuda",
-            "cuda",
-            "no CUDA driver library (libcuda.so) on this machine",
-        ));
-    }
-    result::init().map_err(|e| unavailable("cuda", "cuda", format!("cuInit failed: {e}")))?;
-    let n = result::device::get_count()
-        .map_err(|e| unavailable("cuda", "cuda", format!("cuDeviceGetCount failed: {e}")))?;
-    Ok(n.max(0) as u32)
-}
+use super::cuda_probe::unavailable;
+pub use super::cuda_probe::{device_count, driver_present};
 
 /// The devices opened so far, by ordinal.
 fn opened() -> &'static Mutex<std::collections::HashMap<u32, std::sync::Weak<CudaDevice>>> {
@@ -400,9 +353,26 @@ impl CudaStream {
         self.tracing.load(Ordering::Relaxed)
     }
 
-    /// The stream's timed launches (see [`CudaStream::timed`]).
-    pub(crate) fn timeline(&self) -> &Mutex<super::cuda_timing::Timeline> {
-        &self.timeline
+    /// Runs `launch` (a kernel body that launches on this stream, the context bound)
+    /// bracketed by timing events, kept to become trace event `name` (instruction `id`) on
+    /// the stream's device lane. A failure to make the events leaves the launch untimed.
+    pub fn timed<R>(&self, id: u64, name: &str, launch: impl FnOnce() -> R) -> R {
+        self.timeline.lock().timed(self.raw(), id, name, launch)
+    }
+
+    /// The launches read back so far, as trace events (see `Timeline::device_events`).
+    pub(crate) fn device_events(
+        &self,
+        stream: u32,
+        origin: std::time::Instant,
+        lane: &str,
+        clear: bool,
+    ) -> Vec<crate::trace::TraceEvent> {
+        let mut t = self.timeline.lock();
+        if t.is_empty() || self.cuda_device().bind().is_err() {
+            return Vec::new();
+        }
+        t.device_events(stream, origin, lane, clear)
     }
 
     /// The stream's name.

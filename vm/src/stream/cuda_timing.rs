@@ -9,7 +9,6 @@
 //! times from event to event since. Completed launches are read back, and their events
 //! destroyed, when the trace is read and every 256 launches.
 
-use super::cuda::CudaStream;
 use crate::trace::TraceEvent;
 use cudarc::driver::{result, sys};
 use std::time::Instant;
@@ -70,14 +69,20 @@ fn elapsed_ms(a: sys::CUevent, b: sys::CUevent) -> Option<f32> {
     unsafe { result::event::elapsed(a, b) }.ok()
 }
 
-impl CudaStream {
-    /// Runs `launch` (a kernel body that launches on this stream, the context bound)
-    /// bracketed by timing events, kept to become trace event `name` (instruction `id`) on
-    /// the stream's device lane. A failure to make the events leaves the launch untimed.
-    pub fn timed<R>(&self, id: u64, name: &str, launch: impl FnOnce() -> R) -> R {
-        let mut t = self.timeline().lock();
+impl Timeline {
+    /// Runs `launch` (a kernel body that launches on `stream`, the context bound) bracketed
+    /// by timing events, kept to become trace event `name` (instruction `id`). A failure to
+    /// make the events leaves the launch untimed.
+    pub(crate) fn timed<R>(
+        &mut self,
+        stream: sys::CUstream,
+        id: u64,
+        name: &str,
+        launch: impl FnOnce() -> R,
+    ) -> R {
+        let t = self;
         if t.reference.is_none()
-            && let Ok(ev) = timing_event(self.raw())
+            && let Ok(ev) = timing_event(stream)
         {
             // SAFETY: a live event of the bound context.
             if unsafe { result::event::synchronize(ev) }.is_ok() {
@@ -92,10 +97,10 @@ impl CudaStream {
             // No anchor (the driver refused an event): the stream's launches go untimed.
             return launch();
         }
-        let start = timing_event(self.raw()).ok();
+        let start = timing_event(stream).ok();
         let r = launch();
         if let Some(start) = start {
-            match timing_event(self.raw()) {
+            match timing_event(stream) {
                 Ok(end) => t.pending.push(Timed {
                     start,
                     end,
@@ -112,23 +117,22 @@ impl CudaStream {
         r
     }
 
+    /// Whether no launch is kept.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pending.is_empty() && self.resolved.is_empty()
+    }
+
     /// The launches read back so far, as trace events on lane `lane` of stream `stream`
     /// (times in µs since `origin`); launches still running stay for a later call. With
-    /// `clear`, every launch is dropped instead.
+    /// `clear`, every launch is dropped instead. The context must be bound.
     pub(crate) fn device_events(
-        &self,
+        &mut self,
         stream: u32,
         origin: Instant,
         lane: &str,
         clear: bool,
     ) -> Vec<TraceEvent> {
-        let mut t = self.timeline().lock();
-        if t.pending.is_empty() && t.resolved.is_empty() {
-            return Vec::new();
-        }
-        if self.cuda_device().bind().is_err() {
-            return Vec::new();
-        }
+        let t = self;
         if clear {
             t.destroy_pending();
             t.resolved.clear();
@@ -149,9 +153,7 @@ impl CudaStream {
             })
             .collect()
     }
-}
 
-impl Timeline {
     /// Reads back the launches that have completed, in launch order (the stream runs in
     /// order, so the first still running ends the pass), and destroys their events but the
     /// last start, the next reference. The context must be bound.

@@ -11,6 +11,10 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "cuda")]
+pub mod cuda_memory;
+#[cfg(feature = "cuda")]
+mod cuda_probe;
+#[cfg(feature = "cuda")]
 mod cuda_timing;
 
 use std::any::Any;

@@ -3,9 +3,9 @@
 use super::elem::{FloatElem, IntElem, dispatch_float, dispatch_int};
 use super::map::map2_lay;
 use super::unary::int_pow;
-use crate::fuse::program::{Elementwise, Pos};
 use crate::kernel::{FnKernel, input, output, par_out, walk};
 use crate::kinds::{BinaryOp, CmpOp};
+use crate::program::{Elementwise, Pos};
 use crate::{Bool8, DType, Elem, Lay, Layout};
 use eddy_vm::Blob;
 use eddy_vm::Counted;

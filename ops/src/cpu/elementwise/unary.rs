@@ -3,9 +3,9 @@
 use super::elem::{FloatElem, IntElem, dispatch_float, dispatch_int};
 use super::map::map1_lay;
 use crate::cpu::fastmath::Transcendental;
-use crate::fuse::program::{Elementwise, Pos};
 use crate::kernel::{input, output};
 use crate::kinds::UnaryOp;
+use crate::program::{Elementwise, Pos};
 use crate::{DType, Elem, Lay};
 use eddy_vm::Blob;
 use eddy_vm::Counted;

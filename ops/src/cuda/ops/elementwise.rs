@@ -2,8 +2,8 @@
 
 use super::{arg, dev_lay, dev_layout, numel};
 use crate::cuda::launch::{CudaKernel, Launch, dptr};
-use crate::fuse::{Elementwise, Pos};
 use crate::kinds::{BinaryOp, CmpOp, UnaryOp};
+use crate::program::{Elementwise, Pos};
 use crate::{DType, Lay, Layout};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};

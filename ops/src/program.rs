@@ -1,6 +1,7 @@
 //! What merged elementwise kernels are made of: what one elementwise kernel computes
 //! ([`Elementwise`], where its operands are: [`Pos`]), and the program a merged kernel runs.
-//! Plain data, read by the pass ([`super`]) and by the CPU's kernels.
+//! Plain data, below both the fusion pass ([`crate::fuse`]) and the devices' kernels that
+//! describe themselves with it and run its programs.
 
 use crate::kinds::{BinaryOp, UnaryOp};
 use crate::{DType, Lay};

@@ -9,8 +9,8 @@
 //! allocator's `shrink`, on the out-of-memory path or `Vm::empty_cache`) goes through
 //! `cuMemFree`, which waits for the device's pending work.
 
-use super::Backend;
-use crate::stream::cuda::CudaDevice;
+use super::cuda::CudaDevice;
+use crate::alloc::Backend;
 use cudarc::driver::result;
 use std::ptr::NonNull;
 use std::sync::Arc;
