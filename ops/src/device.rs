@@ -14,8 +14,7 @@
 pub use eddy_vm::Device;
 
 use crate::Error;
-use eddy_vm::instruction::{ComputeCtx, Kernel};
-use eddy_vm::{Blob, Counted};
+use eddy_vm::instruction::Kernel;
 
 /// The error of an op with no kernel for `device`; out of line, off the per-op path.
 ///
@@ -86,64 +85,22 @@ pub enum Either<A, B> {
     Cuda(B),
 }
 
+/// Runs an expression on the kernel of either side (see [`eddy_vm::forward_kernel`]).
+macro_rules! either_side {
+    (ref $s:ident, $k:ident => $e:expr) => {
+        match $s {
+            Either::Cpu($k) => $e,
+            Either::Cuda($k) => $e,
+        }
+    };
+    (mut $s:ident, $k:ident => $e:expr) => {
+        match $s {
+            Either::Cpu($k) => $e,
+            Either::Cuda($k) => $e,
+        }
+    };
+}
+
 impl<A: Kernel, B: Kernel> Kernel for Either<A, B> {
-    #[inline]
-    fn name(&self) -> &str {
-        match self {
-            Either::Cpu(k) => k.name(),
-            Either::Cuda(k) => k.name(),
-        }
-    }
-    #[inline]
-    #[track_caller]
-    fn compute(
-        &mut self,
-        inputs: &[Counted<Blob>],
-        outputs: &[Counted<Blob>],
-        ctx: &mut ComputeCtx<'_>,
-    ) -> eddy_vm::Result<()> {
-        match self {
-            Either::Cpu(k) => k.compute(inputs, outputs, ctx),
-            Either::Cuda(k) => k.compute(inputs, outputs, ctx),
-        }
-    }
-    #[inline]
-    fn fusable(&self) -> bool {
-        match self {
-            Either::Cpu(k) => k.fusable(),
-            Either::Cuda(k) => k.fusable(),
-        }
-    }
-    #[inline]
-    fn cheap(&self) -> bool {
-        match self {
-            Either::Cpu(k) => k.cheap(),
-            Either::Cuda(k) => k.cheap(),
-        }
-    }
-    #[inline]
-    fn deferred_drop(&self) -> bool {
-        match self {
-            Either::Cpu(k) => k.deferred_drop(),
-            Either::Cuda(k) => k.deferred_drop(),
-        }
-    }
-    fn describe(&self) -> Option<Box<dyn std::any::Any + Send>> {
-        match self {
-            Either::Cpu(k) => k.describe(),
-            Either::Cuda(k) => k.describe(),
-        }
-    }
-    fn is_described_by(&self, description: &dyn std::any::Any) -> bool {
-        match self {
-            Either::Cpu(k) => k.is_described_by(description),
-            Either::Cuda(k) => k.is_described_by(description),
-        }
-    }
-    fn may_alias(&self, output: usize, input: usize) -> bool {
-        match self {
-            Either::Cpu(k) => k.may_alias(output, input),
-            Either::Cuda(k) => k.may_alias(output, input),
-        }
-    }
+    eddy_vm::forward_kernel!(either_side);
 }

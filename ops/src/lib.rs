@@ -5,8 +5,10 @@
 //! The op-layer modules ([`elementwise`], [`reduce`], [`linalg`], [`nn`], [`index`],
 //! [`sort`], [`copy`]) take a [`Device`] and return that device's kernel, or
 //! [`Error::Unsupported`] where it has none ([`device`]). Kernels live in one module
-//! per device ([`cpu`]); they see blobs, layouts and dtypes, never a tensor or the scheduler.
-//! Inference runs on the caller's thread before anything is enqueued.
+//! per device ([`cpu`], and `cuda` with the feature of that name); they see blobs, layouts and
+//! dtypes, never a tensor or the scheduler. Inference runs on the caller's thread before
+//! anything is enqueued. Below them all, [`fuse`]'s data (what an elementwise kernel computes)
+//! is read by both the kernels and the fusion pass.
 //!
 //! # Examples
 //!

@@ -31,11 +31,11 @@ pub(crate) const SUBMIT_SLOW: u8 = 1;
 /// In `Shared::submit_flags`: the engine has an asynchronous stream.
 pub(crate) const SUBMIT_DEVICE: u8 = 2;
 
-/// In `Shared::capturing`: automatic promotion is on.
+/// In `Shared::divert_flags`: automatic promotion is on.
 pub(crate) const AUTO_ON: usize = 1 << 40;
-/// In `Shared::capturing`: automatic promotion holds calls; every `run` lets them run first.
+/// In `Shared::divert_flags`: automatic promotion holds calls; every `run` lets them run first.
 pub(crate) const AUTO_HOLDING: usize = 1 << 41;
-/// In `Shared::capturing`: the count of captures in progress.
+/// In `Shared::divert_flags`: the count of captures in progress.
 pub(crate) const CAPTURES: usize = AUTO_ON - 1;
 
 /// Memory an engine keeps on a device beyond its allocators' caches, for work that may come
@@ -61,9 +61,11 @@ pub(crate) struct Shared {
     /// registering a device does not slow the host's ops).
     pub submit_flags: AtomicU8,
     /// Captures in progress (`Vm::capture`), one per capturing thread (the bits of
-    /// [`CAPTURES`]), and automatic promotion's two flags ([`AUTO_ON`], [`AUTO_HOLDING`]): one
-    /// word, so that `run_op` diverts calls with the one test it makes anyway.
-    pub capturing: AtomicUsize,
+    /// [`CAPTURES`]), and automatic promotion's two flags ([`AUTO_ON`], [`AUTO_HOLDING`]): what
+    /// diverts op calls from running, in one word. A capture that begins and promotion that
+    /// turns on also set [`SUBMIT_SLOW`] in `submit_flags`, so that `run_op`, whose fast path
+    /// loads only `submit_flags`, takes the path that looks here.
+    pub divert_flags: AtomicUsize,
     pub capture: Mutex<Vec<crate::captured::CaptureState>>,
     pub owner_id: QCellOwnerID,
     /// User threads → scheduler. Its notifier is the scheduler's.
@@ -145,7 +147,7 @@ impl Shared {
                 if config.auto_plan { SUBMIT_SLOW } else { 0 }
                     | if async_mask != 0 { SUBMIT_DEVICE } else { 0 },
             ),
-            capturing: AtomicUsize::new(if config.auto_plan { AUTO_ON } else { 0 }),
+            divert_flags: AtomicUsize::new(if config.auto_plan { AUTO_ON } else { 0 }),
             capture: Mutex::new(Vec::new()),
             config,
             streams,

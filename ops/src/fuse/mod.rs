@@ -1,13 +1,15 @@
 //! Merging elementwise ops: what an elementwise kernel says it computes ([`Elementwise`]),
 //! and the plan pass that turns a run of such steps into one step ([`fuse_elementwise`]).
 //!
-//! The CPU's unary and binary kernels say what they compute ([`Kernel::describe`](eddy_vm::instruction::Kernel::describe)): the op,
-//! the dtype and where each operand's elements are. A plan
-//! compiler calls [`fuse_elementwise`] on its steps: consecutive elementwise steps of one dtype
-//! and one element count become one step that reads each input once, keeps the values the
-//! other steps never see in small blocks of scratch memory, and writes only the values read
-//! outside the run. The merged kernel computes each element with the same arithmetic as the
-//! kernels it replaces, so its results are the same bit for bit.
+//! The unary and binary kernels of each device say what they compute
+//! ([`Kernel::describe`](eddy_vm::instruction::Kernel::describe)): the op, the dtype and where
+//! each operand's elements are. A plan compiler calls [`fuse_elementwise`] on its steps:
+//! consecutive elementwise steps of one dtype and one element count become one step. On the
+//! CPU it reads each input once, keeps the values the other steps never see in small blocks of
+//! scratch memory, and writes only the values read outside the run; on a CUDA device it is one
+//! kernel generated for the run and compiled by NVRTC. The merged kernel computes each element
+//! with the same arithmetic as the kernels it replaces, so its results are the same bit for
+//! bit.
 //!
 //! # Examples
 //!

@@ -57,7 +57,7 @@ impl Vm {
                 thread: me,
                 ops: Vec::new(),
             });
-            sh.capturing.fetch_add(1, Ordering::SeqCst);
+            sh.divert_flags.fetch_add(1, Ordering::SeqCst);
             sh.submit_flags
                 .fetch_or(crate::shared::SUBMIT_SLOW, Ordering::SeqCst);
         }
@@ -70,7 +70,7 @@ impl Vm {
                     return Vec::new();
                 };
                 let ops = c.swap_remove(k).ops;
-                if self.0.capturing.fetch_sub(1, Ordering::SeqCst) & CAPTURES == 1
+                if self.0.divert_flags.fetch_sub(1, Ordering::SeqCst) & CAPTURES == 1
                     && !self.0.config.auto_plan
                 {
                     self.0
@@ -94,7 +94,7 @@ impl Vm {
     /// Whether this thread is capturing on this engine.
     pub(crate) fn capturing_here(&self) -> bool {
         let sh = self.shared();
-        sh.capturing.load(Ordering::Relaxed) & CAPTURES > 0
+        sh.divert_flags.load(Ordering::Relaxed) & CAPTURES > 0
             && sh
                 .capture
                 .lock()
@@ -128,7 +128,9 @@ impl Vm {
     /// `InvalidArgument` for a host access from a capturing thread.
     #[track_caller]
     pub(crate) fn refuse_in_capture(&self, op: &str) -> Result<()> {
-        if self.shared().capturing.load(Ordering::Relaxed) & CAPTURES > 0 && self.capturing_here() {
+        if self.shared().divert_flags.load(Ordering::Relaxed) & CAPTURES > 0
+            && self.capturing_here()
+        {
             return Err(Error::InvalidArgument {
                 at: Caller::here(),
                 op: op.into(),

@@ -5,37 +5,31 @@
 //!
 //! # Fast paths
 //!
-//! The costs per op that the at-once paths exist for, measured with `eddy bench` on the
-//! small-op keys (`dispatch_small_ns_per_op`, `dispatch_mixed_ns_per_op`):
+//! The paths that keep a small op cheap (the book's benchmarks chapter has their measurements,
+//! under `dispatch_small` and `dispatch_mixed`):
 //!
 //! - **Run at once on an idle engine** (`Vm::run`, `Vm::run_op`, `scheduler/inline.rs`): a
 //!   cheap instruction submitted while nothing is live runs on the submitting thread, without
-//!   a node, a queue or a wake-up. Queueing and handing over to the scheduler thread costs two
-//!   to five times as much per op.
+//!   a node, a queue or a wake-up, which cost more than the op.
 //! - **Borrowed operands** (`Vm::run_op` with `Shallow`): a kernel run at once takes no new
 //!   handles to its blobs; each handle is an atomic increment and decrement.
 //! - **Catch-up** (`Vm::catch_up`): a submitter that finds only cheap work queued runs it
 //!   itself, in order, and returns to the at-once path, rather than queueing behind it.
 //! - **Waiting after a pass** (`Vm::sched_after_pass`): a submitter that finds the scheduler
-//!   thread in a short pass spins about a microsecond for it instead of queueing.
+//!   thread in a short pass spins briefly for it instead of queueing.
 //! - **Passes on the waiting thread** (`Vm::wait`, `Vm::run_then_wait`): a thread that waits
-//!   on an engine whose scheduler thread sleeps runs the passes itself; waking the scheduler
-//!   thread costs tens of microseconds on an idle machine. A sync that ends a promoted
-//!   window takes the scheduler before it submits the window's plan run
-//!   (`Vm::auto_boundary`), so the run it waits for is its own to compute.
+//!   on an engine whose scheduler thread sleeps runs the passes itself rather than paying for
+//!   the wake-up. A sync that ends a promoted window takes the scheduler before it submits the
+//!   window's plan run (`Vm::auto_boundary`), so the run it waits for is its own to compute.
 //! - **Release at once** (`Vm::release_marked`): a blob released on an idle engine is freed
 //!   without an instruction; one with inline memory needs nothing at all.
 //! - **One node, one push** (`Vm::submit_checked`): when neither the stream nor the last
 //!   stream of an operand is asynchronous no soft sync can be needed, so a single instruction
 //!   skips the builder, on an engine with a device too. `run_op` learns whether to look from
-//!   the one flag word it loads anyway (`Shared::submit_flags`): before that, an engine with a
-//!   CUDA device sent every host op through the builder and the scheduler thread, about four
-//!   times the cost of `dispatch_small`; the test itself costs an engine without a device
-//!   about three instructions per op (cachegrind, 0.2 %).
+//!   the one flag word it loads anyway (`Shared::submit_flags`).
 //! - **`Vm::run_op` inlined into each op** (`#[inline(always)]`): out of line, the kernel the
 //!   caller just built is passed through memory and read back wider than it was written, a
-//!   store-forwarding stall. When a change to the engine tipped the inliner against it,
-//!   `dispatch_mixed_ns_per_op` rose 11 % with the same instruction count under callgrind.
+//!   store-forwarding stall.
 
 mod auto;
 #[cfg(test)]
@@ -388,7 +382,7 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn instructions(&self) -> InstructionsBuilder<'_> {
-        let flags = self.shared().capturing.load(Ordering::Acquire);
+        let flags = self.shared().divert_flags.load(Ordering::Acquire);
         if flags & crate::shared::AUTO_HOLDING != 0 {
             // Op calls held for a plan run first: what the builder takes comes after them,
             // and its checks see where they ran.

@@ -41,7 +41,7 @@ impl Vm {
             _ => Caller::here(),
         };
         let sh = self.shared();
-        if sh.capturing.load(Ordering::Acquire) & crate::shared::AUTO_HOLDING != 0 {
+        if sh.divert_flags.load(Ordering::Acquire) & crate::shared::AUTO_HOLDING != 0 {
             // Op calls held for a plan run first.
             self.auto_interrupt();
         }
@@ -108,7 +108,7 @@ impl Vm {
         stream: StreamId,
         // `mut` here rather than a `let mut` copy below: the kernel stays where the caller
         // built it. The copy read it back in 16-byte pieces right after the caller's narrower
-        // stores, a store-forwarding stall that took a sixth of `launch`'s time.
+        // stores, a store-forwarding stall.
         mut kernel: K,
         inputs: &[&Counted<Blob>],
         outputs: &[&Counted<Blob>],
@@ -125,7 +125,7 @@ impl Vm {
         let flags = self.shared().submit_flags.load(Ordering::Relaxed);
         if !cheap || flags & SUBMIT_SLOW != 0 || !borrowable {
             // Captures and automatic promotion: one word, zero when neither is on.
-            if self.shared().capturing.load(Ordering::Relaxed) > 0 {
+            if self.shared().divert_flags.load(Ordering::Relaxed) > 0 {
                 match self.divert(stream, kernel, inputs, outputs, at)? {
                     None => return Ok(()),
                     Some(k) => kernel = k,

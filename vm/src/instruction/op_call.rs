@@ -227,6 +227,91 @@ pub trait Kernel: Send + 'static {
     }
 }
 
+/// Implements [`Kernel`]'s methods in a wrapper by forwarding each to the kernel it wraps, so
+/// that no wrapper drops what a kernel says of itself (`fusable`, `cheap`, `deferred_drop`,
+/// `may_alias`, its description). `$with` is a macro of the wrapper's that runs an expression
+/// on the wrapped kernel: `$with!(ref self, k => expr)` with `k` a shared reference to it,
+/// `$with!(mut self, k => expr)` with `k` a mutable one. With `own description` after it, the
+/// wrapper writes `describe` and `is_described_by` itself and the rest are forwarded.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_vm::instruction::Kernel;
+/// use eddy_vm::testing::AddByte;
+/// /// A kernel that counts its runs, and is otherwise the kernel it wraps.
+/// struct Counting<K>(K, usize);
+/// macro_rules! inner {
+///     (ref $s:ident, $k:ident => $e:expr) => {{ let $k = &$s.0; $e }};
+///     (mut $s:ident, $k:ident => $e:expr) => {{ $s.1 += 1; let $k = &mut $s.0; $e }};
+/// }
+/// impl<K: Kernel> Kernel for Counting<K> {
+///     eddy_vm::forward_kernel!(inner);
+/// }
+/// let k = Counting(AddByte(1), 0);
+/// assert_eq!((k.name(), k.fusable(), k.cheap()), (AddByte(1).name(), AddByte(1).fusable(), AddByte(1).cheap()));
+/// ```
+#[macro_export]
+macro_rules! forward_kernel {
+    ($with:ident) => {
+        $crate::forward_kernel!($with, own description);
+        fn describe(&self) -> Option<Box<dyn std::any::Any + Send>> {
+            $with!(ref self, k => k.describe())
+        }
+        fn is_described_by(&self, description: &dyn std::any::Any) -> bool {
+            $with!(ref self, k => k.is_described_by(description))
+        }
+    };
+    ($with:ident, own description) => {
+        #[inline]
+        fn name(&self) -> &str {
+            $with!(ref self, k => k.name())
+        }
+        #[inline]
+        #[track_caller]
+        fn compute(
+            &mut self,
+            inputs: &[$crate::Counted<$crate::Blob>],
+            outputs: &[$crate::Counted<$crate::Blob>],
+            ctx: &mut $crate::instruction::ComputeCtx<'_>,
+        ) -> $crate::Result<()> {
+            $with!(mut self, k => k.compute(inputs, outputs, ctx))
+        }
+        #[inline]
+        fn fusable(&self) -> bool {
+            $with!(ref self, k => k.fusable())
+        }
+        #[inline]
+        fn cheap(&self) -> bool {
+            $with!(ref self, k => k.cheap())
+        }
+        #[inline]
+        fn deferred_drop(&self) -> bool {
+            $with!(ref self, k => k.deferred_drop())
+        }
+        fn may_alias(&self, output: usize, input: usize) -> bool {
+            $with!(ref self, k => k.may_alias(output, input))
+        }
+    };
+}
+
+/// The boxed kernel's own methods (not the box's: that would call itself).
+macro_rules! unboxed {
+    (ref $s:ident, $k:ident => $e:expr) => {{
+        let $k: &K = $s;
+        $e
+    }};
+    (mut $s:ident, $k:ident => $e:expr) => {{
+        let $k: &mut K = $s;
+        $e
+    }};
+}
+
+/// A boxed kernel is a kernel (a `Box<dyn Kernel>` too), saying all its kernel says.
+impl<K: Kernel + ?Sized> Kernel for Box<K> {
+    forward_kernel!(unboxed);
+}
+
 /// Operand lists, inline for up to four blobs.
 pub type Blobs = SmallVec<[Counted<Blob>; 4]>;
 

@@ -440,7 +440,7 @@ fn a_kind_of_window_whose_plan_runs_lose_runs_eagerly_for_a_while() {
 /// Whether calls go to promotion's hook now.
 fn noting(vm: &Vm) -> bool {
     vm.shared()
-        .capturing
+        .divert_flags
         .load(std::sync::atomic::Ordering::Relaxed)
         & crate::shared::AUTO_ON
         != 0

@@ -31,7 +31,7 @@
 //! configured spin time (~1 ms), then sleeps on the coalescing notifier until work arrives.
 //! It stops spinning early while a waiting user thread runs the passes itself (`Vm::wait`):
 //! on a 2-core machine that thread and a kernel helper already fill the cores, and a third
-//! spinning thread slowed a batch-1 forward from about 30 to 50–95 µs.
+//! spinning thread would take their time (the book's `mlp_infer` section has the figures).
 
 mod dispatch;
 mod ingest;

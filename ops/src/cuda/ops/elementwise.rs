@@ -108,18 +108,20 @@ struct Described<K> {
     what: Option<Elementwise>,
 }
 
+/// Runs an expression on the described kernel (see [`eddy_vm::forward_kernel`]).
+macro_rules! described {
+    (ref $s:ident, $k:ident => $e:expr) => {{
+        let $k = &$s.k;
+        $e
+    }};
+    (mut $s:ident, $k:ident => $e:expr) => {{
+        let $k = &mut $s.k;
+        $e
+    }};
+}
+
 impl<K: Kernel> Kernel for Described<K> {
-    fn name(&self) -> &str {
-        self.k.name()
-    }
-    fn compute(
-        &mut self,
-        inputs: &[Counted<Blob>],
-        outputs: &[Counted<Blob>],
-        ctx: &mut eddy_vm::instruction::ComputeCtx<'_>,
-    ) -> eddy_vm::Result<()> {
-        self.k.compute(inputs, outputs, ctx)
-    }
+    eddy_vm::forward_kernel!(described, own description);
     fn describe(&self) -> Option<Box<dyn std::any::Any + Send>> {
         Some(Box::new(self.what.clone()?))
     }
@@ -409,4 +411,80 @@ pub(super) fn names() -> Vec<&'static str> {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Described;
+    use crate::device::Either;
+    use eddy_vm::instruction::{ComputeCtx, Kernel};
+    use eddy_vm::{Blob, Counted};
+
+    /// A kernel that answers every question unlike the defaults.
+    struct Unusual;
+    impl Kernel for Unusual {
+        fn name(&self) -> &str {
+            "unusual"
+        }
+        fn compute(
+            &mut self,
+            _: &[Counted<Blob>],
+            _: &[Counted<Blob>],
+            _: &mut ComputeCtx<'_>,
+        ) -> eddy_vm::Result<()> {
+            Ok(())
+        }
+        fn fusable(&self) -> bool {
+            false
+        }
+        fn cheap(&self) -> bool {
+            true
+        }
+        fn deferred_drop(&self) -> bool {
+            true
+        }
+        fn may_alias(&self, output: usize, input: usize) -> bool {
+            (output, input) == (0, 1)
+        }
+    }
+
+    fn answers(k: &dyn Kernel) -> (String, bool, bool, bool, bool, bool) {
+        let (fusable, cheap, late) = (k.fusable(), k.cheap(), k.deferred_drop());
+        (
+            k.name().into(),
+            fusable,
+            cheap,
+            late,
+            k.may_alias(0, 1),
+            k.may_alias(0, 0),
+        )
+    }
+
+    /// A described CUDA kernel, a kernel of either device and a boxed kernel say all their
+    /// kernel says: its name, `fusable`, `cheap`, `deferred_drop` and `may_alias`.
+    #[test]
+    fn wrappers_keep_what_their_kernel_says() {
+        let want = answers(&Unusual);
+        let described = Described {
+            k: Unusual,
+            what: None,
+        };
+        let either: Either<Unusual, Unusual> = Either::Cuda(Unusual);
+        let boxed: Box<dyn Kernel> = Box::new(Described {
+            k: Either::<Unusual, Unusual>::Cpu(Unusual),
+            what: None,
+        });
+        for (how, got) in [
+            ("described", answers(&described)),
+            ("either", answers(&either)),
+            ("boxed", answers(&boxed)),
+        ] {
+            assert_eq!(got, want, "{how}");
+        }
+        // A device kernel as the op layer hands it out keeps the launch kernel's answers.
+        let l = crate::Lay::Dense(0);
+        let exp = super::unary(crate::kinds::UnaryOp::Exp, crate::DType::F32, l).unwrap();
+        assert!(exp.fusable() && !exp.cheap() && !exp.deferred_drop() && !exp.may_alias(0, 0));
+        assert!(exp.describe().is_some());
+    }
 }

@@ -283,7 +283,7 @@ impl Vm {
     /// Clears the flag that sends every `run` to [`Vm::auto_interrupt`]: nothing is held.
     fn stop_holding(&self) {
         self.shared()
-            .capturing
+            .divert_flags
             .fetch_and(!AUTO_HOLDING, Ordering::Release);
     }
 
@@ -291,7 +291,7 @@ impl Vm {
     /// and unless a capture is in progress, cheap ones take the fast path of `run_op`.
     fn begin_quiet(&self) {
         let sh = self.shared();
-        sh.capturing.fetch_and(!AUTO_ON, Ordering::Release);
+        sh.divert_flags.fetch_and(!AUTO_ON, Ordering::Release);
         // Under the captures' lock: a capture that begins sets the flag again after this.
         let captures = sh.capture.lock();
         if captures.is_empty() {
@@ -303,7 +303,7 @@ impl Vm {
     fn end_quiet(&self) {
         let sh = self.shared();
         sh.submit_flags.fetch_or(SUBMIT_SLOW, Ordering::Release);
-        sh.capturing.fetch_or(AUTO_ON, Ordering::Release);
+        sh.divert_flags.fetch_or(AUTO_ON, Ordering::Release);
     }
 
     /// Gives automatic promotion a pass over the steps of each window it runs as a plan (an
@@ -463,7 +463,7 @@ impl Vm {
             return false;
         };
         // A quiet window notes nothing and holds nothing (see `auto_op`).
-        if bypass() || self.shared().capturing.load(Ordering::Relaxed) & AUTO_ON == 0 {
+        if bypass() || self.shared().divert_flags.load(Ordering::Relaxed) & AUTO_ON == 0 {
             return false;
         }
         // After any held calls another thread is submitting (one may write this blob).
@@ -506,7 +506,7 @@ impl Vm {
         at: Caller,
     ) -> Result<Option<K>> {
         let mut kernel = kernel;
-        if self.shared().capturing.load(Ordering::Relaxed) & CAPTURES > 0 {
+        if self.shared().divert_flags.load(Ordering::Relaxed) & CAPTURES > 0 {
             match self.try_capture(stream, kernel, inputs, outputs, at)? {
                 None => return Ok(None),
                 Some(k) => kernel = k,
@@ -675,7 +675,7 @@ impl Vm {
                     ..Window::default()
                 };
                 self.shared()
-                    .capturing
+                    .divert_flags
                     .fetch_or(AUTO_HOLDING, Ordering::Release);
             }
         }

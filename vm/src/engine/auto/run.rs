@@ -2,7 +2,7 @@
 //! run as usual.
 
 use super::shelf::Shelf;
-use super::window::{Boxed, Found, Held, Ref, Window};
+use super::window::{Found, Held, Ref, Window};
 use super::{AutoPlanStats, SUBMITTING, Seen, Then};
 use crate::blob::Blob;
 use crate::captured::Captured;
@@ -329,7 +329,7 @@ impl Vm {
             match h {
                 Held::Op(c) => {
                     let outputs = c.outputs.clone();
-                    let call = OpCall::new(Boxed(c.kernel), c.inputs, c.outputs);
+                    let call = OpCall::new(c.kernel, c.inputs, c.outputs);
                     if let Err(e) = self.run(c.stream, call) {
                         self.fail_blobs(&outputs, e.at(c.at));
                     }

@@ -5,7 +5,7 @@ use crate::Counted;
 use crate::blob::{Blob, NO_STREAM};
 use crate::captured::Captured;
 use crate::error::Result;
-use crate::instruction::{ComputeCtx, Kernel};
+
 use crate::stream::StreamId;
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
@@ -224,40 +224,5 @@ impl Window {
             .map(|(b, released)| !released && !b.is_released())
             .collect();
         (notes, w)
-    }
-}
-
-/// A boxed kernel, as a kernel.
-pub(super) struct Boxed(pub(super) Box<dyn Kernel>);
-
-impl Kernel for Boxed {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn compute(
-        &mut self,
-        inputs: &[Counted<Blob>],
-        outputs: &[Counted<Blob>],
-        ctx: &mut ComputeCtx<'_>,
-    ) -> Result<()> {
-        self.0.compute(inputs, outputs, ctx)
-    }
-    fn fusable(&self) -> bool {
-        self.0.fusable()
-    }
-    fn cheap(&self) -> bool {
-        self.0.cheap()
-    }
-    fn deferred_drop(&self) -> bool {
-        self.0.deferred_drop()
-    }
-    fn describe(&self) -> Option<Box<dyn std::any::Any + Send>> {
-        self.0.describe()
-    }
-    fn is_described_by(&self, description: &dyn std::any::Any) -> bool {
-        self.0.is_described_by(description)
-    }
-    fn may_alias(&self, output: usize, input: usize) -> bool {
-        self.0.may_alias(output, input)
     }
 }
