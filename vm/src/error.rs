@@ -279,6 +279,15 @@ pub enum Error {
         /// The message of the panic that failed the engine thread.
         cause: String,
     },
+    /// The engine could not start one of its threads (the operating system refused it: too
+    /// many threads, no memory for a stack).
+    #[error("cannot start the engine's thread {thread}: {message}")]
+    ThreadSpawn {
+        /// The thread's name (`eddy-scheduler`, `eddy-worker-0`, `eddy-actors-1`, …).
+        thread: String,
+        /// The operating system's message.
+        message: String,
+    },
     /// The engine was shut down.
     #[error("the engine is shut down")]
     EngineShutDown,
@@ -288,6 +297,16 @@ pub enum Error {
         /// Instructions received and not yet released when it gave up.
         pending: u64,
     },
+}
+
+impl Error {
+    /// A `ThreadSpawn` for thread `thread`, from the operating system's error.
+    pub(crate) fn spawn(thread: &str, e: &std::io::Error) -> Error {
+        Error::ThreadSpawn {
+            thread: thread.into(),
+            message: e.to_string(),
+        }
+    }
 }
 
 /// The `at` field of an error's variant, by reference or mutable reference as `$e` is.
@@ -307,6 +326,7 @@ macro_rules! caller_field {
             Error::Deadlock { .. }
             | Error::EngineShutDown
             | Error::EngineFailed { .. }
+            | Error::ThreadSpawn { .. }
             | Error::ShutdownTimeout { .. } => None,
         }
     };
@@ -343,6 +363,7 @@ impl Error {
             Error::Deadlock { .. }
             | Error::EngineShutDown
             | Error::EngineFailed { .. }
+            | Error::ThreadSpawn { .. }
             | Error::ShutdownTimeout { .. } => None,
         }
     }

@@ -9,7 +9,7 @@
 //! scalars, reuse one compiled module. Each element is computed with the CPU kernels'
 //! arithmetic (`kernels/prelude.cu`'s `unary_op` and `binary_op`, in the program's dtype).
 
-use super::launch::{Launch, arch_of, compile_source, dptr, prelude, with_launch_as};
+use super::launch::{CudaError, Launch, arch_of, compile_source, dptr, prelude, with_launch_as};
 use super::ops::{binary_code, unary_code};
 use crate::program::{Code, Elementwise, Pos, Program, Src};
 use crate::{DType, kinds::BinaryOp};
@@ -123,7 +123,7 @@ type Compiled = Arc<(Arc<CudaModule>, CudaFunction)>;
 /// The compiled merged kernels, by device ordinal and source.
 type Cache = Mutex<HashMap<(u32, Arc<str>), Compiled>>;
 
-fn compiled(l: &Launch<'_>, src: &Arc<str>) -> Result<Compiled, String> {
+fn compiled(l: &Launch<'_>, src: &Arc<str>) -> Result<Compiled, CudaError> {
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let device = l.device();
     let key = (device.ordinal(), src.clone());
@@ -136,10 +136,10 @@ fn compiled(l: &Launch<'_>, src: &Arc<str>) -> Result<Compiled, String> {
     let module = device
         .context()
         .load_module(ptx)
-        .map_err(|e| format!("loading a merged kernel: {e}"))?;
+        .map_err(|e| CudaError::driver("loading a merged kernel", e))?;
     let f = module
         .load_function("fused")
-        .map_err(|e| format!("a merged kernel: {e}"))?;
+        .map_err(|e| CudaError::driver("a merged kernel", e))?;
     let c = Arc::new((module, f));
     Ok(CACHE
         .get_or_init(Default::default)
@@ -266,7 +266,7 @@ mod tests {
         );
         match compile_source(&format!("{}\n{src}", prelude()), "sm_90") {
             Ok(ptx) => assert!(ptx.to_src().contains(".entry fused("), "{src}"),
-            Err(e) if e.starts_with("no NVRTC") => eprintln!("SKIPPED: {e}"),
+            Err(e @ CudaError::NoCompiler) => eprintln!("SKIPPED: {e}"),
             Err(e) => panic!("{e}\n{src}"),
         }
         let mut f64_p = p;

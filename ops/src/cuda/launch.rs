@@ -7,6 +7,7 @@ use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
 use eddy_vm::alloc::{Allocation, DeviceAllocator};
 use eddy_vm::instruction::{ComputeCtx, Kernel};
 use eddy_vm::stream::cuda::{CudaDevice, CudaStream};
+pub use eddy_vm::stream::cuda_error::CudaError;
 use eddy_vm::{Blob, Counted};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -41,10 +42,10 @@ pub fn prelude() -> &'static str {
 /// # Errors
 ///
 /// As [`compile`].
-pub fn compile_source(source: &str, arch: &'static str) -> Result<Ptx, String> {
+pub fn compile_source(source: &str, arch: &'static str) -> Result<Ptx, CudaError> {
     // SAFETY: only tries to load the library.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err("no NVRTC library (libnvrtc.so) on this machine".into());
+        return Err(CudaError::NoCompiler);
     }
     // No fused multiply-adds: every product and sum rounds on its own, as on the CPU, and a
     // merged kernel (whose values stay in registers) computes the bits separate kernels do.
@@ -54,20 +55,20 @@ pub fn compile_source(source: &str, arch: &'static str) -> Result<Ptx, String> {
         options: vec!["--std=c++17".into()],
         ..Default::default()
     };
-    compile_ptx_with_opts(source, opts).map_err(|e| format!("NVRTC: {e}"))
+    compile_ptx_with_opts(source, opts).map_err(|e| CudaError::Compile(e.to_string()))
 }
 
 /// The architecture of `device` as NVRTC names it (`"sm_90"`), kept for the process.
 ///
 /// # Errors
 ///
-/// The driver's message.
-pub fn arch_of(device: &CudaDevice) -> Result<&'static str, String> {
+/// The driver's error.
+pub fn arch_of(device: &CudaDevice) -> Result<&'static str, CudaError> {
     static ARCHS: OnceLock<Mutex<HashMap<(i32, i32), &'static str>>> = OnceLock::new();
     let (major, minor) = device
         .context()
         .compute_capability()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| CudaError::driver("reading the compute capability", e))?;
     let mut a = ARCHS.get_or_init(Default::default).lock();
     // NVRTC takes a `'static` name: one per distinct architecture.
     Ok(*a
@@ -87,7 +88,7 @@ pub fn arch_of(device: &CudaDevice) -> Result<&'static str, String> {
 /// ```no_run
 /// let ptx = eddy_ops::cuda::compile("sm_90").expect("the kernels compile");
 /// ```
-pub fn compile(arch: &'static str) -> Result<Ptx, String> {
+pub fn compile(arch: &'static str) -> Result<Ptx, CudaError> {
     compile_source(SOURCE, arch)
 }
 
@@ -107,7 +108,7 @@ unsafe impl Send for BlasHandle {}
 /// # Errors
 ///
 /// NVRTC's or the driver's message if the module cannot be built or loaded.
-pub fn module_for(device: &CudaDevice) -> Result<Arc<DeviceModule>, String> {
+pub fn module_for(device: &CudaDevice) -> Result<Arc<DeviceModule>, CudaError> {
     // The device's own slot first: no lock on a launch's path.
     if let Some(m) = device.extension().get()
         && let Ok(m) = m.clone().downcast::<DeviceModule>()
@@ -124,12 +125,12 @@ pub fn module_for(device: &CudaDevice) -> Result<Arc<DeviceModule>, String> {
     let ptx = compile(arch_of(device)?)?;
     let module = ctx
         .load_module(ptx)
-        .map_err(|e| format!("loading the kernels: {e}"))?;
+        .map_err(|e| CudaError::driver("loading the kernels", e))?;
     let mut functions = HashMap::new();
     for name in kernel_names() {
         let f = module
             .load_function(name)
-            .map_err(|e| format!("kernel {name}: {e}"))?;
+            .map_err(|e| CudaError::driver(format!("kernel {name}"), e))?;
         functions.insert(name.to_string(), f);
     }
     let m = Arc::new(DeviceModule {
@@ -177,14 +178,15 @@ impl Launch<'_> {
     ///
     /// # Errors
     ///
-    /// A line naming the size when the device's memory runs out.
-    pub fn scratch(&self, bytes: usize) -> Result<Allocation, String> {
-        self.allocator.allocate(bytes.max(1)).map_err(|e| {
-            format!(
-                "out of device memory for {bytes} bytes of scratch ({} in use, {} cached)",
-                e.in_use, e.cached
-            )
-        })
+    /// `OutOfMemory` naming the size when the device's memory runs out.
+    pub fn scratch(&self, bytes: usize) -> Result<Allocation, CudaError> {
+        self.allocator
+            .allocate(bytes.max(1))
+            .map_err(|e| CudaError::OutOfMemory {
+                requested: bytes,
+                in_use: e.in_use,
+                cached: e.cached,
+            })
     }
 
     /// The raw stream.
@@ -214,7 +216,7 @@ impl Launch<'_> {
         grid: u32,
         block: u32,
         params: &mut [*mut c_void],
-    ) -> Result<(), String> {
+    ) -> Result<(), CudaError> {
         // SAFETY: forwarded to the caller.
         unsafe {
             result::launch_kernel(
@@ -226,7 +228,7 @@ impl Launch<'_> {
                 params,
             )
         }
-        .map_err(|e| format!("launching a merged kernel: {e}"))
+        .map_err(|e| CudaError::driver("launching a merged kernel", e))
     }
 
     /// Launches kernel `name` over `n` elements (a grid-stride loop) with `params`, each a
@@ -234,19 +236,25 @@ impl Launch<'_> {
     ///
     /// # Errors
     ///
-    /// The driver's message (an unknown kernel, a launch failure, or an earlier fault).
-    pub fn elementwise(
+    /// The driver's error (a launch failure, or an earlier fault); `NoKernel` for an unknown
+    /// kernel.
+    ///
+    /// # Safety
+    ///
+    /// As [`grid`](Self::grid).
+    pub unsafe fn elementwise(
         &self,
         name: &str,
         n: usize,
         params: &mut [*mut c_void],
-    ) -> Result<(), String> {
+    ) -> Result<(), CudaError> {
         if n == 0 {
             return Ok(());
         }
         let block = 256u32;
         let grid = n.div_ceil(block as usize).min(65_535 * 8) as u32;
-        self.grid(name, grid, block, 0, params)
+        // SAFETY: forwarded to the caller.
+        unsafe { self.grid(name, grid, block, 0, params) }
     }
 
     /// Launches kernel `name` on `grid` blocks of `block` threads with `shared` bytes of shared
@@ -255,24 +263,30 @@ impl Launch<'_> {
     /// # Errors
     ///
     /// As [`elementwise`](Self::elementwise).
-    pub fn grid(
+    ///
+    /// # Safety
+    ///
+    /// `params` must hold one pointer for each parameter of kernel `name` (its signature in
+    /// `kernels/`), in order, each to a value of that parameter's type, alive for the call;
+    /// the device addresses in them must be memory the launching instruction may use as the
+    /// kernel does (its operands, or scratch it holds), large enough for what the kernel
+    /// reads and writes given the other arguments.
+    pub unsafe fn grid(
         &self,
         name: &str,
         grid: u32,
         block: u32,
         shared: u32,
         params: &mut [*mut c_void],
-    ) -> Result<(), String> {
+    ) -> Result<(), CudaError> {
         let f = self
             .module
             .functions
             .get(name)
-            .ok_or_else(|| format!("no device kernel {name}"))?;
-        // SAFETY: `f` is a live function of this device's module; `params` point to values of
-        // the kernel's parameter types in order (each call site builds them from the kernel's
-        // signature in `kernels/`), alive for the call; the device addresses in them are
-        // the operands' blobs, which the engine keeps allocated until the launch is done and,
-        // on this in-order stream, until the kernel has run.
+            .ok_or_else(|| CudaError::NoKernel(name.into()))?;
+        // SAFETY: `f` is a live function of this device's module; the parameters are as this
+        // function's contract requires of its caller; the stream is in order, so the memory
+        // they name stays the instruction's until the kernel has run.
         unsafe {
             result::launch_kernel(
                 f.cu_function(),
@@ -283,7 +297,7 @@ impl Launch<'_> {
                 params,
             )
         }
-        .map_err(|e| format!("launching {name}: {e}"))
+        .map_err(|e| CudaError::driver(format!("launching {name}"), e))
     }
 
     /// Copies `src` from host memory to device address `dst`, in stream order (through pinned
@@ -296,7 +310,7 @@ impl Launch<'_> {
     /// # Safety
     ///
     /// `dst` must be an output of the launching instruction with at least `src.len()` bytes.
-    pub unsafe fn copy_from_host(&self, dst: u64, src: &[u8]) -> Result<(), String> {
+    pub unsafe fn copy_from_host(&self, dst: u64, src: &[u8]) -> Result<(), CudaError> {
         // SAFETY: forwarded; the engine gives the instruction exclusive use of its outputs,
         // in stream order.
         unsafe { self.stream.copy_from_host(dst, src) }
@@ -309,18 +323,24 @@ impl Launch<'_> {
     /// cuBLAS's message if the handle cannot be made.
     pub fn blas<R>(
         &self,
-        f: impl FnOnce(cudarc::cublas::sys::cublasHandle_t) -> Result<R, String>,
-    ) -> Result<R, String> {
+        f: impl FnOnce(cudarc::cublas::sys::cublasHandle_t) -> Result<R, CudaError>,
+    ) -> Result<R, CudaError> {
         let mut slot = self.module.blas.lock();
         if slot.is_none() {
-            let h =
-                cudarc::cublas::result::create_handle().map_err(|e| format!("cuBLAS: {e:?}"))?;
+            let h = cudarc::cublas::result::create_handle().map_err(|e| CudaError::Blas {
+                what: "making a handle".into(),
+                status: format!("{e:?}"),
+            })?;
             *slot = Some(BlasHandle(h));
         }
         let h = slot.as_ref().expect("just made").0;
         // SAFETY: both handles are live; the stream belongs to the bound context.
-        unsafe { cudarc::cublas::result::set_stream(h, self.stream.raw() as _) }
-            .map_err(|e| format!("cuBLAS: {e:?}"))?;
+        unsafe { cudarc::cublas::result::set_stream(h, self.stream.raw() as _) }.map_err(|e| {
+            CudaError::Blas {
+                what: "binding the stream".into(),
+                status: format!("{e:?}"),
+            }
+        })?;
         f(h)
     }
 }
@@ -390,7 +410,7 @@ pub struct CudaKernel<F> {
 
 impl<F> CudaKernel<F>
 where
-    F: FnMut(&Launch<'_>, &[Counted<Blob>], &[Counted<Blob>]) -> Result<(), String>
+    F: FnMut(&Launch<'_>, &[Counted<Blob>], &[Counted<Blob>]) -> Result<(), CudaError>
         + Send
         + 'static,
 {
@@ -402,7 +422,7 @@ where
 
 impl<F> Kernel for CudaKernel<F>
 where
-    F: FnMut(&Launch<'_>, &[Counted<Blob>], &[Counted<Blob>]) -> Result<(), String>
+    F: FnMut(&Launch<'_>, &[Counted<Blob>], &[Counted<Blob>]) -> Result<(), CudaError>
         + Send
         + 'static,
 {
@@ -427,11 +447,13 @@ where
 ///
 /// # Errors
 ///
-/// `KernelFailed` naming `name` (not a CUDA stream, `f`'s error), or the device's fault.
+/// `KernelFailed` naming `name` (not a CUDA stream, `f`'s error), `OutOfMemory` where `f`
+/// ran out of device memory, or the device's fault: `f`'s [`CudaError`] is turned into the
+/// engine's error here, once.
 pub fn with_launch(
     name: &'static str,
     ctx: &mut ComputeCtx<'_>,
-    f: impl FnOnce(&Launch<'_>) -> Result<(), String>,
+    f: impl FnOnce(&Launch<'_>) -> Result<(), CudaError>,
 ) -> eddy_vm::Result<()> {
     with_launch_as(name, name, ctx, f)
 }
@@ -446,7 +468,7 @@ pub fn with_launch_as(
     name: &'static str,
     label: &str,
     ctx: &mut ComputeCtx<'_>,
-    f: impl FnOnce(&Launch<'_>) -> Result<(), String>,
+    f: impl FnOnce(&Launch<'_>) -> Result<(), CudaError>,
 ) -> eddy_vm::Result<()> {
     let err = |m: String| eddy_vm::Error::kernel(name, m);
     let stream = ctx
@@ -467,7 +489,7 @@ pub fn with_launch_as(
     if let Err(e) = device.bind() {
         return Err(device.check_fault(name).unwrap_or(e));
     }
-    let module = module_for(device).map_err(err)?;
+    let module = module_for(device).map_err(|e| e.into_error(name))?;
     let launch = Launch {
         stream,
         module: &module,
@@ -490,7 +512,9 @@ pub fn with_launch_as(
         Ok(()) => Ok(()),
         // A launch also reports faults of earlier work: tell those from this call's own
         // errors.
-        Err(m) => Err(device.check_fault(name).unwrap_or_else(|| err(m))),
+        Err(e) => Err(device
+            .check_fault(name)
+            .unwrap_or_else(|| e.into_error(name))),
     }
 }
 
@@ -527,7 +551,7 @@ mod tests {
                     );
                 }
             }
-            Err(e) if e.starts_with("no NVRTC") => eprintln!("SKIPPED: {e}"),
+            Err(e @ super::CudaError::NoCompiler) => eprintln!("SKIPPED: {e}"),
             Err(e) => panic!("{e}"),
         }
     }

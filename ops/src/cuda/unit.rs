@@ -221,13 +221,19 @@ impl Kernel for UnitKernel {
                 let mut u = self.args(ops, inputs, outputs);
                 let block = 256u32;
                 let grid = self.n.div_ceil(block as usize).min(65_535 * 8) as u32;
-                l.grid(
-                    kernel,
-                    grid,
-                    block,
-                    0,
-                    &mut [(&mut u as *mut UnitArgs).cast::<c_void>()],
-                )?;
+                // SAFETY:  are, in order, the parameters of the kernel `kernel` names in
+                // `kernels/linalg.cu`, each of the declared type and alive for the call; the
+                // device addresses are this instruction's operands (or its scratch), allocated
+                // until the kernel has run.
+                unsafe {
+                    l.grid(
+                        kernel,
+                        grid,
+                        block,
+                        0,
+                        &mut [(&mut u as *mut UnitArgs).cast::<c_void>()],
+                    )
+                }?;
             }
             Ok(())
         })

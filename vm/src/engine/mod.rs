@@ -140,12 +140,7 @@ impl Vm {
                 st.policy.tracing_changed(true);
             }
         }
-        let io = |e: std::io::Error| Error::InvalidArgument {
-            at: crate::error::Caller::UNKNOWN,
-            op: "Vm::start".into(),
-            message: format!("cannot spawn an engine thread: {e}"),
-        };
-        let sched = Scheduler::new(shared.clone(), owner).map_err(io)?;
+        let sched = Scheduler::new(shared.clone(), owner)?;
         let mode = if shared.config.sync_mode {
             Mode::Sync(Box::new(Mutex::new(sched)))
         } else {
@@ -165,7 +160,7 @@ impl Vm {
                     }
                     sh.scheduler_exited();
                 })
-                .map_err(io)?;
+                .map_err(|e| Error::spawn("eddy-scheduler", &e))?;
             Mode::Threaded {
                 handle: Mutex::new(Some(h)),
                 sched,
@@ -405,7 +400,7 @@ impl VmBuilder {
     /// # Errors
     ///
     /// `InvalidArgument` for a bad setting (an unparsable variable, water marks out of order, a
-    /// zero window); an I/O error spawning threads is reported the same way.
+    /// zero window); `ThreadSpawn` where the operating system refuses one of its threads.
     /// `DeviceUnavailable` for a device that cannot be opened.
     ///
     /// # Examples

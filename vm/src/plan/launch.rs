@@ -151,7 +151,7 @@ impl Plan {
         } else {
             None
         };
-        Plan::assemble(vm, spec, at, layout, arena).map_err(|e| (Box::new(e), None))
+        Plan::assemble(vm, spec, layout, arena).map_err(|e| (Box::new(e), None))
     }
 
     /// Checks `spec` and lays out its memory: the layout, the actors' wiring (for a plan run
@@ -255,7 +255,6 @@ impl Plan {
     fn assemble(
         vm: &dyn Host,
         spec: PlanSpec,
-        at: Caller,
         layout: Layout,
         arena: Option<crate::alloc::Allocation>,
     ) -> Result<Plan> {
@@ -267,11 +266,6 @@ impl Plan {
             reads,
             writes,
         } = layout;
-        let bad = |message: String| Error::InvalidArgument {
-            at,
-            op: "Plan::new".into(),
-            message,
-        };
         let entry = &vm.shared_state().streams[spec.stream.0 as usize];
         let temps = (memory.sizes.iter().enumerate())
             .map(|(k, &bytes)| {
@@ -325,7 +319,7 @@ impl Plan {
                     })
                     .collect();
                 let rt = actors::Runtime::new(specs, registers, spec.fixed.clone(), place, config)
-                    .map_err(|e| bad(format!("the actors' threads did not start: {e}")))?;
+                    .map_err(|e| Error::spawn("eddy-actors", &e))?;
                 Some(rt)
             }
             _ => None,

@@ -145,7 +145,7 @@ pub(crate) struct Scheduler {
 }
 
 impl Scheduler {
-    pub(crate) fn new(shared: Arc<Shared>, owner: QCellOwner) -> std::io::Result<Self> {
+    pub(crate) fn new(shared: Arc<Shared>, owner: QCellOwner) -> crate::Result<Self> {
         let sync_mode = shared.config.sync_mode;
         let mut streams = Vec::with_capacity(shared.streams.len());
         for (i, s) in shared.streams.iter().enumerate() {
@@ -180,10 +180,14 @@ impl Scheduler {
         for (i, s) in shared.streams.iter().enumerate() {
             if !s.policy.completes_in_order() {
                 if i >= 64 {
-                    return Err(std::io::Error::other(format!(
-                        "stream {i} ({}) completes out of order; only the first 64 streams may",
-                        s.policy.name()
-                    )));
+                    return Err(crate::Error::InvalidArgument {
+                        at: crate::error::Caller::UNKNOWN,
+                        op: "Vm::start".into(),
+                        message: format!(
+                            "stream {i} ({}) completes out of order; only the first 64 streams may",
+                            s.policy.name()
+                        ),
+                    });
                 }
                 out_of_order |= 1 << i;
             }

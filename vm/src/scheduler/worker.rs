@@ -35,11 +35,12 @@ impl ThreadCtx {
         policy: Arc<dyn StreamPolicy>,
         allocator: Arc<DeviceAllocator>,
         shared: Arc<Shared>,
-    ) -> std::io::Result<Self> {
+    ) -> crate::Result<Self> {
         let queue = Arc::new(HandOff::new());
         let q = queue.clone();
+        let name = format!("eddy-worker-{}", stream_id.0);
         let thread = std::thread::Builder::new()
-            .name(format!("eddy-worker-{}", stream_id.0))
+            .name(name.clone())
             .spawn(move || {
                 IN_ENGINE.with(|c| c.set(true));
                 let env = ExecEnv {
@@ -49,7 +50,8 @@ impl ThreadCtx {
                     shared: &shared,
                 };
                 worker_loop(&q, &env);
-            })?;
+            })
+            .map_err(|e| crate::Error::spawn(&name, &e))?;
         Ok(ThreadCtx {
             queue,
             thread: Some(thread),

@@ -21,6 +21,7 @@
 //! CUDA, and [`device_count`] / [`CudaDevice::open`] report its absence as
 //! [`Error::DeviceUnavailable`] instead of panicking.
 
+use super::cuda_error::CudaError;
 use super::{Device, Event, Exec, StreamKind, StreamPolicy};
 use crate::alloc::{Allocation, DeviceAllocator};
 use crate::error::{Error, Result};
@@ -391,11 +392,12 @@ impl CudaStream {
     ///
     /// # Errors
     ///
-    /// The first asynchronous fault of the device, as text.
-    pub fn synchronize(&self) -> std::result::Result<(), String> {
-        self.device.bind().map_err(|e| e.to_string())?;
+    /// The first asynchronous fault of the device.
+    pub fn synchronize(&self) -> std::result::Result<(), CudaError> {
+        self.device.bind()?;
         // SAFETY: `raw` is a live stream of the bound context.
-        unsafe { result::stream::synchronize(self.raw) }.map_err(|e| e.to_string())
+        unsafe { result::stream::synchronize(self.raw) }
+            .map_err(|e| CudaError::driver("synchronising the stream", e))
     }
 
     /// Copies `src` from host memory to device address `dst`, in stream order. The source is
@@ -413,7 +415,11 @@ impl CudaStream {
     ///
     /// `dst` must be device memory of this stream's device, at least `src.len()` bytes, that
     /// no other work uses until the copy completes (in stream order).
-    pub unsafe fn copy_from_host(&self, dst: u64, src: &[u8]) -> std::result::Result<(), String> {
+    pub unsafe fn copy_from_host(
+        &self,
+        dst: u64,
+        src: &[u8],
+    ) -> std::result::Result<(), CudaError> {
         if src.is_empty() {
             return Ok(());
         }
@@ -427,7 +433,7 @@ impl CudaStream {
             // returns, after the stream's earlier work.
             // SAFETY: forwarded.
             return unsafe { result::memcpy_htod_async(dst, src, self.raw) }
-                .map_err(|e| format!("host to device copy: {e}"));
+                .map_err(|e| CudaError::driver("host to device copy", e));
         };
         // SAFETY: `block` is a fresh pinned block of at least `src.len()` bytes, ours alone.
         let pinned = unsafe { std::slice::from_raw_parts_mut(block.ptr(), src.len()) };
@@ -435,10 +441,8 @@ impl CudaStream {
         // SAFETY: forwarded for `dst`; the pinned source stays allocated (held by the event
         // thread) until the event recorded after the copy completes.
         unsafe { result::memcpy_htod_async(dst, &*pinned, self.raw) }
-            .map_err(|e| format!("host to device copy: {e}"))?;
-        let ev = self
-            .new_event()
-            .map_err(|e| format!("staging event: {e}"))?;
+            .map_err(|e| CudaError::driver("host to device copy", e))?;
+        let ev = self.new_event()?;
         let w = self.watcher();
         if w.threaded {
             w.push(Watched::Free(ev, block));
@@ -457,15 +461,15 @@ impl CudaStream {
     }
 
     /// Records a new event on the stream, after everything launched so far.
-    fn new_event(&self) -> std::result::Result<CudaEvent, String> {
-        self.device.bind().map_err(|e| e.to_string())?;
+    fn new_event(&self) -> std::result::Result<CudaEvent, CudaError> {
+        self.device.bind()?;
         let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
             | sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32;
         let mut raw = std::mem::MaybeUninit::uninit();
         // SAFETY: the context is current; `raw` receives a new event handle on success.
         unsafe { sys::cuEventCreate(raw.as_mut_ptr(), flags) }
             .result()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| CudaError::driver("creating an event", e))?;
         // SAFETY: initialised by the successful call above.
         let raw = unsafe { raw.assume_init() };
         let mark = self.device.launch_mark();
@@ -473,7 +477,7 @@ impl CudaStream {
         if let Err(e) = unsafe { result::event::record(raw, self.raw) } {
             // SAFETY: created above, never recorded or shared.
             let _ = unsafe { result::event::destroy(raw) };
-            return Err(e.to_string());
+            return Err(CudaError::driver("recording an event", e));
         }
         Ok(CudaEvent {
             raw,

@@ -51,14 +51,13 @@ pub(crate) struct Timeline {
 unsafe impl Send for Timeline {}
 
 /// A new timing event recorded on `stream` (the context bound).
-fn timing_event(stream: sys::CUstream) -> Result<sys::CUevent, String> {
-    let ev =
-        result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(|e| e.to_string())?;
+fn timing_event(stream: sys::CUstream) -> Result<sys::CUevent, result::DriverError> {
+    let ev = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
     // SAFETY: both handles are live in the bound context.
     if let Err(e) = unsafe { result::event::record(ev, stream) } {
         // SAFETY: created above and not shared.
         let _ = unsafe { result::event::destroy(ev) };
-        return Err(e.to_string());
+        return Err(e);
     }
     Ok(ev)
 }

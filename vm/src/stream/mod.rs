@@ -11,6 +11,8 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "cuda")]
+pub mod cuda_error;
+#[cfg(feature = "cuda")]
 pub mod cuda_memory;
 #[cfg(feature = "cuda")]
 mod cuda_probe;

@@ -1,7 +1,7 @@
 //! Copies and casts on the device, fills, and transfers between host and device.
 
 use super::{arg, bits_of, by_size, dev_layout, launch_fill, numel};
-use crate::cuda::launch::{CudaKernel, Launch, dptr};
+use crate::cuda::launch::{CudaError, CudaKernel, Launch, dptr};
 use crate::random::{Distribution, mantissa_digits, random_value};
 use crate::{DType, Elem, Layout};
 use cudarc::driver::result;
@@ -32,22 +32,32 @@ pub fn copy(
                     arg(&mut dy),
                     arg(&mut n64),
                 ];
-                return l.elementwise(name, n, args);
+                // SAFETY:  are, in order, the parameters of the kernel `name` names in
+                // `kernels/elementwise.cu`, each of the declared type and alive for the call; the
+                // device addresses are this instruction's operands (or its scratch), allocated
+                // until the kernel has run.
+                return unsafe { l.elementwise(name, n, args) };
             }
             let (mut sk, mut dk) = (cast_code(src_dtype), cast_code(dst_dtype));
-            l.elementwise(
-                "cast",
-                n,
-                &mut [
-                    arg(&mut sk),
-                    arg(&mut dk),
-                    arg(&mut x),
-                    arg(&mut dx),
-                    arg(&mut y),
-                    arg(&mut dy),
-                    arg(&mut n64),
-                ],
-            )
+            // SAFETY: sk, dk, x, dx, y, dy, n64 are, in order, the parameters of `cast` in
+            // `kernels/elementwise.cu`, each of the declared type and alive for the call; the
+            // device addresses are this instruction's operands (or its scratch), allocated until
+            // the kernel has run.
+            unsafe {
+                l.elementwise(
+                    "cast",
+                    n,
+                    &mut [
+                        arg(&mut sk),
+                        arg(&mut dk),
+                        arg(&mut x),
+                        arg(&mut dx),
+                        arg(&mut y),
+                        arg(&mut dy),
+                        arg(&mut n64),
+                    ],
+                )
+            }
         },
     ))
 }
@@ -87,7 +97,7 @@ pub fn fill(dtype: DType, layout: Layout, value: f64) -> Option<impl Kernel + us
 }
 
 /// Copies `bytes` (the storage of a contiguous tensor) into output `out`, on the stream.
-fn upload_bytes(l: &Launch<'_>, out: &Blob, bytes: &[u8]) -> Result<(), String> {
+fn upload_bytes(l: &Launch<'_>, out: &Blob, bytes: &[u8]) -> Result<(), CudaError> {
     if bytes.is_empty() {
         return Ok(());
     }
@@ -175,7 +185,7 @@ pub fn download(dtype: DType, src: Layout) -> impl Kernel {
             unsafe {
                 result::memcpy_dtoh_async(out, dptr::<u8>(&ins[0], src.offset * size), l.stream())
             }
-            .map_err(|e| format!("device to host copy: {e}"))
+            .map_err(|e| CudaError::driver("device to host copy", e))
         },
     )
 }

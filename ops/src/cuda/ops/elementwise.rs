@@ -187,19 +187,25 @@ fn unary_kernel<C: Copy + Send + 'static>(
             let mut lx = dev_lay(&la, n)?;
             let (mut x, mut y, mut n64) =
                 (dptr::<u8>(&ins[0], 0), dptr::<u8>(&outs[0], 0), n as i64);
-            l.elementwise(
-                kernel,
-                n,
-                &mut [
-                    arg(&mut code),
-                    arg(&mut c),
-                    arg(&mut d),
-                    arg(&mut x),
-                    arg(&mut lx),
-                    arg(&mut y),
-                    arg(&mut n64),
-                ],
-            )
+            // SAFETY: code, c, d, x, lx, y, n64 are, in order, the parameters of the kernel
+            // `kernel` names in `kernels/elementwise.cu`, each of the declared type and alive for
+            // the call; the device addresses are this instruction's operands (or its scratch),
+            // allocated until the kernel has run.
+            unsafe {
+                l.elementwise(
+                    kernel,
+                    n,
+                    &mut [
+                        arg(&mut code),
+                        arg(&mut c),
+                        arg(&mut d),
+                        arg(&mut x),
+                        arg(&mut lx),
+                        arg(&mut y),
+                        arg(&mut n64),
+                    ],
+                )
+            }
         },
     )
 }
@@ -224,36 +230,48 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kerne
                     let (mut y, mut n64) = (dptr::<u8>(&outs[0], 0), n as i64);
                     let block = 256u32;
                     let grid = n.div_ceil(4).div_ceil(block as usize).clamp(1, 65_535 * 8);
-                    return l.grid(
-                        "binary_dense_f32",
-                        grid as u32,
-                        block,
-                        0,
-                        &mut [
-                            arg(&mut code),
-                            arg(&mut a),
-                            arg(&mut b),
-                            arg(&mut y),
-                            arg(&mut n64),
-                        ],
-                    );
+                    // SAFETY: code, a, b, y, n64 are, in order, the parameters of
+                    // `binary_dense_f32` in `kernels/elementwise.cu`, each of the declared type
+                    // and alive for the call; the device addresses are this instruction's operands
+                    // (or its scratch), allocated until the kernel has run.
+                    return unsafe {
+                        l.grid(
+                            "binary_dense_f32",
+                            grid as u32,
+                            block,
+                            0,
+                            &mut [
+                                arg(&mut code),
+                                arg(&mut a),
+                                arg(&mut b),
+                                arg(&mut y),
+                                arg(&mut n64),
+                            ],
+                        )
+                    };
                 }
                 let (mut a, mut b) = (dptr::<u8>(&ins[0], 0), dptr::<u8>(&ins[1], 0));
                 let (mut da, mut db) = (dev_lay(&la, n)?, dev_lay(&lb, n)?);
                 let (mut y, mut n64) = (dptr::<u8>(&outs[0], 0), n as i64);
-                l.elementwise(
-                    kernel,
-                    n,
-                    &mut [
-                        arg(&mut code),
-                        arg(&mut a),
-                        arg(&mut da),
-                        arg(&mut b),
-                        arg(&mut db),
-                        arg(&mut y),
-                        arg(&mut n64),
-                    ],
-                )
+                // SAFETY: code, a, da, b, db, y, n64 are, in order, the parameters of the kernel
+                // `kernel` names in `kernels/elementwise.cu`, each of the declared type and alive
+                // for the call; the device addresses are this instruction's operands (or its
+                // scratch), allocated until the kernel has run.
+                unsafe {
+                    l.elementwise(
+                        kernel,
+                        n,
+                        &mut [
+                            arg(&mut code),
+                            arg(&mut a),
+                            arg(&mut da),
+                            arg(&mut b),
+                            arg(&mut db),
+                            arg(&mut y),
+                            arg(&mut n64),
+                        ],
+                    )
+                }
             },
         );
         Some(Described { k, what })
@@ -302,19 +320,25 @@ pub fn binary_inplace(
                 DType::F32 | DType::F16 | DType::BF16 => arg(&mut alpha32),
                 _ => arg(&mut alpha_int),
             };
-            l.elementwise(
-                kernel,
-                n,
-                &mut [
-                    arg(&mut code),
-                    arg(&mut o),
-                    arg(&mut dlo),
-                    arg(&mut x),
-                    arg(&mut dlx),
-                    alpha_arg,
-                    arg(&mut n64),
-                ],
-            )
+            // SAFETY: code, o, dlo, x, dlx, alpha, n64 are, in order, the parameters of the kernel
+            // `kernel` names in `kernels/elementwise.cu`, each of the declared type and alive for
+            // the call; the device addresses are this instruction's operands (or its scratch),
+            // allocated until the kernel has run.
+            unsafe {
+                l.elementwise(
+                    kernel,
+                    n,
+                    &mut [
+                        arg(&mut code),
+                        arg(&mut o),
+                        arg(&mut dlo),
+                        arg(&mut x),
+                        arg(&mut dlx),
+                        alpha_arg,
+                        arg(&mut n64),
+                    ],
+                )
+            }
         },
     ))
 }
@@ -342,19 +366,25 @@ pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel 
             let (mut a, mut b) = (dptr::<u8>(&ins[0], 0), dptr::<u8>(&ins[1], 0));
             let (mut da, mut db) = (dev_lay(&la, n)?, dev_lay(&lb, n)?);
             let (mut y, mut n64) = (dptr::<u8>(&outs[0], 0), n as i64);
-            l.elementwise(
-                name,
-                n,
-                &mut [
-                    arg(&mut code),
-                    arg(&mut a),
-                    arg(&mut da),
-                    arg(&mut b),
-                    arg(&mut db),
-                    arg(&mut y),
-                    arg(&mut n64),
-                ],
-            )
+            // SAFETY: code, a, da, b, db, y, n64 are, in order, the parameters of the kernel
+            // `name` names in `kernels/elementwise.cu`, each of the declared type and alive for
+            // the call; the device addresses are this instruction's operands (or its scratch),
+            // allocated until the kernel has run.
+            unsafe {
+                l.elementwise(
+                    name,
+                    n,
+                    &mut [
+                        arg(&mut code),
+                        arg(&mut a),
+                        arg(&mut da),
+                        arg(&mut b),
+                        arg(&mut db),
+                        arg(&mut y),
+                        arg(&mut n64),
+                    ],
+                )
+            }
         },
     ))
 }
@@ -374,20 +404,26 @@ pub fn where_(dtype: DType, lc: Layout, la: Layout, lb: Layout) -> Option<impl K
             );
             let (mut dc, mut da, mut db) = (dev_layout(&lc)?, dev_layout(&la)?, dev_layout(&lb)?);
             let (mut y, mut n64) = (dptr::<u8>(&outs[0], 0), n as i64);
-            l.elementwise(
-                kernel,
-                n,
-                &mut [
-                    arg(&mut c),
-                    arg(&mut dc),
-                    arg(&mut a),
-                    arg(&mut da),
-                    arg(&mut b),
-                    arg(&mut db),
-                    arg(&mut y),
-                    arg(&mut n64),
-                ],
-            )
+            // SAFETY: c, dc, a, da, b, db, y, n64 are, in order, the parameters of the kernel
+            // `kernel` names in `kernels/elementwise.cu`, each of the declared type and alive for
+            // the call; the device addresses are this instruction's operands (or its scratch),
+            // allocated until the kernel has run.
+            unsafe {
+                l.elementwise(
+                    kernel,
+                    n,
+                    &mut [
+                        arg(&mut c),
+                        arg(&mut dc),
+                        arg(&mut a),
+                        arg(&mut da),
+                        arg(&mut b),
+                        arg(&mut db),
+                        arg(&mut y),
+                        arg(&mut n64),
+                    ],
+                )
+            }
         },
     ))
 }

@@ -68,24 +68,30 @@ pub fn index_select(d: IndexDims) -> Option<impl Kernel + use<>> {
             let (mut outer, mut size, mut inner, mut nidx) =
                 (d.outer as i64, d.size as i64, d.inner as i64, d.nidx as i64);
             let (mut bad, mut miss) = (0u64, Wide::new(miss, d.dtype.size_in_bytes()));
-            l.elementwise(
-                name,
-                n,
-                &mut [
-                    arg(&mut s),
-                    arg(&mut off),
-                    arg(&mut idx),
-                    arg(&mut ik),
-                    arg(&mut ioff),
-                    arg(&mut y),
-                    arg(&mut outer),
-                    arg(&mut size),
-                    arg(&mut inner),
-                    arg(&mut nidx),
-                    arg(&mut bad),
-                    miss.arg(),
-                ],
-            )
+            // SAFETY: s, off, idx, ik, ioff, y, outer, size, inner, nidx, bad, miss are, in order,
+            // the parameters of the kernel `name` names in `kernels/index.cu`, each of the
+            // declared type and alive for the call; the device addresses are this instruction's
+            // operands (or its scratch), allocated until the kernel has run.
+            unsafe {
+                l.elementwise(
+                    name,
+                    n,
+                    &mut [
+                        arg(&mut s),
+                        arg(&mut off),
+                        arg(&mut idx),
+                        arg(&mut ik),
+                        arg(&mut ioff),
+                        arg(&mut y),
+                        arg(&mut outer),
+                        arg(&mut size),
+                        arg(&mut inner),
+                        arg(&mut nidx),
+                        arg(&mut bad),
+                        miss.arg(),
+                    ],
+                )
+            }
         },
     ))
 }
@@ -128,23 +134,29 @@ pub fn gather(
             let (mut idx, mut ioff) = (dptr::<u8>(&ins[1], 0), idx_offset as i64);
             let (mut y, mut n64, mut bad) = (dptr::<u8>(&outs[0], 0), n as i64, 0u64);
             let mut miss = Wide::new(miss, dtype.size_in_bytes());
-            l.elementwise(
-                name,
-                n,
-                &mut [
-                    arg(&mut s),
-                    arg(&mut dl),
-                    arg(&mut sd),
-                    arg(&mut size),
-                    arg(&mut idx),
-                    arg(&mut ik),
-                    arg(&mut ioff),
-                    arg(&mut y),
-                    arg(&mut n64),
-                    arg(&mut bad),
-                    miss.arg(),
-                ],
-            )
+            // SAFETY: s, dl, sd, size, idx, ik, ioff, y, n64, bad, miss are, in order, the
+            // parameters of the kernel `name` names in `kernels/index.cu`, each of the declared
+            // type and alive for the call; the device addresses are this instruction's operands
+            // (or its scratch), allocated until the kernel has run.
+            unsafe {
+                l.elementwise(
+                    name,
+                    n,
+                    &mut [
+                        arg(&mut s),
+                        arg(&mut dl),
+                        arg(&mut sd),
+                        arg(&mut size),
+                        arg(&mut idx),
+                        arg(&mut ik),
+                        arg(&mut ioff),
+                        arg(&mut y),
+                        arg(&mut n64),
+                        arg(&mut bad),
+                        miss.arg(),
+                    ],
+                )
+            }
         },
     ))
 }
@@ -175,22 +187,28 @@ pub fn index_add(d: IndexDims) -> Option<impl Kernel + use<>> {
             let mut y = dptr::<u8>(&outs[0], 0);
             let (mut outer, mut size, mut inner, mut nidx) =
                 (d.outer as i64, d.size as i64, d.inner as i64, d.nidx as i64);
-            l.elementwise(
-                name,
-                d.outer * d.nidx * d.inner,
-                &mut [
-                    arg(&mut s),
-                    arg(&mut off),
-                    arg(&mut idx),
-                    arg(&mut ik),
-                    arg(&mut ioff),
-                    arg(&mut y),
-                    arg(&mut outer),
-                    arg(&mut size),
-                    arg(&mut inner),
-                    arg(&mut nidx),
-                ],
-            )
+            // SAFETY: s, off, idx, ik, ioff, y, outer, size, inner, nidx are, in order, the
+            // parameters of the kernel `name` names in `kernels/index.cu`, each of the declared
+            // type and alive for the call; the device addresses are this instruction's operands
+            // (or its scratch), allocated until the kernel has run.
+            unsafe {
+                l.elementwise(
+                    name,
+                    d.outer * d.nidx * d.inner,
+                    &mut [
+                        arg(&mut s),
+                        arg(&mut off),
+                        arg(&mut idx),
+                        arg(&mut ik),
+                        arg(&mut ioff),
+                        arg(&mut y),
+                        arg(&mut outer),
+                        arg(&mut size),
+                        arg(&mut inner),
+                        arg(&mut nidx),
+                    ],
+                )
+            }
         },
     ))
 }
@@ -219,22 +237,28 @@ pub fn scatter_add(
             let (mut sd, mut size) = (stride_dim as i64, size as i64);
             let (mut idx, mut ioff) = (dptr::<u8>(&ins[1], 0), idx_offset as i64);
             let (mut y, mut n64) = (dptr::<u8>(&outs[0], 0), n as i64);
-            l.elementwise(
-                name,
-                n,
-                &mut [
-                    arg(&mut s),
-                    arg(&mut off),
-                    arg(&mut dl),
-                    arg(&mut sd),
-                    arg(&mut size),
-                    arg(&mut idx),
-                    arg(&mut ik),
-                    arg(&mut ioff),
-                    arg(&mut y),
-                    arg(&mut n64),
-                ],
-            )
+            // SAFETY: s, off, dl, sd, size, idx, ik, ioff, y, n64 are, in order, the parameters of
+            // the kernel `name` names in `kernels/index.cu`, each of the declared type and alive
+            // for the call; the device addresses are this instruction's operands (or its scratch),
+            // allocated until the kernel has run.
+            unsafe {
+                l.elementwise(
+                    name,
+                    n,
+                    &mut [
+                        arg(&mut s),
+                        arg(&mut off),
+                        arg(&mut dl),
+                        arg(&mut sd),
+                        arg(&mut size),
+                        arg(&mut idx),
+                        arg(&mut ik),
+                        arg(&mut ioff),
+                        arg(&mut y),
+                        arg(&mut n64),
+                    ],
+                )
+            }
         },
     ))
 }

@@ -1,7 +1,7 @@
 //! Matrix products through cuBLAS, with the bias and ReLU of `linear`.
 
 use super::{arg, dev_layout};
-use crate::cuda::launch::{CudaKernel, Launch, dptr};
+use crate::cuda::launch::{CudaError, CudaKernel, Launch, dptr};
 use crate::{DType, Layout};
 use cudarc::cublas::sys::cublasOperation_t;
 use eddy_vm::instruction::Kernel;
@@ -167,7 +167,10 @@ fn gemm(
                         }
                     }
                 };
-                r.map_err(|e| format!("cuBLAS gemm ({dtype}): {e:?}"))
+                r.map_err(|e| CudaError::Blas {
+                    what: format!("gemm ({dtype})"),
+                    status: format!("{e:?}"),
+                })
             })?;
             if let Some((lc, relu)) = &bias {
                 let total = batch as usize * m as usize * n as usize;
@@ -188,7 +191,7 @@ fn bias_act(
     relu: bool,
     dtype: DType,
     total: usize,
-) -> Result<(), String> {
+) -> Result<(), CudaError> {
     let name = if dtype == DType::F64 {
         "bias_act_f64"
     } else {
@@ -197,17 +200,22 @@ fn bias_act(
     let (mut y, mut bp) = (y, dptr::<u8>(bias, 0));
     let mut dl = dev_layout(lc)?;
     let (mut n64, mut rl) = (total as i64, i32::from(relu));
-    l.elementwise(
-        name,
-        total,
-        &mut [
-            arg(&mut y),
-            arg(&mut bp),
-            arg(&mut dl),
-            arg(&mut n64),
-            arg(&mut rl),
-        ],
-    )
+    // SAFETY: y, bp, dl, n64, rl are, in order, the parameters of the kernel `name` names in
+    // `kernels/linalg.cu`, each of the declared type and alive for the call; the device addresses
+    // are this instruction's operands (or its scratch), allocated until the kernel has run.
+    unsafe {
+        l.elementwise(
+            name,
+            total,
+            &mut [
+                arg(&mut y),
+                arg(&mut bp),
+                arg(&mut dl),
+                arg(&mut n64),
+                arg(&mut rl),
+            ],
+        )
+    }
 }
 
 /// `a @ b`: through cuBLAS for f32, f64, and f16 and bf16 on the tensor cores (summed in
@@ -251,23 +259,29 @@ fn matmul_any(
             let mut y = dptr::<u8>(&outs[0], 0);
             let (mut batch64, mut m64, mut k64, mut n64) =
                 (batch as i64, m as i64, k as i64, n as i64);
-            l.elementwise(
-                name,
-                batch * m * n,
-                &mut [
-                    arg(&mut a),
-                    arg(&mut dla),
-                    arg(&mut sa),
-                    arg(&mut b),
-                    arg(&mut dlb),
-                    arg(&mut sb),
-                    arg(&mut y),
-                    arg(&mut batch64),
-                    arg(&mut m64),
-                    arg(&mut k64),
-                    arg(&mut n64),
-                ],
-            )?;
+            // SAFETY: a, dla, sa, b, dlb, sb, y, batch64, m64, k64, n64 are, in order, the
+            // parameters of the kernel `name` names in `kernels/linalg.cu`, each of the declared
+            // type and alive for the call; the device addresses are this instruction's operands
+            // (or its scratch), allocated until the kernel has run.
+            unsafe {
+                l.elementwise(
+                    name,
+                    batch * m * n,
+                    &mut [
+                        arg(&mut a),
+                        arg(&mut dla),
+                        arg(&mut sa),
+                        arg(&mut b),
+                        arg(&mut dlb),
+                        arg(&mut sb),
+                        arg(&mut y),
+                        arg(&mut batch64),
+                        arg(&mut m64),
+                        arg(&mut k64),
+                        arg(&mut n64),
+                    ],
+                )
+            }?;
             match &bias {
                 Some((lc, relu)) => bias_act(l, y, &ins[2], lc, *relu, dtype, batch * m * n),
                 None => Ok(()),

@@ -16,7 +16,7 @@ pub use linalg::{matmul, matmul_bias};
 pub use reduce::{reduce, softmax, sum_leading};
 pub use sort::{cumprod, cumprod_backward, cumsum, sort};
 
-use super::launch::{CudaKernel, DevLay, Launch, dptr};
+use super::launch::{CudaError, CudaKernel, DevLay, Launch, dptr};
 use crate::{DType, Lay, Layout};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};
@@ -99,7 +99,7 @@ pub(super) fn fill_bits(
     elem: usize,
     n: usize,
     v: u64,
-) -> Result<(), String> {
+) -> Result<(), CudaError> {
     let mut dl = DevLay::flat(0, n, 1);
     launch_fill(l, out, &mut dl, elem, n, v)
 }
@@ -112,7 +112,7 @@ pub(super) fn launch_fill(
     elem: usize,
     n: usize,
     v: u64,
-) -> Result<(), String> {
+) -> Result<(), CudaError> {
     let mut y = dptr::<u8>(out, 0);
     let mut n64 = n as i64;
     // Each kernel takes the value in its own width.
@@ -123,7 +123,11 @@ pub(super) fn launch_fill(
         4 => ("fill_b4", arg(&mut v4)),
         _ => ("fill_b8", arg(&mut v8)),
     };
-    l.elementwise(name, n, &mut [arg(&mut y), arg(dl), v, arg(&mut n64)])
+    // SAFETY: y, dl, v, n64 are, in order, the parameters of the kernel `name` names in
+    // `kernels/elementwise.cu`, each of the declared type and alive for the call; the device
+    // addresses are this instruction's operands (or its scratch), allocated until the kernel has
+    // run.
+    unsafe { l.elementwise(name, n, &mut [arg(&mut y), arg(dl), v, arg(&mut n64)]) }
 }
 
 /// A pointer to one kernel argument.
@@ -132,16 +136,17 @@ pub(super) fn arg<T>(x: &mut T) -> *mut c_void {
 }
 
 /// `la` over an output of `n` elements.
-pub(super) fn dev_lay(la: &Lay, n: usize) -> Result<DevLay, String> {
+pub(super) fn dev_lay(la: &Lay, n: usize) -> Result<DevLay, CudaError> {
     match la {
         Lay::Dense(off) => Ok(DevLay::flat(*off, n, 1)),
         Lay::Splat(off) => Ok(DevLay::flat(*off, n, 0)),
-        Lay::Strided(l) => DevLay::of(l).ok_or_else(|| "more than 8 dims".to_string()),
+        Lay::Strided(l) => DevLay::of(l)
+            .ok_or_else(|| CudaError::Unsupported("a layout of more than 8 dims".into())),
     }
 }
 
-pub(super) fn dev_layout(l: &Layout) -> Result<DevLay, String> {
-    DevLay::of(l).ok_or_else(|| "more than 8 dims".to_string())
+pub(super) fn dev_layout(l: &Layout) -> Result<DevLay, CudaError> {
+    DevLay::of(l).ok_or_else(|| CudaError::Unsupported("a layout of more than 8 dims".into()))
 }
 
 /// How many elements of `elem` bytes `b` holds.
@@ -157,7 +162,11 @@ pub fn fault_on_purpose() -> impl Kernel {
         "fault_on_purpose",
         |l: &Launch<'_>, _: &[Counted<Blob>], outs: &[Counted<Blob>]| {
             let mut y = dptr::<i32>(&outs[0], 0);
-            l.grid("fault_on_purpose", 1, 32, 0, &mut [arg(&mut y)])
+            // SAFETY: y is the one parameter of `fault_on_purpose` in
+            // `kernels/linalg.cu`, each of the declared type and alive for the call; the device
+            // addresses are this instruction's operands (or its scratch), allocated until the
+            // kernel has run.
+            unsafe { l.grid("fault_on_purpose", 1, 32, 0, &mut [arg(&mut y)]) }
         },
     )
 }

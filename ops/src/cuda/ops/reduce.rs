@@ -57,9 +57,17 @@ fn reduce_kernel(
                 // One warp per output.
                 let block = 256u32;
                 let grid = (nout * 32).div_ceil(block as usize) as u32;
-                l.grid(name, grid, block, 0, params)
+                // SAFETY: code, x, dl, y, nout64, r64 are, in order, the parameters of the kernel
+                // `name` names in `kernels/reduce.cu`, each of the declared type and alive for the
+                // call; the device addresses are this instruction's operands (or its scratch),
+                // allocated until the kernel has run.
+                unsafe { l.grid(name, grid, block, 0, params) }
             } else {
-                l.elementwise(name, nout, params)
+                // SAFETY: code, x, dl, y, nout64, r64 are, in order, the parameters of the kernel
+                // `name` names in `kernels/reduce.cu`, each of the declared type and alive for the
+                // call; the device addresses are this instruction's operands (or its scratch),
+                // allocated until the kernel has run.
+                unsafe { l.elementwise(name, nout, params) }
             }
         },
     )
@@ -111,20 +119,26 @@ pub fn softmax(
                 );
                 let (mut rows64, mut cols64, mut lg) = (rows as i64, cols as i64, log as i32);
                 let block = 256u32;
-                l.grid(
-                    name,
-                    rows as u32,
-                    block,
-                    block * compute,
-                    &mut [
-                        arg(&mut x),
-                        arg(&mut off),
-                        arg(&mut y),
-                        arg(&mut rows64),
-                        arg(&mut cols64),
-                        arg(&mut lg),
-                    ],
-                )
+                // SAFETY: x, off, y, rows64, cols64, lg are, in order, the parameters of the
+                // kernel `name` names in `kernels/reduce.cu`, each of the declared type and alive
+                // for the call; the device addresses are this instruction's operands (or its
+                // scratch), allocated until the kernel has run.
+                unsafe {
+                    l.grid(
+                        name,
+                        rows as u32,
+                        block,
+                        block * compute,
+                        &mut [
+                            arg(&mut x),
+                            arg(&mut off),
+                            arg(&mut y),
+                            arg(&mut rows64),
+                            arg(&mut cols64),
+                            arg(&mut lg),
+                        ],
+                    )
+                }
             },
         )
     })

@@ -2,7 +2,7 @@
 //! the tensor layer builds on them), `cumsum`.
 
 use super::{arg, dev_layout};
-use crate::cuda::launch::{CudaKernel, Launch, dptr};
+use crate::cuda::launch::{CudaError, CudaKernel, Launch, dptr};
 use crate::{DType, Layout};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted};
@@ -30,7 +30,9 @@ pub fn sort(dtype: DType, la: Layout, lo: Layout, descending: bool) -> Option<im
                 return Ok(());
             }
             if n > u32::MAX as usize {
-                return Err(format!("a dim of {n} elements is too long to sort"));
+                return Err(CudaError::Unsupported(format!(
+                    "a dim of {n} elements is too long to sort"
+                )));
             }
             let (mut x, mut dl, mut dlo) = (dptr::<u8>(&ins[0], 0), dl, dlo);
             let (mut yv, mut yi) = (dptr::<u8>(&outs[0], 0), dptr::<i64>(&outs[1], 0));
@@ -51,25 +53,31 @@ pub fn sort(dtype: DType, la: Layout, lo: Layout, descending: bool) -> Option<im
                 }
                 None => (0u64, 0u64),
             };
-            l.grid(
-                name,
-                grid as u32,
-                block,
-                shared,
-                &mut [
-                    arg(&mut x),
-                    arg(&mut dl),
-                    arg(&mut yv),
-                    arg(&mut yi),
-                    arg(&mut dlo),
-                    arg(&mut rows64),
-                    arg(&mut n64),
-                    arg(&mut k64),
-                    arg(&mut desc),
-                    arg(&mut key),
-                    arg(&mut pos),
-                ],
-            )
+            // SAFETY: x, dl, yv, yi, dlo, rows64, n64, k64, desc, key, pos are, in order, the
+            // parameters of the kernel `name` names in `kernels/reduce.cu`, each of the declared
+            // type and alive for the call; the device addresses are this instruction's operands
+            // (or its scratch), allocated until the kernel has run.
+            unsafe {
+                l.grid(
+                    name,
+                    grid as u32,
+                    block,
+                    shared,
+                    &mut [
+                        arg(&mut x),
+                        arg(&mut dl),
+                        arg(&mut yv),
+                        arg(&mut yi),
+                        arg(&mut dlo),
+                        arg(&mut rows64),
+                        arg(&mut n64),
+                        arg(&mut k64),
+                        arg(&mut desc),
+                        arg(&mut key),
+                        arg(&mut pos),
+                    ],
+                )
+            }
             // `scratch` goes back to the stream's cache here, after the launch.
         },
     ))
@@ -105,19 +113,25 @@ fn scan(
             let (mut x, mut dl, mut y, mut dlo) =
                 (dptr::<u8>(&ins[0], 0), dl, dptr::<u8>(&outs[0], 0), dlo);
             let (mut rows64, mut n64, mut p) = (rows as i64, n as i64, i32::from(prod));
-            l.elementwise(
-                name,
-                rows,
-                &mut [
-                    arg(&mut x),
-                    arg(&mut dl),
-                    arg(&mut y),
-                    arg(&mut dlo),
-                    arg(&mut rows64),
-                    arg(&mut n64),
-                    arg(&mut p),
-                ],
-            )
+            // SAFETY: x, dl, y, dlo, rows64, n64, p are, in order, the parameters of the kernel
+            // `name` names in `kernels/reduce.cu`, each of the declared type and alive for the
+            // call; the device addresses are this instruction's operands (or its scratch),
+            // allocated until the kernel has run.
+            unsafe {
+                l.elementwise(
+                    name,
+                    rows,
+                    &mut [
+                        arg(&mut x),
+                        arg(&mut dl),
+                        arg(&mut y),
+                        arg(&mut dlo),
+                        arg(&mut rows64),
+                        arg(&mut n64),
+                        arg(&mut p),
+                    ],
+                )
+            }
         },
     ))
 }
@@ -138,19 +152,25 @@ pub fn cumprod_backward(
             let (mut x, mut xo) = (dptr::<u8>(&ins[0], 0), offsets.0 as i64);
             let (mut g, mut go) = (dptr::<u8>(&ins[1], 0), offsets.1 as i64);
             let (mut y, mut rows64, mut n64) = (dptr::<u8>(&outs[0], 0), rows as i64, n as i64);
-            l.elementwise(
-                name,
-                rows,
-                &mut [
-                    arg(&mut x),
-                    arg(&mut xo),
-                    arg(&mut g),
-                    arg(&mut go),
-                    arg(&mut y),
-                    arg(&mut rows64),
-                    arg(&mut n64),
-                ],
-            )
+            // SAFETY: x, xo, g, go, y, rows64, n64 are, in order, the parameters of the kernel
+            // `name` names in `kernels/reduce.cu`, each of the declared type and alive for the
+            // call; the device addresses are this instruction's operands (or its scratch),
+            // allocated until the kernel has run.
+            unsafe {
+                l.elementwise(
+                    name,
+                    rows,
+                    &mut [
+                        arg(&mut x),
+                        arg(&mut xo),
+                        arg(&mut g),
+                        arg(&mut go),
+                        arg(&mut y),
+                        arg(&mut rows64),
+                        arg(&mut n64),
+                    ],
+                )
+            }
         },
     ))
 }
