@@ -968,3 +968,40 @@ fn train_with_a_layer_twice_the_host_exits_1_with_the_error() {
     assert!(err.contains("out of memory"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// Every command answers `--help` (exit 0, its options listed), `eddy --version` names the
+/// version, and a mistyped option or command gets a suggestion with exit code 2.
+#[test]
+fn help_version_and_suggestions() {
+    for (cmd, option) in [
+        ("train", "--batch-size"),
+        ("bench", "--only"),
+        ("repl", "--sync-mode"),
+        ("trace", "--script"),
+    ] {
+        let out = eddy(&[cmd, "--help"]);
+        assert!(out.status.success(), "{cmd} --help: {}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains(option),
+            "{cmd}: {}",
+            text(&out.stdout)
+        );
+    }
+    let out = eddy(&["--help"]);
+    assert!(out.status.success() && text(&out.stdout).contains("train"));
+    let out = eddy(&["--version"]);
+    assert!(out.status.success());
+    assert_eq!(
+        text(&out.stdout).trim(),
+        format!("eddy {}", env!("CARGO_PKG_VERSION"))
+    );
+    for (args, tip) in [
+        (&["train", "--epoch", "3"][..], "'--epochs'"),
+        (&["trian"][..], "'train'"),
+    ] {
+        let out = eddy(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("tip:") && err.contains(tip), "{args:?}: {err}");
+    }
+}

@@ -1,7 +1,8 @@
-//! The `eddy` command: `train` (the main job), `bench`, `repl` and `trace`.
+//! The `eddy` command: `train` (the main job), `bench`, `repl` and `trace`, parsed by `clap`
+//! (`--help` for each command, `--version`, suggestions for a mistyped option or command).
 //!
-//! Exit codes: 0 on success, 2 for bad input (options, data files, scripts that cannot be
-//! read), 1 when the engine fails.
+//! Exit codes: 0 on success (and for `--help`, `--version`), 2 for bad input (options, data
+//! files, scripts that cannot be read), 1 when the engine fails.
 
 use eddy::data::{Dataset, default_path};
 use eddy::repl::{Outcome, Session};
@@ -17,23 +18,155 @@ use std::process::ExitCode;
 #[global_allocator]
 static GLOBAL: eddy::Malloc = eddy::Malloc;
 
-const USAGE: &str = "\
-usage:
-  eddy train [options]     train an MLP on the bundled digits data (the main job)
-      --epochs N (20)  --batch-size N (64)  --lr X (0.01)  --hidden N[,N..] (128)
-      --seed S (0)  --data FILE.csv[.gz]  --threads N  --sync-mode
-      --trace FILE.json  --plot FILE.png (eddy-train.png)  --device cpu|cuda[:N] (cpu)
-      --graph (each step after the first as one compiled graph)  --plan FILE.svg (its memory)
-      --auto-plan (the engine promotes the recurring eager step to a plan by itself)
-  eddy bench [--json] [--threads N] [--only KEY,...] [--roof] [--device cpu|cuda[:N]]
-                           run the benchmark workloads (--roof: matmul beside the gemm
-                           crate called directly, the batch-1 forward beside its kernels
-                           alone, repetition by repetition, the training step's matrix
-                           products alone)
-  eddy repl                interactive tensor expressions (:help inside); also `eddy repl < script`
-  eddy trace [--steps N (3) | --script FILE] [--out FILE.json (eddy-trace.json)]
-             [--svg FILE.svg (next to --out)] [--sync-mode]
-                           record the instruction timeline of a workload";
+/// One option of a command: its name, the placeholder of its value (`None` for a flag) and
+/// its help.
+struct Opt {
+    name: &'static str,
+    value: Option<&'static str>,
+    help: &'static str,
+}
+
+const fn opt(name: &'static str, value: &'static str, help: &'static str) -> Opt {
+    Opt {
+        name,
+        value: Some(value),
+        help,
+    }
+}
+
+const fn flag(name: &'static str, help: &'static str) -> Opt {
+    Opt {
+        name,
+        value: None,
+        help,
+    }
+}
+
+const THREADS: Opt = opt(
+    "--threads",
+    "N",
+    "kernel threads (default: the machine's cores)",
+);
+const SYNC_MODE: Opt = flag("--sync-mode", "run every instruction on the calling thread");
+const DEVICE: Opt = opt(
+    "--device",
+    "cpu|cuda[:N]",
+    "the device to run on (default: cpu)",
+);
+
+const TRAIN: &[Opt] = &[
+    opt(
+        "--epochs",
+        "N",
+        "passes over the training rows (default: 20)",
+    ),
+    opt("--batch-size", "N", "rows per step (default: 64)"),
+    opt("--lr", "X", "Adam's learning rate (default: 0.01)"),
+    opt("--hidden", "N[,N..]", "hidden layer widths (default: 128)"),
+    opt(
+        "--seed",
+        "S",
+        "seed of the initial weights and the shuffles (default: 0)",
+    ),
+    opt(
+        "--data",
+        "FILE.csv[.gz]",
+        "the data set (default: the bundled digits)",
+    ),
+    THREADS,
+    SYNC_MODE,
+    opt("--trace", "FILE.json", "record the instruction timeline"),
+    opt(
+        "--plot",
+        "FILE.png",
+        "the loss and accuracy curves (default: eddy-train.png)",
+    ),
+    DEVICE,
+    flag(
+        "--graph",
+        "run each step after the first as one compiled graph",
+    ),
+    opt(
+        "--plan",
+        "FILE.svg",
+        "draw the compiled step's memory (with --graph)",
+    ),
+    flag(
+        "--auto-plan",
+        "the engine promotes the recurring eager step to a plan by itself",
+    ),
+];
+
+const BENCH: &[Opt] = &[
+    flag("--json", "print the report as JSON"),
+    THREADS,
+    opt("--only", "KEY,...", "run only these workloads"),
+    flag("--child", ""),
+    flag("--graph", ""),
+    flag(
+        "--roof",
+        "matmul beside the gemm crate called directly, the batch-1 forward beside its \
+         kernels alone, the training step's matrix products alone",
+    ),
+    DEVICE,
+];
+
+const REPL: &[Opt] = &[THREADS, SYNC_MODE];
+
+const TRACE: &[Opt] = &[
+    opt("--steps", "N", "training steps to record (default: 3)"),
+    opt("--script", "FILE", "record a REPL script instead"),
+    opt(
+        "--out",
+        "FILE.json",
+        "the timeline (default: eddy-trace.json)",
+    ),
+    opt("--svg", "FILE.svg", "its picture (default: next to --out)"),
+    SYNC_MODE,
+    THREADS,
+];
+
+/// The commands, their options and help, for `clap`.
+fn cli() -> clap::Command {
+    use clap::{Arg, ArgAction, Command};
+    let command = |name: &'static str, about: &'static str, opts: &[Opt]| {
+        Command::new(name)
+            .about(about)
+            .args_override_self(true)
+            .args(opts.iter().map(|o| {
+                let a = Arg::new(o.name).long(&o.name[2..]).help(o.help);
+                let a = a.hide(o.help.is_empty());
+                match o.value {
+                    // The next word is the value, whatever it looks like (`--lr -1`).
+                    Some(v) => a
+                        .value_name(v)
+                        .allow_hyphen_values(true)
+                        .action(ArgAction::Set),
+                    None => a.action(ArgAction::SetTrue),
+                }
+            }))
+    };
+    Command::new("eddy")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("Eddy, an eager virtual machine for tensors")
+        .subcommand_required(true)
+        .subcommand(command(
+            "train",
+            "train an MLP on the bundled digits data (the main job)",
+            TRAIN,
+        ))
+        .subcommand(command("bench", "run the benchmark workloads", BENCH))
+        .subcommand(command(
+            "repl",
+            "interactive tensor expressions (:help inside); also `eddy repl < script`",
+            REPL,
+        ))
+        .subcommand(command(
+            "trace",
+            "record the instruction timeline of a workload",
+            TRACE,
+        ))
+}
 
 /// A failure and its exit code.
 enum Fail {
@@ -41,6 +174,8 @@ enum Fail {
     Usage(String),
     /// The engine or the system failed: exit code 1.
     Run(String),
+    /// Help or the version was asked for and printed: exit code 0.
+    Shown,
 }
 
 impl From<eddy::Error> for Fail {
@@ -56,19 +191,15 @@ impl From<eddy::vm::Error> for Fail {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let rest = args.get(1..).unwrap_or(&[]);
-    let r = match args.first().map(String::as_str) {
-        Some("train") => cmd_train(rest),
-        Some("bench") => cmd_bench(rest),
-        Some("repl") => cmd_repl(rest),
-        Some("trace") => cmd_trace(rest),
-        Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        None => Err(Fail::Usage(format!("no command given\n{USAGE}"))),
-        Some(other) => Err(Fail::Usage(format!("unknown command `{other}`\n{USAGE}"))),
+    let r = match cli().try_get_matches() {
+        Ok(m) => match m.subcommand() {
+            Some(("train", m)) => cmd_train(&Opts::of(m, TRAIN)),
+            Some(("bench", m)) => cmd_bench(&Opts::of(m, BENCH)),
+            Some(("repl", m)) => cmd_repl(&Opts::of(m, REPL)),
+            Some(("trace", m)) => cmd_trace(&Opts::of(m, TRACE)),
+            _ => unreachable!("clap knows the commands"),
+        },
+        Err(e) => Err(usage(e)),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -80,39 +211,80 @@ fn main() -> ExitCode {
             eprintln!("eddy: {m}");
             ExitCode::FAILURE
         }
+        Err(Fail::Shown) => ExitCode::SUCCESS,
     }
 }
 
-/// Parsed `--name value` and `--flag` options.
+/// `clap`'s error as Eddy says it (exit code 2), with clap's tips (a similar option or command
+/// for a typo); help and the version are printed here (exit code 0).
+fn usage(e: clap::Error) -> Fail {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let context = |k: ContextKind| match e.get(k) {
+        Some(ContextValue::String(v)) => v.clone(),
+        _ => String::new(),
+    };
+    let rendered = e.render().to_string();
+    let tips: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("tip:"))
+        .collect();
+    let tips = tips.iter().map(|t| format!("\n  {t}")).collect::<String>();
+    let message = match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            print!("{rendered}");
+            return Fail::Shown;
+        }
+        ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            format!("no command given\n{}", cli().render_help())
+        }
+        ErrorKind::InvalidSubcommand => format!(
+            "unknown command `{}`{tips}\n{}",
+            context(ContextKind::InvalidSubcommand),
+            cli().render_usage()
+        ),
+        ErrorKind::UnknownArgument => format!(
+            "unknown option `{}`{tips}",
+            context(ContextKind::InvalidArg)
+        ),
+        ErrorKind::InvalidValue if context(ContextKind::InvalidValue).is_empty() => {
+            let arg = context(ContextKind::InvalidArg);
+            let name = arg.split_whitespace().next().unwrap_or(&arg);
+            format!("{name} needs a value")
+        }
+        // Its first line: the rest is clap's usage line and a pointer to `--help`.
+        _ => rendered
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("error: ")
+            .to_string(),
+    };
+    Fail::Usage(message)
+}
+
+/// A command's options as given: `--name value` and `--flag`, by name.
 struct Opts(BTreeMap<&'static str, Option<String>>);
 
 impl Opts {
-    /// `spec` lists each option and whether it takes a value.
-    fn parse(args: &[String], spec: &[(&'static str, bool)]) -> Result<Opts, Fail> {
-        let mut m = BTreeMap::new();
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            let (name, inline) = match a.split_once('=') {
-                Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
-                _ => (a.as_str(), None),
-            };
-            let Some(&(key, takes)) = spec.iter().find(|(k, _)| *k == name) else {
-                return Err(Fail::Usage(format!("unknown option `{a}`\n{USAGE}")));
-            };
-            let v = if takes {
-                match inline.or_else(|| it.next().cloned()) {
-                    Some(v) => Some(v),
-                    None => return Err(Fail::Usage(format!("{key} needs a value"))),
+    /// The options of `spec` that `m` holds.
+    fn of(m: &clap::ArgMatches, spec: &[Opt]) -> Opts {
+        let mut o = BTreeMap::new();
+        for s in spec {
+            match s.value {
+                Some(_) => {
+                    if let Some(v) = m.get_one::<String>(s.name) {
+                        o.insert(s.name, Some(v.clone()));
+                    }
                 }
-            } else if inline.is_some() {
-                // `--sync-mode=false` must not turn the flag on.
-                return Err(Fail::Usage(format!("{key} takes no value, in `{a}`")));
-            } else {
-                None
-            };
-            m.insert(key, v);
+                None => {
+                    if m.get_flag(s.name) {
+                        o.insert(s.name, None);
+                    }
+                }
+            }
         }
-        Ok(Opts(m))
+        Opts(o)
     }
 
     fn has(&self, k: &str) -> bool {
@@ -180,26 +352,7 @@ fn mib(b: usize) -> String {
     format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
 }
 
-fn cmd_train(args: &[String]) -> Result<(), Fail> {
-    let o = Opts::parse(
-        args,
-        &[
-            ("--epochs", true),
-            ("--batch-size", true),
-            ("--lr", true),
-            ("--hidden", true),
-            ("--seed", true),
-            ("--data", true),
-            ("--threads", true),
-            ("--sync-mode", false),
-            ("--trace", true),
-            ("--plot", true),
-            ("--device", true),
-            ("--graph", false),
-            ("--plan", true),
-            ("--auto-plan", false),
-        ],
-    )?;
+fn cmd_train(o: &Opts) -> Result<(), Fail> {
     if o.str("--plan").is_some() && !o.has("--graph") {
         return Err(Fail::Usage(
             "--plan draws the compiled step: it needs --graph".into(),
@@ -398,19 +551,7 @@ fn write_trace(vm: &Vm, json: &Path, svg: Option<&Path>) -> Result<(), Fail> {
     Ok(())
 }
 
-fn cmd_bench(args: &[String]) -> Result<(), Fail> {
-    let o = Opts::parse(
-        args,
-        &[
-            ("--json", false),
-            ("--threads", true),
-            ("--only", true),
-            ("--child", false),
-            ("--graph", false),
-            ("--roof", false),
-            ("--device", true),
-        ],
-    )?;
+fn cmd_bench(o: &Opts) -> Result<(), Fail> {
     let threads = set_threads(&o)?;
     let device = device_opt(&o)?;
     if device != eddy::Device::CPU && o.has("--roof") {
@@ -514,8 +655,7 @@ fn run_script(repl: &mut Session, mut input: impl BufRead, name: &str) -> Result
     Ok(failed)
 }
 
-fn cmd_repl(args: &[String]) -> Result<(), Fail> {
-    let o = Opts::parse(args, &[("--threads", true), ("--sync-mode", false)])?;
+fn cmd_repl(o: &Opts) -> Result<(), Fail> {
     set_threads(&o)?;
     let vm = Vm::builder().sync_mode(o.has("--sync-mode")).build()?;
     let mut repl = Session::new(vm);
@@ -550,18 +690,7 @@ fn cmd_repl(args: &[String]) -> Result<(), Fail> {
     Ok(())
 }
 
-fn cmd_trace(args: &[String]) -> Result<(), Fail> {
-    let o = Opts::parse(
-        args,
-        &[
-            ("--steps", true),
-            ("--script", true),
-            ("--out", true),
-            ("--svg", true),
-            ("--sync-mode", false),
-            ("--threads", true),
-        ],
-    )?;
+fn cmd_trace(o: &Opts) -> Result<(), Fail> {
     if o.has("--steps") && o.has("--script") {
         return Err(Fail::Usage("give --steps or --script, not both".into()));
     }
