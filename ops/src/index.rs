@@ -1,12 +1,127 @@
-//! Index ops (`index_select`, `index_add`, `gather`, `scatter_add`): the kernel for the
-//! operands' device. Index values are checked by the kernel, which fails the op (an error at
-//! the next sync) for one out of range.
+//! Index ops (`index_select`, `index_add`, `gather`, `scatter_add`): their inference and the
+//! kernel for the operands' device. Index values are checked by the kernel, which fails the op
+//! (an error at the next sync) for one out of range.
 
 use crate::device::{Device, pick};
-use crate::{DType, Layout, cpu};
+use crate::error::{Error, Result};
+use crate::{DType, Layout, cpu, norm_dim};
 use eddy_vm::instruction::Kernel;
 
 pub use crate::kinds::IndexDims;
+
+/// Checks that indices of `dtype` can index (`i64` or `i32`, as PyTorch's index ops take).
+///
+/// # Errors
+///
+/// `UnsupportedDType` naming `op`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{index::check_index_dtype, DType};
+/// assert!(check_index_dtype("gather", DType::I32).is_ok());
+/// assert!(check_index_dtype("gather", DType::F32).is_err());
+/// ```
+#[track_caller]
+pub fn check_index_dtype(op: &'static str, dtype: DType) -> Result<()> {
+    if !matches!(dtype, DType::I64 | DType::I32) {
+        return Err(Error::UnsupportedDType {
+            at: crate::Caller::here(),
+            op,
+            dtype,
+        });
+    }
+    Ok(())
+}
+
+/// Infers `gather` (as op `op`) of a source of `src` dims along `dim` by an index of `index`
+/// dims: the same rank, and each dim of the index but `dim` at most the source's. Returns the
+/// dim, normalised; the output has the index's shape.
+///
+/// # Errors
+///
+/// `InvalidDim`; `ShapeMismatch` naming both shapes.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::index::infer_gather;
+/// assert_eq!(infer_gather("gather", &[3, 4], -1, &[2, 9])?, 1);
+/// assert!(infer_gather("gather", &[3, 4], 1, &[4, 1]).is_err());
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[track_caller]
+pub fn infer_gather(op: &'static str, src: &[usize], dim: isize, index: &[usize]) -> Result<usize> {
+    let d = norm_dim(op, dim, src.len())?;
+    let fits = index.len() == src.len()
+        && (index.iter().zip(src).enumerate()).all(|(i, (a, b))| i == d || a <= b);
+    if !fits {
+        return Err(Error::ShapeMismatch {
+            at: crate::Caller::here(),
+            op,
+            lhs: src.to_vec(),
+            rhs: index.to_vec(),
+        });
+    }
+    Ok(d)
+}
+
+/// The source's layout as `gather`'s kernel reads it: `src` broadcast to the index's shape
+/// with dim `d`'s stride taken out, and that stride (the kernel adds `index * stride`).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{index::gather_layout, Layout};
+/// let (l, stride) = gather_layout(&Layout::contiguous([3, 4]), &[3, 2], 1);
+/// assert_eq!((l.strides.as_slice(), stride), (&[4, 0][..], 1));
+/// ```
+pub fn gather_layout(src: &Layout, index: &[usize], d: usize) -> (Layout, usize) {
+    let mut ls = src.clone();
+    ls.shape = crate::Shape::from(index);
+    let stride = std::mem::replace(&mut ls.strides[d], 0);
+    (ls, stride)
+}
+
+/// Infers `scatter_add` (as op `op`) into a tensor of `dst` dims along `dim`, of a source of
+/// `src` dims at an index of `index` dims: one rank, each dim of the index at most the
+/// source's, and at most the destination's but along `dim`. Returns the dim, normalised.
+///
+/// # Errors
+///
+/// `InvalidDim`; `ShapeMismatch` naming the destination's and the index's shapes.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::index::infer_scatter;
+/// assert_eq!(infer_scatter("scatter_add", &[3, 4], 0, &[5, 2], &[5, 4])?, 0);
+/// assert!(infer_scatter("scatter_add", &[3, 4], 0, &[5, 5], &[5, 5]).is_err());
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[track_caller]
+pub fn infer_scatter(
+    op: &'static str,
+    dst: &[usize],
+    dim: isize,
+    index: &[usize],
+    src: &[usize],
+) -> Result<usize> {
+    let r = dst.len();
+    let d = norm_dim(op, dim, r.max(1))?;
+    let fits = index.len() == r
+        && src.len() == r
+        && (0..r).all(|j| index[j] <= src[j] && (j == d || index[j] <= dst[j]));
+    if !fits {
+        return Err(Error::ShapeMismatch {
+            at: crate::Caller::here(),
+            op,
+            lhs: dst.to_vec(),
+            rhs: index.to_vec(),
+        });
+    }
+    Ok(d)
+}
 
 /// The kernel of `index_select` on `device`.
 ///

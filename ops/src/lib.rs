@@ -3,12 +3,13 @@
 //! its operands' device, which the tensor API enqueues as an `OpCall` instruction.
 //!
 //! The op-layer modules ([`elementwise`], [`reduce`], [`linalg`], [`nn`], [`index`],
-//! [`sort`], [`copy`]) take a [`Device`] and return that device's kernel, or
-//! [`Error::Unsupported`] where it has none ([`device`]). Kernels live in one module
+//! [`sort`], [`copy`]) infer their ops' outputs and take a [`Device`] to return that device's
+//! kernel, or [`Error::Unsupported`] where it has none ([`device`]). Kernels live in one module
 //! per device ([`cpu`], and `cuda` with the feature of that name); they see blobs, layouts and
 //! dtypes, never a tensor or the scheduler. Inference runs on the caller's thread before
 //! anything is enqueued. Below them all, [`fuse`]'s data (what an elementwise kernel computes)
-//! is read by both the kernels and the fusion pass.
+//! is read by both the kernels and the fusion pass. [`view`] infers the views, which need no
+//! kernel.
 //!
 //! # Examples
 //!
@@ -48,6 +49,7 @@ pub mod reduce;
 mod scalar;
 mod shape;
 pub mod sort;
+pub mod view;
 
 pub use device::Device;
 pub use dtype::{Bool8, DType, Elem, cast};

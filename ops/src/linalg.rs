@@ -1,8 +1,121 @@
-//! Matrix products: the kernel for the operands' device.
+//! Matrix products: their inference (dims and dtype) and the kernel for the operands'
+//! device.
 
 use crate::device::{Device, pick};
-use crate::{DType, Layout, cpu};
+use crate::error::{Error, Result};
+use crate::shape::broadcast_shapes;
+use crate::{DType, Layout, Shape, cpu};
 use eddy_vm::instruction::Kernel;
+
+/// The dims of a product `a @ b` of operands of at least 2 dims: `a` is `[.., m, k]`, `b` is
+/// `[.., k, n]`, and the batch dims (`..`) broadcast.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::linalg::infer_matmul;
+/// let d = infer_matmul(&[4, 1, 2, 3], &[5, 3, 6])?;
+/// assert_eq!((d.m, d.k, d.n), (2, 3, 6));
+/// assert_eq!(d.shape().dims(), &[4, 5, 2, 6]);
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatmulDims {
+    /// The batch dims, broadcast.
+    pub batch: Shape,
+    /// Rows of `a` and of the output.
+    pub m: usize,
+    /// The dim summed over.
+    pub k: usize,
+    /// Columns of `b` and of the output.
+    pub n: usize,
+}
+
+impl MatmulDims {
+    /// The output's shape: the batch dims, then `[m, n]`.
+    pub fn shape(&self) -> Shape {
+        self.with(self.m, self.n)
+    }
+
+    /// The batch dims followed by `[x, y]`: an operand's shape broadcast over the batch.
+    pub fn with(&self, x: usize, y: usize) -> Shape {
+        let mut s = self.batch.clone();
+        s.0.extend([x, y]);
+        s
+    }
+}
+
+/// Checks the operands of `a @ b` before any dim is looked at: one dtype (as PyTorch's
+/// `matmul`, which does not promote), and at least one dim each.
+///
+/// # Errors
+///
+/// `DTypeMismatch`; `InvalidArgument` for a 0-dim operand.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{linalg::matmul_operands, DType};
+/// assert!(matmul_operands((DType::F32, 2), (DType::F32, 1)).is_ok());
+/// assert!(matmul_operands((DType::F32, 2), (DType::F64, 2)).is_err());
+/// assert!(matmul_operands((DType::F32, 0), (DType::F32, 2)).is_err());
+/// ```
+#[track_caller]
+pub fn matmul_operands((a, a_rank): (DType, usize), (b, b_rank): (DType, usize)) -> Result<()> {
+    if a != b {
+        return Err(Error::DTypeMismatch {
+            at: crate::Caller::here(),
+            op: "matmul",
+            lhs: a,
+            rhs: b,
+        });
+    }
+    if a_rank == 0 || b_rank == 0 {
+        return Err(Error::invalid(
+            "matmul",
+            "both operands need at least one dim",
+        ));
+    }
+    Ok(())
+}
+
+/// Infers `a @ b` for operands of dims `a` and `b`, each of at least 2 dims (the tensor layer
+/// turns a 1-D operand into a matrix first, as PyTorch does): the inner dims equal, the batch
+/// dims broadcast.
+///
+/// # Errors
+///
+/// `ShapeMismatch` naming both shapes.
+///
+/// # Examples
+///
+/// See [`MatmulDims`].
+#[track_caller]
+pub fn infer_matmul(a: &[usize], b: &[usize]) -> Result<MatmulDims> {
+    let at = crate::Caller::here();
+    let mismatch = || Error::ShapeMismatch {
+        at,
+        op: "matmul",
+        lhs: a.to_vec(),
+        rhs: b.to_vec(),
+    };
+    let (ra, rb) = (a.len(), b.len());
+    if ra < 2 || rb < 2 {
+        return Err(mismatch());
+    }
+    let (m, k) = (a[ra - 2], a[ra - 1]);
+    let (k2, n) = (b[rb - 2], b[rb - 1]);
+    if k != k2 {
+        return Err(mismatch());
+    }
+    let batch = broadcast_shapes(
+        "matmul",
+        &Shape::from(&a[..ra - 2]),
+        &Shape::from(&b[..rb - 2]),
+    )
+    .map_err(|_| mismatch())?;
+    Ok(MatmulDims { batch, m, k, n })
+}
 
 /// The kernel of `out = a @ b` (batched; layouts give the batch, rows and columns), on
 /// `device`.

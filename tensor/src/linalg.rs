@@ -2,7 +2,7 @@
 
 use crate::{DType, Error, Result, Shape, Tensor};
 use eddy_ops::elementwise::BinaryOp;
-use eddy_ops::{broadcast_shapes, linalg as km};
+use eddy_ops::linalg as km;
 
 impl Tensor {
     /// The matrix product, as PyTorch's `matmul`: 1-D operands are promoted to a row (lhs) or
@@ -29,20 +29,7 @@ impl Tensor {
     #[track_caller]
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
         self.same_device("matmul", rhs)?;
-        if self.dtype() != rhs.dtype() {
-            return Err(Error::DTypeMismatch {
-                at: crate::Caller::here(),
-                op: "matmul",
-                lhs: self.dtype(),
-                rhs: rhs.dtype(),
-            });
-        }
-        if self.rank() == 0 || rhs.rank() == 0 {
-            return Err(Error::invalid(
-                "matmul",
-                "both operands need at least one dim",
-            ));
-        }
+        km::matmul_operands((self.dtype(), self.rank()), (rhs.dtype(), rhs.rank()))?;
         if self.rank() == 1 {
             // The added row dim is second to last, or last for a 1-D rhs (whose column dim
             // was removed already): 1-D @ 1-D is a 0-dim dot product, as in PyTorch.
@@ -53,29 +40,8 @@ impl Tensor {
             return self.matmul(&rhs.unsqueeze(1)?)?.squeeze(-1);
         }
         // Shapes are checked before the casts of f16 and integer operands are enqueued (F1).
-        let (ra, rb) = (self.rank(), rhs.rank());
-        let (m, k) = (self.dims()[ra - 2], self.dims()[ra - 1]);
-        let (k2, n) = (rhs.dims()[rb - 2], rhs.dims()[rb - 1]);
-        if k != k2 {
-            return Err(Error::ShapeMismatch {
-                at: crate::Caller::here(),
-                op: "matmul",
-                lhs: self.dims().to_vec(),
-                rhs: rhs.dims().to_vec(),
-            });
-        }
-        let at = crate::Caller::here(); // outside the closure, which `#[track_caller]` misses
-        let batch = broadcast_shapes(
-            "matmul",
-            &Shape::from(&self.dims()[..ra - 2]),
-            &Shape::from(&rhs.dims()[..rb - 2]),
-        )
-        .map_err(|_| Error::ShapeMismatch {
-            at,
-            op: "matmul",
-            lhs: self.dims().to_vec(),
-            rhs: rhs.dims().to_vec(),
-        })?;
+        let d = km::infer_matmul(self.dims(), rhs.dims())?;
+        let (m, k, n) = (d.m, d.k, d.n);
         let dt = self.dtype();
         match dt {
             DType::F32 | DType::F64 | DType::I64 | DType::I32 | DType::U8 => {}
@@ -97,15 +63,10 @@ impl Tensor {
                 });
             }
         }
-        let full = |x: usize, y: usize| {
-            let mut s = batch.clone();
-            s.0.extend([x, y]);
-            s
-        };
-        let la = self.layout().broadcast_to(&full(m, k));
-        let lb = rhs.layout().broadcast_to(&full(k, n));
-        let out = self.empty_like_shape(full(m, n), dt)?;
-        let macs = eddy_ops::numel_of(&[batch.numel(), m, n, k]);
+        let la = self.layout().broadcast_to(&d.with(m, k));
+        let lb = rhs.layout().broadcast_to(&d.with(k, n));
+        let out = self.empty_like_shape(d.shape(), dt)?;
+        let macs = eddy_ops::numel_of(&[d.batch.numel(), m, n, k]);
         let k = kernel!(
             "matmul",
             self.device(),

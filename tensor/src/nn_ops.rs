@@ -245,14 +245,7 @@ impl Tensor {
 
     #[track_caller]
     pub(crate) fn check_index(op: &'static str, idx: &Tensor) -> Result<()> {
-        if !matches!(idx.dtype(), DType::I64 | DType::I32) {
-            return Err(Error::UnsupportedDType {
-                at: crate::Caller::here(),
-                op,
-                dtype: idx.dtype(),
-            });
-        }
-        Ok(())
+        eddy_ops::index::check_index_dtype(op, idx.dtype())
     }
 
     /// Where `idx`'s values are known on the host (made by `from_vec` and not written since),
@@ -491,22 +484,10 @@ impl Tensor {
                 .scatter_add(0, &index.reshape([1])?, &src.reshape([1])?)?
                 .reshape(Shape::default());
         }
-        let d = norm_dim(OP, dim, self.rank().max(1))?;
+        let d0 = norm_dim(OP, dim, self.rank().max(1))?;
         self.same_dtype(OP, src)?;
         let r = self.rank();
-        let fits = index.rank() == r
-            && src.rank() == r
-            && (0..r).all(|j| {
-                index.dims()[j] <= src.dims()[j] && (j == d || index.dims()[j] <= self.dims()[j])
-            });
-        if !fits {
-            return Err(Error::ShapeMismatch {
-                at: crate::Caller::here(),
-                op: OP,
-                lhs: self.dims().to_vec(),
-                rhs: index.dims().to_vec(),
-            });
-        }
+        let d = ki::infer_scatter(OP, self.dims(), d0 as isize, index.dims(), src.dims())?;
         Tensor::check_index_values(OP, index, self.dims()[d])?;
         let idx = index.contiguous()?;
         let mut part = src.clone();
@@ -592,27 +573,10 @@ impl Tensor {
     ) -> Result<Tensor> {
         Tensor::check_index(op, index)?;
         self.same_device(op, index)?;
-        let d = norm_dim(op, dim, self.rank())?;
-        if index.rank() != self.rank()
-            || index
-                .dims()
-                .iter()
-                .zip(self.dims())
-                .enumerate()
-                .any(|(i, (a, b))| i != d && a > b)
-        {
-            return Err(Error::ShapeMismatch {
-                at: crate::Caller::here(),
-                op,
-                lhs: self.dims().to_vec(),
-                rhs: index.dims().to_vec(),
-            });
-        }
+        let d = ki::infer_gather(op, self.dims(), dim, index.dims())?;
         Tensor::check_index_values(op, index, self.dims()[d])?;
         let idx = index.contiguous()?;
-        let mut ls = self.layout().clone();
-        ls.shape = idx.shape().clone();
-        let stride_dim = std::mem::replace(&mut ls.strides[d], 0);
+        let (ls, stride_dim) = ki::gather_layout(self.layout(), idx.dims(), d);
         let size = self.dims()[d];
         let out = self.empty_like_shape(idx.shape().clone(), self.dtype())?;
         let k = kernel!(

@@ -22,19 +22,12 @@ impl Tensor {
     #[track_caller]
     pub fn reshape(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         let shape = shape.into();
-        if shape.checked_numel() != Some(self.numel()) {
-            return Err(Error::ElementCountMismatch {
-                at: crate::Caller::here(),
-                op: "reshape",
-                from: self.dims().to_vec(),
-                to: shape.dims().to_vec(),
-            });
-        }
+        // Checked before the copy a strided tensor needs.
+        let layout = eddy_ops::view::reshape("reshape", self.dims(), shape, 0)?;
         let src = self.contiguous()?;
         let layout = Layout {
-            strides: shape.contiguous_strides(),
-            shape,
             offset: src.layout().offset,
+            ..layout
         };
         let in_shape = self.shape().clone();
         Ok(src
@@ -164,12 +157,7 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn transpose(&self, a: isize, b: isize) -> Result<Tensor> {
-        // A 0-d tensor has one nameable dim, as PyTorch's dim wrapping gives it.
-        let rank = self.rank().max(1);
-        let (a, b) = (
-            norm_dim("transpose", a, rank)?,
-            norm_dim("transpose", b, rank)?,
-        );
+        let (a, b) = eddy_ops::view::transposed_dims(self.rank(), a, b)?;
         if self.rank() == 0 {
             return Ok(self.with_layout(self.layout().clone()).record(
                 "transpose",
@@ -227,17 +215,7 @@ impl Tensor {
     #[track_caller]
     pub fn permute(&self, perm: &[isize]) -> Result<Tensor> {
         let r = self.rank();
-        let mut p = Vec::with_capacity(perm.len());
-        for &d in perm {
-            p.push(norm_dim("permute", d, r)?);
-        }
-        let mut seen = vec![false; r];
-        if p.len() != r || p.iter().any(|&d| std::mem::replace(&mut seen[d], true)) {
-            return Err(Error::invalid(
-                "permute",
-                format!("{perm:?} is not a permutation of {r} dims"),
-            ));
-        }
+        let p = eddy_ops::view::permutation(perm, r)?;
         let mut inv = vec![0isize; r];
         for (i, &d) in p.iter().enumerate() {
             inv[d] = i as isize;
@@ -265,23 +243,7 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn narrow(&self, dim: isize, start: usize, len: usize) -> Result<Tensor> {
-        let d = norm_dim("narrow", dim, self.rank())?;
-        let size = self.dims()[d];
-        if start.checked_add(len).is_none_or(|e| e > size) {
-            return Err(Error::IndexOutOfRange {
-                at: crate::Caller::here(),
-                op: "narrow",
-                index: start.saturating_add(len) as i64,
-                size,
-            });
-        }
-        let mut l = self.layout().clone();
-        l.shape.0[d] = len;
-        // A view without elements keeps its base's offset: the base's storage may itself be
-        // empty (another dim is 0), and kernels slice `offset..offset + numel` of it.
-        if !l.shape.0.contains(&0) {
-            l.offset += start * l.strides[d];
-        }
+        let (d, l) = eddy_ops::view::narrow("narrow", self.layout(), dim, start, len)?;
         let in_shape = self.shape().clone();
         let dtype = self.dtype();
         Ok(self
@@ -405,13 +367,9 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn squeeze(&self, dim: isize) -> Result<Tensor> {
-        let d = norm_dim("squeeze", dim, self.rank().max(1))?;
-        if self.rank() == 0 || self.dims()[d] != 1 {
+        let Some(l) = eddy_ops::view::squeeze(self.layout(), dim)?.1 else {
             return Ok(self.clone());
-        }
-        let mut l = self.layout().clone();
-        l.shape.0.remove(d);
-        l.strides.remove(d);
+        };
         let in_shape = self.shape().clone();
         Ok(self
             .with_layout(l)
@@ -438,16 +396,7 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
-        let d = norm_dim("unsqueeze", dim, self.rank() + 1)?;
-        let mut l = self.layout().clone();
-        // Saturating, as `contiguous_strides`: a zero-sized tensor may have huge other dims.
-        let stride = if d < self.rank() {
-            l.strides[d].saturating_mul(l.shape.0[d])
-        } else {
-            1
-        };
-        l.shape.0.insert(d, 1);
-        l.strides.insert(d, stride);
+        let l = eddy_ops::view::unsqueeze(self.layout(), dim)?;
         let in_shape = self.shape().clone();
         Ok(self
             .with_layout(l)
@@ -477,17 +426,8 @@ impl Tensor {
     #[track_caller]
     pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         let shape = shape.into();
-        // F2: a view's element count must not overflow either (nothing is allocated, but
-        // `numel` and every kernel's index arithmetic would).
-        shape.checked_bytes(self.dtype())?;
-        if !eddy_ops::broadcasts_to(self.shape(), &shape) {
-            return Err(Error::ShapeMismatch {
-                at: crate::Caller::here(),
-                op: "broadcast_to",
-                lhs: self.dims().to_vec(),
-                rhs: shape.dims().to_vec(),
-            });
-        }
+        // F2: a view's element count must not overflow either.
+        eddy_ops::view::check_broadcast(self.shape(), &shape, self.dtype())?;
         if &shape == self.shape() {
             return Ok(self.clone());
         }

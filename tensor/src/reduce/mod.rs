@@ -18,58 +18,11 @@ impl Tensor {
     fn reduce(&self, op: ReduceOp, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         let name = op.name();
         let r = self.rank();
-        let mut red: SmallVec<[bool; 8]> = SmallVec::from_elem(false, r);
-        for &d in dims {
-            // A 0-dim tensor takes dim 0 or -1, as in PyTorch, and reduces nothing.
-            let nd = norm_dim(name, d, r.max(1))?;
-            if r > 0 && std::mem::replace(&mut red[nd], true) {
-                return Err(Error::invalid(
-                    name,
-                    format!("dim {nd} appears more than once in the dims {dims:?}"),
-                ));
-            }
-        }
-        let out_dtype = op.out_dtype(self.dtype()).ok_or(Error::UnsupportedDType {
-            at: crate::Caller::here(),
-            op: name,
-            dtype: self.dtype(),
-        })?;
-        // One pass over the dims: the sizes, the output's dims, and whether the reduced dims
-        // are the leading ones (then a contiguous sum is one dense kernel). Plain pushes: the
-        // filtered `collect`s this replaces cost more than a small reduction's kernel.
+        let rd = kr::infer_reduce(op, self.dims(), self.dtype(), dims, keepdim)?;
+        let (red, n_red, out_numel) = (&rd.reduced, rd.n_red, rd.out_numel);
         let src = self.dims();
-        let (mut n_red, mut out_numel, mut n_reduced) = (1usize, 1usize, 0usize);
-        let mut prefix = true;
-        let mut out_dims: Dims<usize> = SmallVec::new();
-        // Saturating products: a zero-sized tensor may have other dims whose product overflows;
-        // then a 0 among them makes the product 0 (as it should), and otherwise it has no
-        // elements on the other side, so the kernel never uses the saturated count.
-        for (d, &size) in src.iter().enumerate() {
-            if red[d] {
-                n_red = n_red.saturating_mul(size);
-                prefix &= n_reduced == d;
-                n_reduced += 1;
-                if keepdim {
-                    out_dims.push(1);
-                }
-            } else {
-                out_numel = out_numel.saturating_mul(size);
-                out_dims.push(size);
-            }
-        }
-        if op.needs_elements() && n_red == 0 {
-            return Err(Error::EmptyTensor {
-                at: crate::Caller::here(),
-                op: name,
-            });
-        }
-        let out = self.empty_like_shape(Shape(out_dims), out_dtype)?;
-        if op == ReduceOp::Sum
-            && self.dtype().is_float()
-            && self.is_contiguous()
-            && prefix
-            && n_reduced > 0
-        {
+        let out = self.empty_like_shape(rd.shape.clone(), rd.dtype)?;
+        if op == ReduceOp::Sum && self.dtype().is_float() && self.is_contiguous() && rd.leading {
             let (dt, off) = (self.dtype(), self.layout().offset);
             let k = kernel!(
                 "sum",
