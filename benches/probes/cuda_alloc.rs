@@ -7,9 +7,9 @@
 //! `cargo bench --features cuda --bench cuda_alloc` (on a machine with a CUDA device).
 
 use eddy::vm::alloc::{AllocMode, DeviceAllocator};
-use eddy::vm::stream::cuda_memory::CudaBackend;
 use eddy::vm::cudarc::driver::{result, sys};
 use eddy::vm::stream::cuda::CudaDevice;
+use eddy::vm::stream::cuda_memory::CudaBackend;
 use std::time::Instant;
 
 fn main() {
