@@ -373,7 +373,7 @@ fn cmd_train(o: &Opts) -> Result<(), Fail> {
         ));
     }
     let d = TrainOptions::default();
-    let device = device_opt(&o)?;
+    let device = device_opt(o)?;
     let hidden = match o.str("--hidden") {
         None => d.hidden.clone(),
         Some(h) => h
@@ -407,7 +407,7 @@ fn cmd_train(o: &Opts) -> Result<(), Fail> {
             opts.lr
         )));
     }
-    let threads = set_threads(&o)?;
+    let threads = set_threads(o)?;
     let path = o.str("--data").map_or_else(default_path, PathBuf::from);
     let plot_path = PathBuf::from(o.str("--plot").unwrap_or("eddy-train.png"));
     let trace = o.str("--trace").map(PathBuf::from);
@@ -566,8 +566,8 @@ fn write_trace(vm: &Vm, json: &Path, svg: Option<&Path>) -> Result<(), Fail> {
 }
 
 fn cmd_bench(o: &Opts) -> Result<(), Fail> {
-    let threads = set_threads(&o)?;
-    let device = device_opt(&o)?;
+    let threads = set_threads(o)?;
+    let device = device_opt(o)?;
     if device != eddy::Device::CPU && o.has("--roof") {
         return Err(Fail::Usage(
             "--roof measures CPU kernels: not with --device".into(),
@@ -670,7 +670,7 @@ fn run_script(repl: &mut Session, mut input: impl BufRead, name: &str) -> Result
 }
 
 fn cmd_repl(o: &Opts) -> Result<(), Fail> {
-    set_threads(&o)?;
+    set_threads(o)?;
     let vm = Vm::builder().sync_mode(o.has("--sync-mode")).build()?;
     let mut repl = Session::new(vm);
     if !std::io::stdin().is_terminal() {
@@ -708,7 +708,7 @@ fn cmd_trace(o: &Opts) -> Result<(), Fail> {
     if o.has("--steps") && o.has("--script") {
         return Err(Fail::Usage("give --steps or --script, not both".into()));
     }
-    set_threads(&o)?;
+    set_threads(o)?;
     let json = PathBuf::from(o.str("--out").unwrap_or("eddy-trace.json"));
     let svg = o
         .str("--svg")
