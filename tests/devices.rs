@@ -274,14 +274,16 @@ fn an_op_without_a_kernel_for_the_device_is_unsupported() {
         Lay::Dense(0),
     );
     assert!(k.is_none());
-    let floor_div = elementwise::binary(
-        Device::Cuda(0),
-        elementwise::BinaryOp::FloorDiv,
-        D::F32,
-        Lay::Dense(0),
-        Lay::Dense(0),
-    );
-    assert!(floor_div.is_none());
+    // The fused negative log-likelihood: CUDA composes the loss from gather and reductions.
+    let d = eddy::ops::nn::ClassDims {
+        dtype: D::F32,
+        idx_dtype: D::I64,
+        offset: 0,
+        idx_offset: 0,
+        rows: 4,
+        cols: 10,
+    };
+    assert!(eddy::ops::nn::nll_loss(Device::Cuda(0), "nll_loss", d).is_none());
     // Without the feature, nothing has a CUDA kernel.
     let l = Layout::contiguous([2, 3]);
     let sorts = sort::sort(Device::Cuda(0), D::F32, l.clone(), l, false).is_some();
