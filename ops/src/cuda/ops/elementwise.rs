@@ -296,8 +296,8 @@ fn dense_f32_pair(dtype: DType, la: &Lay, lb: &Lay, ins: &[Counted<Blob>]) -> Op
 }
 
 /// `out op= alpha * x` in place: floats (f16 and bf16 computed in f32), and for the integer
-/// dtypes the forms the CPU defines (add and subtract with an integral alpha, multiply,
-/// maximum, minimum), wrapping.
+/// dtypes the forms the CPU defines (add and subtract with alpha truncated to an integer,
+/// multiply, maximum, minimum), wrapping.
 pub fn binary_inplace(
     op: BinaryOp,
     dtype: DType,
@@ -305,7 +305,7 @@ pub fn binary_inplace(
     lx: Layout,
     alpha: f64,
 ) -> Option<impl Kernel + use<>> {
-    let kernel = inplace_name(op, dtype, alpha)?;
+    let kernel = inplace_name(op, dtype)?;
     Some(CudaKernel::new(
         op.name(),
         move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
@@ -343,13 +343,13 @@ pub fn binary_inplace(
     ))
 }
 
-/// The in-place kernel of `op` for `dtype` and `alpha`.
-fn inplace_name(op: BinaryOp, dtype: DType, alpha: f64) -> Option<&'static str> {
-    let int_form = match op {
-        BinaryOp::Add | BinaryOp::Sub => alpha.fract() == 0.0,
-        BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum => true,
-        _ => false,
-    };
+/// The in-place kernel of `op` for `dtype`.
+fn inplace_name(op: BinaryOp, dtype: DType) -> Option<&'static str> {
+    // The integer forms the CPU defines (alpha truncated to an integer, as there).
+    let int_form = matches!(
+        op,
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum
+    );
     super::every!("binary_inplace", dtype)
         .filter(|_| dtype.is_float() || (dtype != DType::Bool && int_form))
 }
@@ -443,7 +443,7 @@ pub(super) fn names() -> Vec<&'static str> {
         v.extend(super::every!("compare", dt));
         for op in [BinaryOp::Add, BinaryOp::Div, BinaryOp::Rem] {
             v.extend(binary_name(op, dt));
-            v.extend(inplace_name(op, dt, 1.0));
+            v.extend(inplace_name(op, dt));
         }
     }
     v
