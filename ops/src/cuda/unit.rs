@@ -221,10 +221,10 @@ impl Kernel for UnitKernel {
                 let mut u = self.args(ops, inputs, outputs);
                 let block = 256u32;
                 let grid = self.n.div_ceil(block as usize).min(65_535 * 8) as u32;
-                // SAFETY:  are, in order, the parameters of the kernel `kernel` names in
-                // `kernels/linalg.cu`, each of the declared type and alive for the call; the
-                // device addresses are this instruction's operands (or its scratch), allocated
-                // until the kernel has run.
+                // SAFETY: `unit_f32`/`unit_f64` (`kernels/linalg.cu`) take one `Unit` by value,
+                // and `UnitArgs` is laid out as it, field for field (`repr(C)`); `u` is alive for
+                // the call, and the pointers in it are the members' operands, allocated until the
+                // kernel has run.
                 unsafe {
                     l.grid(
                         kernel,

@@ -21,7 +21,7 @@ impl Tensor {
         let rd = kr::infer_reduce(op, self.dims(), self.dtype(), dims, keepdim)?;
         let (red, n_red, out_numel) = (&rd.reduced, rd.n_red, rd.out_numel);
         let src = self.dims();
-        let out = self.empty_like_shape(rd.shape.clone(), rd.dtype)?;
+        let out = self.empty_like_shape(rd.shape, rd.dtype)?;
         if op == ReduceOp::Sum && self.dtype().is_float() && self.is_contiguous() && rd.leading {
             let (dt, off) = (self.dtype(), self.layout().offset);
             let k = kernel!(

@@ -32,10 +32,10 @@ pub fn copy(
                     arg(&mut dy),
                     arg(&mut n64),
                 ];
-                // SAFETY:  are, in order, the parameters of the kernel `name` names in
-                // `kernels/elementwise.cu`, each of the declared type and alive for the call; the
-                // device addresses are this instruction's operands (or its scratch), allocated
-                // until the kernel has run.
+                // SAFETY: x, dx, y, dy, n64 (`args`) are, in order, the parameters of the
+                // `copy_b*` kernel `name` names in `kernels/elementwise.cu`, each of the declared
+                // type and alive for the call; the device addresses are this instruction's
+                // operands, allocated until the kernel has run.
                 return unsafe { l.elementwise(name, n, args) };
             }
             let (mut sk, mut dk) = (cast_code(src_dtype), cast_code(dst_dtype));

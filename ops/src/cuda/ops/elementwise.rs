@@ -1,7 +1,7 @@
 //! Elementwise kernels: unary and binary maps, in-place updates, comparisons, `where`.
 
 use super::{arg, dev_lay, dev_layout, numel};
-use crate::cuda::launch::{CudaKernel, Launch, dptr};
+use crate::cuda::launch::{CudaError, CudaKernel, Launch, dptr};
 use crate::kinds::{BinaryOp, CmpOp, UnaryOp};
 use crate::program::{Elementwise, Pos};
 use crate::{DType, Lay, Layout};
@@ -250,28 +250,7 @@ pub fn binary(op: BinaryOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kerne
                         )
                     };
                 }
-                let (mut a, mut b) = (dptr::<u8>(&ins[0], 0), dptr::<u8>(&ins[1], 0));
-                let (mut da, mut db) = (dev_lay(&la, n)?, dev_lay(&lb, n)?);
-                let (mut y, mut n64) = (dptr::<u8>(&outs[0], 0), n as i64);
-                // SAFETY: code, a, da, b, db, y, n64 are, in order, the parameters of the kernel
-                // `kernel` names in `kernels/elementwise.cu`, each of the declared type and alive
-                // for the call; the device addresses are this instruction's operands (or its
-                // scratch), allocated until the kernel has run.
-                unsafe {
-                    l.elementwise(
-                        kernel,
-                        n,
-                        &mut [
-                            arg(&mut code),
-                            arg(&mut a),
-                            arg(&mut da),
-                            arg(&mut b),
-                            arg(&mut db),
-                            arg(&mut y),
-                            arg(&mut n64),
-                        ],
-                    )
-                }
+                launch_pair(l, kernel, code, (&la, &lb), ins, &outs[0], n)
             },
         );
         Some(Described { k, what })
@@ -362,31 +341,44 @@ pub fn compare(op: CmpOp, dtype: DType, la: Lay, lb: Lay) -> Option<impl Kernel 
         op.name(),
         move |l: &Launch<'_>, ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
             let n = numel(&outs[0], 1);
-            let mut code = code;
-            let (mut a, mut b) = (dptr::<u8>(&ins[0], 0), dptr::<u8>(&ins[1], 0));
-            let (mut da, mut db) = (dev_lay(&la, n)?, dev_lay(&lb, n)?);
-            let (mut y, mut n64) = (dptr::<u8>(&outs[0], 0), n as i64);
-            // SAFETY: code, a, da, b, db, y, n64 are, in order, the parameters of the kernel
-            // `name` names in `kernels/elementwise.cu`, each of the declared type and alive for
-            // the call; the device addresses are this instruction's operands (or its scratch),
-            // allocated until the kernel has run.
-            unsafe {
-                l.elementwise(
-                    name,
-                    n,
-                    &mut [
-                        arg(&mut code),
-                        arg(&mut a),
-                        arg(&mut da),
-                        arg(&mut b),
-                        arg(&mut db),
-                        arg(&mut y),
-                        arg(&mut n64),
-                    ],
-                )
-            }
+            launch_pair(l, name, code, (&la, &lb), ins, &outs[0], n)
         },
     ))
+}
+
+/// Launches `kernel`, a binary or comparison kernel of `kernels/elementwise.cu`, whose
+/// parameters are `(int op, const A* a, Lay la, const A* b, Lay lb, Y* y, i64 n)`, on inputs
+/// 0 and 1 laid out as `lays` into `out` (`n` elements).
+fn launch_pair(
+    l: &Launch<'_>,
+    kernel: &str,
+    mut code: i32,
+    (la, lb): (&Lay, &Lay),
+    ins: &[Counted<Blob>],
+    out: &Blob,
+    n: usize,
+) -> Result<(), CudaError> {
+    let (mut a, mut b) = (dptr::<u8>(&ins[0], 0), dptr::<u8>(&ins[1], 0));
+    let (mut da, mut db) = (dev_lay(la, n)?, dev_lay(lb, n)?);
+    let (mut y, mut n64) = (dptr::<u8>(out, 0), n as i64);
+    // SAFETY: code, a, da, b, db, y, n64 are, in order, the parameters this function's
+    // callers' kernels declare (above), each alive for the call; the device addresses are the
+    // instruction's inputs 0 and 1 and `out`, allocated until the kernel has run.
+    unsafe {
+        l.elementwise(
+            kernel,
+            n,
+            &mut [
+                arg(&mut code),
+                arg(&mut a),
+                arg(&mut da),
+                arg(&mut b),
+                arg(&mut db),
+                arg(&mut y),
+                arg(&mut n64),
+            ],
+        )
+    }
 }
 
 /// `out = cond ? a : b`, any dtype (the bits moved by element size).

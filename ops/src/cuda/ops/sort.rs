@@ -54,7 +54,7 @@ pub fn sort(dtype: DType, la: Layout, lo: Layout, descending: bool) -> Option<im
                 None => (0u64, 0u64),
             };
             // SAFETY: x, dl, yv, yi, dlo, rows64, n64, k64, desc, key, pos are, in order, the
-            // parameters of the kernel `name` names in `kernels/reduce.cu`, each of the declared
+            // parameters of the kernel `name` names in `kernels/sort.cu`, each of the declared
             // type and alive for the call; the device addresses are this instruction's operands
             // (or its scratch), allocated until the kernel has run.
             unsafe {
