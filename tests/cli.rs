@@ -308,7 +308,7 @@ fn train_is_reproducible_and_takes_its_options() {
     );
     assert_eq!(
         a,
-        run("7", &["--auto-plan"]),
+        run("7", &["--promote"]),
         "same seed, recurring steps promoted by the engine: the same values"
     );
     assert_ne!(a, run("8", &[]), "another seed");
@@ -319,25 +319,25 @@ fn train_is_reproducible_and_takes_its_options() {
     assert_ne!(a, b);
 }
 
-/// `--auto-plan` promotes the recurring windows of the later epochs to plans, prints what it
-/// did, and trains to the same losses and accuracies. (`EDDY_VM_AUTO_PLAN=always`: every
+/// `--promote` promotes the recurring windows of the later epochs to plans, prints what it
+/// did, and trains to the same losses and accuracies. (`EDDY_VM_PROMOTION=always`: every
 /// recurring window, whatever the timing verdicts say on a busy machine.)
 #[test]
-fn train_auto_plan_promotes_the_recurring_steps() {
+fn train_promote_runs_the_recurring_steps_as_plans() {
     let dir = scratch("auto");
     let png = dir.join("a.png");
     let run = |extra: &[&str]| {
         let mut args = vec!["train", "--epochs", "4", "--plot", png.to_str().unwrap()];
         args.extend_from_slice(extra);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_eddy"));
-        if extra.contains(&"--auto-plan") {
-            cmd.env("EDDY_VM_AUTO_PLAN", "always");
+        if extra.contains(&"--promote") {
+            cmd.env("EDDY_VM_PROMOTION", "always");
         }
         let out = cmd.args(&args).output().expect("run eddy");
         assert!(out.status.success(), "{}", text(&out.stderr));
         text(&out.stdout)
     };
-    let (eager, auto) = (run(&[]), run(&["--auto-plan"]));
+    let (eager, auto) = (run(&[]), run(&["--promote"]));
     // The accuracy line without its time.
     let accuracy = |s: &str| {
         s.lines()

@@ -507,7 +507,7 @@ fn eager_units_of_elementwise_ops_run_as_one_launch_each() {
         .cuda_devices(1)
         .fusion(true)
         .window(64)
-        .auto_plan(false)
+        .promotion(false)
         .trace(true)
         .build()
     {

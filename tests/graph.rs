@@ -451,8 +451,8 @@ proptest! {
             let (x, y, w) = program_inputs(seed);
             pass(&x, &y, &w)
         });
-        let auto = (Vm::builder().auto_plan(true))
-            .auto_plan_measured(false)
+        let auto = (Vm::builder().promotion(true))
+            .promotion_measured(false)
             .build()
             .unwrap();
         let got: Vec<_> = with_engine(&auto, || {
@@ -462,7 +462,7 @@ proptest! {
         for g in got {
             prop_assert_eq!(&g, &expect);
         }
-        let s = auto.auto_plan_stats().unwrap();
+        let s = auto.promotion_stats().unwrap();
         prop_assert!(s.plan_runs >= 1, "{:?}", s);
     }
 }

@@ -115,11 +115,11 @@ fn a_promoted_window_without_room_for_its_arena_runs_eagerly() {
         };
         let eager = run(&VmBuilder::new().build().unwrap(), &|_| ());
         let vm = VmBuilder::new()
-            .auto_plan(true)
-            .auto_plan_measured(false)
+            .promotion(true)
+            .promotion_measured(false)
             .build()
             .unwrap();
-        let stats = || vm.auto_plan_stats().unwrap();
+        let stats = || vm.promotion_stats().unwrap();
         let full = |k: usize| {
             vm.sync().unwrap();
             // The third window is the first held, its plan compiled at its end: both

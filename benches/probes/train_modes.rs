@@ -6,7 +6,7 @@
 //! promotion gets, from the medians and as the median of the rounds' own shares.
 //!
 //! `cargo bench --bench train_modes -- [ROUNDS] [STEPS]` (10 rounds of 50 steps by default).
-//! `-- eager|auto|graph STEPS` runs one process's part and prints its medians; with
+//! `-- eager|promoted|graph STEPS` runs one process's part and prints its medians; with
 //! `EDDY_VM_TRACE=1` it also prints the median plan run, the median gap between runs, and the engine's instructions by
 //! name (µs and runs per step) to standard error.
 #[global_allocator]
@@ -22,7 +22,7 @@ use std::time::Instant;
 
 type R<T> = Result<T, Box<dyn std::error::Error>>;
 
-const MODES: [&str; 3] = ["eager", "auto", "graph"];
+const MODES: [&str; 3] = ["eager", "promoted", "graph"];
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -106,9 +106,9 @@ fn main() -> R<()> {
         .collect();
     if let Some(mode) = args.first().filter(|a| MODES.contains(&a.as_str())) {
         let steps = args.get(1).map_or(Ok(50), |s| s.parse())?.max(1);
-        let (wall, calls, bits) = if *mode == "auto" {
-            let vm = (eddy::vm::Vm::builder().auto_plan(true))
-                .auto_plan_measured(false)
+        let (wall, calls, bits) = if *mode == "promoted" {
+            let vm = (eddy::vm::Vm::builder().promotion(true))
+                .promotion_measured(false)
                 .build()?;
             let r = with_engine(&vm, || {
                 let r = part(mode, steps)?;
@@ -117,7 +117,7 @@ fn main() -> R<()> {
                 }
                 Ok::<_, Box<dyn std::error::Error>>(r)
             })?;
-            let s = vm.auto_plan_stats().ok_or("promotion is off")?;
+            let s = vm.promotion_stats().ok_or("promotion is off")?;
             if s.plan_runs + 10 < steps as u64 {
                 return Err(format!("only {} of {steps} steps ran as plans", s.plan_runs).into());
             }
@@ -126,7 +126,7 @@ fn main() -> R<()> {
             part(mode, steps)?
         };
         println!("{wall} {calls} {bits}");
-        if std::env::var_os("EDDY_VM_TRACE").is_some() && *mode != "auto" {
+        if std::env::var_os("EDDY_VM_TRACE").is_some() && *mode != "promoted" {
             trace_summary(&eddy::tensor::default_engine()?, steps + 5)?;
         }
         return Ok(());
@@ -165,7 +165,7 @@ fn main() -> R<()> {
         "eager     {:.3} ms/step                (calls {:.3})",
         e.0, e.1
     );
-    for (name, m) in [("auto-plan", a), ("graph    ", g)] {
+    for (name, m) in [("promoted ", a), ("graph    ", g)] {
         println!(
             "{name} {:.3} ms/step  {:.3} × eager  (calls {:.3})",
             m.0,

@@ -119,7 +119,7 @@ pub fn mlp_infer_graph() -> Result<Vec<f64>> {
 
 /// [`mlp_train`](super::mlp_train) (each step synced on its loss) on an engine with automatic
 /// promotion on, promoting every recurring window whatever the clock says
-/// (`VmBuilder::auto_plan_measured(false)`): the eager code unchanged, its recurring steps run
+/// (`VmBuilder::promotion_measured(false)`): the eager code unchanged, its recurring steps run
 /// as plans. ms per step over
 /// 50 steps, after the same 5 warm-up steps (during which the engine sees the step repeat and
 /// compiles it).
@@ -128,21 +128,21 @@ pub fn mlp_infer_graph() -> Result<Vec<f64>> {
 ///
 /// ```no_run
 /// // Seconds of training: run it from `eddy bench`, not in a doctest.
-/// let ms_per_step = eddy::bench::mlp_train_auto()?;
+/// let ms_per_step = eddy::bench::mlp_train_promoted()?;
 /// assert_eq!(ms_per_step.len(), 50);
 /// # Ok::<(), eddy::Error>(())
 /// ```
-pub fn mlp_train_auto() -> Result<Vec<f64>> {
+pub fn mlp_train_promoted() -> Result<Vec<f64>> {
     // Every step promoted, the timing verdicts aside: this measures the promoted step.
-    let vm = (crate::vm::Vm::builder().auto_plan(true))
-        .auto_plan_measured(false)
+    let vm = (crate::vm::Vm::builder().promotion(true))
+        .promotion_measured(false)
         .build()?;
     let (times, first, last) = crate::tensor::with_engine(&vm, super::mlp_train)?;
-    check(last < first, "mlp_train_auto: the loss did not fall")?;
-    let promoted = vm.auto_plan_stats().map_or(0, |s| s.plan_runs);
+    check(last < first, "mlp_train_promoted: the loss did not fall")?;
+    let promoted = vm.promotion_stats().map_or(0, |s| s.plan_runs);
     check(
         promoted >= 45,
-        "mlp_train_auto: the steps were not promoted",
+        "mlp_train_promoted: the steps were not promoted",
     )?;
     Ok(times)
 }

@@ -92,7 +92,7 @@ const TRAIN: &[Opt] = &[
         "draw the compiled step's memory (with --graph)",
     ),
     flag(
-        "--auto-plan",
+        "--promote",
         "the engine promotes the recurring eager step to a plan by itself",
     ),
 ];
@@ -415,8 +415,8 @@ fn cmd_train(o: &Opts) -> Result<(), Fail> {
     let mut b = builder_for(device)
         .sync_mode(o.has("--sync-mode"))
         .trace(trace.is_some());
-    if o.has("--auto-plan") {
-        b = b.auto_plan(true);
+    if o.has("--promote") {
+        b = b.promotion(true);
     }
     let vm = b.build()?;
     let (n_test, n_train) = {
@@ -506,7 +506,7 @@ fn cmd_train(o: &Opts) -> Result<(), Fail> {
         mib(mem.peak_in_use),
         mib(mem.cached)
     );
-    if let Some(a) = vm.auto_plan_stats() {
+    if let Some(a) = vm.promotion_stats() {
         println!(
             "automatic plans: {} of {} windows between syncs ran as one plan run ({} compiled, {} calls merged, {} fell back, {} times back to eager windows as slower, {} windows run eagerly unnoted)",
             a.plan_runs, a.windows, a.compiled, a.merged, a.fallbacks, a.backed_off, a.quiet

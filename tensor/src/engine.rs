@@ -41,7 +41,7 @@ pub fn default_engine() -> Result<Vm> {
 /// elementwise ops are merged as a compiled graph's are; on a CUDA device, a fused unit of
 /// eager elementwise ops runs as one launch ([`eddy_ops::cuda::unit_merge`]).
 fn give_passes(vm: &Vm) {
-    if vm.config().auto_plan && !vm.has_plan_pass() {
+    if vm.config().promotion && !vm.has_plan_pass() {
         vm.set_plan_pass(eddy_ops::fuse::plan_pass());
     }
     #[cfg(feature = "cuda")]

@@ -51,8 +51,8 @@ pub struct Blob {
     /// In-place writes the client counted: see [`version`](Blob::version).
     version: AtomicU64,
     /// Automatic promotion's mark: the window that last noted the blob, and where in it (see
-    /// `engine::auto::window`). Written and read only under promotion's lock.
-    auto_tag: AtomicU64,
+    /// `engine::promotion::window`). Written and read only under promotion's lock.
+    promotion_tag: AtomicU64,
     _pad0: LinePad,
     pub(crate) access: QCell<AccessList>,
     _pad1: LinePad,
@@ -114,7 +114,7 @@ impl Blob {
                 addr_of_mut!((*p).last_used_stream).write(AtomicU32::new(NO_STREAM));
                 addr_of_mut!((*p).holders).write(AtomicUsize::new(1));
                 addr_of_mut!((*p).version).write(AtomicU64::new(0));
-                addr_of_mut!((*p).auto_tag).write(AtomicU64::new(0));
+                addr_of_mut!((*p).promotion_tag).write(AtomicU64::new(0));
                 addr_of_mut!((*p).access).write(QCell::new(engine, AccessList::default()));
                 let c = addr_of_mut!((*p).compute);
                 addr_of_mut!((*c).bytes).write(bytes);
@@ -128,13 +128,13 @@ impl Blob {
     }
 
     /// Automatic promotion's mark (0 until a window notes the blob).
-    pub(crate) fn auto_tag(&self) -> u64 {
-        self.auto_tag.load(Ordering::Relaxed)
+    pub(crate) fn promotion_tag(&self) -> u64 {
+        self.promotion_tag.load(Ordering::Relaxed)
     }
 
     /// Sets automatic promotion's mark.
-    pub(crate) fn set_auto_tag(&self, tag: u64) {
-        self.auto_tag.store(tag, Ordering::Relaxed);
+    pub(crate) fn set_promotion_tag(&self, tag: u64) {
+        self.promotion_tag.store(tag, Ordering::Relaxed);
     }
 
     /// A process-unique id.

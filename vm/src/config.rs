@@ -62,12 +62,12 @@ pub struct Config {
     /// device's compute stream).
     pub lazy_launcher: bool,
     /// Whether the engine promotes a thread's op calls between sync points to a plan once
-    /// they repeat (`EDDY_VM_AUTO_PLAN=1`, default off; see `VmBuilder::auto_plan`).
-    pub auto_plan: bool,
+    /// they repeat (`EDDY_VM_PROMOTION=1`, default off; see `VmBuilder::promotion`).
+    pub promotion: bool,
     /// Whether promotion times each kind of window both ways and runs eagerly for a while a
-    /// kind whose plan runs are slower (default on; `EDDY_VM_AUTO_PLAN=always` turns promotion
-    /// on without it; see `VmBuilder::auto_plan_measured`).
-    pub auto_plan_measured: bool,
+    /// kind whose plan runs are slower (default on; `EDDY_VM_PROMOTION=always` turns promotion
+    /// on without it; see `VmBuilder::promotion_measured`).
+    pub promotion_measured: bool,
     /// How many CUDA devices the engine opens, `cuda:0` to `cuda:{n-1}`, each with compute and
     /// copy streams and their allocators (`EDDY_VM_CUDA_DEVICES`, a number or `all`; default 0).
     /// Needs the `cuda` feature; `u32::MAX` means every device the machine has.
@@ -95,8 +95,8 @@ impl Default for Config {
             cpu_exec: Exec::Inline,
             cpu_devices: 1,
             lazy_launcher: false,
-            auto_plan: false,
-            auto_plan_measured: true,
+            promotion: false,
+            promotion_measured: true,
             cuda_devices: 0,
             spin: Duration::from_millis(1),
             trace: false,
@@ -272,13 +272,13 @@ impl VmBuilder {
         set("EDDY_VM_LAZY_LAUNCHER", &mut |v| {
             parse_bool(v).map(|x| c.lazy_launcher = x).is_some()
         });
-        set("EDDY_VM_AUTO_PLAN", &mut |v| {
+        set("EDDY_VM_PROMOTION", &mut |v| {
             if v.trim() == "always" {
-                c.auto_plan = true;
-                c.auto_plan_measured = false;
+                c.promotion = true;
+                c.promotion_measured = false;
                 return true;
             }
-            parse_bool(v).map(|x| c.auto_plan = x).is_some()
+            parse_bool(v).map(|x| c.promotion = x).is_some()
         });
         set(
             "EDDY_VM_CPU_DEVICES",
@@ -316,6 +316,14 @@ impl VmBuilder {
         set("EDDY_VM_DUMP_LIMIT", &mut |v| {
             v.trim().parse().ok().map(|x| c.dump_limit = x).is_some()
         });
+        // The switch's earlier name: refused with the new one rather than ignored.
+        if bad.is_none() && get("EDDY_VM_AUTO_PLAN").is_some() {
+            bad = Some(Error::InvalidArgument {
+                at: crate::error::Caller::UNKNOWN,
+                op: "VmBuilder".into(),
+                message: "EDDY_VM_AUTO_PLAN is now EDDY_VM_PROMOTION".into(),
+            });
+        }
         if bad.is_some() {
             self.env_error = bad;
         }
@@ -484,14 +492,14 @@ impl VmBuilder {
     /// run, the same kernels on the same operands, with the values of eager execution bit for
     /// bit. A window that differs from the last runs as usual from the first call that
     /// differs. A kind of window whose plan runs are timed slower than its eager windows runs
-    /// eagerly for a while (see [`auto_plan_measured`](Self::auto_plan_measured)).
-    /// `Vm::auto_plan_stats` says what it did.
+    /// eagerly for a while (see [`promotion_measured`](Self::promotion_measured)).
+    /// `Vm::promotion_stats` says what it did.
     ///
     /// # Examples
     ///
     /// ```
     /// use eddy_vm::{StreamId, VmBuilder, testing::AddByte};
-    /// let vm = VmBuilder::new().auto_plan(true).build()?;
+    /// let vm = VmBuilder::new().promotion(true).build()?;
     /// let (a, b, c) = (vm.new_blob(4), vm.new_blob(4), vm.new_blob(4));
     /// vm.write_blob(&a, |m| m.fill(1))?;
     /// for _ in 0..6 {
@@ -500,14 +508,14 @@ impl VmBuilder {
     ///     assert_eq!(vm.read_blob(&c, |m| m[0])?, 3); // a sync point: the window ends
     /// }
     /// // From the third window on, each ran as a plan, or ran eagerly where the clock said
-    /// // that pays more (see `auto_plan_measured`).
-    /// let s = vm.auto_plan_stats().unwrap();
+    /// // that pays more (see `promotion_measured`).
+    /// let s = vm.promotion_stats().unwrap();
     /// assert_eq!(s.windows, 6);
     /// assert!(s.plan_runs >= 1 || s.backed_off >= 1, "{s:?}");
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
-    pub fn auto_plan(mut self, on: bool) -> Self {
-        self.config.auto_plan = on;
+    pub fn promotion(mut self, on: bool) -> Self {
+        self.config.promotion = on;
         self
     }
 
@@ -520,30 +528,30 @@ impl VmBuilder {
     /// plan run is over twice as slow, or whose held calls alone take longer than an eager
     /// window) runs eagerly for the next 8 windows of
     /// the kind, then tries again, waiting twice as long after each new loss (at most 1,024
-    /// windows). `AutoPlanStats::backed_off` counts those turns. Meanwhile a window that
-    /// begins like such a kind is not noted past its first call (`AutoPlanStats::quiet`), so
+    /// windows). `PromotionStats::backed_off` counts those turns. Meanwhile a window that
+    /// begins like such a kind is not noted past its first call (`PromotionStats::quiet`), so
     /// its calls cost what they cost without promotion. Off,
     /// every recurring window is promoted: what a test of promotion itself wants, whatever
-    /// the clock says (`EDDY_VM_AUTO_PLAN=always`).
+    /// the clock says (`EDDY_VM_PROMOTION=always`).
     ///
     /// # Examples
     ///
     /// ```
     /// use eddy_vm::{StreamId, VmBuilder, testing::AddByte};
-    /// let vm = VmBuilder::new().auto_plan(true).auto_plan_measured(false).build()?;
+    /// let vm = VmBuilder::new().promotion(true).promotion_measured(false).build()?;
     /// let (a, b) = (vm.new_blob(4), vm.new_blob(4));
     /// vm.write_blob(&a, |m| m.fill(1))?;
     /// for _ in 0..20 {
     ///     vm.run_op(StreamId::CPU, AddByte(1), &[&a], &[&b], false)?;
     ///     assert_eq!(vm.read_blob(&b, |m| m[0])?, 2);
     /// }
-    /// let s = vm.auto_plan_stats().unwrap();
+    /// let s = vm.promotion_stats().unwrap();
     /// // The first window makes `b`; the others write over it, from the fourth on as plans.
     /// assert_eq!((s.plan_runs, s.backed_off), (17, 0));
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
-    pub fn auto_plan_measured(mut self, on: bool) -> Self {
-        self.config.auto_plan_measured = on;
+    pub fn promotion_measured(mut self, on: bool) -> Self {
+        self.config.promotion_measured = on;
         self
     }
 

@@ -23,15 +23,15 @@ fn env_values_parse_and_bad_ones_fail_build() {
 }
 
 #[test]
-fn auto_plan_takes_a_boolean_or_always() {
+fn promotion_takes_a_boolean_or_always() {
     let with = |v: &'static str| {
         let mut b = VmBuilder::new();
-        b.apply_env(|k| (k == "EDDY_VM_AUTO_PLAN").then(|| v.into()));
+        b.apply_env(|k| (k == "EDDY_VM_PROMOTION").then(|| v.into()));
         b
     };
     let c = |v| {
         let b = with(v);
-        (b.config.auto_plan, b.config.auto_plan_measured)
+        (b.config.promotion, b.config.promotion_measured)
     };
     assert_eq!(c("1"), (true, true));
     assert_eq!(c("0"), (false, true));
@@ -39,7 +39,13 @@ fn auto_plan_takes_a_boolean_or_always() {
     let Err(e) = with("often").build() else {
         panic!("bad value accepted")
     };
-    assert!(e.to_string().contains("EDDY_VM_AUTO_PLAN"), "{e}");
+    assert!(e.to_string().contains("EDDY_VM_PROMOTION"), "{e}");
+    let mut b = VmBuilder::new();
+    b.apply_env(|k| (k == "EDDY_VM_AUTO_PLAN").then(|| "1".into()));
+    let Err(e) = b.build() else {
+        panic!("the switch's earlier name was ignored")
+    };
+    assert!(e.to_string().contains("is now EDDY_VM_PROMOTION"), "{e}");
 }
 
 #[test]

@@ -58,7 +58,7 @@ impl EngineScope {
 }
 
 thread_local! {
-    /// Set while a user thread submits with the scheduler held (`Vm::auto_boundary`).
+    /// Set while a user thread submits with the scheduler held (`Vm::promotion_boundary`).
     static HOLDS_SCHEDULER: Cell<bool> = const { Cell::new(false) };
 }
 

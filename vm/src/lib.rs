@@ -82,7 +82,7 @@ pub use counted::Counted;
 /// engine: probes that time the driver, or kernels of its own on a [`stream::cuda::CudaStream`].
 #[cfg(feature = "cuda")]
 pub use cudarc;
-pub use engine::{AutoPlanStats, Vm};
+pub use engine::{PromotionStats, Vm};
 pub use error::{Error, Result};
 pub use ids::unique_id;
 pub use instruction::{Instruction, InstructionPolicy};

@@ -32,11 +32,11 @@ pub(crate) const SUBMIT_SLOW: u8 = 1;
 pub(crate) const SUBMIT_DEVICE: u8 = 2;
 
 /// In `Shared::divert_flags`: automatic promotion is on.
-pub(crate) const AUTO_ON: usize = 1 << 40;
+pub(crate) const PROMOTION_ON: usize = 1 << 40;
 /// In `Shared::divert_flags`: automatic promotion holds calls; every `run` lets them run first.
-pub(crate) const AUTO_HOLDING: usize = 1 << 41;
+pub(crate) const PROMOTION_HOLDING: usize = 1 << 41;
 /// In `Shared::divert_flags`: the count of captures in progress.
-pub(crate) const CAPTURES: usize = AUTO_ON - 1;
+pub(crate) const CAPTURES: usize = PROMOTION_ON - 1;
 
 /// Memory an engine keeps on a device beyond its allocators' caches, for work that may come
 /// back (the plans of a promoted loop): the out-of-memory path and `Vm::empty_cache` have it
@@ -61,7 +61,7 @@ pub(crate) struct Shared {
     /// registering a device does not slow the host's ops).
     pub submit_flags: AtomicU8,
     /// Captures in progress (`Vm::capture`), one per capturing thread (the bits of
-    /// [`CAPTURES`]), and automatic promotion's two flags ([`AUTO_ON`], [`AUTO_HOLDING`]): what
+    /// [`CAPTURES`]), and automatic promotion's two flags ([`PROMOTION_ON`], [`PROMOTION_HOLDING`]): what
     /// diverts op calls from running, in one word. A capture that begins and promotion that
     /// turns on also set [`SUBMIT_SLOW`] in `submit_flags`, so that `run_op`, whose fast path
     /// loads only `submit_flags`, takes the path that looks here.
@@ -144,10 +144,10 @@ impl Shared {
             any_async_stream: async_mask != 0,
             async_mask,
             submit_flags: AtomicU8::new(
-                if config.auto_plan { SUBMIT_SLOW } else { 0 }
+                if config.promotion { SUBMIT_SLOW } else { 0 }
                     | if async_mask != 0 { SUBMIT_DEVICE } else { 0 },
             ),
-            divert_flags: AtomicUsize::new(if config.auto_plan { AUTO_ON } else { 0 }),
+            divert_flags: AtomicUsize::new(if config.promotion { PROMOTION_ON } else { 0 }),
             capture: Mutex::new(Vec::new()),
             config,
             streams,

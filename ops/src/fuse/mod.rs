@@ -186,7 +186,7 @@ struct TempUse {
 /// # Examples
 ///
 /// ```
-/// let vm = eddy_vm::Vm::builder().auto_plan(true).build()?;
+/// let vm = eddy_vm::Vm::builder().promotion(true).build()?;
 /// assert!(vm.set_plan_pass(eddy_ops::fuse::plan_pass()));
 /// assert!(vm.has_plan_pass());
 /// # Ok::<(), eddy_vm::Error>(())

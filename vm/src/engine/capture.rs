@@ -71,7 +71,7 @@ impl Vm {
                 };
                 let ops = c.swap_remove(k).ops;
                 if self.0.divert_flags.fetch_sub(1, Ordering::SeqCst) & CAPTURES == 1
-                    && !self.0.config.auto_plan
+                    && !self.0.config.promotion
                 {
                     self.0
                         .submit_flags

@@ -20,7 +20,7 @@
 //! - **Passes on the waiting thread** (`Vm::wait`, `Vm::run_then_wait`): a thread that waits
 //!   on an engine whose scheduler thread sleeps runs the passes itself rather than paying for
 //!   the wake-up. A sync that ends a promoted window takes the scheduler before it submits the
-//!   window's plan run (`Vm::auto_boundary`), so the run it waits for is its own to compute.
+//!   window's plan run (`Vm::promotion_boundary`), so the run it waits for is its own to compute.
 //! - **Release at once** (`Vm::release_marked`): a blob released on an idle engine is freed
 //!   without an instruction; one with inline memory needs nothing at all.
 //! - **One node, one push** (`Vm::submit_checked`): when neither the stream nor the last
@@ -31,15 +31,15 @@
 //!   caller just built is passed through memory and read back wider than it was written, a
 //!   store-forwarding stall.
 
-mod auto;
+mod promotion;
 #[cfg(test)]
-pub(crate) use auto::Timed;
+pub(crate) use promotion::Timed;
 mod capture;
 mod hooks;
 mod host;
 mod plan;
 
-pub use auto::AutoPlanStats;
+pub use promotion::PromotionStats;
 mod observe;
 mod shutdown;
 mod submit;
@@ -79,7 +79,7 @@ pub(crate) struct VmInner {
     pub(super) mode: Mode,
     /// Automatic promotion's state, where the switch is on (boxed: the fields beside it are
     /// read on every op's path).
-    pub(super) auto: Option<Box<auto::Auto>>,
+    pub(super) promotion: Option<Box<promotion::Promotion>>,
 }
 
 /// The engine: a cheap, cloneable handle. The engine shuts down (drains, joins its threads)
@@ -166,13 +166,17 @@ impl Vm {
                 sched,
             }
         };
-        let auto = (shared.config.auto_plan)
-            .then(|| Box::new(auto::Auto::new(shared.config.auto_plan_measured)));
-        if let Some(a) = &auto {
+        let promotion = (shared.config.promotion)
+            .then(|| Box::new(promotion::Promotion::new(shared.config.promotion_measured)));
+        if let Some(a) = &promotion {
             shared.caches.lock().push(a.shelf());
         }
         Ok(Vm {
-            inner: Arc::new(VmInner { shared, mode, auto }),
+            inner: Arc::new(VmInner {
+                shared,
+                mode,
+                promotion,
+            }),
         })
     }
 
@@ -378,10 +382,10 @@ impl Vm {
     /// ```
     pub fn instructions(&self) -> InstructionsBuilder<'_> {
         let flags = self.shared().divert_flags.load(Ordering::Acquire);
-        if flags & crate::shared::AUTO_HOLDING != 0 {
+        if flags & crate::shared::PROMOTION_HOLDING != 0 {
             // Op calls held for a plan run first: what the builder takes comes after them,
             // and its checks see where they ran.
-            self.auto_interrupt();
+            self.promotion_interrupt();
         }
         InstructionsBuilder::new(self.shared(), self)
     }

@@ -41,9 +41,9 @@ impl Vm {
             _ => Caller::here(),
         };
         let sh = self.shared();
-        if sh.divert_flags.load(Ordering::Acquire) & crate::shared::AUTO_HOLDING != 0 {
+        if sh.divert_flags.load(Ordering::Acquire) & crate::shared::PROMOTION_HOLDING != 0 {
             // Op calls held for a plan run first.
-            self.auto_interrupt();
+            self.promotion_interrupt();
         }
         if policy.is_barrier()
             || sh.any_async_stream
@@ -217,7 +217,7 @@ impl Vm {
     /// ```
     pub fn release(&self, blob: &Counted<Blob>) -> Result<()> {
         if self.shared().submit_flags.load(Ordering::Relaxed) & SUBMIT_SLOW != 0
-            && self.auto_release(blob, false)
+            && self.promotion_release(blob, false)
         {
             return Ok(()); // held, with the calls before it
         }
@@ -251,7 +251,7 @@ impl Vm {
     /// ```
     pub fn release_unheld(&self, blob: &Counted<Blob>) -> Result<()> {
         if self.shared().submit_flags.load(Ordering::Relaxed) & SUBMIT_SLOW != 0
-            && self.auto_release(blob, true)
+            && self.promotion_release(blob, true)
         {
             return Ok(()); // held, with the calls before it
         }

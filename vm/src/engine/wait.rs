@@ -274,11 +274,11 @@ impl Vm {
     }
 
     /// A host access or barrier begins: automatic promotion ends the window, and returns the
-    /// scheduler if it took it to run the window's plan (see `Vm::auto_boundary`).
+    /// scheduler if it took it to run the window's plan (see `Vm::promotion_boundary`).
     #[inline]
-    pub(super) fn access_begins(&self) -> Option<super::auto::SchedGuard<'_>> {
-        match &self.inner.auto {
-            Some(auto) => self.auto_boundary(auto),
+    pub(super) fn access_begins(&self) -> Option<super::promotion::SchedGuard<'_>> {
+        match &self.inner.promotion {
+            Some(promotion) => self.promotion_boundary(promotion),
             None => None,
         }
     }
@@ -286,8 +286,8 @@ impl Vm {
     /// A host access or barrier returned: automatic promotion times the window it ended.
     #[inline]
     pub(super) fn access_done(&self) {
-        if let Some(auto) = &self.inner.auto {
-            self.auto_done(auto);
+        if let Some(promotion) = &self.inner.promotion {
+            self.promotion_done(promotion);
         }
     }
 

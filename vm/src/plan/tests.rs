@@ -232,8 +232,8 @@ mod random {
 /// their inputs get a plan of their own, with the same values.
 #[test]
 fn a_promoted_window_whose_kernels_may_not_write_in_place_gets_its_own_plan() {
-    let vm = (Vm::builder().auto_plan(true))
-        .auto_plan_measured(false)
+    let vm = (Vm::builder().promotion(true))
+        .promotion_measured(false)
         .build()
         .unwrap();
     let x = vm.new_blob(8);
@@ -254,12 +254,12 @@ fn a_promoted_window_whose_kernels_may_not_write_in_place_gets_its_own_plan() {
     for _ in 0..4 {
         assert_eq!(window(true), expect);
     }
-    let before = vm.auto_plan_stats().unwrap();
+    let before = vm.promotion_stats().unwrap();
     assert!(before.plan_runs >= 1, "promoted: {before:?}");
     for _ in 0..2 {
         assert_eq!(window(false), expect);
     }
-    let after = vm.auto_plan_stats().unwrap();
+    let after = vm.promotion_stats().unwrap();
     assert_eq!(
         after.compiled,
         before.compiled + 1,
@@ -298,8 +298,8 @@ fn byte_sum(vm: &Vm, b: &Counted<Blob>) -> u32 {
 fn a_promoted_window_ending_above_the_back_pressure_mark_does_not_hang() {
     let (read, stats) = finishes(|| {
         let vm = Vm::builder()
-            .auto_plan(true)
-            .auto_plan_measured(false)
+            .promotion(true)
+            .promotion_measured(false)
             .water_marks(8, 4)
             .build()
             .unwrap();
@@ -329,7 +329,7 @@ fn a_promoted_window_ending_above_the_back_pressure_mark_does_not_hang() {
             }
         }
         vm.sync().unwrap();
-        (read, vm.auto_plan_stats().unwrap())
+        (read, vm.promotion_stats().unwrap())
     });
     assert_eq!(read, vec![2 * 1024; 5]);
     assert!(stats.plan_runs >= 2, "promoted: {stats:?}");
@@ -341,8 +341,8 @@ fn a_promoted_window_ending_above_the_back_pressure_mark_does_not_hang() {
 fn a_synchronous_engine_promotes_windows_too() {
     let (read, stats) = finishes(|| {
         let vm = Vm::builder()
-            .auto_plan(true)
-            .auto_plan_measured(false)
+            .promotion(true)
+            .promotion_measured(false)
             .sync_mode(true)
             .build()
             .unwrap();
@@ -361,7 +361,7 @@ fn a_synchronous_engine_promotes_windows_too() {
             vm.release(&t).unwrap();
             read.push(byte_sum(&vm, &y));
         }
-        (read, vm.auto_plan_stats().unwrap())
+        (read, vm.promotion_stats().unwrap())
     });
     assert_eq!(read, vec![3 * 1024; 5]);
     assert!(stats.plan_runs >= 2, "promoted: {stats:?}");
@@ -369,9 +369,9 @@ fn a_synchronous_engine_promotes_windows_too() {
 
 /// An engine with measured promotion on `clock`, and a blob of the bytes 0 to 7.
 fn measured(clock: fn(Timed) -> std::time::Duration) -> (Vm, Counted<Blob>) {
-    let vm = Vm::builder().auto_plan(true).build().unwrap();
-    let auto = vm.inner.auto.as_ref().expect("promotion is on");
-    auto.set_clock(clock);
+    let vm = Vm::builder().promotion(true).build().unwrap();
+    let promotion = vm.inner.promotion.as_ref().expect("promotion is on");
+    promotion.set_clock(clock);
     let x = vm.new_blob(8);
     vm.write_blob(&x, |b| b.copy_from_slice(&[0, 1, 2, 3, 4, 5, 6, 7]))
         .unwrap();
@@ -422,7 +422,7 @@ fn a_kind_of_window_whose_plan_runs_lose_runs_eagerly_for_a_while() {
     let mut runs = 0;
     for n in 1..=40 {
         assert_eq!(window(), expect, "window {n}");
-        let s = vm.auto_plan_stats().unwrap();
+        let s = vm.promotion_stats().unwrap();
         if s.plan_runs > runs {
             as_plans.push(n);
             runs = s.plan_runs;
@@ -430,7 +430,7 @@ fn a_kind_of_window_whose_plan_runs_lose_runs_eagerly_for_a_while() {
     }
     // 3 compiles; 4–6 are timed and lose; 7–14 eager; 15 loses; 16–31 eager; 32 loses.
     assert_eq!(as_plans, [3, 4, 5, 6, 15, 32]);
-    let s = vm.auto_plan_stats().unwrap();
+    let s = vm.promotion_stats().unwrap();
     assert_eq!((s.compiled, s.backed_off, s.fallbacks), (1, 3, 0), "{s:?}");
     assert_eq!(s.windows, 40);
     // The eager windows between tries (7–14, 16–31, 33–40) were not noted.
@@ -442,7 +442,7 @@ fn noting(vm: &Vm) -> bool {
     vm.shared()
         .divert_flags
         .load(std::sync::atomic::Ordering::Relaxed)
-        & crate::shared::AUTO_ON
+        & crate::shared::PROMOTION_ON
         != 0
 }
 
@@ -475,21 +475,21 @@ fn a_window_like_a_kind_that_runs_eagerly_for_now_is_not_noted() {
     };
     let own = |b: &Counted<Blob>| vm.read_blob(b, |b| b.to_vec()).unwrap();
     let expect = |adds: u8| -> Vec<u8> { (adds..adds + 8).collect() };
-    while vm.auto_plan_stats().unwrap().backed_off == 0 {
+    while vm.promotion_stats().unwrap().backed_off == 0 {
         assert_eq!(window(&[2], &own), expect(3));
     }
-    let s = vm.auto_plan_stats().unwrap();
+    let s = vm.promotion_stats().unwrap();
     assert_eq!(s.quiet, 0);
     // Other calls after a like first call: eager values, unnoted, counted as the kind.
     assert_eq!(window(&[2, 4, 8], &own), expect(15));
-    assert_eq!(vm.auto_plan_stats().unwrap().quiet, 1);
+    assert_eq!(vm.promotion_stats().unwrap().quiet, 1);
     // Another thread's host access ends the quiet window; the owner's then counts nothing.
     let other = |b: &Counted<Blob>| {
         std::thread::scope(|s| s.spawn(|| vm.sync().unwrap()).join().unwrap());
         own(b)
     };
     assert_eq!(window(&[2], &other), expect(3));
-    let now = vm.auto_plan_stats().unwrap();
+    let now = vm.promotion_stats().unwrap();
     assert_eq!(now.quiet, 1, "{now:?}");
     assert_eq!(
         now.windows,
@@ -527,9 +527,9 @@ fn a_window_like_a_kind_that_runs_eagerly_for_now_is_not_noted() {
     sum(2, &t, &y);
     vm.release(&t).unwrap();
     assert_eq!(own(&y), expect(3));
-    assert_eq!(vm.auto_plan_stats().unwrap().quiet, 2);
+    assert_eq!(vm.promotion_stats().unwrap().quiet, 2);
     // The kind is tried again once its wait is over, and its plan runs give eager values.
-    while vm.auto_plan_stats().unwrap().plan_runs == s.plan_runs {
+    while vm.promotion_stats().unwrap().plan_runs == s.plan_runs {
         assert_eq!(window(&[2], &own), expect(3));
     }
 }
@@ -549,19 +549,19 @@ fn held_calls_slower_than_an_eager_window_run_eagerly_uncompiled() {
             vm.run_op(StreamId::CPU, k, &[i], &[o], false).unwrap();
         }
         vm.release(&t).unwrap();
-        let before = vm.auto_plan_stats().unwrap().backed_off;
+        let before = vm.promotion_stats().unwrap().backed_off;
         assert_eq!(
             vm.read_blob(&y, |b| b.to_vec()).unwrap(),
             expect,
             "window {n}"
         );
-        if vm.auto_plan_stats().unwrap().backed_off > before {
+        if vm.promotion_stats().unwrap().backed_off > before {
             lost_at.push(n);
         }
     }
     // Held at 3, 12 and 29: eagerly for the 8 and the 16 windows between.
     assert_eq!(lost_at, [3, 12, 29]);
-    let s = vm.auto_plan_stats().unwrap();
+    let s = vm.promotion_stats().unwrap();
     assert_eq!((s.compiled, s.plan_runs, s.fallbacks), (0, 0, 0), "{s:?}");
     assert_eq!(s.quiet, 8 + 16 + 1, "{s:?}");
 }
@@ -584,8 +584,8 @@ fn a_pass_that_rebuilds_steps_runs_on_every_window() {
             .collect()
     });
     for (pass, reused) in [(kept, true), (rebuilt, false)] {
-        let vm = (Vm::builder().auto_plan(true))
-            .auto_plan_measured(false)
+        let vm = (Vm::builder().promotion(true))
+            .promotion_measured(false)
             .build()
             .unwrap();
         assert!(vm.set_plan_pass(pass));
@@ -601,7 +601,7 @@ fn a_pass_that_rebuilds_steps_runs_on_every_window() {
             vm.release(&t).unwrap();
             assert_eq!(vm.read_blob(&y, |b| b.to_vec()).unwrap(), [13 + 2 * k; 4]);
         }
-        let s = vm.auto_plan_stats().unwrap();
+        let s = vm.promotion_stats().unwrap();
         assert!(s.plan_runs >= 4, "{s:?}");
         let passes = if reused { 1 } else { s.plan_runs };
         assert_eq!(s.passes, passes, "reused: {reused}, {s:?}");
@@ -613,8 +613,8 @@ fn a_pass_that_rebuilds_steps_runs_on_every_window() {
 /// nothing runs with another call's operands.
 #[test]
 fn a_held_call_that_fails_its_checks_ends_the_holding() {
-    let vm = (Vm::builder().auto_plan(true))
-        .auto_plan_measured(false)
+    let vm = (Vm::builder().promotion(true))
+        .promotion_measured(false)
         .build()
         .unwrap();
     let x = vm.new_blob(4);
@@ -636,7 +636,7 @@ fn a_held_call_that_fails_its_checks_ends_the_holding() {
         assert!(first.is_ok());
         assert_eq!(y, [15; 4]);
     }
-    let before = vm.auto_plan_stats().unwrap();
+    let before = vm.promotion_stats().unwrap();
     assert!(before.plan_runs >= 1, "{before:?}");
     let w = vm.new_blob(4);
     vm.write_blob(&w, |b| b.fill(0)).unwrap();
@@ -647,7 +647,7 @@ fn a_held_call_that_fails_its_checks_ends_the_holding() {
         "{first:?}"
     );
     assert_eq!(y, [15; 4]);
-    let after = vm.auto_plan_stats().unwrap();
+    let after = vm.promotion_stats().unwrap();
     assert_eq!(after.plan_runs, before.plan_runs, "{after:?}");
     assert_eq!(after.fallbacks, before.fallbacks + 1, "{after:?}");
 }
@@ -655,8 +655,8 @@ fn a_held_call_that_fails_its_checks_ends_the_holding() {
 /// Promotion holds `w → t → y` windows after two of them; in the held one, `between` runs
 /// after the first call. Returns the window's `y` and what `between` returned.
 fn held_window_with<T>(between: impl Fn(&Vm, &Counted<Blob>, &Counted<Blob>) -> T) -> (Vec<u8>, T) {
-    let vm = (Vm::builder().auto_plan(true))
-        .auto_plan_measured(false)
+    let vm = (Vm::builder().promotion(true))
+        .promotion_measured(false)
         .build()
         .unwrap();
     let mut last = None;
@@ -675,7 +675,7 @@ fn held_window_with<T>(between: impl Fn(&Vm, &Counted<Blob>, &Counted<Blob>) -> 
             vm.release(&w).unwrap();
         }
     }
-    let s = vm.auto_plan_stats().unwrap();
+    let s = vm.promotion_stats().unwrap();
     assert!(s.fallbacks >= 1, "the third window was held: {s:?}");
     let (y, r) = last.unwrap();
     (y, r.unwrap())

@@ -14,10 +14,10 @@ use eddy::vm::Vm;
 
 /// Promotion of every recurring window: these tests count plan runs, which must not depend
 /// on how fast the host runs them.
-fn auto_vm() -> Vm {
+fn promoting_vm() -> Vm {
     Vm::builder()
-        .auto_plan(true)
-        .auto_plan_measured(false)
+        .promotion(true)
+        .promotion_measured(false)
         .build()
         .unwrap()
 }
@@ -76,7 +76,7 @@ fn a_training_loop_is_promoted_and_computes_the_eager_bits() {
     watchdog(120, || {
         for adam in [false, true] {
             let plain = Vm::builder().build().unwrap();
-            let auto = auto_vm();
+            let auto = promoting_vm();
             let run = |vm: &Vm| {
                 if adam {
                     train(vm, 12, |_| 16, |p| Adam::new(p, 0.01).unwrap())
@@ -85,7 +85,7 @@ fn a_training_loop_is_promoted_and_computes_the_eager_bits() {
                 }
             };
             assert_eq!(run(&auto), run(&plain), "adam: {adam}");
-            let s = auto.auto_plan_stats().unwrap();
+            let s = auto.promotion_stats().unwrap();
             assert!(s.compiled >= 1 && s.plan_runs >= 5, "adam: {adam}: {s:?}");
         }
     });
@@ -97,10 +97,10 @@ fn a_training_loop_is_promoted_and_computes_the_eager_bits() {
 fn a_measured_loop_computes_the_eager_bits_whichever_way_its_windows_run() {
     watchdog(120, || {
         let plain = Vm::builder().build().unwrap();
-        let auto = Vm::builder().auto_plan(true).build().unwrap();
+        let auto = Vm::builder().promotion(true).build().unwrap();
         let run = |vm: &Vm| train(vm, 40, |_| 16, |p| Adam::new(p, 0.01).unwrap());
         assert_eq!(run(&auto), run(&plain));
-        let s = auto.auto_plan_stats().unwrap();
+        let s = auto.promotion_stats().unwrap();
         // The third window is held: it runs as a plan, or eagerly when its held calls alone
         // were timed slower than an eager window.
         assert!(s.plan_runs + s.backed_off >= 1 && s.windows >= 40, "{s:?}");
@@ -113,10 +113,10 @@ fn a_loop_whose_shapes_change_falls_back_and_stays_correct() {
         // The batch grows every fourth step: each change breaks the run of matching windows.
         let n = |s: u64| 8 + 4 * (s / 4) as usize;
         let sgd = |p| Sgd::new(p, 0.1).unwrap();
-        let auto = auto_vm();
+        let auto = promoting_vm();
         let plain = Vm::builder().build().unwrap();
         assert_eq!(train(&auto, 16, n, sgd), train(&plain, 16, n, sgd));
-        let s = auto.auto_plan_stats().unwrap();
+        let s = auto.promotion_stats().unwrap();
         assert!(s.fallbacks >= 2, "{s:?}");
         assert!(
             s.plan_runs >= 2,
@@ -148,9 +148,9 @@ fn a_data_dependent_branch_is_never_promoted_wrongly() {
                 seen
             })
         };
-        let auto = auto_vm();
+        let auto = promoting_vm();
         assert_eq!(run(&auto), run(&Vm::builder().build().unwrap()));
-        let s = auto.auto_plan_stats().unwrap();
+        let s = auto.promotion_stats().unwrap();
         assert!(s.windows >= 40, "{s:?}");
     });
 }
@@ -160,7 +160,7 @@ fn a_data_dependent_branch_is_never_promoted_wrongly() {
 #[test]
 fn another_threads_ops_let_the_held_calls_run_first() {
     watchdog(120, || {
-        let vm = auto_vm();
+        let vm = promoting_vm();
         with_engine(&vm, || {
             let w = Tensor::full([64], 0.5, DType::F32).unwrap();
             let mut x = Tensor::ones([64], DType::F32).unwrap();
@@ -212,13 +212,13 @@ fn a_promoted_chain_is_merged_and_computes_the_eager_bits() {
                     .collect::<Vec<_>>()
             })
         };
-        let auto = auto_vm();
+        let auto = promoting_vm();
         assert_eq!(run(&auto), run(&Vm::builder().build().unwrap()));
         assert!(
             auto.has_plan_pass(),
             "the tensor layer gives its engine the pass"
         );
-        let s = auto.auto_plan_stats().unwrap();
+        let s = auto.promotion_stats().unwrap();
         assert!(s.plan_runs >= 5, "{s:?}");
         assert!(s.merged >= 3, "the chain of four became one step: {s:?}");
     });
@@ -246,16 +246,16 @@ fn merged_steps_are_reused_only_by_windows_that_describe_themselves_alike() {
         };
         let eager = Vm::builder().build().unwrap();
         // The same offset in every window: one pass, at the compile; the rest reuse it.
-        let same = auto_vm();
+        let same = promoting_vm();
         assert_eq!(run(&same, |_| 0), run(&eager, |_| 0));
-        let s = same.auto_plan_stats().unwrap();
+        let s = same.promotion_stats().unwrap();
         assert!(s.plan_runs >= 5 && s.merged >= 2, "{s:?}");
         assert_eq!(s.passes, 1, "later windows reuse the merged steps: {s:?}");
         // Offsets that alternate: each window's merged kernel reads where that window does.
-        let alternating = auto_vm();
+        let alternating = promoting_vm();
         let shift = |k: usize| 8 * (k % 2);
         assert_eq!(run(&alternating, shift), run(&eager, shift));
-        let s = alternating.auto_plan_stats().unwrap();
+        let s = alternating.promotion_stats().unwrap();
         assert!(s.plan_runs >= 5, "{s:?}");
         assert_eq!(s.passes, s.plan_runs, "no window reuses another's: {s:?}");
     });
@@ -286,9 +286,9 @@ fn windows_that_merge_differently_get_plans_of_their_own() {
                 out
             })
         };
-        let auto = auto_vm();
+        let auto = promoting_vm();
         assert_eq!(run(&auto), run(&Vm::builder().build().unwrap()));
-        let s = auto.auto_plan_stats().unwrap();
+        let s = auto.promotion_stats().unwrap();
         assert!(s.plan_runs >= 3, "{s:?}");
         assert!(
             s.compiled >= 2,
@@ -317,9 +317,9 @@ fn an_in_place_write_to_a_tensor_from_before_the_window_reads_its_values() {
                     .collect::<Vec<_>>()
             })
         };
-        let auto = auto_vm();
+        let auto = promoting_vm();
         assert_eq!(run(&auto), run(&Vm::builder().build().unwrap()));
-        let s = auto.auto_plan_stats().unwrap();
+        let s = auto.promotion_stats().unwrap();
         assert!(s.plan_runs >= 5, "{s:?}");
     });
 }
@@ -331,7 +331,7 @@ fn an_in_place_write_to_a_tensor_from_before_the_window_reads_its_values() {
 #[test]
 fn a_kernel_error_in_a_promoted_window_names_its_own_call_site() {
     watchdog(120, || {
-        let vm = auto_vm();
+        let vm = promoting_vm();
         with_engine(&vm, || {
             let table = Tensor::arange(0.0, 8.0, 1.0, DType::F32)
                 .unwrap()
@@ -365,7 +365,7 @@ fn a_kernel_error_in_a_promoted_window_names_its_own_call_site() {
                 assert_eq!((at.file(), at.line()), (file!(), line), "window {i}: {e}");
                 vm.clear_errors();
             }
-            let s = vm.auto_plan_stats().unwrap();
+            let s = vm.promotion_stats().unwrap();
             assert!(s.plan_runs >= 7, "the failing windows ran as plans: {s:?}");
         });
     });
@@ -380,8 +380,8 @@ fn the_out_of_memory_path_gives_back_promoted_plans_arenas() {
     watchdog(120, || {
         let run = |auto: bool| {
             let vm = Vm::builder()
-                .auto_plan(auto)
-                .auto_plan_measured(false)
+                .promotion(auto)
+                .promotion_measured(false)
                 .capacity(Some(6 << 20))
                 .build()
                 .unwrap();
@@ -402,7 +402,7 @@ fn the_out_of_memory_path_gives_back_promoted_plans_arenas() {
         assert_eq!(eager.unwrap(), [0.0]);
         let (promoted, vm) = run(true);
         assert_eq!(promoted.unwrap(), [0.0]);
-        let s = vm.auto_plan_stats().unwrap();
+        let s = vm.promotion_stats().unwrap();
         assert!(s.plan_runs >= 4 && s.shed >= 1, "{s:?}");
         // The window comes back: compiled again, and run as a plan.
         with_engine(&vm, || {
@@ -412,7 +412,7 @@ fn the_out_of_memory_path_gives_back_promoted_plans_arenas() {
                 assert_eq!(y.to_vec::<f32>().unwrap(), [2f32.powi(36)]);
             }
         });
-        let after = vm.auto_plan_stats().unwrap();
+        let after = vm.promotion_stats().unwrap();
         assert!(
             after.compiled > s.compiled && after.plan_runs > s.plan_runs,
             "{after:?}"

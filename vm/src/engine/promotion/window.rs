@@ -63,7 +63,7 @@ pub(super) struct Window {
     pub(super) live: Vec<usize>,
     pub(super) held: Vec<Held>,
     /// Running eagerly unnoted: the window began like the kind of this id, whose plan runs
-    /// lose for now (see `Vm::auto_op`).
+    /// lose for now (see `Vm::promotion_op`).
     pub(super) quiet: Option<u64>,
 }
 
@@ -122,7 +122,7 @@ impl Window {
     /// the window's epoch above bit 32, so marks of earlier windows read as none; no map from
     /// blob ids is kept.)
     pub(super) fn find(&self, b: &Blob) -> Option<Found> {
-        let tag = b.auto_tag();
+        let tag = b.promotion_tag();
         if self.epoch == 0 || tag >> 32 != u64::from(self.epoch) {
             return None;
         }
@@ -141,7 +141,7 @@ impl Window {
             Found::Made(m) => (MADE, m),
         };
         debug_assert!((at as u64) < MADE, "a window of over 2^31 blobs");
-        b.set_auto_tag(u64::from(self.epoch) << 32 | made | at as u64);
+        b.set_promotion_tag(u64::from(self.epoch) << 32 | made | at as u64);
     }
 
     /// The operand reference of a blob found in the window.

@@ -1,11 +1,11 @@
 //! Windows of small ops under automatic promotion: `dispatch_small`'s chain of adds on 16
 //! elements, ended by a sync, repeated many times, in a fresh process for each way in turns:
-//! eager, promotion measured (the default of `EDDY_VM_AUTO_PLAN=1`) and every window promoted
+//! eager, promotion measured (the default of `EDDY_VM_PROMOTION=1`) and every window promoted
 //! (`always`). Prints each way's ns per op: the median over the later half of the windows
 //! (after the timing verdicts are in), the median over the processes; and, for promotion,
 //! what it did in the last process.
 //!
-//! `cargo bench --bench auto_small -- [ROUNDS] [WINDOWS] [OPS]` (5 rounds of 400 windows of
+//! `cargo bench --bench promotion_small -- [ROUNDS] [WINDOWS] [OPS]` (5 rounds of 400 windows of
 //! 100 adds by default). `-- eager|measured|always WINDOWS OPS` runs one process's part.
 #[global_allocator]
 static GLOBAL: eddy::Malloc = eddy::Malloc;
@@ -26,9 +26,9 @@ fn median(v: &mut [f64]) -> f64 {
 /// One way's windows: the median ns per op over the later half, and the promotion summary.
 fn part(mode: &str, windows: usize, ops: usize) -> R<(f64, String)> {
     let vm = match mode {
-        "eager" => Vm::builder().auto_plan(false).build()?,
-        m => (Vm::builder().auto_plan(true))
-            .auto_plan_measured(m == "measured")
+        "eager" => Vm::builder().promotion(false).build()?,
+        m => (Vm::builder().promotion(true))
+            .promotion_measured(m == "measured")
             .build()?,
     };
     let per_op = with_engine(&vm, || -> R<Vec<f64>> {
@@ -51,7 +51,7 @@ fn part(mode: &str, windows: usize, ops: usize) -> R<(f64, String)> {
     })?;
     let mut later = per_op[windows / 2..].to_vec();
     let s = vm
-        .auto_plan_stats()
+        .promotion_stats()
         .map_or(String::new(), |s| format!("{s:?}"));
     Ok((median(&mut later), s))
 }

@@ -1,7 +1,7 @@
 //! Automatic promotion: a thread's op calls between two sync points, once they repeat, run as a
 //! plan.
 //!
-//! With the switch on ([`VmBuilder::auto_plan`](crate::VmBuilder::auto_plan)), the engine
+//! With the switch on ([`VmBuilder::promotion`](crate::VmBuilder::promotion)), the engine
 //! notes each op call of the thread that makes them (the window's owner): its kernel's name,
 //! its stream, and where each operand comes from: a blob from before the window (by first
 //! use), or one an earlier call of the window made (by call and position), with its size. A
@@ -29,7 +29,7 @@ use crate::captured::Captured;
 use crate::error::{Caller, Result};
 use crate::instruction::Kernel;
 use crate::plan::{Plan, PlanPass, StandIn};
-use crate::shared::{AUTO_HOLDING, AUTO_ON, CAPTURES, SUBMIT_SLOW};
+use crate::shared::{CAPTURES, PROMOTION_HOLDING, PROMOTION_ON, SUBMIT_SLOW};
 use crate::stream::StreamId;
 use parking_lot::Mutex;
 use std::sync::OnceLock;
@@ -55,13 +55,13 @@ const REPEATS: usize = 2;
 /// # Examples
 ///
 /// ```
-/// let vm = eddy_vm::Vm::builder().auto_plan(true).build()?;
-/// assert_eq!(vm.auto_plan_stats().unwrap().plan_runs, 0);
-/// assert!(eddy_vm::Vm::builder().auto_plan(false).build()?.auto_plan_stats().is_none());
+/// let vm = eddy_vm::Vm::builder().promotion(true).build()?;
+/// assert_eq!(vm.promotion_stats().unwrap().plan_runs, 0);
+/// assert!(eddy_vm::Vm::builder().promotion(false).build()?.promotion_stats().is_none());
 /// # Ok::<(), eddy_vm::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AutoPlanStats {
+pub struct PromotionStats {
     /// Windows ended (by a host access).
     pub windows: u64,
     /// Windows run as one plan run.
@@ -81,7 +81,7 @@ pub struct AutoPlanStats {
     pub fallbacks: u64,
     /// Times a kind of window went back to eager execution for a while because its plan runs,
     /// or a held window's calls alone, were timed slower than its eager windows (see
-    /// [`VmBuilder::auto_plan_measured`](crate::VmBuilder::auto_plan_measured)).
+    /// [`VmBuilder::promotion_measured`](crate::VmBuilder::promotion_measured)).
     pub backed_off: u64,
     /// Windows that ran eagerly without their calls being noted: each began like a kind that
     /// runs eagerly for now, so its calls cost what they cost with the switch off.
@@ -104,7 +104,7 @@ struct Seen {
     profit: Profit,
 }
 
-/// Tests: what a time stands for (see `Auto::set_clock`).
+/// Tests: what a time stands for (see `Promotion::set_clock`).
 #[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Timed {
@@ -141,7 +141,7 @@ struct State {
     /// The last window's epoch (see `Window::find`).
     epoch: u32,
     spare: Spare,
-    stats: AutoPlanStats,
+    stats: PromotionStats,
     /// The thread whose host access returned last, and when.
     last_done: Option<(ThreadId, Instant)>,
     pending: Option<Pending>,
@@ -195,7 +195,7 @@ impl State {
 
 /// The engine's promotion state.
 #[derive(Default)]
-pub(crate) struct Auto {
+pub(crate) struct Promotion {
     /// Whether windows are timed, and kinds whose plan runs lose go back to eager execution.
     measured: bool,
     state: Mutex<State>,
@@ -252,16 +252,16 @@ enum Then {
     },
 }
 
-impl Auto {
+impl Promotion {
     pub(crate) fn new(measured: bool) -> Self {
-        Auto {
+        Promotion {
             measured,
-            ..Auto::default()
+            ..Promotion::default()
         }
     }
 
-    pub(crate) fn stats(&self) -> AutoPlanStats {
-        AutoPlanStats {
+    pub(crate) fn stats(&self) -> PromotionStats {
+        PromotionStats {
             shed: self.shelf.shed_count(),
             ..self.state.lock().stats
         }
@@ -280,18 +280,18 @@ impl Auto {
 }
 
 impl Vm {
-    /// Clears the flag that sends every `run` to [`Vm::auto_interrupt`]: nothing is held.
+    /// Clears the flag that sends every `run` to [`Vm::promotion_interrupt`]: nothing is held.
     fn stop_holding(&self) {
         self.shared()
             .divert_flags
-            .fetch_and(!AUTO_HOLDING, Ordering::Release);
+            .fetch_and(!PROMOTION_HOLDING, Ordering::Release);
     }
 
-    /// A quiet window begins: calls go to no hook ([`Vm::auto_op`], [`Vm::auto_release`]),
+    /// A quiet window begins: calls go to no hook ([`Vm::promotion_op`], [`Vm::promotion_release`]),
     /// and unless a capture is in progress, cheap ones take the fast path of `run_op`.
     fn begin_quiet(&self) {
         let sh = self.shared();
-        sh.divert_flags.fetch_and(!AUTO_ON, Ordering::Release);
+        sh.divert_flags.fetch_and(!PROMOTION_ON, Ordering::Release);
         // Under the captures' lock: a capture that begins sets the flag again after this.
         let captures = sh.capture.lock();
         if captures.is_empty() {
@@ -303,7 +303,7 @@ impl Vm {
     fn end_quiet(&self) {
         let sh = self.shared();
         sh.submit_flags.fetch_or(SUBMIT_SLOW, Ordering::Release);
-        sh.divert_flags.fetch_or(AUTO_ON, Ordering::Release);
+        sh.divert_flags.fetch_or(PROMOTION_ON, Ordering::Release);
     }
 
     /// Gives automatic promotion a pass over the steps of each window it runs as a plan (an
@@ -316,15 +316,15 @@ impl Vm {
     /// ```
     /// use eddy_vm::plan::{PlanPass, Step};
     /// let pass: PlanPass = std::sync::Arc::new(|_device, steps: Vec<Step>, _bytes| steps);
-    /// let vm = eddy_vm::Vm::builder().auto_plan(true).build()?;
+    /// let vm = eddy_vm::Vm::builder().promotion(true).build()?;
     /// assert!(vm.set_plan_pass(pass.clone()));
     /// assert!(!vm.set_plan_pass(pass.clone()));
-    /// assert!(!eddy_vm::Vm::builder().auto_plan(false).build()?.set_plan_pass(pass));
+    /// assert!(!eddy_vm::Vm::builder().promotion(false).build()?.set_plan_pass(pass));
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn set_plan_pass(&self, pass: PlanPass) -> bool {
         self.inner
-            .auto
+            .promotion
             .as_ref()
             .is_some_and(|a| a.pass.set(pass).is_ok())
     }
@@ -334,7 +334,7 @@ impl Vm {
     /// # Examples
     ///
     /// ```
-    /// let vm = eddy_vm::Vm::builder().auto_plan(true).build()?;
+    /// let vm = eddy_vm::Vm::builder().promotion(true).build()?;
     /// assert!(!vm.has_plan_pass());
     /// vm.set_plan_pass(std::sync::Arc::new(|_device, steps, _bytes| steps));
     /// assert!(vm.has_plan_pass());
@@ -342,7 +342,7 @@ impl Vm {
     /// ```
     pub fn has_plan_pass(&self) -> bool {
         self.inner
-            .auto
+            .promotion
             .as_ref()
             .is_some_and(|a| a.pass.get().is_some())
     }
@@ -351,17 +351,17 @@ impl Vm {
     ///
     /// # Examples
     ///
-    /// See [`AutoPlanStats`].
-    pub fn auto_plan_stats(&self) -> Option<AutoPlanStats> {
-        self.inner.auto.as_ref().map(|a| a.stats())
+    /// See [`PromotionStats`].
+    pub fn promotion_stats(&self) -> Option<PromotionStats> {
+        self.inner.promotion.as_ref().map(|a| a.stats())
     }
 
     /// Notes a call, and holds it if the window is held: `Ok(None)`. Otherwise hands the
     /// kernel back to run as usual.
     #[cold]
-    pub(crate) fn auto_op<K: Kernel>(
+    pub(crate) fn promotion_op<K: Kernel>(
         &self,
-        auto: &Auto,
+        promotion: &Promotion,
         stream: StreamId,
         kernel: K,
         inputs: &[&Counted<Blob>],
@@ -371,11 +371,11 @@ impl Vm {
         if bypass() {
             return Ok(Some(kernel));
         }
-        let _order = auto.order.lock();
+        let _order = promotion.order.lock();
         let me = this_thread();
         let mut then = Then::Nothing;
         let held = {
-            let mut st = auto.state.lock();
+            let mut st = promotion.state.lock();
             let st = &mut *st;
             let w = &mut st.window;
             if w.owner.is_some_and(|o| o != me) {
@@ -433,22 +433,22 @@ impl Vm {
             }
             held
         };
-        self.auto_then(then);
+        self.promotion_then(then);
         if !held {
             return Ok(Some(kernel));
         }
         match Captured::checked(self.shared(), stream, kernel, inputs, outputs, at) {
             Ok(call) => {
-                auto.state.lock().window.held.push(Held::Op(call));
+                promotion.state.lock().window.held.push(Held::Op(call));
                 Ok(None)
             }
             // The call fails as it would eagerly. Its note stays (the window's notes are its
             // calls'), so no plan can stand for what is held: that runs first, and the rest
             // of the window as usual.
             Err(e) => {
-                let held = auto.state.lock().give_up();
+                let held = promotion.state.lock().give_up();
                 self.stop_holding();
-                self.auto_then(Then::Flush(held));
+                self.promotion_then(Then::Flush(held));
                 Err(e)
             }
         }
@@ -458,18 +458,18 @@ impl Vm {
     /// a blob made in the window either way.
     #[cold]
     #[inline(never)]
-    pub(crate) fn auto_release(&self, blob: &Counted<Blob>, unheld: bool) -> bool {
-        let Some(auto) = &self.inner.auto else {
+    pub(crate) fn promotion_release(&self, blob: &Counted<Blob>, unheld: bool) -> bool {
+        let Some(promotion) = &self.inner.promotion else {
             return false;
         };
-        // A quiet window notes nothing and holds nothing (see `auto_op`).
-        if bypass() || self.shared().divert_flags.load(Ordering::Relaxed) & AUTO_ON == 0 {
+        // A quiet window notes nothing and holds nothing (see `promotion_op`).
+        if bypass() || self.shared().divert_flags.load(Ordering::Relaxed) & PROMOTION_ON == 0 {
             return false;
         }
         // After any held calls another thread is submitting (one may write this blob).
-        let _order = auto.order.lock();
+        let _order = promotion.order.lock();
         let me = this_thread();
-        let mut st = auto.state.lock();
+        let mut st = promotion.state.lock();
         let w = &mut st.window;
         let found = w.find(blob);
         if let Some(Found::Made(m)) = found {
@@ -488,7 +488,7 @@ impl Vm {
             let held = st.give_up();
             drop(st);
             self.stop_holding();
-            self.auto_then(Then::Flush(held));
+            self.promotion_then(Then::Flush(held));
         }
         false
     }
@@ -512,8 +512,8 @@ impl Vm {
                 Some(k) => kernel = k,
             }
         }
-        match &self.inner.auto {
-            Some(auto) => self.auto_op(auto, stream, kernel, inputs, outputs, at),
+        match &self.inner.promotion {
+            Some(promotion) => self.promotion_op(promotion, stream, kernel, inputs, outputs, at),
             None => Ok(Some(kernel)),
         }
     }
@@ -521,16 +521,16 @@ impl Vm {
     /// Before any other instruction: what is held runs first (the window goes on unheld).
     #[cold]
     #[inline(never)]
-    pub(crate) fn auto_interrupt(&self) {
-        let Some(auto) = &self.inner.auto else {
+    pub(crate) fn promotion_interrupt(&self) {
+        let Some(promotion) = &self.inner.promotion else {
             return;
         };
         if bypass() {
             return;
         }
-        let _order = auto.order.lock();
+        let _order = promotion.order.lock();
         let held = {
-            let mut st = auto.state.lock();
+            let mut st = promotion.state.lock();
             // Nothing held yet: what comes before the window's calls keeps its order anyway.
             if !st.window.holding || st.window.held.is_empty() {
                 return;
@@ -538,7 +538,7 @@ impl Vm {
             self.stop_holding();
             st.give_up()
         };
-        self.auto_then(Then::Flush(held));
+        self.promotion_then(Then::Flush(held));
     }
 
     /// A host access by this thread: the window ends. When the window runs as a plan, returns
@@ -547,14 +547,14 @@ impl Vm {
     /// often take the run while this thread, about to wait for it, spins and then sleeps, and
     /// three threads would share two cores' worth of work.
     #[cold]
-    pub(crate) fn auto_boundary(&self, auto: &Auto) -> Option<SchedGuard<'_>> {
+    pub(crate) fn promotion_boundary(&self, promotion: &Promotion) -> Option<SchedGuard<'_>> {
         if bypass() {
             return None;
         }
-        let _order = auto.order.lock();
+        let _order = promotion.order.lock();
         let me = this_thread();
         let (then, arm): (Then, Vec<usize>) = {
-            let mut guard = auto.state.lock();
+            let mut guard = promotion.state.lock();
             let st = &mut *guard;
             // A window whose access failed before it returned is not timed.
             st.pending = None;
@@ -591,13 +591,19 @@ impl Vm {
                     let known = st.seen.iter().position(|e| e.notes == notes);
                     let then = match known.filter(|c| w.live.contains(c)) {
                         // No plan run can win (nor is one compiled for it).
-                        Some(c) if was_holding && st.held_calls_lose(c, me, auto.measured) => {
+                        Some(c) if was_holding && st.held_calls_lose(c, me, promotion.measured) => {
                             Then::Flush(std::mem::take(&mut w.held))
                         }
                         Some(c) if was_holding => {
                             let State { seen, stats, .. } = &mut *st;
-                            let pass = auto.pass.get();
-                            self.auto_launch(&mut seen[c], stats, &mut w, pass, &auto.shelf)
+                            let pass = promotion.pass.get();
+                            self.promotion_launch(
+                                &mut seen[c],
+                                stats,
+                                &mut w,
+                                pass,
+                                &promotion.shelf,
+                            )
                         }
                         _ => {
                             if was_holding {
@@ -635,7 +641,7 @@ impl Vm {
                     entry.profit.ran_eagerly();
                 }
                 let start = (st.last_done)
-                    .filter(|&(t, _)| auto.measured && t == me)
+                    .filter(|&(t, _)| promotion.measured && t == me)
                     .map(|(_, at)| at);
                 st.pending = start
                     .filter(|_| promoted || !was_holding)
@@ -646,7 +652,7 @@ impl Vm {
                         start,
                     });
                 if st.seen.len() >= REMEMBERED {
-                    auto.shelf.remove(st.seen.remove(0).id);
+                    promotion.shelf.remove(st.seen.remove(0).id);
                 }
                 st.seen.push(Seen {
                     count: entry.count + 1,
@@ -662,10 +668,10 @@ impl Vm {
             .flatten();
         {
             let _held = held.is_some().then(crate::exec::SchedulerHeld::enter);
-            self.auto_then(then);
+            self.promotion_then(then);
         }
         if !arm.is_empty() {
-            let mut st = auto.state.lock();
+            let mut st = promotion.state.lock();
             // Unless another thread started a window meanwhile.
             if st.window.notes.calls.is_empty() && st.window.held.is_empty() {
                 st.window = Window {
@@ -676,7 +682,7 @@ impl Vm {
                 };
                 self.shared()
                     .divert_flags
-                    .fetch_or(AUTO_HOLDING, Ordering::Release);
+                    .fetch_or(PROMOTION_HOLDING, Ordering::Release);
             }
         }
         held
@@ -685,13 +691,13 @@ impl Vm {
     /// A host access by this thread returned: times the window it ended, if that is to be
     /// timed, and a kind whose plan runs lose is not held again for a while.
     #[cold]
-    pub(crate) fn auto_done(&self, auto: &Auto) {
-        if !auto.measured || bypass() {
+    pub(crate) fn promotion_done(&self, promotion: &Promotion) {
+        if !promotion.measured || bypass() {
             return;
         }
         let now = Instant::now();
         let me = this_thread();
-        let mut guard = auto.state.lock();
+        let mut guard = promotion.state.lock();
         let st = &mut *guard;
         st.last_done = Some((me, now));
         let Some(p) = st.pending.take_if(|p| p.thread == me) else {

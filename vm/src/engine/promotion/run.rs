@@ -3,7 +3,7 @@
 
 use super::shelf::Shelf;
 use super::window::{Found, Held, Ref, Window};
-use super::{AutoPlanStats, SUBMITTING, Seen, Then};
+use super::{PromotionStats, SUBMITTING, Seen, Then};
 use crate::blob::Blob;
 use crate::captured::Captured;
 use crate::engine::Vm;
@@ -90,10 +90,10 @@ impl Vm {
     /// themselves as those the plan's steps were made from reuses those steps ([`Reuse`]);
     /// otherwise the pass runs on the window's own steps (their kernels carry its parameters),
     /// and a result shaped unlike the plan's steps gets a plan of its own.
-    pub(super) fn auto_launch(
+    pub(super) fn promotion_launch(
         &self,
         seen: &mut Seen,
-        stats: &mut AutoPlanStats,
+        stats: &mut PromotionStats,
         w: &mut Window,
         pass: Option<&PlanPass>,
         shelf: &Shelf,
@@ -280,7 +280,7 @@ impl Vm {
     /// Nothing fails here: a call or run that cannot be submitted leaves its error on what it
     /// would have written, to surface at that blob's next sync, as a failed kernel's does (the
     /// thread doing this may not be the one whose calls they are).
-    pub(super) fn auto_then(&self, then: Then) {
+    pub(super) fn promotion_then(&self, then: Then) {
         if matches!(then, Then::Nothing) {
             return;
         }
@@ -295,14 +295,14 @@ impl Vm {
         let _submitting = Submitting;
         match then {
             Then::Nothing => {}
-            Then::Flush(held) => self.auto_flush(held),
+            Then::Flush(held) => self.promotion_flush(held),
             Then::Fail {
                 blobs,
                 error,
                 releases,
             } => {
                 self.fail_blobs(&blobs, error);
-                self.auto_flush(releases)
+                self.promotion_flush(releases)
             }
             Then::Launch {
                 plan,
@@ -317,14 +317,14 @@ impl Vm {
                     let blobs: Vec<_> = outputs.iter().chain(written).cloned().collect();
                     self.fail_blobs(&blobs, e);
                 }
-                self.auto_flush(releases)
+                self.promotion_flush(releases)
             }
         }
     }
 
     /// Runs held calls and releases as usual, in order. A release fails only for a blob
     /// released already: it is done either way.
-    fn auto_flush(&self, held: Vec<Held>) {
+    fn promotion_flush(&self, held: Vec<Held>) {
         for h in held {
             match h {
                 Held::Op(c) => {
