@@ -1,4 +1,4 @@
-//! Index ops (`index_select`, `index_add`, `gather`, `scatter_add`): their inference and the
+//! Index ops (`index_select`, `index_add`, `gather`, `scatter_add`, `embedding`): their inference and the
 //! kernel for the operands' device. Index values are checked by the kernel, which fails the op
 //! (an error at the next sync) for one out of range.
 
@@ -32,6 +32,104 @@ pub fn check_index_dtype(op: &'static str, dtype: DType) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Infers `embedding` of a weight of `weight` dims (`[rows, width]`) by ids of `ids` dims and
+/// `ids_dtype`: the output's shape, the ids' with `width` appended.
+///
+/// # Errors
+///
+/// `InvalidArgument` for a weight that is not 2-D; `UnsupportedDType` for ids that cannot
+/// index.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{index::infer_embedding, DType};
+/// assert_eq!(infer_embedding(&[10, 4], &[2, 3], DType::I64)?.dims(), &[2, 3, 4]);
+/// assert!(infer_embedding(&[10], &[2], DType::I64).is_err());
+/// assert!(infer_embedding(&[10, 4], &[2], DType::F32).is_err());
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[track_caller]
+pub fn infer_embedding(weight: &[usize], ids: &[usize], ids_dtype: DType) -> Result<crate::Shape> {
+    if weight.len() != 2 {
+        return Err(Error::invalid(
+            "embedding",
+            format!("weight must be 2-D, got {weight:?}"),
+        ));
+    }
+    check_index_dtype("embedding", ids_dtype)?;
+    let mut shape = crate::Shape::from(ids);
+    shape.0.push(weight[1]);
+    Ok(shape)
+}
+
+/// Infers `index_select` of a source of `src` dims along `dim` by a 1-D index of `index`
+/// dims: the dim, normalised (the output is `src` with the index's length along it).
+///
+/// # Errors
+///
+/// `ShapeMismatch` for an index that is not 1-D; `InvalidDim`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::index::infer_index_select;
+/// assert_eq!(infer_index_select(&[3, 4], -1, &[2])?, 1);
+/// assert!(infer_index_select(&[3, 4], 0, &[2, 1]).is_err());
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[track_caller]
+pub fn infer_index_select(src: &[usize], dim: isize, index: &[usize]) -> Result<usize> {
+    if index.len() != 1 {
+        return Err(Error::ShapeMismatch {
+            at: crate::Caller::here(),
+            op: "index_select",
+            lhs: src.to_vec(),
+            rhs: index.to_vec(),
+        });
+    }
+    norm_dim("index_select", dim, src.len())
+}
+
+/// Infers `index_add` into a tensor of `dst` dims (rank 1 or more) along `dim`, at a 1-D
+/// index of `index` dims, of a source of `src` dims: `dst`'s shape with the index's length
+/// along `dim`. Returns the dim, normalised.
+///
+/// # Errors
+///
+/// `InvalidDim`; `ShapeMismatch` naming the source's expected and actual shapes (or the
+/// index's, if it is not 1-D).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::index::infer_index_add;
+/// assert_eq!(infer_index_add(&[5, 3], 0, &[2], &[2, 3])?, 0);
+/// assert!(infer_index_add(&[5, 3], 0, &[2], &[3, 3]).is_err());
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[track_caller]
+pub fn infer_index_add(dst: &[usize], dim: isize, index: &[usize], src: &[usize]) -> Result<usize> {
+    let d = norm_dim("index_add", dim, dst.len())?;
+    let mut want = dst.to_vec();
+    if index.len() == 1 {
+        want[d] = index[0];
+    }
+    if index.len() != 1 || src != want.as_slice() {
+        return Err(Error::ShapeMismatch {
+            at: crate::Caller::here(),
+            op: "index_add",
+            lhs: want,
+            rhs: if index.len() == 1 {
+                src.to_vec()
+            } else {
+                index.to_vec()
+            },
+        });
+    }
+    Ok(d)
 }
 
 /// Infers `gather` (as op `op`) of a source of `src` dims along `dim` by an index of `index`

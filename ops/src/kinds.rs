@@ -452,6 +452,10 @@ impl IndexDims {
     }
 }
 
+/// The class target the negative log-likelihood leaves out: PyTorch's default
+/// `ignore_index`.
+pub const IGNORE_INDEX: i64 = -100;
+
 /// The operands of the negative log-likelihood kernels: `rows` class targets of `idx_dtype`
 /// (`i64` or `u8`, contiguous from `idx_offset`) into `cols` classes, beside a float operand
 /// of `dtype` from element `offset` (the `[rows, cols]` log-probabilities for the loss, the

@@ -187,3 +187,78 @@ pub fn matmul_bias_relu(
         crate::cuda::ops::matmul_bias(dtype, la, lb, lc, true)
     )
 }
+
+/// The inference of `linear` (as op `op`): `input` (`[…, in]`, not `bool`) times a 2-D
+/// `weight` (`[out, in]`) transposed, plus an optional `bias` of `[out]` or one element; every
+/// operand of `input`'s dtype. The output's shape is `input`'s with `out` last.
+///
+/// # Errors
+///
+/// `DTypeMismatch`; `InvalidArgument` for a 0-dim input or a weight that is not 2-D;
+/// `UnsupportedDType` for `bool`; `ShapeMismatch` naming the shapes that do not fit.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{linalg::infer_linear, DType};
+/// let f = DType::F32;
+/// let s = infer_linear("linear", (&[8, 3], f), (&[4, 3], f), Some((&[4], f)))?;
+/// assert_eq!(s.dims(), &[8, 4]);
+/// assert!(infer_linear("linear", (&[8, 3], f), (&[4, 2], f), None).is_err());
+/// assert!(infer_linear("linear", (&[8, 3], f), (&[4, 3], DType::F64), None).is_err());
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[track_caller]
+pub fn infer_linear(
+    op: &'static str,
+    input: (&[usize], DType),
+    weight: (&[usize], DType),
+    bias: Option<(&[usize], DType)>,
+) -> Result<Shape> {
+    let ((x, dt), (w, _)) = (input, weight);
+    for (_, t) in std::iter::once(weight).chain(bias) {
+        if t != dt {
+            return Err(Error::DTypeMismatch {
+                at: crate::Caller::here(),
+                op,
+                lhs: dt,
+                rhs: t,
+            });
+        }
+    }
+    if x.is_empty() || w.len() != 2 {
+        return Err(Error::invalid(
+            op,
+            format!("needs input of at least one dim and a 2-D weight, got {x:?} and {w:?}"),
+        ));
+    }
+    if dt == DType::Bool {
+        return Err(Error::UnsupportedDType {
+            at: crate::Caller::here(),
+            op,
+            dtype: DType::Bool,
+        });
+    }
+    let (out_f, in_f) = (w[0], w[1]);
+    if x[x.len() - 1] != in_f {
+        return Err(Error::ShapeMismatch {
+            at: crate::Caller::here(),
+            op,
+            lhs: x.to_vec(),
+            rhs: w.to_vec(),
+        });
+    }
+    if let Some((b, _)) = bias
+        && (b.len() > 1 || (crate::numel_of(b) != out_f && crate::numel_of(b) != 1))
+    {
+        return Err(Error::ShapeMismatch {
+            at: crate::Caller::here(),
+            op,
+            lhs: vec![out_f],
+            rhs: b.to_vec(),
+        });
+    }
+    let mut shape = Shape::from(x);
+    *shape.0.last_mut().expect("checked: at least one dim") = out_f;
+    Ok(shape)
+}

@@ -230,3 +230,43 @@ pub fn cumsum(device: Device, dtype: DType, la: Layout, lo: Layout) -> Option<im
         crate::cuda::ops::cumsum(dtype, la, lo)
     )
 }
+
+/// The dims to sum (keeping them) for `sum_to`, the inverse of broadcasting `to` to `from`:
+/// every leading dim `to` lacks, and each dim where `to` has 1 and `from` more.
+///
+/// # Errors
+///
+/// `ShapeMismatch` if `to` does not broadcast to `from`.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::reduce::sum_to_dims;
+/// assert_eq!(sum_to_dims(&[2, 3], &[1, 3])?.as_slice(), &[0]);
+/// assert_eq!(sum_to_dims(&[4, 2, 3], &[3])?.as_slice(), &[0, 1]);
+/// assert!(sum_to_dims(&[2, 3], &[4]).is_err());
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[track_caller]
+pub fn sum_to_dims(from: &[usize], to: &[usize]) -> Result<SmallVec<[isize; 4]>> {
+    let (r, k) = (from.len(), to.len());
+    let mismatch = |at| Error::ShapeMismatch {
+        at,
+        op: "sum_to",
+        lhs: from.to_vec(),
+        rhs: to.to_vec(),
+    };
+    if k > r {
+        return Err(mismatch(crate::Caller::here()));
+    }
+    let mut dims = SmallVec::new();
+    for d in 0..r {
+        let target = if d + k >= r { to[d + k - r] } else { 1 };
+        if d + k < r || (target == 1 && from[d] != 1) {
+            dims.push(d as isize);
+        } else if target != from[d] {
+            return Err(mismatch(crate::Caller::here()));
+        }
+    }
+    Ok(dims)
+}

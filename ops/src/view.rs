@@ -219,3 +219,149 @@ pub fn check_broadcast(from: &Shape, to: &Shape, dtype: DType) -> Result<()> {
     }
     Ok(())
 }
+
+/// What [`infer_cat`] found: the dim joined (normalised), the result's shape and its dtype
+/// (the inputs' promoted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cat {
+    /// The dim along which the inputs are joined.
+    pub dim: usize,
+    /// The result's shape: the first input's, with the sizes along `dim` added up.
+    pub shape: Shape,
+    /// The inputs' dtypes promoted (`i64` with `f32` gives `f32`, as in PyTorch).
+    pub dtype: DType,
+}
+
+/// The inference of `cat` (named `op`) of inputs of the given dims and dtypes along `dim`:
+/// the same rank and the same size in every other dim.
+///
+/// # Errors
+///
+/// `InvalidArgument` for no input; `InvalidDim`; `ShapeMismatch` naming the first input and
+/// the first that differs; `ShapeOverflow` when the result's size overflows.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{view::infer_cat, DType};
+/// let c = infer_cat("cat", &[(&[1, 2], DType::I64), (&[3, 2], DType::F32)], 0)?;
+/// assert_eq!((c.dim, c.shape.dims(), c.dtype), (0, &[4, 2][..], DType::F32));
+/// assert!(infer_cat("cat", &[(&[1, 2], DType::F32), (&[1, 3], DType::F32)], 0).is_err());
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[track_caller]
+pub fn infer_cat(op: &'static str, inputs: &[(&[usize], DType)], dim: isize) -> Result<Cat> {
+    let Some(&(first, dtype)) = inputs.first() else {
+        return Err(Error::invalid(op, "needs at least one tensor"));
+    };
+    let d = norm_dim(op, dim, first.len())?;
+    let dtype = inputs.iter().fold(dtype, |d, &(_, t)| d.promote(t));
+    let mut total = 0usize;
+    for &(dims, _) in inputs {
+        let fits = dims.len() == first.len()
+            && (dims.iter().zip(first).enumerate()).all(|(i, (a, b))| i == d || a == b);
+        if !fits {
+            return Err(Error::ShapeMismatch {
+                at: crate::Caller::here(),
+                op,
+                lhs: first.to_vec(),
+                rhs: dims.to_vec(),
+            });
+        }
+        total = total.checked_add(dims[d]).ok_or(Error::ShapeOverflow {
+            at: crate::Caller::here(),
+            shape: first.to_vec(),
+            dtype,
+        })?;
+    }
+    let mut shape = Shape::from(first);
+    shape.0[d] = total;
+    shape.checked_bytes(dtype)?;
+    Ok(Cat {
+        dim: d,
+        shape,
+        dtype,
+    })
+}
+
+/// The checks of `split` into pieces of `size` along `dim` of `dims`: the dim (normalised).
+///
+/// # Errors
+///
+/// `InvalidDim`; `InvalidArgument` for `size` 0 on a non-empty dim.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::view::check_split;
+/// assert_eq!(check_split(&[4, 5], 2, -1)?, 1);
+/// assert!(check_split(&[4, 5], 0, 1).is_err());
+/// assert!(check_split(&[4, 0], 0, 1).is_ok()); // an empty dim is one empty piece
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[track_caller]
+pub fn check_split(dims: &[usize], size: usize, dim: isize) -> Result<usize> {
+    let d = norm_dim("split", dim, dims.len())?;
+    let n = dims[d];
+    if size == 0 && n > 0 {
+        return Err(Error::invalid(
+            "split",
+            format!("piece size 0 for dim {d} of size {n}"),
+        ));
+    }
+    Ok(d)
+}
+
+/// The checks of `split_sizes` of `dims` along `dim` into pieces of `sizes`, which add up to
+/// the dim's size: the dim (normalised).
+///
+/// # Errors
+///
+/// `InvalidDim`; `InvalidArgument` if the sizes do not add up.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::view::check_split_sizes;
+/// assert_eq!(check_split_sizes(&[2, 3], &[1, 2], 1)?, 1);
+/// assert!(check_split_sizes(&[2, 3], &[1, 1], 1).is_err());
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[track_caller]
+pub fn check_split_sizes(dims: &[usize], sizes: &[usize], dim: isize) -> Result<usize> {
+    let d = norm_dim("split_sizes", dim, dims.len())?;
+    let n = dims[d];
+    let total = sizes.iter().try_fold(0usize, |a, &s| a.checked_add(s));
+    if total != Some(n) {
+        return Err(Error::invalid(
+            "split_sizes",
+            format!("sizes {sizes:?} do not add up to the size {n} of dim {d}"),
+        ));
+    }
+    Ok(d)
+}
+
+/// The checks of `chunk` of `dims` into `chunks` pieces along `dim`: the dim (normalised)
+/// and the pieces' size `⌈n / chunks⌉` (0 for an empty dim, which gives `chunks` empty
+/// pieces, as in PyTorch).
+///
+/// # Errors
+///
+/// `InvalidDim`; `InvalidArgument` for 0 chunks.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::view::chunk_size;
+/// assert_eq!(chunk_size(&[6], 4, 0)?, (0, 2));
+/// assert!(chunk_size(&[6], 0, 0).is_err());
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+#[track_caller]
+pub fn chunk_size(dims: &[usize], chunks: usize, dim: isize) -> Result<(usize, usize)> {
+    let d = norm_dim("chunk", dim, dims.len())?;
+    if chunks == 0 {
+        return Err(Error::invalid("chunk", "0 chunks"));
+    }
+    Ok((d, dims[d].div_ceil(chunks)))
+}

@@ -160,55 +160,16 @@ impl Tensor {
         relu: bool,
     ) -> Result<Tensor> {
         self.same_device(name, weight)?;
-        for t in std::iter::once(weight).chain(bias) {
-            if t.dtype() != self.dtype() {
-                return Err(Error::DTypeMismatch {
-                    at: crate::Caller::here(),
-                    op: name,
-                    lhs: self.dtype(),
-                    rhs: t.dtype(),
-                });
-            }
-        }
         if let Some(b) = bias {
             self.same_device(name, b)?;
         }
-        if self.rank() == 0 || weight.rank() != 2 {
-            return Err(Error::invalid(
-                name,
-                format!(
-                    "needs input of at least one dim and a 2-D weight, got {:?} and {:?}",
-                    self.dims(),
-                    weight.dims()
-                ),
-            ));
-        }
-        if self.dtype() == DType::Bool {
-            return Err(Error::UnsupportedDType {
-                at: crate::Caller::here(),
-                op: name,
-                dtype: DType::Bool,
-            });
-        }
+        km::infer_linear(
+            name,
+            (self.dims(), self.dtype()),
+            (weight.dims(), weight.dtype()),
+            bias.map(|b| (b.dims(), b.dtype())),
+        )?;
         let (out_f, in_f) = (weight.dims()[0], weight.dims()[1]);
-        if self.dims()[self.rank() - 1] != in_f {
-            return Err(Error::ShapeMismatch {
-                at: crate::Caller::here(),
-                op: name,
-                lhs: self.dims().to_vec(),
-                rhs: weight.dims().to_vec(),
-            });
-        }
-        if let Some(b) = bias
-            && (b.rank() > 1 || (b.numel() != out_f && b.numel() != 1))
-        {
-            return Err(Error::ShapeMismatch {
-                at: crate::Caller::here(),
-                op: name,
-                lhs: vec![out_f],
-                rhs: b.dims().to_vec(),
-            });
-        }
         let dt = self.dtype();
         let Some(b) = bias.filter(|_| matches!(dt, DType::F32 | DType::F64)) else {
             let y = self.matmul(&weight.t()?)?;

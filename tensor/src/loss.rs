@@ -4,9 +4,6 @@
 use crate::{DType, Error, Result, Tensor};
 use eddy_ops::nn as kn;
 
-/// The target value `cross_entropy` ignores, PyTorch's default `ignore_index`.
-const IGNORE_INDEX: i64 = -100;
-
 impl Tensor {
     /// Negative log-likelihood, as PyTorch's `F.nll_loss` with its defaults (mean over the
     /// batch, `ignore_index = -100`): `self` holds log-probabilities `[N, C]` and `target`
@@ -60,29 +57,10 @@ impl Tensor {
         target: &Tensor,
         probs: bool,
     ) -> Result<Option<(Tensor, Tensor)>> {
-        if self.rank() < 3 {
+        let Some(positions) = kn::class_positions(op, self.dims(), target.dims(), probs)? else {
             return Ok(None);
-        }
-        let dims = self.dims();
-        let positions: Vec<usize> = dims
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != 1)
-            .map(|(_, &d)| d)
-            .collect();
-        let fits = if probs {
-            target.dims() == dims
-        } else {
-            target.dims() == positions.as_slice()
         };
-        if !fits {
-            return Err(Error::ShapeMismatch {
-                at: crate::Caller::here(),
-                op,
-                lhs: dims.to_vec(),
-                rhs: target.dims().to_vec(),
-            });
-        }
+        let dims = self.dims();
         let rank = self.rank() as isize;
         let last: Vec<isize> = std::iter::once(0)
             .chain(2..rank)
@@ -104,40 +82,15 @@ impl Tensor {
     /// is enqueued; returns the target's range where its values are known on the host.
     #[track_caller]
     fn check_class_targets(&self, op: &'static str, target: &Tensor) -> Result<Option<(i64, i64)>> {
-        if !self.dtype().is_float() {
-            return Err(Error::UnsupportedDType {
-                at: crate::Caller::here(),
-                op,
-                dtype: self.dtype(),
-            });
-        }
-        if !matches!(target.dtype(), DType::I64 | DType::U8) {
-            return Err(Error::UnsupportedDType {
-                at: crate::Caller::here(),
-                op,
-                dtype: target.dtype(),
-            });
-        }
-        if self.rank() != 2 || target.rank() != 1 || target.dims()[0] != self.dims()[0] {
-            return Err(Error::ShapeMismatch {
-                at: crate::Caller::here(),
-                op,
-                lhs: self.dims().to_vec(),
-                rhs: target.dims().to_vec(),
-            });
-        }
+        kn::check_class_targets(
+            op,
+            (self.dims(), self.dtype()),
+            (target.dims(), target.dtype()),
+        )?;
         self.same_device(op, target)?;
-        let classes = i64::try_from(self.dims()[1]).unwrap_or(i64::MAX);
         let range = target.known_range();
-        if let Some((lo, hi)) = range
-            && (hi >= classes || (lo < 0 && lo != IGNORE_INDEX))
-        {
-            return Err(Error::IndexOutOfRange {
-                at: crate::Caller::here(),
-                op,
-                index: if hi >= classes { hi } else { lo },
-                size: self.dims()[1],
-            });
+        if let Some(r) = range {
+            kn::check_class_range(op, self.dims()[1], r)?;
         }
         Ok(range)
     }
@@ -168,7 +121,7 @@ impl Tensor {
         // gradient are the plain path's bit for bit (a compiled graph, whose targets are never
         // known, takes this path). The gather's kernel checks the other targets, so a computed
         // one out of range fails at the next sync.
-        let keep = target.ne_scalar(IGNORE_INDEX as f64)?;
+        let keep = target.ne_scalar(kn::IGNORE_INDEX as f64)?;
         let safe = keep.where_(target, &target.zeros_like()?)?;
         let picked = self.gather_impl(op, 1, &safe.unsqueeze(1)?)?.squeeze(1)?;
         let w = keep.to_dtype(self.dtype())?;
@@ -272,9 +225,10 @@ impl Tensor {
             return x.cross_entropy(&t);
         }
         if target.dtype().is_float() {
-            if self.rank() != 2 || target.dims() != self.dims() {
+            if self.rank() != 2 {
                 return Err(mismatch());
             }
+            kn::check_same_shape(OP, self.dims(), target.dims())?;
             self.same_device(OP, target)?;
             let lp = self.log_softmax(1)?;
             return lp
@@ -305,14 +259,7 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn mse_loss(&self, target: &Tensor) -> Result<Tensor> {
-        if self.dims() != target.dims() {
-            return Err(Error::ShapeMismatch {
-                at: crate::Caller::here(),
-                op: "mse_loss",
-                lhs: self.dims().to_vec(),
-                rhs: target.dims().to_vec(),
-            });
-        }
+        kn::check_same_shape("mse_loss", self.dims(), target.dims())?;
         self.sub(target)?.square()?.mean_all()
     }
 }

@@ -6,6 +6,7 @@ use crate::{DType, Error, Result, Shape, Tensor};
 use eddy_ops::index::{self as ki, IndexDims};
 use eddy_ops::nn as kn;
 use eddy_ops::norm_dim;
+use smallvec::SmallVec;
 
 impl Tensor {
     /// Moves `dim` last and makes the tensor contiguous (for row-wise kernels).
@@ -22,19 +23,11 @@ impl Tensor {
     #[track_caller]
     fn softmax_impl(&self, dim: isize, log: bool) -> Result<Tensor> {
         let op = if log { "log_softmax" } else { "softmax" };
-        if !self.dtype().is_float() {
-            return Err(Error::UnsupportedDType {
-                at: crate::Caller::here(),
-                op,
-                dtype: self.dtype(),
-            });
-        }
+        let d = kn::infer_softmax(op, self.dims(), self.dtype(), dim)?;
         if self.rank() == 0 {
             // A 0-d tensor takes dim 0 or -1, as in PyTorch.
-            norm_dim(op, dim, 1)?;
             return self.unsqueeze(0)?.softmax_impl(0, log)?.squeeze(0);
         }
-        let d = norm_dim(op, dim, self.rank())?;
         let last = self.rank() - 1;
         let x = {
             let _g = crate::no_grad();
@@ -209,27 +202,16 @@ impl Tensor {
         bias: Option<&Tensor>,
         eps: f64,
     ) -> Result<Tensor> {
-        if normalized == 0 || normalized > self.rank() {
-            return Err(Error::invalid(
-                "layer_norm",
-                format!("cannot normalise {normalized} dims of {:?}", self.dims()),
-            ));
-        }
+        let affine: SmallVec<[&[usize]; 2]> = [weight, bias]
+            .into_iter()
+            .flatten()
+            .map(|t| t.dims())
+            .collect();
+        // The affine terms are checked before anything is enqueued.
+        kn::check_layer_norm(self.dims(), normalized, &affine)?;
         let dims: Vec<isize> = (self.rank() - normalized..self.rank())
             .map(|d| d as isize)
             .collect();
-        // The affine terms are checked before anything is enqueued.
-        let tail = &self.dims()[self.rank() - normalized..];
-        for t in [weight, bias].into_iter().flatten() {
-            if t.dims() != tail {
-                return Err(Error::ShapeMismatch {
-                    at: crate::Caller::here(),
-                    op: "layer_norm",
-                    lhs: tail.to_vec(),
-                    rhs: t.dims().to_vec(),
-                });
-            }
-        }
         let mean = self.mean(&dims, true)?;
         let xc = self.sub(&mean)?;
         let var = xc.square()?.mean(&dims, true)?;
@@ -294,15 +276,7 @@ impl Tensor {
     pub fn index_select(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
         Tensor::check_index("index_select", index)?;
         self.same_device("index_select", index)?;
-        if index.rank() != 1 {
-            return Err(Error::ShapeMismatch {
-                at: crate::Caller::here(),
-                op: "index_select",
-                lhs: self.dims().to_vec(),
-                rhs: index.dims().to_vec(),
-            });
-        }
-        let d = norm_dim("index_select", dim, self.rank())?;
+        let d = ki::infer_index_select(self.dims(), dim, index.dims())?;
         Tensor::check_index_values("index_select", index, self.dims()[d])?;
         let x = {
             let _g = crate::no_grad();
@@ -418,24 +392,8 @@ impl Tensor {
                 .index_add(0, index, &src.reshape([index.numel()])?)?
                 .reshape(Shape::default());
         }
-        let d = norm_dim(OP, dim, self.rank())?;
         self.same_dtype(OP, src)?;
-        let mut want = self.dims().to_vec();
-        if index.rank() == 1 {
-            want[d] = index.numel();
-        }
-        if index.rank() != 1 || src.dims() != want.as_slice() {
-            return Err(Error::ShapeMismatch {
-                at: crate::Caller::here(),
-                op: OP,
-                lhs: want,
-                rhs: if index.rank() == 1 {
-                    src.dims().to_vec()
-                } else {
-                    index.dims().to_vec()
-                },
-            });
-        }
+        let d = ki::infer_index_add(self.dims(), dim, index.dims(), src.dims())?;
         Tensor::check_index_values(OP, index, self.dims()[d])?;
         let idx = index.contiguous()?;
         let added = src.add_at_index(&idx, self.shape(), d)?.record_saving(
@@ -526,18 +484,10 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn embedding(&self, ids: &Tensor) -> Result<Tensor> {
-        if self.rank() != 2 {
-            return Err(Error::invalid(
-                "embedding",
-                format!("weight must be 2-D, got {:?}", self.dims()),
-            ));
-        }
         // Checked before flattening, which copies strided ids.
-        Tensor::check_index("embedding", ids)?;
+        let shape = ki::infer_embedding(self.dims(), ids.dims(), ids.dtype())?;
         Tensor::check_index_values("embedding", ids, self.dims()[0])?;
         let rows = self.index_select(0, &ids.flatten_all()?)?;
-        let mut shape = ids.shape().clone();
-        shape.0.push(self.dims()[1]);
         rows.reshape(shape)
     }
 
@@ -622,39 +572,17 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn cat(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
-        let Some(&first) = tensors.first() else {
-            return Err(Error::invalid("cat", "needs at least one tensor"));
-        };
-        let d = norm_dim("cat", dim, first.rank())?;
-        let mut total = 0usize;
-        let dtype = tensors
-            .iter()
-            .fold(first.dtype(), |d, t| d.promote(t.dtype()));
+        let metas: SmallVec<[(&[usize], DType); 4]> =
+            tensors.iter().map(|t| (t.dims(), t.dtype())).collect();
+        let eddy_ops::view::Cat {
+            dim: d,
+            shape,
+            dtype,
+        } = eddy_ops::view::infer_cat("cat", &metas, dim)?;
+        let first = tensors[0];
         for t in tensors {
             first.same_device("cat", t)?;
-            let ok = t.rank() == first.rank()
-                && t.dims()
-                    .iter()
-                    .zip(first.dims())
-                    .enumerate()
-                    .all(|(i, (a, b))| i == d || a == b);
-            if !ok {
-                return Err(Error::ShapeMismatch {
-                    at: crate::Caller::here(),
-                    op: "cat",
-                    lhs: first.dims().to_vec(),
-                    rhs: t.dims().to_vec(),
-                });
-            }
-            total = total.checked_add(t.dims()[d]).ok_or(Error::ShapeOverflow {
-                at: crate::Caller::here(),
-                shape: first.dims().to_vec(),
-                dtype,
-            })?;
         }
-        let mut shape = first.shape().clone();
-        shape.0[d] = total;
-        shape.checked_bytes(dtype)?;
         let out = first.empty_like_shape(shape, dtype)?;
         let mut at = 0;
         let mut sizes = Vec::with_capacity(tensors.len());

@@ -99,17 +99,7 @@ impl Tensor {
     #[track_caller]
     pub fn kthvalue(&self, k: usize, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
         self.refuse_bool("kthvalue")?;
-        let n = if self.rank() == 0 {
-            1
-        } else {
-            self.dims()[norm_dim("kthvalue", dim, self.rank())?]
-        };
-        if k == 0 || k > n {
-            return Err(Error::invalid(
-                "kthvalue",
-                format!("k = {k} is out of range for a dim of size {n}"),
-            ));
-        }
+        ks::check_kth(self.dims(), k, dim)?;
         let (v, i) = self.ordered("kthvalue", dim, Some(k), false)?;
         if self.rank() == 0 {
             return Ok((v, i));
@@ -201,20 +191,7 @@ impl Tensor {
                 Ok((v, i))
             };
         }
-        let d = norm_dim(op, dim, r)?;
-        let n = self.dims()[d];
-        let k = k.unwrap_or(n);
-        if k > n {
-            return Err(Error::invalid(
-                op,
-                format!(
-                    "k = {k} exceeds the size {n} of dim {d} of {:?}",
-                    self.dims()
-                ),
-            ));
-        }
-        let mut shape = self.shape().clone();
-        shape.0[d] = k;
+        let (d, shape) = ks::infer_sort(op, self.dims(), dim, k)?;
         let values = self.empty_like_shape(shape.clone(), self.dtype())?;
         let indices = self.empty_like_shape(shape, DType::I64)?;
         let perm: SmallVec<[usize; 6]> = (0..r).filter(|&j| j != d).chain([d]).collect();

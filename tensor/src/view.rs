@@ -529,14 +529,8 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn split(&self, size: usize, dim: isize) -> Result<Vec<Tensor>> {
-        let d = norm_dim("split", dim, self.rank())?;
+        let d = eddy_ops::view::check_split(self.dims(), size, dim)?;
         let n = self.dims()[d];
-        if size == 0 && n > 0 {
-            return Err(Error::invalid(
-                "split",
-                format!("piece size 0 for dim {d} of size {n}"),
-            ));
-        }
         if n == 0 {
             return Ok(vec![self.clone()]);
         }
@@ -565,15 +559,7 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
-        let d = norm_dim("split_sizes", dim, self.rank())?;
-        let n = self.dims()[d];
-        let total = sizes.iter().try_fold(0usize, |a, &s| a.checked_add(s));
-        if total != Some(n) {
-            return Err(Error::invalid(
-                "split_sizes",
-                format!("sizes {sizes:?} do not add up to the size {n} of dim {d}"),
-            ));
-        }
+        let d = eddy_ops::view::check_split_sizes(self.dims(), sizes, dim)?;
         let (mut parts, mut start) = (Vec::with_capacity(sizes.len()), 0);
         for &s in sizes {
             parts.push(self.narrow(d as isize, start, s)?);
@@ -602,11 +588,8 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
-        let d = norm_dim("chunk", dim, self.rank())?;
-        if chunks == 0 {
-            return Err(Error::invalid("chunk", "0 chunks"));
-        }
-        if self.dims()[d] == 0 {
+        let (d, size) = eddy_ops::view::chunk_size(self.dims(), chunks, dim)?;
+        if size == 0 {
             // As PyTorch: an empty dim gives `chunks` empty pieces, not one.
             let mut parts = crate::host::views_reserve("chunk", chunks)?;
             for _ in 0..chunks {
@@ -614,7 +597,7 @@ impl Tensor {
             }
             return Ok(parts);
         }
-        self.split(self.dims()[d].div_ceil(chunks), dim)
+        self.split(size, dim)
     }
 
     /// The slices along `dim`, each without it (views), as PyTorch's `unbind`.

@@ -197,8 +197,7 @@ pub fn softmax_backward(
     )
 }
 
-/// The target value the negative log-likelihood leaves out, PyTorch's default `ignore_index`.
-const IGNORE_INDEX: i64 = -100;
+use crate::kinds::IGNORE_INDEX;
 
 /// Reads the class targets `d` describes from `b`: `Some(class)`, or `None` for
 /// [`IGNORE_INDEX`]. Any other target outside `0..cols` fails, naming `op`.

@@ -650,33 +650,7 @@ impl Tensor {
         if self.shape() == shape {
             return Ok(self.clone());
         }
-        let (r, k) = (self.rank(), shape.rank());
-        if k > r {
-            return Err(Error::ShapeMismatch {
-                at: crate::Caller::here(),
-                op: "sum_to",
-                lhs: self.dims().to_vec(),
-                rhs: shape.dims().to_vec(),
-            });
-        }
-        let mut dims = Vec::new();
-        for d in 0..r {
-            let target = if d + k >= r {
-                shape.dims()[d + k - r]
-            } else {
-                1
-            };
-            if d + k < r || (target == 1 && self.dims()[d] != 1) {
-                dims.push(d as isize);
-            } else if target != self.dims()[d] {
-                return Err(Error::ShapeMismatch {
-                    at: crate::Caller::here(),
-                    op: "sum_to",
-                    lhs: self.dims().to_vec(),
-                    rhs: shape.dims().to_vec(),
-                });
-            }
-        }
+        let dims = eddy_ops::reduce::sum_to_dims(self.dims(), shape.dims())?;
         let s = if dims.is_empty() {
             self.clone()
         } else {
