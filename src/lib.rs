@@ -61,6 +61,7 @@ pub mod book {
         GettingStarted => "getting-started.md",
         Tensors => "tensors.md",
         Autograd => "autograd.md",
+        Global => "global.md",
         AddingAnOp => "adding-an-op.md",
         Architecture => "architecture.md",
         Lifecycle => "lifecycle.md",

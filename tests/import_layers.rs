@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// A module's path inside its crate: `["engine", "auto"]` for `engine/promotion/mod.rs`.
+/// A module's path inside its crate: `["engine", "promotion"]` for `engine/promotion/mod.rs`.
 type Module = Vec<String>;
 
 /// The crate's modules (every `.rs` file under `src`, binaries aside) and their text.

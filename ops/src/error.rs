@@ -204,6 +204,33 @@ pub enum Error {
         at: Caller,
     },
 
+    // ---- the global view -------------------------------------------------------------------
+    /// A global op whose inputs no SBP signature of the op takes (or an op without global
+    /// rules): nothing ran.
+    #[error("`{op}` has no SBP rule for inputs {inputs} on {placement}{at}")]
+    NoSbpRule {
+        /// The op's name.
+        op: String,
+        /// The placement, as `cpu:[0, 1]`.
+        placement: String,
+        /// The inputs' SBPs, as `[S(0), P(sum)]`.
+        inputs: String,
+        /// Where the user's code called the op.
+        at: Caller,
+    },
+    /// The operands of an op live on different placements, or one is global and one local.
+    #[error("placement mismatch in `{op}`, lhs: {lhs}, rhs: {rhs}{at}")]
+    PlacementMismatch {
+        /// The op's name.
+        op: &'static str,
+        /// The first operand's placement and SBP (or its device, for a local tensor).
+        lhs: String,
+        /// The other operand's.
+        rhs: String,
+        /// Where the user's code called the op.
+        at: Caller,
+    },
+
     // ---- the engine ----------------------------------------------------------------------------
     /// An engine error: a kernel that failed asynchronously (surfaced at this sync), out of
     /// memory, a released tensor, deadlock, shutdown.
@@ -230,7 +257,9 @@ macro_rules! caller_field {
             | Error::Unsupported { at, .. }
             | Error::InvalidArgument { at, .. }
             | Error::Autograd { at, .. }
-            | Error::Io { at, .. } => at,
+            | Error::Io { at, .. }
+            | Error::NoSbpRule { at, .. }
+            | Error::PlacementMismatch { at, .. } => at,
             Error::Vm(_) => $vm,
         }
     };
@@ -253,7 +282,9 @@ impl Error {
             | Error::Unsupported { op, .. }
             | Error::InvalidArgument { op, .. }
             | Error::Autograd { op, .. }
-            | Error::Io { op, .. } => Some(op),
+            | Error::Io { op, .. }
+            | Error::PlacementMismatch { op, .. } => Some(op),
+            Error::NoSbpRule { op, .. } => Some(op),
             Error::ShapeOverflow { .. } => None,
             Error::Vm(e) => e.op(),
         }

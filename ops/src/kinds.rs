@@ -195,7 +195,7 @@ impl UnaryOp {
 /// assert_eq!(op.name(), "relu_backward");
 /// assert_ne!(op, BinaryOp::Maximum);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
     /// `a + b`
     Add,

@@ -37,6 +37,7 @@ mod dtype;
 pub mod elementwise;
 mod error;
 pub mod fuse;
+pub mod global;
 pub mod index;
 pub mod kernel;
 mod kinds;

@@ -485,6 +485,14 @@ impl Tensor {
 /// no other tensor (PyTorch's `AccumulateGrad` does the same).
 #[track_caller]
 fn accumulate_leaf(t: &Tensor, g: Tensor) -> Result<()> {
+    // A global parameter's gradient is laid out as the parameter.
+    let g = match (t.global(), g.global()) {
+        (Some(tg), Some(gg)) if tg.placement != gg.placement || tg.sbp != gg.sbp => {
+            let _g = crate::no_grad();
+            g.to_global(&tg.placement, &tg.sbp)?
+        }
+        _ => g,
+    };
     let mut slot = t.0.grad.lock();
     *slot = Some(match slot.take() {
         Some(prev) => prev.add(&g)?,

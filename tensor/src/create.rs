@@ -202,6 +202,9 @@ impl Tensor {
     #[track_caller]
     pub fn full_like(&self, value: f64) -> Result<Tensor> {
         let value = checked_fill_value("full_like", value, self.dtype())?;
+        if self.is_global() {
+            return self.global_full_like(value);
+        }
         let t = self.empty_like_shape(self.shape().clone(), self.dtype())?;
         let k = kernel!(
             "fill",
@@ -229,9 +232,13 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn rand_like(&self) -> Result<Tensor> {
-        crate::engine::with_engine(self.engine(), || {
+        let t = crate::engine::with_engine(self.engine(), || {
             Tensor::rand(self.shape().clone(), self.dtype())
-        })
+        });
+        if self.is_global() {
+            return self.global_like(t?);
+        }
+        t
     }
     /// Normal random values of `self`'s shape and dtype.
     ///
@@ -251,9 +258,13 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn randn_like(&self) -> Result<Tensor> {
-        crate::engine::with_engine(self.engine(), || {
+        let t = crate::engine::with_engine(self.engine(), || {
             Tensor::randn(self.shape().clone(), 0.0, 1.0, self.dtype())
-        })
+        });
+        if self.is_global() {
+            return self.global_like(t?);
+        }
+        t
     }
 
     /// `start, start + step, …` up to (excluding) `end`.
@@ -618,6 +629,9 @@ impl Tensor {
     /// A fresh contiguous tensor with `self`'s engine, of `shape` and `dtype`, filled by `fill`.
     #[track_caller]
     pub(crate) fn new_filled(&self, shape: Shape, dtype: DType, value: f64) -> Result<Tensor> {
+        if self.is_global() {
+            return self.global_filled(shape, dtype, value);
+        }
         let t = self.empty_like_shape(shape, dtype)?;
         let k = kernel!(
             "fill",

@@ -73,6 +73,9 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn sync(&self) -> Result<()> {
+        if let Some(g) = self.global() {
+            return g.parts.iter().try_for_each(Tensor::sync);
+        }
         self.engine().read_blob(self.blob(), |_| ())?;
         Ok(())
     }
@@ -109,6 +112,11 @@ impl Tensor {
         let n = self.numel();
         if n.saturating_mul(std::mem::size_of::<T>()) >= PROBE_BYTES {
             host_reserve::<T>("to_vec", &mut Vec::new(), n)?;
+        }
+        if self.is_global() {
+            // The logical value: boxed to `B`, read from the first rank.
+            let _g = crate::no_grad();
+            return self.to_full_local()?.to_vec();
         }
         if !self.device().is_cpu() {
             // Device memory is read through a copy to the host, ordered like any other op.

@@ -68,6 +68,7 @@ mod create;
 mod custom;
 mod elementwise;
 mod engine;
+pub mod global;
 pub mod graph;
 mod host;
 mod linalg;

@@ -63,16 +63,21 @@ impl Tensor {
                 });
             }
         }
-        let la = self.layout().broadcast_to(&d.with(m, k));
-        let lb = rhs.layout().broadcast_to(&d.with(k, n));
-        let out = self.empty_like_shape(d.shape(), dt)?;
-        let macs = eddy_ops::numel_of(&[d.batch.numel(), m, n, k]);
-        let k = kernel!(
-            "matmul",
-            self.device(),
-            km::matmul(self.device(), dt, la, lb)
-        );
-        Tensor::launch_with_work(k, &[self, rhs], &[&out], Some(macs))?;
+        let out = if self.is_global() || rhs.is_global() {
+            self.global_matmul(rhs, d.shape())?
+        } else {
+            let la = self.layout().broadcast_to(&d.with(m, k));
+            let lb = rhs.layout().broadcast_to(&d.with(k, n));
+            let out = self.empty_like_shape(d.shape(), dt)?;
+            let macs = eddy_ops::numel_of(&[d.batch.numel(), m, n, k]);
+            let k = kernel!(
+                "matmul",
+                self.device(),
+                km::matmul(self.device(), dt, la, lb)
+            );
+            Tensor::launch_with_work(k, &[self, rhs], &[&out], Some(macs))?;
+            out
+        };
         let saved = &[self, rhs][saved_operands(self, rhs)];
         Ok(
             out.record_saving("matmul", &[self, rhs], saved, false, |g, ins, _| {
@@ -159,6 +164,14 @@ impl Tensor {
         bias: Option<&Tensor>,
         relu: bool,
     ) -> Result<Tensor> {
+        if self.is_global() || weight.is_global() || bias.is_some_and(Tensor::is_global) {
+            // The product, the bias and the activation, each global.
+            let mut y = self.matmul(&weight.t()?)?;
+            if let Some(b) = bias {
+                y = y.add(b)?;
+            }
+            return if relu { y.relu() } else { Ok(y) };
+        }
         self.same_device(name, weight)?;
         if let Some(b) = bias {
             self.same_device(name, b)?;

@@ -24,6 +24,17 @@ impl Tensor {
     fn softmax_impl(&self, dim: isize, log: bool) -> Result<Tensor> {
         let op = if log { "log_softmax" } else { "softmax" };
         let d = kn::infer_softmax(op, self.dims(), self.dtype(), dim)?;
+        if self.is_global() && self.rank() > 0 {
+            let out = self.global_softmax(d, log)?;
+            return Ok(out.record_saving(op, &[self], &[], true, move |g, _, y| {
+                let gx = if log {
+                    g.sub(&y.exp()?.mul(&g.sum(&[d as isize], true)?)?)?
+                } else {
+                    y.mul(&g.sub(&g.mul(y)?.sum(&[d as isize], true)?)?)?
+                };
+                Ok(vec![Some(gx)])
+            }));
+        }
         if self.rank() == 0 {
             // A 0-d tensor takes dim 0 or -1, as in PyTorch.
             return self.unsqueeze(0)?.softmax_impl(0, log)?.squeeze(0);

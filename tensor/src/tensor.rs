@@ -112,6 +112,9 @@ pub(crate) struct Inner {
     pub(crate) requires_grad: AtomicBool,
     pub(crate) node: OnceLock<Node>,
     pub(crate) grad: Mutex<Option<Tensor>>,
+    /// A global tensor's placement, SBPs and components (`None` for a local tensor, whose
+    /// values are `blob`'s; a global tensor's `blob` holds nothing).
+    pub(crate) global: Option<TArc<crate::global::Global>>,
 }
 
 /// The storage's holders: the last handle of a tensor and its views releases the blob.
@@ -132,6 +135,7 @@ struct Parts<'a> {
     dtype: DType,
     loc: Loc,
     host_range: Option<&'a TArc<HostRange>>,
+    global: Option<TArc<crate::global::Global>>,
 }
 
 impl Tensor {
@@ -167,6 +171,7 @@ impl Tensor {
                 dtype: self.0.dtype,
                 loc: self.0.loc,
                 host_range,
+                global: self.0.global.clone(),
             },
             layout,
             numel,
@@ -200,6 +205,7 @@ impl Tensor {
                 addr_of_mut!((*p).requires_grad).write(AtomicBool::new(false));
                 addr_of_mut!((*p).node).write(OnceLock::new());
                 addr_of_mut!((*p).grad).write(Mutex::new(None));
+                addr_of_mut!((*p).global).write(parts.global);
             })
         };
         Tensor(inner)
@@ -262,6 +268,7 @@ impl Tensor {
                 dtype,
                 loc,
                 host_range: host_range.as_ref(),
+                global: None,
             },
             layout,
             numel,
@@ -297,10 +304,37 @@ impl Tensor {
                 dtype,
                 loc,
                 host_range: None,
+                global: None,
             },
             layout,
             numel,
             contiguous,
+        )
+    }
+
+    /// The handle of a global tensor of `shape` and `dtype` over `global`'s components: on
+    /// the first component's engine and device, with a storage that holds nothing.
+    pub(crate) fn global_handle(
+        shape: Shape,
+        dtype: DType,
+        global: crate::global::Global,
+    ) -> Tensor {
+        let first = &global.parts[0];
+        let vm = first.0.vm.share();
+        let layout = Layout::contiguous(shape);
+        let (numel, loc) = (layout.numel(), first.0.loc);
+        Tensor::from_parts(
+            Parts {
+                blob: vm.new_blob(0),
+                vm,
+                dtype,
+                loc,
+                host_range: None,
+                global: Some(TArc::new(global)),
+            },
+            layout,
+            numel,
+            true,
         )
     }
 
@@ -580,6 +614,9 @@ impl Tensor {
     #[inline(never)]
     #[track_caller]
     fn device_mismatch(&self, op: &'static str, other: &Tensor) -> Error {
+        if self.is_global() || other.is_global() {
+            return crate::global::mismatch(op, self, other);
+        }
         let (lhs, rhs) = (self.device(), other.device());
         if lhs != rhs {
             return Error::DeviceMismatch {
@@ -632,6 +669,11 @@ impl Tensor {
         outs: &[&Tensor],
         work: Option<usize>,
     ) -> Result<()> {
+        // A kernel runs on local storage: a global operand reaching it is an op without
+        // global rules, refused before anything is enqueued.
+        if ins.iter().chain(outs).any(|t| t.0.global.is_some()) {
+            return Err(crate::global::no_rule_for_kernel(kernel.name(), ins, outs));
+        }
         // A kernel whose outputs are all empty has nothing to do. Not launching it also keeps
         // kernels from looping over the huge outer dims a zero-sized tensor may have
         // (`[2^62, 0]`), and saturated extents from reaching them.
@@ -692,7 +734,7 @@ impl std::fmt::Debug for Tensor {
             "Tensor[dims {:?}, {}, {}{}] {}",
             self.dims(),
             self.dtype(),
-            self.device(),
+            crate::global::describe(self),
             if self.requires_grad() {
                 ", requires_grad"
             } else {

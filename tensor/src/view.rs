@@ -30,11 +30,16 @@ impl Tensor {
             ..layout
         };
         let in_shape = self.shape().clone();
-        Ok(src
-            .with_layout(layout)
-            .record("reshape", &[self], move |g, _, _| {
-                Ok(vec![Some(g.reshape(in_shape.clone())?)])
-            }))
+        let to = layout.shape.clone();
+        let view = src.viewed(
+            "reshape",
+            layout,
+            || crate::global::reshape_dims(self.dims(), to.dims()),
+            |c, d| c.reshape(d),
+        )?;
+        Ok(view.record("reshape", &[self], move |g, _, _| {
+            Ok(vec![Some(g.reshape(in_shape.clone())?)])
+        }))
     }
 
     /// A view with another shape; unlike [`reshape`](Self::reshape) it never copies.
@@ -165,11 +170,24 @@ impl Tensor {
                 |g, _, _| Ok(vec![Some(g.clone())]),
             ));
         }
-        Ok(self.with_layout(self.layout().transpose(a, b)).record(
+        let swapped = |i: usize| {
+            if i == a {
+                b
+            } else if i == b {
+                a
+            } else {
+                i
+            }
+        };
+        let view = self.viewed(
             "transpose",
-            &[self],
-            move |g, _, _| Ok(vec![Some(g.transpose(a as isize, b as isize)?)]),
-        ))
+            self.layout().transpose(a, b),
+            || (0..self.rank()).map(|i| Some(swapped(i))).collect(),
+            |c, _| c.transpose(a as isize, b as isize),
+        )?;
+        Ok(view.record("transpose", &[self], move |g, _, _| {
+            Ok(vec![Some(g.transpose(a as isize, b as isize)?)])
+        }))
     }
 
     /// The transpose of a matrix (the last two dims swapped); a 0-d or 1-d tensor is returned
@@ -220,11 +238,15 @@ impl Tensor {
         for (i, &d) in p.iter().enumerate() {
             inv[d] = i as isize;
         }
-        Ok(self.with_layout(self.layout().permute(&p)).record(
+        let view = self.viewed(
             "permute",
-            &[self],
-            move |g, _, _| Ok(vec![Some(g.permute(&inv)?)]),
-        ))
+            self.layout().permute(&p),
+            || (0..r).map(|d| p.iter().position(|&q| q == d)).collect(),
+            |c, _| c.permute(perm),
+        )?;
+        Ok(view.record("permute", &[self], move |g, _, _| {
+            Ok(vec![Some(g.permute(&inv)?)])
+        }))
     }
 
     /// Elements `start..start + len` of dim `dim`.
@@ -246,13 +268,17 @@ impl Tensor {
         let (d, l) = eddy_ops::view::narrow("narrow", self.layout(), dim, start, len)?;
         let in_shape = self.shape().clone();
         let dtype = self.dtype();
-        Ok(self
-            .with_layout(l)
-            .record("narrow", &[self], move |g, _, _| {
-                let z = g.new_filled(in_shape.clone(), dtype, 0.0)?;
-                z.narrow(d as isize, start, len)?.copy_(g)?;
-                Ok(vec![Some(z)])
-            }))
+        let view = self.viewed(
+            "narrow",
+            l,
+            || (0..self.rank()).map(|i| (i != d).then_some(i)).collect(),
+            |c, _| c.narrow(d as isize, start, len),
+        )?;
+        Ok(view.record("narrow", &[self], move |g, _, _| {
+            let z = g.new_filled(in_shape.clone(), dtype, 0.0)?;
+            z.narrow(d as isize, start, len)?.copy_(g)?;
+            Ok(vec![Some(z)])
+        }))
     }
 
     /// Every `step`-th element of dim `dim`, from the first (a view): PyTorch's `x[::step]`.
@@ -273,6 +299,9 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn step(&self, dim: isize, step: usize) -> Result<Tensor> {
+        if self.is_global() {
+            return Err(crate::global::refuse("step", self));
+        }
         let d = norm_dim("step", dim, self.rank())?;
         if step == 0 {
             return Err(Error::invalid("step", "slice step must be positive"));
@@ -367,15 +396,24 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn squeeze(&self, dim: isize) -> Result<Tensor> {
-        let Some(l) = eddy_ops::view::squeeze(self.layout(), dim)?.1 else {
+        let (d, l) = eddy_ops::view::squeeze(self.layout(), dim)?;
+        let Some(l) = l else {
             return Ok(self.clone());
         };
         let in_shape = self.shape().clone();
-        Ok(self
-            .with_layout(l)
-            .record("squeeze", &[self], move |g, _, _| {
-                Ok(vec![Some(g.reshape(in_shape.clone())?)])
-            }))
+        let view = self.viewed(
+            "squeeze",
+            l,
+            || {
+                (0..self.rank())
+                    .map(|i| (i != d).then(|| i - usize::from(i > d)))
+                    .collect()
+            },
+            |c, _| c.squeeze(d as isize),
+        )?;
+        Ok(view.record("squeeze", &[self], move |g, _, _| {
+            Ok(vec![Some(g.reshape(in_shape.clone())?)])
+        }))
     }
 
     /// Inserts a dim of size 1 at `dim` (`-1` appends).
@@ -397,12 +435,26 @@ impl Tensor {
     #[track_caller]
     pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
         let l = eddy_ops::view::unsqueeze(self.layout(), dim)?;
+        // Checked above: the new dim's place.
+        let at = if dim < 0 {
+            dim + self.rank() as isize + 1
+        } else {
+            dim
+        } as usize;
         let in_shape = self.shape().clone();
-        Ok(self
-            .with_layout(l)
-            .record("unsqueeze", &[self], move |g, _, _| {
-                Ok(vec![Some(g.reshape(in_shape.clone())?)])
-            }))
+        let view = self.viewed(
+            "unsqueeze",
+            l,
+            || {
+                (0..self.rank())
+                    .map(|i| Some(i + usize::from(i >= at)))
+                    .collect()
+            },
+            |c, _| c.unsqueeze(dim),
+        )?;
+        Ok(view.record("unsqueeze", &[self], move |g, _, _| {
+            Ok(vec![Some(g.reshape(in_shape.clone())?)])
+        }))
     }
 
     /// Broadcasts to `shape` without copying (new and size-1 dims get stride 0). Writing in place
@@ -431,7 +483,17 @@ impl Tensor {
         if &shape == self.shape() {
             return Ok(self.clone());
         }
-        let view = self.with_layout(self.layout().broadcast_to(&shape));
+        let shift = shape.rank() - self.rank();
+        let view = self.viewed(
+            "expand",
+            self.layout().broadcast_to(&shape),
+            || {
+                (0..self.rank())
+                    .map(|i| (self.dims()[i] == shape.dims()[i + shift]).then_some(i + shift))
+                    .collect()
+            },
+            |c, d| c.broadcast_to(d),
+        )?;
         if !crate::autograd::records(&[self]) {
             return Ok(view);
         }

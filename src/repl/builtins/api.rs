@@ -89,6 +89,13 @@ const NOT_OFFERED: &[&str] = &[
     "full_like",
     "rand_like",
     "randn_like",
+    // Global tensors take placements and SBPs, which the REPL has no literals for.
+    "is_global",
+    "local_components",
+    "placement",
+    "sbp",
+    "to_global",
+    "to_local",
 ];
 
 #[test]

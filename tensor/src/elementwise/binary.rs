@@ -21,6 +21,10 @@ impl Tensor {
 
     #[track_caller]
     pub(crate) fn binary(&self, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
+        if self.is_global() | rhs.is_global() {
+            let out = self.global_binary(rhs, op)?;
+            return Ok(Tensor::record_binary(out, op, self, rhs));
+        }
         let dt = self.dtype();
         // The common case first: one dtype that needs no conversion, one shape, each operand
         // dense or a splat (`sum(y).broadcast_to(..)`), one engine. It skips the broadcast,
@@ -174,7 +178,10 @@ impl Tensor {
     }
 
     #[track_caller]
-    pub(super) fn compare(&self, rhs: &Tensor, op: CmpOp) -> Result<Tensor> {
+    pub(crate) fn compare(&self, rhs: &Tensor, op: CmpOp) -> Result<Tensor> {
+        if self.is_global() || rhs.is_global() {
+            return self.global_compare(rhs, op);
+        }
         let (shape, dt) = self.binary_prep(op.name(), rhs)?;
         self.compare_in(rhs, op, shape, dt)
     }
@@ -183,7 +190,10 @@ impl Tensor {
     /// never wrapped into `self`'s, so `u8` 255 is not equal to 511. (PyTorch wraps an integer
     /// scalar into an integer tensor's dtype first: a deliberate difference.)
     #[track_caller]
-    pub(super) fn compare_scalar(&self, c: Scalar, op: CmpOp) -> Result<Tensor> {
+    pub(crate) fn compare_scalar(&self, c: Scalar, op: CmpOp) -> Result<Tensor> {
+        if self.is_global() {
+            return self.global_compare_scalar(c, op);
+        }
         let rhs = self.cmp_scalar(c)?;
         let dt = self.dtype().promote(rhs.dtype());
         self.compare_in(&rhs, op, self.shape().clone(), dt)
@@ -232,19 +242,24 @@ impl Tensor {
         self.same_device("where", on_true)?;
         let shape = broadcast_shapes("where", self.shape(), &s1)?;
         let (a, b) = (on_true.cast(dt)?, on_false.cast(dt)?);
-        let out = self.empty_like_shape(shape.clone(), dt)?;
-        let k = kernel!(
-            "where",
-            self.device(),
-            ew::where_(
+        let out = if self.is_global() || a.is_global() || b.is_global() {
+            self.global_where(&a, &b)?
+        } else {
+            let out = self.empty_like_shape(shape.clone(), dt)?;
+            let k = kernel!(
+                "where",
                 self.device(),
-                dt,
-                self.layout().broadcast_to(&shape),
-                a.layout().broadcast_to(&shape),
-                b.layout().broadcast_to(&shape),
-            )
-        );
-        Tensor::launch(k, &[self, &a, &b], &[&out])?;
+                ew::where_(
+                    self.device(),
+                    dt,
+                    self.layout().broadcast_to(&shape),
+                    a.layout().broadcast_to(&shape),
+                    b.layout().broadcast_to(&shape),
+                )
+            );
+            Tensor::launch(k, &[self, &a, &b], &[&out])?;
+            out
+        };
         let cond = self.detach();
         Ok(out.record_saving(
             "where",

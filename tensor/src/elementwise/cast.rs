@@ -45,19 +45,24 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
-        let out = self.empty_like_shape(self.shape().clone(), dtype)?;
-        let k = kernel!(
-            "copy",
-            self.device(),
-            copy::copy(
+        let out = if self.is_global() {
+            self.global_cast(dtype)?
+        } else {
+            let out = self.empty_like_shape(self.shape().clone(), dtype)?;
+            let k = kernel!(
+                "copy",
                 self.device(),
-                self.layout().clone(),
-                self.dtype(),
-                out.layout().clone(),
-                dtype,
-            )
-        );
-        Tensor::launch(k, &[self], &[&out])?;
+                copy::copy(
+                    self.device(),
+                    self.layout().clone(),
+                    self.dtype(),
+                    out.layout().clone(),
+                    dtype,
+                )
+            );
+            Tensor::launch(k, &[self], &[&out])?;
+            out
+        };
         let from = self.dtype();
         if !(from.is_float() && dtype.is_float()) {
             return Ok(out);

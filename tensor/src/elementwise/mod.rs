@@ -450,18 +450,23 @@ impl Tensor {
         if dt != self.dtype() {
             return self.to_dtype(dt)?.unary(op);
         }
-        let lay = if self.is_contiguous() {
-            Lay::Dense(self.layout().offset) // its own shape: no comparison needed
+        let out = if self.is_global() {
+            self.global_unary(op)?
         } else {
-            self.lay_for(self.shape())
+            let lay = if self.is_contiguous() {
+                Lay::Dense(self.layout().offset) // its own shape: no comparison needed
+            } else {
+                self.lay_for(self.shape())
+            };
+            let k = kernel!(
+                op.name(),
+                self.device(),
+                ew::unary(self.device(), op, dt, lay)
+            ); // before the output, as in `binary`
+            let out = self.empty_like_shape(self.shape().clone(), dt)?;
+            Tensor::launch(k, &[self], &[&out])?;
+            out
         };
-        let k = kernel!(
-            op.name(),
-            self.device(),
-            ew::unary(self.device(), op, dt, lay)
-        ); // before the output, as in `binary`
-        let out = self.empty_like_shape(self.shape().clone(), dt)?;
-        Tensor::launch(k, &[self], &[&out])?;
         if !dt.is_float() {
             return Ok(out);
         }

@@ -21,8 +21,24 @@ impl Tensor {
         let rd = kr::infer_reduce(op, self.dims(), self.dtype(), dims, keepdim)?;
         let (red, n_red, out_numel) = (&rd.reduced, rd.n_red, rd.out_numel);
         let src = self.dims();
-        let out = self.empty_like_shape(rd.shape, rd.dtype)?;
-        if op == ReduceOp::Sum && self.dtype().is_float() && self.is_contiguous() && rd.leading {
+        if self.is_global() && op == ReduceOp::Mean {
+            // The logical sum over the logical count: uneven splits weigh right.
+            return self
+                .reduce(ReduceOp::Sum, dims, keepdim)?
+                .div_scalar(n_red.max(1) as f64);
+        }
+        let out = if self.is_global() {
+            self.global_reduce(op, red, keepdim, rd.shape.clone())?
+        } else {
+            self.empty_like_shape(rd.shape.clone(), rd.dtype)?
+        };
+        if self.is_global() {
+            // Computed above, component by component.
+        } else if op == ReduceOp::Sum
+            && self.dtype().is_float()
+            && self.is_contiguous()
+            && rd.leading
+        {
             let (dt, off) = (self.dtype(), self.layout().offset);
             let k = kernel!(
                 "sum",

@@ -1,0 +1,12 @@
+//! The global view's rules: a [`Placement`] (a device kind and a grid of ranks), an [`Sbp`]
+//! per grid axis, the balanced split, the SBP signatures of ops beside their inference
+//! ([`Rule`]) and the cost model that chooses a signature and plans the boxing
+//! ([`choose`], [`boxing_bytes`]). The tensor layer holds the components and runs the boxing.
+
+mod placement;
+mod rules;
+mod sbp;
+
+pub use placement::{DeviceKind, Placement};
+pub use rules::{Choice, Partials, Rule, Signature, boxing_bytes, choose, unary_partials};
+pub use sbp::{NdSbp, ReduceKind, Sbp, check_sbp, component_ranges, show_sbp, split_range};

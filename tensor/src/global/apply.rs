@@ -1,0 +1,264 @@
+//! The global forms of the tensor API's ops: each states its rule ([`Rule`]) and the local op
+//! each rank runs on its components; the op's own function records the gradient as for a
+//! local tensor.
+
+use super::run;
+use crate::{DType, Error, Result, Shape, Tensor};
+use eddy_ops::elementwise::{BinaryOp, CmpOp, UnaryOp};
+use eddy_ops::global::{Partials, ReduceKind, Rule, unary_partials};
+use eddy_ops::reduce::ReduceOp;
+use eddy_ops::{Layout, Scalar};
+use smallvec::SmallVec;
+
+/// The rule of a one-input op whose every dim stays where it is.
+fn same_dims(rank: usize, partials: Partials) -> Rule {
+    Rule::Map {
+        dims: (0..rank).map(Some).collect(),
+        partials,
+    }
+}
+
+impl Tensor {
+    /// `op(self, rhs)` of global operands (no record).
+    #[track_caller]
+    pub(crate) fn global_binary(&self, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
+        let shape = eddy_ops::broadcast_shapes(op.name(), self.shape(), rhs.shape())?;
+        run(op.name(), Rule::Binary(op), &[self, rhs], shape, |x, _| {
+            x[0].binary(x[1], op)
+        })
+    }
+
+    /// A comparison of global operands.
+    #[track_caller]
+    pub(crate) fn global_compare(&self, rhs: &Tensor, op: CmpOp) -> Result<Tensor> {
+        let shape = eddy_ops::broadcast_shapes(op.name(), self.shape(), rhs.shape())?;
+        run(op.name(), Rule::Broadcast, &[self, rhs], shape, |x, _| {
+            x[0].compare(x[1], op)
+        })
+    }
+
+    /// A comparison of a global tensor with a scalar.
+    #[track_caller]
+    pub(crate) fn global_compare_scalar(&self, c: Scalar, op: CmpOp) -> Result<Tensor> {
+        let rule = same_dims(self.rank(), Partials::None);
+        run(op.name(), rule, &[self], self.shape().clone(), |x, _| {
+            x[0].compare_scalar(c, op)
+        })
+    }
+
+    /// `where` of global operands.
+    #[track_caller]
+    pub(crate) fn global_where(&self, on_true: &Tensor, on_false: &Tensor) -> Result<Tensor> {
+        let s = eddy_ops::broadcast_shapes("where", on_true.shape(), on_false.shape())?;
+        let shape = eddy_ops::broadcast_shapes("where", self.shape(), &s)?;
+        let ins = [self, on_true, on_false];
+        run("where", Rule::Broadcast, &ins, shape, |x, _| {
+            x[0].where_(x[1], x[2])
+        })
+    }
+
+    /// The elementwise `op` of a global tensor of its own dtype (no record).
+    #[track_caller]
+    pub(crate) fn global_unary(&self, op: UnaryOp) -> Result<Tensor> {
+        let rule = same_dims(self.rank(), unary_partials(op));
+        run(op.name(), rule, &[self], self.shape().clone(), |x, _| {
+            x[0].unary(op)
+        })
+    }
+
+    /// A global tensor cast to `dtype` (no record). Casts do not decrease, so extrema pass;
+    /// sums do not (a sum of rounded parts is not the rounded sum), nor anything into `bool`.
+    #[track_caller]
+    pub(crate) fn global_cast(&self, dtype: DType) -> Result<Tensor> {
+        let partials = if dtype == DType::Bool {
+            Partials::None
+        } else {
+            Partials::Monotone
+        };
+        let rule = same_dims(self.rank(), partials);
+        run("to_dtype", rule, &[self], self.shape().clone(), |x, _| {
+            x[0].to_dtype(dtype)
+        })
+    }
+
+    /// `self @ rhs` of global operands, of logical shape `shape` (no record).
+    #[track_caller]
+    pub(crate) fn global_matmul(&self, rhs: &Tensor, shape: Shape) -> Result<Tensor> {
+        run("matmul", Rule::Matmul, &[self, rhs], shape, |x, _| {
+            x[0].matmul(x[1])
+        })
+    }
+
+    /// The reduction `op` over the dims marked in `reduced` of a global tensor, of logical
+    /// shape `shape` (no record). Sums, maxima and minima have rules; a mean is a sum divided
+    /// by the logical count (the caller's), so uneven splits weigh right.
+    #[track_caller]
+    pub(crate) fn global_reduce(
+        &self,
+        op: ReduceOp,
+        reduced: &[bool],
+        keepdim: bool,
+        shape: Shape,
+    ) -> Result<Tensor> {
+        let kind = match op {
+            ReduceOp::Sum => ReduceKind::Sum,
+            ReduceOp::Max => ReduceKind::Max,
+            ReduceOp::Min => ReduceKind::Min,
+            _ => {
+                return Err(Error::NoSbpRule {
+                    op: op.name().to_string(),
+                    placement: super::describe(self),
+                    inputs: "(a reduction without a rule)".into(),
+                    at: crate::Caller::here(),
+                });
+            }
+        };
+        let rule = Rule::Reduce {
+            kind,
+            rank: self.rank(),
+            reduced: reduced.into(),
+            keepdim,
+        };
+        let dims: SmallVec<[isize; 4]> = (0..self.rank() as isize)
+            .filter(|&d| reduced[d as usize])
+            .collect();
+        run(op.name(), rule, &[self], shape, |x, _| match op {
+            ReduceOp::Sum => x[0].sum(&dims, keepdim),
+            ReduceOp::Max => x[0].amax(&dims, keepdim),
+            _ => x[0].amin(&dims, keepdim),
+        })
+    }
+
+    /// Softmax (or log-softmax) over dim `d` of a global tensor (no record).
+    #[track_caller]
+    pub(crate) fn global_softmax(&self, d: usize, log: bool) -> Result<Tensor> {
+        let rule = Rule::Map {
+            dims: (0..self.rank()).map(|i| (i != d).then_some(i)).collect(),
+            partials: Partials::None,
+        };
+        let op = if log { "log_softmax" } else { "softmax" };
+        run(op, rule, &[self], self.shape().clone(), |x, _| {
+            if log {
+                x[0].log_softmax(d as isize)
+            } else {
+                x[0].softmax(d as isize)
+            }
+        })
+    }
+
+    /// The view `l` of `self`: itself with that layout for a local tensor; for a global one,
+    /// the view `local` of each component (given the component's dims), where input dim `i`
+    /// of a global tensor becomes output dim `dims()[i]` (`None`: it cannot stay split).
+    #[inline]
+    #[track_caller]
+    pub(crate) fn viewed(
+        &self,
+        op: &'static str,
+        l: Layout,
+        dims: impl FnOnce() -> SmallVec<[Option<usize>; 4]>,
+        local: impl Fn(&Tensor, &[usize]) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        if !self.is_global() {
+            return Ok(self.with_layout(l));
+        }
+        self.global_view(op, l.shape, dims(), &local)
+    }
+
+    #[cold]
+    #[track_caller]
+    fn global_view(
+        &self,
+        op: &'static str,
+        shape: Shape,
+        dims: SmallVec<[Option<usize>; 4]>,
+        local: &dyn Fn(&Tensor, &[usize]) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        let rule = Rule::Map {
+            dims,
+            partials: Partials::All,
+        };
+        run(op, rule, &[self], shape, |x, d| local(x[0], d))
+    }
+}
+
+impl Tensor {
+    /// `value` everywhere, laid out as `self` (a partial axis becomes `B`: the value is the
+    /// logical one).
+    pub(crate) fn global_full_like(&self, value: f64) -> Result<Tensor> {
+        let g = self.global().expect("global");
+        let sbp = whole_values(&g.sbp);
+        let parts = (g.parts.iter())
+            .map(|c| c.full_like(value))
+            .collect::<Result<_>>()?;
+        Ok(super::global_of(
+            self.shape().clone(),
+            &g.placement,
+            &sbp,
+            parts,
+        ))
+    }
+
+    /// The local tensor `full` (a logical value, random say) laid out as `self`, partial axes
+    /// as `B`: random values on any placement equal the one-device tensor of the same seed.
+    pub(crate) fn global_like(&self, full: Tensor) -> Result<Tensor> {
+        let g = self.global().expect("global");
+        let sbp = whole_values(&g.sbp);
+        let _g = crate::no_grad();
+        full.to_global(&g.placement, &sbp)
+    }
+
+    /// `value` everywhere in a tensor of `shape` and `dtype` on `self`'s placement, `B` on
+    /// every axis.
+    pub(crate) fn global_filled(&self, shape: Shape, dtype: DType, value: f64) -> Result<Tensor> {
+        let g = self.global().expect("global");
+        let sbp: super::NdSbp = g.sbp.iter().map(|_| super::Sbp::Broadcast).collect();
+        let parts = (g.parts.iter())
+            .map(|c| c.new_filled(shape.clone(), dtype, value))
+            .collect::<Result<_>>()?;
+        Ok(super::global_of(shape, &g.placement, &sbp, parts))
+    }
+}
+
+/// `sbp` with each partial axis `B`: the layout of a tensor that holds logical values.
+fn whole_values(sbp: &[super::Sbp]) -> super::NdSbp {
+    (sbp.iter())
+        .map(|s| match s {
+            super::Sbp::Partial(_) => super::Sbp::Broadcast,
+            s => *s,
+        })
+        .collect()
+}
+
+/// `NoSbpRule` for `op`, which has no global form, on the global `t`.
+#[cold]
+#[track_caller]
+pub(crate) fn refuse(op: &'static str, t: &Tensor) -> Error {
+    Error::NoSbpRule {
+        op: op.to_string(),
+        placement: super::describe(t),
+        inputs: format!(
+            "[{}]",
+            t.sbp().map(eddy_ops::global::show_sbp).unwrap_or_default()
+        ),
+        at: crate::Caller::here(),
+    }
+}
+
+/// Input dim → output dim of a reshape from `from` to `to`: a dim stays (and may stay split)
+/// where the output has a dim of its size after the same number of elements before it.
+pub(crate) fn reshape_dims(from: &[usize], to: &[usize]) -> SmallVec<[Option<usize>; 4]> {
+    let mut before_to: SmallVec<[usize; 4]> = SmallVec::new();
+    let mut p = 1usize;
+    for &n in to {
+        before_to.push(p);
+        p = p.saturating_mul(n);
+    }
+    let mut p = 1usize;
+    from.iter()
+        .map(|&n| {
+            let here = p;
+            p = p.saturating_mul(n);
+            (0..to.len()).find(|&o| to[o] == n && before_to[o] == here)
+        })
+        .collect()
+}

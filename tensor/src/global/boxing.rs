@@ -1,0 +1,315 @@
+//! Boxing: the same logical value laid out by another SBP, axis by axis, through the
+//! collectives of [`InProcess`] (the engine's copies between the devices of this process:
+//! each copy and reduction is an engine instruction, ordered by the dependence graph).
+
+use super::{Global, ReduceKind, Sbp};
+use crate::{Device, Result, Tensor};
+use eddy_ops::global::{Placement, split_range};
+use std::cell::Cell;
+
+/// How many collectives of each kind a closure's boxing ran ([`count_collectives`]).
+///
+/// # Examples
+///
+/// ```
+/// let c = eddy_tensor::global::CollectiveCounts::default();
+/// assert_eq!(c.total(), 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CollectiveCounts {
+    /// `S → B`.
+    pub all_gather: usize,
+    /// `P → B`.
+    pub all_reduce: usize,
+    /// `P → S`.
+    pub reduce_scatter: usize,
+    /// `S(i) → S(j)`.
+    pub all_to_all: usize,
+}
+
+impl CollectiveCounts {
+    /// Every collective counted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let c = eddy_tensor::global::CollectiveCounts { all_gather: 2, ..Default::default() };
+    /// assert_eq!(c.total(), 2);
+    /// ```
+    pub fn total(&self) -> usize {
+        self.all_gather + self.all_reduce + self.reduce_scatter + self.all_to_all
+    }
+}
+
+thread_local! {
+    static COUNTS: Cell<Option<CollectiveCounts>> = const { Cell::new(None) };
+}
+
+fn note(f: impl FnOnce(&mut CollectiveCounts)) {
+    COUNTS.with(|c| {
+        if let Some(mut n) = c.get() {
+            f(&mut n);
+            c.set(Some(n));
+        }
+    });
+}
+
+/// Runs `f` and counts the collectives its boxing runs on this thread (one per group of
+/// ranks a collective spans: a 2×2 grid's axis is two collectives).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::{Tensor, DType, global::{count_collectives, Placement, DeviceKind, Sbp}};
+/// let vm = eddy_vm::Vm::builder().cpu_devices(2).build()?;
+/// eddy_tensor::with_engine(&vm, || {
+///     let p = Placement::new(DeviceKind::Cpu, [0, 1])?;
+///     let x = Tensor::ones([4], DType::F32)?.to_global(&p, &[Sbp::Split(0)])?;
+///     let (b, n) = count_collectives(|| x.to_global(&p, &[Sbp::Broadcast]));
+///     assert_eq!((n.all_gather, n.total()), (1, 1));
+///     assert_eq!(b?.to_local()?.to_vec::<f32>()?, [1.; 4]);
+///     Ok::<(), eddy_tensor::Error>(())
+/// })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn count_collectives<R>(f: impl FnOnce() -> R) -> (R, CollectiveCounts) {
+    let outer = COUNTS.with(|c| c.replace(Some(CollectiveCounts::default())));
+    let r = f();
+    let mine = COUNTS.with(|c| c.replace(outer)).unwrap_or_default();
+    if outer.is_some() {
+        note(|n| {
+            n.all_gather += mine.all_gather;
+            n.all_reduce += mine.all_reduce;
+            n.reduce_scatter += mine.reduce_scatter;
+            n.all_to_all += mine.all_to_all;
+        });
+    }
+    (r, mine)
+}
+
+/// The collectives boxing runs, over the components of one group of ranks (`parts[k]` on
+/// `devices[k]`); each returns the new component of every rank of the group. Every rank
+/// reduces in the same order, so the results agree bit for bit.
+pub(crate) trait Collectives {
+    /// Each rank gets the concatenation of every part along `dim`.
+    fn all_gather(&self, parts: &[Tensor], devices: &[Device], dim: usize) -> Result<Vec<Tensor>>;
+    /// Each rank gets the reduction of every part.
+    fn all_reduce(
+        &self,
+        parts: &[Tensor],
+        devices: &[Device],
+        kind: ReduceKind,
+    ) -> Result<Vec<Tensor>>;
+    /// Rank `k` gets its balanced slice along `dim` of the reduction of every part.
+    fn reduce_scatter(
+        &self,
+        parts: &[Tensor],
+        devices: &[Device],
+        kind: ReduceKind,
+        dim: usize,
+    ) -> Result<Vec<Tensor>>;
+    /// Parts split along `from` become parts split along `to`.
+    fn all_to_all(
+        &self,
+        parts: &[Tensor],
+        devices: &[Device],
+        from: usize,
+        to: usize,
+    ) -> Result<Vec<Tensor>>;
+}
+
+/// The collectives of ranks in this process: copies between its devices and reductions, each
+/// an engine instruction.
+pub(crate) struct InProcess;
+
+/// The reduction by `kind` of `take` of each part, in the parts' order (the same on every
+/// rank, so every rank gets the same bits), as a dense tensor.
+fn reduced(
+    parts: &[Tensor],
+    kind: ReduceKind,
+    take: impl Fn(&Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let mut acc = take(&parts[0])?;
+    for p in &parts[1..] {
+        let t = take(p)?;
+        acc = match kind {
+            ReduceKind::Sum => acc.add(&t),
+            ReduceKind::Max => acc.maximum(&t),
+            ReduceKind::Min => acc.minimum(&t),
+        }?;
+    }
+    acc.contiguous()
+}
+
+impl Collectives for InProcess {
+    fn all_gather(&self, parts: &[Tensor], devices: &[Device], dim: usize) -> Result<Vec<Tensor>> {
+        note(|n| n.all_gather += 1);
+        let mut out = Vec::with_capacity(devices.len());
+        for &d in devices {
+            let pieces = (parts.iter().map(|p| p.to_device(d))).collect::<Result<Vec<_>>>()?;
+            out.push(Tensor::cat(
+                &pieces.iter().collect::<Vec<_>>(),
+                dim as isize,
+            )?);
+        }
+        Ok(out)
+    }
+
+    fn all_reduce(
+        &self,
+        parts: &[Tensor],
+        devices: &[Device],
+        kind: ReduceKind,
+    ) -> Result<Vec<Tensor>> {
+        note(|n| n.all_reduce += 1);
+        (devices.iter())
+            .map(|&d| reduced(parts, kind, |t| t.to_device(d)))
+            .collect()
+    }
+
+    fn reduce_scatter(
+        &self,
+        parts: &[Tensor],
+        devices: &[Device],
+        kind: ReduceKind,
+        dim: usize,
+    ) -> Result<Vec<Tensor>> {
+        note(|n| n.reduce_scatter += 1);
+        let (n, p) = (parts[0].dims()[dim], devices.len());
+        (devices.iter().enumerate())
+            .map(|(k, &d)| {
+                let r = split_range(n, p, k);
+                reduced(parts, kind, |t| {
+                    t.narrow(dim as isize, r.start, r.len())?.to_device(d)
+                })
+            })
+            .collect()
+    }
+
+    fn all_to_all(
+        &self,
+        parts: &[Tensor],
+        devices: &[Device],
+        from: usize,
+        to: usize,
+    ) -> Result<Vec<Tensor>> {
+        note(|n| n.all_to_all += 1);
+        let (n, p) = (parts[0].dims()[to], devices.len());
+        let mut out = Vec::with_capacity(p);
+        for (k, &d) in devices.iter().enumerate() {
+            let r = split_range(n, p, k);
+            let pieces = (parts.iter())
+                .map(|q| q.narrow(to as isize, r.start, r.len())?.to_device(d))
+                .collect::<Result<Vec<_>>>()?;
+            out.push(Tensor::cat(
+                &pieces.iter().collect::<Vec<_>>(),
+                from as isize,
+            )?);
+        }
+        Ok(out)
+    }
+}
+
+/// The components of a group holding `B` laid out as `to` without moving data: a slice each
+/// for `S`, the value at the first rank and zeros at the others for `P(sum)`, the value at
+/// every rank for `P(max)` and `P(min)`.
+fn from_broadcast(mine: Vec<Tensor>, to: Sbp) -> Result<Vec<Tensor>> {
+    let p = mine.len();
+    match to {
+        Sbp::Broadcast | Sbp::Partial(ReduceKind::Max | ReduceKind::Min) => Ok(mine),
+        Sbp::Split(d) => (mine.iter().enumerate())
+            .map(|(k, t)| {
+                let r = split_range(t.dims()[d], p, k);
+                t.narrow(d as isize, r.start, r.len())?.contiguous()
+            })
+            .collect(),
+        Sbp::Partial(ReduceKind::Sum) => (mine.iter().enumerate())
+            .map(|(k, t)| {
+                if k == 0 {
+                    Ok(t.clone())
+                } else {
+                    t.zeros_like()
+                }
+            })
+            .collect(),
+    }
+}
+
+/// `S(d) → P(kind)` without a collective where the kind has an identity to fill with (zero
+/// for sums, infinities for float extrema): each rank's slice in a tensor of the identity.
+fn split_to_partial(mine: &[Tensor], d: usize, kind: ReduceKind) -> Result<Option<Vec<Tensor>>> {
+    let fill = match kind {
+        ReduceKind::Sum => 0.0,
+        _ if !mine[0].dtype().is_float() => return Ok(None),
+        ReduceKind::Max => f64::NEG_INFINITY,
+        ReduceKind::Min => f64::INFINITY,
+    };
+    let n: usize = mine.iter().map(|t| t.dims()[d]).sum();
+    let mut v = Vec::with_capacity(mine.len());
+    let mut at = 0;
+    for t in mine {
+        let mut shape = t.shape().clone();
+        shape.0[d] = n;
+        let full = t.new_filled(shape, t.dtype(), fill)?;
+        full.narrow(d as isize, at, t.dims()[d])?.copy_(t)?;
+        at += t.dims()[d];
+        v.push(full);
+    }
+    Ok(Some(v))
+}
+
+/// `t`'s components laid out by `to`: axis by axis, the axes after the first that differs
+/// made `B` from the last inwards, that axis converted, then the later axes laid out from `B`
+/// (so a split along an axis always divides what the earlier axes left).
+pub(super) fn boxing(g: &Global, to: &[Sbp]) -> Result<Vec<Tensor>> {
+    let Some(first) = (0..to.len()).find(|&a| g.sbp[a] != to[a]) else {
+        return Ok(g.parts.clone());
+    };
+    let (p, mut cur, mut parts) = (&g.placement, g.sbp.clone(), g.parts.clone());
+    for a in (first + 1..to.len()).rev() {
+        parts = axis(p, parts, a, cur[a], Sbp::Broadcast)?;
+        cur[a] = Sbp::Broadcast;
+    }
+    parts = axis(p, parts, first, cur[first], to[first])?;
+    for (a, &s) in to.iter().enumerate().skip(first + 1) {
+        parts = axis(p, parts, a, Sbp::Broadcast, s)?;
+    }
+    Ok(parts)
+}
+
+/// Converts grid axis `a` from `from` to `to`, group by group of ranks along it.
+fn axis(p: &Placement, parts: Vec<Tensor>, a: usize, from: Sbp, to: Sbp) -> Result<Vec<Tensor>> {
+    use Sbp::{Broadcast as B, Partial as P, Split as S};
+    if from == to {
+        return Ok(parts);
+    }
+    let mut out: Vec<Option<Tensor>> = vec![None; parts.len()];
+    for start in 0..parts.len() {
+        let group = p.axis_group(start, a);
+        if group[0] != start {
+            continue;
+        }
+        let mine: Vec<Tensor> = group.iter().map(|&i| parts[i].clone()).collect();
+        let devices: Vec<Device> = group.iter().map(|&i| p.device(i)).collect();
+        let c = InProcess;
+        let new = match (from, to) {
+            (S(d), B) => c.all_gather(&mine, &devices, d)?,
+            (P(k), B) => c.all_reduce(&mine, &devices, k)?,
+            (P(k), S(d)) => c.reduce_scatter(&mine, &devices, k, d)?,
+            (S(i), S(j)) => c.all_to_all(&mine, &devices, i, j)?,
+            (S(d), P(k)) => match split_to_partial(&mine, d, k)? {
+                Some(v) => v,
+                None => from_broadcast(c.all_gather(&mine, &devices, d)?, to)?,
+            },
+            (P(k), P(_)) => from_broadcast(c.all_reduce(&mine, &devices, k)?, to)?,
+            (B, _) => from_broadcast(mine, to)?,
+        };
+        for (&i, t) in group.iter().zip(new) {
+            out[i] = Some(t);
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|t| t.expect("every position is in one group"))
+        .collect())
+}

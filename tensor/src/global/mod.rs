@@ -1,0 +1,399 @@
+//! Global tensors: one logical tensor over the ranks of a [`Placement`], laid out by an
+//! [`Sbp`] per grid axis. A global tensor is a [`Tensor`] like any other (its shape and dtype
+//! are the logical ones); its values live in its *components*, one local tensor per rank,
+//! and each op on it chooses an SBP signature ([`eddy_ops::global::choose`]), boxes the
+//! inputs that need it ([`boxing`]) and runs the local op on each component.
+
+mod apply;
+mod boxing;
+mod ops;
+
+pub(crate) use apply::{refuse, reshape_dims};
+pub use boxing::{CollectiveCounts, count_collectives};
+pub use eddy_ops::global::{DeviceKind, NdSbp, Placement, ReduceKind, Sbp};
+pub(crate) use ops::{no_rule_for_kernel, run};
+
+use crate::{Error, Result, Shape, Tensor};
+use eddy_ops::global::{check_sbp, component_ranges, show_sbp};
+
+/// What a global tensor holds besides its logical shape and dtype.
+pub(crate) struct Global {
+    pub(crate) placement: Placement,
+    pub(crate) sbp: NdSbp,
+    /// The component of each position of the placement, in order (every rank lives in this
+    /// process).
+    pub(crate) parts: Vec<Tensor>,
+}
+
+impl Tensor {
+    /// Whether `self` is a global tensor ([`to_global`](Self::to_global)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType, global::{Placement, DeviceKind, Sbp}};
+    /// let vm = eddy_vm::Vm::builder().cpu_devices(2).build()?;
+    /// eddy_tensor::with_engine(&vm, || {
+    ///     let x = Tensor::ones([4], DType::F32)?;
+    ///     assert!(!x.is_global());
+    ///     let p = Placement::new(DeviceKind::Cpu, [0, 1])?;
+    ///     assert!(x.to_global(&p, &[Sbp::Split(0)])?.is_global());
+    ///     Ok::<(), eddy_tensor::Error>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn is_global(&self) -> bool {
+        self.0.global.is_some()
+    }
+
+    pub(crate) fn global(&self) -> Option<&Global> {
+        self.0.global.as_deref()
+    }
+
+    /// A global tensor's placement; `None` for a local tensor.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType, global::{Placement, DeviceKind, Sbp}};
+    /// let vm = eddy_vm::Vm::builder().cpu_devices(2).build()?;
+    /// eddy_tensor::with_engine(&vm, || {
+    ///     let p = Placement::new(DeviceKind::Cpu, [0, 1])?;
+    ///     let x = Tensor::ones([4], DType::F32)?.to_global(&p, &[Sbp::Broadcast])?;
+    ///     assert_eq!(x.placement(), Some(&p));
+    ///     Ok::<(), eddy_tensor::Error>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn placement(&self) -> Option<&Placement> {
+        self.global().map(|g| &g.placement)
+    }
+
+    /// A global tensor's SBP per grid axis; `None` for a local tensor.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType, global::{Placement, DeviceKind, Sbp}};
+    /// let vm = eddy_vm::Vm::builder().cpu_devices(2).build()?;
+    /// eddy_tensor::with_engine(&vm, || {
+    ///     let p = Placement::new(DeviceKind::Cpu, [0, 1])?;
+    ///     let x = Tensor::ones([4], DType::F32)?.to_global(&p, &[Sbp::Split(0)])?;
+    ///     assert_eq!(x.sbp(), Some(&[Sbp::Split(0)][..]));
+    ///     Ok::<(), eddy_tensor::Error>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sbp(&self) -> Option<&[Sbp]> {
+        self.global().map(|g| g.sbp.as_slice())
+    }
+
+    /// The components this process holds, in the placement's rank order (`[self]` for a
+    /// local tensor). In one process, every rank's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType, global::{Placement, DeviceKind, Sbp}};
+    /// let vm = eddy_vm::Vm::builder().cpu_devices(2).build()?;
+    /// eddy_tensor::with_engine(&vm, || {
+    ///     let p = Placement::new(DeviceKind::Cpu, [0, 1])?;
+    ///     let x = Tensor::arange(0.0, 5.0, 1.0, DType::F32)?.to_global(&p, &[Sbp::Split(0)])?;
+    ///     let parts = x.local_components();
+    ///     assert_eq!(parts[0].to_vec::<f32>()?, [0., 1., 2.]); // balanced: 3 and 2
+    ///     assert_eq!(parts[1].to_vec::<f32>()?, [3., 4.]);
+    ///     assert_eq!(parts[1].device().to_string(), "cpu:1");
+    ///     Ok::<(), eddy_tensor::Error>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn local_components(&self) -> Vec<Tensor> {
+        match self.global() {
+            Some(g) => g.parts.clone(),
+            None => vec![self.clone()],
+        }
+    }
+
+    /// A global tensor on `placement` laid out by `sbp` (one per grid axis).
+    ///
+    /// From a local tensor, `self` is the logical value: each rank takes its part (a slice
+    /// for `Split`, the whole for `Broadcast`; for `Partial(Sum)` the first rank along the
+    /// axis holds it and the others zeros, for `Max` and `Min` every rank holds it). From a
+    /// global tensor, a *boxing*: the same logical value laid out anew, also on another
+    /// placement or device kind. Differentiable: the gradient comes back laid out as `self`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for an SBP the tensor or the placement cannot hold (a split dim out
+    /// of range, a count other than the grid's axes, partial axes of two kinds);
+    /// `DeviceUnavailable` for a rank whose device the engine lacks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType, global::{Placement, DeviceKind, Sbp}};
+    /// let vm = eddy_vm::Vm::builder().cpu_devices(3).build()?;
+    /// eddy_tensor::with_engine(&vm, || {
+    ///     let p = Placement::new(DeviceKind::Cpu, [0, 1, 2])?;
+    ///     let x = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([3, 2])?;
+    ///     let s = x.to_global(&p, &[Sbp::Split(0)])?;
+    ///     let b = s.to_global(&p, &[Sbp::Broadcast])?; // an all-gather
+    ///     assert_eq!(b.to_local()?.to_vec::<f32>()?, x.to_vec::<f32>()?);
+    ///     assert_eq!(format!("{s:?}").lines().next().unwrap(), "Tensor[dims [3, 2], f32, cpu:[0, 1, 2], S(0)] tensor([[0.0000, 1.0000],");
+    ///     Ok::<(), eddy_tensor::Error>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn to_global(&self, placement: &Placement, sbp: &[Sbp]) -> Result<Tensor> {
+        check_sbp("to_global", self.rank(), placement, sbp)?;
+        let out = match self.global() {
+            Some(g) if &g.placement == placement => {
+                let parts = {
+                    let _g = crate::no_grad();
+                    boxing::boxing(g, sbp)?
+                };
+                global_of(self.shape().clone(), placement, sbp, parts)
+            }
+            Some(g) => {
+                // Another placement: the whole value, then each new rank's part of it.
+                let whole = {
+                    let _g = crate::no_grad();
+                    let b: NdSbp = g.sbp.iter().map(|_| Sbp::Broadcast).collect();
+                    boxing::boxing(g, &b)?.swap_remove(0)
+                };
+                scatter(&whole, placement, sbp)?
+            }
+            None => {
+                let _g = crate::no_grad();
+                scatter(self, placement, sbp)?
+            }
+        };
+        let from = self.global().map(|g| (g.placement.clone(), g.sbp.clone()));
+        let device = self.device();
+        Ok(out.record("to_global", &[self], move |g, _, _| {
+            Ok(vec![Some(match &from {
+                Some((p, s)) => g.to_global(p, s)?,
+                None => g.to_full_local()?.to_device(device)?,
+            })])
+        }))
+    }
+
+    /// This process's component of a global tensor: the first of its ranks' (in one process,
+    /// the placement's first rank's); `self` for a local tensor. Differentiable.
+    ///
+    /// # Errors
+    ///
+    /// None today; `Result` for the ranks of other processes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, DType, global::{Placement, DeviceKind, Sbp}};
+    /// let vm = eddy_vm::Vm::builder().cpu_devices(2).build()?;
+    /// eddy_tensor::with_engine(&vm, || {
+    ///     let p = Placement::new(DeviceKind::Cpu, [0, 1])?;
+    ///     let x = Tensor::arange(0.0, 4.0, 1.0, DType::F32)?.to_global(&p, &[Sbp::Split(0)])?;
+    ///     assert_eq!(x.to_local()?.to_vec::<f32>()?, [0., 1.]);
+    ///     Ok::<(), eddy_tensor::Error>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn to_local(&self) -> Result<Tensor> {
+        let Some(g) = self.global() else {
+            return Ok(self.clone());
+        };
+        let local = g.parts[0].alias_unknown();
+        // The gradient: the component's at the first rank, zeros at the others; a broadcast
+        // axis reads as a partial sum of them, so the logical gradient is the component's.
+        let (placement, sbp) = (g.placement.clone(), g.sbp.clone());
+        let shape = self.shape().clone();
+        let others: Vec<Tensor> = g.parts[1..].to_vec();
+        Ok(local.record("to_local", &[self], move |gr, _, _| {
+            let _g = crate::no_grad();
+            let mut parts = vec![gr.clone()];
+            for o in &others {
+                parts.push(o.zeros_like()?);
+            }
+            let sbp: NdSbp = (sbp.iter())
+                .map(|s| match s {
+                    Sbp::Split(d) => Sbp::Split(*d),
+                    _ => Sbp::PARTIAL_SUM,
+                })
+                .collect();
+            Ok(vec![Some(global_of(
+                shape.clone(),
+                &placement,
+                &sbp,
+                parts,
+            ))])
+        }))
+    }
+
+    /// The global tensor whose components are `parts`, one per rank of `placement` in order,
+    /// laid out by `sbp`: what each rank computed on its own (for a `Partial` axis, its part
+    /// of the sum, maximum or minimum). The logical shape follows from the parts' shapes.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for a count of parts other than the ranks', a part on another
+    /// device than its rank's, parts of two dtypes, or shapes that no balanced split of one
+    /// logical shape gives; as [`to_global`](Self::to_global) for the SBP.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{Tensor, Device, global::{Placement, DeviceKind, Sbp}};
+    /// let vm = eddy_vm::Vm::builder().cpu_devices(2).build()?;
+    /// eddy_tensor::with_engine(&vm, || {
+    ///     let p = Placement::new(DeviceKind::Cpu, [0, 1])?;
+    ///     let a = Tensor::from_vec(vec![1f32, 2.], [2])?;
+    ///     let b = Tensor::from_vec(vec![10f32, 20.], [2])?.to_device(Device::Cpu(1))?;
+    ///     let sum = Tensor::from_components(&p, &[Sbp::PARTIAL_SUM], vec![a.clone(), b.clone()])?;
+    ///     assert_eq!(sum.to_vec::<f32>()?, [11., 22.]);
+    ///     let cat = Tensor::from_components(&p, &[Sbp::Split(0)], vec![a, b])?;
+    ///     assert_eq!(cat.dims(), &[4]);
+    ///     Ok::<(), eddy_tensor::Error>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn from_components(
+        placement: &Placement,
+        sbp: &[Sbp],
+        parts: Vec<Tensor>,
+    ) -> Result<Tensor> {
+        const OP: &str = "from_components";
+        let bad = |m: String| Err(Error::invalid(OP, m));
+        if parts.len() != placement.len() {
+            return bad(format!(
+                "{} parts for the {} ranks of {placement}",
+                parts.len(),
+                placement.len()
+            ));
+        }
+        let rank = parts[0].rank();
+        check_sbp(OP, rank, placement, sbp)?;
+        for (i, t) in parts.iter().enumerate() {
+            if t.is_global() || t.device() != placement.device(i) || t.dtype() != parts[0].dtype() {
+                return bad(format!(
+                    "part {i} is a {} tensor on {}; rank {} is {} and part 0 is {}",
+                    t.dtype(),
+                    describe(t),
+                    placement.ranks()[i],
+                    placement.device(i),
+                    parts[0].dtype()
+                ));
+            }
+        }
+        // Along a split dim, the parts of the ranks that differ only on the splitting axes
+        // add up to the logical size.
+        let mut dims = parts[0].dims().to_vec();
+        for (d, n) in dims.iter_mut().enumerate() {
+            let splitting: Vec<usize> = (0..sbp.len())
+                .filter(|&a| sbp[a] == Sbp::Split(d))
+                .collect();
+            if !splitting.is_empty() {
+                *n = (0..placement.len())
+                    .filter(|&i| {
+                        let c = placement.coord(i);
+                        (0..sbp.len()).all(|a| splitting.contains(&a) || c[a] == 0)
+                    })
+                    .map(|i| parts[i].dims()[d])
+                    .sum();
+            }
+        }
+        for (i, t) in parts.iter().enumerate() {
+            let want: Vec<usize> = component_ranges(&dims, placement, sbp, i)
+                .iter()
+                .map(|r| r.len())
+                .collect();
+            if t.dims() != want.as_slice() {
+                return bad(format!(
+                    "part {i} has dims {:?}; a balanced split of {dims:?} by {} gives {want:?}",
+                    t.dims(),
+                    show_sbp(sbp)
+                ));
+            }
+        }
+        let parts = parts.iter().map(Tensor::detach).collect();
+        Ok(global_of(Shape::from(dims), placement, sbp, parts))
+    }
+
+    /// The logical value of a global tensor as a local tensor on its first rank's device
+    /// (boxed to `B` first); `self` for a local tensor.
+    #[track_caller]
+    pub(crate) fn to_full_local(&self) -> Result<Tensor> {
+        match self.global() {
+            Some(g) => {
+                let b: NdSbp = g.sbp.iter().map(|_| Sbp::Broadcast).collect();
+                Ok(boxing::boxing(g, &b)?.swap_remove(0))
+            }
+            None => Ok(self.clone()),
+        }
+    }
+}
+
+/// The global tensor of `shape` over `parts` (one per position of `placement`).
+pub(crate) fn global_of(
+    shape: Shape,
+    placement: &Placement,
+    sbp: &[Sbp],
+    parts: Vec<Tensor>,
+) -> Tensor {
+    let dtype = parts[0].dtype();
+    Tensor::global_handle(
+        shape,
+        dtype,
+        Global {
+            placement: placement.clone(),
+            sbp: sbp.into(),
+            parts,
+        },
+    )
+}
+
+/// `whole` (a local tensor, the logical value) laid out on `placement` by `sbp`: each
+/// position's part of it, on its device.
+#[track_caller]
+fn scatter(whole: &Tensor, placement: &Placement, sbp: &[Sbp]) -> Result<Tensor> {
+    let mut parts = Vec::with_capacity(placement.len());
+    for i in 0..placement.len() {
+        let mut c = whole.clone();
+        for (d, r) in component_ranges(whole.dims(), placement, sbp, i)
+            .iter()
+            .enumerate()
+        {
+            if r.len() != whole.dims()[d] {
+                c = c.narrow(d as isize, r.start, r.len())?;
+            }
+        }
+        let c = c.to_device(placement.device(i))?.contiguous()?;
+        let coord = placement.coord(i);
+        let zero = (sbp.iter().enumerate())
+            .any(|(a, s)| *s == Sbp::Partial(ReduceKind::Sum) && coord[a] != 0);
+        parts.push(if zero { c.zeros_like()? } else { c });
+    }
+    Ok(global_of(whole.shape().clone(), placement, sbp, parts))
+}
+
+/// The text of a global tensor's layout, as `cpu:[0, 1], S(0)`.
+pub(crate) fn describe(t: &Tensor) -> String {
+    match t.global() {
+        Some(g) => format!("{}, {}", g.placement, show_sbp(&g.sbp)),
+        None => t.device().to_string(),
+    }
+}
+
+/// `PlacementMismatch` for `op` between `a` and `b`.
+#[track_caller]
+pub(crate) fn mismatch(op: &'static str, a: &Tensor, b: &Tensor) -> Error {
+    Error::PlacementMismatch {
+        op,
+        lhs: describe(a),
+        rhs: describe(b),
+        at: crate::Caller::here(),
+    }
+}

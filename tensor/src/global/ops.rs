@@ -1,0 +1,143 @@
+//! The path of a global op: one placement for every operand, the SBP signature chosen by the
+//! cost model (once per op, attributes and input metas), the inputs boxed to it, the local op
+//! on each rank's components.
+
+use super::{Global, NdSbp, Placement, boxing, describe, global_of, mismatch};
+use crate::{Error, Result, Shape, Tensor};
+use eddy_ops::global::{Choice, Rule, choose, component_ranges, show_sbp};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+/// What the choice depends on: the rule, each input's dims, element size and SBPs, the grid.
+type Key = (Rule, Vec<(Vec<usize>, usize, NdSbp)>, Vec<usize>);
+
+/// The choices made so far. A loop asks the same questions: each is answered once.
+static CHOICES: LazyLock<Mutex<HashMap<Key, Option<Choice>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// The most choices kept; past it the cache starts again (a program with that many op shapes
+/// pays the choice again, a bounded cost).
+const MAX_CHOICES: usize = 1 << 14;
+
+/// The text of the inputs' layouts, as `[S(0), B]`.
+fn show_inputs(inputs: &[&Tensor]) -> String {
+    let parts: Vec<String> = (inputs.iter())
+        .map(|t| match t.global() {
+            Some(g) => show_sbp(&g.sbp),
+            None => format!("local {}", t.device()),
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// `NoSbpRule` for a kernel that met a global operand: an op without global rules.
+#[cold]
+#[track_caller]
+pub(crate) fn no_rule_for_kernel(name: &str, ins: &[&Tensor], outs: &[&Tensor]) -> Error {
+    let g = (ins.iter().chain(outs))
+        .find(|t| t.is_global())
+        .expect("a global operand");
+    Error::NoSbpRule {
+        op: name.to_string(),
+        placement: describe(g),
+        inputs: show_inputs(ins),
+        at: crate::Caller::here(),
+    }
+}
+
+/// The placement every input shares.
+///
+/// # Errors
+///
+/// `PlacementMismatch` naming the first input and the first that differs (or is local).
+#[track_caller]
+fn common(op: &'static str, inputs: &[&Tensor]) -> Result<Placement> {
+    let first = inputs
+        .iter()
+        .find(|t| t.is_global())
+        .expect("a global input");
+    let p = &first.global().expect("global").placement;
+    for t in inputs {
+        if t.placement() != Some(p) {
+            return Err(mismatch(op, first, t));
+        }
+    }
+    Ok(p.clone())
+}
+
+/// Runs `op` on global `inputs` giving a tensor of logical shape `out`: the signature of
+/// `rule` that moves the fewest bytes, the inputs boxed to it, and `local` run on each rank's
+/// components with that rank's output dims. No autograd record (the caller records the op
+/// as for local tensors).
+///
+/// # Errors
+///
+/// `PlacementMismatch`; `NoSbpRule` when no signature fits; what `local` returns.
+#[track_caller]
+pub(crate) fn run(
+    op: &'static str,
+    rule: Rule,
+    inputs: &[&Tensor],
+    out: Shape,
+    local: impl Fn(&[&Tensor], &[usize]) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let placement = common(op, inputs)?;
+    let globals: Vec<&Global> = inputs.iter().map(|t| t.global().expect("global")).collect();
+    let key: Key = (
+        rule,
+        (inputs.iter().zip(&globals))
+            .map(|(t, g)| (t.dims().to_vec(), t.dtype().size_in_bytes(), g.sbp.clone()))
+            .collect(),
+        placement.grid_dims().to_vec(),
+    );
+    let cached = CHOICES.lock().get(&key).cloned();
+    let choice = match cached {
+        Some(c) => c,
+        None => {
+            let dims: Vec<&[usize]> = key.1.iter().map(|(d, _, _)| d.as_slice()).collect();
+            let elem: Vec<usize> = key.1.iter().map(|(_, e, _)| *e).collect();
+            let sbps: Vec<&[crate::global::Sbp]> =
+                key.1.iter().map(|(_, _, s)| s.as_slice()).collect();
+            let c = choose(&key.0, &dims, &elem, &sbps, &key.2, out.dims());
+            let mut cache = CHOICES.lock();
+            if cache.len() >= MAX_CHOICES {
+                cache.clear();
+            }
+            cache.insert(key, c.clone());
+            c
+        }
+    };
+    let Some(choice) = choice else {
+        return Err(Error::NoSbpRule {
+            op: op.to_string(),
+            placement: placement.to_string(),
+            inputs: show_inputs(inputs),
+            at: crate::Caller::here(),
+        });
+    };
+    let _g = crate::no_grad();
+    let boxed: Vec<Vec<Tensor>> = (globals.iter().zip(&choice.inputs))
+        .map(|(g, need)| boxing::boxing(g, need))
+        .collect::<Result<_>>()?;
+    let mut parts = Vec::with_capacity(placement.len());
+    for i in 0..placement.len() {
+        let dims: Vec<usize> = (component_ranges(out.dims(), &placement, &choice.output, i))
+            .iter()
+            .map(|r| r.len())
+            .collect();
+        let ins: Vec<&Tensor> = boxed.iter().map(|b| &b[i]).collect();
+        let y = local(&ins, &dims)?;
+        if y.dims() != dims.as_slice() {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "the component of rank position {i} has dims {:?}, the signature says {dims:?}",
+                    y.dims()
+                ),
+            ));
+        }
+        parts.push(y);
+    }
+    Ok(global_of(out, &placement, &choice.output, parts))
+}

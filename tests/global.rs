@@ -1,0 +1,578 @@
+//! Global tensors on the CPU devices of one process: the boxing matrix (every pair of SBPs on
+//! 1-d and 2-d grids, even and uneven shapes, with the collectives each costs), the signature
+//! validator (each op on inputs of every SBP against the same op on one device), gradients,
+//! placements and the errors.
+
+use eddy::tensor::global::{DeviceKind, Placement, ReduceKind, Sbp, count_collectives};
+use eddy::tensor::{DType, Device, Error, Tensor, with_engine};
+use eddy::vm::Vm;
+
+type R<T = ()> = Result<T, Error>;
+
+const SUM: Sbp = Sbp::Partial(ReduceKind::Sum);
+const MAX: Sbp = Sbp::Partial(ReduceKind::Max);
+/// The SBPs of one grid axis the tests go through.
+const AXIS: [Sbp; 5] = [Sbp::Split(0), Sbp::Split(1), Sbp::Broadcast, SUM, MAX];
+
+/// The random generator is the process's: the tests of this file take turns, so that the
+/// seeded one sees its own draws.
+static TURNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn engine() -> (Vm, std::sync::MutexGuard<'static, ()>) {
+    let turn = TURNS.lock().unwrap_or_else(|e| e.into_inner());
+    (Vm::builder().cpu_devices(5).build().unwrap(), turn)
+}
+
+fn place(ranks: &[u32], grid: &[usize]) -> Placement {
+    Placement::grid(DeviceKind::Cpu, ranks.to_vec(), grid).unwrap()
+}
+
+/// The grids the matrix and the validator run on: [2], [3] and [2, 2].
+fn grids() -> Vec<Placement> {
+    vec![
+        place(&[0, 1], &[2]),
+        place(&[0, 1, 2], &[3]),
+        place(&[0, 1, 2, 3], &[2, 2]),
+    ]
+}
+
+/// Every nd-SBP of `AXIS` per axis for a grid of `axes` axes, without two partial kinds.
+fn nd_sbps(axes: usize) -> Vec<Vec<Sbp>> {
+    let mut all: Vec<Vec<Sbp>> = vec![vec![]];
+    for _ in 0..axes {
+        all = (all.iter())
+            .flat_map(|p| AXIS.iter().map(move |s| [p.clone(), vec![*s]].concat()))
+            .collect();
+    }
+    all.retain(|s| !(s.contains(&SUM) && s.contains(&MAX)));
+    all
+}
+
+/// `x` laid out on `p` by `sbp`, a partial axis as *asymmetric random* parts (a sum of
+/// random parts, or a maximum over parts below the value but one), so a rule that mistakes
+/// one part for the value cannot pass by coincidence.
+fn make(x: &Tensor, p: &Placement, sbp: &[Sbp]) -> R<Tensor> {
+    let base: Vec<Sbp> = (sbp.iter())
+        .map(|s| match s {
+            Sbp::Partial(_) => Sbp::Broadcast,
+            s => *s,
+        })
+        .collect();
+    let mut parts = x.to_global(p, &base)?.local_components();
+    for (a, s) in sbp.iter().enumerate() {
+        let Sbp::Partial(kind) = s else { continue };
+        for start in 0..p.len() {
+            let group = p.axis_group(start, a);
+            if group[0] != start {
+                continue;
+            }
+            let n = group.len();
+            let keep = start % n; // which rank holds the value itself, for a maximum
+            let mut rest = parts[group[0]].clone();
+            for (k, &i) in group.iter().enumerate() {
+                let c = &parts[i];
+                let noise = c.rand_like()?.to_device(c.device())?;
+                parts[i] = match kind {
+                    ReduceKind::Sum if k + 1 < n => {
+                        let r = noise.mul_scalar(4.0)?.add_scalar(-2.0)?;
+                        rest = rest.sub(&r.to_device(rest.device())?)?;
+                        r
+                    }
+                    ReduceKind::Sum => rest.to_device(c.device())?,
+                    _ if k == keep => c.clone(),
+                    ReduceKind::Max => c.sub(&noise.add_scalar(0.1)?)?,
+                    ReduceKind::Min => c.add(&noise.add_scalar(0.1)?)?,
+                };
+            }
+        }
+    }
+    Tensor::from_components(p, sbp, parts)
+}
+
+fn close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g - w).abs() <= 1e-4 + 1e-4 * w.abs() || (g.is_nan() && w.is_nan());
+        assert!(ok, "{what}: element {i} is {g}, want {w}");
+    }
+}
+
+/// The collectives one axis's conversion costs per group of ranks.
+fn axis_cost(from: Sbp, to: Sbp) -> usize {
+    use Sbp::{Broadcast as B, Partial as P, Split as S};
+    match (from, to) {
+        _ if from == to => 0,
+        (B, _) | (S(_), P(_)) => 0,
+        (S(_), B) | (P(_), B) | (P(_), S(_)) | (S(_), S(_)) | (P(_), P(_)) => 1,
+    }
+}
+
+/// The collectives a boxing from `from` to `to` on `p` runs: the axes after the first that
+/// differs to `B` (the last first), that axis converted, the later axes laid out from `B`
+/// (free); one collective per group of ranks along an axis.
+fn boxing_cost(p: &Placement, from: &[Sbp], to: &[Sbp]) -> usize {
+    let Some(k) = (0..to.len()).find(|&a| from[a] != to[a]) else {
+        return 0;
+    };
+    let groups = |a: usize| p.len() / p.grid_dims()[a];
+    let later: usize = (k + 1..to.len())
+        .map(|j| groups(j) * axis_cost(from[j], Sbp::Broadcast))
+        .sum();
+    later + groups(k) * axis_cost(from[k], to[k])
+}
+
+#[test]
+fn every_pair_of_sbps_boxes_to_the_same_value_with_the_collectives_planned() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let mut pairs = 0;
+        for p in grids() {
+            for shape in [[4, 6], [5, 7]] {
+                let x = Tensor::randn(shape, 0.0, 1.0, DType::F32)?;
+                let want = x.to_vec::<f32>()?;
+                for from in nd_sbps(p.grid_dims().len()) {
+                    let g = make(&x, &p, &from)?;
+                    for to in nd_sbps(p.grid_dims().len()) {
+                        let (y, n) = count_collectives(|| g.to_global(&p, &to));
+                        let y = y?;
+                        let what = format!("{p} {shape:?}: {from:?} → {to:?}");
+                        assert_eq!(y.sbp(), Some(to.as_slice()), "{what}");
+                        assert_eq!(y.dims(), &shape, "{what}");
+                        close(&y.to_vec::<f32>()?, &want, &what);
+                        assert_eq!(n.total(), boxing_cost(&p, &from, &to), "{what}: {n:?}");
+                        pairs += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(pairs, 2 * (25 + 25 + 23 * 23));
+        Ok(())
+    })
+}
+
+#[test]
+fn each_one_axis_boxing_runs_its_own_collective() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1, 2], &[3]);
+        let x = make(&Tensor::randn([7, 5], 0.0, 1.0, DType::F32)?, &p, &[SUM])?;
+        let s = x.to_global(&p, &[Sbp::Split(0)])?;
+        let cases = [
+            (&s, Sbp::Broadcast, (1, 0, 0, 0)),
+            (&x, Sbp::Broadcast, (0, 1, 0, 0)),
+            (&x, Sbp::Split(1), (0, 0, 1, 0)),
+            (&s, Sbp::Split(1), (0, 0, 0, 1)),
+        ];
+        for (t, to, (ag, ar, rs, aa)) in cases {
+            let (_, n) = count_collectives(|| t.to_global(&p, &[to]));
+            let got = (n.all_gather, n.all_reduce, n.reduce_scatter, n.all_to_all);
+            assert_eq!(got, (ag, ar, rs, aa), "{:?} → {to}", t.sbp());
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn boxing_moves_between_placements_and_device_sets() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let x = Tensor::randn([5, 3], 0.0, 1.0, DType::F32)?;
+        let want = x.to_vec::<f32>()?;
+        let a = place(&[0, 1], &[2]);
+        for (to, sbp) in [
+            (place(&[1, 2, 3], &[3]), Sbp::Split(0)), // overlapping
+            (place(&[2, 3], &[2]), Sbp::Split(1)),    // disjoint
+            (place(&[0], &[1]), Sbp::Broadcast),      // a subset
+            (place(&[3, 1, 0, 2], &[2, 2]), Sbp::Split(0)),
+        ] {
+            let from = make(&x, &a, &[SUM])?;
+            let sbps = vec![sbp; to.grid_dims().len()];
+            let y = from.to_global(&to, &sbps)?;
+            assert_eq!(y.placement(), Some(&to));
+            for (i, c) in y.local_components().iter().enumerate() {
+                assert_eq!(c.device(), to.device(i));
+            }
+            close(&y.to_vec::<f32>()?, &want, &format!("{to}"));
+        }
+        Ok(())
+    })
+}
+
+/// An op of the validator: its name, its arity and what it computes.
+type Op = (&'static str, usize, fn(&[&Tensor]) -> R<Tensor>);
+
+fn ops() -> Vec<Op> {
+    vec![
+        ("relu", 1, |x| x[0].relu()),
+        ("exp", 1, |x| x[0].exp()),
+        ("neg", 1, |x| x[0].neg()),
+        ("square", 1, |x| x[0].square()),
+        ("add_scalar", 1, |x| x[0].add_scalar(1.5)),
+        ("mul_scalar+", 1, |x| x[0].mul_scalar(3.0)),
+        ("mul_scalar-", 1, |x| x[0].mul_scalar(-2.0)),
+        ("sigmoid", 1, |x| x[0].sigmoid()),
+        ("to_f64", 1, |x| {
+            x[0].to_dtype(DType::F64)?.to_dtype(DType::F32)
+        }),
+        ("sum0", 1, |x| x[0].sum(&[0], false)),
+        ("sum1", 1, |x| x[0].sum(&[1], true)),
+        ("sum_all", 1, |x| x[0].sum_all()),
+        ("mean0", 1, |x| x[0].mean(&[0], false)),
+        ("mean_all", 1, |x| x[0].mean_all()),
+        ("amax0", 1, |x| x[0].amax(&[0], false)),
+        ("amin1", 1, |x| x[0].amin(&[1], false)),
+        ("softmax1", 1, |x| x[0].softmax(1)),
+        ("softmax0", 1, |x| x[0].softmax(0)),
+        ("log_softmax1", 1, |x| x[0].log_softmax(1)),
+        ("t", 1, |x| x[0].t()),
+        ("reshape", 1, |x| x[0].reshape([x[0].numel()])),
+        ("unsqueeze", 1, |x| x[0].unsqueeze(1)?.squeeze(1)),
+        ("narrow", 1, |x| x[0].narrow(1, 1, 2)),
+        ("expand", 1, |x| {
+            x[0].unsqueeze(0)?
+                .expand([2, x[0].dims()[0], x[0].dims()[1]])
+        }),
+        ("gt", 1, |x| x[0].gt_scalar(0.1)?.to_dtype(DType::F32)),
+        ("add", 2, |x| x[0].add(x[1])),
+        ("sub", 2, |x| x[0].sub(x[1])),
+        ("mul", 2, |x| x[0].mul(x[1])),
+        ("div", 2, |x| x[0].div(&x[1].exp()?)),
+        ("maximum", 2, |x| x[0].maximum(x[1])),
+        ("minimum", 2, |x| x[0].minimum(x[1])),
+        ("where", 2, |x| x[0].gt(x[1])?.where_(x[0], x[1])),
+        ("add_row", 2, |x| {
+            x[0].add(&x[1].narrow(0, 0, 1)?.squeeze(0)?)
+        }),
+        ("matmul", 2, |x| x[0].matmul(&x[1].t()?)),
+        ("linear", 2, |x| x[0].linear(x[1], None)),
+    ]
+}
+
+#[test]
+fn every_op_gives_the_one_device_value_on_inputs_of_every_sbp() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let mut runs = 0;
+        for p in grids() {
+            let axes = p.grid_dims().len();
+            // Uneven on every grid: 5 and 7 rows over 2, 3 and 2×2 ranks.
+            let xs = [
+                Tensor::randn([5, 7], 0.0, 1.0, DType::F32)?,
+                Tensor::randn([5, 7], 0.0, 1.0, DType::F32)?,
+            ];
+            let sbps = nd_sbps(axes);
+            for (name, arity, f) in ops() {
+                let want = f(&xs.iter().collect::<Vec<_>>()[..arity])?.to_vec::<f32>()?;
+                // Every SBP for one input; for two, every pair on 1-d grids and pairs of equal
+                // or broadcast SBPs on the 2-d grid.
+                let combos: Vec<Vec<Vec<Sbp>>> = match arity {
+                    1 => sbps.iter().map(|s| vec![s.clone()]).collect(),
+                    _ => (sbps.iter())
+                        .flat_map(|a| sbps.iter().map(move |b| vec![a.clone(), b.clone()]))
+                        .filter(|v| {
+                            axes == 1 || v[0] == v[1] || v[1].iter().all(|s| *s == Sbp::Broadcast)
+                        })
+                        .collect(),
+                };
+                for combo in combos {
+                    let ins = (xs.iter().zip(&combo))
+                        .map(|(x, s)| make(x, &p, s))
+                        .collect::<R<Vec<_>>>()?;
+                    let y = f(&ins.iter().collect::<Vec<_>>())?;
+                    assert!(y.is_global(), "{name}");
+                    close(
+                        &y.to_vec::<f32>()?,
+                        &want,
+                        &format!("{name} on {p} of {combo:?} → {:?}", y.sbp()),
+                    );
+                    runs += 1;
+                }
+            }
+        }
+        assert!(runs > 1000, "{runs} runs");
+        Ok(())
+    })
+}
+
+#[test]
+fn a_loop_pays_for_the_choice_once_and_boxes_nothing_it_need_not() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1], &[2]);
+        let x = Tensor::randn([8, 4], 0.0, 1.0, DType::F32)?.to_global(&p, &[Sbp::Split(0)])?;
+        let w = Tensor::randn([4, 4], 0.0, 1.0, DType::F32)?.to_global(&p, &[Sbp::Broadcast])?;
+        let (h, n) = count_collectives(|| -> R<Tensor> { x.matmul(&w)?.relu()?.add(&x) });
+        assert_eq!((n.total(), h?.sbp()), (0, Some(&[Sbp::Split(0)][..])));
+        // `P(sum) + scalar` adds the scalar once, not on every rank.
+        let part = make(&Tensor::ones([4], DType::F32)?, &p, &[SUM])?;
+        let y = part.add_scalar(1.0)?;
+        assert_eq!(y.to_vec::<f32>()?, [2.0; 4]);
+        assert_ne!(y.sbp(), Some(&[SUM][..]));
+        // A max over the split dim is a partial maximum, not a sum.
+        let m = x.amax(&[0], false)?;
+        assert_eq!(m.sbp(), Some(&[MAX][..]));
+        Ok(())
+    })
+}
+
+/// The gradient of `f` at `x` on one device and laid out as `sbps` on `p`: equal, and the
+/// global gradient laid out as its input.
+fn grads_agree(p: &Placement, xs: &[Tensor], sbps: &[&[Sbp]], f: fn(&[Tensor]) -> R<Tensor>) -> R {
+    let local: Vec<Tensor> = (xs.iter())
+        .map(|x| x.detach().requires_grad_(true))
+        .collect::<R<_>>()?;
+    f(&local)?.backward()?;
+    let global: Vec<Tensor> = (xs.iter().zip(sbps))
+        .map(|(x, s)| x.to_global(p, s)?.requires_grad_(true))
+        .collect::<R<_>>()?;
+    let loss = f(&global)?;
+    assert!(loss.is_global());
+    loss.backward()?;
+    for (k, (l, g)) in local.iter().zip(&global).enumerate() {
+        let (lg, gg) = (
+            l.grad().expect("a local gradient"),
+            g.grad().expect("a global gradient"),
+        );
+        assert_eq!(
+            gg.sbp(),
+            g.sbp(),
+            "input {k}: the gradient is laid out as its input"
+        );
+        close(
+            &gg.to_vec::<f32>()?,
+            &lg.to_vec::<f32>()?,
+            &format!("gradient {k}"),
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn data_parallel_gradients_are_all_reduced_by_the_rules() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1, 2], &[3]);
+        let x = Tensor::randn([7, 4], 0.0, 1.0, DType::F32)?;
+        let w = Tensor::randn([4, 3], 0.0, 1.0, DType::F32)?;
+        let f: fn(&[Tensor]) -> R<Tensor> = |v| v[0].matmul(&v[1])?.relu()?.mean_all();
+        grads_agree(
+            &p,
+            &[x.clone(), w.clone()],
+            &[&[Sbp::Split(0)], &[Sbp::Broadcast]],
+            f,
+        )?;
+        // The weight's gradient arrives as a partial sum: one all-reduce makes it `B`.
+        let xg = x.to_global(&p, &[Sbp::Split(0)])?;
+        let wg = w.to_global(&p, &[Sbp::Broadcast])?.requires_grad_(true)?;
+        let loss = f(&[xg, wg.clone()])?;
+        let (r, n) = count_collectives(|| loss.backward());
+        r?;
+        assert_eq!(n.all_reduce, 1, "{n:?}");
+        assert_eq!(wg.grad().unwrap().sbp(), Some(&[Sbp::Broadcast][..]));
+        Ok(())
+    })
+}
+
+#[test]
+fn tensor_parallel_gradients_match_one_device() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1], &[2]);
+        let x = Tensor::randn([6, 4], 0.0, 1.0, DType::F32)?;
+        let w1 = Tensor::randn([4, 5], 0.0, 1.0, DType::F32)?;
+        let w2 = Tensor::randn([5, 3], 0.0, 1.0, DType::F32)?;
+        let f: fn(&[Tensor]) -> R<Tensor> = |v| {
+            v[0].matmul(&v[1])?
+                .relu()?
+                .matmul(&v[2])?
+                .softmax(1)?
+                .square()?
+                .sum_all()
+        };
+        let b: &[Sbp] = &[Sbp::Broadcast];
+        grads_agree(
+            &p,
+            &[x, w1, w2],
+            &[b, &[Sbp::Split(1)], &[Sbp::Split(0)]],
+            f,
+        )
+    })
+}
+
+/// The forward boxing → gradient boxing table of the book: the gradient of `to_global`
+/// arrives laid out as its output and goes back laid out as its input.
+#[test]
+fn the_gradient_of_a_boxing_is_boxed_back() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1], &[2]);
+        let x = Tensor::randn([4, 6], 0.0, 1.0, DType::F32)?;
+        let g = Tensor::randn([4, 6], 0.0, 1.0, DType::F32)?;
+        for from in AXIS {
+            for to in AXIS {
+                let leaf = make(&x, &p, &[from])?.requires_grad_(true)?;
+                let y = leaf.to_global(&p, &[to])?;
+                let gy = make(&g, &p, &[to])?;
+                let (r, n) = count_collectives(|| y.backward_with(&gy));
+                r?;
+                let gx = leaf.grad().unwrap();
+                assert_eq!(gx.sbp(), Some(&[from][..]));
+                close(
+                    &gx.to_vec::<f32>()?,
+                    &g.to_vec::<f32>()?,
+                    &format!("{from} → {to}"),
+                );
+                assert_eq!(n.total(), axis_cost(to, from), "{from} → {to}: {n:?}");
+            }
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn random_values_on_any_layout_are_the_one_device_values() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1, 2, 3], &[2, 2]);
+        for sbp in nd_sbps(2) {
+            eddy::tensor::manual_seed(7);
+            let want = Tensor::rand([5, 3], DType::F32)?.to_vec::<f32>()?;
+            let like = Tensor::zeros([5, 3], DType::F32)?.to_global(&p, &sbp)?;
+            eddy::tensor::manual_seed(7);
+            let r = like.rand_like()?;
+            assert!(r.is_global());
+            assert_eq!(r.to_vec::<f32>()?, want, "{sbp:?}");
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn wrong_uses_are_typed_errors_from_the_call() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1], &[2]);
+        let q = place(&[1, 2], &[2]);
+        let x = Tensor::ones([4, 2], DType::F32)?;
+        let g = x.to_global(&p, &[Sbp::Split(0)])?;
+        let line = line!() + 1;
+        let e = g.add(&x).unwrap_err();
+        assert!(
+            matches!(e, Error::PlacementMismatch { op: "add", .. }),
+            "{e}"
+        );
+        assert_eq!(e.caller().unwrap().line(), line);
+        let e = g
+            .matmul(&x.t()?.to_global(&q, &[Sbp::Broadcast])?)
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::PlacementMismatch { op: "matmul", .. }),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("cpu:[0, 1], S(0)") && e.to_string().contains("cpu:[1, 2], B"),
+            "{e}"
+        );
+        // An op without global rules names itself, the placement and the inputs' SBPs.
+        let e = g.cumsum(0).unwrap_err();
+        let Error::NoSbpRule {
+            op,
+            placement,
+            inputs,
+            ..
+        } = &e
+        else {
+            panic!("{e}")
+        };
+        assert_eq!(
+            (op.as_str(), placement.as_str(), inputs.as_str()),
+            ("cumsum", "cpu:[0, 1], S(0)", "[S(0)]")
+        );
+        assert!(matches!(g.prod(&[0], false), Err(Error::NoSbpRule { .. })));
+        // SBPs the tensor or the grid cannot hold.
+        assert!(matches!(
+            x.to_global(&p, &[Sbp::Split(2)]),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            x.to_global(&p, &[Sbp::Broadcast; 2]),
+            Err(Error::InvalidArgument { .. })
+        ));
+        let grid = place(&[0, 1, 2, 3], &[2, 2]);
+        assert!(matches!(
+            x.to_global(&grid, &[SUM, MAX]),
+            Err(Error::InvalidArgument { .. })
+        ));
+        // A rank whose device the engine lacks.
+        let far = place(&[0, 9], &[2]);
+        assert!(matches!(
+            x.to_global(&far, &[Sbp::Broadcast]),
+            Err(Error::DeviceUnavailable { .. })
+        ));
+        // Parts that no balanced split gives.
+        let parts = vec![x.clone(), x.narrow(0, 0, 1)?.to_device(Device::Cpu(1))?];
+        assert!(matches!(
+            Tensor::from_components(&p, &[Sbp::Split(0)], parts),
+            Err(Error::InvalidArgument { .. })
+        ));
+        Ok(())
+    })
+}
+
+#[test]
+fn display_and_debug_name_the_placement_and_sbp() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1, 2, 3], &[2, 2]);
+        let x = Tensor::arange(0.0, 4.0, 1.0, DType::F32)?
+            .to_global(&p, &[Sbp::Split(0), Sbp::Broadcast])?;
+        let values = format!("{}", x.to_global(&p, &[Sbp::Broadcast; 2])?);
+        assert_eq!(
+            format!("{x:?}"),
+            format!("Tensor[dims [4], f32, cpu:[[0, 1], [2, 3]], (S(0), B)] {values}")
+        );
+        assert!(values.starts_with("tensor([0.0000, 1.0000"), "{values}");
+        assert_eq!(x.to_local()?.to_vec::<f32>()?, [0., 1.]);
+        Ok(())
+    })
+}
+
+#[test]
+fn batched_products_split_along_the_batch() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1, 2], &[3]);
+        let a = Tensor::randn([4, 3, 5], 0.0, 1.0, DType::F32)?;
+        let b = Tensor::randn([4, 5, 2], 0.0, 1.0, DType::F32)?;
+        let w = Tensor::randn([5, 2], 0.0, 1.0, DType::F32)?;
+        let s0: &[Sbp] = &[Sbp::Split(0)];
+        let ga = a.to_global(&p, s0)?;
+        let (y, n) = count_collectives(|| ga.matmul(&b.to_global(&p, s0)?));
+        let y = y?;
+        assert_eq!((y.sbp(), n.total()), (Some(s0), 0));
+        close(
+            &y.to_vec::<f32>()?,
+            &a.matmul(&b)?.to_vec::<f32>()?,
+            "batched",
+        );
+        let (y, n) = count_collectives(|| ga.matmul(&w.to_global(&p, &[Sbp::Broadcast])?));
+        let y = y?;
+        assert_eq!((y.sbp(), n.total()), (Some(s0), 0));
+        close(
+            &y.to_vec::<f32>()?,
+            &a.matmul(&w)?.to_vec::<f32>()?,
+            "broadcast batch",
+        );
+        for sa in AXIS.iter().chain(&[Sbp::Split(2)]) {
+            for sb in [Sbp::Split(0), Sbp::Split(1), Sbp::Broadcast, SUM] {
+                let y = make(&a, &p, &[*sa])?.matmul(&make(&b, &p, &[sb])?)?;
+                close(
+                    &y.to_vec::<f32>()?,
+                    &a.matmul(&b)?.to_vec::<f32>()?,
+                    &format!("{sa} · {sb}"),
+                );
+            }
+        }
+        Ok(())
+    })
+}
