@@ -576,3 +576,128 @@ fn batched_products_split_along_the_batch() -> R {
         Ok(())
     })
 }
+
+/// Steps of `opt` on a two-layer network over a fixed batch, from the same initial values:
+/// the parameters afterwards.
+fn train(
+    layers: [eddy::tensor::nn::Linear; 2],
+    x: &Tensor,
+    y: &Tensor,
+    adam: bool,
+) -> R<Vec<Vec<f32>>> {
+    use eddy::tensor::nn::{Module, Relu, Sequential};
+    use eddy::tensor::optim::{Adam, Optimizer, Sgd};
+    let [a, b] = layers;
+    let net = Sequential::new().add(a).add(Relu).add(b);
+    let mut opt: Box<dyn Optimizer> = if adam {
+        Box::new(Adam::new(net.parameters(), 0.01)?)
+    } else {
+        let mut s = Sgd::new(net.parameters(), 0.1)?;
+        s.momentum = 0.9;
+        Box::new(s)
+    };
+    for _ in 0..5 {
+        opt.zero_grad();
+        net.forward(x)?.mse_loss(y)?.backward()?;
+        opt.step()?;
+    }
+    net.parameters().iter().map(|p| p.to_vec::<f32>()).collect()
+}
+
+#[test]
+fn data_and_tensor_parallel_training_follow_one_device() -> R {
+    use eddy::tensor::nn::Linear;
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1, 2], &[3]);
+        let x = Tensor::randn([10, 6], 0.0, 1.0, DType::F32)?;
+        let y = Tensor::randn([10, 3], 0.0, 1.0, DType::F32)?;
+        let (l1, l2) = (
+            Linear::new(6, 8, true, DType::F32)?,
+            Linear::new(8, 3, true, DType::F32)?,
+        );
+        let b: &[Sbp] = &[Sbp::Broadcast];
+        let (s0, s1): (&[Sbp], &[Sbp]) = (&[Sbp::Split(0)], &[Sbp::Split(1)]);
+        for adam in [false, true] {
+            let want = train(
+                [l1.to_global(&p, b, b)?, l2.to_global(&p, b, b)?],
+                &x.to_global(&p, b)?,
+                &y.to_global(&p, b)?,
+                adam,
+            )?;
+            // Copies: the steps write the parameters in place.
+            let copy = |t: &Tensor| t.detach().to_dtype(DType::F32)?.requires_grad_(true);
+            let local = |l: &Linear| -> R<Linear> {
+                let bias = l.bias.as_ref().map(copy).transpose()?;
+                Ok(Linear {
+                    weight: copy(&l.weight)?,
+                    bias,
+                })
+            };
+            let one = train([local(&l1)?, local(&l2)?], &x, &y, adam)?;
+            // Data parallel: the batch split, the parameters broadcast.
+            let data = train(
+                [l1.to_global(&p, b, b)?, l2.to_global(&p, b, b)?],
+                &x.to_global(&p, s0)?,
+                &y.to_global(&p, s0)?,
+                adam,
+            )?;
+            // Tensor parallel: the first layer split by outputs, the second by inputs.
+            let tensor = train(
+                [l1.to_global(&p, s0, s0)?, l2.to_global(&p, s1, b)?],
+                &x.to_global(&p, b)?,
+                &y.to_global(&p, b)?,
+                adam,
+            )?;
+            for (k, w) in one.iter().enumerate() {
+                close(
+                    &want[k],
+                    w,
+                    &format!("broadcast, parameter {k}, adam {adam}"),
+                );
+                close(
+                    &data[k],
+                    w,
+                    &format!("data parallel, parameter {k}, adam {adam}"),
+                );
+                close(
+                    &tensor[k],
+                    w,
+                    &format!("tensor parallel, parameter {k}, adam {adam}"),
+                );
+            }
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn a_global_module_saves_and_loads_its_logical_values() -> R {
+    use eddy::tensor::nn::{self, Linear};
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1], &[2]);
+        let path =
+            std::env::temp_dir().join(format!("eddy-global-{}.safetensors", std::process::id()));
+        let a = Linear::new(5, 4, true, DType::F32)?;
+        let g = a.to_global(&p, &[Sbp::Split(1)], &[Sbp::Broadcast])?;
+        nn::save(&g, &path)?;
+        let b = Linear::new(5, 4, true, DType::F32)?;
+        nn::load(&b, &path)?;
+        assert_eq!(b.weight.to_vec::<f32>()?, a.weight.to_vec::<f32>()?);
+        let h = Linear::new(5, 4, true, DType::F32)?.to_global(
+            &p,
+            &[Sbp::Split(0)],
+            &[Sbp::Split(0)],
+        )?;
+        nn::load(&h, &path)?;
+        assert_eq!(h.weight.sbp(), Some(&[Sbp::Split(0)][..]));
+        assert_eq!(h.weight.to_vec::<f32>()?, a.weight.to_vec::<f32>()?);
+        assert_eq!(
+            h.bias.unwrap().to_vec::<f32>()?,
+            a.bias.unwrap().to_vec::<f32>()?
+        );
+        std::fs::remove_file(&path).ok();
+        Ok(())
+    })
+}

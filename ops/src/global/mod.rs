@@ -8,5 +8,5 @@ mod rules;
 mod sbp;
 
 pub use placement::{DeviceKind, Placement};
-pub use rules::{Choice, Partials, Rule, Signature, boxing_bytes, choose, unary_partials};
+pub use rules::{Choice, Partials, Rule, Signature, aligned, boxing_bytes, choose, unary_partials};
 pub use sbp::{NdSbp, ReduceKind, Sbp, check_sbp, component_ranges, show_sbp, split_range};

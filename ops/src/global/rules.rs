@@ -110,10 +110,18 @@ fn sig(inputs: &[Sbp], output: Sbp) -> Signature {
     }
 }
 
-/// Input `x` (of `dims`) for an output split along output dim `d` of an `out_rank` result,
-/// with broadcasting aligned from the right: `S` of its own dim where it has the output's
-/// size along it, else `B` (it is broadcast along that dim).
-fn aligned(x: &[usize], out: &[usize], d: usize) -> Sbp {
+/// The SBP an operand of `x` dims needs for a result of `out` dims split along dim `d`, with
+/// broadcasting aligned from the right: `S` of its own dim where it has the result's size
+/// along it, else `B` (it is broadcast along that dim).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::global::{aligned, Sbp};
+/// assert_eq!(aligned(&[3], &[4, 3], 1), Sbp::Split(0));
+/// assert_eq!(aligned(&[3], &[4, 3], 0), Sbp::Broadcast); // a row broadcast down the dim
+/// ```
+pub fn aligned(x: &[usize], out: &[usize], d: usize) -> Sbp {
     let shift = out.len() - x.len();
     match d.checked_sub(shift) {
         Some(dx) if x[dx] == out[d] => Sbp::Split(dx),

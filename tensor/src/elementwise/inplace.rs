@@ -80,6 +80,11 @@ impl Tensor {
                 dtype: DType::Bool,
             });
         }
+        if self.is_global() || src.is_global() {
+            return self.global_inplace(op.name(), Some(src), |c, s| {
+                c.binary_(op, s.expect("an operand"), alpha)
+            });
+        }
         let mut promote = self.dtype().promote(src.dtype());
         if op == BinaryOp::Div || alpha.fract() != 0.0 {
             promote = promote.to_float();
@@ -292,6 +297,9 @@ impl Tensor {
     #[track_caller]
     pub fn copy_(&self, src: &Tensor) -> Result<Tensor> {
         self.check_inplace("copy_")?;
+        if self.is_global() {
+            return self.global_inplace("copy_", Some(src), |c, s| c.copy_(s.expect("a source")));
+        }
         let x = self.inplace_operand("copy_", src, self.dtype())?;
         let k = kernel!(
             "copy",
@@ -330,6 +338,9 @@ impl Tensor {
     pub fn fill_(&self, value: f64) -> Result<Tensor> {
         self.check_inplace("fill_")?;
         let value = crate::create::checked_fill_value("fill_", value, self.dtype())?;
+        if self.is_global() {
+            return self.global_inplace("fill_", None, |c, _| c.fill_(value));
+        }
         let k = kernel!(
             "fill",
             self.device(),

@@ -219,6 +219,54 @@ impl Tensor {
     }
 }
 
+impl Tensor {
+    /// The in-place `op` on a global `self` (of splits and broadcasts: a partial axis would
+    /// take the update once per rank) with `src` laid out to match: `f` on each rank's
+    /// components. A local `src` is a logical value, laid out first.
+    #[track_caller]
+    pub(crate) fn global_inplace(
+        &self,
+        op: &'static str,
+        src: Option<&Tensor>,
+        f: impl Fn(&Tensor, Option<&Tensor>) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        let Some(g) = self.global() else {
+            return Err(super::mismatch(op, self, src.expect("a global operand")));
+        };
+        if g.sbp.iter().any(|s| matches!(s, super::Sbp::Partial(_))) {
+            return Err(refuse(op, self));
+        }
+        let parts: Vec<Tensor> = match src {
+            Some(s) => {
+                let need: super::NdSbp = (g.sbp.iter())
+                    .map(|sb| match sb {
+                        super::Sbp::Split(d) => {
+                            eddy_ops::global::aligned(s.dims(), self.dims(), *d)
+                        }
+                        _ => super::Sbp::Broadcast,
+                    })
+                    .collect();
+                let _g = crate::no_grad();
+                let s = match s.global() {
+                    Some(sg) if sg.placement != g.placement => {
+                        return Err(super::mismatch(op, self, s));
+                    }
+                    Some(_) => s.clone(),
+                    None => s.to_global(&g.placement, &need)?,
+                };
+                let sg = s.global().expect("global");
+                super::boxing::boxing(sg, &need)?
+            }
+            None => Vec::new(),
+        };
+        for (i, c) in g.parts.iter().enumerate() {
+            f(c, parts.get(i))?;
+        }
+        self.blob().bump_version();
+        Ok(self.clone())
+    }
+}
+
 /// `sbp` with each partial axis `B`: the layout of a tensor that holds logical values.
 fn whole_values(sbp: &[super::Sbp]) -> super::NdSbp {
     (sbp.iter())

@@ -216,23 +216,24 @@ impl Collectives for InProcess {
 fn from_broadcast(mine: Vec<Tensor>, to: Sbp) -> Result<Vec<Tensor>> {
     let p = mine.len();
     match to {
-        Sbp::Broadcast | Sbp::Partial(ReduceKind::Max | ReduceKind::Min) => Ok(mine),
+        Sbp::Broadcast => Ok(mine),
+        Sbp::Partial(ReduceKind::Max | ReduceKind::Min) => mine.iter().map(owned).collect(),
         Sbp::Split(d) => (mine.iter().enumerate())
             .map(|(k, t)| {
                 let r = split_range(t.dims()[d], p, k);
-                t.narrow(d as isize, r.start, r.len())?.contiguous()
+                owned(&t.narrow(d as isize, r.start, r.len())?)
             })
             .collect(),
         Sbp::Partial(ReduceKind::Sum) => (mine.iter().enumerate())
-            .map(|(k, t)| {
-                if k == 0 {
-                    Ok(t.clone())
-                } else {
-                    t.zeros_like()
-                }
-            })
+            .map(|(k, t)| if k == 0 { owned(t) } else { t.zeros_like() })
             .collect(),
     }
+}
+
+/// A copy of `t` in storage of its own, dense: a boxing's components never share storage
+/// with its input's, so an in-place update of one leaves the other as it was.
+pub(super) fn owned(t: &Tensor) -> Result<Tensor> {
+    t.to_dtype(t.dtype())
 }
 
 /// `S(d) → P(kind)` without a collective where the kind has an identity to fill with (zero

@@ -370,7 +370,13 @@ fn scatter(whole: &Tensor, placement: &Placement, sbp: &[Sbp]) -> Result<Tensor>
                 c = c.narrow(d as isize, r.start, r.len())?;
             }
         }
-        let c = c.to_device(placement.device(i))?.contiguous()?;
+        let c = c.to_device(placement.device(i))?;
+        // Storage of its own: an in-place update of the global tensor leaves `whole` alone.
+        let c = if c.shares_storage(whole) {
+            boxing::owned(&c)?
+        } else {
+            c.contiguous()?
+        };
         let coord = placement.coord(i);
         let zero = (sbp.iter().enumerate())
             .any(|(a, s)| *s == Sbp::Partial(ReduceKind::Sum) && coord[a] != 0);

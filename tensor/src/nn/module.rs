@@ -227,6 +227,46 @@ impl Linear {
         Linear::with_init(inp, out, bias, Init::KaimingUniform, dtype)
     }
 
+    /// The layer with its parameters laid out on `placement`: the weight (`[out, in]`) by
+    /// `weight`, the bias (`[out]`) by `bias`; new trainable leaves holding the same values.
+    /// `B` everywhere is data parallelism; a weight split along its output dim (`S(0)`, with
+    /// an `S(0)` bias) or its input dim (`S(1)`, with a `B` bias) is tensor parallelism.
+    ///
+    /// # Errors
+    ///
+    /// As [`Tensor::to_global`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Linear, Module}, DType, global::{DeviceKind, Placement, Sbp}};
+    /// let vm = eddy_vm::Vm::builder().cpu_devices(2).build()?;
+    /// eddy_tensor::with_engine(&vm, || {
+    ///     let p = Placement::new(DeviceKind::Cpu, [0, 1])?;
+    ///     let l = Linear::new(4, 6, true, DType::F32)?.to_global(&p, &[Sbp::Split(0)], &[Sbp::Split(0)])?;
+    ///     assert_eq!(l.weight.local_components()[1].dims(), &[3, 4]);
+    ///     assert!(l.parameters().iter().all(|t| t.is_global() && t.requires_grad()));
+    ///     Ok::<(), eddy_tensor::Error>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn to_global(
+        &self,
+        placement: &crate::global::Placement,
+        weight: &[crate::global::Sbp],
+        bias: &[crate::global::Sbp],
+    ) -> Result<Linear> {
+        let _g = crate::no_grad();
+        let lay = |t: &Tensor, s: &[crate::global::Sbp]| {
+            t.to_global(placement, s)?.detach().requires_grad_(true)
+        };
+        Ok(Linear {
+            weight: lay(&self.weight, weight)?,
+            bias: self.bias.as_ref().map(|b| lay(b, bias)).transpose()?,
+        })
+    }
+
     /// A layer with weights from `init` (the bias uses PyTorch's default).
     ///
     /// # Errors
