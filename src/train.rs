@@ -5,7 +5,7 @@ use crate::data::Dataset;
 use crate::models::mlp;
 use crate::tensor::nn::Module;
 use crate::tensor::optim::{Adam, Optimizer};
-use crate::{Result, Tensor};
+use crate::{DType, Result, Tensor};
 use eddy_vm::{Vm, VmStats};
 use std::time::Instant;
 
@@ -51,6 +51,29 @@ pub struct TrainOptions {
     /// Runs the training step as a compiled graph ([`eddy_tensor::graph::Graph`]) after a
     /// first eager step (which makes Adam's state): one instruction per step, the same values.
     pub graph: bool,
+    /// Devices of `device`'s kind to train on (`cpu:0 .. cpu:N-1`), as one placement of global
+    /// tensors; 1 trains on `device` alone. The engine must have them.
+    pub devices: u32,
+    /// How the work spreads over `devices`.
+    pub parallel: Parallel,
+}
+
+/// How training spreads over several devices.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(eddy::train::Parallel::default(), eddy::train::Parallel::Data);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Parallel {
+    /// Each device takes a slice of each batch (`S(0)`) and holds every parameter (`B`); the
+    /// gradients' all-reduce comes from the SBP rules.
+    #[default]
+    Data,
+    /// Each device holds a slice of each layer (the first of each pair split by outputs, the
+    /// second by inputs, as Megatron-LM's pairs) and sees the whole batch.
+    Tensor,
 }
 
 impl Default for TrainOptions {
@@ -64,6 +87,8 @@ impl Default for TrainOptions {
             test_fraction: 0.2,
             device: crate::Device::CPU,
             graph: false,
+            devices: 1,
+            parallel: Parallel::Data,
         }
     }
 }
@@ -214,6 +239,12 @@ pub fn train(
             opts.lr
         )));
     }
+    if opts.devices == 0 || (opts.devices > 1 && opts.graph) {
+        return Err(bad(format!(
+            "training on {} devices: at least one, and a compiled step on one only",
+            opts.devices
+        )));
+    }
     let (train_set, test_set) = data.split(opts.test_fraction, opts.seed);
     if train_set.is_empty() || test_set.is_empty() {
         return Err(bad(format!(
@@ -229,7 +260,11 @@ pub fn train(
             let mut sizes = vec![data.n_features];
             sizes.extend(&opts.hidden);
             sizes.push(data.n_classes.max(2));
-            let model = mlp(&sizes)?;
+            let spread = Spread::new(opts)?;
+            let model = match &spread {
+                Some(s) => s.model(&sizes)?,
+                None => mlp(&sizes)?,
+            };
             // A model the device cannot hold fails here, naming the op that could not
             // allocate, before a step's worth of work is queued behind it.
             for p in model.parameters() {
@@ -248,6 +283,10 @@ pub fn train(
                 eddy_tensor::graph::Graph::new(|xs: &[Tensor]| Ok(vec![step_on(&xs[0], &xs[1])?]));
             let mut stepped = false;
             let (tx, _) = test_set.batch(0..test_set.len())?;
+            let tx = match &spread {
+                Some(s) => s.batch(&tx)?,
+                None => tx,
+            };
             let steps = train_set.len().div_ceil(opts.batch_size);
             let mut order: Vec<usize> = (0..train_set.len()).collect();
             let mut rng = opts.seed ^ 0x5eed_5eed;
@@ -264,6 +303,10 @@ pub fn train(
                     let rows = &order
                         [step * opts.batch_size..((step + 1) * opts.batch_size).min(order.len())];
                     let (x, y) = gather_rows(&train_set, rows)?;
+                    let (x, y) = match &spread {
+                        Some(s) => (s.batch(&x)?, s.batch(&y)?),
+                        None => (x, y),
+                    };
                     // The first step is eager: it makes the optimizer's state, which a
                     // compiled step must find made.
                     let loss = if opts.graph && stepped {
@@ -341,4 +384,60 @@ fn gather_rows(d: &Dataset, rows: &[usize]) -> Result<(Tensor, Tensor)> {
         Tensor::from_vec(x, [rows.len(), nf])?,
         Tensor::from_vec(y, [rows.len()])?,
     ))
+}
+
+/// The placement a training run spreads over, and how.
+struct Spread {
+    placement: crate::tensor::global::Placement,
+    parallel: Parallel,
+}
+
+impl Spread {
+    /// `None` for one device.
+    fn new(opts: &TrainOptions) -> Result<Option<Spread>> {
+        use crate::tensor::global::{DeviceKind, Placement};
+        if opts.devices <= 1 {
+            return Ok(None);
+        }
+        let kind = match opts.device {
+            crate::Device::Cuda(_) => DeviceKind::Cuda,
+            _ => DeviceKind::Cpu,
+        };
+        let placement = Placement::new(kind, (0..opts.devices).collect::<Vec<_>>())?;
+        Ok(Some(Spread {
+            placement,
+            parallel: opts.parallel,
+        }))
+    }
+
+    /// The MLP of `sizes` laid out for the run.
+    fn model(&self, sizes: &[usize]) -> Result<crate::tensor::nn::Sequential> {
+        use crate::tensor::global::Sbp::{Broadcast as B, Split as S};
+        use crate::tensor::nn::{Linear, Sequential};
+        let mut s = Sequential::new();
+        for (i, w) in sizes.windows(2).enumerate() {
+            let (weight, bias) = match (self.parallel, i % 2) {
+                (Parallel::Data, _) => (B, B),
+                (Parallel::Tensor, 0) => (S(0), S(0)),
+                (Parallel::Tensor, _) => (S(1), B),
+            };
+            let l = Linear::new(w[0], w[1], true, DType::F32)?;
+            s = s.add(l.to_global(&self.placement, &[weight], &[bias])?);
+            if i + 2 < sizes.len() {
+                s = s.add(crate::tensor::nn::Relu);
+            }
+        }
+        Ok(s)
+    }
+
+    /// A batch (rows first) laid out for the run: split by rows for data parallelism, whole
+    /// on every device for tensor parallelism.
+    fn batch(&self, t: &Tensor) -> Result<Tensor> {
+        use crate::tensor::global::Sbp;
+        let sbp = match self.parallel {
+            Parallel::Data => Sbp::Split(0),
+            Parallel::Tensor => Sbp::Broadcast,
+        };
+        t.to_global(&self.placement, &[sbp])
+    }
 }

@@ -207,6 +207,13 @@ fn bad_options_exit_with_code_2_and_a_message() {
         (&["train", "--bogus"], "unknown option `--bogus`"),
         (&["train", "--seed"], "--seed needs a value"),
         (&["trace", "--steps", "2", "--script", "x"], "not both"),
+        (&["train", "--devices", "0"], "--devices must be in 1..=64"),
+        (&["train", "--parallel", "tensor"], "--parallel needs --devices"),
+        (
+            &["train", "--devices", "2", "--parallel", "pipe"],
+            "bad value for --parallel: `pipe`",
+        ),
+        (&["train", "--devices", "2", "--graph"], "cannot go with --devices"),
     ];
     for (args, msg) in cases {
         let out = eddy(args);
@@ -310,6 +317,16 @@ fn train_is_reproducible_and_takes_its_options() {
         a,
         run("7", &["--promote"]),
         "same seed, recurring steps promoted by the engine: the same values"
+    );
+    assert_eq!(
+        a,
+        run("7", &["--devices", "2"]),
+        "same seed, data parallel over two CPU devices: the same values"
+    );
+    assert_eq!(
+        a,
+        run("7", &["--devices", "3", "--parallel", "tensor"]),
+        "same seed, tensor parallel over three CPU devices: the same values"
     );
     assert_ne!(a, run("8", &[]), "another seed");
     let b = run(

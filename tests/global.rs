@@ -701,3 +701,36 @@ fn a_global_module_saves_and_loads_its_logical_values() -> R {
         Ok(())
     })
 }
+
+#[test]
+fn cross_entropy_of_split_rows_is_the_one_device_loss() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let x = Tensor::randn([7, 5], 0.0, 1.0, DType::F32)?;
+        let t = Tensor::from_vec(vec![1i64, 4, -100, 0, 2, 2, 3], [7])?;
+        let local = x.detach().requires_grad_(true)?;
+        let want = local.cross_entropy(&t)?;
+        want.backward()?;
+        let want_grad = local.grad().unwrap().to_vec::<f32>()?;
+        for (p, sbp) in [
+            (place(&[0, 1, 2], &[3]), vec![Sbp::Split(0)]),
+            (place(&[0, 1], &[2]), vec![Sbp::Broadcast]),
+            (place(&[0, 1, 2, 3], &[2, 2]), vec![Sbp::Split(0), Sbp::Split(0)]),
+            (place(&[0, 1, 2, 3], &[2, 2]), vec![Sbp::Split(1), SUM]),
+        ] {
+            let g = make(&x, &p, &sbp)?.requires_grad_(true)?;
+            let loss = g.cross_entropy(&t)?;
+            close(&loss.to_vec::<f32>()?, &want.to_vec::<f32>()?, &format!("{sbp:?}"));
+            loss.backward()?;
+            let gg = g.grad().unwrap();
+            assert_eq!(gg.sbp(), Some(sbp.as_slice()));
+            close(&gg.to_vec::<f32>()?, &want_grad, &format!("gradient, {sbp:?}"));
+        }
+        // A class out of range fails at the sync, as on one device.
+        let p = place(&[0, 1], &[2]);
+        let bad = Tensor::from_vec(vec![1i64, 9, 0, 0, 0, 0, 0], [7])?.to_global(&p, &[Sbp::Split(0)])?;
+        let e = x.to_global(&p, &[Sbp::Split(0)])?.cross_entropy(&bad)?.to_vec::<f32>();
+        assert!(e.is_err(), "{e:?}");
+        Ok(())
+    })
+}

@@ -5,11 +5,13 @@
 //! The training workload's memory figures need a fresh process, so [`run`] re-spawns the
 //! current executable with `--only mlp_train_ms_per_step --child` and merges what it prints.
 
+mod global;
 mod graph;
 mod pipeline;
 mod roof;
 mod throughput;
 
+pub use global::{boxing_large, boxing_p_to_b_small, global_add, parallel_train};
 pub use graph::{chain_graph, mlp_infer_graph, mlp_train_graph, mlp_train_promoted};
 pub use pipeline::pipeline;
 pub use roof::mlp_train_roof;
@@ -48,6 +50,13 @@ pub const KEYS: &[&str] = &[
     "mlp_train_promoted_ms_per_step",
     "pipeline_1slot_ms_per_batch",
     "pipeline_2slot_ms_per_batch",
+    "global_add_ns_per_op",
+    "boxing_p_to_b_small_us",
+    "boxing_p_to_b_gbps",
+    "boxing_s_to_b_gbps",
+    "boxing_s0_to_s1_gbps",
+    "dp_train_ms_per_step",
+    "tp_train_ms_per_step",
 ];
 
 const REPS: usize = 7;
@@ -621,6 +630,27 @@ pub fn run(
     ] {
         if want(key) {
             r.put(key, pipeline(slots)?);
+        }
+    }
+    // Global tensors over `cpu:0` and `cpu:1` (CPU only: the workloads name their devices).
+    if device == crate::Device::CPU {
+        if want("global_add_ns_per_op") {
+            r.put("global_add_ns_per_op", global_add()?);
+        }
+        if want("boxing_p_to_b_small_us") {
+            r.put("boxing_p_to_b_small_us", boxing_p_to_b_small()?);
+        }
+        let large = ["boxing_p_to_b_gbps", "boxing_s_to_b_gbps", "boxing_s0_to_s1_gbps"];
+        if large.iter().any(|k| want(k)) {
+            for (k, v) in large.iter().zip(boxing_large()?) {
+                r.put(k, v);
+            }
+        }
+        if want("dp_train_ms_per_step") {
+            r.put("dp_train_ms_per_step", parallel_train(true)?);
+        }
+        if want("tp_train_ms_per_step") {
+            r.put("tp_train_ms_per_step", parallel_train(false)?);
         }
     }
     Ok(r)

@@ -95,6 +95,16 @@ const TRAIN: &[Opt] = &[
         "--promote",
         "the engine promotes the recurring eager step to a plan by itself",
     ),
+    opt(
+        "--devices",
+        "N",
+        "train on N devices of --device's kind as global tensors (default: 1)",
+    ),
+    opt(
+        "--parallel",
+        "data|tensor",
+        "with --devices: split each batch (data) or each layer (tensor) (default: data)",
+    ),
 ];
 
 const BENCH: &[Opt] = &[
@@ -386,6 +396,29 @@ fn cmd_train(o: &Opts) -> Result<(), Fail> {
                 ))
             })?,
     };
+    let devices: u32 = o.get("--devices", 1)?;
+    let parallel = match o.str("--parallel") {
+        None | Some("data") => eddy::train::Parallel::Data,
+        Some("tensor") => eddy::train::Parallel::Tensor,
+        Some(p) => {
+            return Err(Fail::Usage(format!(
+                "bad value for --parallel: `{p}` (data or tensor)"
+            )));
+        }
+    };
+    if devices == 0 || devices > 64 {
+        return Err(Fail::Usage(format!(
+            "--devices must be in 1..=64, not {devices}"
+        )));
+    }
+    if devices > 1 && o.has("--graph") {
+        return Err(Fail::Usage(
+            "--graph compiles a one-device step: it cannot go with --devices".into(),
+        ));
+    }
+    if o.has("--parallel") && devices == 1 {
+        return Err(Fail::Usage("--parallel needs --devices N (N > 1)".into()));
+    }
     let opts = TrainOptions {
         epochs: o.get("--epochs", d.epochs)?,
         batch_size: o.get("--batch-size", d.batch_size)?,
@@ -394,6 +427,8 @@ fn cmd_train(o: &Opts) -> Result<(), Fail> {
         seed: o.get("--seed", d.seed)?,
         device,
         graph: o.has("--graph"),
+        devices,
+        parallel,
         ..d
     };
     if opts.epochs == 0 || opts.batch_size == 0 {
@@ -415,6 +450,12 @@ fn cmd_train(o: &Opts) -> Result<(), Fail> {
     let mut b = builder_for(device)
         .sync_mode(o.has("--sync-mode"))
         .trace(trace.is_some());
+    if devices > 1 {
+        b = match device {
+            eddy::Device::Cuda(_) => b.cuda_devices(devices),
+            _ => b.cpu_devices(devices),
+        };
+    }
     if o.has("--promote") {
         b = b.promotion(true);
     }
@@ -438,7 +479,7 @@ fn cmd_train(o: &Opts) -> Result<(), Fail> {
         .map(|w| w.to_string())
         .collect();
     println!(
-        "training an MLP {} on {} ({n_train} rows, {n_test} held out), Adam lr {}, batch {}, seed {}, {threads} threads{}",
+        "training an MLP {} on {} ({n_train} rows, {n_test} held out), Adam lr {}, batch {}, seed {}, {threads} threads{}{}",
         arch.join("-"),
         path.file_name()
             .map_or(path.display().to_string(), |f| f.to_string_lossy().into()),
@@ -449,6 +490,11 @@ fn cmd_train(o: &Opts) -> Result<(), Fail> {
             ", synchronous mode"
         } else {
             ""
+        },
+        match (devices, parallel) {
+            (1, _) => String::new(),
+            (n, eddy::train::Parallel::Data) => format!(", data parallel over {n} devices"),
+            (n, eddy::train::Parallel::Tensor) => format!(", tensor parallel over {n} devices"),
         }
     );
     let mut bar: Option<ProgressBar> = None;

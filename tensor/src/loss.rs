@@ -205,6 +205,9 @@ impl Tensor {
     #[track_caller]
     pub fn cross_entropy(&self, target: &Tensor) -> Result<Tensor> {
         const OP: &str = "cross_entropy";
+        if self.is_global() || target.is_global() {
+            return self.global_cross_entropy(target);
+        }
         let at = crate::Caller::here(); // outside the closure, which `#[track_caller]` misses
         let mismatch = || Error::ShapeMismatch {
             at,

@@ -81,6 +81,9 @@ pub enum Rule {
     Broadcast,
     /// `matmul` (any ranks, batch dims broadcast).
     Matmul,
+    /// A loss summed over rows: scores `[N, …]` and per-row targets `[N]` give the 0-dim
+    /// sum, partial where the rows are split.
+    RowLoss,
     /// A reduction (`sum`, `max`, `min`) over `dims` of a tensor of `rank` dims.
     Reduce {
         /// The reduction.
@@ -180,6 +183,7 @@ impl Rule {
                     _ => {}
                 }
             }
+            Rule::RowLoss => v.push(sig(&[S(0), S(0)], P(ReduceKind::Sum))),
             Rule::Broadcast => {
                 for d in 0..out.len() {
                     let need: SmallVec<[Sbp; 2]> =

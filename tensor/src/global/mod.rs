@@ -6,6 +6,7 @@
 
 mod apply;
 mod boxing;
+mod loss;
 mod ops;
 
 pub(crate) use apply::{refuse, reshape_dims};

@@ -1,0 +1,163 @@
+//! The global-tensor workloads: a global op's dispatch, boxing small and large, and the MLP
+//! trained data-parallel and tensor-parallel over `cpu:0` and `cpu:1`.
+
+use super::{check, mlp_setup, reps};
+use crate::tensor::global::{DeviceKind, Placement, Sbp};
+use crate::tensor::nn::{Linear, Module, Sequential};
+use crate::tensor::optim::Sgd;
+use crate::{DType, Device, Result, Tensor, Vm};
+use std::time::Instant;
+
+/// An engine with `cpu:0` and `cpu:1`, and their placement.
+fn two() -> Result<(Vm, Placement)> {
+    let vm = Vm::builder().cpu_devices(2).build()?;
+    Ok((vm, Placement::new(DeviceKind::Cpu, [0, 1])?))
+}
+
+/// `y = y + x` chained 10,000 times on 32 f32 split `S(0)` over two CPU devices; ns per op
+/// including one sync.
+///
+/// # Examples
+///
+/// ```no_run
+/// // Seconds of work: run it from `eddy bench`, not in a doctest.
+/// assert_eq!(eddy::bench::global_add()?.len(), 7);
+/// # Ok::<(), eddy::Error>(())
+/// ```
+pub fn global_add() -> Result<Vec<f64>> {
+    let (vm, p) = two()?;
+    crate::tensor::with_engine(&vm, || {
+        let s0 = [Sbp::Split(0)];
+        let x = Tensor::ones([32], DType::F32)?.to_global(&p, &s0)?;
+        reps(1, || {
+            let mut y = Tensor::zeros([32], DType::F32)?.to_global(&p, &s0)?;
+            y.sync()?;
+            let t = Instant::now();
+            for _ in 0..10_000 {
+                y = y.add(&x)?;
+            }
+            y.sync()?;
+            let ns = t.elapsed().as_nanos() as f64 / 10_000.0;
+            check(y.to_vec::<f32>()?[31] == 10_000.0, "global_add: wrong sum")?;
+            Ok(ns)
+        })
+    })
+}
+
+/// A tensor of `n` f32 as partial sums over `p`: ones on the first device, twos on the
+/// second.
+fn partial(p: &Placement, dims: &[usize]) -> Result<Tensor> {
+    let a = Tensor::ones(dims, DType::F32)?;
+    let b = Tensor::full(dims, 2.0, DType::F32)?.to_device(Device::Cpu(1))?;
+    Tensor::from_components(p, &[Sbp::PARTIAL_SUM], vec![a, b])
+}
+
+/// `P(sum) → B` of 16 f32 over two CPU devices, 500 in a row and one sync: µs per boxing.
+///
+/// # Examples
+///
+/// ```no_run
+/// assert_eq!(eddy::bench::boxing_p_to_b_small()?.len(), 7);
+/// # Ok::<(), eddy::Error>(())
+/// ```
+pub fn boxing_p_to_b_small() -> Result<Vec<f64>> {
+    let (vm, p) = two()?;
+    crate::tensor::with_engine(&vm, || {
+        let x = partial(&p, &[16])?;
+        x.sync()?;
+        reps(1, || {
+            let t = Instant::now();
+            let mut last = None;
+            for _ in 0..500 {
+                last = Some(x.to_global(&p, &[Sbp::Broadcast])?);
+            }
+            vm.sync()?;
+            let us = t.elapsed().as_secs_f64() * 1e6 / 500.0;
+            let b = last.expect("500 boxings");
+            check(b.to_vec::<f32>()? == [3.0; 16], "boxing_p_to_b_small: wrong sum")?;
+            Ok(us)
+        })
+    })
+}
+
+/// Bus GB/s of a boxing of 64 MiB of f32 over two CPU devices (`P(sum) → B`,
+/// `S(0) → B`, `S(0) → S(1)`), the bytes each moves by the usual formula: `2 (p−1)/p` of
+/// the tensor for an all-reduce, `(p−1)/p` for the others.
+///
+/// # Examples
+///
+/// ```no_run
+/// let [p_to_b, s_to_b, s0_to_s1] = eddy::bench::boxing_large()?;
+/// assert_eq!(p_to_b.len(), 7);
+/// # Ok::<(), eddy::Error>(())
+/// ```
+pub fn boxing_large() -> Result<[Vec<f64>; 3]> {
+    let (vm, p) = two()?;
+    crate::tensor::with_engine(&vm, || {
+        let bytes = (16usize << 20) as f64 * 4.0;
+        let gbps = |factor: f64, secs: f64| factor * bytes / secs / 1e9;
+        let time = |x: &Tensor, to: Sbp| -> Result<f64> {
+            x.sync()?;
+            let t = Instant::now();
+            let y = x.to_global(&p, &[to])?;
+            y.sync()?;
+            Ok(t.elapsed().as_secs_f64())
+        };
+        let x = partial(&p, &[16 << 20])?;
+        let p_to_b = reps(1, || Ok(gbps(1.0, time(&x, Sbp::Broadcast)?)))?;
+        drop(x);
+        let s = Tensor::ones([4096, 4096], DType::F32)?.to_global(&p, &[Sbp::Split(0)])?;
+        let s_to_b = reps(1, || Ok(gbps(0.5, time(&s, Sbp::Broadcast)?)))?;
+        let s0_to_s1 = reps(1, || Ok(gbps(0.5, time(&s, Sbp::Split(1))?)))?;
+        Ok([p_to_b, s_to_b, s0_to_s1])
+    })
+}
+
+/// The benchmark MLP laid out over two CPU devices: data parallel (parameters `B`, the batch
+/// `S(0)`) or tensor parallel (the first Linear split by outputs, the second by inputs, the
+/// last `B`; the batch `B`). 50 steps each synced on the loss: ms per step.
+///
+/// # Examples
+///
+/// ```no_run
+/// assert_eq!(eddy::bench::parallel_train(true)?.len(), 50);
+/// # Ok::<(), eddy::Error>(())
+/// ```
+pub fn parallel_train(data: bool) -> Result<Vec<f64>> {
+    use Sbp::{Broadcast as B, Split as S};
+    let (vm, p) = two()?;
+    crate::tensor::with_engine(&vm, || {
+        let (model, _, x, y) = mlp_setup()?;
+        let layouts: [(Sbp, Sbp); 3] = if data {
+            [(B, B), (B, B), (B, B)]
+        } else {
+            [(S(0), S(0)), (S(1), B), (B, B)]
+        };
+        let mut s = Sequential::new();
+        let linears: Vec<Linear> = (model.parameters().chunks(2))
+            .map(|w| Linear {
+                weight: w[0].clone(),
+                bias: Some(w[1].clone()),
+            })
+            .collect();
+        for (i, (l, (w, b))) in linears.iter().zip(layouts).enumerate() {
+            s = s.add(l.to_global(&p, &[w], &[b])?);
+            if i < 2 {
+                s = s.add(crate::tensor::nn::Relu);
+            }
+        }
+        let batch = if data { S(0) } else { B };
+        let (x, y) = (x.to_global(&p, &[batch])?, y.to_global(&p, &[batch])?);
+        let mut opt = Sgd::new(s.parameters(), 0.01)?;
+        for _ in 0..5 {
+            crate::models::train_step(&s, &mut opt, &x, &y)?.item::<f32>()?;
+        }
+        (0..50)
+            .map(|_| {
+                let t = Instant::now();
+                crate::models::train_step(&s, &mut opt, &x, &y)?.item::<f32>()?;
+                Ok(t.elapsed().as_secs_f64() * 1e3)
+            })
+            .collect()
+    })
+}
