@@ -92,7 +92,10 @@ pub fn accuracy(model: &dyn Module, x: &Tensor, labels: &[i64]) -> Result<f64> {
     // A global model's scores: the logical value, on the first device.
     let out = match (out.placement(), out.sbp()) {
         (Some(p), Some(s)) => {
-            let b: Vec<_> = s.iter().map(|_| crate::tensor::global::Sbp::Broadcast).collect();
+            let b: Vec<_> = s
+                .iter()
+                .map(|_| crate::tensor::global::Sbp::Broadcast)
+                .collect();
             out.to_global(p, &b)?.to_local()?
         }
         _ => out,

@@ -208,12 +208,18 @@ fn bad_options_exit_with_code_2_and_a_message() {
         (&["train", "--seed"], "--seed needs a value"),
         (&["trace", "--steps", "2", "--script", "x"], "not both"),
         (&["train", "--devices", "0"], "--devices must be in 1..=64"),
-        (&["train", "--parallel", "tensor"], "--parallel needs --devices"),
+        (
+            &["train", "--parallel", "tensor"],
+            "--parallel needs --devices",
+        ),
         (
             &["train", "--devices", "2", "--parallel", "pipe"],
             "bad value for --parallel: `pipe`",
         ),
-        (&["train", "--devices", "2", "--graph"], "cannot go with --devices"),
+        (
+            &["train", "--devices", "2", "--graph"],
+            "cannot go with --devices",
+        ),
     ];
     for (args, msg) in cases {
         let out = eddy(args);

@@ -715,22 +715,138 @@ fn cross_entropy_of_split_rows_is_the_one_device_loss() -> R {
         for (p, sbp) in [
             (place(&[0, 1, 2], &[3]), vec![Sbp::Split(0)]),
             (place(&[0, 1], &[2]), vec![Sbp::Broadcast]),
-            (place(&[0, 1, 2, 3], &[2, 2]), vec![Sbp::Split(0), Sbp::Split(0)]),
+            (
+                place(&[0, 1, 2, 3], &[2, 2]),
+                vec![Sbp::Split(0), Sbp::Split(0)],
+            ),
             (place(&[0, 1, 2, 3], &[2, 2]), vec![Sbp::Split(1), SUM]),
         ] {
             let g = make(&x, &p, &sbp)?.requires_grad_(true)?;
             let loss = g.cross_entropy(&t)?;
-            close(&loss.to_vec::<f32>()?, &want.to_vec::<f32>()?, &format!("{sbp:?}"));
+            close(
+                &loss.to_vec::<f32>()?,
+                &want.to_vec::<f32>()?,
+                &format!("{sbp:?}"),
+            );
             loss.backward()?;
             let gg = g.grad().unwrap();
             assert_eq!(gg.sbp(), Some(sbp.as_slice()));
-            close(&gg.to_vec::<f32>()?, &want_grad, &format!("gradient, {sbp:?}"));
+            close(
+                &gg.to_vec::<f32>()?,
+                &want_grad,
+                &format!("gradient, {sbp:?}"),
+            );
         }
         // A class out of range fails at the sync, as on one device.
         let p = place(&[0, 1], &[2]);
-        let bad = Tensor::from_vec(vec![1i64, 9, 0, 0, 0, 0, 0], [7])?.to_global(&p, &[Sbp::Split(0)])?;
-        let e = x.to_global(&p, &[Sbp::Split(0)])?.cross_entropy(&bad)?.to_vec::<f32>();
+        let bad =
+            Tensor::from_vec(vec![1i64, 9, 0, 0, 0, 0, 0], [7])?.to_global(&p, &[Sbp::Split(0)])?;
+        let e = x
+            .to_global(&p, &[Sbp::Split(0)])?
+            .cross_entropy(&bad)?
+            .to_vec::<f32>();
         assert!(e.is_err(), "{e:?}");
+        Ok(())
+    })
+}
+
+#[test]
+fn every_op_family_names_both_placements() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let (p, q) = (place(&[0, 1], &[2]), place(&[2, 3], &[2]));
+        let x = Tensor::randn([4, 4], 0.0, 1.0, DType::F32)?;
+        let (a, b) = (
+            x.to_global(&p, &[Sbp::Split(0)])?,
+            x.to_global(&q, &[Sbp::Broadcast])?,
+        );
+        let t = Tensor::from_vec(vec![0i64, 1, 2, 3], [4])?.to_global(&q, &[Sbp::Broadcast])?;
+        let cases: Vec<(&str, R<Tensor>)> = vec![
+            ("mul", a.mul(&b)),
+            ("gt", a.gt(&b)),
+            ("where", a.gt(&a)?.where_(&a, &b)),
+            ("matmul", a.matmul(&b)),
+            ("add", a.add_(&b)),
+            ("cross_entropy", a.cross_entropy(&t)),
+        ];
+        for (op, r) in cases {
+            let e = r.unwrap_err();
+            let s = e.to_string();
+            assert!(matches!(e, Error::PlacementMismatch { .. }), "{op}: {s}");
+            assert!(
+                s.contains("cpu:[0, 1]") && s.contains("cpu:[2, 3]"),
+                "{op}: {s}"
+            );
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn splits_with_empty_slices_compute_right() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        // A dim of one row over four ranks: three of them hold nothing.
+        let p = place(&[0, 1, 2, 3], &[4]);
+        let x = Tensor::randn([1, 3], 0.0, 1.0, DType::F32)?;
+        let w = Tensor::randn([3, 2], 0.0, 1.0, DType::F32)?;
+        let g = x.to_global(&p, &[Sbp::Split(0)])?;
+        assert_eq!(g.local_components()[3].dims(), &[0, 3]);
+        let y = g.matmul(&w.to_global(&p, &[Sbp::Broadcast])?)?.relu()?;
+        close(
+            &y.to_vec::<f32>()?,
+            &x.matmul(&w)?.relu()?.to_vec::<f32>()?,
+            "matmul",
+        );
+        close(
+            &g.sum(&[0], false)?.to_vec::<f32>()?,
+            &x.sum(&[0], false)?.to_vec::<f32>()?,
+            "sum",
+        );
+        close(
+            &g.mean_all()?.to_vec::<f32>()?,
+            &x.mean_all()?.to_vec::<f32>()?,
+            "mean",
+        );
+        Ok(())
+    })
+}
+
+#[test]
+fn threads_on_overlapping_placements_get_their_own_values() -> R {
+    let (vm, _turn) = engine();
+    let places = [
+        place(&[0, 1], &[2]),
+        place(&[1, 2], &[2]),
+        place(&[2, 3, 0], &[3]),
+        place(&[0, 1, 2, 3], &[2, 2]),
+    ];
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (places.iter().enumerate())
+            .map(|(k, p)| {
+                let vm = &vm;
+                s.spawn(move || {
+                    with_engine(vm, || -> R {
+                        let axes = p.grid_dims().len();
+                        let x = Tensor::full([6, 5], k as f64 + 1.0, DType::F32)?;
+                        let mut y = x.to_global(p, &vec![Sbp::Split(0); axes])?;
+                        for _ in 0..50 {
+                            let b = y.to_global(p, &vec![Sbp::Broadcast; axes])?;
+                            y = b
+                                .add_scalar(1.0)?
+                                .to_global(p, &vec![Sbp::Split(1); axes])?;
+                            y = y.sum(&[0], true)?.div_scalar(6.0)?.expand([6, 5])?;
+                        }
+                        let want = vec![k as f32 + 51.0; 30];
+                        assert_eq!(y.to_vec::<f32>()?, want, "thread {k} on {p}");
+                        Ok(())
+                    })
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("a thread")?;
+        }
         Ok(())
     })
 }

@@ -74,7 +74,10 @@ pub fn boxing_p_to_b_small() -> Result<Vec<f64>> {
             vm.sync()?;
             let us = t.elapsed().as_secs_f64() * 1e6 / 500.0;
             let b = last.expect("500 boxings");
-            check(b.to_vec::<f32>()? == [3.0; 16], "boxing_p_to_b_small: wrong sum")?;
+            check(
+                b.to_vec::<f32>()? == [3.0; 16],
+                "boxing_p_to_b_small: wrong sum",
+            )?;
             Ok(us)
         })
     })

@@ -640,7 +640,11 @@ pub fn run(
         if want("boxing_p_to_b_small_us") {
             r.put("boxing_p_to_b_small_us", boxing_p_to_b_small()?);
         }
-        let large = ["boxing_p_to_b_gbps", "boxing_s_to_b_gbps", "boxing_s0_to_s1_gbps"];
+        let large = [
+            "boxing_p_to_b_gbps",
+            "boxing_s_to_b_gbps",
+            "boxing_s0_to_s1_gbps",
+        ];
         if large.iter().any(|k| want(k)) {
             for (k, v) in large.iter().zip(boxing_large()?) {
                 r.put(k, v);

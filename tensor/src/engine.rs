@@ -109,7 +109,9 @@ pub fn with_device<R>(device: Device, f: impl FnOnce() -> R) -> R {
 /// packed in one word: every tensor handle carries one, and each op copies it into its output
 /// (two stores and wider moves cost the per-op path measurably more).
 ///
-/// Bits 0–31: the stream; 32–55: the device's ordinal; 56–63: its kind.
+/// Bits 0–31: the stream; 32–55: the device's ordinal; 56–62: its kind; 63: set in a global
+/// tensor's handle (whose device and stream are its first component's), so that no local
+/// tensor is ever at the same place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Loc(u64);
 
@@ -124,11 +126,22 @@ impl Loc {
         Loc(kind << 56 | (u64::from(n) & 0xFF_FFFF) << 32 | u64::from(stream.0))
     }
 
+    /// The same place, flagged as a global tensor's.
+    pub(crate) fn global(self) -> Loc {
+        Loc(self.0 | 1 << 63)
+    }
+
+    /// Whether this is a global tensor's place.
+    #[inline(always)]
+    pub(crate) fn is_global(self) -> bool {
+        self.0 >> 63 != 0
+    }
+
     /// The device.
     #[inline(always)]
     pub(crate) fn device(self) -> Device {
         let n = (self.0 >> 32) as u32 & 0xFF_FFFF;
-        match self.0 >> 56 {
+        match self.0 >> 56 & 0x7F {
             0 => Device::Cpu(n),
             1 => Device::Cuda(n),
             _ => Device::Test(n),

@@ -71,6 +71,10 @@ pub(crate) struct HostRange {
     /// Whether `range` still describes the values: set once the fill is queued, cleared when
     /// any op writes the storage.
     valid: AtomicBool,
+    /// A global tensor's placement, SBPs and components (its handle's storage holds nothing:
+    /// the values are the components'). Kept here, beside what a local tensor may know of
+    /// its values, so that a local handle carries nothing more for it.
+    pub(crate) global: Option<crate::global::Global>,
 }
 
 /// An n-dimensional array on an engine: every op call returns at once, after checking its
@@ -112,9 +116,6 @@ pub(crate) struct Inner {
     pub(crate) requires_grad: AtomicBool,
     pub(crate) node: OnceLock<Node>,
     pub(crate) grad: Mutex<Option<Tensor>>,
-    /// A global tensor's placement, SBPs and components (`None` for a local tensor, whose
-    /// values are `blob`'s; a global tensor's `blob` holds nothing).
-    pub(crate) global: Option<TArc<crate::global::Global>>,
 }
 
 /// The storage's holders: the last handle of a tensor and its views releases the blob.
@@ -135,7 +136,6 @@ struct Parts<'a> {
     dtype: DType,
     loc: Loc,
     host_range: Option<&'a TArc<HostRange>>,
-    global: Option<TArc<crate::global::Global>>,
 }
 
 impl Tensor {
@@ -171,7 +171,6 @@ impl Tensor {
                 dtype: self.0.dtype,
                 loc: self.0.loc,
                 host_range,
-                global: self.0.global.clone(),
             },
             layout,
             numel,
@@ -205,7 +204,6 @@ impl Tensor {
                 addr_of_mut!((*p).requires_grad).write(AtomicBool::new(false));
                 addr_of_mut!((*p).node).write(OnceLock::new());
                 addr_of_mut!((*p).grad).write(Mutex::new(None));
-                addr_of_mut!((*p).global).write(parts.global);
             })
         };
         Tensor(inner)
@@ -258,6 +256,7 @@ impl Tensor {
             TArc::new(HostRange {
                 range,
                 valid: AtomicBool::new(false),
+                global: None,
             })
         });
         Ok(Tensor::from_parts(
@@ -268,7 +267,6 @@ impl Tensor {
                 dtype,
                 loc,
                 host_range: host_range.as_ref(),
-                global: None,
             },
             layout,
             numel,
@@ -280,7 +278,9 @@ impl Tensor {
     /// host (no recorded range) and has no autograd record: a graph's trace input, whose
     /// values change from run to run.
     pub(crate) fn alias_unknown(&self) -> Tensor {
-        self.view_with(self.0.layout.clone(), None)
+        // A global tensor's components stay with it.
+        let global = self.0.host_range.as_ref().filter(|h| h.global.is_some());
+        self.view_with(self.0.layout.clone(), global)
     }
 
     /// A tensor viewing `blob` (of `vm`, on `loc`) with `layout`; `fresh`: the blob is new
@@ -304,7 +304,6 @@ impl Tensor {
                 dtype,
                 loc,
                 host_range: None,
-                global: None,
             },
             layout,
             numel,
@@ -322,20 +321,37 @@ impl Tensor {
         let first = &global.parts[0];
         let vm = first.0.vm.share();
         let layout = Layout::contiguous(shape);
-        let (numel, loc) = (layout.numel(), first.0.loc);
+        let (numel, loc) = (layout.numel(), first.0.loc.global());
+        // Released from the start: a kernel given it is refused by the engine before it runs
+        // (see `launch_on`), and the handle's own release at its drop is refused, harmlessly.
+        let blob = vm.unusable_blob();
         Tensor::from_parts(
             Parts {
-                blob: vm.new_blob(0),
+                blob,
                 vm,
                 dtype,
                 loc,
-                host_range: None,
-                global: Some(TArc::new(global)),
+                host_range: Some(&TArc::new(HostRange {
+                    range: (0, 0),
+                    valid: AtomicBool::new(false),
+                    global: Some(global),
+                })),
             },
             layout,
             numel,
             true,
         )
+    }
+
+    /// A global tensor's placement, SBPs and components; `None` for a local tensor.
+    #[inline(always)]
+    pub(crate) fn global(&self) -> Option<&crate::global::Global> {
+        // The location's flag first: a local handle stops at a bit test of a word it has
+        // loaded anyway.
+        if !self.0.loc.is_global() {
+            return None;
+        }
+        self.0.host_range.as_ref().and_then(|h| h.global.as_ref())
     }
 
     /// A fresh tensor on the same engine and device as `self`.
@@ -669,11 +685,6 @@ impl Tensor {
         outs: &[&Tensor],
         work: Option<usize>,
     ) -> Result<()> {
-        // A kernel runs on local storage: a global operand reaching it is an op without
-        // global rules, refused before anything is enqueued.
-        if ins.iter().chain(outs).any(|t| t.0.global.is_some()) {
-            return Err(crate::global::no_rule_for_kernel(kernel.name(), ins, outs));
-        }
         // A kernel whose outputs are all empty has nothing to do. Not launching it also keeps
         // kernels from looping over the huge outer dims a zero-sized tensor may have
         // (`[2^62, 0]`), and saturated extents from reaching them.
@@ -691,14 +702,16 @@ impl Tensor {
             Some(w) => w <= CHEAP_WORK,
             None => kernel.cheap(),
         };
-        t.engine().run_op(
+        // A global operand's storage is released from the start: the engine refuses a kernel
+        // on it (an op without global rules), which the error names as such.
+        (t.engine().run_op(
             stream.unwrap_or(t.0.loc.stream()),
             kernel,
             &blob_refs(ins),
             &blob_refs(outs),
             cheap,
-        )?;
-        Ok(())
+        ))
+        .map_err(|e| crate::global::refused_kernel(e, ins, outs))
     }
 }
 

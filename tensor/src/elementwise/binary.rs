@@ -21,10 +21,6 @@ impl Tensor {
 
     #[track_caller]
     pub(crate) fn binary(&self, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
-        if self.is_global() | rhs.is_global() {
-            let out = self.global_binary(rhs, op)?;
-            return Ok(Tensor::record_binary(out, op, self, rhs));
-        }
         let dt = self.dtype();
         // The common case first: one dtype that needs no conversion, one shape, each operand
         // dense or a splat (`sum(y).broadcast_to(..)`), one engine. It skips the broadcast,
@@ -35,7 +31,8 @@ impl Tensor {
                 && dt != DType::Bool
                 && (op != BinaryOp::Div || dt.is_float())
                 && self.shape() == rhs.shape()
-                && self.same_place(rhs))
+                && self.same_place(rhs)
+                && !(self.is_global() | rhs.is_global()))
             {
                 break 'flat;
             }
@@ -60,6 +57,10 @@ impl Tensor {
             );
             let out = self.empty_like_shape(self.shape().clone(), dt)?;
             Tensor::launch(k, &[self, rhs], &[&out])?;
+            return Ok(Tensor::record_binary(out, op, self, rhs));
+        }
+        if self.is_global() | rhs.is_global() {
+            let out = self.global_binary(rhs, op)?;
             return Ok(Tensor::record_binary(out, op, self, rhs));
         }
         // Off the flat path above, which takes no bool operand.

@@ -32,7 +32,11 @@ impl Tensor {
         let lp = self.log_softmax(1)?;
         if target.dtype().is_float() {
             eddy_ops::nn::check_same_shape(OP, self.dims(), target.dims())?;
-            return lp.mul(&target.cast(lp.dtype())?)?.sum(&[1], false)?.mean_all()?.neg();
+            return lp
+                .mul(&target.cast(lp.dtype())?)?
+                .sum(&[1], false)?
+                .mean_all()?
+                .neg();
         }
         eddy_ops::nn::check_class_targets(
             OP,
@@ -40,12 +44,18 @@ impl Tensor {
             (target.dims(), target.dtype()),
         )?;
         // Each rank's rows: its mean (whose kernel checks the targets) times its count.
-        let sum = run(OP, Rule::RowLoss, &[&lp, &target], Shape::default(), |x, _| {
-            let n = x[1].ne_scalar(IGNORE_INDEX as f64)?.sum_all()?;
-            let mean = x[0].nll_loss(x[1])?;
-            let part = mean.mul(&n.to_dtype(mean.dtype())?)?;
-            n.gt_scalar(0.0)?.where_(&part, &part.zeros_like()?)
-        })?;
+        let sum = run(
+            OP,
+            Rule::RowLoss,
+            &[&lp, &target],
+            Shape::default(),
+            |x, _| {
+                let n = x[1].ne_scalar(IGNORE_INDEX as f64)?.sum_all()?;
+                let mean = x[0].nll_loss(x[1])?;
+                let part = mean.mul(&n.to_dtype(mean.dtype())?)?;
+                n.gt_scalar(0.0)?.where_(&part, &part.zeros_like()?)
+            },
+        )?;
         let classes = crate::engine::with_engine(self.engine(), || {
             Tensor::arange(0.0, self.dims()[1] as f64, 1.0, DType::I64)
         })?;

@@ -12,14 +12,15 @@ mod ops;
 pub(crate) use apply::{refuse, reshape_dims};
 pub use boxing::{CollectiveCounts, count_collectives};
 pub use eddy_ops::global::{DeviceKind, NdSbp, Placement, ReduceKind, Sbp};
-pub(crate) use ops::{no_rule_for_kernel, run};
+pub(crate) use ops::{refused_kernel, run};
 
 use crate::{Error, Result, Shape, Tensor};
 use eddy_ops::global::{check_sbp, component_ranges, show_sbp};
+use std::sync::Arc;
 
 /// What a global tensor holds besides its logical shape and dtype.
 pub(crate) struct Global {
-    pub(crate) placement: Placement,
+    pub(crate) placement: Arc<Placement>,
     pub(crate) sbp: NdSbp,
     /// The component of each position of the placement, in order (every rank lives in this
     /// process).
@@ -45,11 +46,7 @@ impl Tensor {
     /// ```
     #[inline]
     pub fn is_global(&self) -> bool {
-        self.0.global.is_some()
-    }
-
-    pub(crate) fn global(&self) -> Option<&Global> {
-        self.0.global.as_deref()
+        self.global().is_some()
     }
 
     /// A global tensor's placement; `None` for a local tensor.
@@ -68,7 +65,7 @@ impl Tensor {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn placement(&self) -> Option<&Placement> {
-        self.global().map(|g| &g.placement)
+        self.global().map(|g| &*g.placement)
     }
 
     /// A global tensor's SBP per grid axis; `None` for a local tensor.
@@ -150,12 +147,12 @@ impl Tensor {
     pub fn to_global(&self, placement: &Placement, sbp: &[Sbp]) -> Result<Tensor> {
         check_sbp("to_global", self.rank(), placement, sbp)?;
         let out = match self.global() {
-            Some(g) if &g.placement == placement => {
+            Some(g) if *g.placement == *placement => {
                 let parts = {
                     let _g = crate::no_grad();
                     boxing::boxing(g, sbp)?
                 };
-                global_of(self.shape().clone(), placement, sbp, parts)
+                global_of(self.shape().clone(), &g.placement, sbp, parts)
             }
             Some(g) => {
                 // Another placement: the whole value, then each new rank's part of it.
@@ -320,7 +317,12 @@ impl Tensor {
             }
         }
         let parts = parts.iter().map(Tensor::detach).collect();
-        Ok(global_of(Shape::from(dims), placement, sbp, parts))
+        Ok(global_of(
+            Shape::from(dims),
+            &Arc::new(placement.clone()),
+            sbp,
+            parts,
+        ))
     }
 
     /// The logical value of a global tensor as a local tensor on its first rank's device
@@ -340,7 +342,7 @@ impl Tensor {
 /// The global tensor of `shape` over `parts` (one per position of `placement`).
 pub(crate) fn global_of(
     shape: Shape,
-    placement: &Placement,
+    placement: &Arc<Placement>,
     sbp: &[Sbp],
     parts: Vec<Tensor>,
 ) -> Tensor {
@@ -383,7 +385,12 @@ fn scatter(whole: &Tensor, placement: &Placement, sbp: &[Sbp]) -> Result<Tensor>
             .any(|(a, s)| *s == Sbp::Partial(ReduceKind::Sum) && coord[a] != 0);
         parts.push(if zero { c.zeros_like()? } else { c });
     }
-    Ok(global_of(whole.shape().clone(), placement, sbp, parts))
+    Ok(global_of(
+        whole.shape().clone(),
+        &Arc::new(placement.clone()),
+        sbp,
+        parts,
+    ))
 }
 
 /// The text of a global tensor's layout, as `cpu:[0, 1], S(0)`.

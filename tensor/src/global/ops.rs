@@ -31,18 +31,20 @@ fn show_inputs(inputs: &[&Tensor]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
-/// `NoSbpRule` for a kernel that met a global operand: an op without global rules.
+/// The error of a kernel launch that failed with `e`: where an operand is global (whose
+/// storage the engine refuses), `NoSbpRule` naming the kernel's op, the placement and the
+/// inputs' SBPs, for an op without global rules; else `e` itself.
 #[cold]
 #[track_caller]
-pub(crate) fn no_rule_for_kernel(name: &str, ins: &[&Tensor], outs: &[&Tensor]) -> Error {
-    let g = (ins.iter().chain(outs))
-        .find(|t| t.is_global())
-        .expect("a global operand");
-    Error::NoSbpRule {
-        op: name.to_string(),
-        placement: describe(g),
-        inputs: show_inputs(ins),
-        at: crate::Caller::here(),
+pub(crate) fn refused_kernel(e: eddy_vm::Error, ins: &[&Tensor], outs: &[&Tensor]) -> Error {
+    match (ins.iter().chain(outs)).find(|t| t.is_global()) {
+        Some(g) => Error::NoSbpRule {
+            op: e.op().unwrap_or("kernel").to_string(),
+            placement: describe(g),
+            inputs: show_inputs(ins),
+            at: crate::Caller::here(),
+        },
+        None => Error::Vm(e),
     }
 }
 
@@ -52,14 +54,14 @@ pub(crate) fn no_rule_for_kernel(name: &str, ins: &[&Tensor], outs: &[&Tensor]) 
 ///
 /// `PlacementMismatch` naming the first input and the first that differs (or is local).
 #[track_caller]
-fn common(op: &'static str, inputs: &[&Tensor]) -> Result<Placement> {
+fn common(op: &'static str, inputs: &[&Tensor]) -> Result<std::sync::Arc<Placement>> {
     let first = inputs
         .iter()
         .find(|t| t.is_global())
         .expect("a global input");
     let p = &first.global().expect("global").placement;
     for t in inputs {
-        if t.placement() != Some(p) {
+        if t.placement() != Some(&**p) {
             return Err(mismatch(op, first, t));
         }
     }
@@ -83,6 +85,9 @@ pub(crate) fn run(
     local: impl Fn(&[&Tensor], &[usize]) -> Result<Tensor>,
 ) -> Result<Tensor> {
     let placement = common(op, inputs)?;
+    if let Some(y) = same_layout(&rule, inputs, &out, &local)? {
+        return Ok(y);
+    }
     let globals: Vec<&Global> = inputs.iter().map(|t| t.global().expect("global")).collect();
     let key: Key = (
         rule,
@@ -140,4 +145,46 @@ pub(crate) fn run(
         parts.push(y);
     }
     Ok(global_of(out, &placement, &choice.output, parts))
+}
+
+/// The commonest global op without the choice: an elementwise op whose inputs all have the
+/// output's shape and one SBP of splits and broadcasts takes that SBP, which every
+/// elementwise rule has (`S(d), S(d) → S(d)`, `B, B → B`) and which needs no boxing; `None`
+/// for anything else.
+#[inline]
+#[track_caller]
+fn same_layout(
+    rule: &Rule,
+    inputs: &[&Tensor],
+    out: &Shape,
+    local: &impl Fn(&[&Tensor], &[usize]) -> Result<Tensor>,
+) -> Result<Option<Tensor>> {
+    let elementwise = match rule {
+        Rule::Binary(_) | Rule::Broadcast => true,
+        Rule::Map { dims, partials: _ } => dims.iter().enumerate().all(|(i, d)| *d == Some(i)),
+        _ => false,
+    };
+    let first = inputs[0].global().expect("global");
+    let same = elementwise
+        && inputs
+            .iter()
+            .all(|t| t.dims() == out.dims() && t.global().is_some_and(|g| g.sbp == first.sbp))
+        && first
+            .sbp
+            .iter()
+            .all(|s| !matches!(s, crate::global::Sbp::Partial(_)));
+    if !same {
+        return Ok(None);
+    }
+    let _g = crate::no_grad();
+    let mut parts = Vec::with_capacity(first.parts.len());
+    let mut ins: smallvec::SmallVec<[&Tensor; 3]> = smallvec::SmallVec::new();
+    for i in 0..first.parts.len() {
+        ins.clear();
+        ins.extend(inputs.iter().map(|t| &t.global().expect("global").parts[i]));
+        let dims = first.parts[i].dims();
+        parts.push(local(&ins, dims)?);
+    }
+    let placement = &first.placement;
+    Ok(Some(global_of(out.clone(), placement, &first.sbp, parts)))
 }

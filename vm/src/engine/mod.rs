@@ -212,6 +212,27 @@ impl Vm {
         Blob::new_arc(self.shared().owner_id, bytes)
     }
 
+    /// A blob of no bytes that no instruction may use: it is released from the start, so
+    /// an instruction given it is refused when submitted (`TensorReleased`), before anything
+    /// runs. The storage of a handle whose values live elsewhere (a global tensor's).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, StreamId};
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// let b = vm.unusable_blob();
+    /// assert!(b.is_released());
+    /// let e = vm.run(StreamId::CPU, Noop::new(vec![], vec![b.clone()]));
+    /// assert!(matches!(e, Err(eddy_vm::Error::TensorReleased { .. })));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn unusable_blob(&self) -> Counted<Blob> {
+        let b = Blob::new_arc(self.shared().owner_id, 0);
+        b.mark_released();
+        b
+    }
+
     /// Number of streams (the main CPU stream is `StreamId::CPU`).
     ///
     /// # Examples
