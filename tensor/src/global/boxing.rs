@@ -141,18 +141,22 @@ fn reduced(
     acc.contiguous()
 }
 
+/// The concatenation along `dim` of `take` of each part, in the parts' order.
+fn joined(
+    parts: &[Tensor],
+    dim: usize,
+    take: impl Fn(&Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let pieces = parts.iter().map(take).collect::<Result<Vec<_>>>()?;
+    Tensor::cat(&pieces.iter().collect::<Vec<_>>(), dim as isize)
+}
+
 impl Collectives for InProcess {
     fn all_gather(&self, parts: &[Tensor], devices: &[Device], dim: usize) -> Result<Vec<Tensor>> {
         note(|n| n.all_gather += 1);
-        let mut out = Vec::with_capacity(devices.len());
-        for &d in devices {
-            let pieces = (parts.iter().map(|p| p.to_device(d))).collect::<Result<Vec<_>>>()?;
-            out.push(Tensor::cat(
-                &pieces.iter().collect::<Vec<_>>(),
-                dim as isize,
-            )?);
-        }
-        Ok(out)
+        (devices.iter())
+            .map(|&d| joined(parts, dim, |t| t.to_device(d)))
+            .collect()
     }
 
     fn all_reduce(
@@ -195,18 +199,14 @@ impl Collectives for InProcess {
     ) -> Result<Vec<Tensor>> {
         note(|n| n.all_to_all += 1);
         let (n, p) = (parts[0].dims()[to], devices.len());
-        let mut out = Vec::with_capacity(p);
-        for (k, &d) in devices.iter().enumerate() {
-            let r = split_range(n, p, k);
-            let pieces = (parts.iter())
-                .map(|q| q.narrow(to as isize, r.start, r.len())?.to_device(d))
-                .collect::<Result<Vec<_>>>()?;
-            out.push(Tensor::cat(
-                &pieces.iter().collect::<Vec<_>>(),
-                from as isize,
-            )?);
-        }
-        Ok(out)
+        (devices.iter().enumerate())
+            .map(|(k, &d)| {
+                let r = split_range(n, p, k);
+                joined(parts, from, |q| {
+                    q.narrow(to as isize, r.start, r.len())?.to_device(d)
+                })
+            })
+            .collect()
     }
 }
 
