@@ -850,3 +850,24 @@ fn threads_on_overlapping_placements_get_their_own_values() -> R {
         Ok(())
     })
 }
+
+#[test]
+fn a_compiled_graph_refuses_global_tensors() -> R {
+    use eddy::tensor::graph::Graph;
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1], &[2]);
+        let x = Tensor::ones([4], DType::F32)?;
+        let g = x.to_global(&p, &[Sbp::Split(0)])?;
+        let double = Graph::new(|xs: &[Tensor]| Ok(vec![xs[0].add(&xs[0])?]));
+        let e = double.run(&[&g]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        // A global tensor reached from inside the closure, not as an input.
+        let inside = Graph::new(move |xs: &[Tensor]| {
+            Ok(vec![g.add(&g)?.to_local()?.add(&xs[0].narrow(0, 0, 2)?)?])
+        });
+        let e = inside.run(&[&x]).unwrap_err();
+        assert!(e.to_string().contains("compiled graph"), "{e}");
+        Ok(())
+    })
+}

@@ -230,6 +230,9 @@ impl Tensor {
         src: Option<&Tensor>,
         f: impl Fn(&Tensor, Option<&Tensor>) -> Result<Tensor>,
     ) -> Result<Tensor> {
+        if crate::graph::is_tracing() {
+            return Err(refuse_traced(op));
+        }
         let Some(g) = self.global() else {
             return Err(super::mismatch(op, self, src.expect("a global operand")));
         };
@@ -275,6 +278,18 @@ fn whole_values(sbp: &[super::Sbp]) -> super::NdSbp {
             s => *s,
         })
         .collect()
+}
+
+/// `InvalidArgument` for a global `op` in a compiled graph's closure, or a global input to
+/// a graph: a plan replays the ops it traced on the components it saw, so a global tensor's
+/// components would be read as state from outside, not as this run's values.
+#[cold]
+#[track_caller]
+pub(crate) fn refuse_traced(op: &'static str) -> Error {
+    Error::invalid(
+        op,
+        "global tensors cannot be used in a compiled graph (run its steps eagerly)",
+    )
 }
 
 /// `NoSbpRule` for `op`, which has no global form, on the global `t`.

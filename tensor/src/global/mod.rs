@@ -9,7 +9,7 @@ mod boxing;
 mod loss;
 mod ops;
 
-pub(crate) use apply::{refuse, reshape_dims};
+pub(crate) use apply::{refuse, refuse_traced, reshape_dims};
 pub use boxing::{CollectiveCounts, count_collectives};
 pub use eddy_ops::global::{DeviceKind, NdSbp, Placement, ReduceKind, Sbp};
 pub(crate) use ops::{refused_kernel, run};
@@ -145,6 +145,9 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn to_global(&self, placement: &Placement, sbp: &[Sbp]) -> Result<Tensor> {
+        if crate::graph::is_tracing() {
+            return Err(refuse_traced("to_global"));
+        }
         check_sbp("to_global", self.rank(), placement, sbp)?;
         let out = match self.global() {
             Some(g) if *g.placement == *placement => {

@@ -84,6 +84,9 @@ pub(crate) fn run(
     out: Shape,
     local: impl Fn(&[&Tensor], &[usize]) -> Result<Tensor>,
 ) -> Result<Tensor> {
+    if crate::graph::is_tracing() {
+        return Err(super::refuse_traced(op));
+    }
     let placement = common(op, inputs)?;
     if let Some(y) = same_layout(&rule, inputs, &out, &local)? {
         return Ok(y);

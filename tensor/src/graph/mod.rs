@@ -280,6 +280,9 @@ impl<F: Fn(&[Tensor]) -> Result<Vec<Tensor>>> Graph<F> {
 fn dense_inputs(inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     let mut xs: Vec<Tensor> = Vec::with_capacity(inputs.len());
     for &t in inputs {
+        if t.is_global() {
+            return Err(crate::global::refuse_traced("Graph::run"));
+        }
         let shared = xs.iter().any(|x| x.shares_storage(t));
         let dense = t.is_contiguous() && t.layout().offset == 0;
         xs.push(if dense && !shared {
