@@ -221,6 +221,11 @@ fn ops() -> Vec<Op> {
         ("mean_all", 1, |x| x[0].mean_all()),
         ("amax0", 1, |x| x[0].amax(&[0], false)),
         ("amin1", 1, |x| x[0].amin(&[1], false)),
+        ("prod1", 1, |x| x[0].prod(&[1], false)),
+        ("argmax0", 1, |x| {
+            x[0].argmax(0, false)?.to_dtype(DType::F32)
+        }),
+        ("argmin1", 1, |x| x[0].argmin(1, true)?.to_dtype(DType::F32)),
         ("softmax1", 1, |x| x[0].softmax(1)),
         ("softmax0", 1, |x| x[0].softmax(0)),
         ("log_softmax1", 1, |x| x[0].log_softmax(1)),
@@ -488,7 +493,7 @@ fn wrong_uses_are_typed_errors_from_the_call() -> R {
             (op.as_str(), placement.as_str(), inputs.as_str()),
             ("cumsum", "cpu:[0, 1], S(0)", "[S(0)]")
         );
-        assert!(matches!(g.prod(&[0], false), Err(Error::NoSbpRule { .. })));
+        assert!(matches!(g.sort(0, false), Err(Error::NoSbpRule { .. })));
         // SBPs the tensor or the grid cannot hold.
         assert!(matches!(
             x.to_global(&p, &[Sbp::Split(2)]),

@@ -90,8 +90,9 @@ impl Tensor {
     }
 
     /// The reduction `op` over the dims marked in `reduced` of a global tensor, of logical
-    /// shape `shape` (no record). Sums, maxima and minima have rules; a mean is a sum divided
-    /// by the logical count (the caller's), so uneven splits weigh right.
+    /// shape `shape` (no record). Sums, maxima and minima over a split dim give partials; a
+    /// product or a position (`argmax`) keeps only the splits of the other dims; a mean is a
+    /// sum divided by the logical count (the caller's), so uneven splits weigh right.
     #[track_caller]
     pub(crate) fn global_reduce(
         &self,
@@ -101,23 +102,30 @@ impl Tensor {
         shape: Shape,
     ) -> Result<Tensor> {
         let kind = match op {
-            ReduceOp::Sum => ReduceKind::Sum,
-            ReduceOp::Max => ReduceKind::Max,
-            ReduceOp::Min => ReduceKind::Min,
-            _ => {
-                return Err(Error::NoSbpRule {
-                    op: op.name().to_string(),
-                    placement: super::describe(self),
-                    inputs: "(a reduction without a rule)".into(),
-                    at: crate::Caller::here(),
-                });
-            }
+            ReduceOp::Sum => Some(ReduceKind::Sum),
+            ReduceOp::Max => Some(ReduceKind::Max),
+            ReduceOp::Min => Some(ReduceKind::Min),
+            _ => None,
         };
-        let rule = Rule::Reduce {
-            kind,
-            rank: self.rank(),
-            reduced: reduced.into(),
-            keepdim,
+        let rule = match kind {
+            Some(kind) => Rule::Reduce {
+                kind,
+                rank: self.rank(),
+                reduced: reduced.into(),
+                keepdim,
+            },
+            // A product or a position: only the kept dims may stay split, and no partial
+            // passes (a product of sums is no sum of products; a maximum's position needs
+            // the values).
+            None => Rule::Map {
+                dims: (0..self.rank())
+                    .map(|d| {
+                        let before = reduced[..d].iter().filter(|&&r| r).count();
+                        (!reduced[d]).then(|| if keepdim { d } else { d - before })
+                    })
+                    .collect(),
+                partials: Partials::None,
+            },
         };
         let dims: SmallVec<[isize; 4]> = (0..self.rank() as isize)
             .filter(|&d| reduced[d as usize])
@@ -125,7 +133,11 @@ impl Tensor {
         run(op.name(), rule, &[self], shape, |x, _| match op {
             ReduceOp::Sum => x[0].sum(&dims, keepdim),
             ReduceOp::Max => x[0].amax(&dims, keepdim),
-            _ => x[0].amin(&dims, keepdim),
+            ReduceOp::Min => x[0].amin(&dims, keepdim),
+            ReduceOp::Prod => x[0].prod(&dims, keepdim),
+            ReduceOp::ArgMax => x[0].argmax(dims[0], keepdim),
+            ReduceOp::ArgMin => x[0].argmin(dims[0], keepdim),
+            ReduceOp::Mean => x[0].mean(&dims, keepdim),
         })
     }
 
