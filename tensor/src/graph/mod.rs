@@ -281,7 +281,11 @@ fn dense_inputs(inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     let mut xs: Vec<Tensor> = Vec::with_capacity(inputs.len());
     for &t in inputs {
         if t.is_global() {
-            return Err(crate::global::refuse_traced("Graph::run"));
+            // A plan replays the components it traced: a global input's would be stale.
+            return Err(Error::invalid(
+                "Graph::run",
+                "global tensors cannot be used in a compiled graph (run its steps eagerly)",
+            ));
         }
         let shared = xs.iter().any(|x| x.shares_storage(t));
         let dense = t.is_contiguous() && t.layout().offset == 0;
