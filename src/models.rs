@@ -19,9 +19,39 @@ use crate::{DType, Result, Tensor};
 /// # Ok::<(), eddy::Error>(())
 /// ```
 pub fn mlp(sizes: &[usize]) -> Result<Sequential> {
+    mlp_with(sizes, |_, l| Ok(l))
+}
+
+/// [`mlp`] with each `Linear` passed through `lay` (given its index) before it joins the
+/// model: to lay the layers out on devices, say. The layers are made in the same order, so a
+/// seed gives the same initial values.
+///
+/// # Errors
+///
+/// Engine errors, and `lay`'s.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::tensor::global::{DeviceKind, Placement, Sbp};
+/// use eddy::tensor::nn::Module;
+/// let vm = eddy::Vm::builder().cpu_devices(2).build()?;
+/// eddy::tensor::with_engine(&vm, || {
+///     let p = Placement::new(DeviceKind::Cpu, [0, 1])?;
+///     let b = [Sbp::Broadcast];
+///     let m = eddy::models::mlp_with(&[4, 8, 3], |_, l| l.to_global(&p, &b, &b))?;
+///     assert!(m.parameters().iter().all(|t| t.is_global()));
+///     Ok::<(), eddy::Error>(())
+/// })?;
+/// # Ok::<(), eddy::Error>(())
+/// ```
+pub fn mlp_with(
+    sizes: &[usize],
+    lay: impl Fn(usize, Linear) -> Result<Linear>,
+) -> Result<Sequential> {
     let mut s = Sequential::new();
     for (i, w) in sizes.windows(2).enumerate() {
-        s = s.add(Linear::new(w[0], w[1], true, DType::F32)?);
+        s = s.add(lay(i, Linear::new(w[0], w[1], true, DType::F32)?)?);
         if i + 2 < sizes.len() {
             s = s.add(Relu);
         }

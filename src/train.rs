@@ -5,7 +5,7 @@ use crate::data::Dataset;
 use crate::models::mlp;
 use crate::tensor::nn::Module;
 use crate::tensor::optim::{Adam, Optimizer};
-use crate::{DType, Result, Tensor};
+use crate::{Result, Tensor};
 use eddy_vm::{Vm, VmStats};
 use std::time::Instant;
 
@@ -413,21 +413,14 @@ impl Spread {
     /// The MLP of `sizes` laid out for the run.
     fn model(&self, sizes: &[usize]) -> Result<crate::tensor::nn::Sequential> {
         use crate::tensor::global::Sbp::{Broadcast as B, Split as S};
-        use crate::tensor::nn::{Linear, Sequential};
-        let mut s = Sequential::new();
-        for (i, w) in sizes.windows(2).enumerate() {
+        crate::models::mlp_with(sizes, |i, l| {
             let (weight, bias) = match (self.parallel, i % 2) {
                 (Parallel::Data, _) => (B, B),
                 (Parallel::Tensor, 0) => (S(0), S(0)),
                 (Parallel::Tensor, _) => (S(1), B),
             };
-            let l = Linear::new(w[0], w[1], true, DType::F32)?;
-            s = s.add(l.to_global(&self.placement, &[weight], &[bias])?);
-            if i + 2 < sizes.len() {
-                s = s.add(crate::tensor::nn::Relu);
-            }
-        }
-        Ok(s)
+            l.to_global(&self.placement, &[weight], &[bias])
+        })
     }
 
     /// A batch (rows first) laid out for the run: split by rows for data parallelism, whole

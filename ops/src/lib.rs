@@ -9,7 +9,8 @@
 //! dtypes, never a tensor or the scheduler. Inference runs on the caller's thread before
 //! anything is enqueued. Below them all, [`fuse`]'s data (what an elementwise kernel computes)
 //! is read by both the kernels and the fusion pass. [`view`] infers the views, which need no
-//! kernel.
+//! kernel. [`global`] holds the global view's rules: placements, SBPs, each
+//! op's signatures beside its inference, and the cost model that chooses among them.
 //!
 //! # Examples
 //!
