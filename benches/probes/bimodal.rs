@@ -1,9 +1,9 @@
 //! Whether a slow repetition of a small workload is Eddy's or the host's: each repetition
-//! first times a calibration chunk of plain Rust (small allocations, a hash map, indirect
-//! calls; no engine), then the workload, and prints both with what the engine did (how many
-//! ops ran at once on the calling thread, `VmStats::inlined`, of those dispatched) and the
-//! process's context switches. A slow workload beside a fast calibration is Eddy's; both slow
-//! together is the host.
+//! first times a calibration chunk of plain Rust (`eddy::bench::host_chunk`: small
+//! allocations, a hash map, indirect calls; no engine), then the workload, and prints both
+//! with what the engine did (how many ops ran at once on the calling thread,
+//! `VmStats::inlined`, of those dispatched) and the process's context switches. A slow
+//! workload beside a fast calibration is Eddy's; both slow together is the host.
 //!
 //! `cargo bench --bench bimodal -- [small|infer] [REPS]`: `small` is `dispatch_small`'s
 //! loop (10,000 adds on 16 floats between two syncs), `infer` `mlp_infer`'s (30 batch-1
@@ -15,7 +15,6 @@ static GLOBAL: eddy::Malloc = eddy::Malloc;
 use eddy::models::mlp;
 use eddy::tensor::nn::Module;
 use eddy::tensor::{DType, Tensor, no_grad};
-use std::collections::HashMap;
 use std::time::Instant;
 
 /// Each thread's name and its voluntary and involuntary context switches.
@@ -56,23 +55,6 @@ fn delta(a: &[(String, u64, u64)], b: &[(String, u64, u64)]) -> String {
     s
 }
 
-/// Nanoseconds per step of a chunk of plain small-object work.
-fn calibrate(acc: &mut u64) -> f64 {
-    let fs: [fn(u64) -> u64; 3] = [|x| x ^ 7, |x| x.rotate_left(3), |x| x.wrapping_mul(3)];
-    let t = Instant::now();
-    let mut m: HashMap<u64, Vec<u64>> = HashMap::new();
-    for i in 0..10_000u64 {
-        let v = std::hint::black_box(vec![i; 4]);
-        let k = fs[(i % 3) as usize](i) % 64;
-        m.entry(k).or_default().push(v[0] + v[3]);
-        if m.len() > 32 {
-            m.clear();
-        }
-        *acc = acc.wrapping_add(k);
-    }
-    t.elapsed().as_nanos() as f64 / 10_000.0
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let what = args.next().unwrap_or_else(|| "small".into());
@@ -82,9 +64,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let model = mlp(&[784, 512, 512, 10])?;
     let input = Tensor::randn([1, 784], 0.0, 1.0, DType::F32)?;
     let _g = no_grad();
-    let mut acc = 0;
     for r in 0..reps {
-        let cal = calibrate(&mut acc);
+        let cal = eddy::bench::host_chunk();
         let (s0, c0) = (vm.stats(), switches());
         let t = Instant::now();
         let (per, unit) = if what == "infer" {
@@ -108,6 +89,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             delta(&c0, &c1),
         );
     }
-    eprintln!("({acc})");
     Ok(())
 }

@@ -27,6 +27,7 @@ pub use throughput::{add_large, copy_large, matmul, matmul_in, matmul_with_roof}
 
 /// Every metric key, in output order.
 pub const KEYS: &[&str] = &[
+    "host_ns_per_step",
     "dispatch_small_ns_per_op",
     "dispatch_mixed_ns_per_op",
     "add_large_gbps",
@@ -175,6 +176,47 @@ fn reps(warmup: usize, mut f: impl FnMut() -> Result<f64>) -> Result<Vec<f64>> {
         f()?;
     }
     (0..REPS).map(|_| f()).collect()
+}
+
+/// The host's own speed, with no engine: 10,000 steps of plain Rust of the kind the small-op
+/// path does (a small allocation, a hash-map entry, an indirect call); ns per step. On a
+/// shared virtual machine this moves with the host's phases (another guest on the same
+/// physical core), so it tells a slow process of Eddy's from a slow moment of the host
+/// (`benches/spread.sh`).
+///
+/// # Examples
+///
+/// ```
+/// let ns = eddy::bench::host()?;
+/// assert_eq!(ns.len(), 7);
+/// assert!(ns.iter().all(|&x| x > 0.0));
+/// # Ok::<(), eddy::Error>(())
+/// ```
+pub fn host() -> Result<Vec<f64>> {
+    reps(1, || Ok(host_chunk()))
+}
+
+/// One repetition of [`host`]: ns per step of 10,000 steps of plain Rust.
+///
+/// ```
+/// assert!(eddy::bench::host_chunk() > 0.0);
+/// ```
+pub fn host_chunk() -> f64 {
+    let steps: [fn(u64) -> u64; 3] = [|x| x ^ 7, |x| x.rotate_left(3), |x| x.wrapping_mul(3)];
+    let mut acc = 0u64;
+    let t = Instant::now();
+    let mut m: std::collections::HashMap<u64, Vec<u64>> = Default::default();
+    for i in 0..10_000u64 {
+        let v = std::hint::black_box(vec![i; 4]);
+        let k = steps[(i % 3) as usize](i) % 64;
+        m.entry(k).or_default().push(v[0] + v[3]);
+        if m.len() > 32 {
+            m.clear();
+        }
+        acc = acc.wrapping_add(k);
+    }
+    std::hint::black_box(acc);
+    t.elapsed().as_nanos() as f64 / 10_000.0
 }
 
 /// `y = y + x` chained 10,000 times on 16 elements; ns per op including one sync.
@@ -544,6 +586,9 @@ pub fn run(
 ) -> Result<Report> {
     let want = |k: &str| only.is_empty() || only.iter().any(|o| o == k);
     let mut r = Report::default();
+    if want("host_ns_per_step") {
+        r.put("host_ns_per_step", host()?);
+    }
     if want("dispatch_small_ns_per_op") {
         r.put("dispatch_small_ns_per_op", dispatch_small()?);
     }

@@ -48,6 +48,7 @@ pub mod builder;
 mod captured;
 pub mod config;
 mod counted;
+mod cpu;
 mod dependence;
 pub mod engine;
 pub mod error;

@@ -98,6 +98,10 @@ pub(crate) struct Shared {
     /// the scheduler thread sleeps instead of spinning: it could only take a core from that
     /// thread or its kernel helpers (see `scheduler::spin_until_notified`).
     pub waiter_in_passes: AtomicBool,
+    /// User threads in `Vm::wait` asking the scheduler thread for the scheduler: it lets go
+    /// after the instruction it is running and sleeps, and the waiter runs the passes with the
+    /// kernel pool's helpers (see `Vm::take_scheduler`).
+    pub waiters_wanting: AtomicUsize,
     /// `shutdown_timeout` gave up on the scheduler thread.
     pub abandoned: AtomicBool,
     /// Set when an engine thread failed (`EngineFailed`).
@@ -171,6 +175,7 @@ impl Shared {
             has_probes: AtomicBool::new(false),
             heavy: AtomicBool::new(false),
             waiter_in_passes: AtomicBool::new(false),
+            waiters_wanting: AtomicUsize::new(0),
             abandoned: AtomicBool::new(false),
             failed: Mutex::new(None),
             trace_origin: Instant::now(),

@@ -302,6 +302,131 @@ fn shuttle_scheduler_and_three_waiting_threads() {
     });
 }
 
+/// A waiting thread takes the scheduler from the scheduler thread (`Vm::take_scheduler`):
+/// the scheduler thread, between two instructions, lets go when a waiter wants it and
+/// sleeps; a waiter tries for a bounded while, runs the passes if it got the scheduler (and
+/// notifies if it left work behind), and notifies if it gave up, since the scheduler thread
+/// may have let go after it stopped trying. Three waiters, each submitting two instructions:
+/// every instruction runs exactly once, each waiter's in order, and no instruction is left
+/// queued while every thread sleeps (shuttle reports that as a deadlock).
+#[test]
+fn shuttle_waiters_take_the_scheduler_between_instructions() {
+    use crate::sync::Condvar;
+    use std::collections::VecDeque;
+    #[derive(Default)]
+    struct State {
+        local: VecDeque<u64>,
+        ran: Vec<u64>,
+    }
+    /// Runs what is queued, one instruction at a time; the scheduler thread (`yields`) stops
+    /// between two when a waiter wants the state. Returns whether work is left.
+    fn passes(
+        s: &mut State,
+        p: &PendingStack,
+        done: &Condvar,
+        wanting: &AtomicUsize,
+        yields: bool,
+    ) -> bool {
+        loop {
+            if s.local.is_empty() {
+                let mut l = p.take();
+                while let Some(i) = l.pop_front() {
+                    s.local.push_back(i.id);
+                }
+            }
+            if s.local.is_empty() {
+                return false;
+            }
+            if yields && wanting.load(Relaxed) > 0 {
+                return true;
+            }
+            let i = s.local.pop_front().unwrap();
+            s.ran.push(i);
+            done.notify_all();
+        }
+    }
+    check(|| {
+        let pending = Arc::new(PendingStack::new());
+        let state = Arc::new(Mutex::new(State::default()));
+        let done = Arc::new(Condvar::new());
+        let wanting = Arc::new(AtomicUsize::new(0));
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let sched = {
+            let (p, st, d, w, sd) = (
+                pending.clone(),
+                state.clone(),
+                done.clone(),
+                wanting.clone(),
+                shutdown.clone(),
+            );
+            thread::spawn(move || {
+                loop {
+                    let mut s = st.lock();
+                    let left = passes(&mut s, &p, &d, &w, true);
+                    let stop = sd.load(SeqCst) && !left && p.is_empty();
+                    drop(s);
+                    if stop {
+                        break;
+                    }
+                    p.notifier.wait(None);
+                }
+            })
+        };
+        let users: Vec<_> = (0..3u64)
+            .map(|u| {
+                let (p, st, d, w) = (
+                    pending.clone(),
+                    state.clone(),
+                    done.clone(),
+                    wanting.clone(),
+                );
+                thread::spawn(move || {
+                    let (a, b) = (u * 100, u * 100 + 1);
+                    p.push(batch(&[a]));
+                    p.push(batch(&[b]));
+                    w.fetch_add(1, Relaxed);
+                    let mut taken = None;
+                    for _ in 0..3 {
+                        if let Some(s) = st.try_lock() {
+                            taken = Some(s);
+                            break;
+                        }
+                        thread::yield_now();
+                    }
+                    w.fetch_sub(1, SeqCst);
+                    match taken {
+                        Some(mut s) => {
+                            if passes(&mut s, &p, &d, &w, false) || !p.is_empty() {
+                                p.notifier.notify();
+                            }
+                        }
+                        None => p.notifier.notify(),
+                    }
+                    let mut s = st.lock();
+                    while !s.ran.contains(&b) {
+                        d.wait(&mut s);
+                    }
+                })
+            })
+            .collect();
+        for u in users {
+            u.join().unwrap();
+        }
+        shutdown.store(true, SeqCst);
+        pending.notifier.notify();
+        sched.join().unwrap();
+        let ran = state.lock().ran.clone();
+        let mut sorted = ran.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![0, 1, 100, 101, 200, 201], "once each: {ran:?}");
+        for u in 0..3u64 {
+            let a = ran.iter().position(|&i| i == u * 100).unwrap();
+            let b = ran.iter().position(|&i| i == u * 100 + 1).unwrap();
+            assert!(a < b, "waiter {u}'s order: {ran:?}");
+        }
+    });
+}
+
 /// The kernel pool with three helpers and two callers at once: a caller that finds a helper
 /// busy with the other's job runs those chunks itself; every chunk of both jobs runs exactly
 /// once, and neither caller returns while one of its chunks still runs on a helper.

@@ -11,6 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// How long a waiting thread spins (for its signal, or for the scheduler) before it blocks.
+const WAIT_SPIN: Duration = Duration::from_micros(50);
+
 impl Vm {
     /// In synchronous mode, lets the scheduler make progress (device events may have completed).
     pub(super) fn drive(&self) {
@@ -113,11 +116,19 @@ impl Vm {
                 op: op.to_string(),
             });
         }
+        let mut spun = false;
         if let Mode::Threaded { sched, .. } = &self.inner.mode {
-            // The scheduler thread is out of work (it holds `sched` whenever it runs passes):
-            // run the passes here rather than wait for it to wake, which costs tens of
-            // microseconds on an idle machine.
-            if let Some(mut s) = sched.try_lock() {
+            // Run the passes here rather than wait for the scheduler thread: it is out of
+            // work (it holds `sched` whenever it runs passes), and waking it costs tens of
+            // microseconds on an idle machine; or it lets go when asked.
+            let taken = match sched.try_lock() {
+                Some(s) => Some(s),
+                None => {
+                    spun = true;
+                    self.take_scheduler(sched, w, WAIT_SPIN)
+                }
+            };
+            if let Some(mut s) = taken {
                 let busy = &self.shared().waiter_in_passes;
                 busy.store(true, Ordering::Relaxed);
                 let r = self.run_passes_until(&mut s, w);
@@ -125,7 +136,7 @@ impl Vm {
                 r?;
             }
         }
-        if w.spin(Duration::from_micros(50)) {
+        if w.is_done() || !spun && w.spin(WAIT_SPIN) {
             return Ok(());
         }
         let sh = self.shared();
@@ -155,6 +166,43 @@ impl Vm {
                 });
             }
         }
+    }
+
+    /// Asks the scheduler thread, which is running passes, to let go of the scheduler after
+    /// the instruction it is running, and takes it when it does; `None` once `w` is signalled
+    /// or `patience` has passed (a long kernel: the caller then waits as before).
+    ///
+    /// Why: on a machine with as many cores as kernel threads, a user thread that spins
+    /// while the scheduler thread computes makes three busy threads, and the kernel pool's
+    /// helper shares a core with one of them. Linux keeps waking the helper onto that core,
+    /// so the state lasts: a batch-1 forward took three times as long in such a process.
+    /// Running the passes here keeps the threads at two, as in the synchronous mode.
+    fn take_scheduler<'a>(
+        &self,
+        sched: &'a parking_lot::Mutex<Scheduler>,
+        w: &Waiter,
+        patience: Duration,
+    ) -> Option<parking_lot::MutexGuard<'a, Scheduler>> {
+        let wanting = &self.shared().waiters_wanting;
+        wanting.fetch_add(1, Ordering::Relaxed);
+        let t0 = Instant::now();
+        let taken = loop {
+            if let Some(s) = sched.try_lock() {
+                break Some(s);
+            }
+            if w.is_done() || t0.elapsed() >= patience {
+                break None;
+            }
+            std::hint::spin_loop();
+        };
+        wanting.fetch_sub(1, Ordering::SeqCst);
+        if taken.is_none() {
+            // The scheduler thread may have let go after this thread stopped trying and gone
+            // to sleep with work left: the notification brings it back (it is consumed by
+            // the sleep that follows its hand-over, or finds it awake and costs nothing).
+            self.wake();
+        }
+        taken
     }
 
     /// Asks the scheduler for a dump of the live instructions.

@@ -19,7 +19,7 @@ impl Scheduler {
         let mut any = false;
         for s in 0..self.streams.len() {
             while let Some(&slot) = self.streams[s].waiting.front() {
-                if self.slots[slot as usize].in_degree > 0 {
+                if self.slots[slot as usize].in_degree > 0 || self.hands_over() {
                     break;
                 }
                 self.streams[s].waiting.pop_front();

@@ -32,6 +32,9 @@
 //! It stops spinning early while a waiting user thread runs the passes itself (`Vm::wait`):
 //! on a 2-core machine that thread and a kernel helper already fill the cores, and a third
 //! spinning thread would take their time (the book's `mlp_infer` section has the figures).
+//! For the same reason a user thread that starts waiting while this thread runs passes asks
+//! for the scheduler (`Vm::take_scheduler`): this thread lets go after the instruction it is
+//! running, skips its spin and sleeps, and the waiter runs the rest.
 
 mod dispatch;
 mod ingest;
@@ -250,6 +253,13 @@ impl Scheduler {
         progress
     }
 
+    /// Whether the scheduler thread should let go of the scheduler now, between two
+    /// instructions: a user thread waits for it (`Vm::take_scheduler`). Only the scheduler
+    /// thread's passes (those that defer drops) hand over; a user thread's run to the end.
+    pub(crate) fn hands_over(&self) -> bool {
+        self.defer_drops && self.shared.waiters_wanting.load(Ordering::Relaxed) > 0
+    }
+
     /// Runs passes until nothing moves (synchronous mode, and draining).
     pub(crate) fn run_until_stalled(&mut self) {
         while self.pass() {}
@@ -335,6 +345,9 @@ impl Scheduler {
             s.defer_drops = true;
             while s.pass() {
                 progressed = true;
+                if s.hands_over() {
+                    break;
+                }
             }
             s.defer_drops = false;
             s.publish_all();
@@ -362,10 +375,18 @@ impl Scheduler {
             }
             // Going to sleep: drop the policies left for the submitting threads, which may not
             // come back for them.
+            // (Not while a waiting thread takes or holds the scheduler: its barrier sweeps.)
             if !shared.deferred_nodes.is_empty() {
-                let mut s = cell.lock();
-                s.sweep_deferred();
-                s.publish_all();
+                let waiter = shared.waiter_in_passes.load(Ordering::Relaxed)
+                    || shared.waiters_wanting.load(Ordering::Relaxed) > 0;
+                if let Some(mut s) = if waiter {
+                    cell.try_lock()
+                } else {
+                    Some(cell.lock())
+                } {
+                    s.sweep_deferred();
+                    s.publish_all();
+                }
             }
             // Poll device events and probes at a modest rate; otherwise sleep until notified.
             let timeout = poll.then(|| std::time::Duration::from_micros(100));
@@ -464,7 +485,9 @@ fn spin_until_notified(shared: &Shared, deadline: Instant, backoff: &Backoff) ->
         // A waiting user thread is running the passes itself: nothing will come this thread's
         // way until something notifies it, and its spinning would take a core from that
         // thread or its kernel helpers.
-        if shared.waiter_in_passes.load(Ordering::Relaxed) {
+        if shared.waiter_in_passes.load(Ordering::Relaxed)
+            || shared.waiters_wanting.load(Ordering::Relaxed) > 0
+        {
             return false;
         }
         snooze(backoff);
