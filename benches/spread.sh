@@ -12,7 +12,8 @@
 # median over its repetitions), their median, best and worst, and worst / median; then the
 # same over the processes that ran while the host was in its fast phase (plain Rust within
 # 15 % of the best seen), and, with several builds, each build's median over the first's.
-# Every key is lower-is-better. A process that fails is reported and left out.
+# Rates (GB/s, GFLOP/s) are higher-is-better, with median / worst; the rest worst / median.
+# A process that fails is reported and left out.
 set -euo pipefail
 n=${1:?usage: bash benches/spread.sh N [BIN ...]}
 shift
@@ -44,26 +45,29 @@ for line in open(path):
     vals[(int(b), k)][int(i)] = float(v)
 host = {b: vals.get((b, "host_ns_per_step"), {}) for b in range(len(bins))}
 best = min((v for h in host.values() for v in h.values()), default=0)
-def show(label, vs):
-    vs = sorted(vs)
+def show(label, vs, higher):
+    vs = sorted(vs, reverse=higher)
     if not vs:
         print(f"  {label}: no process")
         return None
     med = statistics.median(vs)
-    print(f"  {label}: median {med:.2f} | best {vs[0]:.2f} | worst {vs[-1]:.2f} | worst/median {vs[-1] / med:.3f} ({len(vs)} processes)")
+    spread = med / vs[-1] if higher else vs[-1] / med
+    name = "median/worst" if higher else "worst/median"
+    print(f"  {label}: median {med:.2f} | best {vs[0]:.2f} | worst {vs[-1]:.2f} | {name} {spread:.3f} ({len(vs)} processes)")
     return med
 print(f"{n} fresh processes per build; plain Rust's best {best:.1f} ns a step")
 for k in ["host_ns_per_step"] + keys:
     print(k)
+    higher = k.endswith(("gbps", "gflops", "tflops"))
     meds = []
     for b, name in enumerate(bins):
         per = vals.get((b, k), {})
         if len(bins) > 1:
             print(f" {name}")
         print(f"  per process {[round(v, 2) for v in sorted(per.values())]}")
-        show("all", per.values())
+        show("all", per.values(), higher)
         fast = [v for i, v in per.items() if host[b].get(i, float("inf")) <= best * 1.15]
-        meds.append(show("host fast", fast) if k != "host_ns_per_step" else None)
+        meds.append(show("host fast", fast, higher) if k != "host_ns_per_step" else None)
     if len(bins) > 1 and all(m for m in meds):
         print("  host-fast medians over the first build's: " + ", ".join(f"{m / meds[0]:.3f}" for m in meds))
 PY

@@ -248,6 +248,11 @@ fn ops() -> Vec<Op> {
         ("add_row", 2, |x| {
             x[0].add(&x[1].narrow(0, 0, 1)?.squeeze(0)?)
         }),
+        ("cat0", 2, |x| Tensor::cat(&[x[0], x[1]], 0)),
+        ("cat1", 2, |x| Tensor::cat(&[x[0], x[1]], 1)),
+        ("stack", 2, |x| Tensor::stack(&[x[0], x[1]], 2)),
+        ("split", 1, |x| Ok(x[0].split(3, 1)?[1].clone())),
+        ("chunk", 1, |x| Ok(x[0].chunk(2, 0)?[0].clone())),
         ("matmul", 2, |x| x[0].matmul(&x[1].t()?)),
         ("linear", 2, |x| x[0].linear(x[1], None)),
     ]
@@ -374,6 +379,37 @@ fn data_parallel_gradients_are_all_reduced_by_the_rules() -> R {
         r?;
         assert_eq!(n.all_reduce, 1, "{n:?}");
         assert_eq!(wg.grad().unwrap().sbp(), Some(&[Sbp::Broadcast][..]));
+        Ok(())
+    })
+}
+
+#[test]
+fn gradients_of_joins_and_slices_match_one_device() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1, 2], &[3]);
+        let a = Tensor::randn([5, 4], 0.0, 1.0, DType::F32)?;
+        let b = Tensor::randn([2, 4], 0.0, 1.0, DType::F32)?;
+        let cat: fn(&[Tensor]) -> R<Tensor> = |v| Tensor::cat(&[&v[0], &v[1]], 0)?.exp()?.sum_all();
+        let narrow: fn(&[Tensor]) -> R<Tensor> = |v| {
+            v[0].narrow(1, 1, 2)?
+                .square()?
+                .mul(&v[1].narrow(1, 0, 2)?.sum(&[0], true)?)?
+                .sum_all()
+        };
+        let chunk: fn(&[Tensor]) -> R<Tensor> = |v| {
+            let c = v[0].chunk(2, 0)?;
+            c[0].narrow(0, 0, 2)?.sub(&c[1])?.square()?.sum_all()
+        };
+        for (sa, sb) in [
+            (Sbp::Split(1), Sbp::Split(1)),
+            (Sbp::Broadcast, Sbp::Split(0)),
+            (Sbp::Split(0), Sbp::Broadcast),
+        ] {
+            grads_agree(&p, &[a.clone(), b.clone()], &[&[sa], &[sb]], cat)?;
+            grads_agree(&p, &[a.clone(), b.clone()], &[&[sa], &[sb]], narrow)?;
+            grads_agree(&p, std::slice::from_ref(&a), &[&[sa]], chunk)?;
+        }
         Ok(())
     })
 }

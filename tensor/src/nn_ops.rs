@@ -590,22 +590,28 @@ impl Tensor {
             shape,
             dtype,
         } = eddy_ops::view::infer_cat("cat", &metas, dim)?;
-        let first = tensors[0];
-        for t in tensors {
-            first.same_device("cat", t)?;
-        }
-        let out = first.empty_like_shape(shape, dtype)?;
         let mut at = 0;
-        let mut sizes = Vec::with_capacity(tensors.len());
-        {
-            let _g = crate::no_grad();
-            for t in tensors {
+        let sizes: Vec<(usize, usize)> = (tensors.iter())
+            .map(|t| {
                 let n = t.dims()[d];
-                out.narrow(d as isize, at, n)?.copy_(t)?;
-                sizes.push((at, n));
                 at += n;
+                (at - n, n)
+            })
+            .collect();
+        let out = if tensors.iter().any(|t| t.is_global()) {
+            Tensor::global_cat(tensors, d, shape)?
+        } else {
+            let first = tensors[0];
+            for t in tensors {
+                first.same_device("cat", t)?;
             }
-        }
+            let out = first.empty_like_shape(shape, dtype)?;
+            let _g = crate::no_grad();
+            for (t, &(at, n)) in tensors.iter().zip(&sizes) {
+                out.narrow(d as isize, at, n)?.copy_(t)?;
+            }
+            out
+        };
         Ok(out.record("cat", tensors, move |g, inputs, _| {
             sizes
                 .iter()

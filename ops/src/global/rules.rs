@@ -84,6 +84,22 @@ pub enum Rule {
     /// A loss summed over rows: scores `[N, …]` and per-row targets `[N]` give the 0-dim
     /// sum, partial where the rows are split.
     RowLoss,
+    /// `cat` of inputs of `rank` dims along `dim`: every other dim may stay split (the
+    /// inputs agree on its size, so their components line up), and partials of one kind
+    /// pass (a concatenation only places values).
+    ///
+    /// ```
+    /// use eddy_ops::global::{Rule, Sbp};
+    /// let s = Rule::Cat { rank: 2, dim: 0 }.signatures(&[&[2, 3], &[4, 3]], &[6, 3]);
+    /// assert!(s.iter().any(|s| s.inputs.as_slice() == [Sbp::Split(1), Sbp::Split(1)]));
+    /// assert!(s.iter().all(|s| s.inputs[0] != Sbp::Split(0)), "the joined dim stays whole");
+    /// ```
+    Cat {
+        /// The inputs' rank.
+        rank: usize,
+        /// The dim they are joined along.
+        dim: usize,
+    },
     /// A reduction (`sum`, `max`, `min`) over `dims` of a tensor of `rank` dims.
     Reduce {
         /// The reduction.
@@ -184,6 +200,14 @@ impl Rule {
                 }
             }
             Rule::RowLoss => v.push(sig(&[S(0), S(0)], P(ReduceKind::Sum))),
+            Rule::Cat { rank, dim } => {
+                for d in (0..*rank).filter(|d| d != dim) {
+                    v.push(sig(&vec![S(d); n], S(d)));
+                }
+                for k in [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min] {
+                    v.push(sig(&vec![P(k); n], P(k)));
+                }
+            }
             Rule::Broadcast => {
                 for d in 0..out.len() {
                     let need: SmallVec<[Sbp; 2]> =

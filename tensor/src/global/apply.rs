@@ -89,6 +89,19 @@ impl Tensor {
         })
     }
 
+    /// `cat` of global operands along `dim`, of logical shape `shape` (no record): each rank
+    /// joins its components, the joined dim whole and the others as they are split.
+    #[track_caller]
+    pub(crate) fn global_cat(tensors: &[&Tensor], dim: usize, shape: Shape) -> Result<Tensor> {
+        let rule = Rule::Cat {
+            rank: shape.dims().len(),
+            dim,
+        };
+        run("cat", rule, tensors, shape, |x, _| {
+            Tensor::cat(x, dim as isize)
+        })
+    }
+
     /// The reduction `op` over the dims marked in `reduced` of a global tensor, of logical
     /// shape `shape` (no record). Sums, maxima and minima over a split dim give partials; a
     /// product or a position (`argmax`) keeps only the splits of the other dims; a mean is a
