@@ -198,6 +198,15 @@ fn boxing_moves_between_placements_and_device_sets() -> R {
     })
 }
 
+/// An index of `values`, broadcast over `x`'s placement when `x` is global.
+fn index_like(x: &Tensor, values: &[i64]) -> R<Tensor> {
+    let i = Tensor::from_vec(values.to_vec(), [values.len()])?;
+    match x.placement() {
+        Some(p) => i.to_global(p, &vec![Sbp::Broadcast; p.grid_dims().len()]),
+        None => Ok(i),
+    }
+}
+
 /// An op of the validator: its name, its arity and what it computes.
 type Op = (&'static str, usize, fn(&[&Tensor]) -> R<Tensor>);
 
@@ -253,6 +262,12 @@ fn ops() -> Vec<Op> {
         ("stack", 2, |x| Tensor::stack(&[x[0], x[1]], 2)),
         ("split", 1, |x| Ok(x[0].split(3, 1)?[1].clone())),
         ("chunk", 1, |x| Ok(x[0].chunk(2, 0)?[0].clone())),
+        ("index_select0", 1, |x| {
+            x[0].index_select(0, &index_like(x[0], &[4, 0, 2, 2])?)
+        }),
+        ("index_select1", 1, |x| {
+            x[0].index_select(1, &index_like(x[0], &[6, 1])?)
+        }),
         ("matmul", 2, |x| x[0].matmul(&x[1].t()?)),
         ("linear", 2, |x| x[0].linear(x[1], None)),
     ]
@@ -410,6 +425,68 @@ fn gradients_of_joins_and_slices_match_one_device() -> R {
             grads_agree(&p, &[a.clone(), b.clone()], &[&[sa], &[sb]], narrow)?;
             grads_agree(&p, std::slice::from_ref(&a), &[&[sa]], chunk)?;
         }
+        Ok(())
+    })
+}
+
+#[test]
+fn index_select_by_a_split_index_and_its_gradient_match_one_device() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1, 2], &[3]);
+        let x = Tensor::randn([5, 4], 0.0, 1.0, DType::F32)?;
+        let at = [4i64, 0, 2, 2, 1, 4, 3];
+        let idx = Tensor::from_vec(at.to_vec(), [at.len()])?;
+        let local = x.detach().requires_grad_(true)?;
+        let want = local.index_select(0, &idx)?;
+        want.exp()?.sum_all()?.backward()?;
+        for (xs, is) in [
+            (Sbp::Broadcast, Sbp::Split(0)),
+            (Sbp::Split(1), Sbp::Broadcast),
+            (Sbp::Broadcast, Sbp::Broadcast),
+        ] {
+            let g = x.to_global(&p, &[xs])?.requires_grad_(true)?;
+            let y = g.index_select(0, &idx.to_global(&p, &[is])?)?;
+            let what = format!("x {xs:?}, index {is:?} → {:?}", y.sbp());
+            if is == Sbp::Split(0) {
+                assert_eq!(y.sbp(), Some(&[Sbp::Split(0)][..]), "{what}: no boxing");
+            }
+            close(&y.to_vec::<f32>()?, &want.to_vec::<f32>()?, &what);
+            y.exp()?.sum_all()?.backward()?;
+            let grad = g.grad().expect("a gradient");
+            assert_eq!(grad.sbp(), g.sbp(), "{what}: laid out as the input");
+            close(
+                &grad.to_vec::<f32>()?,
+                &local.grad().unwrap().to_vec::<f32>()?,
+                &format!("{what}: gradient"),
+            );
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn an_embedding_of_split_ids_is_the_one_device_lookup() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1], &[2]);
+        let w = Tensor::randn([6, 4], 0.0, 1.0, DType::F32)?;
+        let ids = Tensor::from_vec(vec![5i64, 0, 2, 2, 1, 3, 0, 4, 5], [3, 3])?;
+        let local = w.detach().requires_grad_(true)?;
+        let want = local.embedding(&ids)?;
+        want.square()?.sum_all()?.backward()?;
+        let g = w.to_global(&p, &[Sbp::Broadcast])?.requires_grad_(true)?;
+        let y = g.embedding(&ids.to_global(&p, &[Sbp::Split(0)])?)?;
+        assert_eq!(y.dims(), &[3, 3, 4]);
+        close(&y.to_vec::<f32>()?, &want.to_vec::<f32>()?, "embedding");
+        y.square()?.sum_all()?.backward()?;
+        let grad = g.grad().expect("a gradient");
+        assert_eq!(grad.sbp(), Some(&[Sbp::Broadcast][..]));
+        close(
+            &grad.to_vec::<f32>()?,
+            &local.grad().unwrap().to_vec::<f32>()?,
+            "embedding's gradient",
+        );
         Ok(())
     })
 }

@@ -289,26 +289,31 @@ impl Tensor {
         self.same_device("index_select", index)?;
         let d = ki::infer_index_select(self.dims(), dim, index.dims())?;
         Tensor::check_index_values("index_select", index, self.dims()[d])?;
-        let x = {
-            let _g = crate::no_grad();
-            self.contiguous()?
-        };
         let idx = index.contiguous()?;
         let nidx = index.numel();
         let mut shape = self.shape().clone();
         shape.0[d] = nidx;
-        let out = self.empty_like_shape(shape, self.dtype())?;
-        let (values, indices) = (
-            (x.dtype(), x.layout().offset),
-            (idx.dtype(), idx.layout().offset),
-        );
-        let dims = IndexDims::along(self.dims(), d, nidx, values, indices);
-        let k = kernel!(
-            "index_select",
-            x.device(),
-            ki::index_select(x.device(), dims)
-        );
-        Tensor::launch(k, &[&x, &idx], &[&out])?;
+        let out = if self.is_global() || index.is_global() {
+            self.global_index_select(d, &idx, shape)?
+        } else {
+            let x = {
+                let _g = crate::no_grad();
+                self.contiguous()?
+            };
+            let out = self.empty_like_shape(shape, self.dtype())?;
+            let (values, indices) = (
+                (x.dtype(), x.layout().offset),
+                (idx.dtype(), idx.layout().offset),
+            );
+            let dims = IndexDims::along(self.dims(), d, nidx, values, indices);
+            let k = kernel!(
+                "index_select",
+                x.device(),
+                ki::index_select(x.device(), dims)
+            );
+            Tensor::launch(k, &[&x, &idx], &[&out])?;
+            out
+        };
         let in_shape = self.shape().clone();
         Ok(out.record_saving(
             "index_select",
@@ -326,7 +331,10 @@ impl Tensor {
     /// `zeros(shape)` with slice `j` of `self` along `d` added at slice `idx[j]`: the
     /// scattering half of `index_add`, and `index_select`'s backward. `idx` is contiguous.
     #[track_caller]
-    fn add_at_index(&self, idx: &Tensor, shape: &Shape, d: usize) -> Result<Tensor> {
+    pub(crate) fn add_at_index(&self, idx: &Tensor, shape: &Shape, d: usize) -> Result<Tensor> {
+        if self.is_global() || idx.is_global() {
+            return self.global_add_at_index(idx, shape, d);
+        }
         let src = self.contiguous()?;
         let out = self.empty_like_shape(shape.clone(), self.dtype())?;
         let (values, indices) = (

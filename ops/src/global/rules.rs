@@ -100,6 +100,39 @@ pub enum Rule {
         /// The dim they are joined along.
         dim: usize,
     },
+    /// `index_select` of a tensor of `rank` dims along `dim` by a 1-d index: the values stay
+    /// split along another dim (the index whole), or the index is split and the result with
+    /// it along `dim` (the values whole); partial values pass under a whole index.
+    ///
+    /// ```
+    /// use eddy_ops::global::{Rule, Sbp};
+    /// let s = Rule::IndexSelect { rank: 2, dim: 0 }.signatures(&[&[5, 4], &[3]], &[3, 4]);
+    /// assert!(s.iter().any(|s| s.inputs.as_slice() == [Sbp::Broadcast, Sbp::Split(0)]
+    ///     && s.output == Sbp::Split(0)));
+    /// assert!(s.iter().all(|s| s.inputs[0] != Sbp::Split(0)), "the selected dim stays whole");
+    /// ```
+    IndexSelect {
+        /// The values' rank.
+        rank: usize,
+        /// The dim the index selects along.
+        dim: usize,
+    },
+    /// `index_select`'s backward: slices of the first input added into zeros at the
+    /// positions a 1-d index gives along `dim`. Split slices with a split index give a
+    /// partial sum (each rank adds its own slices into a whole tensor).
+    ///
+    /// ```
+    /// use eddy_ops::global::{Rule, Sbp};
+    /// let s = Rule::IndexAdd { rank: 2, dim: 0 }.signatures(&[&[3, 4], &[3]], &[5, 4]);
+    /// assert!(s.iter().any(|s| s.inputs.as_slice() == [Sbp::Split(0), Sbp::Split(0)]
+    ///     && s.output == Sbp::PARTIAL_SUM));
+    /// ```
+    IndexAdd {
+        /// The rank of the slices and of the result.
+        rank: usize,
+        /// The dim the index places along.
+        dim: usize,
+    },
     /// A reduction (`sum`, `max`, `min`) over `dims` of a tensor of `rank` dims.
     Reduce {
         /// The reduction.
@@ -200,6 +233,21 @@ impl Rule {
                 }
             }
             Rule::RowLoss => v.push(sig(&[S(0), S(0)], P(ReduceKind::Sum))),
+            Rule::IndexSelect { rank, dim } | Rule::IndexAdd { rank, dim } => {
+                for d in (0..*rank).filter(|d| d != dim) {
+                    v.push(sig(&[S(d), B], S(d)));
+                }
+                if matches!(self, Rule::IndexSelect { .. }) {
+                    v.push(sig(&[B, S(0)], S(*dim)));
+                    for k in [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min] {
+                        v.push(sig(&[P(k), B], P(k)));
+                    }
+                } else {
+                    let sum = P(ReduceKind::Sum);
+                    v.push(sig(&[S(*dim), S(0)], sum));
+                    v.push(sig(&[sum, B], sum));
+                }
+            }
             Rule::Cat { rank, dim } => {
                 for d in (0..*rank).filter(|d| d != dim) {
                     v.push(sig(&vec![S(d); n], S(d)));

@@ -102,6 +102,41 @@ impl Tensor {
         })
     }
 
+    /// `index_select` of global operands along `dim`, of logical shape `shape` (no record).
+    #[track_caller]
+    pub(crate) fn global_index_select(
+        &self,
+        dim: usize,
+        index: &Tensor,
+        shape: Shape,
+    ) -> Result<Tensor> {
+        let rule = Rule::IndexSelect {
+            rank: shape.dims().len(),
+            dim,
+        };
+        run("index_select", rule, &[self, index], shape, |x, _| {
+            x[0].index_select(dim as isize, x[1])
+        })
+    }
+
+    /// `index_select`'s backward of global operands: `self`'s slices added into zeros of
+    /// logical shape `shape` at `idx` along `dim` (no record).
+    #[track_caller]
+    pub(crate) fn global_add_at_index(
+        &self,
+        idx: &Tensor,
+        shape: &Shape,
+        dim: usize,
+    ) -> Result<Tensor> {
+        let rule = Rule::IndexAdd {
+            rank: shape.dims().len(),
+            dim,
+        };
+        run("index_add", rule, &[self, idx], shape.clone(), |x, dims| {
+            x[0].add_at_index(x[1], &Shape(dims.into()), dim)
+        })
+    }
+
     /// The reduction `op` over the dims marked in `reduced` of a global tensor, of logical
     /// shape `shape` (no record). Sums, maxima and minima over a split dim give partials; a
     /// product or a position (`argmax`) keeps only the splits of the other dims; a mean is a
