@@ -198,13 +198,19 @@ fn boxing_moves_between_placements_and_device_sets() -> R {
     })
 }
 
-/// An index of `values`, broadcast over `x`'s placement when `x` is global.
-fn index_like(x: &Tensor, values: &[i64]) -> R<Tensor> {
-    let i = Tensor::from_vec(values.to_vec(), [values.len()])?;
+/// An index of `values` (shaped `dims`) laid out as `sbp` on every axis of `x`'s placement
+/// when `x` is global.
+fn index_on(x: &Tensor, values: &[i64], dims: &[usize], sbp: Sbp) -> R<Tensor> {
+    let i = Tensor::from_vec(values.to_vec(), dims)?;
     match x.placement() {
-        Some(p) => i.to_global(p, &vec![Sbp::Broadcast; p.grid_dims().len()]),
+        Some(p) => i.to_global(p, &vec![sbp; p.grid_dims().len()]),
         None => Ok(i),
     }
+}
+
+/// [`index_on`] of a 1-d index, broadcast.
+fn index_like(x: &Tensor, values: &[i64]) -> R<Tensor> {
+    index_on(x, values, &[values.len()], Sbp::Broadcast)
 }
 
 /// An op of the validator: its name, its arity and what it computes.
@@ -340,18 +346,20 @@ fn a_loop_pays_for_the_choice_once_and_boxes_nothing_it_need_not() -> R {
     })
 }
 
-/// The gradient of `f` at `x` on one device and laid out as `sbps` on `p`: equal, and the
+/// `f` and its gradient at `x` on one device and laid out as `sbps` on `p`: equal, and the
 /// global gradient laid out as its input.
 fn grads_agree(p: &Placement, xs: &[Tensor], sbps: &[&[Sbp]], f: fn(&[Tensor]) -> R<Tensor>) -> R {
     let local: Vec<Tensor> = (xs.iter())
         .map(|x| x.detach().requires_grad_(true))
         .collect::<R<_>>()?;
-    f(&local)?.backward()?;
+    let want = f(&local)?;
+    want.backward()?;
     let global: Vec<Tensor> = (xs.iter().zip(sbps))
         .map(|(x, s)| x.to_global(p, s)?.requires_grad_(true))
         .collect::<R<_>>()?;
     let loss = f(&global)?;
     assert!(loss.is_global());
+    close(&loss.to_vec::<f32>()?, &want.to_vec::<f32>()?, "the value");
     loss.backward()?;
     for (k, (l, g)) in local.iter().zip(&global).enumerate() {
         let (lg, gg) = (
@@ -435,33 +443,23 @@ fn index_select_by_a_split_index_and_its_gradient_match_one_device() -> R {
     with_engine(&vm, || {
         let p = place(&[0, 1, 2], &[3]);
         let x = Tensor::randn([5, 4], 0.0, 1.0, DType::F32)?;
-        let at = [4i64, 0, 2, 2, 1, 4, 3];
-        let idx = Tensor::from_vec(at.to_vec(), [at.len()])?;
-        let local = x.detach().requires_grad_(true)?;
-        let want = local.index_select(0, &idx)?;
-        want.exp()?.sum_all()?.backward()?;
-        for (xs, is) in [
-            (Sbp::Broadcast, Sbp::Split(0)),
-            (Sbp::Split(1), Sbp::Broadcast),
-            (Sbp::Broadcast, Sbp::Broadcast),
-        ] {
-            let g = x.to_global(&p, &[xs])?.requires_grad_(true)?;
-            let y = g.index_select(0, &idx.to_global(&p, &[is])?)?;
-            let what = format!("x {xs:?}, index {is:?} → {:?}", y.sbp());
-            if is == Sbp::Split(0) {
-                assert_eq!(y.sbp(), Some(&[Sbp::Split(0)][..]), "{what}: no boxing");
-            }
-            close(&y.to_vec::<f32>()?, &want.to_vec::<f32>()?, &what);
-            y.exp()?.sum_all()?.backward()?;
-            let grad = g.grad().expect("a gradient");
-            assert_eq!(grad.sbp(), g.sbp(), "{what}: laid out as the input");
-            close(
-                &grad.to_vec::<f32>()?,
-                &local.grad().unwrap().to_vec::<f32>()?,
-                &format!("{what}: gradient"),
-            );
-        }
-        Ok(())
+        const AT: [i64; 7] = [4, 0, 2, 2, 1, 4, 3];
+        let by_split: fn(&[Tensor]) -> R<Tensor> = |v| {
+            let idx = index_on(&v[0], &AT, &[AT.len()], Sbp::Split(0))?;
+            v[0].index_select(0, &idx)?.exp()?.sum_all()
+        };
+        let by_whole: fn(&[Tensor]) -> R<Tensor> = |v| {
+            v[0].index_select(0, &index_like(&v[0], &AT)?)?
+                .exp()?
+                .sum_all()
+        };
+        // Whole values under a split index: the rows come out split, with no boxing.
+        let xb = x.to_global(&p, &[Sbp::Broadcast])?;
+        let y = xb.index_select(0, &index_on(&xb, &AT, &[AT.len()], Sbp::Split(0))?)?;
+        assert_eq!(y.sbp(), Some(&[Sbp::Split(0)][..]));
+        grads_agree(&p, std::slice::from_ref(&x), &[&[Sbp::Broadcast]], by_split)?;
+        grads_agree(&p, std::slice::from_ref(&x), &[&[Sbp::Split(1)]], by_whole)?;
+        grads_agree(&p, std::slice::from_ref(&x), &[&[Sbp::Broadcast]], by_whole)
     })
 }
 
@@ -471,23 +469,13 @@ fn an_embedding_of_split_ids_is_the_one_device_lookup() -> R {
     with_engine(&vm, || {
         let p = place(&[0, 1], &[2]);
         let w = Tensor::randn([6, 4], 0.0, 1.0, DType::F32)?;
-        let ids = Tensor::from_vec(vec![5i64, 0, 2, 2, 1, 3, 0, 4, 5], [3, 3])?;
-        let local = w.detach().requires_grad_(true)?;
-        let want = local.embedding(&ids)?;
-        want.square()?.sum_all()?.backward()?;
-        let g = w.to_global(&p, &[Sbp::Broadcast])?.requires_grad_(true)?;
-        let y = g.embedding(&ids.to_global(&p, &[Sbp::Split(0)])?)?;
-        assert_eq!(y.dims(), &[3, 3, 4]);
-        close(&y.to_vec::<f32>()?, &want.to_vec::<f32>()?, "embedding");
-        y.square()?.sum_all()?.backward()?;
-        let grad = g.grad().expect("a gradient");
-        assert_eq!(grad.sbp(), Some(&[Sbp::Broadcast][..]));
-        close(
-            &grad.to_vec::<f32>()?,
-            &local.grad().unwrap().to_vec::<f32>()?,
-            "embedding's gradient",
-        );
-        Ok(())
+        let f: fn(&[Tensor]) -> R<Tensor> = |v| {
+            let ids = index_on(&v[0], &[5, 0, 2, 2, 1, 3, 0, 4, 5], &[3, 3], Sbp::Split(0))?;
+            let e = v[0].embedding(&ids)?;
+            assert_eq!(e.dims(), &[3, 3, 4]);
+            e.square()?.sum_all()
+        };
+        grads_agree(&p, &[w], &[&[Sbp::Broadcast]], f)
     })
 }
 
