@@ -165,6 +165,51 @@ def mlp_infer(dev):
     return reps(7, one)
 
 
+def cnn_train(dev):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(32 * 7 * 7, 10),
+    ).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(64, 1, 28, 28, device=dev)
+    y = torch.randint(0, 10, (64,), device=dev)
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(5):
+        step().item()
+    times = []
+    for _ in range(50):
+        t = time.perf_counter()
+        step().item()
+        times.append((time.perf_counter() - t) * 1e3)
+    return times
+
+
+def conv2d_3x3(dev):
+    x = torch.randn(8, 64, 56, 56, device=dev)
+    w = torch.randn(64, 64, 3, 3, device=dev) * 0.1
+    flop = 2.0 * 8 * 56 * 56 * 64 * 64 * 9
+    torch.nn.functional.conv2d(x, w, padding=1)
+    sync(dev)
+
+    def one():
+        t = time.perf_counter()
+        for _ in range(4):
+            torch.nn.functional.conv2d(x, w, padding=1)
+            sync(dev)
+        return flop * 4 / (time.perf_counter() - t) / 1e9
+
+    return reps(7, one)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--device", default="cuda")
@@ -197,6 +242,10 @@ def main():
         samples["mlp_train_loss_last"] = [last]
     if want("mlp_infer_us_per_fwd"):
         samples["mlp_infer_us_per_fwd"] = mlp_infer(dev)
+    if want("cnn_train_ms_per_step"):
+        samples["cnn_train_ms_per_step"] = cnn_train(dev)
+    if want("conv2d_3x3_gflops"):
+        samples["conv2d_3x3_gflops"] = conv2d_3x3(dev)
     metrics = {k: statistics.median(v) for k, v in samples.items()}
     print(json.dumps({
         "metrics": metrics,

@@ -1,6 +1,8 @@
 //! Models the CLI and the benchmarks train, and the training loop they share.
 
-use crate::tensor::nn::{Linear, Module, Relu, Sequential};
+use crate::tensor::nn::{
+    Conv2d, ConvOptions, Flatten, Func, Linear, MaxPool2d, Module, Relu, Sequential,
+};
 use crate::tensor::optim::Optimizer;
 use crate::{DType, Result, Tensor};
 
@@ -57,6 +59,55 @@ pub fn mlp_with(
         }
     }
     Ok(s)
+}
+
+/// A small convolutional classifier of `side × side` single-channel images, given as rows of
+/// `side²` features or as `[batch, 1, side, side]`: conv(1→16, 3×3, padding 1), ReLU, 2×2 max pool, conv(16→32, 3×3,
+/// padding 1), ReLU, 2×2 max pool, flatten, Linear to `classes`. Its `state_dict` names are
+/// PyTorch's for the same `nn.Sequential` after an `nn.Unflatten` (`1.weight`, `4.weight`,
+/// `8.weight`, …).
+///
+/// # Errors
+///
+/// `InvalidArgument` for a side below 4 (two poolings need it); engine errors.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::tensor::nn::Module;
+/// use eddy::{DType, Tensor};
+/// let m = eddy::models::cnn(8, 10)?;
+/// let y = m.forward(&Tensor::ones([5, 64], DType::F32)?)?; // 5 images of 8×8, as rows
+/// assert_eq!(y.dims(), &[5, 10]);
+/// assert!(eddy::models::cnn(2, 10).is_err());
+/// # Ok::<(), eddy::Error>(())
+/// ```
+pub fn cnn(side: usize, classes: usize) -> Result<Sequential> {
+    if side < 4 {
+        return Err(crate::Error::invalid(
+            "cnn",
+            format!("expects images of at least 4×4, got {side}×{side}"),
+        ));
+    }
+    let same = ConvOptions::default().padding(1);
+    let pooled = (side / 2) / 2;
+    Ok(Sequential::new()
+        .add(Func::new(move |x: &Tensor| {
+            x.reshape([x.dims().first().copied().unwrap_or(1), 1, side, side])
+        }))
+        .add(Conv2d::new(1, 16, 3, same, DType::F32)?)
+        .add(Relu)
+        .add(MaxPool2d::new(2))
+        .add(Conv2d::new(16, 32, 3, same, DType::F32)?)
+        .add(Relu)
+        .add(MaxPool2d::new(2))
+        .add(Flatten::default())
+        .add(Linear::new(
+            32 * pooled * pooled,
+            classes,
+            true,
+            DType::F32,
+        )?))
 }
 
 /// One training step: forward, cross-entropy, backward, update. Returns the loss tensor

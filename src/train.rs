@@ -56,6 +56,39 @@ pub struct TrainOptions {
     pub devices: u32,
     /// How the work spreads over `devices`.
     pub parallel: Parallel,
+    /// The model trained.
+    pub model: ModelKind,
+}
+
+/// Which model [`train`] trains.
+///
+/// # Examples
+///
+/// ```
+/// use eddy::train::ModelKind;
+/// assert_eq!(ModelKind::default(), ModelKind::Mlp);
+/// assert_eq!("cnn".parse::<ModelKind>(), Ok(ModelKind::Cnn));
+/// assert!("rnn".parse::<ModelKind>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ModelKind {
+    /// A ReLU perceptron with [`TrainOptions::hidden`] widths ([`crate::models::mlp`]).
+    #[default]
+    Mlp,
+    /// A two-convolution network over the rows read as square single-channel images
+    /// ([`crate::models::cnn`]); [`TrainOptions::hidden`] is unused.
+    Cnn,
+}
+
+impl std::str::FromStr for ModelKind {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<ModelKind, String> {
+        match s {
+            "mlp" => Ok(ModelKind::Mlp),
+            "cnn" => Ok(ModelKind::Cnn),
+            _ => Err(format!("unknown model `{s}` (mlp or cnn)")),
+        }
+    }
 }
 
 /// How training spreads over several devices.
@@ -89,6 +122,7 @@ impl Default for TrainOptions {
             graph: false,
             devices: 1,
             parallel: Parallel::Data,
+            model: ModelKind::Mlp,
         }
     }
 }
@@ -245,6 +279,13 @@ pub fn train(
             opts.devices
         )));
     }
+    let side = (data.n_features as f64).sqrt().round() as usize;
+    if opts.model == ModelKind::Cnn && (side * side != data.n_features || opts.devices > 1) {
+        return Err(bad(format!(
+            "the CNN trains on one device, on square images: got {} features on {} devices",
+            data.n_features, opts.devices
+        )));
+    }
     let (train_set, test_set) = data.split(opts.test_fraction, opts.seed);
     if train_set.is_empty() || test_set.is_empty() {
         return Err(bad(format!(
@@ -261,9 +302,10 @@ pub fn train(
             sizes.extend(&opts.hidden);
             sizes.push(data.n_classes.max(2));
             let spread = Spread::new(opts)?;
-            let model = match &spread {
-                Some(s) => s.model(&sizes)?,
-                None => mlp(&sizes)?,
+            let model = match (&spread, opts.model) {
+                (_, ModelKind::Cnn) => crate::models::cnn(side, data.n_classes.max(2))?,
+                (Some(s), ModelKind::Mlp) => s.model(&sizes)?,
+                (None, ModelKind::Mlp) => mlp(&sizes)?,
             };
             // A model the device cannot hold fails here, naming the op that could not
             // allocate, before a step's worth of work is queued behind it.

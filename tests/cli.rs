@@ -229,6 +229,47 @@ fn bad_options_exit_with_code_2_and_a_message() {
     }
 }
 
+#[test]
+fn train_a_cnn_on_the_digits_as_images() {
+    let dir = scratch("train-cnn");
+    let png = dir.join("cnn.png");
+    let out = eddy(&[
+        "train",
+        "--model",
+        "cnn",
+        "--epochs",
+        "3",
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("a CNN") && stdout.contains("8×8 images"),
+        "{stdout}"
+    );
+    let acc_line = stdout
+        .lines()
+        .find(|l| l.starts_with("test accuracy"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let acc: f64 = acc_line.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!(acc > 85.0, "{stdout}");
+    check_png(&png);
+    for (args, msg) in [
+        (&["train", "--model", "rnn"][..], "unknown model `rnn`"),
+        (
+            &["train", "--model", "cnn", "--hidden", "32"],
+            "no --hidden",
+        ),
+        (&["train", "--model", "cnn", "--devices", "2"], "one device"),
+    ] {
+        let out = eddy(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+    }
+}
+
 /// The PNG decodes to the expected size and is a picture, not a blank canvas.
 fn check_png(path: &std::path::Path) {
     let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));

@@ -1,8 +1,10 @@
-//! Dropout, the `nn` modules beyond `Linear` (`Dropout`, `Embedding`, `LayerNorm`), named
-//! parameters, and saving and loading them as safetensors files.
+//! Dropout, the `nn` modules beyond `Linear` (`Dropout`, `Embedding`, `LayerNorm`, the
+//! convolutional layers), named parameters and buffers, and saving and loading them as
+//! safetensors files.
 
 use eddy::tensor::nn::{
-    self, Dropout, Embedding, Func, LayerNorm, Linear, Module, Relu, Sequential,
+    self, AdaptiveAvgPool2d, BatchNorm2d, Conv2d, ConvOptions, Dropout, Embedding, Flatten, Func,
+    GroupNorm, LayerNorm, Linear, MaxPool2d, Module, Relu, Sequential,
 };
 use eddy::tensor::optim::{Optimizer, Sgd};
 use eddy::tensor::{DType, Error, Tensor, bf16, f16, manual_seed, safetensors};
@@ -659,4 +661,147 @@ fn tied_weights_are_one_parameter() {
         "{:?}",
         r.err()
     );
+}
+
+/// A small CNN with every convolutional layer, PyTorch's `state_dict` names included.
+fn conv_model() -> R<Sequential> {
+    Ok(Sequential::new()
+        .add(Conv2d::new(
+            2,
+            4,
+            3,
+            ConvOptions::default().padding(1),
+            DType::F64,
+        )?)
+        .add(BatchNorm2d::new(4, DType::F64)?)
+        .add(Relu)
+        .add(MaxPool2d::new(2))
+        .add(Conv2d::new(
+            4,
+            4,
+            1,
+            ConvOptions::default().groups(2).bias(false),
+            DType::F64,
+        )?)
+        .add(GroupNorm::new(2, 4, 1e-5, true, DType::F64)?)
+        .add(AdaptiveAvgPool2d(1.into()))
+        .add(Flatten::default())
+        .add(Linear::new(4, 3, true, DType::F64)?))
+}
+
+#[test]
+fn conv_layers_name_parameters_and_buffers_as_pytorch_and_round_trip() -> R {
+    let _g = draws();
+    let a = conv_model()?;
+    let names: Vec<String> = a.named_parameters().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "0.weight", "0.bias", "1.weight", "1.bias", "4.weight", "5.weight", "5.bias",
+            "8.weight", "8.bias"
+        ]
+    );
+    let buffers: Vec<String> = a.named_buffers().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        buffers,
+        ["1.running_mean", "1.running_var", "1.num_batches_tracked"]
+    );
+    // A training forward moves the running statistics; save and load carry them.
+    let x = Tensor::randn([3, 2, 6, 6], 1.0, 2.0, DType::F64)?;
+    a.forward(&x)?;
+    let b = conv_model()?;
+    let file = TempFile::new("conv");
+    nn::save(&a, &file.0)?;
+    nn::load(&b, &file.0)?;
+    for ((n, p), (_, q)) in a.named_buffers().into_iter().zip(b.named_buffers()) {
+        assert_eq!(
+            p.to_dtype(DType::F64)?.to_vec::<f64>()?,
+            q.to_dtype(DType::F64)?.to_vec::<f64>()?,
+            "{n}"
+        );
+    }
+    assert_eq!(b.named_buffers()[2].1.item::<i64>()?, 1);
+    a.set_training(false);
+    b.set_training(false);
+    assert_eq!(
+        a.forward(&x)?.to_vec::<f64>()?,
+        b.forward(&x)?.to_vec::<f64>()?
+    );
+    Ok(())
+}
+
+#[test]
+fn a_conv_followed_by_relu_runs_fused_with_the_same_values_and_gradients() -> R {
+    let _g = draws();
+    let conv = Conv2d::new(
+        3,
+        5,
+        3,
+        ConvOptions::default().stride(2).padding(1),
+        DType::F64,
+    )?;
+    let x = Tensor::randn([2, 3, 7, 7], 0.0, 1.0, DType::F64)?.requires_grad_(true)?;
+    let fused = Sequential::new().add(Conv2d {
+        weight: conv.weight.clone(),
+        bias: conv.bias.clone(),
+        options: conv.options,
+    });
+    let fused = fused.add(Relu);
+    let y = fused.forward(&x)?;
+    let z = conv.forward(&x)?.relu()?;
+    assert_eq!(y.to_vec::<f64>()?, z.to_vec::<f64>()?);
+    let w = Tensor::randn(y.dims().to_vec(), 0.0, 1.0, DType::F64)?;
+    y.backward_with(&w)?;
+    let fused_grads: Vec<Vec<f64>> = std::iter::once(&x)
+        .chain(&conv.parameters())
+        .map(|t| t.grad().expect("a gradient").to_vec::<f64>())
+        .collect::<R<_>>()?;
+    for t in std::iter::once(&x).chain(&conv.parameters()) {
+        t.set_grad(None);
+    }
+    z.backward_with(&w)?;
+    for (t, g) in std::iter::once(&x)
+        .chain(&conv.parameters())
+        .zip(&fused_grads)
+    {
+        let h = t.grad().expect("a gradient").to_vec::<f64>()?;
+        for (a, b) in g.iter().zip(&h) {
+            assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_small_cnn_learns_to_tell_two_patterns_apart() -> R {
+    let _g = draws();
+    let model = conv_model()?;
+    let mut opt = Sgd::new(model.parameters(), 0.2)?;
+    // Class 0: horizontal stripes; class 1: vertical stripes; each with a different phase.
+    let mut xs = Vec::new();
+    let mut ys = Vec::new();
+    for i in 0..12 {
+        let c = i % 2;
+        for _ch in 0..2 {
+            for r in 0..6 {
+                for col in 0..6 {
+                    let along = if c == 0 { r } else { col };
+                    xs.push(((along + i / 2) % 2) as f64);
+                }
+            }
+        }
+        ys.push(c as i64);
+    }
+    let x = Tensor::from_vec(xs, [12, 2, 6, 6])?;
+    let y = Tensor::from_vec(ys, [12])?;
+    let mut losses = Vec::new();
+    for _ in 0..40 {
+        opt.zero_grad();
+        let loss = model.forward(&x)?.cross_entropy(&y)?;
+        loss.backward()?;
+        opt.step()?;
+        losses.push(loss.item::<f64>()?);
+    }
+    assert!(losses[39] < 0.5 * losses[0], "{losses:?}");
+    Ok(())
 }

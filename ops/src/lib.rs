@@ -29,6 +29,7 @@
 //! assert_eq!(out, 3.0);
 //! ```
 
+pub mod conv;
 pub mod copy;
 pub mod cpu;
 #[cfg(feature = "cuda")]
@@ -52,6 +53,7 @@ mod scalar;
 mod shape;
 pub mod sort;
 pub mod view;
+mod window;
 
 pub use device::Device;
 pub use dtype::{Bool8, DType, Elem, cast};

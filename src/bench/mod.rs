@@ -7,12 +7,14 @@
 
 mod global;
 mod graph;
+mod models;
 mod pipeline;
 mod roof;
 mod throughput;
 
 pub use global::{boxing_large, boxing_p_to_b_small, global_add, parallel_train};
 pub use graph::{chain_graph, mlp_infer_graph, mlp_train_graph, mlp_train_promoted};
+pub use models::{cnn_setup, cnn_train, conv2d_3x3};
 pub use pipeline::pipeline;
 pub use roof::mlp_train_roof;
 
@@ -51,6 +53,8 @@ pub const KEYS: &[&str] = &[
     "mlp_train_promoted_ms_per_step",
     "pipeline_1slot_ms_per_batch",
     "pipeline_2slot_ms_per_batch",
+    "cnn_train_ms_per_step",
+    "conv2d_3x3_gflops",
     "global_add_ns_per_op",
     "boxing_p_to_b_small_us",
     "boxing_p_to_b_gbps",
@@ -676,6 +680,12 @@ pub fn run(
         if want(key) {
             r.put(key, pipeline(slots)?);
         }
+    }
+    if want("cnn_train_ms_per_step") {
+        r.put("cnn_train_ms_per_step", cnn_train()?.0);
+    }
+    if want("conv2d_3x3_gflops") {
+        r.put("conv2d_3x3_gflops", conv2d_3x3()?);
     }
     // Global tensors over `cpu:0` and `cpu:1` (CPU only: the workloads name their devices).
     if device == crate::Device::CPU {

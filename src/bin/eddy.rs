@@ -62,7 +62,16 @@ const TRAIN: &[Opt] = &[
     ),
     opt("--batch-size", "N", "rows per step (default: 64)"),
     opt("--lr", "X", "Adam's learning rate (default: 0.01)"),
-    opt("--hidden", "N[,N..]", "hidden layer widths (default: 128)"),
+    opt(
+        "--model",
+        "mlp|cnn",
+        "an MLP, or a CNN over the rows as square images (default: mlp)",
+    ),
+    opt(
+        "--hidden",
+        "N[,N..]",
+        "hidden layer widths of the MLP (default: 128)",
+    ),
     opt(
         "--seed",
         "S",
@@ -419,6 +428,17 @@ fn cmd_train(o: &Opts) -> Result<(), Fail> {
     if o.has("--parallel") && devices == 1 {
         return Err(Fail::Usage("--parallel needs --devices N (N > 1)".into()));
     }
+    let model: eddy::train::ModelKind = match o.str("--model") {
+        None => d.model,
+        Some(m) => m
+            .parse()
+            .map_err(|e| Fail::Usage(format!("bad value for --model: {e}")))?,
+    };
+    if model == eddy::train::ModelKind::Cnn && (devices > 1 || o.has("--hidden")) {
+        return Err(Fail::Usage(
+            "--model cnn trains on one device and has no --hidden widths".into(),
+        ));
+    }
     let opts = TrainOptions {
         epochs: o.get("--epochs", d.epochs)?,
         batch_size: o.get("--batch-size", d.batch_size)?,
@@ -429,6 +449,7 @@ fn cmd_train(o: &Opts) -> Result<(), Fail> {
         graph: o.has("--graph"),
         devices,
         parallel,
+        model,
         ..d
     };
     if opts.epochs == 0 || opts.batch_size == 0 {
@@ -478,9 +499,15 @@ fn cmd_train(o: &Opts) -> Result<(), Fail> {
         .chain([data.n_classes.max(2)])
         .map(|w| w.to_string())
         .collect();
+    let side = (data.n_features as f64).sqrt().round() as usize;
+    let name = match model {
+        eddy::train::ModelKind::Mlp => format!("an MLP {}", arch.join("-")),
+        eddy::train::ModelKind::Cnn => {
+            format!("a CNN (conv 16, pool, conv 32, pool, linear) of {side}×{side} images")
+        }
+    };
     println!(
-        "training an MLP {} on {} ({n_train} rows, {n_test} held out), Adam lr {}, batch {}, seed {}, {threads} threads{}{}",
-        arch.join("-"),
+        "training {name} on {} ({n_train} rows, {n_test} held out), Adam lr {}, batch {}, seed {}, {threads} threads{}{}",
         path.file_name()
             .map_or(path.display().to_string(), |f| f.to_string_lossy().into()),
         opts.lr,

@@ -175,6 +175,45 @@ fn evaluates_expressions_like_pytorch() {
 }
 
 #[test]
+fn convolution_and_pooling_take_pytorch_arguments() {
+    let mut s = new_repl();
+    out(&mut s, "let x = ones(1, 1, 4, 4)");
+    out(&mut s, "let w = ones(2, 1, 3, 3)");
+    assert_eq!(out(&mut s, "x.conv2d(w, padding=1).shape"), "[1, 2, 4, 4]");
+    assert_eq!(
+        out(&mut s, "x.conv2d(w, padding=1)[0, 0, 0].tolist()"),
+        "[4, 6, 6, 4]"
+    );
+    assert_eq!(
+        out(&mut s, "x.conv2d(w, ones(2), 2, 1).shape"),
+        "[1, 2, 2, 2]"
+    );
+    assert_eq!(
+        out(&mut s, "x.conv2d(w, stride=[1, 2]).shape"),
+        "[1, 2, 2, 1]"
+    );
+    assert_eq!(out(&mut s, "x.max_pool2d(2).shape"), "[1, 1, 2, 2]");
+    assert_eq!(
+        out(&mut s, "x.max_pool2d(3, stride=1, ceil_mode=true).shape"),
+        "[1, 1, 2, 2]"
+    );
+    assert_eq!(
+        out(
+            &mut s,
+            "x.avg_pool2d(2, padding=1, count_include_pad=false).sum().item()"
+        ),
+        "9"
+    );
+    assert_eq!(
+        out(&mut s, "x.adaptive_avg_pool2d([1, 2]).shape"),
+        "[1, 1, 1, 2]"
+    );
+    assert!(s.eval_line("x.conv2d()").is_err());
+    assert!(s.eval_line("x.max_pool2d([1, 2, 3])").is_err());
+    assert!(s.eval_line("x.conv2d(w, groups=2)").is_err());
+}
+
+#[test]
 fn errors_are_typed_and_the_repl_goes_on() {
     let mut s = new_repl();
     out(&mut s, "let a = randn(3, 4)");

@@ -64,6 +64,7 @@ macro_rules! kernel {
 }
 
 mod autograd;
+mod conv;
 mod create;
 mod custom;
 mod elementwise;
@@ -75,6 +76,7 @@ mod linalg;
 mod loss;
 pub mod nn;
 mod nn_ops;
+mod norm;
 mod operators;
 pub mod optim;
 mod reduce;
@@ -84,6 +86,7 @@ mod tensor;
 mod view;
 
 pub use autograd::{NoGradGuard, is_grad_enabled, no_grad};
+pub use conv::Pair;
 pub use create::manual_seed;
 pub use custom::CustomBackward;
 pub use eddy_ops::{Bool8, Caller, DType, Elem, Error, Layout, Result, Scalar, Shape};

@@ -263,7 +263,7 @@ impl Tensor {
 }
 
 /// Which of `[a, b]` the gradients of `a @ b` read: each operand's gradient reads the other.
-fn saved_operands(a: &Tensor, b: &Tensor) -> std::ops::Range<usize> {
+pub(crate) fn saved_operands(a: &Tensor, b: &Tensor) -> std::ops::Range<usize> {
     match (a.requires_grad(), b.requires_grad()) {
         (true, true) => 0..2,
         (true, false) => 1..2,
@@ -278,7 +278,11 @@ fn col_major(t: &Tensor) -> bool {
 
 /// The gradients of `a @ b` for an incoming gradient `g`, for the operands that require one.
 #[track_caller]
-fn matmul_grads(g: &Tensor, a: &Tensor, b: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+pub(crate) fn matmul_grads(
+    g: &Tensor,
+    a: &Tensor,
+    b: &Tensor,
+) -> Result<(Option<Tensor>, Option<Tensor>)> {
     // A column-major 2-D operand (a transposed view, as `Linear`'s `w.t()`) gets its gradient
     // column-major too, `(gᵀa)ᵀ` rather than `aᵀg`, so that the transpose's backward hands the
     // weight a contiguous gradient (the optimizer's update then streams instead of striding).

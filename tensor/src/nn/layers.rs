@@ -152,19 +152,24 @@ impl Sequential {
 }
 
 impl Module for Sequential {
-    /// Each module in turn, except that a [`Linear`](super::Linear) followed by [`Relu`](super::Relu) runs as one
-    /// [`Tensor::linear_relu`]: the same values and gradients in one instruction.
+    /// Each module in turn, except that a module with a fused form followed by
+    /// [`Relu`](super::Relu) runs as one op ([`Module::forward_relu`]: a [`Linear`](super::Linear) or a
+    /// [`Conv2d`](super::Conv2d)): the same values and gradients in one instruction.
     #[track_caller]
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let mut y = x.clone();
         let mut i = 0;
         while let Some(m) = self.0.get(i) {
-            match (m.as_linear(), self.0.get(i + 1)) {
-                (Some(l), Some(next)) if next.is_relu() => {
-                    y = y.linear_relu(&l.weight, l.bias.as_ref())?;
+            let fused = match self.0.get(i + 1) {
+                Some(next) if next.is_relu() => m.forward_relu(&y),
+                _ => None,
+            };
+            match fused {
+                Some(z) => {
+                    y = z?;
                     i += 2;
                 }
-                _ => {
+                None => {
                     y = m.forward(&y)?;
                     i += 1;
                 }
@@ -184,6 +189,14 @@ impl Module for Sequential {
         let mut all = Vec::new();
         for (i, m) in self.0.iter().enumerate() {
             let named = m.named_parameters().into_iter();
+            all.extend(named.map(|(n, t)| (format!("{i}.{n}"), t)));
+        }
+        all
+    }
+    fn named_buffers(&self) -> Vec<(String, Tensor)> {
+        let mut all = Vec::new();
+        for (i, m) in self.0.iter().enumerate() {
+            let named = m.named_buffers().into_iter();
             all.extend(named.map(|(n, t)| (format!("{i}.{n}"), t)));
         }
         all

@@ -75,6 +75,23 @@ pub trait Module: Send + Sync {
             .map(|(i, t)| (i.to_string(), t))
             .collect()
     }
+    /// The module's state that is not trained, with its `state_dict` names: PyTorch's
+    /// buffers, as a [`BatchNorm2d`](super::BatchNorm2d)'s running statistics. [`save`](super::save) and
+    /// [`load`](super::load) write and read them after the parameters. None by default.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{BatchNorm2d, Linear, Module, Sequential}, DType};
+    /// assert!(Linear::new(3, 2, true, DType::F32)?.named_buffers().is_empty());
+    /// let net = Sequential::new().add(BatchNorm2d::new(4, DType::F32)?);
+    /// let names: Vec<String> = net.named_buffers().into_iter().map(|(n, _)| n).collect();
+    /// assert_eq!(names, ["0.running_mean", "0.running_var", "0.num_batches_tracked"]);
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    fn named_buffers(&self) -> Vec<(String, Tensor)> {
+        Vec::new()
+    }
     /// Switches between training and evaluation behaviour, as PyTorch's `model.train()` and
     /// `model.eval()`: [`Dropout`](super::Dropout) drops only while training. Modules start in training mode;
     /// the default does nothing (most modules behave the same in both).
@@ -106,6 +123,29 @@ pub trait Module: Send + Sync {
     /// ```
     fn as_linear(&self) -> Option<&Linear> {
         None
+    }
+    /// This module followed by ReLU, as one op where the module has such a form: a
+    /// [`Linear`](super::Linear) as [`Tensor::linear_relu`], a [`Conv2d`](super::Conv2d) as its convolution with the
+    /// activation in the product's instruction. [`Sequential`](super::Sequential) runs a module and the
+    /// [`Relu`](super::Relu) after it this way: the same values and gradients in one instruction. `None`
+    /// where there is none (the default, but for a module that is a [`Linear`](super::Linear) through
+    /// [`as_linear`](Self::as_linear)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_tensor::{nn::{Conv2d, ConvOptions, Module, Relu}, Tensor, DType};
+    /// let conv = Conv2d::new(2, 3, 3, ConvOptions::default(), DType::F32)?;
+    /// let x = Tensor::randn([1, 2, 5, 5], 0.0, 1.0, DType::F32)?;
+    /// let fused = conv.forward_relu(&x).expect("a fused form")?;
+    /// assert_eq!(fused.to_vec::<f32>()?, conv.forward(&x)?.relu()?.to_vec::<f32>()?);
+    /// assert!(Relu.forward_relu(&x).is_none());
+    /// # Ok::<(), eddy_tensor::Error>(())
+    /// ```
+    #[track_caller]
+    fn forward_relu(&self, x: &Tensor) -> Option<Result<Tensor>> {
+        self.as_linear()
+            .map(|l| x.linear_relu(&l.weight, l.bias.as_ref()))
     }
     /// Whether this module is [`Relu`](super::Relu), which [`Sequential`](super::Sequential) fuses into a [`Linear`](super::Linear) before
     /// it (see [`as_linear`](Self::as_linear)). `false` by default.

@@ -1,11 +1,12 @@
-//! [`save`](super::save) and [`load`](super::load): a module's named parameters to and from a safetensors file.
+//! [`save`](super::save) and [`load`](super::load): a module's named parameters and buffers to and from a safetensors file.
 
 use super::module::Module;
 use crate::{Error, Result, Tensor};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Writes `module`'s [named parameters](Module::named_parameters) to a safetensors file at
+/// Writes `module`'s [named parameters](Module::named_parameters) and
+/// [buffers](Module::named_buffers) to a safetensors file at
 /// `path` (PyTorch's `save_file(model.state_dict(), path)`), which [`load`](super::load), candle and
 /// `safetensors.torch` read back.
 ///
@@ -36,12 +37,12 @@ use std::path::Path;
 /// ```
 #[track_caller]
 pub fn save(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
-    let named = module.named_parameters();
+    let named = state(module);
     crate::safetensors::save(named.iter().map(|(n, t)| (n.as_str(), t)), path)
 }
 
 /// Loads a file written by [`save`](super::save) (or any safetensors file with the same names) into
-/// `module`'s parameters, in place, so that an optimizer holding them trains on from the
+/// `module`'s parameters and buffers, in place, so that an optimizer holding them trains on from the
 /// loaded values (PyTorch's `load_state_dict`, strict). Everything is checked before any
 /// parameter changes: on an error the module is as it was.
 ///
@@ -70,7 +71,7 @@ pub fn save(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
 /// ```
 #[track_caller]
 pub fn load(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
-    let named = module.named_parameters();
+    let named = state(module);
     let file: HashMap<String, Tensor> = crate::safetensors::load(path)?.into_iter().collect();
     let missing: Vec<&str> = (named.iter().map(|(n, _)| n.as_str()))
         .filter(|n| !file.contains_key(*n))
@@ -111,4 +112,11 @@ pub fn load(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
         p.copy_(&file[n])?;
     }
     Ok(())
+}
+
+/// `module`'s `state_dict`: its named parameters, then its named buffers.
+fn state(module: &dyn Module) -> Vec<(String, Tensor)> {
+    let mut all = module.named_parameters();
+    all.extend(module.named_buffers());
+    all
 }

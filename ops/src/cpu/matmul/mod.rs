@@ -204,93 +204,114 @@ fn run<T: Elem + num_traits::Zero>(
     // SAFETY: input 2, when there is a bias, is read.
     let c = lc.map(|_| unsafe { input::<T>(&ins[2]) }).unwrap_or(&[]);
     let lc = lc.map_or(la, |(l, _)| l); // without a bias, its strides and offset go unused
-    let parts = if m * n * k >= PAR_MNK {
-        eddy_vm::par::threads()
+    let threads = eddy_vm::par::threads();
+    // Enough batches go to the threads whole, each product on one thread (a fork per batch
+    // of small products costs more than their work); otherwise each product is split.
+    let by_batch = nb >= 2 && threads > 1 && m * n * k * nb >= PAR_MNK;
+    let parts = if !by_batch && m * n * k >= PAR_MNK {
+        threads
     } else {
         1
     };
     let (a_rs, a_cs) = (la.strides[r - 2] as isize, la.strides[r - 1] as isize);
     let (b_rs, b_cs) = (lb.strides[r - 2] as isize, lb.strides[r - 1] as isize);
     let (c_rs, c_cs) = (lc.strides[r - 2], lc.strides[r - 1]);
-    let mut err = None;
-    walk(
-        batch,
-        [
-            &la.strides[..r - 2],
-            &lb.strides[..r - 2],
-            &lc.strides[..r - 2],
-        ],
-        [la.offset, lb.offset, lc.offset],
-        0,
-        nb,
-        |bi, [oa, ob, oc]| {
-            let dst = &mut o[bi * m * n..(bi + 1) * m * n];
-            let bias = match with_bias {
-                true if oc + (m - 1) * c_rs + (n - 1) * c_cs >= c.len() => {
-                    err = Some("addmm bias out of its storage".to_string());
-                    return;
-                }
-                // Every element `(i, j)` of the `m × n` bias, `oc + i*c_rs + j*c_cs`, is
-                // within `c` (the last one was checked just above).
-                true => Some(Bias {
-                    c: Mat {
-                        p: c.as_ptr().wrapping_add(oc).cast_mut(),
-                        rs: c_rs as isize,
-                        cs: c_cs as isize,
-                    },
-                    relu,
-                }),
-                false => None,
-            };
-            let whole = Mat {
-                p: dst.as_mut_ptr(),
-                rs: n as isize,
-                cs: 1,
-            };
-            if k == 0 {
-                dst.fill(T::ZERO);
-                // SAFETY: `whole` is `dst`, `m × n` row-major; `bias` was checked above.
-                unsafe { add_bias(whole, bias, m, n) };
-                return;
+    let err = std::sync::Mutex::new(None);
+    let out = Mat {
+        p: o.as_mut_ptr(),
+        rs: 0,
+        cs: 0,
+    };
+    let one = |bi: usize, [oa, ob, oc]: [usize; 3]| {
+        // SAFETY: product `bi` writes `bi·m·n..(bi + 1)·m·n` of the output, which no other
+        // product touches (each batch index is handed out once), and the output outlives
+        // every product.
+        let dst = unsafe { std::slice::from_raw_parts_mut(out.ptr().add(bi * m * n), m * n) };
+        let fail = |e: &str| *err.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+        let bias = match with_bias {
+            true if oc + (m - 1) * c_rs + (n - 1) * c_cs >= c.len() => {
+                return fail("addmm bias out of its storage");
             }
-            let last_a = oa + (m - 1) * a_rs as usize + (k - 1) * a_cs as usize;
-            let last_b = ob + (k - 1) * b_rs as usize + (n - 1) * b_cs as usize;
-            if last_a >= a.len() || last_b >= b.len() {
-                err = Some("matmul operand out of its storage".to_string());
-                return;
+            // Every element `(i, j)` of the `m × n` bias, `oc + i*c_rs + j*c_cs`, is
+            // within `c` (the last one was checked just above).
+            true => Some(Bias {
+                c: Mat {
+                    p: c.as_ptr().wrapping_add(oc).cast_mut(),
+                    rs: c_rs as isize,
+                    cs: c_cs as isize,
+                },
+                relu,
+            }),
+            false => None,
+        };
+        let whole = Mat {
+            p: dst.as_mut_ptr(),
+            rs: n as isize,
+            cs: 1,
+        };
+        if k == 0 {
+            dst.fill(T::ZERO);
+            // SAFETY: `whole` is `dst`, `m × n` row-major; `bias` was checked above.
+            unsafe { add_bias(whole, bias, m, n) };
+            return;
+        }
+        let last_a = oa + (m - 1) * a_rs as usize + (k - 1) * a_cs as usize;
+        let last_b = ob + (k - 1) * b_rs as usize + (n - 1) * b_cs as usize;
+        if last_a >= a.len() || last_b >= b.len() {
+            return fail("matmul operand out of its storage");
+        }
+        if m == 1
+            && a_cs == 1
+            && single_row(&a[oa..oa + k], &b[ob..], b_rs as usize, b_cs as usize, dst)
+        {
+            // SAFETY: as for the `k == 0` case.
+            unsafe { add_bias(whole, bias, m, n) };
+            return;
+        }
+        // SAFETY: every element gemm reads, `base + i*rs + j*cs` for i, j within the
+        // operand's dims, lies inside its slice (the last one was checked just above; strides
+        // are non-negative); `dst` is a dense `m × n` row-major slice that only gemm writes;
+        // `bias`, when given, was checked as above.
+        unsafe {
+            gemm_parts(
+                parts,
+                whole,
+                Mat {
+                    p: a.as_ptr().add(oa).cast_mut(),
+                    rs: a_rs,
+                    cs: a_cs,
+                },
+                Mat {
+                    p: b.as_ptr().add(ob).cast_mut(),
+                    rs: b_rs,
+                    cs: b_cs,
+                },
+                bias,
+                [m, n, k],
+            )
+        }
+    };
+    let strides = [
+        &la.strides[..r - 2],
+        &lb.strides[..r - 2],
+        &lc.strides[..r - 2],
+    ];
+    let offsets = [la.offset, lb.offset, lc.offset];
+    if by_batch {
+        let mut at = Vec::with_capacity(nb);
+        walk(batch, strides, offsets, 0, nb, |bi, offs| {
+            at.push((bi, offs))
+        });
+        let per = nb.div_ceil(threads);
+        eddy_vm::par::for_each(nb.div_ceil(per), |t| {
+            for &(bi, offs) in &at[t * per..((t + 1) * per).min(nb)] {
+                one(bi, offs);
             }
-            if m == 1
-                && a_cs == 1
-                && single_row(&a[oa..oa + k], &b[ob..], b_rs as usize, b_cs as usize, dst)
-            {
-                // SAFETY: as for the `k == 0` case.
-                unsafe { add_bias(whole, bias, m, n) };
-                return;
-            }
-            // SAFETY: every element gemm reads, `base + i*rs + j*cs` for i, j within the
-            // operand's dims, lies inside its slice (the last one was checked just above; strides
-            // are non-negative); `dst` is a dense `m × n` row-major slice that only gemm writes;
-            // `bias`, when given, was checked as above.
-            unsafe {
-                gemm_parts(
-                    parts,
-                    whole,
-                    Mat {
-                        p: a.as_ptr().add(oa).cast_mut(),
-                        rs: a_rs,
-                        cs: a_cs,
-                    },
-                    Mat {
-                        p: b.as_ptr().add(ob).cast_mut(),
-                        rs: b_rs,
-                        cs: b_cs,
-                    },
-                    bias,
-                    [m, n, k],
-                )
-            }
-        },
-    );
+        });
+    } else {
+        walk(batch, strides, offsets, 0, nb, one);
+    }
+    let err = err.into_inner().unwrap_or_else(|p| p.into_inner());
     err.map_or(Ok(()), Err)
 }
 
@@ -358,6 +379,13 @@ unsafe fn add_rows<T: Elem + num_traits::Zero>(
             // vectorise).
             let cr = unsafe { std::slice::from_raw_parts(cr, cols) };
             for (x, &y) in d.iter_mut().zip(cr) {
+                *x = act(*x + y);
+            }
+        } else if c.cs == 0 {
+            // One value per row (a convolution's bias, broadcast over its positions).
+            // SAFETY: element `(i, 0)` of the bias, as above.
+            let y = unsafe { *cr };
+            for x in d.iter_mut() {
                 *x = act(*x + y);
             }
         } else {
@@ -475,6 +503,13 @@ struct Mat<T> {
 }
 // SAFETY: `gemm_parts` hands each thread a disjoint block of the output and read-only operands.
 unsafe impl<T: Send + Sync> Send for Mat<T> {}
+
+impl<T> Mat<T> {
+    /// The base pointer (a method, so that a closure captures the whole `Sync` matrix).
+    fn ptr(self) -> *mut T {
+        self.p
+    }
+}
 // SAFETY: as above.
 unsafe impl<T: Send + Sync> Sync for Mat<T> {}
 
