@@ -57,6 +57,13 @@ torch.Tensor.elu = lambda self, alpha=1.0: F.elu(self, alpha)
 torch.Tensor.leaky_relu = lambda self, slope=0.01: F.leaky_relu(self, slope)
 torch.Tensor.softplus = lambda self, beta=1.0, threshold=20.0: F.softplus(self, beta, threshold)
 torch.Tensor.mse_loss = lambda self, t: F.mse_loss(self, t)
+torch.Tensor.conv2d = lambda self, w, bias=None, stride=1, padding=0, dilation=1, groups=1: (
+    F.conv2d(self, w, bias, stride, padding, dilation, groups))
+torch.Tensor.max_pool2d = lambda self, k, stride=None, padding=0, dilation=1, ceil_mode=False: (
+    F.max_pool2d(self, k, stride, padding, dilation, ceil_mode))
+torch.Tensor.avg_pool2d = lambda self, k, stride=None, padding=0, ceil_mode=False, count_include_pad=True: (
+    F.avg_pool2d(self, k, stride, padding, ceil_mode, count_include_pad))
+torch.Tensor.adaptive_avg_pool2d = lambda self, size: F.adaptive_avg_pool2d(self, size)
 
 
 def number(v):
@@ -248,7 +255,36 @@ def cases():
         "tensor([1.0, 2.0]).nll_loss(tensor(1))",
         # Deliberate: Eddy compares an integer scalar as it is (PyTorch wraps it first).
         "tensor([255, 0], dtype=u8) == 256",
+        # Literals out of an integer dtype's range, the legacy empty tensor in `cat`, and
+        # `any`/`all` of u8.
+        "tensor([300], dtype=u8)", "tensor([-1, 255.5], dtype=u8)", "tensor([-1.5], dtype=u8)",
+        "tensor([-256], dtype=u8)", "tensor([3000000000], dtype=i32)", "tensor([nan], dtype=i64)",
+        "tensor([70000.0], dtype=f16)", "cat([tensor([1.0, 2.0]), tensor([])], 0)",
+        "cat([tensor([]), tensor([1, 2])])", "tensor([1, 2], dtype=u8).all()",
+        "tensor([1, 0], dtype=u8).any()", "tensor([[1, 0], [2, 3]], dtype=u8).all(1)",
     ]
+    # Convolution and pooling, with PyTorch's arguments (images from arange, so exact).
+    img = "(arange(50).reshape(1, 2, 5, 5).to(f32) / 10 - 2)"
+    w = "(arange(36).reshape(2, 2, 3, 3).to(f32) / 20 - 0.8)"
+    for c in [f"{img}.conv2d({w})", f"{img}.conv2d({w}, tensor([0.5, -1.0]), 1, 1)",
+              f"{img}.conv2d({w}, stride=[2, 1], padding=[1, 0])",
+              f"{img}.conv2d({w}, padding=2, dilation=2)",
+              f"{img}.conv2d(arange(18).reshape(2, 1, 3, 3).to(f32) / 9, groups=2)",
+              f"{img}.to(f64).conv2d({w}.to(f64), padding=1)",
+              f"{img}[0].conv2d({w}, padding=1)",
+              f"{img}.conv2d(arange(12).reshape(3, 4, 1, 1).to(f32))",
+              f"{img}.conv2d({w}, groups=2)", f"{img}.to(i64).conv2d({w}.to(i64))",
+              f"{img}.conv2d({w}, tensor([1.0, 2.0, 3.0]))", f"{img}.conv2d({w}, stride=0)",
+              f"{img}.max_pool2d(2)", f"{img}.max_pool2d(3, 2, 1)",
+              f"{img}.max_pool2d(2, ceil_mode=true)", f"{img}.max_pool2d(3, 1, dilation=2)",
+              f"{img}.max_pool2d([2, 3], [1, 2])", "tensor([[[[1.0, nan], [3.0, 2.0]]]]).max_pool2d(2)",
+              f"{img}.max_pool2d(2, padding=2)", f"{img}.to(i64).max_pool2d(2)",
+              f"{img}.avg_pool2d(2)", f"{img}.avg_pool2d(3, 2, 1)",
+              f"{img}.avg_pool2d(3, 2, 1, count_include_pad=false)",
+              f"{img}.avg_pool2d(2, ceil_mode=true)", f"{img}.avg_pool2d(2, 2, 1, true, false)",
+              f"{img}.adaptive_avg_pool2d(1)", f"{img}.adaptive_avg_pool2d([2, 3])",
+              f"{img}.adaptive_avg_pool2d(4)", f"{img}.adaptive_avg_pool2d(0)"]:
+        out.append(c)
     # A number's kind, not its value, decides the dtype (PyTorch's Python scalars): every
     # dtype beside whole and fractional floats and integers, out of place and in place.
     kinds = {

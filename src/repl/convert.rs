@@ -292,8 +292,32 @@ pub(super) fn list_tensor(v: &Value, dtype: Option<DType>) -> R<Tensor> {
             format!("{h} is outside the range of i64 (overflow)"),
         ));
     }
+    if let Some(&v) = w.vals.iter().find(|&&v| !fits_dtype(v, dtype)) {
+        return Err(ReplError::arg(
+            "tensor",
+            format!("value {v} cannot be converted to {dtype} without overflow"),
+        ));
+    }
     if dtype == DType::I64 {
         return Ok(Tensor::from_vec(w.ints, w.shape)?);
     }
     Ok(Tensor::from_vec(w.vals, w.shape).and_then(|t| t.to_dtype(dtype))?)
+}
+
+/// Whether a literal `v` converts to an integer `dtype` as PyTorch's `tensor` lets it: a whole
+/// value within the dtype's range (a whole negative down to -255 wraps into `u8`), a fraction
+/// strictly within one past each end (it truncates toward zero), never NaN. Float dtypes and
+/// `bool` take every value (past a float's range is infinite, as PyTorch's).
+fn fits_dtype(v: f64, dtype: DType) -> bool {
+    let (lo, hi) = match dtype {
+        DType::U8 => (0.0, 255.0),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        // The `i64` range is checked on the walk (`huge`).
+        _ => return true,
+    };
+    if v.fract() == 0.0 {
+        (lo..=hi).contains(&v) || (dtype == DType::U8 && (-255.0..0.0).contains(&v))
+    } else {
+        v > lo - 1.0 && v < hi + 1.0 // false for NaN
+    }
 }

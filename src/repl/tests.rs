@@ -211,6 +211,8 @@ fn convolution_and_pooling_take_pytorch_arguments() {
     assert!(s.eval_line("x.conv2d()").is_err());
     assert!(s.eval_line("x.max_pool2d([1, 2, 3])").is_err());
     assert!(s.eval_line("x.conv2d(w, groups=2)").is_err());
+    // PyTorch's CPU device has no index, and prints so.
+    assert_eq!(out(&mut s, "x.device"), "\"cpu\"");
 }
 
 #[test]

@@ -813,8 +813,8 @@ impl Tensor {
     ///
     /// # Errors
     ///
-    /// `InvalidArgument` for input that is not 3-d or 4-d, or a zero output size;
-    /// `UnsupportedDType` for integers and `bool`.
+    /// `InvalidArgument` for input that is not 3-d or 4-d; `UnsupportedDType` for integers and
+    /// `bool`. A zero output size gives an empty result, as PyTorch's.
     ///
     /// # Examples
     ///
@@ -824,6 +824,7 @@ impl Tensor {
     /// assert_eq!(x.adaptive_avg_pool2d(1)?.to_vec::<f32>()?, [2.5]);
     /// // Columns 0..2 and 1..3 of each row, then the rows together.
     /// assert_eq!(x.adaptive_avg_pool2d((1, 2))?.to_vec::<f32>()?, [2., 3.]);
+    /// assert_eq!(x.adaptive_avg_pool2d(0)?.dims(), &[1, 1, 0, 0]);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     #[track_caller]
@@ -832,12 +833,6 @@ impl Tensor {
         let (dims, single) = self.image_dims(op)?;
         float_only(op, self)?;
         let o = output_size.into().0;
-        if o.contains(&0) {
-            return Err(Error::invalid(
-                op,
-                format!("output size must be positive, got {o:?}"),
-            ));
-        }
         if o == [1, 1] {
             return self.mean(&[-2, -1], true);
         }

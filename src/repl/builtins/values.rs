@@ -60,7 +60,17 @@ pub(super) const ATTRIBUTES: &[Builtin] = &[
         true,
     ),
     attribute("dtype", |x| Ok(Value::DType(x.dtype())), true),
-    attribute("device", |x| Ok(Value::Str(x.device().to_string())), true),
+    // PyTorch's CPU device has no index: the first CPU device prints as it does.
+    attribute(
+        "device",
+        |x| {
+            Ok(Value::Str(match x.device() {
+                crate::Device::Cpu(0) => "cpu".to_string(),
+                d => d.to_string(),
+            }))
+        },
+        true,
+    ),
     attribute("ndim", |x| Ok(Value::Num(x.rank() as f64, true)), true),
     attribute("numel", |x| Ok(Value::Num(x.numel() as f64, true)), true),
     // PyTorch's `.T`: every dim reversed; a 0-d or 1-d tensor as it is.

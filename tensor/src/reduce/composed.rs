@@ -153,7 +153,7 @@ impl Tensor {
     }
 
     /// Whether any element over `dims` is non-zero (NaN counts as non-zero), as a `Bool`
-    /// tensor. Any dtype.
+    /// tensor (`U8` for `U8` input, as PyTorch's). Any dtype.
     ///
     /// # Errors
     ///
@@ -167,6 +167,9 @@ impl Tensor {
     /// assert_eq!(m.any(&[1], false)?.to_f64_vec()?, [0.0, 1.0]);
     /// assert_eq!(m.all(&[0], false)?.to_f64_vec()?, [0.0, 0.0]);
     /// assert_eq!(m.any_all()?.to_scalar()?, 1.0);
+    /// let bytes = Tensor::from_vec(vec![1u8, 2], [2])?;
+    /// assert_eq!(bytes.any_all()?.dtype(), eddy_tensor::DType::U8);
+    /// assert_eq!(bytes.all_all()?.item::<u8>()?, 1);
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     #[track_caller]
@@ -175,11 +178,14 @@ impl Tensor {
             norm_dim("any", d, self.rank())?;
         }
         let _g = crate::no_grad();
-        self.ne_scalar(0.0)?.sum(dims, keepdim)?.gt_scalar(0.0)
+        self.ne_scalar(0.0)?
+            .sum(dims, keepdim)?
+            .gt_scalar(0.0)?
+            .to_dtype(truth_dtype(self.dtype()))
     }
 
     /// Whether every element over `dims` is non-zero (true over an empty dim), as a `Bool`
-    /// tensor. Any dtype.
+    /// tensor (`U8` for `U8` input, as PyTorch's). Any dtype.
     ///
     /// # Errors
     ///
@@ -200,7 +206,10 @@ impl Tensor {
             norm_dim("all", d, self.rank())?;
         }
         let _g = crate::no_grad();
-        self.eq_scalar(0.0)?.sum(dims, keepdim)?.eq_scalar(0.0)
+        self.eq_scalar(0.0)?
+            .sum(dims, keepdim)?
+            .eq_scalar(0.0)?
+            .to_dtype(truth_dtype(self.dtype()))
     }
 
     /// [`any`](Self::any) over every dim (0-dim).
@@ -240,5 +249,14 @@ impl Tensor {
     #[track_caller]
     pub fn all_all(&self) -> Result<Tensor> {
         self.all(&all(self.rank()), false)
+    }
+}
+
+/// The dtype of `any` and `all` of `dtype`: `Bool`, but `U8` for `U8`, as PyTorch's.
+fn truth_dtype(dtype: DType) -> DType {
+    if dtype == DType::U8 {
+        DType::U8
+    } else {
+        DType::Bool
     }
 }
