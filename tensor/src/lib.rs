@@ -79,6 +79,7 @@ mod nn_ops;
 mod norm;
 mod operators;
 pub mod optim;
+mod pool;
 mod reduce;
 pub mod safetensors;
 mod sort;
