@@ -32,6 +32,8 @@ proptest! {
     ) {
         let mut rng = seeded(seed);
         let p = p.min(k - 1);
+        // Both output dims non-empty (PyTorch refuses an empty one too).
+        prop_assume!((h - 1) * s + k > 2 * p && s + k > 2 * p);
         let x = rnd(&mut rng, &[1, g * gin, h, 2], Dom::Any);
         let wt = rnd(&mut rng, &[g * gin, gout, k, k], Dom::Any);
         let b = rnd(&mut rng, &[g * gout], Dom::Any);

@@ -92,7 +92,7 @@ fn close(got: &[f64], want: &[f64], tol: f64, what: &str) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(crate::common::reference::cases(48))]
 
     /// conv2d over random geometry and groups, with and without bias, f64 and f32.
     #[test]
@@ -195,6 +195,16 @@ proptest! {
                             let v = xv[ch * n * n + at];
                             if best.1 == usize::MAX || v > best.0 { best = (v, at); }
                         }
+                    }
+                    if best.1 == usize::MAX {
+                        // No tap inside (dilation): -inf at PyTorch's position, the first
+                        // tap past the padding.
+                        let first = |o: usize| {
+                            let mut st = (o * s) as isize - pad as isize;
+                            while st < 0 { st += dil as isize; }
+                            st as usize
+                        };
+                        best = (f64::NEG_INFINITY, first(y) * n + first(xo));
                     }
                     let q = (ch * o + y) * o + xo;
                     prop_assert_eq!((m[q], at[q] as usize), best);
@@ -322,6 +332,28 @@ fn max_pool_propagates_nan_and_never_picks_padding() {
         .to_vec::<f32>()
         .unwrap();
     assert_eq!(m, [-3.0; 4]);
+}
+
+#[test]
+fn a_dilated_window_over_no_element_is_minus_infinity_where_pytorch_puts_it() {
+    // PyTorch 2.15: max_pool2d(x, 2, 1, 1, 2, return_indices=True) of one element.
+    let x = Tensor::from_vec(vec![5f32], [1, 1, 1, 1])
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let (m, at) = x.max_pool2d_with_indices(2, 1, 1, 2, false).unwrap();
+    assert_eq!(m.to_vec::<f32>().unwrap(), [f32::NEG_INFINITY]);
+    assert_eq!(at.to_vec::<i64>().unwrap(), [2]);
+    m.sum_all().unwrap().backward().unwrap();
+    assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), [0.0]); // the gradient goes nowhere
+    // And of a 2×2 plane: every window holds exactly one element.
+    let x = Tensor::arange(0.0, 4.0, 1.0, DType::F32)
+        .unwrap()
+        .reshape([1, 1, 2, 2])
+        .unwrap();
+    let (m, at) = x.max_pool2d_with_indices(2, 1, 1, 2, false).unwrap();
+    assert_eq!(m.to_vec::<f32>().unwrap(), [3., 2., 1., 0.]);
+    assert_eq!(at.to_vec::<i64>().unwrap(), [3, 2, 1, 0]);
 }
 
 #[test]

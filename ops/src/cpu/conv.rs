@@ -34,12 +34,18 @@ fn inside(w: &Window2d, axis: usize, tap: usize) -> (usize, usize, usize) {
         .div_ceil(s)
         .min(w.out_hw[axis]);
     let hi = hi.max(lo);
-    (lo, hi, (lo * s + reach).saturating_sub(p))
+    // With no position inside, the source is 0 (an empty range of any row).
+    let first = if lo < hi {
+        (lo * s + reach).saturating_sub(p)
+    } else {
+        0
+    };
+    (lo, hi, first)
 }
 
 /// The taps `lo..hi` of window position `pos` along `axis` that read inside the input (they
-/// are consecutive), with the input index tap `lo` reads. A pooling window always holds one
-/// (its padding is at most half the kernel), so `lo < hi` there.
+/// are consecutive; none for a dilated window that steps over the input), with the input
+/// index tap `lo` reads (past the input when there is none).
 #[inline]
 fn taps_inside(w: &Window2d, axis: usize, pos: usize) -> (usize, usize, usize) {
     let (d, p, n) = (w.dilation[axis], w.padding[axis], w.in_hw[axis]);
@@ -316,7 +322,8 @@ impl Positions {
 /// `max_pool2d`: contiguous input 0 `[batch, channels, h, w]` at `offset` to the window maxima
 /// (output 0) and their positions `row · w + col` in the plane (output 1, `i64`), as
 /// PyTorch's `max_pool2d_with_indices`: the first maximum wins, and a NaN over any number
-/// (the last NaN of a window, as PyTorch's CPU kernel).
+/// (the last NaN of a window, as PyTorch's CPU kernel). A dilated window whose taps all fall
+/// in the padding gives `-inf` at the position PyTorch gives it, past the plane.
 ///
 /// # Examples
 ///
@@ -402,7 +409,15 @@ pub fn max_pool2d(dtype: DType, w: Window2d, offset: usize) -> impl Kernel {
                         };
                         for ox in border {
                             let (xlo, xhi, ix0) = cols[ox];
-                            // The first tap inside starts the search (a window always holds one).
+                            if ylo == yhi || xlo == xhi {
+                                // A dilated window can step over the whole input: -inf, at the
+                                // position PyTorch gives (its first tap past the padding),
+                                // which may lie outside the plane; its gradient goes nowhere.
+                                dst[oy * ow + ox] = T::down(<A<T> as num_traits::Float>::neg_infinity());
+                                at[oy * ow + ox] = (iy0 * wd + ix0) as i64;
+                                continue;
+                            }
+                            // The first tap inside starts the search.
                             let mut b_at = iy0 * wd + ix0;
                             let mut b = src[b_at].up();
                             for ki in 0..yhi - ylo {
@@ -511,7 +526,6 @@ pub fn max_pool2d_backward(
                     return Err("max_pool2d_backward input out of its storage".to_string());
                 };
                 let o = &mut o[..planes * area];
-                let bad = std::sync::atomic::AtomicBool::new(false);
                 let per = per_chunk(planes, area);
                 eddy_vm::par::for_each_chunk_mut(o, per * area, |start, block| {
                     for (i, dst) in block.chunks_exact_mut(area).enumerate() {
@@ -519,16 +533,14 @@ pub fn max_pool2d_backward(
                         dst.fill(T::zero());
                         let (g, at) = (&g[p * len..(p + 1) * len], &at[p * len..(p + 1) * len]);
                         for (&v, &i) in g.iter().zip(at) {
-                            match dst.get_mut(i as usize) {
-                                Some(d) => *d = T::down(d.up() + v.up()),
-                                None => bad.store(true, std::sync::atomic::Ordering::Relaxed),
+                            // A window with no element inside has a position past the plane
+                            // (see `max_pool2d`): its gradient goes nowhere.
+                            if let Some(d) = usize::try_from(i).ok().and_then(|i| dst.get_mut(i)) {
+                                *d = T::down(d.up() + v.up());
                             }
                         }
                     }
                 });
-                if bad.into_inner() {
-                    return Err(format!("max_pool2d_backward: a position outside the {area} elements of a plane"));
-                }
                 Ok(())
             }, else => Err(format!("max_pool2d_backward kernel does not take {dtype}")))
         },
