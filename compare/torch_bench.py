@@ -210,6 +210,71 @@ def conv2d_3x3(dev):
     return reps(7, one)
 
 
+class CharTransformer(torch.nn.Module):
+    """Eddy's `models::CharTransformer` (the same `state_dict` names): token embedding plus
+    learned positions, pre-norm causal blocks, a final norm and a linear head."""
+
+    def __init__(self, vocab=256, d=128, heads=4, layers=2, ffn=512, seq=64):
+        super().__init__()
+        self.tok_emb = torch.nn.Embedding(vocab, d)
+        self.pos_emb = torch.nn.Parameter(torch.randn(seq, d) * 0.02)
+        self.layers = torch.nn.ModuleList(
+            torch.nn.TransformerEncoderLayer(d, heads, ffn, dropout=0.0, activation="gelu",
+                                             batch_first=True, norm_first=True)
+            for _ in range(layers))
+        self.norm = torch.nn.LayerNorm(d)
+        self.head = torch.nn.Linear(d, vocab)
+        self.vocab = vocab
+
+    def forward(self, ids):
+        n = ids.shape[1]
+        x = self.tok_emb(ids) + self.pos_emb[:n]
+        mask = torch.nn.Transformer.generate_square_subsequent_mask(n, device=ids.device)
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, is_causal=True)
+        return self.head(self.norm(x)).reshape(-1, self.vocab)
+
+
+def transformer_train(dev):
+    torch.manual_seed(0)
+    model = CharTransformer().to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    ids = torch.randint(0, 256, (16, 65), device=dev)
+    x, y = ids[:, :64].contiguous(), ids[:, 1:].reshape(-1)
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    for _ in range(5):
+        step()
+    times = []
+    for _ in range(30):
+        t = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - t) * 1e3)
+    return times
+
+
+def attention_fwd(dev):
+    q, k, v = (torch.randn(16, 4, 64, 32, device=dev) for _ in range(3))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    sdpa(q, k, v, is_causal=True)
+    sync(dev)
+
+    def one():
+        t = time.perf_counter()
+        for _ in range(20):
+            sdpa(q, k, v, is_causal=True)
+            sync(dev)
+        return (time.perf_counter() - t) * 1e6 / 20
+
+    return reps(7, one)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--device", default="cuda")
@@ -246,6 +311,10 @@ def main():
         samples["cnn_train_ms_per_step"] = cnn_train(dev)
     if want("conv2d_3x3_gflops"):
         samples["conv2d_3x3_gflops"] = conv2d_3x3(dev)
+    if want("transformer_train_ms_per_step"):
+        samples["transformer_train_ms_per_step"] = transformer_train(dev)
+    if want("attention_fwd_us"):
+        samples["attention_fwd_us"] = attention_fwd(dev)
     metrics = {k: statistics.median(v) for k, v in samples.items()}
     print(json.dumps({
         "metrics": metrics,

@@ -29,6 +29,7 @@
 //! assert_eq!(out, 3.0);
 //! ```
 
+mod attention;
 pub mod conv;
 pub mod copy;
 pub mod cpu;

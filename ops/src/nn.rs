@@ -1,9 +1,57 @@
 //! Row-wise network ops: the kernel for the operands' device.
 
+pub use crate::attention::{Attention, AttentionShape, MaskLayout, infer_attention};
 use crate::device::{Device, pick};
 pub use crate::kinds::{ClassDims, IGNORE_INDEX};
 use crate::{DType, Error, Result, cpu};
 use eddy_vm::instruction::Kernel;
+
+/// The kernel of scaled dot-product attention (see [`cpu::attention::attention`]) on
+/// `device`: queries, keys and values dense at `offsets`, an additive mask where `mask` says.
+///
+/// `None` if `device` has no kernel for it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{nn::{attention, Attention}, DType, Device};
+/// let g = Attention { batch: 1, l: 4, s: 4, e: 8, ev: 8, scale: 0.25, causal: true };
+/// assert!(attention(Device::CPU, DType::F32, g, [0; 3], None).is_some());
+/// ```
+pub fn attention(
+    device: Device,
+    dtype: DType,
+    g: Attention,
+    offsets: [usize; 3],
+    mask: Option<MaskLayout>,
+) -> Option<impl Kernel + use<>> {
+    pick!(device, cpu::attention::attention(dtype, g, offsets, mask))
+}
+
+/// The kernel of the gradient of scaled dot-product attention (see
+/// [`cpu::attention::attention_backward`]) on `device`.
+///
+/// `None` if `device` has no kernel for it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{nn::{attention_backward, Attention}, DType, Device};
+/// let g = Attention { batch: 1, l: 4, s: 4, e: 8, ev: 8, scale: 0.25, causal: false };
+/// assert!(attention_backward(Device::CPU, DType::F32, g, [0; 5], None).is_some());
+/// ```
+pub fn attention_backward(
+    device: Device,
+    dtype: DType,
+    g: Attention,
+    offsets: [usize; 5],
+    mask: Option<MaskLayout>,
+) -> Option<impl Kernel + use<>> {
+    pick!(
+        device,
+        cpu::attention::attention_backward(dtype, g, offsets, mask)
+    )
+}
 
 /// The kernel of softmax (or log-softmax when `log`) over the last dim of a dense
 /// `[rows, cols]` input from `offset`, on `device`.

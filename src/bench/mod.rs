@@ -14,7 +14,9 @@ mod throughput;
 
 pub use global::{boxing_large, boxing_p_to_b_small, global_add, parallel_train};
 pub use graph::{chain_graph, mlp_infer_graph, mlp_train_graph, mlp_train_promoted};
-pub use models::{cnn_setup, cnn_train, conv2d_3x3};
+pub use models::{
+    attention_fwd, cnn_setup, cnn_train, conv2d_3x3, transformer_setup, transformer_train,
+};
 pub use pipeline::pipeline;
 pub use roof::mlp_train_roof;
 
@@ -55,6 +57,8 @@ pub const KEYS: &[&str] = &[
     "pipeline_2slot_ms_per_batch",
     "cnn_train_ms_per_step",
     "conv2d_3x3_gflops",
+    "attention_fwd_us",
+    "transformer_train_ms_per_step",
     "global_add_ns_per_op",
     "boxing_p_to_b_small_us",
     "boxing_p_to_b_gbps",
@@ -686,6 +690,12 @@ pub fn run(
     }
     if want("conv2d_3x3_gflops") {
         r.put("conv2d_3x3_gflops", conv2d_3x3()?);
+    }
+    if want("transformer_train_ms_per_step") {
+        r.put("transformer_train_ms_per_step", transformer_train()?.0);
+    }
+    if want("attention_fwd_us") {
+        r.put("attention_fwd_us", attention_fwd()?);
     }
     // Global tensors over `cpu:0` and `cpu:1` (CPU only: the workloads name their devices).
     if device == crate::Device::CPU {

@@ -208,6 +208,21 @@ fn convolution_and_pooling_take_pytorch_arguments() {
         out(&mut s, "x.adaptive_avg_pool2d([1, 2]).shape"),
         "[1, 1, 1, 2]"
     );
+    // Attention: a row of one key gets that key's value; a mask with is_causal is refused.
+    s.eval_line("let q = ones([1, 2, 2])").unwrap();
+    s.eval_line("let v = tensor([[[1.0, 2.0], [3.0, 4.0]]])")
+        .unwrap();
+    assert_eq!(
+        out(
+            &mut s,
+            "q.scaled_dot_product_attention(q, v, is_causal=true)[0, 0].tolist()"
+        ),
+        "[1, 2]"
+    );
+    assert!(
+        s.eval_line("q.scaled_dot_product_attention(q, v, ones([2, 2]), is_causal=true)")
+            .is_err()
+    );
     assert!(s.eval_line("x.conv2d()").is_err());
     assert!(s.eval_line("x.max_pool2d([1, 2, 3])").is_err());
     assert!(s.eval_line("x.conv2d(w, groups=2)").is_err());

@@ -63,6 +63,7 @@ macro_rules! kernel {
     };
 }
 
+mod attention;
 mod autograd;
 mod conv;
 mod create;
@@ -86,6 +87,7 @@ mod sort;
 mod tensor;
 mod view;
 
+pub use attention::AttentionOptions;
 pub use autograd::{NoGradGuard, is_grad_enabled, no_grad};
 pub use conv::Pair;
 pub use create::manual_seed;

@@ -11,6 +11,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod attention;
 mod conv;
 mod elementwise;
 mod matmul_nn;

@@ -13,6 +13,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod attention;
 mod conv;
 mod creation;
 mod dtypes;

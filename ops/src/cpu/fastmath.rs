@@ -204,14 +204,10 @@ pub fn erf_f32(x: f32) -> f32 {
             + -3.761263890e-01)
             * z
             + std::f32::consts::FRAC_2_SQRT_PI); // 1.128379167, the series' first coefficient
-    let y = if x < 0.0 { -y } else { y };
-    if a < 1.0 {
-        series
-    } else if x.is_nan() {
-        x
-    } else {
-        y
-    }
+    // Selects only, no branch, so that a loop of it vectorises; NaN falls through to `y`,
+    // which is NaN (every step above keeps it).
+    let y = y.copysign(x);
+    if a < 1.0 { series } else { y }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! CPU kernels, one file per family. Each constructor takes the layouts and dtypes the op
 //! definition inferred and returns a [`Kernel`](eddy_vm::instruction::Kernel) for an `OpCall`.
 
+pub mod attention;
 pub mod conv;
 pub mod copy;
 pub mod elementwise;

@@ -35,6 +35,11 @@ pub(super) const ROWS: &[Builtin] = &[
         pool2d,
     ),
     method(
+        "scaled_dot_product_attention",
+        "scaled_dot_product_attention(key, value, attn_mask, dropout_p, is_causal, scale)",
+        attention,
+    ),
+    method(
         "adaptive_avg_pool2d",
         "adaptive_avg_pool2d(output_size)",
         adaptive_pool2d,
@@ -83,6 +88,31 @@ fn conv2d(f: &'static str, x: Tensor, mut a: Args) -> R<Value> {
     let b = b.map(|b| as_tensor(b, f)).transpose()?;
     let groups = groups.map_or(Ok(1), |g| as_usize(&g, f))?;
     out(x.conv2d(&w, b.as_ref(), stride, padding, dilation, groups))
+}
+
+/// PyTorch's `F.scaled_dot_product_attention(query, key, value, attn_mask=None,
+/// dropout_p=0.0, is_causal=False, scale=None)`.
+fn attention(f: &'static str, q: Tensor, mut a: Args) -> R<Value> {
+    let (Some(k), Some(v)) = (a.param(f, 0, "key")?, a.param(f, 1, "value")?) else {
+        return Err(ReplError::arg(f, "missing the key or the value"));
+    };
+    let mask = a.param(f, 2, "attn_mask")?;
+    let p = a
+        .param(f, 3, "dropout_p")?
+        .map_or(Ok(0.0), |v| as_num(&v, f))?;
+    let causal = flag(&mut a, f, 4, "is_causal", false)?;
+    let scale = a.param(f, 5, "scale")?.map(|v| as_num(&v, f)).transpose()?;
+    a.done(f)?;
+    a.arity(f, 0, 6)?;
+    let (k, v) = (as_tensor(k, f)?, as_tensor(v, f)?);
+    let mask = mask.map(|m| as_tensor(m, f)).transpose()?;
+    let opts = crate::tensor::AttentionOptions {
+        mask: mask.as_ref(),
+        dropout_p: p,
+        is_causal: causal,
+        scale,
+    };
+    out(q.scaled_dot_product_attention(&k, &v, opts))
 }
 
 /// `max_pool2d` and `avg_pool2d`, with PyTorch's parameters and defaults (the stride is the

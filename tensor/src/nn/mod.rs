@@ -9,6 +9,7 @@ mod conv;
 mod layers;
 mod module;
 mod state;
+mod transformer;
 pub(crate) use clip::check_params;
 pub use clip::{clip_grad_norm, clip_grad_value};
 pub use conv::{
@@ -18,3 +19,7 @@ pub use conv::{
 pub use layers::{Dropout, Embedding, Func, LayerNorm, Relu, Sequential};
 pub use module::{Init, Linear, Module};
 pub use state::{load, save};
+pub use transformer::{
+    Activation, MhaOptions, MultiheadAttention, TransformerDecoderLayer, TransformerEncoderLayer,
+    TransformerOptions,
+};

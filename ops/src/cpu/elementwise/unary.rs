@@ -241,6 +241,53 @@ impl UnaryKernel {
     }
 }
 
+/// `$name(x)`: `apply_float` of the parameter-free op `$op`, inlined wherever it is called.
+macro_rules! elem_fn {
+    ($($name:ident => $op:ident),* $(,)?) => {$(
+        #[inline(always)]
+        fn $name<T: FloatElem>(x: T) -> T {
+            let z = <T::A as num_traits::Zero>::zero();
+            T::down(apply_float(UnaryOp::$op, x.up(), z, z))
+        }
+    )*};
+}
+
+elem_fn!(
+    gelu => Gelu,
+    gelu_grad => GeluGrad,
+    tanh => Tanh,
+    sigmoid => Sigmoid,
+    silu => Silu,
+    silu_grad => SiluGrad,
+);
+
+/// `o[i] = f(a[i])` with `f` one of the functions above, called inside the loop (so that it
+/// inlines and the loop vectorises; through `map1_lay` it stayed a call per element), on the
+/// kernel threads when long; other layouts through `map1_lay`.
+macro_rules! dense_loop {
+    ($a:ident, $la:ident, $o:ident, $f:ident) => {
+        match $la {
+            Lay::Dense(off) => {
+                let a = &$a[*off..*off + $o.len()];
+                let run = |st: usize, c: &mut [T]| {
+                    for (d, &x) in c.iter_mut().zip(&a[st..]) {
+                        *d = $f::<T>(x);
+                    }
+                };
+                if $o.len() < crate::kernel::PAR_MIN {
+                    run(0, $o)
+                } else {
+                    let per = $o
+                        .len()
+                        .div_ceil(eddy_vm::par::threads() * crate::kernel::CHUNKS_PER_THREAD);
+                    eddy_vm::par::for_each_chunk_mut($o, per, run)
+                }
+            }
+            _ => map1_lay($a, $la, $o, $f::<T>),
+        }
+    };
+}
+
 /// The body of [`UnaryKernel`].
 #[inline(always)]
 fn run_unary(
@@ -269,7 +316,15 @@ fn run_unary(
             match op {
                 UnaryOp::AddScalar(_) => map1_lay(a, la, o, |x: T| T::down(x.up() + c)),
                 UnaryOp::MulScalar(_) => map1_lay(a, la, o, |x: T| T::down(x.up() * c)),
-                _ => go!(Neg, Relu, Exp, Sqrt, Square, Tanh, Sigmoid, Gelu, Silu),
+                // The long ones as functions marked for inlining: as closures they stayed
+                // calls inside the loop, which then ran one element at a time.
+                UnaryOp::Gelu => dense_loop!(a, la, o, gelu),
+                UnaryOp::GeluGrad => dense_loop!(a, la, o, gelu_grad),
+                UnaryOp::Tanh => dense_loop!(a, la, o, tanh),
+                UnaryOp::Sigmoid => dense_loop!(a, la, o, sigmoid),
+                UnaryOp::Silu => dense_loop!(a, la, o, silu),
+                UnaryOp::SiluGrad => dense_loop!(a, la, o, silu_grad),
+                _ => go!(Neg, Relu, Exp, Sqrt, Square, Rsqrt, Recip, Abs),
             }
             Ok(())
         }, else => dispatch_int!(dtype, T => {

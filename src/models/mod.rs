@@ -173,3 +173,6 @@ pub fn accuracy(model: &dyn Module, x: &Tensor, labels: &[i64]) -> Result<f64> {
     let hits = pred.iter().zip(labels).filter(|(a, b)| a == b).count();
     Ok(hits as f64 / labels.len().max(1) as f64)
 }
+
+mod transformer;
+pub use transformer::{CharTransformer, TransformerConfig};
