@@ -101,6 +101,61 @@ pub fn default_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("data/digits.csv.gz")
 }
 
+/// The text shipped in the repository for the character model (`data/text.txt.gz`): Lewis
+/// Carroll's *Alice's Adventures in Wonderland* then Shakespeare's *As You Like It*, 273,660
+/// bytes of ASCII.
+///
+/// # Examples
+///
+/// ```
+/// let p = eddy::data::default_text_path();
+/// assert!(p.ends_with("data/text.txt.gz") && p.is_file());
+/// ```
+pub fn default_text_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/text.txt.gz")
+}
+
+/// Reads a text file (gzipped or not) as bytes: the tokens of the character model.
+///
+/// # Errors
+///
+/// A [`LoadError`] if the file is missing, unreadable, not valid gzip, or holds fewer than
+/// 1,000 bytes.
+///
+/// # Examples
+///
+/// ```
+/// let t = eddy::data::load_text(&eddy::data::default_text_path())?;
+/// assert_eq!(t.len(), 273_660);
+/// assert!(std::str::from_utf8(&t).unwrap().contains("ALICE'S ADVENTURES IN WONDERLAND"));
+/// # Ok::<(), eddy::data::LoadError>(())
+/// ```
+pub fn load_text(path: &Path) -> std::result::Result<Vec<u8>, LoadError> {
+    let err = |message: String| LoadError {
+        file: path.to_path_buf(),
+        row: None,
+        message,
+    };
+    let mut raw = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut raw))
+        .map_err(|e| err(format!("cannot read: {e}")))?;
+    if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut text = Vec::new();
+        flate2::read::GzDecoder::new(&raw[..])
+            .read_to_end(&mut text)
+            .map_err(|e| err(format!("not valid gzip: {e}")))?;
+        raw = text;
+    }
+    if raw.len() < 1000 {
+        return Err(err(format!(
+            "{} bytes: a character model needs at least 1,000",
+            raw.len()
+        )));
+    }
+    Ok(raw)
+}
+
 impl Dataset {
     /// Reads a CSV file (gzipped or not): feature columns, then the label, per row.
     ///

@@ -30,6 +30,8 @@ pub mod plot;
 pub mod repl;
 #[cfg(feature = "cli")]
 pub mod train;
+#[cfg(feature = "cli")]
+pub mod train_text;
 
 pub use eddy_ops as ops;
 pub use eddy_tensor as tensor;

@@ -78,6 +78,9 @@ pub enum ModelKind {
     /// A two-convolution network over the rows read as square single-channel images
     /// ([`crate::models::cnn`]); [`TrainOptions::hidden`] is unused.
     Cnn,
+    /// The character transformer ([`crate::models::CharTransformer`]), trained on a text by
+    /// [`crate::train_text::train_text`], not by [`train`].
+    Transformer,
 }
 
 impl std::str::FromStr for ModelKind {
@@ -86,7 +89,8 @@ impl std::str::FromStr for ModelKind {
         match s {
             "mlp" => Ok(ModelKind::Mlp),
             "cnn" => Ok(ModelKind::Cnn),
-            _ => Err(format!("unknown model `{s}` (mlp or cnn)")),
+            "transformer" => Ok(ModelKind::Transformer),
+            _ => Err(format!("unknown model `{s}` (mlp, cnn or transformer)")),
         }
     }
 }
@@ -279,6 +283,11 @@ pub fn train(
             opts.devices
         )));
     }
+    if opts.model == ModelKind::Transformer {
+        return Err(bad(
+            "the transformer trains on a text: use train_text::train_text".into(),
+        ));
+    }
     let side = (data.n_features as f64).sqrt().round() as usize;
     if opts.model == ModelKind::Cnn && (side * side != data.n_features || opts.devices > 1) {
         return Err(bad(format!(
@@ -304,6 +313,7 @@ pub fn train(
             let spread = Spread::new(opts)?;
             let model = match (&spread, opts.model) {
                 (_, ModelKind::Cnn) => crate::models::cnn(side, data.n_classes.max(2))?,
+                (_, ModelKind::Transformer) => unreachable!("refused above"),
                 (Some(s), ModelKind::Mlp) => s.model(&sizes)?,
                 (None, ModelKind::Mlp) => mlp(&sizes)?,
             };

@@ -270,6 +270,61 @@ fn train_a_cnn_on_the_digits_as_images() {
     }
 }
 
+#[test]
+fn train_a_character_transformer_on_a_text() {
+    let dir = scratch("train-transformer");
+    let (png, txt) = (dir.join("t.png"), dir.join("t.txt"));
+    std::fs::write(
+        &txt,
+        "the quick brown fox jumps over the lazy dog. ".repeat(60),
+    )
+    .unwrap();
+    // Two epochs of 6 steps of one window: the test binary is built without optimisation.
+    let (txt_s, png_s) = (txt.to_str().unwrap(), png.to_str().unwrap());
+    let out = eddy(&[
+        "train",
+        "--model",
+        "transformer",
+        "--epochs",
+        "2",
+        "--steps",
+        "6",
+        "--batch-size",
+        "1",
+        "--data",
+        txt_s,
+        "--plot",
+        png_s,
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("character transformer") && stdout.contains("2700 bytes"),
+        "{stdout}"
+    );
+    let losses: Vec<f64> = (stdout.lines())
+        .filter(|l| l.starts_with("epoch"))
+        .map(|l| l.split_whitespace().nth(3).unwrap().parse().unwrap())
+        .collect();
+    assert!(losses.len() == 2 && losses[1] < losses[0], "{stdout}");
+    check_png(&png);
+    for (args, msg) in [
+        (
+            &["train", "--model", "transformer", "--hidden", "8"][..],
+            "no --hidden",
+        ),
+        (
+            &["train", "--model", "transformer", "--devices", "2"],
+            "one device",
+        ),
+    ] {
+        let out = eddy(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+    }
+}
+
 /// The PNG decodes to the expected size and is a picture, not a blank canvas.
 fn check_png(path: &std::path::Path) {
     let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));

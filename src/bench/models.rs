@@ -148,7 +148,7 @@ pub fn attention_fwd() -> Result<Vec<f64>> {
 /// use eddy::tensor::nn::Module;
 /// let (model, _opt, x, y) = eddy::bench::transformer_setup()?;
 /// assert_eq!((x.dims(), y.dims()), (&[16, 64][..], &[1024][..]));
-/// assert_eq!(model.parameters().len(), 28);
+/// assert_eq!(model.parameters().len(), 30);
 /// # Ok::<(), eddy::Error>(())
 /// ```
 pub fn transformer_setup() -> Result<(

@@ -4,11 +4,13 @@
 //! Exit codes: 0 on success (and for `--help`, `--version`), 2 for bad input (options, data
 //! files, scripts that cannot be read), 1 when the engine fails.
 
+#[path = "eddy/train.rs"]
+mod train_cmd;
+
 use eddy::data::{Dataset, default_path};
 use eddy::repl::{Outcome, Session};
-use eddy::train::{Progress, TrainOptions, train};
+use eddy::train::{TrainOptions, train};
 use eddy::{Vm, bench, plot};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
@@ -60,12 +62,22 @@ const TRAIN: &[Opt] = &[
         "N",
         "passes over the training rows (default: 20)",
     ),
-    opt("--batch-size", "N", "rows per step (default: 64)"),
+    opt(
+        "--batch-size",
+        "N",
+        "rows per step (default: 64; 16 windows for the transformer)",
+    ),
+    opt(
+        "--steps",
+        "N",
+        "with --model transformer: steps per epoch (default: 100)",
+    ),
     opt("--lr", "X", "Adam's learning rate (default: 0.01)"),
     opt(
         "--model",
-        "mlp|cnn",
-        "an MLP, or a CNN over the rows as square images (default: mlp)",
+        "mlp|cnn|transformer",
+        "an MLP, a CNN over the rows as square images, or a character transformer on a text \
+         (default: mlp)",
     ),
     opt(
         "--hidden",
@@ -80,7 +92,7 @@ const TRAIN: &[Opt] = &[
     opt(
         "--data",
         "FILE.csv[.gz]",
-        "the data set (default: the bundled digits)",
+        "the data set (default: the bundled digits; with --model transformer, the bundled text)",
     ),
     THREADS,
     SYNC_MODE,
@@ -220,7 +232,7 @@ fn main() -> ExitCode {
         _ => unreachable!("clap knows the commands"),
     });
     let r = match parsed {
-        Ok((Cmd::Train, o)) => cmd_train(&o),
+        Ok((Cmd::Train, o)) => train_cmd::cmd_train(&o),
         Ok((Cmd::Bench, o)) => cmd_bench(&o),
         Ok((Cmd::Repl, o)) => cmd_repl(&o),
         Ok((Cmd::Trace, o)) => cmd_trace(&o),
@@ -383,231 +395,6 @@ fn set_threads(o: &Opts) -> Result<usize, Fail> {
 
 fn mib(b: usize) -> String {
     format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
-}
-
-fn cmd_train(o: &Opts) -> Result<(), Fail> {
-    if o.str("--plan").is_some() && !o.has("--graph") {
-        return Err(Fail::Usage(
-            "--plan draws the compiled step: it needs --graph".into(),
-        ));
-    }
-    let d = TrainOptions::default();
-    let device = device_opt(o)?;
-    let hidden = match o.str("--hidden") {
-        None => d.hidden.clone(),
-        Some(h) => h
-            .split(',')
-            .map(|w| w.trim().parse::<usize>().ok().filter(|&w| w > 0))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| {
-                Fail::Usage(format!(
-                    "bad value for --hidden: `{h}` (widths like 128 or 256,128)"
-                ))
-            })?,
-    };
-    let devices: u32 = o.get("--devices", 1)?;
-    let parallel = match o.str("--parallel") {
-        None | Some("data") => eddy::train::Parallel::Data,
-        Some("tensor") => eddy::train::Parallel::Tensor,
-        Some(p) => {
-            return Err(Fail::Usage(format!(
-                "bad value for --parallel: `{p}` (data or tensor)"
-            )));
-        }
-    };
-    if devices == 0 || devices > 64 {
-        return Err(Fail::Usage(format!(
-            "--devices must be in 1..=64, not {devices}"
-        )));
-    }
-    if devices > 1 && o.has("--graph") {
-        return Err(Fail::Usage(
-            "--graph compiles a one-device step: it cannot go with --devices".into(),
-        ));
-    }
-    if o.has("--parallel") && devices == 1 {
-        return Err(Fail::Usage("--parallel needs --devices N (N > 1)".into()));
-    }
-    let model: eddy::train::ModelKind = match o.str("--model") {
-        None => d.model,
-        Some(m) => m
-            .parse()
-            .map_err(|e| Fail::Usage(format!("bad value for --model: {e}")))?,
-    };
-    if model == eddy::train::ModelKind::Cnn && (devices > 1 || o.has("--hidden")) {
-        return Err(Fail::Usage(
-            "--model cnn trains on one device and has no --hidden widths".into(),
-        ));
-    }
-    let opts = TrainOptions {
-        epochs: o.get("--epochs", d.epochs)?,
-        batch_size: o.get("--batch-size", d.batch_size)?,
-        lr: o.get("--lr", d.lr)?,
-        hidden,
-        seed: o.get("--seed", d.seed)?,
-        device,
-        graph: o.has("--graph"),
-        devices,
-        parallel,
-        model,
-        ..d
-    };
-    if opts.epochs == 0 || opts.batch_size == 0 {
-        return Err(Fail::Usage(
-            "--epochs and --batch-size must be at least 1".into(),
-        ));
-    }
-    if !(opts.lr > 0.0 && opts.lr.is_finite()) {
-        return Err(Fail::Usage(format!(
-            "--lr must be a positive number, got {}",
-            opts.lr
-        )));
-    }
-    let threads = set_threads(o)?;
-    let path = o.str("--data").map_or_else(default_path, PathBuf::from);
-    let plot_path = PathBuf::from(o.str("--plot").unwrap_or("eddy-train.png"));
-    let trace = o.str("--trace").map(PathBuf::from);
-    let data = Dataset::load(&path).map_err(|e| Fail::Usage(e.to_string()))?;
-    let mut b = builder_for(device)
-        .sync_mode(o.has("--sync-mode"))
-        .trace(trace.is_some());
-    if devices > 1 {
-        b = match device {
-            eddy::Device::Cuda(_) => b.cuda_devices(devices),
-            _ => b.cpu_devices(devices),
-        };
-    }
-    if o.has("--promote") {
-        b = b.promotion(true);
-    }
-    let vm = b.build()?;
-    let (n_test, n_train) = {
-        let t = (data.len() as f64 * opts.test_fraction).round() as usize;
-        (t, data.len() - t)
-    };
-    if n_test == 0 || n_train == 0 {
-        // Bad data, found before the banner: the same exit as for any other bad file.
-        return Err(Fail::Usage(format!(
-            "{}: {} rows are too few to hold out {} % for testing",
-            path.display(),
-            data.len(),
-            opts.test_fraction * 100.0
-        )));
-    }
-    let arch: Vec<String> = std::iter::once(data.n_features)
-        .chain(opts.hidden.iter().copied())
-        .chain([data.n_classes.max(2)])
-        .map(|w| w.to_string())
-        .collect();
-    let side = (data.n_features as f64).sqrt().round() as usize;
-    let name = match model {
-        eddy::train::ModelKind::Mlp => format!("an MLP {}", arch.join("-")),
-        eddy::train::ModelKind::Cnn => {
-            format!("a CNN (conv 16, pool, conv 32, pool, linear) of {side}×{side} images")
-        }
-    };
-    println!(
-        "training {name} on {} ({n_train} rows, {n_test} held out), Adam lr {}, batch {}, seed {}, {threads} threads{}{}",
-        path.file_name()
-            .map_or(path.display().to_string(), |f| f.to_string_lossy().into()),
-        opts.lr,
-        opts.batch_size,
-        opts.seed,
-        if o.has("--sync-mode") {
-            ", synchronous mode"
-        } else {
-            ""
-        },
-        match (devices, parallel) {
-            (1, _) => String::new(),
-            (n, eddy::train::Parallel::Data) => format!(", data parallel over {n} devices"),
-            (n, eddy::train::Parallel::Tensor) => format!(", tensor parallel over {n} devices"),
-        }
-    );
-    let mut bar: Option<ProgressBar> = None;
-    let style =
-        ProgressStyle::with_template("{prefix} [{bar:30.cyan/blue}] {pos}/{len} {per_sec} {msg}")
-            .expect("a valid template")
-            .progress_chars("=> ");
-    let epochs = opts.epochs;
-    let report = train(&opts, &data, &vm, |p| match p {
-        Progress::Step {
-            epoch,
-            step,
-            steps,
-            loss,
-        } => {
-            let b = bar.get_or_insert_with(|| {
-                let b =
-                    ProgressBar::with_draw_target(Some(steps as u64), ProgressDrawTarget::stderr());
-                b.set_style(style.clone());
-                b.set_prefix(format!("epoch {epoch:>3}/{epochs}"));
-                b
-            });
-            b.set_position(step as u64);
-            if let Some(l) = loss {
-                b.set_message(format!("loss {l:.4}"));
-            }
-        }
-        Progress::Epoch(e) => {
-            if let Some(b) = bar.take() {
-                b.finish_and_clear();
-            }
-            println!(
-                "epoch {:>3}/{epochs}  loss {:.4}  test accuracy {:6.2} %  {:7.1} steps/s",
-                e.epoch,
-                e.loss,
-                e.test_accuracy * 100.0,
-                e.steps_per_s
-            );
-        }
-    })?;
-    let s = &report.stats;
-    println!(
-        "test accuracy {:.2} % after {} epochs in {:.2} s",
-        report.test_accuracy * 100.0,
-        epochs,
-        report.seconds
-    );
-    // The memory of the device the model trained on (the engine's summary is `cpu:0`'s).
-    let mem = vm.allocator(device).map_or(s.alloc, |a| a.stats());
-    println!(
-        "engine: {} instructions ({} fused into others), {} OOM retries, peak memory {} (cached {})",
-        s.inserted,
-        s.fused,
-        s.oom_retries,
-        mib(mem.peak_in_use),
-        mib(mem.cached)
-    );
-    if let Some(a) = vm.promotion_stats() {
-        println!(
-            "automatic plans: {} of {} windows between syncs ran as one plan run ({} compiled, {} calls merged, {} fell back, {} times back to eager windows as slower, {} windows run eagerly unnoted)",
-            a.plan_runs, a.windows, a.compiled, a.merged, a.fallbacks, a.backed_off, a.quiet
-        );
-    }
-    plot::training_curve_png(&report.epochs, &plot_path, (960, 400)).map_err(Fail::Run)?;
-    println!(
-        "wrote the loss and accuracy curves to {}",
-        plot_path.display()
-    );
-    if let Some(t) = trace {
-        write_trace(&vm, &t, None)?;
-    }
-    if let Some(path) = o.str("--plan") {
-        let Some(c) = &report.plan else {
-            return Err(Fail::Usage(
-                "--plan: no step was compiled (one batch per epoch runs eagerly)".into(),
-            ));
-        };
-        std::fs::write(path, plot::plan_svg(c.memory(), c.step_names()))
-            .map_err(|e| Fail::Run(format!("{path}: {e}")))?;
-        println!(
-            "wrote the compiled step's memory plan ({} steps, arena {}) to {path}",
-            c.len(),
-            mib(c.arena_bytes())
-        );
-    }
-    Ok(())
 }
 
 /// Writes the chrome-trace JSON to `json` and, if given, the SVG timeline to `svg`.
