@@ -53,6 +53,45 @@ pub fn attention_backward(
     )
 }
 
+/// The kernel of layer norm over the last dim (see [`cpu::norm::layer_norm`]) on `device`.
+///
+/// `None` if `device` has no kernel for it: the tensor layer then composes it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{cpu::norm::NormLayout, nn::layer_norm, DType, Device};
+/// let l = NormLayout { rows: 4, cols: 8, x: 0, weight: None, bias: None, eps: 1e-5 };
+/// assert!(layer_norm(Device::CPU, DType::F32, l).is_some());
+/// ```
+pub fn layer_norm(
+    device: Device,
+    dtype: DType,
+    l: cpu::norm::NormLayout,
+) -> Option<impl Kernel + use<>> {
+    pick!(device, cpu::norm::layer_norm(dtype, l))
+}
+
+/// The kernel of layer norm's gradient (see [`cpu::norm::layer_norm_backward`]) on `device`.
+///
+/// `None` if `device` has no kernel for it.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{cpu::norm::NormLayout, nn::layer_norm_backward, DType, Device};
+/// let l = NormLayout { rows: 4, cols: 8, x: 0, weight: Some(0), bias: Some(0), eps: 1e-5 };
+/// assert!(layer_norm_backward(Device::CPU, DType::F32, l, 0).is_some());
+/// ```
+pub fn layer_norm_backward(
+    device: Device,
+    dtype: DType,
+    l: cpu::norm::NormLayout,
+    x_offset: usize,
+) -> Option<impl Kernel + use<>> {
+    pick!(device, cpu::norm::layer_norm_backward(dtype, l, x_offset))
+}
+
 /// The kernel of softmax (or log-softmax when `log`) over the last dim of a dense
 /// `[rows, cols]` input from `offset`, on `device`.
 ///

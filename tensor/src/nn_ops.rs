@@ -220,6 +220,14 @@ impl Tensor {
             .collect();
         // The affine terms are checked before anything is enqueued.
         kn::check_layer_norm(self.dims(), normalized, &affine)?;
+        let global = self.is_global() || weight.is_some_and(Tensor::is_global);
+        if let Some(y) = (!global)
+            .then(|| self.layer_norm_fused(normalized, weight, bias, eps))
+            .transpose()?
+            .flatten()
+        {
+            return Ok(y);
+        }
         let dims: Vec<isize> = (self.rank() - normalized..self.rank())
             .map(|d| d as isize)
             .collect();
@@ -234,6 +242,102 @@ impl Tensor {
             y = y.add(b)?;
         }
         Ok(y)
+    }
+
+    /// [`layer_norm`](Self::layer_norm) as one instruction, its gradient as another; `None`
+    /// where the device has no kernel (or the dtype is not a float), for the composed form.
+    #[track_caller]
+    fn layer_norm_fused(
+        &self,
+        normalized: usize,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+    ) -> Result<Option<Tensor>> {
+        let dt = self.dtype();
+        let global = bias.is_some_and(Tensor::is_global);
+        if !dt.is_float() || global {
+            return Ok(None);
+        }
+        for t in [weight, bias].into_iter().flatten() {
+            self.same_device("layer_norm", t)?;
+            if t.dtype() != dt {
+                return Ok(None); // mixed dtypes promote through the composed form
+            }
+        }
+        let cols: usize = self.dims()[self.rank() - normalized..].iter().product();
+        let rows = self.numel() / cols.max(1);
+        let (x, w, b) = {
+            let _g = crate::no_grad();
+            let dense = |t: Option<&Tensor>| t.map(Tensor::contiguous).transpose();
+            (self.contiguous()?, dense(weight)?, dense(bias)?)
+        };
+        let l = eddy_ops::cpu::norm::NormLayout {
+            rows,
+            cols,
+            x: x.layout().offset,
+            weight: w.as_ref().map(|t| t.layout().offset),
+            bias: b.as_ref().map(|t| t.layout().offset),
+            eps,
+        };
+        let dev = x.device();
+        let Some(k) = kn::layer_norm(dev, dt, l) else {
+            return Ok(None);
+        };
+        let stat = if dt == DType::F64 { dt } else { DType::F32 };
+        let y = x.empty_like_shape(self.shape().clone(), dt)?;
+        let mean = x.empty_like_shape(Shape::from([rows]), stat)?;
+        let rstd = x.empty_like_shape(Shape::from([rows]), stat)?;
+        let mut ins = vec![&x];
+        ins.extend(w.iter().chain(&b));
+        Tensor::launch_with_work(k, &ins, &[&y, &mean, &rstd], Some(4 * rows * cols))?;
+        let mut inputs = vec![self];
+        inputs.extend(weight.into_iter().chain(bias));
+        let (has_w, has_b) = (weight.is_some(), bias.is_some());
+        Ok(Some(y.record_saving(
+            "layer_norm",
+            &inputs,
+            &inputs,
+            false,
+            move |g, ins, _| {
+                let dy = g.contiguous()?;
+                let l = eddy_ops::cpu::norm::NormLayout {
+                    x: dy.layout().offset,
+                    ..l
+                };
+                let dev = dy.device();
+                let k = kernel!(
+                    "layer_norm_backward",
+                    dev,
+                    kn::layer_norm_backward(dev, dt, l, x.layout().offset)
+                );
+                let dx = dy.empty_like_shape(dy.shape().clone(), dt)?;
+                let aff = |t: &Option<Tensor>| {
+                    t.as_ref()
+                        .map(|t| dy.empty_like_shape(t.shape().clone(), dt))
+                        .transpose()
+                };
+                let (dw, db) = (aff(&w)?, aff(&b)?);
+                let mut bins = vec![&dy, &x, &mean, &rstd];
+                bins.extend(w.iter());
+                let mut outs = vec![&dx];
+                outs.extend(dw.iter().chain(&db));
+                Tensor::launch_with_work(k, &bins, &outs, Some(6 * rows * cols))?;
+                let mut grads = vec![Some(dx)];
+                if has_w {
+                    grads.push(Some(
+                        dw.expect("made above").reshape(ins[1].shape().clone())?,
+                    ));
+                }
+                if has_b {
+                    let at = if has_w { 2 } else { 1 };
+                    grads.push(Some(
+                        db.expect("made above").reshape(ins[at].shape().clone())?,
+                    ));
+                }
+                Ok(grads)
+            },
+        )))
     }
 
     #[track_caller]

@@ -187,6 +187,10 @@ fn layer_norm_grads() {
     grad_check("layer_norm 2 dims, weight only", &[x.clone(), w2], |xs| {
         xs[0].layer_norm(2, Some(&xs[1]), None, 1e-5)
     });
+    let b2 = rnd(&mut rng, &[4], Dom::Any);
+    grad_check("layer_norm, bias only", &[x.clone(), b2], |xs| {
+        xs[0].layer_norm(1, None, Some(&xs[1]), 1e-5)
+    });
     grad_check(
         "layer_norm of a transposed view",
         std::slice::from_ref(&x),

@@ -11,6 +11,7 @@ pub mod gemv;
 pub mod index;
 pub mod matmul;
 pub mod nn;
+pub mod norm;
 pub mod reduce;
 pub mod sort;
 pub mod stream_store;

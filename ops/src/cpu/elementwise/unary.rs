@@ -241,13 +241,48 @@ impl UnaryKernel {
     }
 }
 
-/// `$name(x)`: `apply_float` of the parameter-free op `$op`, inlined wherever it is called.
+/// A module per parameter-free op `$op`: `one(x)` (`apply_float` of it, inlined wherever it
+/// is called) and `slice(a, o)`, the loop `o[i] = one(a[i])`, compiled for AVX2 and FMA where
+/// the CPU has them (no contraction: the same results either way).
 macro_rules! elem_fn {
     ($($name:ident => $op:ident),* $(,)?) => {$(
-        #[inline(always)]
-        fn $name<T: FloatElem>(x: T) -> T {
-            let z = <T::A as num_traits::Zero>::zero();
-            T::down(apply_float(UnaryOp::$op, x.up(), z, z))
+        mod $name {
+            use super::*;
+
+            #[inline(always)]
+            pub(super) fn one<T: FloatElem>(x: T) -> T {
+                let z = <T::A as num_traits::Zero>::zero();
+                T::down(apply_float(UnaryOp::$op, x.up(), z, z))
+            }
+
+            #[inline(always)]
+            fn run<T: FloatElem>(a: &[T], o: &mut [T]) {
+                for (d, &x) in o.iter_mut().zip(a) {
+                    *d = one::<T>(x);
+                }
+            }
+
+            /// [`run`] compiled for AVX2 and FMA.
+            ///
+            /// # Safety
+            ///
+            /// The CPU has AVX2 and FMA.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn wide<T: FloatElem>(a: &[T], o: &mut [T]) {
+                run(a, o)
+            }
+
+            pub(super) fn slice<T: FloatElem>(a: &[T], o: &mut [T]) {
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: the CPU has AVX2 and FMA (checked just above).
+                    return unsafe { wide(a, o) };
+                }
+                run(a, o)
+            }
         }
     )*};
 }
@@ -261,19 +296,15 @@ elem_fn!(
     silu_grad => SiluGrad,
 );
 
-/// `o[i] = f(a[i])` with `f` one of the functions above, called inside the loop (so that it
-/// inlines and the loop vectorises; through `map1_lay` it stayed a call per element), on the
-/// kernel threads when long; other layouts through `map1_lay`.
+/// `o[i] = f(a[i])` with `f` one of the modules above, its loop written there (so that the
+/// op inlines and the loop vectorises; through `map1_lay` it stayed a call per element), on
+/// the kernel threads when long; other layouts through `map1_lay`.
 macro_rules! dense_loop {
     ($a:ident, $la:ident, $o:ident, $f:ident) => {
         match $la {
             Lay::Dense(off) => {
                 let a = &$a[*off..*off + $o.len()];
-                let run = |st: usize, c: &mut [T]| {
-                    for (d, &x) in c.iter_mut().zip(&a[st..]) {
-                        *d = $f::<T>(x);
-                    }
-                };
+                let run = |st: usize, c: &mut [T]| $f::slice(&a[st..st + c.len()], c);
                 if $o.len() < crate::kernel::PAR_MIN {
                     run(0, $o)
                 } else {
@@ -283,7 +314,7 @@ macro_rules! dense_loop {
                     eddy_vm::par::for_each_chunk_mut($o, per, run)
                 }
             }
-            _ => map1_lay($a, $la, $o, $f::<T>),
+            _ => map1_lay($a, $la, $o, $f::one::<T>),
         }
     };
 }
