@@ -64,6 +64,9 @@ torch.Tensor.max_pool2d = lambda self, k, stride=None, padding=0, dilation=1, ce
 torch.Tensor.avg_pool2d = lambda self, k, stride=None, padding=0, ceil_mode=False, count_include_pad=True: (
     F.avg_pool2d(self, k, stride, padding, ceil_mode, count_include_pad))
 torch.Tensor.adaptive_avg_pool2d = lambda self, size: F.adaptive_avg_pool2d(self, size)
+torch.Tensor.scaled_dot_product_attention = (
+    lambda self, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None:
+    F.scaled_dot_product_attention(self, k, v, attn_mask, dropout_p, is_causal, scale=scale))
 
 
 def number(v):
@@ -284,6 +287,24 @@ def cases():
               f"{img}.avg_pool2d(2, ceil_mode=true)", f"{img}.avg_pool2d(2, 2, 1, true, false)",
               f"{img}.adaptive_avg_pool2d(1)", f"{img}.adaptive_avg_pool2d([2, 3])",
               f"{img}.adaptive_avg_pool2d(4)", f"{img}.adaptive_avg_pool2d(0)"]:
+        out.append(c)
+    # Scaled dot-product attention: causal, bool (a row fully masked) and float masks, a
+    # scale, broadcast batch dims, 2-d operands, dtypes, and PyTorch's refusals.
+    q = "(arange(24).reshape(2, 3, 4).to(f32) / 10 - 1)"
+    k = "(arange(40).reshape(2, 5, 4).to(f32) / 15 - 1.2)"
+    v = "(arange(30).reshape(2, 5, 3).to(f32) / 7 - 2)"
+    bmask = "tensor([[true, false, true, false, true], [false, false, false, false, false], [true, true, true, true, true]])"
+    fmask = "(arange(15).reshape(3, 5).to(f32) / 10)"
+    sdpa = "scaled_dot_product_attention"
+    for c in [f"{q}.{sdpa}({k}, {v})", f"{q}.{sdpa}({k}, {v}, is_causal=true)",
+              f"{q}.{sdpa}({k}, {v}, scale=0.5)", f"{q}.{sdpa}({k}, {v}, {bmask})",
+              f"{q}.{sdpa}({k}, {v}, {fmask})", f"{q}[0].{sdpa}({k}[0], {v}[0])",
+              f"{q}.{sdpa}({k}[0], {v}[0])", f"{q}.to(f64).{sdpa}({k}.to(f64), {v}.to(f64), is_causal=true)",
+              f"{q}.to(f16).{sdpa}({k}.to(f16), {v}.to(f16))",
+              f"{q}.{sdpa}({k}, {v}, {bmask}, is_causal=true)", f"{q}.{sdpa}({k}[:, :, :3], {v})",
+              f"{q}.{sdpa}({k}, {v}[:, :4])", f"{q}.{sdpa}({k}, {v}.to(f64))",
+              f"{q}.{sdpa}({k}, {v}, {fmask}.to(f64))", f"{q}.{sdpa}({k}, {v}, dropout_p=1.5)",
+              f"{q}.to(i64).{sdpa}({k}.to(i64), {v}.to(i64))", f"{q}[0, 0].{sdpa}({k}[0, 0], {v}[0, 0])"]:
         out.append(c)
     # A number's kind, not its value, decides the dtype (PyTorch's Python scalars): every
     # dtype beside whole and fractional floats and integers, out of place and in place.
