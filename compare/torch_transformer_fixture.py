@@ -13,9 +13,11 @@ when PyTorch changes:
 
 import json
 import os
-import struct
 
 import torch
+
+from torch_bench import CharTransformer  # the model of the benchmark, the same names
+from torch_cnn_fixture import save_safetensors
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "parity", "transformer")
 BATCH, SEQ, STEPS, LR = 4, 64, 8, 1e-3
@@ -26,45 +28,6 @@ def batch():
     ids = torch.tensor([[(7 * b + 13 * t + (t * t) % 5) % 256 for t in range(SEQ + 1)]
                         for b in range(BATCH)])
     return ids[:, :SEQ].contiguous(), ids[:, 1:].reshape(-1)
-
-
-def save_safetensors(tensors, path):
-    """The safetensors format by hand: an 8-byte header length, a JSON header, the data."""
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors.items():
-        data = struct.pack(f"<{t.numel()}f", *t.detach().reshape(-1).tolist())
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-
-
-class CharTransformer(torch.nn.Module):
-    def __init__(self, vocab=256, d=128, heads=4, layers=2, ffn=512, seq=SEQ):
-        super().__init__()
-        self.tok_emb = torch.nn.Embedding(vocab, d)
-        self.pos_emb = torch.nn.Parameter(torch.randn(seq, d) * 0.02)
-        self.layers = torch.nn.ModuleList(
-            torch.nn.TransformerEncoderLayer(d, heads, ffn, dropout=0.0, activation="gelu",
-                                             batch_first=True, norm_first=True)
-            for _ in range(layers))
-        self.norm = torch.nn.LayerNorm(d)
-        self.head = torch.nn.Linear(d, vocab)
-        self.vocab = vocab
-
-    def forward(self, ids):
-        n = ids.shape[1]
-        x = self.tok_emb(ids) + self.pos_emb[:n]
-        mask = torch.nn.Transformer.generate_square_subsequent_mask(n)
-        for layer in self.layers:
-            x = layer(x, src_mask=mask, is_causal=True)
-        return self.head(self.norm(x)).reshape(-1, self.vocab)
 
 
 def main():
