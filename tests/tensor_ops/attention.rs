@@ -1,7 +1,7 @@
 //! Scaled dot-product attention against plain loops over `f64`: random batch dims (broadcast
 //! between the operands), query and key counts (zero included), widths, causal or explicit
 //! masks (bool with fully masked rows, float with broadcast dims), custom scales; and the
-//! dtypes, dropout and refusals.
+//! dtypes, dropout and refusals, and the fused form's memory (linear in the sequence).
 
 use eddy::tensor::{AttentionOptions, DType, Tensor};
 use proptest::prelude::*;
@@ -203,4 +203,22 @@ fn attention_refuses_what_pytorch_refuses() {
     let i = Tensor::zeros([2, 3, 4], DType::I32).unwrap();
     let e = go(&i, &i, &i, d);
     assert!(e.contains("i32"), "{e}");
+}
+
+#[test]
+fn attention_memory_stays_linear_in_the_sequence() {
+    // 1,024 queries against 1,024 keys: the scores alone would be 4 MiB in f32; the operands,
+    // the output and the saved log-sum-exp take 0.1 MiB. The engine's peak says which.
+    let vm = eddy::Vm::builder().build().unwrap();
+    eddy::tensor::with_engine(&vm, || {
+        let t = || Tensor::randn([1, 1024, 8], 0.0, 1.0, DType::F32).unwrap();
+        let (q, k, v) = (t(), t(), t());
+        let before = vm.alloc_stats();
+        for opts in [AttentionOptions::default(), AttentionOptions::causal()] {
+            let y = q.scaled_dot_product_attention(&k, &v, opts).unwrap();
+            assert!(y.to_vec::<f32>().unwrap().iter().all(|x| x.is_finite()));
+        }
+        let peak = vm.alloc_stats().peak_in_use - before.in_use;
+        assert!(peak < 1 << 20, "peak {peak} bytes beyond the operands");
+    });
 }
