@@ -276,6 +276,45 @@ fn ops() -> Vec<Op> {
         }),
         ("matmul", 2, |x| x[0].matmul(&x[1].t()?)),
         ("linear", 2, |x| x[0].linear(x[1], None)),
+        ("cumsum1", 1, |x| x[0].cumsum(1)),
+        ("tril", 1, |x| x[0].tril(1)),
+        ("flip", 1, |x| x[0].flip(&[0, 1])),
+        ("cumsum0", 1, |x| x[0].cumsum(0)),
+        ("cumprod1", 1, |x| x[0].cumprod(1)),
+        ("sort1", 1, |x| Ok(x[0].sort(1, false)?.0)),
+        ("argsort0", 1, |x| {
+            x[0].argsort(0, true)?.to_dtype(DType::F32)
+        }),
+        ("topk1", 1, |x| Ok(x[0].topk(3, 1, true)?.0)),
+        ("max1", 1, |x| x[0].max(1, false)),
+        ("min0", 1, |x| x[0].min(0, true)),
+        ("gather1", 1, |x| {
+            let i = [6, 0, 3, 3, 1, 2, 5, 4, 0, 6];
+            x[0].gather(1, &index_on(x[0], &i, &[5, 2], Sbp::Broadcast)?)
+        }),
+        ("gather1_split", 1, |x| {
+            let i = [6, 0, 3, 3, 1, 2, 5, 4, 0, 6, 2, 2, 1, 0, 4];
+            x[0].gather(1, &index_on(x[0], &i, &[5, 3], Sbp::Split(0))?)
+        }),
+        ("gather0_split", 1, |x| {
+            let i: Vec<i64> = (0..21).map(|k| (k * 3 + 1) % 5).collect();
+            x[0].gather(0, &index_on(x[0], &i, &[3, 7], Sbp::Split(1))?)
+        }),
+        ("scatter_add0", 2, |x| {
+            let i: Vec<i64> = (0..21).map(|k| (k * 2 + 3) % 5).collect();
+            x[0].scatter_add(0, &index_on(x[0], &i, &[3, 7], Sbp::Broadcast)?, x[1])
+        }),
+        ("scatter_add1_split", 2, |x| {
+            let i: Vec<i64> = (0..35).map(|k| (k * 4 + 1) % 7).collect();
+            x[0].scatter_add(1, &index_on(x[0], &i, &[5, 7], Sbp::Split(0))?, x[1])
+        }),
+        ("index_add1", 2, |x| {
+            x[0].index_add(1, &index_like(x[0], &[6, 1, 1, 0, 2, 3, 4])?, x[1])
+        }),
+        ("nll_loss", 1, |x| {
+            let t = index_on(x[0], &[0, 6, 3, 2, 1], &[5], Sbp::Split(0))?;
+            x[0].log_softmax(1)?.nll_loss(&t)
+        }),
     ]
 }
 
@@ -345,6 +384,9 @@ fn a_loop_pays_for_the_choice_once_and_boxes_nothing_it_need_not() -> R {
         Ok(())
     })
 }
+
+/// A function of the inputs whose gradients a test compares.
+type Loss = fn(&[Tensor]) -> R<Tensor>;
 
 /// `f` and its gradient at `x` on one device and laid out as `sbps` on `p`: equal, and the
 /// global gradient laid out as its input.
@@ -432,6 +474,48 @@ fn gradients_of_joins_and_slices_match_one_device() -> R {
             grads_agree(&p, &[a.clone(), b.clone()], &[&[sa], &[sb]], cat)?;
             grads_agree(&p, &[a.clone(), b.clone()], &[&[sa], &[sb]], narrow)?;
             grads_agree(&p, std::slice::from_ref(&a), &[&[sa]], chunk)?;
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn gradients_of_ops_along_a_dim_match_one_device() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1, 2], &[3]);
+        let a = Tensor::randn([5, 4], 0.0, 1.0, DType::F32)?;
+        let b = Tensor::randn([5, 4], 0.0, 1.0, DType::F32)?;
+        let fs: [Loss; 6] = [
+            |v| v[0].cumsum(1)?.mul(&v[1])?.sum_all(),
+            |v| v[0].cumprod(1)?.mul(&v[1])?.sum_all(),
+            |v| v[0].sort(1, true)?.0.mul(&v[1])?.sum_all(),
+            |v| v[0].max(1, false)?.mul(&v[1].sum(&[1], false)?)?.sum_all(),
+            |v| {
+                let i = index_on(
+                    &v[0],
+                    &[3, 0, 2, 2, 1, 0, 3, 1, 0, 2],
+                    &[5, 2],
+                    Sbp::Broadcast,
+                )?;
+                v[0].gather(1, &i)?.mul(&v[1].narrow(1, 0, 2)?)?.sum_all()
+            },
+            |v| {
+                let i = index_on(&v[0], &[1, 0, 4, 4, 2, 2, 3, 0], &[2, 4], Sbp::Broadcast)?;
+                v[0].scatter_add(0, &i, &v[1].narrow(0, 1, 2)?)?
+                    .exp()?
+                    .sum_all()
+            },
+        ];
+        for (k, f) in fs.into_iter().enumerate() {
+            for (sa, sb) in [
+                (Sbp::Split(0), Sbp::Split(0)),
+                (Sbp::Broadcast, Sbp::Split(1)),
+                (Sbp::Split(1), Sbp::Broadcast),
+            ] {
+                eprintln!("op {k} on {sa:?}, {sb:?}");
+                grads_agree(&p, &[a.clone(), b.clone()], &[&[sa], &[sb]], f)?;
+            }
         }
         Ok(())
     })
@@ -580,7 +664,10 @@ fn wrong_uses_are_typed_errors_from_the_call() -> R {
             "{e}"
         );
         // An op without global rules names itself, the placement and the inputs' SBPs.
-        let e = g.cumsum(0).unwrap_err();
+        let e = g
+            .reshape([1, 1, 4, 2])?
+            .max_pool2d(2, 2, 0, 1, false)
+            .unwrap_err();
         let Error::NoSbpRule {
             op,
             placement,
@@ -592,9 +679,8 @@ fn wrong_uses_are_typed_errors_from_the_call() -> R {
         };
         assert_eq!(
             (op.as_str(), placement.as_str(), inputs.as_str()),
-            ("cumsum", "cpu:[0, 1], S(0)", "[S(0)]")
+            ("max_pool2d", "cpu:[0, 1], S(2)", "[S(2)]")
         );
-        assert!(matches!(g.sort(0, false), Err(Error::NoSbpRule { .. })));
         // SBPs the tensor or the grid cannot hold.
         assert!(matches!(
             x.to_global(&p, &[Sbp::Split(2)]),

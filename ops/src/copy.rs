@@ -104,6 +104,31 @@ pub fn transfer_stream(from: Device, to: Device) -> (Device, StreamKind) {
     }
 }
 
+/// The kernel running collective `c` in one instruction over the components of a group of
+/// ranks on `devices` (laid out as `parts`, rank by rank; see
+/// [`cpu::collective::collective`] for the operands).
+///
+/// `None` unless every device is a CPU device: a group that spans other devices runs the
+/// collective as copies between them.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{copy::collective, global::Collective, DType, Device, Layout};
+/// let parts = vec![Layout::contiguous([2]); 2];
+/// let c = Collective::AllGather { dim: 0 };
+/// assert!(collective(c, &[Device::Cpu(0), Device::Cpu(1)], DType::F32, parts.clone()).is_some());
+/// assert!(collective(c, &[Device::Cpu(0), Device::Cuda(0)], DType::F32, parts).is_none());
+/// ```
+pub fn collective(
+    c: crate::global::Collective,
+    devices: &[Device],
+    dtype: DType,
+    parts: Vec<Layout>,
+) -> Option<impl Kernel + use<>> {
+    (devices.iter().all(|d| d.is_cpu())).then(|| cpu::collective::collective(c, dtype, parts))
+}
+
 /// The kernel filling the elements of output 0 that `layout` covers with `value`, on `device`.
 ///
 /// `None` if `device` has no kernel for it (the caller reports [`Error::Unsupported`](crate::Error::Unsupported)).

@@ -34,6 +34,9 @@ impl Tensor {
     #[track_caller]
     pub fn nll_loss(&self, target: &Tensor) -> Result<Tensor> {
         const OP: &str = "nll_loss";
+        if self.is_global() || target.is_global() {
+            return self.global_nll_loss(target);
+        }
         if self.rank() == 1 && target.rank() == 0 {
             // Unbatched: a batch of one, whose mean is its loss.
             return self.unsqueeze(0)?.nll_loss(&target.unsqueeze(0)?);

@@ -456,6 +456,9 @@ impl Tensor {
     /// half of `scatter_add`, and the backward of `gather` and `sort`.
     #[track_caller]
     pub(crate) fn add_at_gathered(&self, idx: &Tensor, shape: &Shape, d: usize) -> Result<Tensor> {
+        if self.is_global() || idx.is_global() {
+            return self.global_add_at_gathered(idx, shape, d);
+        }
         let src = self.contiguous()?;
         let out = self.empty_like_shape(shape.clone(), self.dtype())?;
         let mut lo = eddy_ops::Layout::contiguous(shape.clone());
@@ -649,24 +652,29 @@ impl Tensor {
         let d = ki::infer_gather(op, self.dims(), dim, index.dims())?;
         Tensor::check_index_values(op, index, self.dims()[d])?;
         let idx = index.contiguous()?;
-        let (ls, stride_dim) = ki::gather_layout(self.layout(), idx.dims(), d);
-        let size = self.dims()[d];
-        let out = self.empty_like_shape(idx.shape().clone(), self.dtype())?;
-        let k = kernel!(
-            op,
-            self.device(),
-            ki::gather(
-                self.device(),
+        let out = if self.is_global() || idx.is_global() {
+            self.global_gather(op, d, &idx)?
+        } else {
+            let (ls, stride_dim) = ki::gather_layout(self.layout(), idx.dims(), d);
+            let size = self.dims()[d];
+            let out = self.empty_like_shape(idx.shape().clone(), self.dtype())?;
+            let k = kernel!(
                 op,
-                self.dtype(),
-                idx.dtype(),
-                ls,
-                stride_dim,
-                size,
-                idx.layout().offset,
-            )
-        );
-        Tensor::launch(k, &[self, &idx], &[&out])?;
+                self.device(),
+                ki::gather(
+                    self.device(),
+                    op,
+                    self.dtype(),
+                    idx.dtype(),
+                    ls,
+                    stride_dim,
+                    size,
+                    idx.layout().offset,
+                )
+            );
+            Tensor::launch(k, &[self, &idx], &[&out])?;
+            out
+        };
         let in_shape = self.shape().clone();
         Ok(
             out.record_saving(op, &[self], &[&idx.clone()], false, move |g, _, _| {

@@ -173,7 +173,7 @@ impl Tensor {
     /// The first `k` (all if `None`) entries of each row's order along `dim`, ascending or
     /// descending, as values and positions; errors name `op`.
     #[track_caller]
-    fn ordered(
+    pub(crate) fn ordered(
         &self,
         op: &'static str,
         dim: isize,
@@ -192,21 +192,26 @@ impl Tensor {
             };
         }
         let (d, shape) = ks::infer_sort(op, self.dims(), dim, k)?;
-        let values = self.empty_like_shape(shape.clone(), self.dtype())?;
-        let indices = self.empty_like_shape(shape, DType::I64)?;
-        let perm: SmallVec<[usize; 6]> = (0..r).filter(|&j| j != d).chain([d]).collect();
-        let kern = kernel!(
-            "sort",
-            self.device(),
-            ks::sort(
+        let (values, indices) = if self.is_global() {
+            self.global_ordered(op, d, k, descending, shape)?
+        } else {
+            let values = self.empty_like_shape(shape.clone(), self.dtype())?;
+            let indices = self.empty_like_shape(shape, DType::I64)?;
+            let perm: SmallVec<[usize; 6]> = (0..r).filter(|&j| j != d).chain([d]).collect();
+            let kern = kernel!(
+                "sort",
                 self.device(),
-                self.dtype(),
-                self.layout().permute(&perm),
-                values.layout().permute(&perm),
-                descending,
-            )
-        );
-        Tensor::launch(kern, &[self], &[&values, &indices])?;
+                ks::sort(
+                    self.device(),
+                    self.dtype(),
+                    self.layout().permute(&perm),
+                    values.layout().permute(&perm),
+                    descending,
+                )
+            );
+            Tensor::launch(kern, &[self], &[&values, &indices])?;
+            (values, indices)
+        };
         if !self.dtype().is_float() || !crate::autograd::records(&[self]) {
             return Ok((values, indices));
         }

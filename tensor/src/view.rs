@@ -727,9 +727,9 @@ impl Tensor {
         let mut out = None::<Tensor>;
         for d in (0..r).filter(|&d| seen[d] && self.dims()[d] > 1) {
             let n = self.dims()[d] as i64;
-            let rev = crate::with_engine(self.engine(), || {
+            let rev = self.beside(crate::with_engine(self.engine(), || {
                 Tensor::from_vec((0..n).rev().collect::<Vec<i64>>(), [n as usize])
-            })?;
+            })?)?;
             out = Some(
                 out.as_ref()
                     .unwrap_or(self)

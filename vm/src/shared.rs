@@ -3,7 +3,9 @@
 //! It sits below every part of the engine that uses it: the scheduler, the workers, the
 //! builder and the `Vm` handle import it, and it imports none of them.
 
+use crate::Counted;
 use crate::alloc::DeviceAllocator;
+use crate::blob::Blob;
 use crate::config::Config;
 use crate::error::Error;
 use crate::handoff::HandOff;
@@ -115,6 +117,8 @@ pub(crate) struct Shared {
     /// The scheduler thread has exited.
     pub sched_exited: Mutex<bool>,
     pub sched_exited_cv: Condvar,
+    /// The transport dependence: every collective instruction writes it (`Vm::transport`).
+    pub transport: Counted<Blob>,
 }
 
 impl Shared {
@@ -182,6 +186,7 @@ impl Shared {
             caches: Mutex::new(Vec::new()),
             sched_exited: Mutex::new(false),
             sched_exited_cv: Condvar::new(),
+            transport: Blob::new_arc(owner_id, 0),
         }
     }
 

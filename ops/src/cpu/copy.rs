@@ -54,7 +54,7 @@ fn conv<S: Elem, D: Elem>(v: S) -> D {
     }
 }
 
-fn copy_typed<S: Elem, D: Elem>(s: &[S], sl: &Layout, d: &mut [D], dl: &Layout) {
+pub(crate) fn copy_typed<S: Elem, D: Elem>(s: &[S], sl: &Layout, d: &mut [D], dl: &Layout) {
     let n = dl.numel();
     if n == 0 {
         return;

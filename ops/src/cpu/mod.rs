@@ -2,6 +2,7 @@
 //! definition inferred and returns a [`Kernel`](eddy_vm::instruction::Kernel) for an `OpCall`.
 
 pub mod attention;
+pub mod collective;
 pub mod conv;
 pub mod copy;
 pub mod elementwise;

@@ -133,6 +133,54 @@ pub enum Rule {
         /// The dim the index places along.
         dim: usize,
     },
+    /// `gather` along `dim`: the result has the index's shape. Another dim may stay split
+    /// where the values and the index have the same size along it; a split index with whole
+    /// values splits the result along that dim; partial values pass under a whole index (a
+    /// gather only picks values).
+    ///
+    /// ```
+    /// use eddy_ops::global::{Rule, Sbp};
+    /// let s = Rule::Gather { dim: 1 }.signatures(&[&[4, 5], &[4, 2]], &[4, 2]);
+    /// assert!(s.iter().any(|s| s.inputs.as_slice() == [Sbp::Split(0), Sbp::Split(0)]));
+    /// assert!(s.iter().any(|s| s.inputs.as_slice() == [Sbp::Broadcast, Sbp::Split(1)]
+    ///     && s.output == Sbp::Split(1)));
+    /// assert!(s.iter().all(|s| s.inputs[0] != Sbp::Split(1)), "the gathered dim stays whole");
+    /// ```
+    Gather {
+        /// The dim the index picks along.
+        dim: usize,
+    },
+    /// `scatter_add`'s scattering half (and `gather`'s backward): values added into zeros of
+    /// the result's shape at the positions an index of the values' shape gives along `dim`.
+    /// Another dim stays split where the values have the result's size along it; values and
+    /// index split alike along any dim give a partial sum (each rank adds its own values into
+    /// a whole tensor).
+    ///
+    /// ```
+    /// use eddy_ops::global::{Rule, Sbp};
+    /// let s = Rule::ScatterAdd { dim: 0 }.signatures(&[&[2, 3], &[2, 3]], &[5, 3]);
+    /// assert!(s.iter().any(|s| s.inputs.as_slice() == [Sbp::Split(1), Sbp::Split(1)]
+    ///     && s.output == Sbp::Split(1)));
+    /// assert!(s.iter().any(|s| s.inputs.as_slice() == [Sbp::Split(0), Sbp::Split(0)]
+    ///     && s.output == Sbp::PARTIAL_SUM));
+    /// ```
+    ScatterAdd {
+        /// The dim the index places along.
+        dim: usize,
+    },
+    /// An op of inputs of the output's shape that works along `dim` (a backward of a running
+    /// product): every other dim may stay split, all inputs alike; no partial passes.
+    ///
+    /// ```
+    /// use eddy_ops::global::{Rule, Sbp};
+    /// let s = Rule::Along { dim: 1 }.signatures(&[&[4, 5], &[4, 5]], &[4, 5]);
+    /// assert!(s.iter().any(|s| s.inputs.as_slice() == [Sbp::Split(0), Sbp::Split(0)]));
+    /// assert!(s.iter().all(|s| s.output != Sbp::Split(1)));
+    /// ```
+    Along {
+        /// The dim the op works along.
+        dim: usize,
+    },
     /// A reduction (`sum`, `max`, `min`) over `dims` of a tensor of `rank` dims.
     Reduce {
         /// The reduction.
@@ -247,6 +295,34 @@ impl Rule {
                     v.push(sig(&[S(*dim), S(0)], sum));
                     v.push(sig(&[sum, B], sum));
                 }
+            }
+            Rule::Along { dim } => {
+                for d in (0..out.len()).filter(|d| d != dim) {
+                    v.push(sig(&vec![S(d); n], S(d)));
+                }
+            }
+            Rule::Gather { dim } => {
+                let (x, idx) = (inputs[0], inputs[1]);
+                for d in (0..out.len()).filter(|&d| d != *dim && x[d] == idx[d]) {
+                    v.push(sig(&[S(d), S(d)], S(d)));
+                }
+                for d in 0..out.len() {
+                    v.push(sig(&[B, S(d)], S(d)));
+                }
+                for k in [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min] {
+                    v.push(sig(&[P(k), B], P(k)));
+                }
+            }
+            Rule::ScatterAdd { dim } => {
+                let src = inputs[0];
+                for d in (0..out.len()).filter(|&d| d != *dim && src[d] == out[d]) {
+                    v.push(sig(&[S(d), S(d)], S(d)));
+                }
+                let sum = P(ReduceKind::Sum);
+                for d in 0..out.len() {
+                    v.push(sig(&[S(d), S(d)], sum));
+                }
+                v.push(sig(&[sum, B], sum));
             }
             Rule::Cat { rank, dim } => {
                 for d in (0..*rank).filter(|d| d != dim) {

@@ -115,6 +115,6 @@ impl Tensor {
             .map(|(i, j)| eddy_ops::Bool8(drop(i, j) as u8))
             .collect();
         let mask = crate::with_engine(self.engine(), || Tensor::from_vec(mask, [rows, cols]))?;
-        self.masked_fill(&mask, 0.0)
+        self.masked_fill(&self.beside(mask)?, 0.0)
     }
 }

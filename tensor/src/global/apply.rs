@@ -267,6 +267,20 @@ impl Tensor {
         full.to_global(&g.placement, &sbp)
     }
 
+    /// `t`, a tensor an op built on the host for its operand `self` (a mask, an index), laid
+    /// out `B` on `self`'s placement where `self` is global; `t` itself beside a local one.
+    #[track_caller]
+    pub(crate) fn beside(&self, t: Tensor) -> Result<Tensor> {
+        match self.global() {
+            Some(g) => {
+                let b: super::NdSbp = g.sbp.iter().map(|_| super::Sbp::Broadcast).collect();
+                let _g = crate::no_grad();
+                t.to_global(&g.placement, &b)
+            }
+            None => Ok(t),
+        }
+    }
+
     /// `value` everywhere in a tensor of `shape` and `dtype` on `self`'s placement, `B` on
     /// every axis.
     pub(crate) fn global_filled(&self, shape: Shape, dtype: DType, value: f64) -> Result<Tensor> {

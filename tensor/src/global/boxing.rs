@@ -1,10 +1,16 @@
 //! Boxing: the same logical value laid out by another SBP, axis by axis, through the
-//! collectives of [`InProcess`] (the engine's copies between the devices of this process:
-//! each copy and reduction is an engine instruction, ordered by the dependence graph).
+//! collectives of [`InProcess`]: on CPU devices each collective is one engine instruction
+//! that reads every rank's part and writes every rank's result; across other devices it is
+//! the engine's copies and reductions between them. Every collective instruction writes the
+//! engine's transport dependence ([`eddy_vm::Vm::transport`]), so they run in program order.
 
 use super::{Global, ReduceKind, Sbp};
-use crate::{Device, Result, Tensor};
-use eddy_ops::global::{Placement, split_range};
+use crate::engine::Place;
+use crate::tensor::CHEAP_WORK;
+use crate::{Device, Result, Shape, Tensor};
+use eddy_ops::global::{Collective, Placement, split_range};
+use eddy_vm::{Blob, Counted};
+use smallvec::SmallVec;
 use std::cell::Cell;
 
 /// How many collectives of each kind a closure's boxing ran ([`count_collectives`]).
@@ -151,9 +157,55 @@ fn joined(
     Tensor::cat(&pieces.iter().collect::<Vec<_>>(), dim as isize)
 }
 
+/// Collective `c` over `parts` (rank `k`'s result on `devices[k]`) as one engine instruction
+/// on the first rank's device, which also writes the transport dependence; `None` where the
+/// devices have no kernel for it.
+fn one_instruction(
+    c: Collective,
+    parts: &[Tensor],
+    devices: &[Device],
+) -> Result<Option<Vec<Tensor>>> {
+    let every: SmallVec<[Device; 8]> = (parts.iter().map(Tensor::device))
+        .chain(devices.iter().copied())
+        .collect();
+    let layouts = parts.iter().map(|t| t.layout().clone()).collect();
+    let dtype = parts[0].dtype();
+    let Some(kernel) = eddy_ops::copy::collective(c, &every, dtype, layouts) else {
+        return Ok(None);
+    };
+    let vm = parts[0].engine_ref();
+    let shapes: Vec<Shape> = parts.iter().map(|t| t.shape().clone()).collect();
+    let outs = (devices.iter().enumerate())
+        .map(|(k, &d)| {
+            let place = Place::on(c.name(), vm.share(), d)?;
+            Tensor::empty_on(place, c.out_shape(&shapes, k), dtype)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if outs.iter().all(|t| t.numel() == 0) {
+        return Ok(Some(outs));
+    }
+    let stream = Place::on(c.name(), vm.share(), devices[0])?.loc.stream();
+    let engine = parts[0].engine();
+    let ins: SmallVec<[&Counted<Blob>; 8]> = parts.iter().map(Tensor::blob).collect();
+    let writes: SmallVec<[&Counted<Blob>; 8]> = (outs.iter().map(Tensor::blob))
+        .chain([engine.transport()])
+        .collect();
+    let work = (parts.iter().chain(&outs)).fold(0usize, |a, t| a.saturating_add(t.numel()));
+    let ran = engine.run_op(stream, kernel, &ins, &writes, work <= CHEAP_WORK);
+    drop(writes);
+    if let Err(e) = ran {
+        let (i, o): (Vec<&Tensor>, Vec<&Tensor>) = (parts.iter().collect(), outs.iter().collect());
+        return Err(super::refused_kernel(e, &i, &o));
+    }
+    Ok(Some(outs))
+}
+
 impl Collectives for InProcess {
     fn all_gather(&self, parts: &[Tensor], devices: &[Device], dim: usize) -> Result<Vec<Tensor>> {
         note(|n| n.all_gather += 1);
+        if let Some(v) = one_instruction(Collective::AllGather { dim }, parts, devices)? {
+            return Ok(v);
+        }
         (devices.iter())
             .map(|&d| joined(parts, dim, |t| t.to_device(d)))
             .collect()
@@ -166,6 +218,9 @@ impl Collectives for InProcess {
         kind: ReduceKind,
     ) -> Result<Vec<Tensor>> {
         note(|n| n.all_reduce += 1);
+        if let Some(v) = one_instruction(Collective::AllReduce { kind }, parts, devices)? {
+            return Ok(v);
+        }
         (devices.iter())
             .map(|&d| reduced(parts, kind, |t| t.to_device(d)))
             .collect()
@@ -179,6 +234,10 @@ impl Collectives for InProcess {
         dim: usize,
     ) -> Result<Vec<Tensor>> {
         note(|n| n.reduce_scatter += 1);
+        let c = Collective::ReduceScatter { kind, dim };
+        if let Some(v) = one_instruction(c, parts, devices)? {
+            return Ok(v);
+        }
         let (n, p) = (parts[0].dims()[dim], devices.len());
         (devices.iter().enumerate())
             .map(|(k, &d)| {
@@ -198,6 +257,9 @@ impl Collectives for InProcess {
         to: usize,
     ) -> Result<Vec<Tensor>> {
         note(|n| n.all_to_all += 1);
+        if let Some(v) = one_instruction(Collective::AllToAll { from, to }, parts, devices)? {
+            return Ok(v);
+        }
         let (n, p) = (parts[0].dims()[to], devices.len());
         (devices.iter().enumerate())
             .map(|(k, &d)| {

@@ -4,6 +4,7 @@
 //! and each op on it chooses an SBP signature ([`eddy_ops::global::choose`]), boxes the
 //! inputs that need it ([`boxing`]) and runs the local op on each component.
 
+mod along;
 mod apply;
 mod boxing;
 mod loss;
@@ -12,7 +13,7 @@ mod ops;
 pub(crate) use apply::{refuse, refuse_traced, reshape_dims};
 pub use boxing::{CollectiveCounts, count_collectives};
 pub use eddy_ops::global::{DeviceKind, NdSbp, Placement, ReduceKind, Sbp};
-pub(crate) use ops::{refused_kernel, run};
+pub(crate) use ops::{refused_kernel, run, run_many};
 
 use crate::{Error, Result, Shape, Tensor};
 use eddy_ops::global::{check_sbp, component_ranges, show_sbp};

@@ -87,10 +87,28 @@ pub(crate) fn run(
     if crate::graph::is_tracing() {
         return Err(super::refuse_traced(op));
     }
-    let placement = common(op, inputs)?;
+    common(op, inputs)?;
     if let Some(y) = same_layout(&rule, inputs, &out, &local)? {
         return Ok(y);
     }
+    let mut v = run_many(op, rule, inputs, out, |x, d| Ok(vec![local(x, d)?]))?;
+    Ok(v.swap_remove(0))
+}
+
+/// As [`run`], for an op with several results of the same logical shape and layout (the
+/// values and positions of `sort`): `local` gives each rank's results, in order.
+#[track_caller]
+pub(crate) fn run_many(
+    op: &'static str,
+    rule: Rule,
+    inputs: &[&Tensor],
+    out: Shape,
+    local: impl Fn(&[&Tensor], &[usize]) -> Result<Vec<Tensor>>,
+) -> Result<Vec<Tensor>> {
+    if crate::graph::is_tracing() {
+        return Err(super::refuse_traced(op));
+    }
+    let placement = common(op, inputs)?;
     let globals: Vec<&Global> = inputs.iter().map(|t| t.global().expect("global")).collect();
     let key: Key = (
         rule,
@@ -128,15 +146,15 @@ pub(crate) fn run(
     let boxed: Vec<Vec<Tensor>> = (globals.iter().zip(&choice.inputs))
         .map(|(g, need)| boxing::boxing(g, need))
         .collect::<Result<_>>()?;
-    let mut parts = Vec::with_capacity(placement.len());
+    let mut parts: Vec<Vec<Tensor>> = Vec::new();
     for i in 0..placement.len() {
         let dims: Vec<usize> = (component_ranges(out.dims(), &placement, &choice.output, i))
             .iter()
             .map(|r| r.len())
             .collect();
         let ins: Vec<&Tensor> = boxed.iter().map(|b| &b[i]).collect();
-        let y = local(&ins, &dims)?;
-        if y.dims() != dims.as_slice() {
+        let ys = local(&ins, &dims)?;
+        if let Some(y) = ys.iter().find(|y| y.dims() != dims.as_slice()) {
             return Err(Error::invalid(
                 op,
                 format!(
@@ -145,9 +163,14 @@ pub(crate) fn run(
                 ),
             ));
         }
-        parts.push(y);
+        parts.resize_with(ys.len(), || Vec::with_capacity(placement.len()));
+        for (p, y) in parts.iter_mut().zip(ys) {
+            p.push(y);
+        }
     }
-    Ok(global_of(out, &placement, &choice.output, parts))
+    Ok((parts.into_iter())
+        .map(|p| global_of(out.clone(), &placement, &choice.output, p))
+        .collect())
 }
 
 /// The commonest global op without the choice: an elementwise op whose inputs all have the

@@ -519,19 +519,24 @@ impl Tensor {
         } else {
             crate::DType::I64
         };
-        let out = self.empty_like_shape(self.shape().clone(), out_dtype)?;
-        let perm: Dims<usize> = (0..r).filter(|&k| k != d).chain([d]).collect();
-        let k = kernel!(
-            "cumsum",
-            self.device(),
-            kr::cumsum(
+        let out = if self.is_global() {
+            self.global_cumulative("cumsum", d, Tensor::cumsum)?
+        } else {
+            let out = self.empty_like_shape(self.shape().clone(), out_dtype)?;
+            let perm: Dims<usize> = (0..r).filter(|&k| k != d).chain([d]).collect();
+            let k = kernel!(
+                "cumsum",
                 self.device(),
-                dtype,
-                self.layout().permute(&perm),
-                out.layout().permute(&perm),
-            )
-        );
-        Tensor::launch(k, &[self], &[&out])?;
+                kr::cumsum(
+                    self.device(),
+                    dtype,
+                    self.layout().permute(&perm),
+                    out.layout().permute(&perm),
+                )
+            );
+            Tensor::launch(k, &[self], &[&out])?;
+            out
+        };
         if !dtype.is_float() || !crate::autograd::records(&[self]) {
             return Ok(out);
         }
@@ -575,11 +580,16 @@ impl Tensor {
         let d = norm_dim("cumprod", dim, r)?;
         let (dtype, dev) = (self.dtype(), self.device());
         let out_dtype = if dtype.is_float() { dtype } else { DType::I64 };
-        let out = self.empty_like_shape(self.shape().clone(), out_dtype)?;
-        let perm: Dims<usize> = (0..r).filter(|&k| k != d).chain([d]).collect();
-        let (la, lo) = (self.layout().permute(&perm), out.layout().permute(&perm));
-        let k = kernel!("cumprod", dev, kr::cumprod(dev, dtype, la, lo));
-        Tensor::launch(k, &[self], &[&out])?;
+        let out = if self.is_global() {
+            self.global_cumulative("cumprod", d, Tensor::cumprod)?
+        } else {
+            let out = self.empty_like_shape(self.shape().clone(), out_dtype)?;
+            let perm: Dims<usize> = (0..r).filter(|&k| k != d).chain([d]).collect();
+            let (la, lo) = (self.layout().permute(&perm), out.layout().permute(&perm));
+            let k = kernel!("cumprod", dev, kr::cumprod(dev, dtype, la, lo));
+            Tensor::launch(k, &[self], &[&out])?;
+            out
+        };
         if !dtype.is_float() || !crate::autograd::records(&[self]) {
             return Ok(out);
         }
@@ -587,21 +597,7 @@ impl Tensor {
         let x = self.detach();
         Ok(
             out.record_saving("cumprod", &[self], &[&x.clone()], false, move |g, _, _| {
-                // The dim last, in dense rows, for the kernel.
-                let xt = x.transpose(d, -1)?.contiguous()?;
-                let gt = g.cast(x.dtype())?.transpose(d, -1)?.contiguous()?;
-                let n = xt.dims().last().copied().unwrap_or(1);
-                let rows = xt.numel().checked_div(n).unwrap_or(0);
-                let gx = xt.empty_like_shape(xt.shape().clone(), xt.dtype())?;
-                let offsets = (xt.layout().offset, gt.layout().offset);
-                let dev = xt.device();
-                let k = kernel!(
-                    "cumprod",
-                    dev,
-                    kr::cumprod_backward(dev, xt.dtype(), rows, n, offsets)
-                );
-                Tensor::launch(k, &[&xt, &gt], &[&gx])?;
-                Ok(vec![Some(gx.transpose(d, -1)?)])
+                Ok(vec![Some(cumprod_grad(&x, g, d)?)])
             }),
         )
     }
@@ -679,4 +675,35 @@ impl Tensor {
 /// Every dim of a tensor of rank `rank`.
 fn all(rank: usize) -> Dims<isize> {
     (0..rank as isize).collect()
+}
+
+/// The gradient of `cumprod` along `d` at `x` for the output's gradient `g`, exact where some
+/// element is 0; on global operands each rank takes its whole rows.
+#[track_caller]
+fn cumprod_grad(x: &Tensor, g: &Tensor, d: isize) -> Result<Tensor> {
+    if x.is_global() || g.is_global() {
+        let rule = eddy_ops::global::Rule::Along { dim: d as usize };
+        return crate::global::run(
+            "cumprod_backward",
+            rule,
+            &[x, g],
+            x.shape().clone(),
+            |v, _| cumprod_grad(v[0], v[1], d),
+        );
+    }
+    // The dim last, in dense rows, for the kernel.
+    let xt = x.transpose(d, -1)?.contiguous()?;
+    let gt = g.cast(x.dtype())?.transpose(d, -1)?.contiguous()?;
+    let n = xt.dims().last().copied().unwrap_or(1);
+    let rows = xt.numel().checked_div(n).unwrap_or(0);
+    let gx = xt.empty_like_shape(xt.shape().clone(), xt.dtype())?;
+    let offsets = (xt.layout().offset, gt.layout().offset);
+    let dev = xt.device();
+    let k = kernel!(
+        "cumprod",
+        dev,
+        kr::cumprod_backward(dev, xt.dtype(), rows, n, offsets)
+    );
+    Tensor::launch(k, &[&xt, &gt], &[&gx])?;
+    gx.transpose(d, -1)
 }

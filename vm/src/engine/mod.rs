@@ -212,6 +212,27 @@ impl Vm {
         Blob::new_arc(self.shared().owner_id, bytes)
     }
 
+    /// The engine's *transport dependence*: a blob of no bytes that every collective
+    /// instruction lists among its outputs, so that the engine runs the collectives of the
+    /// process one after another in program order. Ranks in several processes issue them in
+    /// the same order (each runs the same program), so no two wait on each other's second
+    /// collective: the order that keeps collectives from deadlocking.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, StreamId};
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// let t = vm.transport().clone();
+    /// assert_eq!(t.bytes(), 0);
+    /// vm.run(StreamId::CPU, Noop::new(vec![], vec![t.clone()]))?;
+    /// vm.run(StreamId::CPU, Noop::new(vec![], vec![t]))?;
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn transport(&self) -> &Counted<Blob> {
+        &self.shared().transport
+    }
+
     /// A blob of no bytes that no instruction may use: it is released from the start, so
     /// an instruction given it is refused when submitted (`TensorReleased`), before anything
     /// runs. The storage of a handle whose values live elsewhere (a global tensor's).

@@ -13,12 +13,12 @@ use eddy_vm::instruction::{ComputeCtx, Kernel};
 use num_traits::Zero;
 
 #[inline(always)]
-pub(super) fn nan_max<A: PartialOrd + Copy>(x: A, y: A) -> A {
+pub(crate) fn nan_max<A: PartialOrd + Copy>(x: A, y: A) -> A {
     #[allow(clippy::eq_op)]
     if x != x || x >= y { x } else { y }
 }
 #[inline(always)]
-pub(super) fn nan_min<A: PartialOrd + Copy>(x: A, y: A) -> A {
+pub(crate) fn nan_min<A: PartialOrd + Copy>(x: A, y: A) -> A {
     #[allow(clippy::eq_op)]
     if x != x || x <= y { x } else { y }
 }

@@ -8,7 +8,7 @@ mod elem;
 mod map;
 mod unary;
 
-pub(crate) use binary::apply_binary_float;
+pub(crate) use binary::{apply_binary_float, nan_max, nan_min};
 pub use binary::{binary, binary_inplace, compare, where_};
 pub use elem::{FloatElem, IntElem};
 pub(crate) use elem::{dispatch_float, dispatch_int};

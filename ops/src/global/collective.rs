@@ -1,0 +1,109 @@
+//! The collectives of boxing as the engine runs them: what each one computes over the
+//! components of one group of ranks, and the shape each rank gets.
+
+use super::{ReduceKind, split_range};
+use crate::Shape;
+
+/// A collective over the components of one group of ranks (`p` of them, in the group's order).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::global::{Collective, ReduceKind};
+/// let c = Collective::ReduceScatter { kind: ReduceKind::Sum, dim: 0 };
+/// // Five rows over two ranks: the first gets three, the second two.
+/// let parts = [[5, 4].into(), [5, 4].into()];
+/// assert_eq!(c.out_shape(&parts, 0).dims(), [3, 4]);
+/// assert_eq!(c.out_shape(&parts, 1).dims(), [2, 4]);
+/// assert_eq!(c.name(), "reduce_scatter");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// `S(dim) → B`: each rank gets the concatenation of every part along `dim`.
+    AllGather {
+        /// The split dim.
+        dim: usize,
+    },
+    /// `P → B`: each rank gets the reduction of every part, in the parts' order.
+    AllReduce {
+        /// How the parts combine.
+        kind: ReduceKind,
+    },
+    /// `P → S(dim)`: rank `k` gets its balanced slice along `dim` of the reduction.
+    ReduceScatter {
+        /// How the parts combine.
+        kind: ReduceKind,
+        /// The dim of the result's split.
+        dim: usize,
+    },
+    /// `S(from) → S(to)`: rank `k` gets its balanced slice along `to` of the whole, which it
+    /// joins from every part along `from`.
+    AllToAll {
+        /// The split dim of the parts.
+        from: usize,
+        /// The split dim of the result.
+        to: usize,
+    },
+}
+
+impl Collective {
+    /// The collective's name, as traces and errors show it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::global::Collective;
+    /// assert_eq!(Collective::AllGather { dim: 1 }.name(), "all_gather");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        match self {
+            Collective::AllGather { .. } => "all_gather",
+            Collective::AllReduce { .. } => "all_reduce",
+            Collective::ReduceScatter { .. } => "reduce_scatter",
+            Collective::AllToAll { .. } => "all_to_all",
+        }
+    }
+
+    /// The shape rank `k` of the group gets from parts of shapes `parts` (parts that agree on
+    /// every dim but the split one, as a global tensor's components do).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::global::Collective;
+    /// let parts = [[3, 4].into(), [2, 4].into()];
+    /// assert_eq!(Collective::AllGather { dim: 0 }.out_shape(&parts, 1).dims(), [5, 4]);
+    /// let a2a = Collective::AllToAll { from: 0, to: 1 };
+    /// assert_eq!(a2a.out_shape(&parts, 0).dims(), [5, 2]);
+    /// ```
+    pub fn out_shape(&self, parts: &[Shape], k: usize) -> Shape {
+        let mut dims = parts[0].0.clone();
+        let p = parts.len();
+        match *self {
+            Collective::AllGather { dim } => dims[dim] = parts.iter().map(|s| s.0[dim]).sum(),
+            Collective::AllReduce { .. } => {}
+            Collective::ReduceScatter { dim, .. } => dims[dim] = split_range(dims[dim], p, k).len(),
+            Collective::AllToAll { from, to } => {
+                dims[from] = parts.iter().map(|s| s.0[from]).sum();
+                dims[to] = split_range(dims[to], p, k).len();
+            }
+        }
+        Shape(dims)
+    }
+
+    /// Whether every rank gets the same value (so one result may be computed and copied).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::global::{Collective, ReduceKind};
+    /// assert!(Collective::AllReduce { kind: ReduceKind::Max }.same_everywhere());
+    /// assert!(!Collective::AllToAll { from: 0, to: 1 }.same_everywhere());
+    /// ```
+    pub fn same_everywhere(&self) -> bool {
+        matches!(
+            self,
+            Collective::AllGather { .. } | Collective::AllReduce { .. }
+        )
+    }
+}
