@@ -165,8 +165,36 @@ impl Tensor {
         relu: bool,
     ) -> Result<Tensor> {
         if self.is_global() || weight.is_global() || bias.is_some_and(Tensor::is_global) {
-            // The product, the bias and the activation, each global.
-            let mut y = self.matmul(&weight.t()?)?;
+            // The product, the bias and the activation, each global; the product's record
+            // gives the weight's gradient as `gᵀ @ x`, laid out like the weight (a transposed
+            // `(xᵀ @ g)ᵀ` would be boxed and stepped through strided).
+            let product = {
+                let _g = crate::no_grad();
+                self.matmul(&weight.t()?)?
+            };
+            let (in_f, out_f) = (weight.dims().get(1).copied(), weight.dims()[0]);
+            let mut y = product.record_saving(
+                name,
+                &[self, weight],
+                &[self, weight],
+                false,
+                move |g, ins, _| {
+                    let (x, w) = (&ins[0], &ins[1]);
+                    let gx = (x.requires_grad()).then(|| g.matmul(w)).transpose()?;
+                    let gw = (w.requires_grad())
+                        .then(|| match (x.rank(), in_f) {
+                            (2, _) | (_, None) => g.t()?.matmul(x),
+                            (_, Some(i)) => {
+                                let rows = x.numel() / i.max(1);
+                                g.reshape([rows, out_f])?
+                                    .t()?
+                                    .matmul(&x.reshape([rows, i])?)
+                            }
+                        })
+                        .transpose()?;
+                    Ok(vec![gx, gw])
+                },
+            );
             if let Some(b) = bias {
                 y = y.add(b)?;
             }

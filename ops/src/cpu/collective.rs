@@ -76,7 +76,16 @@ fn run<T: Elem>(c: Collective, parts: &[Layout], srcs: &[&[T]], mut dsts: Vec<&m
                 at += n;
             }
         }
-        Collective::AllReduce { kind } => reduce(kind, parts, srcs, &mut dsts[0][..]),
+        Collective::AllReduce { kind } => {
+            if let Some(dense) = dense(parts, srcs) {
+                // One pass: each block reduced, then copied to every other rank from cache.
+                let n = parts[0].numel();
+                let (first, rest) = dsts.split_first_mut().expect("a group has a rank");
+                let replicas = Replicas(rest.iter_mut().map(|d| d.as_mut_ptr()).collect());
+                return reduce_dense(kind, &dense, &mut first[..n], &replicas);
+            }
+            reduce(kind, parts, srcs, &mut dsts[0][..])
+        }
         Collective::ReduceScatter { kind, dim } => {
             let n = shapes[0].0[dim];
             for (k, d) in dsts.iter_mut().enumerate() {
@@ -84,7 +93,12 @@ fn run<T: Elem>(c: Collective, parts: &[Layout], srcs: &[&[T]], mut dsts: Vec<&m
                 let views: Vec<Layout> = (parts.iter())
                     .map(|l| narrow(l, dim, r.start, r.len()))
                     .collect();
-                reduce(kind, &views, srcs, d);
+                match dense(&views, srcs) {
+                    Some(v) => {
+                        reduce_dense(kind, &v, &mut d[..views[0].numel()], &Replicas(vec![]))
+                    }
+                    None => reduce(kind, &views, srcs, d),
+                }
             }
         }
         Collective::AllToAll { from, to } => {
@@ -110,6 +124,66 @@ fn run<T: Elem>(c: Collective, parts: &[Layout], srcs: &[&[T]], mut dsts: Vec<&m
             });
         }
     }
+}
+
+/// The parts laid out as `views` as dense slices, if every one is dense.
+fn dense<'a, T>(views: &[Layout], srcs: &[&'a [T]]) -> Option<Vec<&'a [T]>> {
+    (views.iter().zip(srcs))
+        .map(|(v, s)| v.contiguous_range().map(|r| &s[r]))
+        .collect()
+}
+
+/// Where a reduction's result also goes: the other ranks' outputs, each at least as long as
+/// the result.
+struct Replicas<T>(Vec<*mut T>);
+
+// SAFETY: `reduce_dense` writes each range of a replica from one chunk of its parallel loop
+// only (the chunks are disjoint), and nothing else touches the replicas while it runs: they
+// are outputs of the running instruction.
+unsafe impl<T: Send> Sync for Replicas<T> {}
+
+/// `d` = the reduction by `kind` of `srcs` (dense, of `d`'s length), in order, block by block;
+/// each block is then copied to every replica while it is in cache.
+fn reduce_dense<T: Elem>(kind: ReduceKind, srcs: &[&[T]], d: &mut [T], replicas: &Replicas<T>) {
+    match kind {
+        ReduceKind::Sum => reduce_dense_with(srcs, d, replicas, |a, b| a.acc_add(b)),
+        ReduceKind::Max => reduce_dense_with(srcs, d, replicas, nan_max),
+        ReduceKind::Min => reduce_dense_with(srcs, d, replicas, nan_min),
+    }
+}
+
+#[inline(always)]
+fn reduce_dense_with<T: Elem>(
+    srcs: &[&[T]],
+    d: &mut [T],
+    replicas: &Replicas<T>,
+    f: impl Fn(T, T) -> T + Sync + Send,
+) {
+    const BLOCK: usize = 2048;
+    par_out(d, |start, chunk| {
+        for (b, block) in chunk.chunks_mut(BLOCK).enumerate() {
+            let (at, n) = (start + b * BLOCK, block.len());
+            let first = &srcs[0][at..at + n];
+            match srcs.get(1) {
+                None => block.copy_from_slice(first),
+                Some(second) => {
+                    for ((o, &x), &y) in block.iter_mut().zip(first).zip(&second[at..at + n]) {
+                        *o = f(x, y);
+                    }
+                }
+            }
+            for s in srcs.iter().skip(2) {
+                for (o, &y) in block.iter_mut().zip(&s[at..at + n]) {
+                    *o = f(*o, y);
+                }
+            }
+            for &r in &replicas.0 {
+                // SAFETY: `r` has at least `at + n` elements (an output of the result's
+                // shape), and this chunk alone writes `at..at + n` of it (see `Replicas`).
+                unsafe { std::ptr::copy_nonoverlapping(block.as_ptr(), r.add(at), n) };
+            }
+        }
+    });
 }
 
 /// `d` (contiguous) = the reduction by `kind` of the parts laid out as `views`, in order.

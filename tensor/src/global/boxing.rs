@@ -165,6 +165,38 @@ fn one_instruction(
     parts: &[Tensor],
     devices: &[Device],
 ) -> Result<Option<Vec<Tensor>>> {
+    if let Some(perm) = common_order(parts) {
+        // Parts laid out alike in another order (a transposed product's): the collective runs
+        // over their storage order, dense, and its results are viewed back.
+        let order: SmallVec<[isize; 4]> = perm.iter().map(|&d| d as isize).collect();
+        let mut back: SmallVec<[isize; 4]> = order.clone();
+        for (i, &d) in perm.iter().enumerate() {
+            back[d] = i as isize;
+        }
+        let views = (parts.iter())
+            .map(|t| t.permute(&order))
+            .collect::<Result<Vec<_>>>()?;
+        let at = |d: usize| perm.iter().position(|&p| p == d).expect("a permutation");
+        let c = match c {
+            Collective::AllGather { dim } => Collective::AllGather { dim: at(dim) },
+            Collective::AllReduce { kind } => Collective::AllReduce { kind },
+            Collective::ReduceScatter { kind, dim } => {
+                Collective::ReduceScatter { kind, dim: at(dim) }
+            }
+            Collective::AllToAll { from, to } => Collective::AllToAll {
+                from: at(from),
+                to: at(to),
+            },
+        };
+        return match one_instruction(c, &views, devices)? {
+            Some(outs) => Ok(Some(
+                outs.iter()
+                    .map(|t| t.permute(&back))
+                    .collect::<Result<_>>()?,
+            )),
+            None => Ok(None),
+        };
+    }
     let every: SmallVec<[Device; 8]> = (parts.iter().map(Tensor::device))
         .chain(devices.iter().copied())
         .collect();
@@ -198,6 +230,25 @@ fn one_instruction(
         return Err(super::refused_kernel(e, &i, &o));
     }
     Ok(Some(outs))
+}
+
+/// The order of dims, outermost first, in which every part is dense, where that is one order
+/// for all and not their own (parts that are transposes of dense tensors); `None` otherwise.
+fn common_order(parts: &[Tensor]) -> Option<SmallVec<[usize; 4]>> {
+    if parts.iter().all(Tensor::is_contiguous) {
+        return None;
+    }
+    let order = |t: &Tensor| {
+        let l = t.layout();
+        let mut perm: SmallVec<[usize; 4]> = (0..l.strides.len()).collect();
+        perm.sort_by_key(|&d| std::cmp::Reverse(l.strides[d]));
+        l.permute(&perm).is_contiguous().then_some(perm)
+    };
+    let first = order(&parts[0])?;
+    parts[1..]
+        .iter()
+        .all(|t| order(t).as_ref() == Some(&first))
+        .then_some(first)
 }
 
 impl Collectives for InProcess {
