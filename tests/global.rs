@@ -1063,3 +1063,24 @@ fn a_compiled_graph_refuses_global_tensors() -> R {
         Ok(())
     })
 }
+
+#[test]
+fn global_handles_share_storage_as_their_components_do() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1], &[2]);
+        let a = Tensor::ones([4, 2], DType::F32)?.to_global(&p, &[Sbp::Split(0)])?;
+        let b = Tensor::ones([4, 2], DType::F32)?.to_global(&p, &[Sbp::Split(0)])?;
+        assert!(a.t()?.shares_storage(&a), "a view");
+        assert!(!b.shares_storage(&a), "another tensor");
+        assert!(!a.add(&b)?.shares_storage(&a), "a result");
+        assert!(!a.to_local()?.shares_storage(&a), "a local tensor and a global one");
+        // Many handles come and go: none releases anything of another's.
+        for _ in 0..1000 {
+            let v = a.unsqueeze(0)?.squeeze(0)?;
+            drop(v.mul_scalar(2.0)?);
+        }
+        assert_eq!(a.to_vec::<f32>()?, [1.; 8]);
+        Ok(())
+    })
+}

@@ -122,7 +122,8 @@ pub(crate) struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         drop_graph(self);
-        if self.blob.unhold() {
+        // A global handle's blob is the engine's shared unusable one: nothing to release.
+        if !self.loc.is_global() && self.blob.unhold() {
             // An engine that is shut down has freed everything already; nothing to report.
             let _ = self.vm.release_unheld(&self.blob);
         }
@@ -163,7 +164,9 @@ impl Tensor {
     /// A new handle on `self`'s storage with `layout` and the host range `host_range`.
     fn view_with(&self, layout: Layout, host_range: Option<&TArc<HostRange>>) -> Tensor {
         let (numel, contiguous) = (layout.numel(), layout.is_contiguous());
-        self.0.blob.hold();
+        if !self.0.loc.is_global() {
+            self.0.blob.hold();
+        }
         Tensor::from_parts(
             Parts {
                 blob: self.0.blob.clone(),
@@ -323,7 +326,7 @@ impl Tensor {
         let layout = Layout::contiguous(shape);
         let (numel, loc) = (layout.numel(), first.0.loc.global());
         // Released from the start: a kernel given it is refused by the engine before it runs
-        // (see `launch_on`), and the handle's own release at its drop is refused, harmlessly.
+        // (see `launch_on`); no handle of it holds or releases it (see `Inner`'s drop).
         let blob = vm.unusable_blob();
         Tensor::from_parts(
             Parts {
@@ -596,7 +599,12 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn shares_storage(&self, other: &Tensor) -> bool {
-        Counted::ptr_eq(&self.0.blob, &other.0.blob)
+        match (self.global(), other.global()) {
+            // Global handles: their first rank's components (each rank's views the same way).
+            (Some(a), Some(b)) => a.parts[0].shares_storage(&b.parts[0]),
+            (None, None) => Counted::ptr_eq(&self.0.blob, &other.0.blob),
+            _ => false,
+        }
     }
     pub(crate) fn blob(&self) -> &Counted<Blob> {
         &self.0.blob

@@ -235,7 +235,8 @@ impl Vm {
 
     /// A blob of no bytes that no instruction may use: it is released from the start, so
     /// an instruction given it is refused when submitted (`TensorReleased`), before anything
-    /// runs. The storage of a handle whose values live elsewhere (a global tensor's).
+    /// runs. The storage of a handle whose values live elsewhere (a global tensor's). One per
+    /// engine, shared by every such handle: making one costs a reference count.
     ///
     /// # Examples
     ///
@@ -249,9 +250,7 @@ impl Vm {
     /// # Ok::<(), eddy_vm::Error>(())
     /// ```
     pub fn unusable_blob(&self) -> Counted<Blob> {
-        let b = Blob::new_arc(self.shared().owner_id, 0);
-        b.mark_released();
-        b
+        self.shared().unusable.clone()
     }
 
     /// Number of streams (the main CPU stream is `StreamId::CPU`).
