@@ -970,6 +970,52 @@ fn trace_writes_json_and_svg_for_training_and_scripts() {
     assert!(std::fs::read_to_string(&svg).unwrap().contains("softmax"));
 }
 
+#[test]
+fn trace_of_a_tensor_parallel_step_has_collective_lanes() {
+    let dir = scratch("trace-tp");
+    let json = dir.join("tp.json");
+    let out = eddy(&[
+        "trace",
+        "--steps",
+        "2",
+        "--devices",
+        "2",
+        "--parallel",
+        "tensor",
+        "--out",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let ev = v["traceEvents"].as_array().unwrap();
+    let lane = |name: &str| {
+        (ev.iter())
+            .find(|e| e["ph"] == "M" && e["args"]["name"].as_str().unwrap().ends_with(name))
+            .map(|e| e["tid"].clone())
+            .unwrap_or_else(|| panic!("no lane {name}"))
+    };
+    let (kernels, collectives) = (lane(": cpu:1"), lane(": cpu:0:collective"));
+    let on = |tid: &serde_json::Value, what: &dyn Fn(&str) -> bool| {
+        (ev.iter()).any(|e| e["ph"] == "X" && &e["tid"] == tid && what(e["name"].as_str().unwrap()))
+    };
+    assert!(
+        on(&kernels, &|n| n == "matmul"),
+        "the second device's products"
+    );
+    assert!(
+        on(&collectives, &|n| n == "all_reduce" || n == "all_gather"),
+        "the step's collectives in their own lane"
+    );
+    let out = eddy(&[
+        "trace",
+        "--devices",
+        "2",
+        "--script",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
 /// Option values the parser used to let through: a thread count no host can start (it
 /// panicked with exit 101), a step count whose row count overflows, and `=value` on an
 /// option that takes none (`--sync-mode=false` turned sync mode on). Each exits 2 naming the

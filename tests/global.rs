@@ -286,6 +286,8 @@ fn ops() -> Vec<Op> {
             x[0].argsort(0, true)?.to_dtype(DType::F32)
         }),
         ("topk1", 1, |x| Ok(x[0].topk(3, 1, true)?.0)),
+        ("kthvalue0", 1, |x| Ok(x[0].kthvalue(2, 0, false)?.0)),
+        ("median1", 1, |x| Ok(x[0].median(1, true)?.0)),
         ("max1", 1, |x| x[0].max(1, false)),
         ("min0", 1, |x| x[0].min(0, true)),
         ("gather1", 1, |x| {
@@ -1074,13 +1076,49 @@ fn global_handles_share_storage_as_their_components_do() -> R {
         assert!(a.t()?.shares_storage(&a), "a view");
         assert!(!b.shares_storage(&a), "another tensor");
         assert!(!a.add(&b)?.shares_storage(&a), "a result");
-        assert!(!a.to_local()?.shares_storage(&a), "a local tensor and a global one");
+        assert!(
+            !a.to_local()?.shares_storage(&a),
+            "a local tensor and a global one"
+        );
         // Many handles come and go: none releases anything of another's.
         for _ in 0..1000 {
             let v = a.unsqueeze(0)?.squeeze(0)?;
             drop(v.mul_scalar(2.0)?);
         }
         assert_eq!(a.to_vec::<f32>()?, [1.; 8]);
+        Ok(())
+    })
+}
+
+#[test]
+fn collectives_run_on_the_collective_stream_one_instruction_each() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1, 2], &[3]);
+        let lane = |n: u32| vm.stream_of(Device::Cpu(n), eddy::vm::stream::StreamKind::Collective);
+        let first = lane(0).expect("a collective stream on an engine of several CPU devices");
+        assert!((1..3).all(|n| lane(n).is_some_and(|s| s != first)));
+        let x = Tensor::randn([7, 5], 0.0, 1.0, DType::F32)?;
+        let sum = x.to_global(&p, &[SUM])?;
+        vm.sync()?;
+        vm.set_trace(true);
+        let b = sum.to_global(&p, &[Sbp::Broadcast])?;
+        let s = b
+            .to_global(&p, &[Sbp::Split(1)])?
+            .to_global(&p, &[Sbp::Split(0)])?;
+        let g = s.to_global(&p, &[Sbp::Broadcast])?;
+        vm.sync()?;
+        vm.set_trace(false);
+        let ran: Vec<(String, u32)> = (vm.trace_events().into_iter())
+            .filter(|e| e.name.starts_with("all_"))
+            .map(|e| (e.name, e.stream))
+            .collect();
+        let names: Vec<&str> = ran.iter().map(|(n, _)| n.as_str()).collect();
+        // `P → B` one all-reduce, `S(1) → S(0)` one all-to-all, `S(0) → B` one all-gather,
+        // each a single instruction, in program order, on the first rank's collective stream.
+        assert_eq!(names, ["all_reduce", "all_to_all", "all_gather"]);
+        assert!(ran.iter().all(|(_, s)| *s == first.0), "{ran:?}");
+        close(&g.to_vec::<f32>()?, &x.to_vec::<f32>()?, "the value");
         Ok(())
     })
 }

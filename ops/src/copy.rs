@@ -121,7 +121,7 @@ pub fn transfer_stream(from: Device, to: Device) -> (Device, StreamKind) {
 /// assert!(collective(c, &[Device::Cpu(0), Device::Cuda(0)], DType::F32, parts).is_none());
 /// ```
 pub fn collective(
-    c: crate::global::Collective,
+    c: crate::collective::Collective,
     devices: &[Device],
     dtype: DType,
     parts: Vec<Layout>,

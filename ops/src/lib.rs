@@ -30,6 +30,7 @@
 //! ```
 
 mod attention;
+mod collective;
 pub mod conv;
 pub mod copy;
 pub mod cpu;

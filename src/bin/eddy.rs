@@ -116,17 +116,20 @@ const TRAIN: &[Opt] = &[
         "--promote",
         "the engine promotes the recurring eager step to a plan by itself",
     ),
-    opt(
-        "--devices",
-        "N",
-        "train on N devices of --device's kind as global tensors (default: 1)",
-    ),
-    opt(
-        "--parallel",
-        "data|tensor",
-        "with --devices: split each batch (data) or each layer (tensor) (default: data)",
-    ),
+    DEVICES,
+    PARALLEL,
 ];
+
+const DEVICES: Opt = opt(
+    "--devices",
+    "N",
+    "train on N devices of --device's kind as global tensors (default: 1)",
+);
+const PARALLEL: Opt = opt(
+    "--parallel",
+    "data|tensor",
+    "with --devices: split each batch (data) or each layer (tensor) (default: data)",
+);
 
 const BENCH: &[Opt] = &[
     flag("--json", "print the report as JSON"),
@@ -155,6 +158,8 @@ const TRACE: &[Opt] = &[
     opt("--svg", "FILE.svg", "its picture (default: next to --out)"),
     SYNC_MODE,
     THREADS,
+    DEVICES,
+    PARALLEL,
 ];
 
 /// The commands, their options and help, for `clap`.
@@ -573,8 +578,15 @@ fn cmd_trace(o: &Opts) -> Result<(), Fail> {
     let svg = o
         .str("--svg")
         .map_or_else(|| json.with_extension("svg"), PathBuf::from);
+    let (devices, parallel) = train_cmd::devices_opts(o)?;
+    if devices > 1 && o.has("--script") {
+        return Err(Fail::Usage(
+            "--devices traces training steps: it cannot go with --script".into(),
+        ));
+    }
     let vm = Vm::builder()
         .sync_mode(o.has("--sync-mode"))
+        .cpu_devices(devices)
         .trace(true)
         .build()?;
     if let Some(script) = o.str("--script") {
@@ -594,6 +606,8 @@ fn cmd_trace(o: &Opts) -> Result<(), Fail> {
         // `steps` training steps of the digits MLP: one epoch cut to that many batches.
         let opts = TrainOptions {
             epochs: 1,
+            devices,
+            parallel,
             ..TrainOptions::default()
         };
         // 80 rows per step: 64 train (one batch), 16 held out.

@@ -284,3 +284,8 @@ fn current_engine() -> Result<VmRef> {
     }
     default_engine().map(|vm| VmRef::of(&vm))
 }
+
+/// The most work (element touches, or multiply-adds for a product) for which an op counts as
+/// cheap: at about a nanosecond per element it costs less than handing it to the scheduler
+/// thread (a few hundred nanoseconds), so an idle engine runs it on the calling thread.
+pub(crate) const CHEAP_WORK: usize = 8192;

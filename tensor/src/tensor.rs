@@ -1,6 +1,6 @@
 //! [`Tensor`]: a cheap handle to a layout over shared storage, plus its autograd record.
 
-use crate::engine::{Loc, Place, VmRef};
+use crate::engine::{CHEAP_WORK, Loc, Place, VmRef};
 use crate::{DType, Device, Error, Layout, Result, Shape};
 use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted, Vm};
@@ -735,11 +735,6 @@ fn blob_refs<'a>(ts: &[&'a Tensor]) -> SmallVec<[&'a Counted<Blob>; 4]> {
         _ => ts.iter().map(|t| t.blob()).collect(),
     }
 }
-
-/// The most work (element touches, or multiply-adds for a product) for which an op counts as
-/// cheap: at about a nanosecond per element it costs less than handing it to the scheduler
-/// thread (a few hundred nanoseconds), so an idle engine runs it on the calling thread.
-pub(crate) const CHEAP_WORK: usize = 8192;
 
 /// Shape, dtype, device, whether it requires grad, and the values (printed as `Display` does,
 /// which waits for the tensor): what a REPL such as evcxr shows for a tensor.

@@ -699,6 +699,14 @@ impl VmBuilder {
             let s = CpuStream::new(format!("cpu:{n}"), c.cpu_exec).on_device(n);
             self.streams.push(Arc::new(s));
         }
+        if c.cpu_devices > 1 {
+            for n in 0..c.cpu_devices {
+                let s = CpuStream::new(format!("cpu:{n}:collective"), c.cpu_exec)
+                    .on_device(n)
+                    .collective();
+                self.streams.push(Arc::new(s));
+            }
+        }
         if c.lazy_launcher {
             for n in 0..c.cpu_devices {
                 let s = CpuStream::new(format!("lazy:cpu:{n}"), Exec::Worker)

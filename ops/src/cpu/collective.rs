@@ -3,7 +3,7 @@
 
 use super::copy::copy_typed;
 use super::elementwise::{nan_max, nan_min};
-use crate::global::{Collective, ReduceKind, split_range};
+use crate::collective::{Collective, ReduceKind, split_range};
 use crate::kernel::{FnKernel, input, output, par_out, walk};
 use crate::{DType, Elem, Layout, Shape, dispatch};
 use eddy_vm::Counted;

@@ -3,12 +3,11 @@
 //! ([`Rule`]) and the cost model that chooses a signature and plans the boxing
 //! ([`choose`], [`boxing_bytes`]). The tensor layer holds the components and runs the boxing.
 
-mod collective;
 mod placement;
 mod rules;
 mod sbp;
 
-pub use collective::Collective;
+pub use crate::collective::{Collective, ReduceKind, split_range};
 pub use placement::{DeviceKind, Placement};
 pub use rules::{Choice, Partials, Rule, Signature, aligned, boxing_bytes, choose, unary_partials};
-pub use sbp::{NdSbp, ReduceKind, Sbp, check_sbp, component_ranges, show_sbp, split_range};
+pub use sbp::{NdSbp, Sbp, check_sbp, component_ranges, show_sbp};

@@ -1,38 +1,11 @@
 //! SBP: how a global tensor is laid out along one grid axis, and the balanced split.
 
 use super::Placement;
+use crate::collective::{ReduceKind, split_range};
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
 use std::fmt;
 use std::ops::Range;
-
-/// How the ranks of a `Partial` axis combine into the logical value.
-///
-/// # Examples
-///
-/// ```
-/// use eddy_ops::global::ReduceKind;
-/// assert_eq!(ReduceKind::Max.to_string(), "max");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReduceKind {
-    /// The logical value is the elementwise sum of the ranks' tensors.
-    Sum,
-    /// The elementwise maximum.
-    Max,
-    /// The elementwise minimum.
-    Min,
-}
-
-impl fmt::Display for ReduceKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ReduceKind::Sum => "sum",
-            ReduceKind::Max => "max",
-            ReduceKind::Min => "min",
-        })
-    }
-}
 
 /// The layout of a global tensor along one grid axis.
 ///
@@ -88,22 +61,6 @@ pub fn show_sbp(sbp: &[Sbp]) -> String {
     } else {
         format!("({})", parts.join(", "))
     }
-}
-
-/// The elements of part `i` of `n` split into `parts` balanced parts: the first `n % parts`
-/// parts have one element more than the others.
-///
-/// # Examples
-///
-/// ```
-/// use eddy_ops::global::split_range;
-/// assert_eq!((0..3).map(|i| split_range(7, 3, i)).collect::<Vec<_>>(), [0..3, 3..5, 5..7]);
-/// assert_eq!(split_range(1, 2, 1), 1..1); // an empty part
-/// ```
-pub fn split_range(n: usize, parts: usize, i: usize) -> Range<usize> {
-    let (q, r) = (n / parts, n % parts);
-    let start = i * q + i.min(r);
-    start..start + q + usize::from(i < r)
 }
 
 /// The element range, per tensor dim, that position `i` of `placement` holds of a logical

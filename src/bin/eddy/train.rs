@@ -10,6 +10,29 @@ use std::path::PathBuf;
 
 /// `eddy train`: the digits (or a CSV) with the MLP or the CNN, or a text with the
 /// character transformer.
+/// `--devices N` and `--parallel data|tensor`, checked.
+pub(crate) fn devices_opts(o: &Opts) -> Result<(u32, eddy::train::Parallel), Fail> {
+    let devices: u32 = o.get("--devices", 1)?;
+    let parallel = match o.str("--parallel") {
+        None | Some("data") => eddy::train::Parallel::Data,
+        Some("tensor") => eddy::train::Parallel::Tensor,
+        Some(p) => {
+            return Err(Fail::Usage(format!(
+                "bad value for --parallel: `{p}` (data or tensor)"
+            )));
+        }
+    };
+    if devices == 0 || devices > 64 {
+        return Err(Fail::Usage(format!(
+            "--devices must be in 1..=64, not {devices}"
+        )));
+    }
+    if o.has("--parallel") && devices == 1 {
+        return Err(Fail::Usage("--parallel needs --devices N (N > 1)".into()));
+    }
+    Ok((devices, parallel))
+}
+
 pub(crate) fn cmd_train(o: &Opts) -> Result<(), Fail> {
     if o.str("--plan").is_some() && !o.has("--graph") {
         return Err(Fail::Usage(
@@ -30,28 +53,11 @@ pub(crate) fn cmd_train(o: &Opts) -> Result<(), Fail> {
                 ))
             })?,
     };
-    let devices: u32 = o.get("--devices", 1)?;
-    let parallel = match o.str("--parallel") {
-        None | Some("data") => eddy::train::Parallel::Data,
-        Some("tensor") => eddy::train::Parallel::Tensor,
-        Some(p) => {
-            return Err(Fail::Usage(format!(
-                "bad value for --parallel: `{p}` (data or tensor)"
-            )));
-        }
-    };
-    if devices == 0 || devices > 64 {
-        return Err(Fail::Usage(format!(
-            "--devices must be in 1..=64, not {devices}"
-        )));
-    }
+    let (devices, parallel) = devices_opts(o)?;
     if devices > 1 && o.has("--graph") {
         return Err(Fail::Usage(
             "--graph compiles a one-device step: it cannot go with --devices".into(),
         ));
-    }
-    if o.has("--parallel") && devices == 1 {
-        return Err(Fail::Usage("--parallel needs --devices N (N > 1)".into()));
     }
     let model: eddy::train::ModelKind = match o.str("--model") {
         None => d.model,

@@ -5,10 +5,10 @@
 //! engine's transport dependence ([`eddy_vm::Vm::transport`]), so they run in program order.
 
 use super::{Global, ReduceKind, Sbp};
-use crate::engine::Place;
-use crate::tensor::CHEAP_WORK;
+use crate::engine::{CHEAP_WORK, Place};
 use crate::{Device, Result, Shape, Tensor};
 use eddy_ops::global::{Collective, Placement, split_range};
+use eddy_vm::stream::StreamKind;
 use eddy_vm::{Blob, Counted};
 use smallvec::SmallVec;
 use std::cell::Cell;
@@ -158,7 +158,8 @@ fn joined(
 }
 
 /// Collective `c` over `parts` (rank `k`'s result on `devices[k]`) as one engine instruction
-/// on the first rank's device, which also writes the transport dependence; `None` where the
+/// on the first rank's device's collective stream (its compute stream in an engine without
+/// one), which also writes the transport dependence; `None` where the
 /// devices have no kernel for it.
 fn one_instruction(
     c: Collective,
@@ -216,8 +217,11 @@ fn one_instruction(
     if outs.iter().all(|t| t.numel() == 0) {
         return Ok(Some(outs));
     }
-    let stream = Place::on(c.name(), vm.share(), devices[0])?.loc.stream();
     let engine = parts[0].engine();
+    let stream = match engine.stream_of(devices[0], StreamKind::Collective) {
+        Some(s) => s,
+        None => Place::on(c.name(), vm.share(), devices[0])?.loc.stream(),
+    };
     let ins: SmallVec<[&Counted<Blob>; 8]> = parts.iter().map(Tensor::blob).collect();
     let writes: SmallVec<[&Counted<Blob>; 8]> = (outs.iter().map(Tensor::blob))
         .chain([engine.transport()])

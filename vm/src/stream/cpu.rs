@@ -68,6 +68,21 @@ impl CpuStream {
         self
     }
 
+    /// Marks the stream as a device's collective stream (kind `Collective`), where boxing's
+    /// collectives go.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::stream::{cpu::CpuStream, Exec, StreamKind, StreamPolicy};
+    /// let s = CpuStream::new("cpu:0:collective", Exec::Inline).collective();
+    /// assert_eq!(s.kind(), StreamKind::Collective);
+    /// ```
+    pub fn collective(mut self) -> Self {
+        self.kind = StreamKind::Collective;
+        self
+    }
+
     /// This stream as a lazy-job launcher (kind `LazyJobLauncher`): where plan runs go.
     ///
     /// # Examples

@@ -97,6 +97,9 @@ pub enum StreamKind {
     Device2Host,
     /// Lazy-job launches.
     LazyJobLauncher,
+    /// The collectives of global tensors' boxing (one per CPU device of an engine with
+    /// several): their own lane, beside the device's kernels.
+    Collective,
 }
 
 /// Where a stream's `compute` calls run.
