@@ -1122,3 +1122,29 @@ fn collectives_run_on_the_collective_stream_one_instruction_each() -> R {
         Ok(())
     })
 }
+
+#[test]
+fn in_place_writes_are_counted_per_global_tensor() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1], &[2]);
+        let s0 = [Sbp::Split(0)];
+        let w = Tensor::randn([4, 3], 0.0, 1.0, DType::F32)?.to_global(&p, &s0)?;
+        let w = w.requires_grad_(true)?;
+        let other = Tensor::ones([4, 3], DType::F32)?.to_global(&p, &s0)?;
+        let v0 = w.version();
+        // `exp` saves its output; writing another global tensor leaves it valid.
+        let y = w.exp()?;
+        other.add_scalar_(1.0)?;
+        assert_eq!(w.version(), v0, "another tensor's write");
+        y.sum_all()?.backward()?;
+        // Writing what the backward reads is caught, as for a local tensor.
+        let y = w.exp()?;
+        y.detach().mul_scalar_(2.0)?;
+        assert!(matches!(
+            y.sum_all()?.backward(),
+            Err(Error::Autograd { .. })
+        ));
+        Ok(())
+    })
+}

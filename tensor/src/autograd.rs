@@ -234,9 +234,9 @@ impl Tensor {
         self.0.requires_grad.store(true, Ordering::Relaxed);
         let saved = saved
             .iter()
-            .map(|t| (t.blob().clone(), t.blob().version()))
+            .map(|t| (t.version_blob().clone(), t.version_blob().version()))
             .collect();
-        let out_version = output.then(|| self.blob().version());
+        let out_version = output.then(|| self.version_blob().version());
         let _ = self.0.node.set(Node {
             name,
             parts: parking_lot::Mutex::new(Some(NodeParts {
@@ -264,7 +264,7 @@ impl Tensor {
     /// # Ok::<(), eddy_tensor::Error>(())
     /// ```
     pub fn version(&self) -> u64 {
-        self.blob().version()
+        self.version_blob().version()
     }
 
     /// Computes the gradient of this scalar with respect to every leaf that requires grad, and

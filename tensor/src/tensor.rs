@@ -47,7 +47,7 @@ impl NodeParts {
             .saved
             .iter()
             .map(|(b, v)| (b.version(), *v))
-            .chain(self.out_version.map(|v| (out.blob().version(), v)))
+            .chain(self.out_version.map(|v| (out.version_blob().version(), v)))
             .find(|(now, then)| now != then);
         match stale {
             None => Ok(()),
@@ -608,6 +608,14 @@ impl Tensor {
     }
     pub(crate) fn blob(&self) -> &Counted<Blob> {
         &self.0.blob
+    }
+    /// The blob whose version counts this tensor's in-place writes: its own, or a global
+    /// handle's first component's (an in-place op on a global tensor writes every component).
+    pub(crate) fn version_blob(&self) -> &Counted<Blob> {
+        match self.global() {
+            Some(g) => g.parts[0].version_blob(),
+            None => &self.0.blob,
+        }
     }
 
     /// Checks that `other` is on the same device and engine, for `op`.

@@ -336,10 +336,11 @@ impl Tensor {
             }
             None => Vec::new(),
         };
+        // Each component's own in-place op counts the write in its version, which is the
+        // global handle's (`version_blob`).
         for (i, c) in g.parts.iter().enumerate() {
             f(c, parts.get(i))?;
         }
-        self.blob().bump_version();
         Ok(self.clone())
     }
 }
