@@ -1148,3 +1148,68 @@ fn in_place_writes_are_counted_per_global_tensor() -> R {
         Ok(())
     })
 }
+
+#[test]
+fn in_place_ops_on_partial_tensors_update_the_logical_value() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        for p in grids() {
+            let axes = p.grid_dims().len();
+            let x = Tensor::randn([5, 3], 0.0, 1.0, DType::F32)?;
+            let y = Tensor::randn([5, 3], 0.0, 1.0, DType::F32)?;
+            for kind in [SUM, Sbp::Partial(ReduceKind::Max)] {
+                let sbp = vec![kind; axes];
+                let want = |f: &dyn Fn(&Tensor) -> R<Tensor>| -> R<Vec<f32>> {
+                    let t = x.detach().contiguous()?;
+                    f(&t)?;
+                    t.to_vec::<f32>()
+                };
+                let got = |f: &dyn Fn(&Tensor) -> R<Tensor>| -> R<Vec<f32>> {
+                    let t = make(&x, &p, &sbp)?;
+                    f(&t)?;
+                    assert_eq!(t.sbp(), Some(&sbp[..]), "laid out as before");
+                    t.to_vec::<f32>()
+                };
+                let mut cases: Vec<(&str, Box<dyn Fn(&Tensor) -> R<Tensor>>)> = vec![
+                    ("copy_", Box::new(|t| t.copy_(&y))),
+                    ("fill_", Box::new(|t| t.fill_(2.5))),
+                ];
+                if kind == SUM {
+                    cases.push(("add_", Box::new(|t| t.add_(&y))));
+                    cases.push((
+                        "sub_ of a global",
+                        Box::new(|t| {
+                            let yg = match (t.placement(), t.sbp()) {
+                                (Some(p), Some(s)) => make(&y, p, s)?,
+                                _ => y.clone(),
+                            };
+                            t.sub_(&yg)
+                        }),
+                    ));
+                    cases.push(("add_scalar_", Box::new(|t| t.add_scalar_(1.5))));
+                    cases.push(("mul_scalar_", Box::new(|t| t.mul_scalar_(-3.0))));
+                    cases.push(("mul_", Box::new(|t| t.mul_(&y))));
+                    cases.push(("add_scaled_", Box::new(|t| t.add_scaled_(&y, 0.5))));
+                }
+                for (name, f) in &cases {
+                    close(
+                        &got(f.as_ref())?,
+                        &want(f.as_ref())?,
+                        &format!("{name} on {p} {sbp:?}"),
+                    );
+                }
+                if kind != SUM {
+                    // An update with no form for the kind is refused, not applied once per rank.
+                    let t = make(&x, &p, &sbp)?;
+                    let refused = t.add_scalar_(1.0);
+                    assert!(
+                        matches!(refused, Err(Error::NoSbpRule { .. })),
+                        "{refused:?}"
+                    );
+                    close(&t.to_vec::<f32>()?, &x.to_vec::<f32>()?, "left as it was");
+                }
+            }
+        }
+        Ok(())
+    })
+}

@@ -1,6 +1,6 @@
 //! The in-place forms (`add_`, `mul_`, `copy_`, `fill_`, …): they write into existing storage.
 
-use crate::{DType, Error, Result, Scalar, Tensor};
+use crate::{DType, Error, Result, Scalar, Shape, Tensor};
 use eddy_ops::elementwise::{self as ew, BinaryOp};
 use eddy_ops::{broadcast_shapes, copy};
 
@@ -81,7 +81,8 @@ impl Tensor {
             });
         }
         if self.is_global() || src.is_global() {
-            return self.global_inplace(op.name(), Some(src), |c, s| {
+            let partial = |k| crate::global::inplace_partial(op, k);
+            return self.global_inplace(op.name(), Some(src), partial, |c, s| {
                 c.binary_(op, s.expect("an operand"), alpha)
             });
         }
@@ -298,7 +299,11 @@ impl Tensor {
     pub fn copy_(&self, src: &Tensor) -> Result<Tensor> {
         self.check_inplace("copy_")?;
         if self.is_global() {
-            return self.global_inplace("copy_", Some(src), |c, s| c.copy_(s.expect("a source")));
+            // Each rank's part of the value: the whole once (a sum) or everywhere (extrema).
+            let partial = |k| Some(crate::global::Sbp::Partial(k));
+            return self.global_inplace("copy_", Some(src), partial, |c, s| {
+                c.copy_(s.expect("a source"))
+            });
         }
         let x = self.inplace_operand("copy_", src, self.dtype())?;
         let k = kernel!(
@@ -339,7 +344,13 @@ impl Tensor {
         self.check_inplace("fill_")?;
         let value = crate::create::checked_fill_value("fill_", value, self.dtype())?;
         if self.is_global() {
-            return self.global_inplace("fill_", None, |c, _| c.fill_(value));
+            if (self.sbp().unwrap_or_default().iter())
+                .any(|s| matches!(s, crate::global::Sbp::Partial(_)))
+            {
+                // Laid out as the tensor is, as `copy_` of the value does.
+                return self.copy_(&self.global_filled(Shape::default(), self.dtype(), value)?);
+            }
+            return self.global_inplace("fill_", None, |_| None, |c, _| c.fill_(value));
         }
         let k = kernel!(
             "fill",

@@ -294,14 +294,18 @@ impl Tensor {
 }
 
 impl Tensor {
-    /// The in-place `op` on a global `self` (of splits and broadcasts: a partial axis would
-    /// take the update once per rank) with `src` laid out to match: `f` on each rank's
-    /// components. A local `src` is a logical value, laid out first.
+    /// The in-place `op` on a global `self` with `src` laid out to match: `f` on each rank's
+    /// components. Along a split or broadcast axis `src` is split alike or whole; along a
+    /// partial axis of kind `k`, as `partial(k)` says (`P(sum)` for a sum's `add_`, so each
+    /// rank adds its part; `B` for its `mul_`), and an op with nothing there is refused
+    /// (`NoSbpRule`), as one that would take the update once per rank. A local `src` is a
+    /// logical value, laid out first.
     #[track_caller]
     pub(crate) fn global_inplace(
         &self,
         op: &'static str,
         src: Option<&Tensor>,
+        partial: impl Fn(ReduceKind) -> Option<super::Sbp>,
         f: impl Fn(&Tensor, Option<&Tensor>) -> Result<Tensor>,
     ) -> Result<Tensor> {
         if crate::graph::is_tracing() {
@@ -310,19 +314,18 @@ impl Tensor {
         let Some(g) = self.global() else {
             return Err(super::mismatch(op, self, src.expect("a global operand")));
         };
-        if g.sbp.iter().any(|s| matches!(s, super::Sbp::Partial(_))) {
-            return Err(refuse(op, self));
-        }
         let parts: Vec<Tensor> = match src {
             Some(s) => {
-                let need: super::NdSbp = (g.sbp.iter())
+                let need = (g.sbp.iter())
                     .map(|sb| match sb {
                         super::Sbp::Split(d) => {
-                            eddy_ops::global::aligned(s.dims(), self.dims(), *d)
+                            Some(eddy_ops::global::aligned(s.dims(), self.dims(), *d))
                         }
-                        _ => super::Sbp::Broadcast,
+                        super::Sbp::Partial(k) => partial(*k),
+                        super::Sbp::Broadcast => Some(super::Sbp::Broadcast),
                     })
-                    .collect();
+                    .collect::<Option<super::NdSbp>>()
+                    .ok_or_else(|| refuse(op, self))?;
                 let _g = crate::no_grad();
                 let s = match s.global() {
                     Some(sg) if sg.placement != g.placement => {
@@ -333,6 +336,9 @@ impl Tensor {
                 };
                 let sg = s.global().expect("global");
                 super::boxing::boxing(sg, &need)?
+            }
+            None if g.sbp.iter().any(|s| matches!(s, super::Sbp::Partial(_))) => {
+                return Err(refuse(op, self));
             }
             None => Vec::new(),
         };
@@ -399,4 +405,14 @@ pub(crate) fn reshape_dims(from: &[usize], to: &[usize]) -> SmallVec<[Option<usi
             (0..to.len()).find(|&o| to[o] == n && before_to[o] == here)
         })
         .collect()
+}
+
+/// What the operand of the in-place `op` needs along a partial axis of kind `k` of the tensor
+/// it updates: the operand's SBP of the signature of `op` that keeps `P(k)` (`P(sum)` for a
+/// sum's `add_`, `B` for its `mul_`), if there is one.
+pub(crate) fn inplace_partial(op: BinaryOp, k: ReduceKind) -> Option<super::Sbp> {
+    let p = super::Sbp::Partial(k);
+    (Rule::Binary(op).signatures(&[&[1], &[1]], &[1]).into_iter())
+        .find(|s| s.inputs[0] == p && s.output == p)
+        .map(|s| s.inputs[1])
 }

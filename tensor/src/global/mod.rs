@@ -10,7 +10,7 @@ mod boxing;
 mod loss;
 mod ops;
 
-pub(crate) use apply::{refuse, refuse_traced, reshape_dims};
+pub(crate) use apply::{inplace_partial, refuse, refuse_traced, reshape_dims};
 pub use boxing::{CollectiveCounts, count_collectives};
 pub use eddy_ops::global::{DeviceKind, NdSbp, Placement, ReduceKind, Sbp};
 pub(crate) use ops::{refused_kernel, run, run_many};
