@@ -1149,6 +1149,9 @@ fn in_place_writes_are_counted_per_global_tensor() -> R {
     })
 }
 
+/// An in-place update a test applies to a local tensor and to global layouts of it.
+type Update<'a> = Box<dyn Fn(&Tensor) -> R<Tensor> + 'a>;
+
 #[test]
 fn in_place_ops_on_partial_tensors_update_the_logical_value() -> R {
     let (vm, _turn) = engine();
@@ -1170,7 +1173,7 @@ fn in_place_ops_on_partial_tensors_update_the_logical_value() -> R {
                     assert_eq!(t.sbp(), Some(&sbp[..]), "laid out as before");
                     t.to_vec::<f32>()
                 };
-                let mut cases: Vec<(&str, Box<dyn Fn(&Tensor) -> R<Tensor>>)> = vec![
+                let mut cases: Vec<(&str, Update<'_>)> = vec![
                     ("copy_", Box::new(|t| t.copy_(&y))),
                     ("fill_", Box::new(|t| t.fill_(2.5))),
                 ];
