@@ -85,16 +85,17 @@ pub fn boxing_p_to_b_small() -> Result<Vec<f64>> {
 
 /// Bus GB/s of a boxing of 64 MiB of f32 over two CPU devices (`P(sum) → B`,
 /// `S(0) → B`, `S(0) → S(1)`), the bytes each moves by the usual formula: `2 (p−1)/p` of
-/// the tensor for an all-reduce, `(p−1)/p` for the others.
+/// the tensor for an all-reduce, `(p−1)/p` for the others; and the reference they are held
+/// to, `memcpy` of the same 64 MiB between two buffers of the process, in the same run.
 ///
 /// # Examples
 ///
 /// ```no_run
-/// let [p_to_b, s_to_b, s0_to_s1] = eddy::bench::boxing_large()?;
+/// let [p_to_b, s_to_b, s0_to_s1, memcpy] = eddy::bench::boxing_large()?;
 /// assert_eq!(p_to_b.len(), 7);
 /// # Ok::<(), eddy::Error>(())
 /// ```
-pub fn boxing_large() -> Result<[Vec<f64>; 3]> {
+pub fn boxing_large() -> Result<[Vec<f64>; 4]> {
     let (vm, p) = two()?;
     crate::tensor::with_engine(&vm, || {
         let bytes = (16usize << 20) as f64 * 4.0;
@@ -112,7 +113,16 @@ pub fn boxing_large() -> Result<[Vec<f64>; 3]> {
         let s = Tensor::ones([4096, 4096], DType::F32)?.to_global(&p, &[Sbp::Split(0)])?;
         let s_to_b = reps(1, || Ok(gbps(0.5, time(&s, Sbp::Broadcast)?)))?;
         let s0_to_s1 = reps(1, || Ok(gbps(0.5, time(&s, Sbp::Split(1))?)))?;
-        Ok([p_to_b, s_to_b, s0_to_s1])
+        // The reference: the same bytes copied by `memcpy` between two buffers of this
+        // process, written once before (no first-touch faults).
+        let (src, mut dst) = (vec![1f32; 16 << 20], vec![0f32; 16 << 20]);
+        let memcpy = reps(1, || {
+            let t = Instant::now();
+            dst.copy_from_slice(std::hint::black_box(&src));
+            std::hint::black_box(&dst);
+            Ok(gbps(1.0, t.elapsed().as_secs_f64()))
+        })?;
+        Ok([p_to_b, s_to_b, s0_to_s1, memcpy])
     })
 }
 

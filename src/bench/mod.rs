@@ -64,6 +64,7 @@ pub const KEYS: &[&str] = &[
     "boxing_p_to_b_gbps",
     "boxing_s_to_b_gbps",
     "boxing_s0_to_s1_gbps",
+    "memcpy_gbps",
     "dp_train_ms_per_step",
     "tp_train_ms_per_step",
 ];
@@ -709,6 +710,7 @@ pub fn run(
             "boxing_p_to_b_gbps",
             "boxing_s_to_b_gbps",
             "boxing_s0_to_s1_gbps",
+            "memcpy_gbps",
         ];
         if large.iter().any(|k| want(k)) {
             for (k, v) in large.iter().zip(boxing_large()?) {
