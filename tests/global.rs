@@ -1216,3 +1216,36 @@ fn in_place_ops_on_partial_tensors_update_the_logical_value() -> R {
         Ok(())
     })
 }
+
+#[test]
+fn wide_rows_box_by_row_copies_to_the_same_values() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        for p in grids() {
+            let axes = p.grid_dims().len();
+            // Rows long enough for the row-copy path, uneven over every grid, and a batch dim.
+            let x = Tensor::randn([3, 9, 37], 0.0, 1.0, DType::F32)?;
+            let want = x.to_vec::<f32>()?;
+            for (from, to) in [
+                (Sbp::Split(1), Sbp::Split(2)),
+                (Sbp::Split(2), Sbp::Broadcast),
+                (Sbp::Split(2), Sbp::Split(0)),
+                (Sbp::Split(0), Sbp::Split(1)),
+            ] {
+                let g = x.to_global(&p, &vec![from; axes])?;
+                let y = g.to_global(&p, &vec![to; axes])?;
+                close(
+                    &y.to_vec::<f32>()?,
+                    &want,
+                    &format!("{from:?} → {to:?} on {p}"),
+                );
+                // And through a transposed view of the parts.
+                let t = g
+                    .transpose(1, 2)?
+                    .to_global(&p, &vec![Sbp::Broadcast; axes])?;
+                close(&t.transpose(1, 2)?.to_vec::<f32>()?, &want, "transposed");
+            }
+        }
+        Ok(())
+    })
+}

@@ -72,7 +72,7 @@ fn run<T: Elem>(c: Collective, parts: &[Layout], srcs: &[&[T]], mut dsts: Vec<&m
             let mut at = 0;
             for (part, s) in parts.iter().zip(srcs) {
                 let n = part.shape.0[dim];
-                copy_typed(s, part, dsts[0], &narrow(&full, dim, at, n));
+                copy_region(s, part, dsts[0], &narrow(&full, dim, at, n));
                 at += n;
             }
         }
@@ -108,7 +108,7 @@ fn run<T: Elem>(c: Collective, parts: &[Layout], srcs: &[&[T]], mut dsts: Vec<&m
                 for (part, s) in parts.iter().zip(srcs) {
                     let m = part.shape.0[from];
                     let src = narrow(part, to, r.start, r.len());
-                    copy_typed(s, &src, d, &narrow(&full, from, at, m));
+                    copy_region(s, &src, d, &narrow(&full, from, at, m));
                     at += m;
                 }
             }
@@ -124,6 +124,27 @@ fn run<T: Elem>(c: Collective, parts: &[Layout], srcs: &[&[T]], mut dsts: Vec<&m
             });
         }
     }
+}
+
+/// Copies the elements of `sl` in `s` to those of `dl` (the same shape) in `d`: a slice copy
+/// per row where both run densely along the last dim and the layouts are not both dense (the
+/// blocks of an all-gather along an inner dim, of an all-to-all), else as any copy.
+fn copy_region<T: Elem>(s: &[T], sl: &Layout, d: &mut [T], dl: &Layout) {
+    let r = sl.shape.0.len();
+    let inner = sl.shape.0.last().copied().unwrap_or(1);
+    let rows_dense = r >= 2 && inner >= 16 && sl.strides[r - 1] == 1 && dl.strides[r - 1] == 1;
+    if !rows_dense || (sl.is_contiguous() && dl.is_contiguous()) || sl.numel() == 0 {
+        return copy_typed(s, sl, d, dl);
+    }
+    let outer = &sl.shape.0[..r - 1];
+    walk(
+        outer,
+        [&sl.strides[..r - 1], &dl.strides[..r - 1]],
+        [sl.offset, dl.offset],
+        0,
+        outer.iter().product(),
+        |_, [so, dof]| d[dof..dof + inner].copy_from_slice(&s[so..so + inner]),
+    );
 }
 
 /// The parts laid out as `views` as dense slices, if every one is dense.
