@@ -1249,3 +1249,48 @@ fn wide_rows_box_by_row_copies_to_the_same_values() -> R {
         Ok(())
     })
 }
+
+#[test]
+fn convolutions_of_split_batches_match_one_device() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1, 2], &[3]);
+        let x = Tensor::randn([5, 3, 6, 6], 0.0, 1.0, DType::F32)?;
+        let w = Tensor::randn([4, 3, 3, 3], 0.0, 1.0, DType::F32)?;
+        let b = Tensor::randn([4], 0.0, 1.0, DType::F32)?;
+        let conv: Loss = |v| {
+            v[0].conv2d(&v[1], Some(&v[2]), 2, 1, 1, 1)?
+                .relu()?
+                .square()?
+                .mean_all()
+        };
+        // Two groups of one plane each: a weight of [2, 1, 3, 3] over the first two planes.
+        let grouped: Loss = |v| {
+            let w = v[1].narrow(1, 0, 1)?.narrow(0, 0, 2)?;
+            let y = v[0]
+                .narrow(1, 0, 2)?
+                .conv2d(&w, Some(&v[2].narrow(0, 0, 2)?), 1, 0, 1, 2)?;
+            y.exp()?.mean_all()
+        };
+        let b0 = [Sbp::Broadcast];
+        for xs in [[Sbp::Split(0)], [Sbp::Broadcast], [SUM]] {
+            grads_agree(
+                &p,
+                &[x.clone(), w.clone(), b.clone()],
+                &[&xs, &b0, &b0],
+                conv,
+            )?;
+            grads_agree(
+                &p,
+                &[x.clone(), w.clone(), b.clone()],
+                &[&xs, &b0, &b0],
+                grouped,
+            )?;
+        }
+        // The data-parallel layout needs no boxing in the forward.
+        let (xg, wg) = (x.to_global(&p, &[Sbp::Split(0)])?, w.to_global(&p, &b0)?);
+        let (y, n) = count_collectives(|| xg.conv2d(&wg, None, 1, 1, 1, 1));
+        assert_eq!((n.total(), y?.sbp()), (0, Some(&[Sbp::Split(0)][..])));
+        Ok(())
+    })
+}

@@ -74,11 +74,18 @@ impl Tensor {
     /// positions]`, differentiable (the gradient folds back).
     #[track_caller]
     pub(crate) fn im2col_of(&self, w: Window2d) -> Result<Tensor> {
+        let shape = Shape::from([w.batch, w.channels * w.taps(), w.positions()]);
+        if self.is_global() {
+            // Each rank's images (the batch may be split); zero padding passes partial sums.
+            let out = by_image("unfold", self, 4, shape, w, |x, w| x.im2col_of(w))?;
+            return Ok(out.record("unfold", &[self], move |g, _, _| {
+                Ok(vec![Some(g.col2im_of(w)?)])
+            }));
+        }
         let x = {
             let _g = crate::no_grad();
             self.contiguous()?
         };
-        let shape = Shape::from([w.batch, w.channels * w.taps(), w.positions()]);
         let out = self.empty_like_shape(shape, self.dtype())?;
         let (dev, offset) = (x.device(), x.layout().offset);
         let k = kernel!("unfold", dev, kc::im2col(dev, x.dtype(), w, offset));
@@ -93,11 +100,17 @@ impl Tensor {
     /// `[batch, channels, h, w]` input of `w`, differentiable (the gradient unfolds).
     #[track_caller]
     fn col2im_of(&self, w: Window2d) -> Result<Tensor> {
+        let shape = Shape::from([w.batch, w.channels, w.in_hw[0], w.in_hw[1]]);
+        if self.is_global() {
+            let out = by_image("fold", self, 3, shape, w, |c, w| c.col2im_of(w))?;
+            return Ok(out.record("fold", &[self], move |g, _, _| {
+                Ok(vec![Some(g.im2col_of(w)?)])
+            }));
+        }
         let c = {
             let _g = crate::no_grad();
             self.contiguous()?
         };
-        let shape = Shape::from([w.batch, w.channels, w.in_hw[0], w.in_hw[1]]);
         let out = self.empty_like_shape(shape, self.dtype())?;
         let (dev, offset) = (c.device(), c.layout().offset);
         let k = kernel!("fold", dev, kc::col2im(dev, c.dtype(), w, offset));
@@ -408,7 +421,8 @@ impl Tensor {
     #[track_caller]
     fn product_bias(&self, rhs: &Tensor, bias: Option<&Tensor>, relu: bool) -> Result<Tensor> {
         let dt = self.dtype();
-        let Some(b) = bias.filter(|_| matches!(dt, DType::F32 | DType::F64)) else {
+        let global = self.is_global() || rhs.is_global() || bias.is_some_and(Tensor::is_global);
+        let Some(b) = bias.filter(|_| matches!(dt, DType::F32 | DType::F64) && !global) else {
             let y = self.matmul(rhs)?;
             let y = match bias {
                 Some(b) => y.add(b)?,
@@ -582,4 +596,32 @@ impl Tensor {
             }
         })
     }
+}
+
+/// `local` (unfold or fold, as op `op`) of a global `t` of `rank` dims giving `shape`, on each
+/// rank's images: the batch dim may stay split (the window of each rank's component counts
+/// its own images), the others stay whole; a partial sum passes (both are linear, the padding
+/// zeros). No record.
+#[track_caller]
+fn by_image(
+    op: &'static str,
+    t: &Tensor,
+    rank: usize,
+    shape: Shape,
+    w: Window2d,
+    local: impl Fn(&Tensor, Window2d) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let rule = eddy_ops::global::Rule::Map {
+        dims: (0..rank).map(|d| (d == 0).then_some(0)).collect(),
+        partials: eddy_ops::global::Partials::Sum,
+    };
+    crate::global::run(op, rule, &[t], shape, |x, dims| {
+        local(
+            x[0],
+            Window2d {
+                batch: dims[0],
+                ..w
+            },
+        )
+    })
 }
