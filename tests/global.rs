@@ -1287,6 +1287,17 @@ fn convolutions_of_split_batches_match_one_device() -> R {
                 grouped,
             )?;
         }
+        let pools: Loss = |v| {
+            let a = v[0].avg_pool2d(3, 2, 1, false, false, None)?;
+            let b = v[0].adaptive_avg_pool2d((2, 3))?;
+            a.square()?
+                .sum_all()?
+                .add(&b.exp()?.sum_all()?)?
+                .add(&v[1].sum_all()?)
+        };
+        for xs in [[Sbp::Split(0)], [Sbp::Split(1)], [SUM]] {
+            grads_agree(&p, &[x.clone(), b.clone()], &[&xs, &b0], pools)?;
+        }
         // The data-parallel layout needs no boxing in the forward.
         let (xg, wg) = (x.to_global(&p, &[Sbp::Split(0)])?, w.to_global(&p, &b0)?);
         let (y, n) = count_collectives(|| xg.conv2d(&wg, None, 1, 1, 1, 1));

@@ -224,6 +224,7 @@ impl Tensor {
         let inv = Tensor::from_vec(inv, [w.out_hw[0], w.out_hw[1]])?
             .cast(self.dtype())?
             .to_device(self.device())?;
+        let inv = self.beside(inv)?;
         self.batched(single, |x| {
             let planes = [w.batch * w.channels, 1, w.in_hw[0], w.in_hw[1]];
             let mut wp = w;
@@ -272,9 +273,11 @@ impl Tensor {
                     m[i * n + j] = 1.0 / (hi - lo) as f64;
                 }
             }
-            Tensor::from_vec(m, [o, n])?
-                .cast(self.dtype())?
-                .to_device(self.device())
+            self.beside(
+                Tensor::from_vec(m, [o, n])?
+                    .cast(self.dtype())?
+                    .to_device(self.device())?,
+            )
         };
         let (ph, pw) = (pool(dims[2], o[0])?, pool(dims[3], o[1])?);
         self.batched(single, |x| ph.matmul(&x.matmul(&pw.t()?)?))
