@@ -666,10 +666,7 @@ fn wrong_uses_are_typed_errors_from_the_call() -> R {
             "{e}"
         );
         // An op without global rules names itself, the placement and the inputs' SBPs.
-        let e = g
-            .reshape([1, 1, 4, 2])?
-            .max_pool2d(2, 2, 0, 1, false)
-            .unwrap_err();
+        let e = g.step(0, 2).unwrap_err();
         let Error::NoSbpRule {
             op,
             placement,
@@ -681,7 +678,7 @@ fn wrong_uses_are_typed_errors_from_the_call() -> R {
         };
         assert_eq!(
             (op.as_str(), placement.as_str(), inputs.as_str()),
-            ("max_pool2d", "cpu:[0, 1], S(2)", "[S(2)]")
+            ("step", "cpu:[0, 1], S(0)", "[S(0)]")
         );
         // SBPs the tensor or the grid cannot hold.
         assert!(matches!(
@@ -1290,13 +1287,25 @@ fn convolutions_of_split_batches_match_one_device() -> R {
         let pools: Loss = |v| {
             let a = v[0].avg_pool2d(3, 2, 1, false, false, None)?;
             let b = v[0].adaptive_avg_pool2d((2, 3))?;
-            a.square()?
-                .sum_all()?
-                .add(&b.exp()?.sum_all()?)?
+            let m = v[0].max_pool2d(3, 2, 1, 1, true)?;
+            let m = m.mul(&m.narrow(0, 0, 1)?)?; // the maxima's gradients differ by position
+            (a.square()?.sum_all()?.add(&b.exp()?.sum_all()?)?)
+                .add(&m.sum_all()?)?
                 .add(&v[1].sum_all()?)
+        };
+        let norms: Loss = |v| {
+            let g = v[0].group_norm(3, Some(&v[1].narrow(0, 0, 3)?), None, 1e-5)?;
+            let bn = v[0].batch_norm(None, None, None, None, true, 0.1, 1e-5)?;
+            let wt = v[1].reshape([3, 1, 2, 2])?;
+            let ct = v[0].conv_transpose2d(&wt, None, 2, 1, 0, 1, 1)?;
+            g.mul(&bn)?.sum_all()?.add(&ct.square()?.mean_all()?)
         };
         for xs in [[Sbp::Split(0)], [Sbp::Split(1)], [SUM]] {
             grads_agree(&p, &[x.clone(), b.clone()], &[&xs, &b0], pools)?;
+        }
+        let w12 = Tensor::randn([12], 0.0, 1.0, DType::F32)?;
+        for xs in [[Sbp::Split(0)], [Sbp::Split(1)], [Sbp::Split(3)]] {
+            grads_agree(&p, &[x.clone(), w12.clone()], &[&xs, &b0], norms)?;
         }
         // The data-parallel layout needs no boxing in the forward.
         let (xg, wg) = (x.to_global(&p, &[Sbp::Split(0)])?, w.to_global(&p, &b0)?);

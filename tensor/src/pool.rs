@@ -4,6 +4,7 @@
 use crate::conv::{Pair, float_only};
 use crate::{DType, Error, Result, Shape, Tensor};
 use eddy_ops::conv::{self as kc, Window2d};
+use eddy_ops::global::Rule;
 
 impl Tensor {
     /// The window of a pooling op, checked as PyTorch's (padding at most half the kernel).
@@ -117,6 +118,9 @@ impl Tensor {
     /// Max pooling of 4-d `self` over `w`: the maxima (differentiable) and their positions.
     #[track_caller]
     fn max_pool_of(&self, w: Window2d) -> Result<(Tensor, Tensor)> {
+        if self.is_global() {
+            return self.global_max_pool(w);
+        }
         let x = {
             let _g = crate::no_grad();
             self.contiguous()?
@@ -139,6 +143,20 @@ impl Tensor {
     /// the positions `idx` (`[planes, positions]`, contiguous) of zeros of the input's shape.
     #[track_caller]
     fn unpool(&self, idx: &Tensor, w: Window2d) -> Result<Tensor> {
+        if self.is_global() || idx.is_global() {
+            // Each rank's planes: `idx` as the maxima are, `[batch, channels, oh, ow]`.
+            let shape = Shape::from([w.batch, w.channels, w.in_hw[0], w.in_hw[1]]);
+            let rule = Rule::Planes;
+            return crate::global::run("max_pool2d", rule, &[self, idx], shape, |x, dims| {
+                let w = Window2d {
+                    batch: dims[0],
+                    channels: dims[1],
+                    ..w
+                };
+                let planes = x[1].reshape([w.batch * w.channels, w.positions()])?;
+                x[0].unpool(&planes, w)
+            });
+        }
         let g = self.contiguous()?;
         let shape = Shape::from([w.batch, w.channels, w.in_hw[0], w.in_hw[1]]);
         let out = self.empty_like_shape(shape, self.dtype())?;
@@ -150,6 +168,29 @@ impl Tensor {
         );
         Tensor::launch(k, &[&g, idx], &[&out])?;
         Ok(out)
+    }
+
+    /// [`max_pool_of`](Self::max_pool_of) of a global `self`: each rank pools its planes (the
+    /// batch and channels may stay split); the gradient goes back to each rank's positions.
+    #[track_caller]
+    fn global_max_pool(&self, w: Window2d) -> Result<(Tensor, Tensor)> {
+        let shape = Shape::from([w.batch, w.channels, w.out_hw[0], w.out_hw[1]]);
+        let rule = Rule::Planes;
+        let mut v = crate::global::run_many("max_pool2d", rule, &[self], shape, |x, dims| {
+            let (m, at) = x[0].max_pool_of(Window2d {
+                batch: dims[0],
+                channels: dims[1],
+                ..w
+            })?;
+            Ok(vec![m, at])
+        })?;
+        let at = v.pop().expect("the positions");
+        let out = v.pop().expect("the maxima");
+        let idx = at.clone();
+        let out = out.record_saving("max_pool2d", &[self], &[&at], false, move |g, _, _| {
+            Ok(vec![Some(g.unpool(&idx, w)?)])
+        });
+        Ok((out, at))
     }
 
     /// 2-d average pooling, PyTorch's `F.avg_pool2d(x, kernel_size, stride, padding,

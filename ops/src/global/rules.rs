@@ -181,6 +181,17 @@ pub enum Rule {
         /// The dim the op works along.
         dim: usize,
     },
+    /// An op on each plane of images (`[batch, channels, h, w]` in and out, the planes' sizes
+    /// may differ: pooling and its gradient): the batch and channel dims may stay split, every
+    /// input alike; the planes stay whole; no partial passes (positions of maxima would not).
+    ///
+    /// ```
+    /// use eddy_ops::global::{Rule, Sbp};
+    /// let s = Rule::Planes.signatures(&[&[2, 3, 8, 8]], &[2, 3, 4, 4]);
+    /// assert!(s.iter().any(|s| s.inputs.as_slice() == [Sbp::Split(1)] && s.output == Sbp::Split(1)));
+    /// assert!(s.iter().all(|s| s.output != Sbp::Split(2)));
+    /// ```
+    Planes,
     /// A reduction (`sum`, `max`, `min`) over `dims` of a tensor of `rank` dims.
     Reduce {
         /// The reduction.
@@ -294,6 +305,11 @@ impl Rule {
                     let sum = P(ReduceKind::Sum);
                     v.push(sig(&[S(*dim), S(0)], sum));
                     v.push(sig(&[sum, B], sum));
+                }
+            }
+            Rule::Planes => {
+                for d in 0..2.min(out.len()) {
+                    v.push(sig(&vec![S(d); n], S(d)));
                 }
             }
             Rule::Along { dim } => {
