@@ -137,20 +137,4 @@ impl Collective {
         }
         Shape(dims)
     }
-
-    /// Whether every rank gets the same value (so one result may be computed and copied).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use eddy_ops::global::{Collective, ReduceKind};
-    /// assert!(Collective::AllReduce { kind: ReduceKind::Max }.same_everywhere());
-    /// assert!(!Collective::AllToAll { from: 0, to: 1 }.same_everywhere());
-    /// ```
-    pub fn same_everywhere(&self) -> bool {
-        matches!(
-            self,
-            Collective::AllGather { .. } | Collective::AllReduce { .. }
-        )
-    }
 }

@@ -104,7 +104,7 @@ pub fn transfer_stream(from: Device, to: Device) -> (Device, StreamKind) {
     }
 }
 
-/// The kernel running collective `c` in one instruction over the components of a group of
+/// The kernel giving rank `rank`'s result of collective `c` over the components of a group of
 /// ranks on `devices` (laid out as `parts`, rank by rank; see
 /// [`cpu::collective::collective`] for the operands).
 ///
@@ -117,16 +117,17 @@ pub fn transfer_stream(from: Device, to: Device) -> (Device, StreamKind) {
 /// use eddy_ops::{copy::collective, global::Collective, DType, Device, Layout};
 /// let parts = vec![Layout::contiguous([2]); 2];
 /// let c = Collective::AllGather { dim: 0 };
-/// assert!(collective(c, &[Device::Cpu(0), Device::Cpu(1)], DType::F32, parts.clone()).is_some());
-/// assert!(collective(c, &[Device::Cpu(0), Device::Cuda(0)], DType::F32, parts).is_none());
+/// assert!(collective(c, &[Device::Cpu(0), Device::Cpu(1)], DType::F32, parts.clone(), 1).is_some());
+/// assert!(collective(c, &[Device::Cpu(0), Device::Cuda(0)], DType::F32, parts, 0).is_none());
 /// ```
 pub fn collective(
     c: crate::collective::Collective,
     devices: &[Device],
     dtype: DType,
     parts: Vec<Layout>,
+    rank: usize,
 ) -> Option<impl Kernel + use<>> {
-    (devices.iter().all(|d| d.is_cpu())).then(|| cpu::collective::collective(c, dtype, parts))
+    (devices.iter().all(|d| d.is_cpu())).then(|| cpu::collective::collective(c, dtype, parts, rank))
 }
 
 /// The kernel filling the elements of output 0 that `layout` covers with `value`, on `device`.

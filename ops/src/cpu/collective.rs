@@ -9,10 +9,11 @@ use crate::{DType, Elem, Layout, Shape, dispatch};
 use eddy_vm::Counted;
 use eddy_vm::{Blob, instruction::Kernel};
 
-/// The collective `c` over `parts.len()` components of `dtype`: input `j` is rank `j`'s
-/// component (laid out as `parts[j]`), output `k` rank `k`'s result, fresh and contiguous of
-/// [`Collective::out_shape`]. Outputs past the ranks' (an ordering dependence) are not touched.
-/// Reductions combine the parts in rank order, so every rank gets the same bits.
+/// Rank `rank`'s result of the collective `c` over `parts.len()` components of `dtype`: input
+/// `j` is rank `j`'s component (laid out as `parts[j]`), output 0 the result, fresh and
+/// contiguous of [`Collective::out_shape`]. Outputs after the first (an ordering dependence)
+/// are not touched. Reductions combine the parts in rank order, so every rank gets the same
+/// bits.
 ///
 /// # Examples
 ///
@@ -26,28 +27,26 @@ use eddy_vm::{Blob, instruction::Kernel};
 /// let (a, b, x, y) = (vm.new_blob(8), vm.new_blob(8), vm.new_blob(4), vm.new_blob(4));
 /// vm.run_op(StreamId::CPU, from_host(vec![1f32, 2.]), &[], &[&a], false)?;
 /// vm.run_op(StreamId::CPU, from_host(vec![10f32, 20.]), &[], &[&b], false)?;
-/// let part = Layout::contiguous([2]);
+/// let parts = vec![Layout::contiguous([2]); 2];
 /// let c = Collective::ReduceScatter { kind: ReduceKind::Sum, dim: 0 };
-/// let k = collective(c, DType::F32, vec![part.clone(), part]);
-/// vm.run_op(StreamId::CPU, k, &[&a, &b], &[&x, &y], false)?;
+/// vm.run_op(StreamId::CPU, collective(c, DType::F32, parts.clone(), 0), &[&a, &b], &[&x], false)?;
+/// vm.run_op(StreamId::CPU, collective(c, DType::F32, parts, 1), &[&a, &b], &[&y], false)?;
 /// let one = Layout::contiguous([1]);
 /// assert_eq!(vm.read_blob(&x, { let l = one.clone(); move |b| gather_host::<f32>(b, &l) })?, [11.]);
 /// assert_eq!(vm.read_blob(&y, move |b| gather_host::<f32>(b, &one))?, [22.]);
 /// # Ok::<(), eddy_vm::Error>(())
 /// ```
-pub fn collective(c: Collective, dtype: DType, parts: Vec<Layout>) -> impl Kernel {
+pub fn collective(c: Collective, dtype: DType, parts: Vec<Layout>, rank: usize) -> impl Kernel {
     FnKernel::new(
         c.name(),
         move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
             dispatch!(dtype, T => {
                 // SAFETY: the engine orders this instruction after every writer of its inputs.
                 let srcs: Vec<&[T]> = ins.iter().map(|b| unsafe { input::<T>(b) }).collect();
-                let dsts: Vec<&mut [T]> = (outs[..parts.len()].iter())
-                    // SAFETY: this instruction alone writes its outputs, and each is a fresh
-                    // blob of its own, distinct from every input and every other output.
-                    .map(|b| unsafe { output::<T>(b) })
-                    .collect();
-                run(c, &parts, &srcs, dsts);
+                // SAFETY: this instruction alone writes its outputs, and output 0 is a fresh
+                // blob of its own, distinct from every input.
+                let d = unsafe { output::<T>(&outs[0]) };
+                run(c, &parts, &srcs, rank, d);
             });
             Ok(())
         },
@@ -62,66 +61,36 @@ fn narrow(l: &Layout, dim: usize, start: usize, len: usize) -> Layout {
     n
 }
 
-fn run<T: Elem>(c: Collective, parts: &[Layout], srcs: &[&[T]], mut dsts: Vec<&mut [T]>) {
+/// Rank `k`'s result of `c` over the parts `srcs` laid out as `parts`, into `d`.
+fn run<T: Elem>(c: Collective, parts: &[Layout], srcs: &[&[T]], k: usize, d: &mut [T]) {
     let p = parts.len();
     let shapes: Vec<Shape> = parts.iter().map(|l| l.shape.clone()).collect();
-    let out = |k: usize| Layout::contiguous(c.out_shape(&shapes, k));
+    let full = Layout::contiguous(c.out_shape(&shapes, k));
     match c {
         Collective::AllGather { dim } => {
-            let full = out(0);
             let mut at = 0;
             for (part, s) in parts.iter().zip(srcs) {
                 let n = part.shape.0[dim];
-                copy_region(s, part, dsts[0], &narrow(&full, dim, at, n));
+                copy_region(s, part, d, &narrow(&full, dim, at, n));
                 at += n;
             }
         }
-        Collective::AllReduce { kind } => {
-            if let Some(dense) = dense(parts, srcs) {
-                // One pass: each block reduced, then copied to every other rank from cache.
-                let n = parts[0].numel();
-                let (first, rest) = dsts.split_first_mut().expect("a group has a rank");
-                let replicas = Replicas(rest.iter_mut().map(|d| d.as_mut_ptr()).collect());
-                return reduce_dense(kind, &dense, &mut first[..n], &replicas);
-            }
-            reduce(kind, parts, srcs, &mut dsts[0][..])
-        }
+        Collective::AllReduce { kind } => reduce(kind, parts, srcs, d),
         Collective::ReduceScatter { kind, dim } => {
-            let n = shapes[0].0[dim];
-            for (k, d) in dsts.iter_mut().enumerate() {
-                let r = split_range(n, p, k);
-                let views: Vec<Layout> = (parts.iter())
-                    .map(|l| narrow(l, dim, r.start, r.len()))
-                    .collect();
-                match dense(&views, srcs) {
-                    Some(v) => {
-                        reduce_dense(kind, &v, &mut d[..views[0].numel()], &Replicas(vec![]))
-                    }
-                    None => reduce(kind, &views, srcs, d),
-                }
-            }
+            let r = split_range(shapes[0].0[dim], p, k);
+            let views: Vec<Layout> = (parts.iter())
+                .map(|l| narrow(l, dim, r.start, r.len()))
+                .collect();
+            reduce(kind, &views, srcs, d);
         }
         Collective::AllToAll { from, to } => {
-            let n = shapes[0].0[to];
-            for (k, d) in dsts.iter_mut().enumerate() {
-                let (r, full, mut at) = (split_range(n, p, k), out(k), 0);
-                for (part, s) in parts.iter().zip(srcs) {
-                    let m = part.shape.0[from];
-                    let src = narrow(part, to, r.start, r.len());
-                    copy_region(s, &src, d, &narrow(&full, from, at, m));
-                    at += m;
-                }
+            let (r, mut at) = (split_range(shapes[0].0[to], p, k), 0);
+            for (part, s) in parts.iter().zip(srcs) {
+                let m = part.shape.0[from];
+                let src = narrow(part, to, r.start, r.len());
+                copy_region(s, &src, d, &narrow(&full, from, at, m));
+                at += m;
             }
-        }
-    }
-    if c.same_everywhere() {
-        let (first, rest) = dsts.split_first_mut().expect("a group has a rank");
-        let n = out(0).numel();
-        let first = &first[..n];
-        for d in rest {
-            par_out(&mut d[..n], |start, chunk| {
-                chunk.copy_from_slice(&first[start..start + chunk.len()])
-            });
         }
     }
 }
@@ -154,32 +123,18 @@ fn dense<'a, T>(views: &[Layout], srcs: &[&'a [T]]) -> Option<Vec<&'a [T]>> {
         .collect()
 }
 
-/// Where a reduction's result also goes: the other ranks' outputs, each at least as long as
-/// the result.
-struct Replicas<T>(Vec<*mut T>);
-
-// SAFETY: `reduce_dense` writes each range of a replica from one chunk of its parallel loop
-// only (the chunks are disjoint), and nothing else touches the replicas while it runs: they
-// are outputs of the running instruction.
-unsafe impl<T: Send> Sync for Replicas<T> {}
-
-/// `d` = the reduction by `kind` of `srcs` (dense, of `d`'s length), in order, block by block;
-/// each block is then copied to every replica while it is in cache.
-fn reduce_dense<T: Elem>(kind: ReduceKind, srcs: &[&[T]], d: &mut [T], replicas: &Replicas<T>) {
+/// `d` = the reduction by `kind` of `srcs` (dense, of `d`'s length), in order, in one pass
+/// block by block (each block of `d` stays in cache while every part is added in).
+fn reduce_dense<T: Elem>(kind: ReduceKind, srcs: &[&[T]], d: &mut [T]) {
     match kind {
-        ReduceKind::Sum => reduce_dense_with(srcs, d, replicas, |a, b| a.acc_add(b)),
-        ReduceKind::Max => reduce_dense_with(srcs, d, replicas, nan_max),
-        ReduceKind::Min => reduce_dense_with(srcs, d, replicas, nan_min),
+        ReduceKind::Sum => reduce_dense_with(srcs, d, |a, b| a.acc_add(b)),
+        ReduceKind::Max => reduce_dense_with(srcs, d, nan_max),
+        ReduceKind::Min => reduce_dense_with(srcs, d, nan_min),
     }
 }
 
 #[inline(always)]
-fn reduce_dense_with<T: Elem>(
-    srcs: &[&[T]],
-    d: &mut [T],
-    replicas: &Replicas<T>,
-    f: impl Fn(T, T) -> T + Sync + Send,
-) {
+fn reduce_dense_with<T: Elem>(srcs: &[&[T]], d: &mut [T], f: impl Fn(T, T) -> T + Sync + Send) {
     const BLOCK: usize = 2048;
     par_out(d, |start, chunk| {
         for (b, block) in chunk.chunks_mut(BLOCK).enumerate() {
@@ -198,11 +153,6 @@ fn reduce_dense_with<T: Elem>(
                     *o = f(*o, y);
                 }
             }
-            for &r in &replicas.0 {
-                // SAFETY: `r` has at least `at + n` elements (an output of the result's
-                // shape), and this chunk alone writes `at..at + n` of it (see `Replicas`).
-                unsafe { std::ptr::copy_nonoverlapping(block.as_ptr(), r.add(at), n) };
-            }
         }
     });
 }
@@ -211,6 +161,9 @@ fn reduce_dense_with<T: Elem>(
 fn reduce<T: Elem>(kind: ReduceKind, views: &[Layout], srcs: &[&[T]], d: &mut [T]) {
     let n = views[0].numel();
     let d = &mut d[..n];
+    if let Some(dense) = dense(views, srcs) {
+        return reduce_dense(kind, &dense, d);
+    }
     copy_typed(
         srcs[0],
         &views[0],

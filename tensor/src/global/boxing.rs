@@ -1,6 +1,6 @@
 //! Boxing: the same logical value laid out by another SBP, axis by axis, through the
-//! collectives of [`InProcess`]: on CPU devices each collective is one engine instruction
-//! that reads every rank's part and writes every rank's result; across other devices it is
+//! collectives of [`InProcess`]: on CPU devices each collective is one engine instruction per
+//! rank that reads every rank's part and writes that rank's result; across other devices it is
 //! the engine's copies and reductions between them. Every collective instruction writes the
 //! engine's transport dependence ([`eddy_vm::Vm::transport`]), so they run in program order.
 
@@ -158,8 +158,9 @@ fn joined(
 }
 
 /// Collective `c` over `parts` (rank `k`'s result on `devices[k]`) as one engine instruction
-/// on the first rank's device's collective stream (its compute stream in an engine without
-/// one), which also writes the transport dependence; `None` where the
+/// per rank, each reading every part and writing its rank's result, on that rank's device's
+/// collective stream (its compute stream in an engine without one), and each writing the
+/// transport dependence; `None` where the
 /// devices have no kernel for it.
 fn one_instruction(
     c: Collective,
@@ -180,7 +181,7 @@ fn one_instruction(
         let at = |d: usize| perm.iter().position(|&p| p == d).expect("a permutation");
         let c = match c {
             Collective::AllGather { dim } => Collective::AllGather { dim: at(dim) },
-            Collective::AllReduce { kind } => Collective::AllReduce { kind },
+            c @ Collective::AllReduce { .. } => c,
             Collective::ReduceScatter { kind, dim } => {
                 Collective::ReduceScatter { kind, dim: at(dim) }
             }
@@ -201,37 +202,34 @@ fn one_instruction(
     let every: SmallVec<[Device; 8]> = (parts.iter().map(Tensor::device))
         .chain(devices.iter().copied())
         .collect();
-    let layouts = parts.iter().map(|t| t.layout().clone()).collect();
-    let dtype = parts[0].dtype();
-    let Some(kernel) = eddy_ops::copy::collective(c, &every, dtype, layouts) else {
+    if !every.iter().all(|d| d.is_cpu()) {
         return Ok(None);
-    };
-    let vm = parts[0].engine_ref();
-    let shapes: Vec<Shape> = parts.iter().map(|t| t.shape().clone()).collect();
-    let outs = (devices.iter().enumerate())
-        .map(|(k, &d)| {
-            let place = Place::on(c.name(), vm.share(), d)?;
-            Tensor::empty_on(place, c.out_shape(&shapes, k), dtype)
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if outs.iter().all(|t| t.numel() == 0) {
-        return Ok(Some(outs));
     }
-    let engine = parts[0].engine();
-    let stream = match engine.stream_of(devices[0], StreamKind::Collective) {
-        Some(s) => s,
-        None => Place::on(c.name(), vm.share(), devices[0])?.loc.stream(),
-    };
+    let (vm, engine) = (parts[0].engine_ref(), parts[0].engine());
+    let shapes: Vec<Shape> = parts.iter().map(|t| t.shape().clone()).collect();
     let ins: SmallVec<[&Counted<Blob>; 8]> = parts.iter().map(Tensor::blob).collect();
-    let writes: SmallVec<[&Counted<Blob>; 8]> = (outs.iter().map(Tensor::blob))
-        .chain([engine.transport()])
-        .collect();
-    let work = (parts.iter().chain(&outs)).fold(0usize, |a, t| a.saturating_add(t.numel()));
-    let ran = engine.run_op(stream, kernel, &ins, &writes, work <= CHEAP_WORK);
-    drop(writes);
-    if let Err(e) = ran {
-        let (i, o): (Vec<&Tensor>, Vec<&Tensor>) = (parts.iter().collect(), outs.iter().collect());
-        return Err(super::refused_kernel(e, &i, &o));
+    let mut outs = Vec::with_capacity(devices.len());
+    for (k, &d) in devices.iter().enumerate() {
+        let layouts = parts.iter().map(|t| t.layout().clone()).collect();
+        let kernel = eddy_ops::copy::collective(c, &every, parts[0].dtype(), layouts, k)
+            .expect("a kernel for CPU devices");
+        let place = Place::on(c.name(), vm.share(), d)?;
+        let compute = place.loc.stream();
+        let out = Tensor::empty_on(place, c.out_shape(&shapes, k), parts[0].dtype())?;
+        if out.numel() > 0 {
+            // On the rank's device, so that its allocator makes the result.
+            let stream = engine
+                .stream_of(d, StreamKind::Collective)
+                .unwrap_or(compute);
+            let writes = [out.blob(), engine.transport()];
+            let work = (parts.iter()).fold(out.numel(), |a, t| a.saturating_add(t.numel()));
+            let ran = engine.run_op(stream, kernel, &ins, &writes, work <= CHEAP_WORK);
+            if let Err(e) = ran {
+                let i: Vec<&Tensor> = parts.iter().collect();
+                return Err(super::refused_kernel(e, &i, &[&out]));
+            }
+        }
+        outs.push(out);
     }
     Ok(Some(outs))
 }
