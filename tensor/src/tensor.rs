@@ -131,12 +131,12 @@ impl Drop for Inner {
 }
 
 /// What a new handle shares with the storage it views.
-struct Parts<'a> {
+struct Parts {
     blob: Counted<Blob>,
     vm: VmRef,
     dtype: DType,
     loc: Loc,
-    host_range: Option<&'a TArc<HostRange>>,
+    host_range: Option<TArc<HostRange>>,
 }
 
 impl Tensor {
@@ -173,7 +173,7 @@ impl Tensor {
                 vm: self.0.vm.share(),
                 dtype: self.0.dtype,
                 loc: self.0.loc,
-                host_range,
+                host_range: host_range.cloned(),
             },
             layout,
             numel,
@@ -183,7 +183,7 @@ impl Tensor {
 
     /// The handle over `parts` (whose blob already counts it as a holder) with `layout`, of
     /// `numel` elements, contiguous or not.
-    fn from_parts(parts: Parts<'_>, layout: Layout, numel: usize, contiguous: bool) -> Tensor {
+    fn from_parts(parts: Parts, layout: Layout, numel: usize, contiguous: bool) -> Tensor {
         debug_assert_eq!(
             (numel, contiguous),
             (layout.numel(), layout.is_contiguous())
@@ -202,7 +202,7 @@ impl Tensor {
                 addr_of_mut!((*p).layout).write(layout);
                 addr_of_mut!((*p).numel).write(numel);
                 addr_of_mut!((*p).contiguous).write(contiguous);
-                addr_of_mut!((*p).host_range).write(parts.host_range.cloned());
+                addr_of_mut!((*p).host_range).write(parts.host_range);
                 addr_of_mut!((*p).id).write(eddy_vm::unique_id());
                 addr_of_mut!((*p).requires_grad).write(AtomicBool::new(false));
                 addr_of_mut!((*p).node).write(OnceLock::new());
@@ -269,7 +269,7 @@ impl Tensor {
                 vm,
                 dtype,
                 loc,
-                host_range: host_range.as_ref(),
+                host_range,
             },
             layout,
             numel,
@@ -334,7 +334,7 @@ impl Tensor {
                 vm,
                 dtype,
                 loc,
-                host_range: Some(&TArc::new(HostRange {
+                host_range: Some(TArc::new(HostRange {
                     range: (0, 0),
                     valid: AtomicBool::new(false),
                     global: Some(global),

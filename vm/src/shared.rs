@@ -119,6 +119,8 @@ pub(crate) struct Shared {
     pub sched_exited_cv: Condvar,
     /// The transport dependence: every collective instruction writes it (`Vm::transport`).
     pub transport: Counted<Blob>,
+    /// Held while one collective's instructions are submitted (`Vm::transport_turn`).
+    pub transport_turn: Mutex<()>,
     /// The released blob of no bytes that `Vm::unusable_blob` hands out.
     pub unusable: Counted<Blob>,
 }
@@ -189,6 +191,7 @@ impl Shared {
             sched_exited: Mutex::new(false),
             sched_exited_cv: Condvar::new(),
             transport: Blob::new_arc(owner_id, 0),
+            transport_turn: Mutex::new(()),
             unusable: {
                 let b = Blob::new_arc(owner_id, 0);
                 b.mark_released();

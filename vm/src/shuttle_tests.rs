@@ -458,3 +458,115 @@ fn shuttle_kernel_pool_two_callers_three_helpers() {
         drop(pool);
     });
 }
+
+/// The ranks of each user thread's collectives in the transport model: overlapping sets.
+const COLLECTIVE_RANKS: [&[u64]; 3] = [&[0, 1], &[1, 2], &[0, 1, 2]];
+
+/// Three user threads each submit two collectives over overlapping ranks, one instruction
+/// per rank pushed on its own as `Vm::run_op` does, holding the transport turn around each
+/// collective's pushes when `turns`. The scheduler takes the pending list and registers each
+/// instruction's write of the transport dependence (the real `AccessList`), queueing it on
+/// its rank's stream. Checked: every instruction arrives once; the dependence chains the
+/// collectives' instructions in arrival order (each waits for the one before, so nothing
+/// runs out of it); each thread's collectives keep its program order on every rank; and every
+/// two ranks see the collectives they share in the same order, the property that keeps ranks
+/// in several processes from waiting on each other's next collective.
+fn collectives_over_overlapping_ranks(turns: bool) {
+    use crate::dependence::{Access, AccessList};
+    check(move || {
+        let pending = Arc::new(PendingStack::new());
+        let turn = Arc::new(Mutex::new(()));
+        let users: Vec<_> = (0..3u64)
+            .map(|u| {
+                let (pending, turn) = (pending.clone(), turn.clone());
+                thread::spawn(move || {
+                    for k in 0..2 {
+                        let c = u * 100 + k;
+                        let _t = turns.then(|| turn.lock());
+                        for &r in COLLECTIVE_RANKS[u as usize] {
+                            pending.push(batch(&[c * 10 + r]));
+                        }
+                    }
+                })
+            })
+            .collect();
+        let total: usize = COLLECTIVE_RANKS.iter().map(|r| 2 * r.len()).sum();
+        let mut transport = AccessList::default();
+        let mut arrived: Vec<u64> = vec![];
+        let mut streams: [Vec<u64>; 3] = Default::default();
+        while arrived.len() < total {
+            let mut l = pending.take();
+            if l.is_empty() {
+                thread::yield_now();
+                continue;
+            }
+            while let Some(i) = l.pop_front() {
+                let (slot, rank) = (arrived.len() as u32, i.id % 10);
+                let mut edges = vec![];
+                transport.write(
+                    Access {
+                        slot,
+                        stream: rank as u32,
+                    },
+                    |from| edges.push(from),
+                );
+                // A write on another stream than the last writer's waits for it; one on the
+                // same stream is ordered by the stream itself.
+                if let Some(prev) = slot.checked_sub(1) {
+                    let same = arrived[prev as usize] % 10 == rank;
+                    assert_eq!(edges, if same { vec![] } else { vec![prev] });
+                }
+                arrived.push(i.id);
+                streams[rank as usize].push(i.id / 10);
+            }
+        }
+        for u in users {
+            u.join().unwrap();
+        }
+        let mut sorted = arrived.clone();
+        sorted.sort();
+        let mut want: Vec<u64> = (0..3u64)
+            .flat_map(|u| (0..2).map(move |k| u * 100 + k))
+            .flat_map(|c| {
+                COLLECTIVE_RANKS[(c / 100) as usize]
+                    .iter()
+                    .map(move |r| c * 10 + r)
+            })
+            .collect();
+        want.sort();
+        assert_eq!(sorted, want, "every instruction once");
+        for s in &streams {
+            for u in 0..3 {
+                let mine: Vec<u64> = s.iter().copied().filter(|c| c / 100 == u).collect();
+                assert!(mine.windows(2).all(|w| w[0] < w[1]), "program order");
+            }
+        }
+        for a in 0..3 {
+            for b in a + 1..3 {
+                let shared = |x: &Vec<u64>, y: &Vec<u64>| -> Vec<u64> {
+                    x.iter().copied().filter(|c| y.contains(c)).collect()
+                };
+                assert_eq!(
+                    shared(&streams[a], &streams[b]),
+                    shared(&streams[b], &streams[a]),
+                    "rank order differs between ranks {a} and {b}: {arrived:?}"
+                );
+            }
+        }
+    });
+}
+
+/// With the transport turn held around each collective's pushes, every rank sees the
+/// process's collectives in one order.
+#[test]
+fn shuttle_collectives_keep_one_order_on_every_rank() {
+    collectives_over_overlapping_ranks(true);
+}
+
+/// The model can fail: without the turn, two threads' collectives interleave their ranks'
+/// instructions and two ranks see them in different orders.
+#[test]
+#[should_panic(expected = "rank order differs")]
+fn shuttle_collectives_without_turns_interleave() {
+    collectives_over_overlapping_ranks(false);
+}

@@ -22,7 +22,11 @@ impl Tensor {
     /// `op(self, rhs)` of global operands (no record).
     #[track_caller]
     pub(crate) fn global_binary(&self, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
-        let shape = eddy_ops::broadcast_shapes(op.name(), self.shape(), rhs.shape())?;
+        let shape = if self.shape() == rhs.shape() {
+            self.shape().clone()
+        } else {
+            eddy_ops::broadcast_shapes(op.name(), self.shape(), rhs.shape())?
+        };
         run(op.name(), Rule::Binary(op), &[self, rhs], shape, |x, _| {
             x[0].binary(x[1], op)
         })

@@ -209,6 +209,8 @@ fn one_instruction(
     let shapes: Vec<Shape> = parts.iter().map(|t| t.shape().clone()).collect();
     let ins: SmallVec<[&Counted<Blob>; 8]> = parts.iter().map(Tensor::blob).collect();
     let mut outs = Vec::with_capacity(devices.len());
+    // One collective's instructions together: no other thread's comes between them.
+    let _turn = engine.transport_turn();
     for (k, &d) in devices.iter().enumerate() {
         let layouts = parts.iter().map(|t| t.layout().clone()).collect();
         let kernel = eddy_ops::copy::collective(c, &every, parts[0].dtype(), layouts, k)
@@ -379,9 +381,9 @@ fn split_to_partial(mine: &[Tensor], d: usize, kind: ReduceKind) -> Result<Optio
 /// (so a split along an axis always divides what the earlier axes left).
 pub(super) fn boxing(g: &Global, to: &[Sbp]) -> Result<Vec<Tensor>> {
     let Some(first) = (0..to.len()).find(|&a| g.sbp[a] != to[a]) else {
-        return Ok(g.parts.clone());
+        return Ok(g.parts.to_vec());
     };
-    let (p, mut cur, mut parts) = (&g.placement, g.sbp.clone(), g.parts.clone());
+    let (p, mut cur, mut parts) = (&g.placement, g.sbp.clone(), g.parts.to_vec());
     for a in (first + 1..to.len()).rev() {
         parts = axis(p, parts, a, cur[a], Sbp::Broadcast)?;
         cur[a] = Sbp::Broadcast;

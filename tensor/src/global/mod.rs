@@ -25,8 +25,12 @@ pub(crate) struct Global {
     pub(crate) sbp: NdSbp,
     /// The component of each position of the placement, in order (every rank lives in this
     /// process).
-    pub(crate) parts: Vec<Tensor>,
+    pub(crate) parts: Components,
 }
+
+/// The components of a global tensor: inline for grids of up to two ranks, the commonest,
+/// so a global op's result allocates no list.
+pub(crate) type Components = smallvec::SmallVec<[Tensor; 2]>;
 
 impl Tensor {
     /// Whether `self` is a global tensor ([`to_global`](Self::to_global)).
@@ -109,7 +113,7 @@ impl Tensor {
     /// ```
     pub fn local_components(&self) -> Vec<Tensor> {
         match self.global() {
-            Some(g) => g.parts.clone(),
+            Some(g) => g.parts.to_vec(),
             None => vec![self.clone()],
         }
     }
@@ -156,7 +160,7 @@ impl Tensor {
                     let _g = crate::no_grad();
                     boxing::boxing(g, sbp)?
                 };
-                global_of(self.shape().clone(), &g.placement, sbp, parts)
+                global_of(self.shape().clone(), &g.placement, sbp, parts.into())
             }
             Some(g) => {
                 // Another placement: the whole value, then each new rank's part of it.
@@ -229,7 +233,7 @@ impl Tensor {
                 shape.clone(),
                 &placement,
                 &sbp,
-                parts,
+                parts.into(),
             ))])
         }))
     }
@@ -348,7 +352,7 @@ pub(crate) fn global_of(
     shape: Shape,
     placement: &Arc<Placement>,
     sbp: &[Sbp],
-    parts: Vec<Tensor>,
+    parts: Components,
 ) -> Tensor {
     let dtype = parts[0].dtype();
     Tensor::global_handle(
@@ -356,7 +360,7 @@ pub(crate) fn global_of(
         dtype,
         Global {
             placement: placement.clone(),
-            sbp: sbp.into(),
+            sbp: NdSbp::from_slice(sbp),
             parts,
         },
     )
@@ -393,7 +397,7 @@ fn scatter(whole: &Tensor, placement: &Placement, sbp: &[Sbp]) -> Result<Tensor>
         whole.shape().clone(),
         &Arc::new(placement.clone()),
         sbp,
-        parts,
+        parts.into(),
     ))
 }
 

@@ -54,18 +54,22 @@ pub(crate) fn refused_kernel(e: eddy_vm::Error, ins: &[&Tensor], outs: &[&Tensor
 ///
 /// `PlacementMismatch` naming the first input and the first that differs (or is local).
 #[track_caller]
-fn common(op: &'static str, inputs: &[&Tensor]) -> Result<std::sync::Arc<Placement>> {
+fn common<'a>(op: &'static str, inputs: &[&'a Tensor]) -> Result<&'a std::sync::Arc<Placement>> {
     let first = inputs
         .iter()
         .find(|t| t.is_global())
         .expect("a global input");
     let p = &first.global().expect("global").placement;
     for t in inputs {
-        if t.placement() != Some(&**p) {
+        // The same `Arc` first: a loop's operands share their placement's.
+        let same = t
+            .global()
+            .is_some_and(|g| std::sync::Arc::ptr_eq(&g.placement, p) || g.placement == *p);
+        if !same {
             return Err(mismatch(op, first, t));
         }
     }
-    Ok(p.clone())
+    Ok(p)
 }
 
 /// Runs `op` on global `inputs` giving a tensor of logical shape `out`: the signature of
@@ -108,7 +112,7 @@ pub(crate) fn run_many(
     if crate::graph::is_tracing() {
         return Err(super::refuse_traced(op));
     }
-    let placement = common(op, inputs)?;
+    let placement = common(op, inputs)?.clone();
     let globals: Vec<&Global> = inputs.iter().map(|t| t.global().expect("global")).collect();
     let key: Key = (
         rule,
@@ -169,7 +173,7 @@ pub(crate) fn run_many(
         }
     }
     Ok((parts.into_iter())
-        .map(|p| global_of(out.clone(), &placement, &choice.output, p))
+        .map(|p| global_of(out.clone(), &placement, &choice.output, p.into()))
         .collect())
 }
 
@@ -203,7 +207,7 @@ fn same_layout(
         return Ok(None);
     }
     let _g = crate::no_grad();
-    let mut parts = Vec::with_capacity(first.parts.len());
+    let mut parts = super::Components::new();
     let mut ins: smallvec::SmallVec<[&Tensor; 3]> = smallvec::SmallVec::new();
     for i in 0..first.parts.len() {
         ins.clear();

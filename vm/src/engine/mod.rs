@@ -233,6 +233,31 @@ impl Vm {
         &self.shared().transport
     }
 
+    /// The turn to submit one collective: a collective of several ranks is one instruction
+    /// per rank, each writing the [transport dependence](Self::transport), and holding the
+    /// turn while submitting them keeps another thread's collective from coming between two
+    /// of them. Every rank then sees the process's collectives in one order, the order of
+    /// the turns (`vm/src/shuttle_tests.rs` checks it against random schedules). Hold it only
+    /// while submitting: the instructions run after it is let go.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{testing::Noop, StreamId};
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// let t = vm.transport().clone();
+    /// {
+    ///     let _turn = vm.transport_turn();
+    ///     vm.run(StreamId::CPU, Noop::new(vec![], vec![t.clone()]))?; // rank 0's part
+    ///     vm.run(StreamId::CPU, Noop::new(vec![], vec![t]))?; // rank 1's part
+    /// }
+    /// vm.sync()?;
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn transport_turn(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.shared().transport_turn.lock()
+    }
+
     /// A blob of no bytes that no instruction may use: it is released from the start, so
     /// an instruction given it is refused when submitted (`TensorReleased`), before anything
     /// runs. The storage of a handle whose values live elsewhere (a global tensor's). One per
