@@ -248,6 +248,8 @@ fn ops() -> Vec<Op> {
         ("reshape", 1, |x| x[0].reshape([x[0].numel()])),
         ("unsqueeze", 1, |x| x[0].unsqueeze(1)?.squeeze(1)),
         ("narrow", 1, |x| x[0].narrow(1, 1, 2)),
+        ("step0", 1, |x| x[0].step(0, 2)),
+        ("step1", 1, |x| x[0].step(1, 3)),
         ("expand", 1, |x| {
             x[0].unsqueeze(0)?
                 .expand([2, x[0].dims()[0], x[0].dims()[1]])
@@ -464,6 +466,13 @@ fn gradients_of_joins_and_slices_match_one_device() -> R {
                 .mul(&v[1].narrow(1, 0, 2)?.sum(&[0], true)?)?
                 .sum_all()
         };
+        let step: fn(&[Tensor]) -> R<Tensor> = |v| {
+            v[0].step(0, 2)?
+                .step(1, 2)?
+                .exp()?
+                .mul(&v[1].step(1, 3)?)?
+                .sum_all()
+        };
         let chunk: fn(&[Tensor]) -> R<Tensor> = |v| {
             let c = v[0].chunk(2, 0)?;
             c[0].narrow(0, 0, 2)?.sub(&c[1])?.square()?.sum_all()
@@ -476,6 +485,8 @@ fn gradients_of_joins_and_slices_match_one_device() -> R {
             grads_agree(&p, &[a.clone(), b.clone()], &[&[sa], &[sb]], cat)?;
             grads_agree(&p, &[a.clone(), b.clone()], &[&[sa], &[sb]], narrow)?;
             grads_agree(&p, std::slice::from_ref(&a), &[&[sa]], chunk)?;
+            let b3 = Tensor::randn([3, 4], 0.0, 1.0, DType::F32)?;
+            grads_agree(&p, &[a.clone(), b3], &[&[sa], &[sb]], step)?;
         }
         Ok(())
     })
@@ -665,8 +676,9 @@ fn wrong_uses_are_typed_errors_from_the_call() -> R {
             e.to_string().contains("cpu:[0, 1], S(0)") && e.to_string().contains("cpu:[1, 2], B"),
             "{e}"
         );
-        // An op without global rules names itself, the placement and the inputs' SBPs.
-        let e = g.step(0, 2).unwrap_err();
+        // An op without a global form for its input names itself, the placement and the
+        // inputs' SBPs: each rank's part of a maximum scaled by `-2` is not the maximum's.
+        let e = g.to_global(&p, &[MAX])?.mul_scalar_(-2.0).unwrap_err();
         let Error::NoSbpRule {
             op,
             placement,
@@ -678,7 +690,7 @@ fn wrong_uses_are_typed_errors_from_the_call() -> R {
         };
         assert_eq!(
             (op.as_str(), placement.as_str(), inputs.as_str()),
-            ("step", "cpu:[0, 1], S(0)", "[S(0)]")
+            ("mul", "cpu:[0, 1], P(max)", "[P(max)]")
         );
         // SBPs the tensor or the grid cannot hold.
         assert!(matches!(
@@ -1195,6 +1207,10 @@ fn in_place_ops_on_partial_tensors_update_the_logical_value() -> R {
                     cases.push(("mul_scalar_", Box::new(|t| t.mul_scalar_(-3.0))));
                     cases.push(("mul_", Box::new(|t| t.mul_(&y))));
                     cases.push(("add_scaled_", Box::new(|t| t.add_scaled_(&y, 0.5))));
+                } else {
+                    // An extremum moved by a whole value: each rank moves its part.
+                    cases.push(("add_scalar_", Box::new(|t| t.add_scalar_(1.5))));
+                    cases.push(("sub_ of a local", Box::new(|t| t.sub_(&y))));
                 }
                 for (name, f) in &cases {
                     close(
@@ -1206,7 +1222,7 @@ fn in_place_ops_on_partial_tensors_update_the_logical_value() -> R {
                 if kind != SUM {
                     // An update with no form for the kind is refused, not applied once per rank.
                     let t = make(&x, &p, &sbp)?;
-                    let refused = t.add_scalar_(1.0);
+                    let refused = t.mul_scalar_(-2.0);
                     assert!(
                         matches!(refused, Err(Error::NoSbpRule { .. })),
                         "{refused:?}"

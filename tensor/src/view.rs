@@ -299,9 +299,6 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn step(&self, dim: isize, step: usize) -> Result<Tensor> {
-        if self.is_global() {
-            return Err(crate::global::refuse("step", self));
-        }
         let d = norm_dim("step", dim, self.rank())?;
         if step == 0 {
             return Err(Error::invalid("step", "slice step must be positive"));
@@ -318,7 +315,14 @@ impl Tensor {
         }
         let in_shape = self.shape().clone();
         let dtype = self.dtype();
-        Ok(self.with_layout(l).record("step", &[self], move |g, _, _| {
+        // A global tensor steps each component along a whole dim (a split one is gathered).
+        let view = self.viewed(
+            "step",
+            l,
+            || (0..self.rank()).map(|i| (i != d).then_some(i)).collect(),
+            |c, _| c.step(d as isize, step),
+        )?;
+        Ok(view.record("step", &[self], move |g, _, _| {
             let z = g.new_filled(in_shape.clone(), dtype, 0.0)?;
             z.step(d as isize, step)?.copy_(g)?;
             Ok(vec![Some(z)])

@@ -276,7 +276,17 @@ impl Rule {
                 }
                 let (sum, max, min) = (ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min);
                 match op {
-                    BinaryOp::Add | BinaryOp::Sub => v.push(sig(&[P(sum), P(sum)], P(sum))),
+                    BinaryOp::Add | BinaryOp::Sub => {
+                        v.push(sig(&[P(sum), P(sum)], P(sum)));
+                        // An extremum moved by a whole value: `max(a) + c = max(a + c)`,
+                        // `c - max(a) = min(c - a)`. A sum cannot: `c` would count once per
+                        // rank.
+                        for (k, flipped) in [(max, min), (min, max)] {
+                            v.push(sig(&[P(k), B], P(k)));
+                            let o = if *op == BinaryOp::Add { k } else { flipped };
+                            v.push(sig(&[B, P(k)], P(o)));
+                        }
+                    }
                     BinaryOp::Mul => {
                         v.push(sig(&[P(sum), B], P(sum)));
                         v.push(sig(&[B, P(sum)], P(sum)));
