@@ -3,6 +3,7 @@
 
 use super::copy::copy_typed;
 use super::elementwise::{nan_max, nan_min};
+use super::stream_store::{wants_streaming, write_chunk};
 use crate::collective::{Collective, ReduceKind, split_range};
 use crate::kernel::{FnKernel, input, output, par_out, walk};
 use crate::{DType, Elem, Layout, Shape, dispatch};
@@ -106,6 +107,26 @@ fn copy_region<T: Elem>(s: &[T], sl: &Layout, d: &mut [T], dl: &Layout) {
         return copy_typed(s, sl, d, dl);
     }
     let outer = &sl.shape.0[..r - 1];
+    if let Some(dr) = dl.contiguous_range() {
+        // A dense block of the result (an all-to-all's, an all-gather's along dim 0): split
+        // over the kernel pool, large ones streamed past the cache.
+        let d = &mut d[dr];
+        let streaming = wants_streaming::<T>(d.len());
+        par_out(d, |start, chunk| {
+            write_chunk(chunk, streaming, |i, dst| {
+                let mut pos = 0;
+                while pos < dst.len() {
+                    let at = start + i + pos;
+                    let (row, col) = (at / inner, at % inner);
+                    let len = (inner - col).min(dst.len() - pos);
+                    let so = row_offset(row, outer, &sl.strides[..r - 1]) + sl.offset + col;
+                    dst[pos..pos + len].copy_from_slice(&s[so..so + len]);
+                    pos += len;
+                }
+            })
+        });
+        return;
+    }
     walk(
         outer,
         [&sl.strides[..r - 1], &dl.strides[..r - 1]],
@@ -114,6 +135,16 @@ fn copy_region<T: Elem>(s: &[T], sl: &Layout, d: &mut [T], dl: &Layout) {
         outer.iter().product(),
         |_, [so, dof]| d[dof..dof + inner].copy_from_slice(&s[so..so + inner]),
     );
+}
+
+/// The storage offset of row `row` (in row-major order over `dims`) with `strides`.
+fn row_offset(mut row: usize, dims: &[usize], strides: &[usize]) -> usize {
+    let mut off = 0;
+    for (&n, &st) in dims.iter().zip(strides).rev() {
+        off += (row % n) * st;
+        row /= n;
+    }
+    off
 }
 
 /// The parts laid out as `views` as dense slices, if every one is dense.
@@ -135,26 +166,36 @@ fn reduce_dense<T: Elem>(kind: ReduceKind, srcs: &[&[T]], d: &mut [T]) {
 
 #[inline(always)]
 fn reduce_dense_with<T: Elem>(srcs: &[&[T]], d: &mut [T], f: impl Fn(T, T) -> T + Sync + Send) {
-    const BLOCK: usize = 2048;
+    // A large result is streamed past the cache: its lines are not read in to be overwritten.
+    let streaming = wants_streaming::<T>(d.len());
     par_out(d, |start, chunk| {
-        for (b, block) in chunk.chunks_mut(BLOCK).enumerate() {
-            let (at, n) = (start + b * BLOCK, block.len());
-            let first = &srcs[0][at..at + n];
-            match srcs.get(1) {
-                None => block.copy_from_slice(first),
-                Some(second) => {
-                    for ((o, &x), &y) in block.iter_mut().zip(first).zip(&second[at..at + n]) {
-                        *o = f(x, y);
-                    }
-                }
-            }
-            for s in srcs.iter().skip(2) {
-                for (o, &y) in block.iter_mut().zip(&s[at..at + n]) {
-                    *o = f(*o, y);
+        write_chunk(chunk, streaming, |i, dst| {
+            reduce_block(srcs, start + i, dst, &f)
+        })
+    });
+}
+
+/// `dst` = the reduction of the parts' elements from `from`, block by block.
+#[inline(always)]
+fn reduce_block<T: Elem>(srcs: &[&[T]], from: usize, dst: &mut [T], f: &impl Fn(T, T) -> T) {
+    const BLOCK: usize = 2048;
+    for (b, block) in dst.chunks_mut(BLOCK).enumerate() {
+        let (at, n) = (from + b * BLOCK, block.len());
+        let first = &srcs[0][at..at + n];
+        match srcs.get(1) {
+            None => block.copy_from_slice(first),
+            Some(second) => {
+                for ((o, &x), &y) in block.iter_mut().zip(first).zip(&second[at..at + n]) {
+                    *o = f(x, y);
                 }
             }
         }
-    });
+        for s in srcs.iter().skip(2) {
+            for (o, &y) in block.iter_mut().zip(&s[at..at + n]) {
+                *o = f(*o, y);
+            }
+        }
+    }
 }
 
 /// `d` (contiguous) = the reduction by `kind` of the parts laid out as `views`, in order.
@@ -202,5 +243,39 @@ fn combine<T: Elem>(s: &[T], sl: &Layout, d: &mut [T], f: impl Fn(T, T) -> T + S
             d.len(),
             |i, [o]| d[i] = f(d[i], s[o]),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows of 300 (chunks of the pool start inside rows) from a strided source block into a
+    /// dense destination block, large enough to be split over the pool and streamed.
+    #[test]
+    fn row_copies_into_a_dense_block_match_elementwise() {
+        for rows in [2, 200, 20_000] {
+            let cols = 600;
+            let s: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+            // The right half of each source row, into a dense `[rows, 300]` block after a
+            // leading row of padding.
+            let sl = narrow(&Layout::contiguous([rows, cols]), 1, 300, 300);
+            let dl = narrow(&Layout::contiguous([rows + 1, 300]), 0, 1, rows);
+            let mut d = vec![-1f32; (rows + 1) * 300];
+            copy_region(&s, &sl, &mut d, &dl);
+            assert!(d[..300].iter().all(|&v| v == -1.0), "padding untouched");
+            for r in 0..rows {
+                for c in 0..300 {
+                    assert_eq!(d[300 + r * 300 + c], s[r * cols + 300 + c], "({r}, {c})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn row_offsets_follow_the_strides() {
+        // Rows of a [2, 3, ·] view with strides [100, 10, ·].
+        let offs: Vec<usize> = (0..6).map(|r| row_offset(r, &[2, 3], &[100, 10])).collect();
+        assert_eq!(offs, [0, 10, 20, 100, 110, 120]);
     }
 }
