@@ -7,13 +7,17 @@
 mod along;
 mod apply;
 mod boxing;
+#[cfg(feature = "mpi")]
+mod comm;
 mod loss;
 mod ops;
+mod world;
 
 pub(crate) use apply::{inplace_partial, refuse, refuse_traced, reshape_dims};
 pub use boxing::{CollectiveCounts, count_collectives};
 pub use eddy_ops::global::{DeviceKind, NdSbp, Placement, ReduceKind, Sbp};
 pub(crate) use ops::{refused_kernel, run, run_many};
+pub use world::{World, world};
 
 use crate::{Error, Result, Shape, Tensor};
 use eddy_ops::global::{check_sbp, component_ranges, show_sbp};
