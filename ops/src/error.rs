@@ -218,6 +218,52 @@ pub enum Error {
         /// Where the user's code called the op.
         at: Caller,
     },
+    /// The processes of a world reached a collective with different calls (a branch on the
+    /// rank around one): found by comparing every process's fingerprint of it before any ran
+    /// it, and reported by every process.
+    #[error(
+        "`{op}`: the processes diverged at collective #{seq}: its {field} is {mine} here \
+         (process {rank}) and {theirs} in process {other}, called at {there}{at}",
+        mine = .values.mine,
+        theirs = .values.theirs,
+        there = .values.there
+    )]
+    Diverged {
+        /// The collective this process called.
+        op: &'static str,
+        /// Its sequence number in this process (from 0).
+        seq: u64,
+        /// The first field that differs: `sequence number`, `collective`, `dtype`, `shape`
+        /// or `call site`.
+        field: &'static str,
+        /// This process's rank.
+        rank: usize,
+        /// The first process whose call differs.
+        other: usize,
+        /// The two values of the field, and where the other process called.
+        values: Box<Divergence>,
+        /// Where the user's code called this one.
+        at: Caller,
+    },
+    /// A collective waited longer than the world's timeout for the other processes (one stuck
+    /// in its own work, stopped or gone). The world accepts no further collective.
+    #[error(
+        "`{op}`: collective #{seq} waited {seconds} s for the other processes; this \
+         process's last collectives:\n{flight}{at}"
+    )]
+    CollectiveTimeout {
+        /// The collective.
+        op: &'static str,
+        /// Its sequence number in this process.
+        seq: u64,
+        /// The timeout, in seconds.
+        seconds: f64,
+        /// The flight record: one line per recent collective (sequence number, kind, bytes,
+        /// state, caller).
+        flight: String,
+        /// Where the user's code called it.
+        at: Caller,
+    },
     /// The operands of an op live on different placements, or one is global and one local.
     #[error("placement mismatch in `{op}`, lhs: {lhs}, rhs: {rhs}{at}")]
     PlacementMismatch {
@@ -259,10 +305,23 @@ macro_rules! caller_field {
             | Error::Autograd { at, .. }
             | Error::Io { at, .. }
             | Error::NoSbpRule { at, .. }
+            | Error::Diverged { at, .. }
+            | Error::CollectiveTimeout { at, .. }
             | Error::PlacementMismatch { at, .. } => at,
             Error::Vm(_) => $vm,
         }
     };
+}
+
+/// What two processes' calls of one collective differ in ([`Error::Diverged`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    /// This process's value of the field.
+    pub mine: String,
+    /// The other process's value of it.
+    pub theirs: String,
+    /// Where the other process called its collective, as `file:line:column`.
+    pub there: String,
 }
 
 impl Error {
@@ -283,6 +342,8 @@ impl Error {
             | Error::InvalidArgument { op, .. }
             | Error::Autograd { op, .. }
             | Error::Io { op, .. }
+            | Error::Diverged { op, .. }
+            | Error::CollectiveTimeout { op, .. }
             | Error::PlacementMismatch { op, .. } => Some(op),
             Error::NoSbpRule { op, .. } => Some(op),
             Error::ShapeOverflow { .. } => None,

@@ -59,7 +59,7 @@ mod window;
 
 pub use device::Device;
 pub use dtype::{Bool8, DType, Elem, cast};
-pub use error::{Caller, Error, Result};
+pub use error::{Caller, Divergence, Error, Result};
 pub use half;
 pub use kernel::FnKernel;
 pub use lay::Lay;

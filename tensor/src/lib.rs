@@ -92,7 +92,7 @@ pub use autograd::{NoGradGuard, is_grad_enabled, no_grad};
 pub use conv::Pair;
 pub use create::manual_seed;
 pub use custom::CustomBackward;
-pub use eddy_ops::{Bool8, Caller, DType, Elem, Error, Layout, Result, Scalar, Shape};
+pub use eddy_ops::{Bool8, Caller, DType, Divergence, Elem, Error, Layout, Result, Scalar, Shape};
 pub use eddy_vm::Device;
 pub use engine::{default_engine, with_device, with_engine};
 /// The half-precision element types of `F16` and `BF16` tensors (from the `half` crate), for

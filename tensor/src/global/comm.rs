@@ -1,16 +1,27 @@
 //! The communication thread (feature `mpi`): one per process, started on first use. It
 //! initialises MPI, owns the world communicator and runs every MPI call, in the order the
 //! calls reach it; a process that started it finalises MPI as it exits.
+//!
+//! Every collective is two: first each process's *fingerprint* of it (sequence number,
+//! collective, dtype, shape, call site) is gathered by every process and compared, so a
+//! program that branches on the rank around a collective fails on every process at once,
+//! naming both call sites; then the collective itself. Both are non-blocking MPI calls that
+//! the thread polls until the world's timeout, so a process stuck in its own work (or
+//! stopped) makes the others fail with their flight record instead of waiting for ever.
 
 use super::ReduceKind;
-use crate::{DType, Error, Result, Tensor};
+use crate::{Caller, DType, Error, Result, Tensor};
 use mpi::collective::SystemOperation;
+use mpi::request::{Request, StaticScope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use parking_lot::Mutex;
+use std::collections::VecDeque;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// What the thread runs: a closure over the world communicator.
 type Job = Box<dyn FnOnce(&SimpleCommunicator) + Send>;
@@ -24,6 +35,29 @@ struct Comm {
 }
 
 static COMM: OnceLock<std::result::Result<Comm, &'static str>> = OnceLock::new();
+
+/// The collectives' timeout in milliseconds (`EDDY_COLLECTIVE_TIMEOUT_S`, or
+/// `set_timeout`; 0 until either is read).
+static TIMEOUT_MS: AtomicU64 = AtomicU64::new(0);
+
+/// A collective timed out: its requests may still be pending, so the world takes no other,
+/// and the process aborts the job at exit rather than finalise MPI (which would wait on them).
+static BROKEN: AtomicBool = AtomicBool::new(false);
+
+/// The last collectives of this process, oldest first.
+static FLIGHT: Mutex<VecDeque<Flight>> = Mutex::new(VecDeque::new());
+
+/// How many collectives the flight record keeps.
+const FLIGHT_LEN: usize = 16;
+
+/// One collective in the flight record.
+struct Flight {
+    seq: u64,
+    op: &'static str,
+    bytes: usize,
+    state: &'static str,
+    at: String,
+}
 
 /// The thread, started on first use.
 #[track_caller]
@@ -47,10 +81,14 @@ fn start() -> std::result::Result<Comm, &'static str> {
                 return;
             };
             let w = universe.world();
-            let me = (w.rank() as usize, w.size() as usize);
-            let _ = ready.send(Ok(me));
+            let _ = ready.send(Ok((w.rank() as usize, w.size() as usize)));
             for job in rx {
                 job(&w);
+            }
+            if BROKEN.load(Ordering::Acquire) {
+                // A collective is still pending: end the whole job (the others too) rather
+                // than wait for it in `MPI_Finalize`.
+                w.abort(70);
             }
             // Dropping the universe finalises MPI.
             drop(universe);
@@ -101,6 +139,26 @@ pub(super) fn world() -> Result<(usize, usize)> {
     Ok(comm()?.world)
 }
 
+/// Sets the collectives' timeout.
+pub(super) fn set_timeout(t: Duration) {
+    TIMEOUT_MS.store((t.as_millis() as u64).max(1), Ordering::Relaxed);
+}
+
+/// The collectives' timeout: as set, else `EDDY_COLLECTIVE_TIMEOUT_S` (seconds), else 300 s.
+fn timeout() -> Duration {
+    let mut ms = TIMEOUT_MS.load(Ordering::Relaxed);
+    if ms == 0 {
+        let s: f64 = std::env::var("EDDY_COLLECTIVE_TIMEOUT_S")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|s: &f64| *s > 0.0)
+            .unwrap_or(300.0);
+        ms = ((s * 1e3) as u64).max(1);
+        TIMEOUT_MS.store(ms, Ordering::Relaxed);
+    }
+    Duration::from_millis(ms)
+}
+
 /// `DeviceUnavailable` for MPI, saying why.
 #[track_caller]
 fn unavailable(reason: &'static str) -> Error {
@@ -108,7 +166,7 @@ fn unavailable(reason: &'static str) -> Error {
         op: "world",
         device: "mpi".into(),
         reason,
-        at: crate::Caller::here(),
+        at: Caller::here(),
     }
 }
 
@@ -121,17 +179,264 @@ fn op(kind: ReduceKind) -> SystemOperation {
     }
 }
 
-/// `t`'s values, `f` of them on the communication thread, and the tensor of `shape` it gives
-/// on `t`'s device.
+/// The bytes of a fingerprint.
+const FP: usize = 256;
+
+/// Where a fingerprint's call site starts: after the sequence number (8 bytes), the
+/// collective's name (16), the dtype (8) and the shape (a count and 8 dims of 8 bytes).
+const FP_SITE: usize = 8 + 16 + 8 + 1 + 64;
+
+/// `seq`, `op`, `dtype`, `dims` and `at` as a fingerprint; dims past the eighth folded into
+/// it.
+fn fingerprint(seq: u64, op: &str, dtype: DType, dims: &[usize], at: &str) -> Vec<u8> {
+    let mut f = vec![0u8; FP];
+    f[..8].copy_from_slice(&seq.to_le_bytes());
+    let text = |f: &mut [u8], s: &str| {
+        let n = s.len().min(f.len());
+        f[..n].copy_from_slice(&s.as_bytes()[..n]);
+    };
+    text(&mut f[8..24], op);
+    text(&mut f[24..32], &format!("{dtype:?}"));
+    f[32] = dims.len().min(255) as u8;
+    for (i, d) in dims.iter().take(8).enumerate() {
+        let d = if i == 7 {
+            dims[7..].iter().product()
+        } else {
+            *d
+        };
+        f[33 + 8 * i..41 + 8 * i].copy_from_slice(&(d as u64).to_le_bytes());
+    }
+    text(&mut f[FP_SITE..], at);
+    f
+}
+
+/// The fields of a fingerprint, named, in the order they are compared.
+fn fields(f: &[u8]) -> [(&'static str, String); 5] {
+    let text = |b: &[u8]| {
+        String::from_utf8_lossy(b)
+            .trim_end_matches('\0')
+            .to_string()
+    };
+    let seq = u64::from_le_bytes(f[..8].try_into().expect("8 bytes"));
+    let n = f[32] as usize;
+    let dims: Vec<u64> = (0..n.min(8))
+        .map(|i| u64::from_le_bytes(f[33 + 8 * i..41 + 8 * i].try_into().expect("8 bytes")))
+        .collect();
+    [
+        ("sequence number", seq.to_string()),
+        ("collective", text(&f[8..24])),
+        ("dtype", text(&f[24..32])),
+        ("shape", format!("{dims:?} ({n} dims)")),
+        ("call site", text(&f[FP_SITE..])),
+    ]
+}
+
+/// Why a collective did not run.
+enum Failure {
+    Diverged {
+        field: &'static str,
+        mine: String,
+        theirs: String,
+        other: usize,
+        there: String,
+    },
+    TimedOut(String),
+}
+
+/// Waits for `req` until `deadline`, spinning briefly, then sleeping between polls. `false`
+/// if it is still pending then: it is forgotten, and MPI may still use its buffers.
+fn wait<R: ?Sized>(mut req: Request<'static, R, StaticScope>, deadline: Instant) -> bool {
+    let mut polls = 0u32;
+    loop {
+        match req.test() {
+            Ok(_) => return true,
+            Err(r) => req = r,
+        }
+        if Instant::now() >= deadline {
+            // SAFETY: the request is taken apart so that its drop does not abort the process;
+            // its buffers were leaked by the caller and stay valid for MPI for ever.
+            let _ = unsafe { req.into_raw() };
+            return false;
+        }
+        polls += 1;
+        if polls < 2000 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}
+
+/// A non-blocking collective started by `start` from `send` into a buffer of `n` elements,
+/// waited for until `deadline`; the received elements, or `None` on timeout.
+fn timed<T: Equivalence + Default + Clone + 'static>(
+    send: Vec<T>,
+    n: usize,
+    deadline: Instant,
+    start: impl FnOnce(&'static [T], &'static mut [T]) -> Request<'static, [T], StaticScope>,
+) -> Option<Vec<T>> {
+    let send: *mut [T] = Box::into_raw(send.into_boxed_slice());
+    let recv: *mut [T] = Box::into_raw(vec![T::default(); n].into_boxed_slice());
+    // SAFETY: both buffers were just leaked from boxes: nothing else refers to them until
+    // the request completes, and a request that does not complete keeps them for ever.
+    let done = wait(unsafe { start(&*send, &mut *recv) }, deadline);
+    if !done {
+        return None;
+    }
+    // SAFETY: the request completed, so MPI holds neither buffer; each is the box it came
+    // from, reclaimed once.
+    let (send, recv) = unsafe { (Box::from_raw(send), Box::from_raw(recv)) };
+    drop(send);
+    Some(recv.into_vec())
+}
+
+/// Notes `f` in the flight record.
+fn record(f: Flight) {
+    let mut r = FLIGHT.lock();
+    if r.len() == FLIGHT_LEN {
+        r.pop_front();
+    }
+    r.push_back(f);
+}
+
+/// Sets the state of collective `seq` in the flight record.
+fn note(seq: u64, state: &'static str) {
+    if let Some(f) = FLIGHT.lock().iter_mut().rev().find(|f| f.seq == seq) {
+        f.state = state;
+    }
+}
+
+/// The flight record, one collective per line.
+fn flight() -> String {
+    (FLIGHT.lock().iter())
+        .map(|f| {
+            format!(
+                "  #{} {} of {} bytes: {} (called at {})",
+                f.seq, f.op, f.bytes, f.state, f.at
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The next collective's sequence number in this process.
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Collective `op` of `t` on the communication thread: the fingerprints compared, then
+/// `data` (given the world, `t`'s values and the deadline) run; the tensor of `shape` it
+/// gives, on `t`'s device.
 #[track_caller]
-fn host<T: crate::Elem + Equivalence + Default + Clone + Send + 'static>(
+fn collective<T: crate::Elem + Equivalence + Default + Clone + Send + 'static>(
+    op: &'static str,
     t: &Tensor,
     shape: Vec<usize>,
-    f: impl FnOnce(&SimpleCommunicator, &[T]) -> Vec<T> + Send + 'static,
+    data: impl FnOnce(&SimpleCommunicator, Vec<T>, Instant) -> Option<Vec<T>> + Send + 'static,
 ) -> Result<Tensor> {
+    let at = Caller::here();
+    let site = at
+        .location()
+        .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+        .unwrap_or_else(|| "an unknown place".into());
     let mine = t.to_vec::<T>()?;
-    let out = run(move |w| f(w, &mine))?;
-    Tensor::from_vec(out, shape)?.to_device(t.device())
+    let (dtype, dims) = (t.dtype(), t.dims().to_vec());
+    let limit = timeout();
+    let (seq, outcome) = run(move |w| {
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let bytes = mine.len() * std::mem::size_of::<T>();
+        record(Flight {
+            seq,
+            op,
+            bytes,
+            state: "comparing fingerprints",
+            at: site.clone(),
+        });
+        if BROKEN.load(Ordering::Acquire) {
+            note(seq, "refused: an earlier collective timed out");
+            return (seq, Err(Failure::TimedOut(flight())));
+        }
+        let deadline = Instant::now() + limit;
+        let fp = fingerprint(seq, op, dtype, &dims, &site);
+        let size = w.size() as usize;
+        let Some(all) = timed(fp.clone(), FP * size, deadline, |s, r| {
+            w.immediate_all_gather_into(StaticScope, s, r)
+        }) else {
+            BROKEN.store(true, Ordering::Release);
+            note(seq, "timed out comparing fingerprints");
+            return (seq, Err(Failure::TimedOut(flight())));
+        };
+        let ours = fields(&fp);
+        for (other, theirs) in all.chunks(FP).enumerate() {
+            if theirs == fp.as_slice() {
+                continue;
+            }
+            let theirs = fields(theirs);
+            let (i, _) = (ours.iter().zip(&theirs).enumerate())
+                .find(|(_, (a, b))| a.1 != b.1)
+                .expect("fingerprints that differ differ in a field");
+            note(seq, "diverged");
+            return (
+                seq,
+                Err(Failure::Diverged {
+                    field: ours[i].0,
+                    mine: ours[i].1.clone(),
+                    theirs: theirs[i].1.clone(),
+                    other,
+                    there: theirs[4].1.clone(),
+                }),
+            );
+        }
+        note(seq, "running");
+        match data(w, mine, deadline) {
+            Some(v) => {
+                note(seq, "done");
+                (seq, Ok(v))
+            }
+            None => {
+                BROKEN.store(true, Ordering::Release);
+                note(seq, "timed out");
+                (seq, Err(Failure::TimedOut(flight())))
+            }
+        }
+    })?;
+    match outcome {
+        Ok(v) => Tensor::from_vec(v, shape)?.to_device(t.device()),
+        Err(Failure::Diverged {
+            field,
+            mine,
+            theirs,
+            other,
+            there,
+        }) => Err(Error::Diverged {
+            op,
+            seq,
+            field,
+            rank: comm()?.world.0,
+            other,
+            values: Box::new(crate::Divergence {
+                mine,
+                theirs,
+                there,
+            }),
+            at,
+        }),
+        Err(Failure::TimedOut(flight)) => {
+            // On the process's error stream too: the error may be swallowed, and the job may
+            // be about to end.
+            eprintln!(
+                "eddy: process {}: collective #{seq} ({op}) timed out after {:?}; its last \
+                 collectives:\n{flight}",
+                comm()?.world.0,
+                limit
+            );
+            Err(Error::CollectiveTimeout {
+                op,
+                seq,
+                seconds: limit.as_secs_f64(),
+                flight,
+                at,
+            })
+        }
+    }
 }
 
 macro_rules! by_dtype {
@@ -157,26 +462,29 @@ macro_rules! by_dtype {
     };
 }
 
-/// [`World::all_reduce`] over MPI.
+/// [`World::all_reduce`](super::World::all_reduce) over MPI.
 #[track_caller]
 pub(super) fn all_reduce(t: &Tensor, kind: ReduceKind) -> Result<Tensor> {
     let shape = t.dims().to_vec();
-    by_dtype!(t, T => host::<T>(t, shape, move |w, x| {
-        let mut y = vec![T::default(); x.len()];
-        w.all_reduce_into(x, &mut y[..], op(kind));
-        y
+    let name = match kind {
+        ReduceKind::Sum => "all_reduce(sum)",
+        ReduceKind::Max => "all_reduce(max)",
+        ReduceKind::Min => "all_reduce(min)",
+    };
+    by_dtype!(t, T => collective::<T>(name, t, shape, move |w, x, deadline| {
+        let n = x.len();
+        timed(x, n, deadline, |s, r| w.immediate_all_reduce_into(StaticScope, s, r, op(kind)))
     }))
 }
 
-/// [`World::all_gather`] over MPI.
+/// [`World::all_gather`](super::World::all_gather) over MPI.
 #[track_caller]
 pub(super) fn all_gather(t: &Tensor) -> Result<Tensor> {
     let n = comm()?.world.1;
     let mut shape = t.dims().to_vec();
     shape[0] *= n;
-    by_dtype!(t, T => host::<T>(t, shape, move |w, x| {
-        let mut y = vec![T::default(); x.len() * n];
-        w.all_gather_into(x, &mut y[..]);
-        y
+    by_dtype!(t, T => collective::<T>("all_gather", t, shape, move |w, x, deadline| {
+        let len = x.len() * n;
+        timed(x, len, deadline, |s, r| w.immediate_all_gather_into(StaticScope, s, r))
     }))
 }

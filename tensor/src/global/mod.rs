@@ -17,7 +17,7 @@ pub(crate) use apply::{inplace_partial, refuse, refuse_traced, reshape_dims};
 pub use boxing::{CollectiveCounts, count_collectives};
 pub use eddy_ops::global::{DeviceKind, NdSbp, Placement, ReduceKind, Sbp};
 pub(crate) use ops::{refused_kernel, run, run_many};
-pub use world::{World, world};
+pub use world::{World, set_collective_timeout, world};
 
 use crate::{Error, Result, Shape, Tensor};
 use eddy_ops::global::{check_sbp, component_ranges, show_sbp};

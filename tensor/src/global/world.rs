@@ -67,6 +67,23 @@ pub fn world() -> Result<World> {
     }
 }
 
+/// Sets how long a collective between processes waits for the others before it fails with
+/// `CollectiveTimeout` (and its flight record) instead of waiting for ever: a process stuck
+/// in its own work, or stopped. Default: `EDDY_COLLECTIVE_TIMEOUT_S` seconds, else 300. Has
+/// no effect without the `mpi` feature.
+///
+/// # Examples
+///
+/// ```
+/// eddy_tensor::global::set_collective_timeout(std::time::Duration::from_secs(60));
+/// ```
+pub fn set_collective_timeout(t: std::time::Duration) {
+    #[cfg(feature = "mpi")]
+    super::comm::set_timeout(t);
+    #[cfg(not(feature = "mpi"))]
+    let _ = t;
+}
+
 /// Why a world of several processes is refused without the `mpi` feature.
 #[cfg(not(feature = "mpi"))]
 const NO_MPI: &str = "this build of Eddy has no `mpi` feature (rebuild with `--features mpi`)";
