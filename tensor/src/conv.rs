@@ -233,7 +233,8 @@ impl Tensor {
     /// `InvalidArgument` for input that is not 3-d or 4-d, a weight that is not 4-d, zero
     /// `groups`, stride or dilation, or a window larger than the padded input; `ShapeMismatch`
     /// when the channels do not divide into the groups or the weight or bias do not fit;
-    /// `DTypeMismatch`, `DeviceMismatch`; `UnsupportedDType` for integers and `bool`.
+    /// `DTypeMismatch`, `DeviceMismatch`; `UnsupportedDType` for `bool`. Integers are
+    /// convolved exactly (wrapping on overflow), as PyTorch's CPU does, by a slower path.
     ///
     /// # Examples
     ///
@@ -357,7 +358,12 @@ impl Tensor {
         [stride, padding, dilation]: [Pair; 3],
         groups: usize,
     ) -> Result<Window2d> {
-        float_only(op, self)?;
+        if self.dtype().is_float() {
+            float_only(op, self)?;
+        } else {
+            // Integers as PyTorch's CPU convolves them (`int_window.rs`).
+            self.int_window_dtype(op)?;
+        }
         for t in std::iter::once(weight).chain(bias) {
             self.same_device(op, t)?;
             self.same_dtype(op, t)?;
@@ -393,6 +399,10 @@ impl Tensor {
         groups: usize,
         relu: bool,
     ) -> Result<Tensor> {
+        if !self.dtype().is_float() {
+            let y = self.int_conv(weight, bias, w, groups)?;
+            return if relu { y.relu() } else { Ok(y) };
+        }
         let (n, cout, len) = (w.batch, weight.dims()[0], w.positions());
         let kg = w.channels / groups * w.taps();
         let pointwise = w.taps() == 1 && w.stride == [1, 1] && w.padding == [0, 0];

@@ -73,6 +73,7 @@ mod engine;
 pub mod global;
 pub mod graph;
 mod host;
+mod int_window;
 mod linalg;
 mod loss;
 pub mod nn;

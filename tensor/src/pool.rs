@@ -16,7 +16,12 @@ impl Tensor {
         [kernel, stride, padding, dilation]: [Pair; 4],
         ceil_mode: bool,
     ) -> Result<Window2d> {
-        float_only(op, self)?;
+        if op == "max_pool2d" && !self.dtype().is_float() {
+            // Integers as PyTorch's CPU pools them (`int_window.rs`).
+            self.int_window_dtype(op)?;
+        } else {
+            float_only(op, self)?;
+        }
         if (0..2).any(|i| padding.0[i] > kernel.0[i] / 2) {
             return Err(Error::invalid(
                 op,
@@ -38,7 +43,7 @@ impl Tensor {
     ///
     /// `InvalidArgument` for input that is not 3-d or 4-d, a zero kernel, stride or dilation,
     /// padding over half the kernel, or a window larger than the padded input;
-    /// `UnsupportedDType` for integers and `bool`.
+    /// `UnsupportedDType` for `bool`. Integers are pooled exactly, as PyTorch's CPU does.
     ///
     /// # Examples
     ///
@@ -46,6 +51,8 @@ impl Tensor {
     /// use eddy_tensor::Tensor;
     /// let x = Tensor::from_vec(vec![1f32, 5., 0., 0., 2., 3., 0., 9.], [1, 1, 2, 4])?;
     /// assert_eq!(x.max_pool2d(2, 2, 0, 1, false)?.to_vec::<f32>()?, [5., 9.]);
+    /// let i = Tensor::from_vec(vec![1i64, 5, 0, 0, -2, 3, 0, 9], [1, 1, 2, 4])?;
+    /// assert_eq!(i.max_pool2d(2, 2, 0, 1, false)?.to_vec::<i64>()?, [5, 9]);
     /// assert_eq!(x.max_pool2d(3, 2, 1, 1, false)?.to_vec::<f32>()?, [5., 9.]);
     /// assert!(x.max_pool2d(2, 2, 2, 1, false).is_err()); // padding over half the kernel
     /// # Ok::<(), eddy_tensor::Error>(())
@@ -120,6 +127,9 @@ impl Tensor {
     fn max_pool_of(&self, w: Window2d) -> Result<(Tensor, Tensor)> {
         if self.is_global() {
             return self.global_max_pool(w);
+        }
+        if !self.dtype().is_float() {
+            return self.int_max_pool(w);
         }
         let x = {
             let _g = crate::no_grad();

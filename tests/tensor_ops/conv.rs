@@ -116,6 +116,59 @@ proptest! {
         close(&y.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap(), &want, tol, "conv2d");
     }
 
+    /// conv2d of integers (i64, i32, u8) is exact: the loops' sums of small integers.
+    #[test]
+    fn integer_conv2d_is_exact(
+        n in 1usize..=2, g in 1usize..=2, gin in 1usize..=2, gout in 1usize..=2,
+        h in dim(), wd in dim(), bias in any::<bool>(), dt in 0usize..3, seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (cin, cout) = (g * gin, g * gout);
+        // u8 takes values from 0 (its sums stay small enough not to wrap).
+        let lo = if dt == 2 { 0 } else { -3 };
+        let mut ints = |len: usize| -> Vec<f64> {
+            (0..len).map(|_| rng.random_range(lo..=3) as f64).collect()
+        };
+        let (xv, wv, bv) = (ints(n * cin * h.n * wd.n), ints(cout * gin * h.k * wd.k), ints(cout));
+        let want = conv_ref(&xv, &wv, bias.then_some(&bv[..]), [n, cin], cout, g, h, wd);
+        let dt = [DType::I64, DType::I32, DType::U8][dt];
+        let t = |v: Vec<f64>, dims: &[usize]| Tensor::from_vec(v, dims).unwrap().to_dtype(dt).unwrap();
+        let (x, w, b) = (t(xv, &[n, cin, h.n, wd.n]), t(wv, &[cout, gin, h.k, wd.k]), t(bv, &[cout]));
+        let y = x.conv2d(&w, bias.then_some(&b), (h.s, wd.s), (h.p, wd.p), (h.d, wd.d), g).unwrap();
+        prop_assert_eq!(y.dtype(), dt);
+        prop_assert_eq!(y.dims(), &[n, cout, h.out(), wd.out()]);
+        let got = y.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap();
+        let want: Vec<f64> = if dt == DType::U8 {
+            want.iter().map(|v| v.rem_euclid(256.0)).collect()
+        } else {
+            want
+        };
+        prop_assert_eq!(got, want);
+    }
+
+    /// max_pool2d of integers gives the float path's maxima and positions (ties, common
+    /// among small integers, go to the first tap, padding never chosen).
+    #[test]
+    fn integer_max_pool2d_matches_the_float_path(
+        k in 1usize..=3, s in 1usize..=3, pad in 0usize..=1, dil in 1usize..=2, extra in 0usize..=5,
+        ceil in any::<bool>(), dt in 0usize..3, seed in any::<u64>(),
+    ) {
+        let pad = pad.min(k / 2);
+        let n = (dil * (k - 1) + 1).saturating_sub(2 * pad).max(1) + extra;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let lo = if dt == 2 { 0 } else { -2 };
+        let xv: Vec<f64> = (0..2 * n * n).map(|_| rng.random_range(lo..=2) as f64).collect();
+        let dt = [DType::I64, DType::I32, DType::U8][dt];
+        let xf = Tensor::from_vec(xv, [1, 2, n, n]).unwrap();
+        let xi = xf.to_dtype(dt).unwrap();
+        let (mf, af) = xf.max_pool2d_with_indices(k, s, pad, dil, ceil).unwrap();
+        let (mi, ai) = xi.max_pool2d_with_indices(k, s, pad, dil, ceil).unwrap();
+        prop_assert_eq!(mi.dtype(), dt);
+        prop_assert_eq!(mi.dims(), mf.dims());
+        prop_assert_eq!(mi.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap(), mf.to_vec::<f64>().unwrap());
+        prop_assert_eq!(ai.to_vec::<i64>().unwrap(), af.to_vec::<i64>().unwrap());
+    }
+
     /// conv_transpose2d is the adjoint of conv2d: <conv(x), y> = <x, conv_transpose(y)>.
     #[test]
     fn conv_transpose2d_is_the_adjoint(
@@ -368,8 +421,12 @@ fn pooling_and_convolution_refuse_bad_arguments() {
     assert!(msg(x.conv2d(&w, Some(&b), 1, 0, 1, 1)).contains("[3]"));
     assert!(msg(x.reshape([2, 25]).unwrap().conv2d(&w, None, 1, 0, 1, 1)).contains("[2, 25]"));
     assert!(msg(x.conv2d(&w, None, 1, 0, 3, 1)).contains("no output position"));
+    let xb = Tensor::ones([1, 2, 5, 5], DType::Bool).unwrap();
+    assert!(msg(xb.max_pool2d(2, 2, 0, 1, false)).contains("max_pool2d"));
+    let wb = Tensor::ones([4, 2, 3, 3], DType::Bool).unwrap();
+    assert!(msg(xb.conv2d(&wb, None, 1, 0, 1, 1)).contains("conv2d"));
     let xi = Tensor::ones([1, 2, 5, 5], DType::I64).unwrap();
-    assert!(msg(xi.max_pool2d(2, 2, 0, 1, false)).contains("max_pool2d"));
+    assert!(msg(xi.avg_pool2d(2, 2, 0, false, true, None)).contains("avg_pool2d"));
     assert!(msg(x.max_pool2d(2, 2, 2, 1, false)).contains("half the kernel"));
     assert!(msg(x.avg_pool2d(2, 2, 0, false, true, Some(0))).contains("divisor_override"));
     assert_eq!(x.adaptive_avg_pool2d(0).unwrap().dims(), &[1, 2, 0, 0]);
