@@ -72,6 +72,21 @@ fn every_process_gets_the_same_reductions_and_gathers() -> R {
             ..
         })
     ));
+    // A global tensor's collectives follow from its layout, not from the world's calls.
+    let vm = eddy::Vm::builder().cpu_devices(2).build()?;
+    eddy::tensor::with_engine(&vm, || {
+        use eddy::tensor::global::{DeviceKind, Placement, Sbp};
+        let p = Placement::new(DeviceKind::Cpu, [0, 1])?;
+        let g = Tensor::ones([3], DType::F32)?.to_global(&p, &[Sbp::Broadcast])?;
+        assert!(matches!(
+            w.all_reduce(&g, ReduceKind::Sum),
+            Err(Error::InvalidArgument {
+                op: "all_reduce",
+                ..
+            })
+        ));
+        Ok::<(), Error>(())
+    })?;
     if w.size > 1 {
         divergence_is_caught_by_every_process(w)?;
     }

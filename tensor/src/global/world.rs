@@ -108,8 +108,10 @@ impl World {
     ///
     /// # Errors
     ///
-    /// `UnsupportedDType`; `DeviceUnavailable` in a world of several processes without the
-    /// `mpi` feature; an error of the ops `t` depends on.
+    /// `UnsupportedDType`; `InvalidArgument` for a global `t`; `DeviceUnavailable` in a world
+    /// of several processes without the `mpi` feature; `Diverged` when the processes called
+    /// different collectives here; `CollectiveTimeout` when one did not come in time; an error
+    /// of the ops `t` depends on.
     ///
     /// # Examples
     ///
@@ -179,10 +181,16 @@ impl World {
     }
 }
 
-/// The dtypes the processes' collectives carry.
+/// The tensors the processes' collectives carry: local ones of these dtypes.
 #[track_caller]
 fn check_dtype(op: &'static str, t: &crate::Tensor) -> Result<()> {
     use crate::DType::*;
+    if t.is_global() {
+        return Err(Error::invalid(
+            op,
+            "takes this process's local tensor; a global tensor's collectives follow from its SBPs",
+        ));
+    }
     match t.dtype() {
         F32 | F64 | I32 | I64 => Ok(()),
         dtype => Err(Error::UnsupportedDType {
