@@ -193,3 +193,25 @@ fn a_stuck_process_times_out_the_others() -> R {
     println!("process {}: timed out as expected", w.rank);
     Ok(())
 }
+
+/// The last process is killed (`kill -9`) while the others wait in a collective: `mpirun`
+/// ends the whole job within seconds, naming the process, instead of leaving the others
+/// waiting. `.ci/run` runs it alone under `mpirun` and times the job.
+#[test]
+#[ignore = "needs mpirun with 2 or more processes; the job ends killed"]
+fn a_killed_process_ends_the_job() -> R {
+    let w = world()?;
+    assert!(w.size > 1, "run under mpirun");
+    let x = Tensor::from_vec(vec![1f32; 4], [4])?;
+    w.all_reduce(&x, ReduceKind::Sum)?;
+    if w.rank == w.size - 1 {
+        let me = std::process::id().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &me])
+            .status();
+    }
+    // The others wait here until the job is ended (a long timeout: `mpirun` must end it).
+    eddy::tensor::global::set_collective_timeout(std::time::Duration::from_secs(600));
+    w.all_reduce(&x, ReduceKind::Sum)?;
+    unreachable!("the collective cannot complete without the killed process");
+}
