@@ -110,8 +110,7 @@ impl Tensor {
     pub(crate) fn int_max_pool(&self, w: Window2d) -> Result<(Tensor, Tensor)> {
         let [oh, ow] = w.out_hw;
         let xp = self.padded_for(&w, lowest(self.dtype()))?;
-        // Where each tap of each window reads in the unpadded plane, or -1 in the padding;
-        // a window's first tap inside starts it (as PyTorch's kernel).
+        // Where each tap of each window reads in the unpadded plane, or -1 in the padding.
         let at = |a: usize, o: usize, k: usize| -> i64 {
             let i = (o * w.stride[a] + k * w.dilation[a]) as i64 - w.padding[a] as i64;
             if (0..w.in_hw[a] as i64).contains(&i) {
@@ -132,16 +131,16 @@ impl Tensor {
                 })
                 .collect()
         };
-        let mut first = vec![-1i64; oh * ow];
-        for ky in 0..w.kernel[0] {
-            for kx in 0..w.kernel[1] {
-                for (f, p) in first.iter_mut().zip(position(ky, kx)) {
-                    if *f < 0 {
-                        *f = p;
-                    }
-                }
-            }
-        }
+        // A window starts at its first tap past the padding (as PyTorch's kernel, whose
+        // position stands even for a window that a dilation steps over the whole input).
+        let start = |a: usize, o: usize| -> i64 {
+            let (d, p, s) = (w.dilation[a], w.padding[a], o * w.stride[a]);
+            let lo = p.saturating_sub(s).div_ceil(d).min(w.kernel[a]);
+            (s + lo * d).saturating_sub(p) as i64
+        };
+        let first: Vec<i64> = (0..oh * ow)
+            .map(|q| start(0, q / ow) * w.in_hw[1] as i64 + start(1, q % ow))
+            .collect();
         let dev = self.device();
         let mut best: Option<Tensor> = None;
         let mut idx = Tensor::from_vec(first, [oh, ow])?

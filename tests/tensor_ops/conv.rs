@@ -165,7 +165,13 @@ proptest! {
         let (mi, ai) = xi.max_pool2d_with_indices(k, s, pad, dil, ceil).unwrap();
         prop_assert_eq!(mi.dtype(), dt);
         prop_assert_eq!(mi.dims(), mf.dims());
-        prop_assert_eq!(mi.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap(), mf.to_vec::<f64>().unwrap());
+        // A window that a dilation steps over the whole input holds the dtype's lowest value
+        // (PyTorch's), where a float one holds -inf.
+        let lowest = [i64::MIN as f64, i32::MIN as f64, 0.0][[DType::I64, DType::I32, DType::U8].iter().position(|&d| d == dt).unwrap()];
+        let want: Vec<f64> = (mf.to_vec::<f64>().unwrap().into_iter())
+            .map(|v| if v == f64::NEG_INFINITY { lowest } else { v })
+            .collect();
+        prop_assert_eq!(mi.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap(), want);
         prop_assert_eq!(ai.to_vec::<i64>().unwrap(), af.to_vec::<i64>().unwrap());
     }
 
@@ -407,6 +413,17 @@ fn a_dilated_window_over_no_element_is_minus_infinity_where_pytorch_puts_it() {
     let (m, at) = x.max_pool2d_with_indices(2, 1, 1, 2, false).unwrap();
     assert_eq!(m.to_vec::<f32>().unwrap(), [3., 2., 1., 0.]);
     assert_eq!(at.to_vec::<i64>().unwrap(), [3, 2, 1, 0]);
+}
+
+/// A window that a dilation steps over the whole input: PyTorch 2.15 gives the dtype's lowest
+/// value at its first tap past the padding (`F.max_pool2d(tensor([[[[5]]]]), 2, 1, 1, 2,
+/// return_indices=True)`: `-9223372036854775808` at 2).
+#[test]
+fn integer_max_pool_of_a_window_over_no_input_is_the_lowest_value() {
+    let x = Tensor::from_vec(vec![5i64], [1, 1, 1, 1]).unwrap();
+    let (m, at) = x.max_pool2d_with_indices(2, 1, 1, 2, false).unwrap();
+    assert_eq!(m.to_vec::<i64>().unwrap(), [i64::MIN]);
+    assert_eq!(at.to_vec::<i64>().unwrap(), [2]);
 }
 
 #[test]
