@@ -76,7 +76,7 @@ impl Tensor {
         if let Some(g) = self.global() {
             return g.parts.iter().try_for_each(Tensor::sync);
         }
-        self.engine().read_blob(self.blob(), |_| ())?;
+        (self.engine().read_blob(self.blob(), |_| ())).map_err(crate::global::surfaced)?;
         Ok(())
     }
 
@@ -123,9 +123,10 @@ impl Tensor {
             return self.to_device(crate::Device::CPU)?.to_vec();
         }
         let layout = self.layout().clone();
-        Ok(self
+        (self
             .engine()
-            .read_blob(self.blob(), move |b| gather_host::<T>(b, &layout))?)
+            .read_blob(self.blob(), move |b| gather_host::<T>(b, &layout)))
+        .map_err(crate::global::surfaced)
     }
 
     /// The rows of a matrix.

@@ -257,6 +257,7 @@ impl Tensor {
         Ok(super::global_of(
             self.shape().clone(),
             &g.placement,
+            &g.held,
             &sbp,
             parts,
         ))
@@ -293,7 +294,7 @@ impl Tensor {
         let parts = (g.parts.iter())
             .map(|c| c.new_filled(shape.clone(), dtype, value))
             .collect::<Result<_>>()?;
-        Ok(super::global_of(shape, &g.placement, &sbp, parts))
+        Ok(super::global_of(shape, &g.placement, &g.held, &sbp, parts))
     }
 }
 
@@ -338,8 +339,7 @@ impl Tensor {
                     Some(_) => s.clone(),
                     None => s.to_global(&g.placement, &need)?,
                 };
-                let sg = s.global().expect("global");
-                super::boxing::boxing(sg, &need)?
+                super::boxing::boxing(&s, &need)?
             }
             None if g.sbp.iter().any(|s| matches!(s, super::Sbp::Partial(_))) => {
                 return Err(refuse(op, self));

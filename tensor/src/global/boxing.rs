@@ -7,7 +7,7 @@
 use super::{Global, ReduceKind, Sbp};
 use crate::engine::{CHEAP_WORK, Place};
 use crate::{Device, Result, Shape, Tensor};
-use eddy_ops::global::{Collective, Placement, split_range};
+use eddy_ops::global::{Collective, split_range};
 use eddy_vm::stream::StreamKind;
 use eddy_vm::{Blob, Counted};
 use smallvec::SmallVec;
@@ -93,24 +93,28 @@ pub fn count_collectives<R>(f: impl FnOnce() -> R) -> (R, CollectiveCounts) {
     (r, mine)
 }
 
-/// The collectives boxing runs, over the components of one group of ranks (`parts[k]` on
-/// `devices[k]`); each returns the new component of every rank of the group. Every rank
-/// reduces in the same order, so the results agree bit for bit.
+/// Which results of a collective to make: `(k, device)` for the group's `k`-th rank's, on
+/// `device`.
+type Targets = [(usize, Device)];
+
+/// The collectives boxing runs, over the components of one group of ranks (`parts[k]`, the
+/// group's `k`-th rank's); each returns the new component of each rank of `targets`, in
+/// order. Every rank reduces in the same order, so the results agree bit for bit.
 pub(crate) trait Collectives {
     /// Each rank gets the concatenation of every part along `dim`.
-    fn all_gather(&self, parts: &[Tensor], devices: &[Device], dim: usize) -> Result<Vec<Tensor>>;
+    fn all_gather(&self, parts: &[Tensor], targets: &Targets, dim: usize) -> Result<Vec<Tensor>>;
     /// Each rank gets the reduction of every part.
     fn all_reduce(
         &self,
         parts: &[Tensor],
-        devices: &[Device],
+        targets: &Targets,
         kind: ReduceKind,
     ) -> Result<Vec<Tensor>>;
     /// Rank `k` gets its balanced slice along `dim` of the reduction of every part.
     fn reduce_scatter(
         &self,
         parts: &[Tensor],
-        devices: &[Device],
+        targets: &Targets,
         kind: ReduceKind,
         dim: usize,
     ) -> Result<Vec<Tensor>>;
@@ -118,7 +122,7 @@ pub(crate) trait Collectives {
     fn all_to_all(
         &self,
         parts: &[Tensor],
-        devices: &[Device],
+        targets: &Targets,
         from: usize,
         to: usize,
     ) -> Result<Vec<Tensor>>;
@@ -157,15 +161,14 @@ fn joined(
     Tensor::cat(&pieces.iter().collect::<Vec<_>>(), dim as isize)
 }
 
-/// Collective `c` over `parts` (rank `k`'s result on `devices[k]`) as one engine instruction
-/// per rank, each reading every part and writing its rank's result, on that rank's device's
-/// collective stream (its compute stream in an engine without one), and each writing the
-/// transport dependence; `None` where the
-/// devices have no kernel for it.
+/// Collective `c` over `parts` (each target's result on its device) as one engine
+/// instruction per target, each reading every part and writing its rank's result, on that
+/// rank's device's collective stream (its compute stream in an engine without one), and each
+/// writing the transport dependence; `None` where the devices have no kernel for it.
 fn one_instruction(
     c: Collective,
     parts: &[Tensor],
-    devices: &[Device],
+    targets: &Targets,
 ) -> Result<Option<Vec<Tensor>>> {
     if let Some(perm) = common_order(parts) {
         // Parts laid out alike in another order (a transposed product's): the collective runs
@@ -190,7 +193,7 @@ fn one_instruction(
                 to: at(to),
             },
         };
-        return match one_instruction(c, &views, devices)? {
+        return match one_instruction(c, &views, targets)? {
             Some(outs) => Ok(Some(
                 outs.iter()
                     .map(|t| t.permute(&back))
@@ -200,7 +203,7 @@ fn one_instruction(
         };
     }
     let every: SmallVec<[Device; 8]> = (parts.iter().map(Tensor::device))
-        .chain(devices.iter().copied())
+        .chain(targets.iter().map(|t| t.1))
         .collect();
     if !every.iter().all(|d| d.is_cpu()) {
         return Ok(None);
@@ -208,10 +211,10 @@ fn one_instruction(
     let (vm, engine) = (parts[0].engine_ref(), parts[0].engine());
     let shapes: Vec<Shape> = parts.iter().map(|t| t.shape().clone()).collect();
     let ins: SmallVec<[&Counted<Blob>; 8]> = parts.iter().map(Tensor::blob).collect();
-    let mut outs = Vec::with_capacity(devices.len());
+    let mut outs = Vec::with_capacity(targets.len());
     // One collective's instructions together: no other thread's comes between them.
     let _turn = engine.transport_turn();
-    for (k, &d) in devices.iter().enumerate() {
+    for &(k, d) in targets {
         let layouts = parts.iter().map(|t| t.layout().clone()).collect();
         let kernel = eddy_ops::copy::collective(c, &every, parts[0].dtype(), layouts, k)
             .expect("a kernel for CPU devices");
@@ -256,46 +259,46 @@ fn common_order(parts: &[Tensor]) -> Option<SmallVec<[usize; 4]>> {
 }
 
 impl Collectives for InProcess {
-    fn all_gather(&self, parts: &[Tensor], devices: &[Device], dim: usize) -> Result<Vec<Tensor>> {
+    fn all_gather(&self, parts: &[Tensor], targets: &Targets, dim: usize) -> Result<Vec<Tensor>> {
         note(|n| n.all_gather += 1);
-        if let Some(v) = one_instruction(Collective::AllGather { dim }, parts, devices)? {
+        if let Some(v) = one_instruction(Collective::AllGather { dim }, parts, targets)? {
             return Ok(v);
         }
-        (devices.iter())
-            .map(|&d| joined(parts, dim, |t| t.to_device(d)))
+        (targets.iter())
+            .map(|&(_, d)| joined(parts, dim, |t| t.to_device(d)))
             .collect()
     }
 
     fn all_reduce(
         &self,
         parts: &[Tensor],
-        devices: &[Device],
+        targets: &Targets,
         kind: ReduceKind,
     ) -> Result<Vec<Tensor>> {
         note(|n| n.all_reduce += 1);
-        if let Some(v) = one_instruction(Collective::AllReduce { kind }, parts, devices)? {
+        if let Some(v) = one_instruction(Collective::AllReduce { kind }, parts, targets)? {
             return Ok(v);
         }
-        (devices.iter())
-            .map(|&d| reduced(parts, kind, |t| t.to_device(d)))
+        (targets.iter())
+            .map(|&(_, d)| reduced(parts, kind, |t| t.to_device(d)))
             .collect()
     }
 
     fn reduce_scatter(
         &self,
         parts: &[Tensor],
-        devices: &[Device],
+        targets: &Targets,
         kind: ReduceKind,
         dim: usize,
     ) -> Result<Vec<Tensor>> {
         note(|n| n.reduce_scatter += 1);
         let c = Collective::ReduceScatter { kind, dim };
-        if let Some(v) = one_instruction(c, parts, devices)? {
+        if let Some(v) = one_instruction(c, parts, targets)? {
             return Ok(v);
         }
-        let (n, p) = (parts[0].dims()[dim], devices.len());
-        (devices.iter().enumerate())
-            .map(|(k, &d)| {
+        let (n, p) = (parts[0].dims()[dim], parts.len());
+        (targets.iter())
+            .map(|&(k, d)| {
                 let r = split_range(n, p, k);
                 reduced(parts, kind, |t| {
                     t.narrow(dim as isize, r.start, r.len())?.to_device(d)
@@ -307,17 +310,17 @@ impl Collectives for InProcess {
     fn all_to_all(
         &self,
         parts: &[Tensor],
-        devices: &[Device],
+        targets: &Targets,
         from: usize,
         to: usize,
     ) -> Result<Vec<Tensor>> {
         note(|n| n.all_to_all += 1);
-        if let Some(v) = one_instruction(Collective::AllToAll { from, to }, parts, devices)? {
+        if let Some(v) = one_instruction(Collective::AllToAll { from, to }, parts, targets)? {
             return Ok(v);
         }
-        let (n, p) = (parts[0].dims()[to], devices.len());
-        (devices.iter().enumerate())
-            .map(|(k, &d)| {
+        let (n, p) = (parts[0].dims()[to], parts.len());
+        (targets.iter())
+            .map(|&(k, d)| {
                 let r = split_range(n, p, k);
                 joined(parts, from, |q| {
                     q.narrow(to as isize, r.start, r.len())?.to_device(d)
@@ -327,22 +330,24 @@ impl Collectives for InProcess {
     }
 }
 
-/// The components of a group holding `B` laid out as `to` without moving data: a slice each
-/// for `S`, the value at the first rank and zeros at the others for `P(sum)`, the value at
-/// every rank for `P(max)` and `P(min)`.
-fn from_broadcast(mine: Vec<Tensor>, to: Sbp) -> Result<Vec<Tensor>> {
-    let p = mine.len();
+/// The components of a group of `p` ranks holding `B` laid out as `to` without moving data
+/// (`mine`: the group's `k`-th rank's component, for the ranks this process holds): a slice
+/// each for `S`, the value at the first rank and zeros at the others for `P(sum)`, the value
+/// at every rank for `P(max)` and `P(min)`.
+fn from_broadcast(mine: Vec<(usize, Tensor)>, p: usize, to: Sbp) -> Result<Vec<Tensor>> {
     match to {
-        Sbp::Broadcast => Ok(mine),
-        Sbp::Partial(ReduceKind::Max | ReduceKind::Min) => mine.iter().map(owned).collect(),
-        Sbp::Split(d) => (mine.iter().enumerate())
+        Sbp::Broadcast => Ok(mine.into_iter().map(|(_, t)| t).collect()),
+        Sbp::Partial(ReduceKind::Max | ReduceKind::Min) => {
+            mine.iter().map(|(_, t)| owned(t)).collect()
+        }
+        Sbp::Split(d) => (mine.iter())
             .map(|(k, t)| {
-                let r = split_range(t.dims()[d], p, k);
+                let r = split_range(t.dims()[d], p, *k);
                 owned(&t.narrow(d as isize, r.start, r.len())?)
             })
             .collect(),
-        Sbp::Partial(ReduceKind::Sum) => (mine.iter().enumerate())
-            .map(|(k, t)| if k == 0 { owned(t) } else { t.zeros_like() })
+        Sbp::Partial(ReduceKind::Sum) => (mine.iter())
+            .map(|(k, t)| if *k == 0 { owned(t) } else { t.zeros_like() })
             .collect(),
     }
 }
@@ -355,79 +360,156 @@ pub(super) fn owned(t: &Tensor) -> Result<Tensor> {
 
 /// `S(d) → P(kind)` without a collective where the kind has an identity to fill with (zero
 /// for sums, infinities for float extrema): each rank's slice in a tensor of the identity.
-fn split_to_partial(mine: &[Tensor], d: usize, kind: ReduceKind) -> Result<Option<Vec<Tensor>>> {
+/// `sizes` are every rank's sizes along `d`, `mine` the components this process holds.
+fn split_to_partial(
+    mine: &[(usize, Tensor)],
+    sizes: &[usize],
+    d: usize,
+    kind: ReduceKind,
+) -> Result<Option<Vec<Tensor>>> {
+    let Some((_, first)) = mine.first() else {
+        return Ok(Some(Vec::new()));
+    };
     let fill = match kind {
         ReduceKind::Sum => 0.0,
-        _ if !mine[0].dtype().is_float() => return Ok(None),
+        _ if !first.dtype().is_float() => return Ok(None),
         ReduceKind::Max => f64::NEG_INFINITY,
         ReduceKind::Min => f64::INFINITY,
     };
-    let n: usize = mine.iter().map(|t| t.dims()[d]).sum();
+    let n: usize = sizes.iter().sum();
     let mut v = Vec::with_capacity(mine.len());
-    let mut at = 0;
-    for t in mine {
+    for (k, t) in mine {
+        let at: usize = sizes[..*k].iter().sum();
         let mut shape = t.shape().clone();
         shape.0[d] = n;
         let full = t.new_filled(shape, t.dtype(), fill)?;
         full.narrow(d as isize, at, t.dims()[d])?.copy_(t)?;
-        at += t.dims()[d];
         v.push(full);
     }
     Ok(Some(v))
 }
 
-/// `t`'s components laid out by `to`: axis by axis, the axes after the first that differs
-/// made `B` from the last inwards, that axis converted, then the later axes laid out from `B`
-/// (so a split along an axis always divides what the earlier axes left).
-pub(super) fn boxing(g: &Global, to: &[Sbp]) -> Result<Vec<Tensor>> {
+/// What boxing needs of the tensor it lays out anew: where it lives and its logical dims.
+struct Boxed<'a> {
+    g: &'a Global,
+    dims: &'a [usize],
+}
+
+/// `t`'s components (this process's) laid out by `to`: axis by axis, the axes after the
+/// first that differs made `B` from the last inwards, that axis converted, then the later
+/// axes laid out from `B` (so a split along an axis always divides what the earlier axes
+/// left).
+#[track_caller]
+pub(super) fn boxing(t: &Tensor, to: &[Sbp]) -> Result<Vec<Tensor>> {
+    let g = t.global().expect("a global tensor");
     let Some(first) = (0..to.len()).find(|&a| g.sbp[a] != to[a]) else {
         return Ok(g.parts.to_vec());
     };
-    let (p, mut cur, mut parts) = (&g.placement, g.sbp.clone(), g.parts.to_vec());
+    let b = Boxed { g, dims: t.dims() };
+    let (mut cur, mut parts) = (g.sbp.clone(), g.parts.to_vec());
     for a in (first + 1..to.len()).rev() {
-        parts = axis(p, parts, a, cur[a], Sbp::Broadcast)?;
+        parts = axis(&b, parts, &cur, a, Sbp::Broadcast)?;
         cur[a] = Sbp::Broadcast;
     }
-    parts = axis(p, parts, first, cur[first], to[first])?;
+    parts = axis(&b, parts, &cur, first, to[first])?;
+    cur[first] = to[first];
     for (a, &s) in to.iter().enumerate().skip(first + 1) {
-        parts = axis(p, parts, a, Sbp::Broadcast, s)?;
+        parts = axis(&b, parts, &cur, a, s)?;
+        cur[a] = s;
     }
     Ok(parts)
 }
 
-/// Converts grid axis `a` from `from` to `to`, group by group of ranks along it.
-fn axis(p: &Placement, parts: Vec<Tensor>, a: usize, from: Sbp, to: Sbp) -> Result<Vec<Tensor>> {
+/// Converts grid axis `a` from `cur[a]` to `to`, group by group of ranks along it (`parts`:
+/// this process's components, laid out by `cur`).
+#[track_caller]
+fn axis(b: &Boxed<'_>, parts: Vec<Tensor>, cur: &[Sbp], a: usize, to: Sbp) -> Result<Vec<Tensor>> {
     use Sbp::{Broadcast as B, Partial as P, Split as S};
+    let from = cur[a];
     if from == to {
         return Ok(parts);
     }
+    let (p, held) = (&*b.g.placement, &b.g.held);
     let mut out: Vec<Option<Tensor>> = vec![None; parts.len()];
-    for start in 0..parts.len() {
+    for start in 0..p.len() {
         let group = p.axis_group(start, a);
         if group[0] != start {
             continue;
         }
-        let mine: Vec<Tensor> = group.iter().map(|&i| parts[i].clone()).collect();
-        let devices: Vec<Device> = group.iter().map(|&i| p.device(i)).collect();
-        let c = InProcess;
-        let new = match (from, to) {
-            (S(d), B) => c.all_gather(&mine, &devices, d)?,
-            (P(k), B) => c.all_reduce(&mine, &devices, k)?,
-            (P(k), S(d)) => c.reduce_scatter(&mine, &devices, k, d)?,
-            (S(i), S(j)) => c.all_to_all(&mine, &devices, i, j)?,
-            (S(d), P(k)) => match split_to_partial(&mine, d, k)? {
-                Some(v) => v,
-                None => from_broadcast(c.all_gather(&mine, &devices, d)?, to)?,
-            },
-            (P(k), P(_)) => from_broadcast(c.all_reduce(&mine, &devices, k)?, to)?,
-            (B, _) => from_broadcast(mine, to)?,
+        // The group's ranks this process holds: (k in the group, slot in `parts`).
+        let here: SmallVec<[(usize, usize); 4]> = (group.iter().enumerate())
+            .filter_map(|(k, &i)| held.slot(i).map(|s| (k, s)))
+            .collect();
+        let spread = group
+            .iter()
+            .any(|&i| held.process(p, i) != held.process(p, group[0]));
+        if here.is_empty() && !spread {
+            continue; // another process's group
+        }
+        let targets: SmallVec<[(usize, Device); 4]> = (here.iter())
+            .map(|&(k, _)| (k, held.device(p, group[k])))
+            .collect();
+        let mine: Vec<(usize, Tensor)> = here.iter().map(|&(k, s)| (k, parts[s].clone())).collect();
+        let sizes = |d: usize| -> Vec<usize> {
+            (group.iter())
+                .map(|&i| eddy_ops::global::component_ranges(b.dims, p, cur, i)[d].len())
+                .collect()
         };
-        for (&i, t) in group.iter().zip(new) {
-            out[i] = Some(t);
+        let c = InProcess;
+        // Every rank's part of the group: this process's, and the others' received.
+        let every = || -> Result<Vec<Tensor>> {
+            if !spread {
+                return Ok(mine.iter().map(|(_, t)| t.clone()).collect());
+            }
+            exchange(b, &group, cur, &mine)
+        };
+        let new = match (from, to) {
+            (S(d), B) => c.all_gather(&every()?, &targets, d)?,
+            (P(k), B) => c.all_reduce(&every()?, &targets, k)?,
+            (P(k), S(d)) => c.reduce_scatter(&every()?, &targets, k, d)?,
+            (S(i), S(j)) => c.all_to_all(&every()?, &targets, i, j)?,
+            (S(d), P(k)) => match split_to_partial(&mine, &sizes(d), d, k)? {
+                Some(v) => v,
+                None => {
+                    let all = c.all_gather(&every()?, &targets, d)?;
+                    let all = here.iter().map(|&(k, _)| k).zip(all).collect();
+                    from_broadcast(all, group.len(), to)?
+                }
+            },
+            (P(k), P(_)) => {
+                let all = c.all_reduce(&every()?, &targets, k)?;
+                let all = here.iter().map(|&(k, _)| k).zip(all).collect();
+                from_broadcast(all, group.len(), to)?
+            }
+            (B, _) => from_broadcast(mine, group.len(), to)?,
+        };
+        for (&(_, s), t) in here.iter().zip(new) {
+            out[s] = Some(t);
         }
     }
     Ok(out
         .into_iter()
         .map(|t| t.expect("every position is in one group"))
         .collect())
+}
+
+/// Every rank's part of a group spread over processes, in the group's order: this process's
+/// `mine`, the others' received from their processes (on this process's first device).
+#[track_caller]
+fn exchange(
+    b: &Boxed<'_>,
+    group: &[usize],
+    cur: &[Sbp],
+    mine: &[(usize, Tensor)],
+) -> Result<Vec<Tensor>> {
+    #[cfg(feature = "mpi")]
+    {
+        super::spread::exchange(b.g, b.dims, group, cur, mine)
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        // A placement spreads over processes only in a world of several, which needs `mpi`.
+        let _ = (b, group, cur, mine);
+        unreachable!("a placement over several processes without the `mpi` feature")
+    }
 }

@@ -180,38 +180,67 @@ fn op(kind: ReduceKind) -> SystemOperation {
 }
 
 /// The bytes of a fingerprint.
-const FP: usize = 256;
+const FP: usize = 320;
 
-/// Where a fingerprint's call site starts: after the sequence number (8 bytes), the
-/// collective's name (16), the dtype (8) and the shape (a count and 8 dims of 8 bytes).
-const FP_SITE: usize = 8 + 16 + 8 + 1 + 64;
+/// Where a fingerprint's layout starts: after the sequence number (8 bytes), the collective's
+/// name (16), the dtype (8) and the shape (a count and 8 dims of 8 bytes).
+const FP_LAYOUT: usize = 8 + 16 + 8 + 1 + 64;
 
-/// `seq`, `op`, `dtype`, `dims` and `at` as a fingerprint; dims past the eighth folded into
-/// it.
-fn fingerprint(seq: u64, op: &str, dtype: DType, dims: &[usize], at: &str) -> Vec<u8> {
-    let mut f = vec![0u8; FP];
-    f[..8].copy_from_slice(&seq.to_le_bytes());
-    let text = |f: &mut [u8], s: &str| {
-        let n = s.len().min(f.len());
-        f[..n].copy_from_slice(&s.as_bytes()[..n]);
-    };
-    text(&mut f[8..24], op);
-    text(&mut f[24..32], &format!("{dtype:?}"));
-    f[32] = dims.len().min(255) as u8;
-    for (i, d) in dims.iter().take(8).enumerate() {
-        let d = if i == 7 {
-            dims[7..].iter().product()
-        } else {
-            *d
-        };
-        f[33 + 8 * i..41 + 8 * i].copy_from_slice(&(d as u64).to_le_bytes());
-    }
-    text(&mut f[FP_SITE..], at);
-    f
+/// Where a fingerprint's call site starts: after the layout (64 bytes).
+const FP_SITE: usize = FP_LAYOUT + 64;
+
+/// What a collective is, as its fingerprint tells the other processes.
+pub(super) struct Call {
+    /// The collective, as `all_reduce(sum)`.
+    pub(super) op: &'static str,
+    /// The placement and SBPs of a global tensor's collective, as `cpu:[0, 1] P(sum) → B`.
+    pub(super) layout: String,
+    pub(super) dtype: DType,
+    /// The logical shape.
+    pub(super) dims: Vec<usize>,
+    /// The user's call site.
+    pub(super) at: Caller,
+    /// The bytes this process sends.
+    pub(super) bytes: usize,
 }
 
-/// The fields of a fingerprint, named, in the order they are compared.
-fn fields(f: &[u8]) -> [(&'static str, String); 5] {
+impl Call {
+    /// The call site as `file:line:column`.
+    fn site(&self) -> String {
+        (self.at.location())
+            .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+            .unwrap_or_else(|| "an unknown place".into())
+    }
+
+    /// `self` with sequence number `seq` as a fingerprint; dims past the eighth folded into
+    /// it.
+    fn fingerprint(&self, seq: u64) -> Vec<u8> {
+        let mut f = vec![0u8; FP];
+        f[..8].copy_from_slice(&seq.to_le_bytes());
+        let text = |f: &mut [u8], s: &str| {
+            let n = s.len().min(f.len());
+            f[..n].copy_from_slice(&s.as_bytes()[..n]);
+        };
+        text(&mut f[8..24], self.op);
+        text(&mut f[24..32], &format!("{:?}", self.dtype));
+        let dims = &self.dims;
+        f[32] = dims.len().min(255) as u8;
+        for (i, d) in dims.iter().take(8).enumerate() {
+            let d = if i == 7 {
+                dims[7..].iter().product()
+            } else {
+                *d
+            };
+            f[33 + 8 * i..41 + 8 * i].copy_from_slice(&(d as u64).to_le_bytes());
+        }
+        text(&mut f[FP_LAYOUT..FP_SITE], &self.layout);
+        text(&mut f[FP_SITE..], &self.site());
+        f
+    }
+}
+
+/// The fields of a fingerprint, named, in the order they are compared (the call site last).
+fn fields(f: &[u8]) -> [(&'static str, String); 6] {
     let text = |b: &[u8]| {
         String::from_utf8_lossy(b)
             .trim_end_matches('\0')
@@ -227,6 +256,7 @@ fn fields(f: &[u8]) -> [(&'static str, String); 5] {
         ("collective", text(&f[8..24])),
         ("dtype", text(&f[24..32])),
         ("shape", format!("{dims:?} ({n} dims)")),
+        ("layout", text(&f[FP_LAYOUT..FP_SITE])),
         ("call site", text(&f[FP_SITE..])),
     ]
 }
@@ -322,9 +352,128 @@ fn flight() -> String {
 /// The next collective's sequence number in this process.
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// On the communication thread: `call`'s fingerprints compared with every process's, then
+/// `data` run (given the world and the deadline); its result, with the sequence number.
+fn checked<R>(
+    w: &SimpleCommunicator,
+    call: &Call,
+    limit: Duration,
+    data: impl FnOnce(&SimpleCommunicator, Instant) -> Option<R>,
+) -> (u64, std::result::Result<R, Failure>) {
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    record(Flight {
+        seq,
+        op: call.op,
+        bytes: call.bytes,
+        state: "comparing fingerprints",
+        at: call.site(),
+    });
+    if BROKEN.load(Ordering::Acquire) {
+        note(seq, "refused: an earlier collective timed out");
+        return (seq, Err(Failure::TimedOut(flight())));
+    }
+    let deadline = Instant::now() + limit;
+    let fp = call.fingerprint(seq);
+    let size = w.size() as usize;
+    let Some(all) = timed(fp.clone(), FP * size, deadline, |s, r| {
+        w.immediate_all_gather_into(StaticScope, s, r)
+    }) else {
+        BROKEN.store(true, Ordering::Release);
+        note(seq, "timed out comparing fingerprints");
+        return (seq, Err(Failure::TimedOut(flight())));
+    };
+    let ours = fields(&fp);
+    for (other, theirs) in all.chunks(FP).enumerate() {
+        if theirs == fp.as_slice() {
+            continue;
+        }
+        let theirs = fields(theirs);
+        let (i, _) = (ours.iter().zip(&theirs).enumerate())
+            .find(|(_, (a, b))| a.1 != b.1)
+            .expect("fingerprints that differ differ in a field");
+        note(seq, "diverged");
+        return (
+            seq,
+            Err(Failure::Diverged {
+                field: ours[i].0,
+                mine: ours[i].1.clone(),
+                theirs: theirs[i].1.clone(),
+                other,
+                there: theirs[5].1.clone(),
+            }),
+        );
+    }
+    note(seq, "running");
+    match data(w, deadline) {
+        Some(v) => {
+            note(seq, "done");
+            (seq, Ok(v))
+        }
+        None => {
+            BROKEN.store(true, Ordering::Release);
+            note(seq, "timed out");
+            (seq, Err(Failure::TimedOut(flight())))
+        }
+    }
+}
+
+/// The typed error of collective `seq` (`op`, called at `at`) that failed with `f`; a
+/// timeout prints the flight record on the process's error stream too (the error may be
+/// swallowed, and the job may be about to end).
+fn typed(op: &'static str, seq: u64, f: Failure, at: Caller, limit: Duration) -> Error {
+    let rank = COMM
+        .get()
+        .and_then(|c| c.as_ref().ok())
+        .map_or(0, |c| c.world.0);
+    match f {
+        Failure::Diverged {
+            field,
+            mine,
+            theirs,
+            other,
+            there,
+        } => Error::Diverged {
+            op,
+            seq,
+            field,
+            rank,
+            other,
+            values: Box::new(crate::Divergence {
+                mine,
+                theirs,
+                there,
+            }),
+            at,
+        },
+        Failure::TimedOut(flight) => {
+            eprintln!(
+                "eddy: process {rank}: collective #{seq} ({op}) timed out after {limit:?}; its \
+                 last collectives:\n{flight}"
+            );
+            Error::CollectiveTimeout {
+                op,
+                seq,
+                seconds: limit.as_secs_f64(),
+                flight,
+                at,
+            }
+        }
+    }
+}
+
+/// The first failure of a global tensor's collective in this process (they run inside engine
+/// instructions, whose errors carry text only): a later sync reports it typed.
+static FAILED: Mutex<Option<Error>> = Mutex::new(None);
+
+/// The typed error of the first failed collective of a global tensor in this process.
+pub(super) fn failure() -> Option<Error> {
+    FAILED.lock().clone()
+}
+
 /// Collective `op` of `t` on the communication thread: the fingerprints compared, then
 /// `data` (given the world, `t`'s values and the deadline) run; the tensor of `shape` it
-/// gives, on `t`'s device.
+/// gives, on `t`'s device. Global tensors' collectives come first: they are engine
+/// instructions, and every process issues its collectives in one order.
 #[track_caller]
 fn collective<T: crate::Elem + Equivalence + Default + Clone + Send + 'static>(
     op: &'static str,
@@ -333,109 +482,100 @@ fn collective<T: crate::Elem + Equivalence + Default + Clone + Send + 'static>(
     data: impl FnOnce(&SimpleCommunicator, Vec<T>, Instant) -> Option<Vec<T>> + Send + 'static,
 ) -> Result<Tensor> {
     let at = Caller::here();
-    let site = at
-        .location()
-        .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
-        .unwrap_or_else(|| "an unknown place".into());
     let mine = t.to_vec::<T>()?;
-    let (dtype, dims) = (t.dtype(), t.dims().to_vec());
+    let engine = t.engine();
+    engine.read_blob(engine.transport(), |_| ())?;
+    let call = Call {
+        op,
+        layout: "world".into(),
+        dtype: t.dtype(),
+        dims: t.dims().to_vec(),
+        at,
+        bytes: mine.len() * std::mem::size_of::<T>(),
+    };
     let limit = timeout();
-    let (seq, outcome) = run(move |w| {
-        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        let bytes = mine.len() * std::mem::size_of::<T>();
-        record(Flight {
-            seq,
-            op,
-            bytes,
-            state: "comparing fingerprints",
-            at: site.clone(),
-        });
-        if BROKEN.load(Ordering::Acquire) {
-            note(seq, "refused: an earlier collective timed out");
-            return (seq, Err(Failure::TimedOut(flight())));
-        }
-        let deadline = Instant::now() + limit;
-        let fp = fingerprint(seq, op, dtype, &dims, &site);
-        let size = w.size() as usize;
-        let Some(all) = timed(fp.clone(), FP * size, deadline, |s, r| {
-            w.immediate_all_gather_into(StaticScope, s, r)
-        }) else {
-            BROKEN.store(true, Ordering::Release);
-            note(seq, "timed out comparing fingerprints");
-            return (seq, Err(Failure::TimedOut(flight())));
-        };
-        let ours = fields(&fp);
-        for (other, theirs) in all.chunks(FP).enumerate() {
-            if theirs == fp.as_slice() {
-                continue;
-            }
-            let theirs = fields(theirs);
-            let (i, _) = (ours.iter().zip(&theirs).enumerate())
-                .find(|(_, (a, b))| a.1 != b.1)
-                .expect("fingerprints that differ differ in a field");
-            note(seq, "diverged");
-            return (
-                seq,
-                Err(Failure::Diverged {
-                    field: ours[i].0,
-                    mine: ours[i].1.clone(),
-                    theirs: theirs[i].1.clone(),
-                    other,
-                    there: theirs[4].1.clone(),
-                }),
-            );
-        }
-        note(seq, "running");
-        match data(w, mine, deadline) {
-            Some(v) => {
-                note(seq, "done");
-                (seq, Ok(v))
-            }
-            None => {
-                BROKEN.store(true, Ordering::Release);
-                note(seq, "timed out");
-                (seq, Err(Failure::TimedOut(flight())))
-            }
-        }
-    })?;
+    let (seq, outcome) = run(move |w| checked(w, &call, limit, |w, d| data(w, mine, d)))?;
     match outcome {
         Ok(v) => Tensor::from_vec(v, shape)?.to_device(t.device()),
-        Err(Failure::Diverged {
-            field,
-            mine,
-            theirs,
-            other,
-            there,
-        }) => Err(Error::Diverged {
-            op,
-            seq,
-            field,
-            rank: comm()?.world.0,
-            other,
-            values: Box::new(crate::Divergence {
-                mine,
-                theirs,
-                there,
-            }),
-            at,
-        }),
-        Err(Failure::TimedOut(flight)) => {
-            // On the process's error stream too: the error may be swallowed, and the job may
-            // be about to end.
-            eprintln!(
-                "eddy: process {}: collective #{seq} ({op}) timed out after {:?}; its last \
-                 collectives:\n{flight}",
-                comm()?.world.0,
-                limit
-            );
-            Err(Error::CollectiveTimeout {
-                op,
-                seq,
-                seconds: limit.as_secs_f64(),
-                flight,
-                at,
-            })
+        Err(f) => Err(typed(op, seq, f, at, limit)),
+    }
+}
+
+/// Global tensors' collective `call` over processes: each sends `send`, process `q` sending
+/// `counts[q]` bytes; every process's bytes, in process order. On failure the error's text
+/// (the engine instruction that ran it fails with it), and the typed error kept for
+/// [`failure`].
+pub(super) fn all_gather_bytes(
+    call: Call,
+    send: Vec<u8>,
+    counts: Vec<usize>,
+) -> std::result::Result<Vec<u8>, String> {
+    let (op, at) = (call.op, call.at);
+    if let Some(c) = counts.iter().find(|&&c| c > i32::MAX as usize) {
+        return Err(format!(
+            "{op}: {c} bytes from one process; MPI counts up to {} at once",
+            i32::MAX
+        ));
+    }
+    let limit = timeout();
+    let ran = run(move |w| {
+        checked(w, &call, limit, |w, deadline| {
+            timed_varcount(w, send, &counts, deadline)
+        })
+    });
+    match ran {
+        Err(e) => Err(e.to_string()),
+        Ok((_, Ok(v))) => Ok(v),
+        Ok((seq, Err(f))) => {
+            let e = typed(op, seq, f, at, limit);
+            let text = e.to_string();
+            FAILED.lock().get_or_insert(e);
+            Err(text)
         }
+    }
+}
+
+/// A non-blocking all-gather of `send` (process `q` sends `counts[q]` bytes) waited for until
+/// `deadline`; every process's bytes in process order, or `None` on timeout.
+fn timed_varcount(
+    w: &SimpleCommunicator,
+    send: Vec<u8>,
+    counts: &[usize],
+    deadline: Instant,
+) -> Option<Vec<u8>> {
+    use mpi::datatype::PartitionMut;
+    let counts: Vec<i32> = counts.iter().map(|&c| c as i32).collect();
+    let displs: Vec<i32> = (counts.iter())
+        .scan(0i32, |at, &c| {
+            let d = *at;
+            *at += c;
+            Some(d)
+        })
+        .collect();
+    let total: usize = counts.iter().map(|&c| c as usize).sum();
+    type Part = PartitionMut<'static, [u8], Vec<i32>, Vec<i32>>;
+    let send: *mut [u8] = Box::into_raw(send.into_boxed_slice());
+    let recv: *mut [u8] = Box::into_raw(vec![0u8; total].into_boxed_slice());
+    // SAFETY: `recv` was just leaked from a box; the partition is its only user until the
+    // request completes, and a request that does not complete keeps both for ever.
+    let part: *mut Part = Box::into_raw(Box::new(PartitionMut::new(
+        unsafe { &mut *recv },
+        counts,
+        displs,
+    )));
+    // SAFETY: `send` and the partition were leaked from boxes: nothing else refers to them
+    // until the request completes.
+    let req =
+        w.immediate_all_gather_varcount_into(StaticScope, unsafe { &*send }, unsafe { &mut *part });
+    if !wait(req, deadline) {
+        return None;
+    }
+    // SAFETY: the request completed, so MPI holds none of the three; each is the box it came
+    // from, reclaimed once (the partition, which borrows `recv`, first).
+    unsafe {
+        drop(Box::from_raw(part));
+        drop(Box::from_raw(send));
+        Some(Box::from_raw(recv).into_vec())
     }
 }
 

@@ -9,14 +9,19 @@ mod apply;
 mod boxing;
 #[cfg(feature = "mpi")]
 mod comm;
+mod held;
 mod loss;
 mod ops;
+#[cfg(feature = "mpi")]
+mod spread;
 mod world;
 
 pub(crate) use apply::{inplace_partial, refuse, refuse_traced, reshape_dims};
 pub use boxing::{CollectiveCounts, count_collectives};
 pub use eddy_ops::global::{DeviceKind, NdSbp, Placement, ReduceKind, Sbp};
+pub(crate) use held::Held;
 pub(crate) use ops::{refused_kernel, run, run_many};
+pub(crate) use world::surfaced;
 pub use world::{World, set_collective_timeout, world};
 
 use crate::{Error, Result, Shape, Tensor};
@@ -27,9 +32,19 @@ use std::sync::Arc;
 pub(crate) struct Global {
     pub(crate) placement: Arc<Placement>,
     pub(crate) sbp: NdSbp,
-    /// The component of each position of the placement, in order (every rank lives in this
-    /// process).
+    /// The positions of the placement this process holds.
+    pub(crate) held: Held,
+    /// The component of each position this process holds, in order (in one process, every
+    /// position's).
     pub(crate) parts: Components,
+}
+
+impl Global {
+    /// The local device of position `i` of the placement.
+    #[cfg(feature = "mpi")]
+    pub(crate) fn device(&self, i: usize) -> crate::Device {
+        self.held.device(&self.placement, i)
+    }
 }
 
 /// The components of a global tensor: inline for grids of up to two ranks, the commonest,
@@ -162,16 +177,22 @@ impl Tensor {
             Some(g) if *g.placement == *placement => {
                 let parts = {
                     let _g = crate::no_grad();
-                    boxing::boxing(g, sbp)?
+                    boxing::boxing(self, sbp)?
                 };
-                global_of(self.shape().clone(), &g.placement, sbp, parts.into())
+                global_of(
+                    self.shape().clone(),
+                    &g.placement,
+                    &g.held,
+                    sbp,
+                    parts.into(),
+                )
             }
             Some(g) => {
                 // Another placement: the whole value, then each new rank's part of it.
                 let whole = {
                     let _g = crate::no_grad();
                     let b: NdSbp = g.sbp.iter().map(|_| Sbp::Broadcast).collect();
-                    boxing::boxing(g, &b)?.swap_remove(0)
+                    boxing::boxing(self, &b)?.swap_remove(0)
                 };
                 scatter(&whole, placement, sbp)?
             }
@@ -218,7 +239,7 @@ impl Tensor {
         let local = g.parts[0].alias_unknown();
         // The gradient: the component's at the first rank, zeros at the others; a broadcast
         // axis reads as a partial sum of them, so the logical gradient is the component's.
-        let (placement, sbp) = (g.placement.clone(), g.sbp.clone());
+        let (placement, sbp, held) = (g.placement.clone(), g.sbp.clone(), g.held.clone());
         let shape = self.shape().clone();
         let others: Vec<Tensor> = g.parts[1..].to_vec();
         Ok(local.record("to_local", &[self], move |gr, _, _| {
@@ -236,6 +257,7 @@ impl Tensor {
             Ok(vec![Some(global_of(
                 shape.clone(),
                 &placement,
+                &held,
                 &sbp,
                 parts.into(),
             ))])
@@ -277,30 +299,34 @@ impl Tensor {
     ) -> Result<Tensor> {
         const OP: &str = "from_components";
         let bad = |m: String| Err(Error::invalid(OP, m));
-        if parts.len() != placement.len() {
+        let held = Held::of(OP, placement)?;
+        let n = held.count(placement.len());
+        if parts.len() != n {
             return bad(format!(
-                "{} parts for the {} ranks of {placement}",
+                "{} parts for the {n} ranks of {placement} this process holds",
                 parts.len(),
-                placement.len()
             ));
         }
         let rank = parts[0].rank();
         check_sbp(OP, rank, placement, sbp)?;
-        for (i, t) in parts.iter().enumerate() {
-            if t.is_global() || t.device() != placement.device(i) || t.dtype() != parts[0].dtype() {
+        for (k, t) in parts.iter().enumerate() {
+            let i = held.position(k);
+            let want = held.device(placement, i);
+            if t.is_global() || t.device() != want || t.dtype() != parts[0].dtype() {
                 return bad(format!(
-                    "part {i} is a {} tensor on {}; rank {} is {} and part 0 is {}",
+                    "part {k} is a {} tensor on {}; rank {} is {want} and part 0 is {}",
                     t.dtype(),
                     describe(t),
                     placement.ranks()[i],
-                    placement.device(i),
                     parts[0].dtype()
                 ));
             }
         }
+        // Every position's dims: this process's parts', and the others' from their processes.
+        let every = positions_dims(placement, &held, &parts)?;
         // Along a split dim, the parts of the ranks that differ only on the splitting axes
         // add up to the logical size.
-        let mut dims = parts[0].dims().to_vec();
+        let mut dims = every[0].clone();
         for (d, n) in dims.iter_mut().enumerate() {
             let splitting: Vec<usize> = (0..sbp.len())
                 .filter(|&a| sbp[a] == Sbp::Split(d))
@@ -311,19 +337,19 @@ impl Tensor {
                         let c = placement.coord(i);
                         (0..sbp.len()).all(|a| splitting.contains(&a) || c[a] == 0)
                     })
-                    .map(|i| parts[i].dims()[d])
+                    .map(|i| every[i][d])
                     .sum();
             }
         }
-        for (i, t) in parts.iter().enumerate() {
+        for (i, got) in every.iter().enumerate() {
             let want: Vec<usize> = component_ranges(&dims, placement, sbp, i)
                 .iter()
                 .map(|r| r.len())
                 .collect();
-            if t.dims() != want.as_slice() {
+            if *got != want {
                 return bad(format!(
-                    "part {i} has dims {:?}; a balanced split of {dims:?} by {} gives {want:?}",
-                    t.dims(),
+                    "the part of rank position {i} has dims {got:?}; a balanced split of \
+                     {dims:?} by {} gives {want:?}",
                     show_sbp(sbp)
                 ));
             }
@@ -332,6 +358,7 @@ impl Tensor {
         Ok(global_of(
             Shape::from(dims),
             &Arc::new(placement.clone()),
+            &held,
             sbp,
             parts,
         ))
@@ -344,7 +371,7 @@ impl Tensor {
         match self.global() {
             Some(g) => {
                 let b: NdSbp = g.sbp.iter().map(|_| Sbp::Broadcast).collect();
-                Ok(boxing::boxing(g, &b)?.swap_remove(0))
+                Ok(boxing::boxing(self, &b)?.swap_remove(0))
             }
             None => Ok(self.clone()),
         }
@@ -355,6 +382,7 @@ impl Tensor {
 pub(crate) fn global_of(
     shape: Shape,
     placement: &Arc<Placement>,
+    held: &Held,
     sbp: &[Sbp],
     parts: Components,
 ) -> Tensor {
@@ -365,6 +393,7 @@ pub(crate) fn global_of(
         Global {
             placement: placement.clone(),
             sbp: NdSbp::from_slice(sbp),
+            held: held.clone(),
             parts,
         },
     )
@@ -374,8 +403,10 @@ pub(crate) fn global_of(
 /// position's part of it, on its device.
 #[track_caller]
 fn scatter(whole: &Tensor, placement: &Placement, sbp: &[Sbp]) -> Result<Tensor> {
-    let mut parts = Vec::with_capacity(placement.len());
-    for i in 0..placement.len() {
+    let held = Held::of("to_global", placement)?;
+    let mut parts = Vec::with_capacity(held.count(placement.len()));
+    for k in 0..held.count(placement.len()) {
+        let i = held.position(k);
         let mut c = whole.clone();
         for (d, r) in component_ranges(whole.dims(), placement, sbp, i)
             .iter()
@@ -385,7 +416,7 @@ fn scatter(whole: &Tensor, placement: &Placement, sbp: &[Sbp]) -> Result<Tensor>
                 c = c.narrow(d as isize, r.start, r.len())?;
             }
         }
-        let c = c.to_device(placement.device(i))?;
+        let c = c.to_device(held.device(placement, i))?;
         // Storage of its own: an in-place update of the global tensor leaves `whole` alone.
         let c = if c.shares_storage(whole) {
             boxing::owned(&c)?
@@ -400,9 +431,43 @@ fn scatter(whole: &Tensor, placement: &Placement, sbp: &[Sbp]) -> Result<Tensor>
     Ok(global_of(
         whole.shape().clone(),
         &Arc::new(placement.clone()),
+        &held,
         sbp,
         parts.into(),
     ))
+}
+
+/// The dims of the part at every position of `placement`, where this process holds `parts`
+/// (its positions', `held`): the others' come from their processes.
+#[track_caller]
+fn positions_dims(placement: &Placement, held: &Held, parts: &[Tensor]) -> Result<Vec<Vec<usize>>> {
+    if !held.is_spread() {
+        return Ok(parts.iter().map(|t| t.dims().to_vec()).collect());
+    }
+    // A table of every position's dims, each process filling its rows: their sum is the
+    // whole table.
+    let (n, rank) = (placement.len(), parts[0].rank());
+    let mut table = vec![0i64; n * (rank + 1)];
+    for (k, t) in parts.iter().enumerate() {
+        let row = &mut table[held.position(k) * (rank + 1)..][..rank + 1];
+        row[0] = 1;
+        for (r, &d) in row[1..].iter_mut().zip(t.dims()) {
+            *r = d as i64;
+        }
+    }
+    let mine = Tensor::from_vec(table, [n, rank + 1])?;
+    let all = world()?
+        .all_reduce(&mine, ReduceKind::Sum)?
+        .to_vec::<i64>()?;
+    (all.chunks(rank + 1).enumerate())
+        .map(|(i, row)| match row[0] {
+            1 => Ok(row[1..].iter().map(|&d| d as usize).collect()),
+            _ => Err(Error::invalid(
+                "from_components",
+                format!("rank position {i} of {placement} got a part of rank other than {rank}, or none, in its process"),
+            )),
+        })
+        .collect()
 }
 
 /// The text of a global tensor's layout, as `cpu:[0, 1], S(0)`.

@@ -147,16 +147,21 @@ pub(crate) fn run_many(
         });
     };
     let _g = crate::no_grad();
-    let boxed: Vec<Vec<Tensor>> = (globals.iter().zip(&choice.inputs))
-        .map(|(g, need)| boxing::boxing(g, need))
-        .collect::<Result<_>>()?;
+    // A loop, not a closure: each boxing's collectives name the caller's line.
+    let mut boxed: Vec<Vec<Tensor>> = Vec::with_capacity(inputs.len());
+    for (t, need) in inputs.iter().zip(&choice.inputs) {
+        boxed.push(boxing::boxing(t, need)?);
+    }
+    let held = &globals[0].held;
+    let count = held.count(placement.len());
     let mut parts: Vec<Vec<Tensor>> = Vec::new();
-    for i in 0..placement.len() {
+    for k in 0..count {
+        let i = held.position(k);
         let dims: Vec<usize> = (component_ranges(out.dims(), &placement, &choice.output, i))
             .iter()
             .map(|r| r.len())
             .collect();
-        let ins: Vec<&Tensor> = boxed.iter().map(|b| &b[i]).collect();
+        let ins: Vec<&Tensor> = boxed.iter().map(|b| &b[k]).collect();
         let ys = local(&ins, &dims)?;
         if let Some(y) = ys.iter().find(|y| y.dims() != dims.as_slice()) {
             return Err(Error::invalid(
@@ -167,13 +172,13 @@ pub(crate) fn run_many(
                 ),
             ));
         }
-        parts.resize_with(ys.len(), || Vec::with_capacity(placement.len()));
+        parts.resize_with(ys.len(), || Vec::with_capacity(count));
         for (p, y) in parts.iter_mut().zip(ys) {
             p.push(y);
         }
     }
     Ok((parts.into_iter())
-        .map(|p| global_of(out.clone(), &placement, &choice.output, p.into()))
+        .map(|p| global_of(out.clone(), &placement, held, &choice.output, p.into()))
         .collect())
 }
 
@@ -216,5 +221,11 @@ fn same_layout(
         parts.push(local(&ins, dims)?);
     }
     let placement = &first.placement;
-    Ok(Some(global_of(out.clone(), placement, &first.sbp, parts)))
+    Ok(Some(global_of(
+        out.clone(),
+        placement,
+        &first.held,
+        &first.sbp,
+        parts,
+    )))
 }

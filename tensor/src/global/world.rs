@@ -27,7 +27,7 @@ pub struct World {
 
 /// The size of the job the launcher says this process belongs to (OpenMPI's and the PMI
 /// launchers' variables), if it says.
-fn launched_size() -> Option<usize> {
+pub(super) fn launched_size() -> Option<usize> {
     ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"]
         .iter()
         .find_map(|v| std::env::var(v).ok()?.parse().ok())
@@ -127,7 +127,7 @@ impl World {
     pub fn all_reduce(&self, t: &crate::Tensor, kind: ReduceKind) -> Result<crate::Tensor> {
         check_dtype("all_reduce", t)?;
         if self.size == 1 {
-            return super::boxing::owned(&t.detach());
+            return t.detach().to_dtype(t.dtype());
         }
         #[cfg(feature = "mpi")]
         {
@@ -170,7 +170,7 @@ impl World {
             });
         }
         if self.size == 1 {
-            return super::boxing::owned(&t.detach());
+            return t.detach().to_dtype(t.dtype());
         }
         #[cfg(feature = "mpi")]
         {
@@ -179,6 +179,20 @@ impl World {
         #[cfg(not(feature = "mpi"))]
         Err(unavailable("mpi".into(), NO_MPI))
     }
+}
+
+/// The error a sync reports for `e`: where a global tensor's collective between processes
+/// failed (an engine instruction, whose error is text), the typed error it failed with
+/// (`Diverged`, `CollectiveTimeout`); `e` otherwise.
+#[cold]
+pub(crate) fn surfaced(e: eddy_vm::Error) -> Error {
+    #[cfg(feature = "mpi")]
+    if e.op() == Some("exchange")
+        && let Some(typed) = super::comm::failure()
+    {
+        return typed;
+    }
+    Error::Vm(e)
 }
 
 /// The tensors the processes' collectives carry: local ones of these dtypes.

@@ -1,0 +1,182 @@
+//! Global tensors whose ranks live in several processes. Run alone, every rank is in this
+//! process; `.ci/run` also runs it under `mpirun -np 2` and `-np 3` with the `mpi` feature
+//! (one test at a time: every process runs the same tests in the same order), where each
+//! process holds its own ranks and every value is checked against the same program's local
+//! result, which every process computes alike.
+
+use eddy::tensor::global::{DeviceKind, Placement, ReduceKind, Sbp, world};
+use eddy::{DType, Device, Error, Tensor, Vm};
+
+type R = Result<(), Error>;
+
+/// The job's processes, and a placement of `per` ranks in each.
+fn job(per: u32) -> Result<(usize, Placement), Error> {
+    let w = world()?;
+    let n = w.size as u32 * per;
+    Ok((
+        w.size,
+        Placement::new(DeviceKind::Cpu, (0..n).collect::<Vec<_>>())?,
+    ))
+}
+
+/// An engine with `per` CPU devices (every process the same).
+fn engine(per: u32) -> Vm {
+    Vm::builder().cpu_devices(per).build().expect("an engine")
+}
+
+/// Values that differ at every position, the same in every process.
+fn values(dims: &[usize], salt: f32) -> Result<Tensor, Error> {
+    let n: usize = dims.iter().product();
+    let v: Vec<f32> = (0..n)
+        .map(|i| ((i as f32 * 0.37 + salt).sin() * 4.0).round() / 4.0)
+        .collect();
+    Tensor::from_vec(v, dims.to_vec())
+}
+
+const LAYOUTS: [Sbp; 5] = [
+    Sbp::Split(0),
+    Sbp::Split(1),
+    Sbp::Broadcast,
+    Sbp::Partial(ReduceKind::Sum),
+    Sbp::Partial(ReduceKind::Max),
+];
+
+#[test]
+fn boxing_between_every_layout_keeps_the_value() -> R {
+    for per in [1, 2] {
+        let vm = engine(per);
+        eddy::tensor::with_engine(&vm, || {
+            let (procs, p) = job(per)?;
+            let n = p.len();
+            // Uneven along both dims: n + 1 rows, 2n - 1 columns.
+            let x = values(&[n + 1, 2 * n - 1], 0.5)?;
+            let want = x.to_vec::<f32>()?;
+            for from in LAYOUTS {
+                let a = x.to_global(&p, &[from])?;
+                assert_eq!(a.local_components().len(), n / procs, "{from:?}");
+                for to in LAYOUTS {
+                    let b = a.to_global(&p, &[to])?;
+                    assert_eq!(b.to_vec::<f32>()?, want, "{from:?} → {to:?} on {p}");
+                    assert_eq!(b.sbp(), Some(&[to][..]));
+                }
+            }
+            Ok::<(), Error>(())
+        })?;
+    }
+    Ok(())
+}
+
+#[test]
+fn components_are_each_ranks_part() -> R {
+    let (procs, p) = job(1)?;
+    let me = world()?.rank;
+    let x = values(&[2 * procs + 1, 3], 1.0)?;
+    let s = x.to_global(&p, &[Sbp::Split(0)])?;
+    let parts = s.local_components();
+    assert_eq!(parts.len(), 1);
+    // Balanced: the first rank's part is the longer.
+    let rows = if me == 0 { 3 } else { 2 };
+    let start = if me == 0 { 0 } else { 3 + 2 * (me - 1) };
+    assert_eq!(parts[0].dims(), [rows, 3]);
+    assert_eq!(parts[0].device(), Device::Cpu(0));
+    assert_eq!(
+        parts[0].to_vec::<f32>()?,
+        x.narrow(0, start, rows)?.to_vec::<f32>()?
+    );
+    // An all-to-all leaves each process its columns.
+    let c = s.to_global(&p, &[Sbp::Split(1)])?;
+    let (cols, at) = if procs == 1 {
+        (3, 0)
+    } else {
+        // Balanced: the first `3 % procs` processes one column more.
+        let len = |k: usize| 3 / procs + usize::from(k < 3 % procs);
+        (len(me), (0..me).map(len).sum())
+    };
+    assert_eq!(
+        c.local_components()[0].to_vec::<f32>()?,
+        x.narrow(1, at, cols)?.to_vec::<f32>()?
+    );
+    Ok(())
+}
+
+#[test]
+fn partial_parts_that_differ_by_rank_add_up() -> R {
+    let (_, p) = job(1)?;
+    let me = world()?.rank as f32;
+    let x = values(&[5, 4], 2.0)?;
+    // Each rank's part is (rank + 1) · x: the logical value is the sum of those.
+    let part = x.mul_scalar(me + 1.0)?;
+    let s = Tensor::from_components(&p, &[Sbp::Partial(ReduceKind::Sum)], vec![part])?;
+    let total: f32 = (1..=p.len()).map(|k| k as f32).sum();
+    let want = x.mul_scalar(total)?.to_vec::<f32>()?;
+    assert_eq!(s.to_vec::<f32>()?, want);
+    for to in [Sbp::Split(0), Sbp::Split(1), Sbp::Broadcast] {
+        assert_eq!(s.to_global(&p, &[to])?.to_vec::<f32>()?, want, "{to:?}");
+    }
+    let m = Tensor::from_components(
+        &p,
+        &[Sbp::Partial(ReduceKind::Max)],
+        vec![x.mul_scalar(me + 1.0)?],
+    )?;
+    let top = x.mul_scalar(p.len() as f32)?.maximum(&x)?;
+    assert_eq!(m.to_vec::<f32>()?, top.to_vec::<f32>()?);
+    Ok(())
+}
+
+#[test]
+fn ops_on_ranks_of_several_processes_match_one_device() -> R {
+    let (_, p) = job(1)?;
+    let x = values(&[7, 5], 3.0)?;
+    let w = values(&[5, 3], 4.0)?;
+    let xs = x.to_global(&p, &[Sbp::Split(0)])?;
+    let wb = w.to_global(&p, &[Sbp::Broadcast])?;
+    // A data-parallel product, a split reduction (a partial sum), elementwise ops.
+    let y = xs.matmul(&wb)?;
+    let close = |a: Vec<f32>, b: Vec<f32>| {
+        assert_eq!(a.len(), b.len());
+        for (u, v) in a.iter().zip(&b) {
+            assert!((u - v).abs() <= 1e-5 * (1.0 + v.abs()), "{u} against {v}");
+        }
+    };
+    close(y.to_vec()?, x.matmul(&w)?.to_vec()?);
+    let s = y.relu()?.sum_all()?;
+    if p.len() > 1 {
+        assert_eq!(s.sbp(), Some(&[Sbp::Partial(ReduceKind::Sum)][..]));
+    }
+    close(s.to_vec()?, x.matmul(&w)?.relu()?.sum_all()?.to_vec()?);
+    // A product of a column-split and a row-split operand: a partial sum, then reduced.
+    let xc = x.to_global(&p, &[Sbp::Split(1)])?;
+    let wr = w.to_global(&p, &[Sbp::Split(0)])?;
+    close(xc.matmul(&wr)?.to_vec()?, x.matmul(&w)?.to_vec()?);
+    // Integers and booleans travel as bytes.
+    let i = Tensor::arange(0.0, 9.0, 1.0, DType::I64)?;
+    let ig = i.to_global(&p, &[Sbp::Split(0)])?;
+    assert_eq!(ig.to_vec::<i64>()?, i.to_vec::<i64>()?);
+    let b = ig.gt_scalar(3.0)?;
+    assert_eq!(b.to_vec::<bool>()?, i.gt_scalar(3.0)?.to_vec::<bool>()?);
+    Ok(())
+}
+
+#[test]
+fn gradients_across_processes_match_one_device() -> R {
+    let (_, p) = job(1)?;
+    let x = values(&[6, 4], 5.0)?;
+    let w0 = values(&[4, 3], 6.0)?;
+    // One device.
+    let w = w0.clone().requires_grad_(true)?;
+    x.matmul(&w)?.tanh()?.sum_all()?.backward()?;
+    let want = w.grad().expect("a gradient").to_vec::<f32>()?;
+    // Data-parallel: the batch split, the weight on every rank; its gradient all-reduced.
+    let wg = w0
+        .to_global(&p, &[Sbp::Broadcast])?
+        .detach()
+        .requires_grad_(true)?;
+    let xs = x.to_global(&p, &[Sbp::Split(0)])?;
+    xs.matmul(&wg)?.tanh()?.sum_all()?.backward()?;
+    let g = wg.grad().expect("a gradient");
+    assert_eq!(g.sbp(), Some(&[Sbp::Broadcast][..]));
+    for (a, b) in g.to_vec::<f32>()?.iter().zip(&want) {
+        assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} against {b}");
+    }
+    Ok(())
+}
