@@ -448,14 +448,16 @@ impl Spread {
     /// `None` for one device.
     fn new(opts: &TrainOptions) -> Result<Option<Spread>> {
         use crate::tensor::global::{DeviceKind, Placement};
-        if opts.devices <= 1 {
+        // Under a launcher, each process holds `devices` ranks of the placement.
+        let ranks = opts.devices * crate::tensor::global::world()?.size as u32;
+        if ranks <= 1 {
             return Ok(None);
         }
         let kind = match opts.device {
             crate::Device::Cuda(_) => DeviceKind::Cuda,
             _ => DeviceKind::Cpu,
         };
-        let placement = Placement::new(kind, (0..opts.devices).collect::<Vec<_>>())?;
+        let placement = Placement::new(kind, (0..ranks).collect::<Vec<_>>())?;
         Ok(Some(Spread {
             placement,
             parallel: opts.parallel,

@@ -180,3 +180,51 @@ fn gradients_across_processes_match_one_device() -> R {
     }
     Ok(())
 }
+
+/// The field a divergence names, and where it says the other process called.
+fn diverged(r: eddy::Result<Vec<f32>>) -> (&'static str, String) {
+    match r {
+        Err(Error::Diverged { field, values, .. }) => (field, values.there),
+        other => panic!("not a divergence: {other:?}"),
+    }
+}
+
+/// A program that branches on the process around a global op: every process fails at its
+/// next sync, within a second, naming the field that differs and the other's call site; the
+/// processes then go on together.
+#[test]
+fn a_branch_around_a_global_op_fails_on_every_process() -> R {
+    let (procs, p) = job(1)?;
+    if procs == 1 {
+        return Ok(());
+    }
+    let first = world()?.rank == 0;
+    let x = values(&[4, 3], 7.0)?;
+    let s = x.to_global(&p, &[Sbp::Split(0)])?;
+    let started = std::time::Instant::now();
+    let here = line!();
+    #[allow(clippy::if_same_then_else)] // the call sites are what differs
+    let b = if first {
+        s.to_global(&p, &[Sbp::Broadcast])?
+    } else {
+        s.to_global(&p, &[Sbp::Broadcast])?
+    };
+    let (field, there) = diverged(b.to_vec::<f32>());
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(field, "call site");
+    let theirs = if first { here + 5 } else { here + 3 };
+    assert!(there.contains(&format!("spread.rs:{theirs}:")), "{there}");
+    // Another shape on the first process.
+    let y = if first { x.narrow(0, 0, 3)? } else { x.clone() };
+    let r = y
+        .to_global(&p, &[Sbp::Split(0)])?
+        .to_global(&p, &[Sbp::Broadcast]);
+    let (field, _) = diverged(r.and_then(|t| t.to_vec::<f32>()));
+    assert_eq!(field, "shape");
+    // The world goes on.
+    assert_eq!(
+        s.to_global(&p, &[Sbp::Broadcast])?.to_vec::<f32>()?,
+        x.to_vec::<f32>()?
+    );
+    Ok(())
+}

@@ -118,6 +118,10 @@ const TRAIN: &[Opt] = &[
     ),
     DEVICES,
     PARALLEL,
+    flag(
+        "--all-ranks",
+        "under mpirun: every process prints its progress (default: process 0 alone)",
+    ),
 ];
 
 const DEVICES: Opt = opt(
@@ -237,7 +241,9 @@ fn main() -> ExitCode {
         _ => unreachable!("clap knows the commands"),
     });
     let r = match parsed {
-        Ok((Cmd::Train, o)) => train_cmd::cmd_train(&o),
+        Ok((Cmd::Train, o)) => {
+            train_cmd::quiet_other_processes(&o).and_then(|()| train_cmd::cmd_train(&o))
+        }
         Ok((Cmd::Bench, o)) => cmd_bench(&o),
         Ok((Cmd::Repl, o)) => cmd_repl(&o),
         Ok((Cmd::Trace, o)) => cmd_trace(&o),

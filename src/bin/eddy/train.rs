@@ -27,10 +27,37 @@ pub(crate) fn devices_opts(o: &Opts) -> Result<(u32, eddy::train::Parallel), Fai
             "--devices must be in 1..=64, not {devices}"
         )));
     }
-    if o.has("--parallel") && devices == 1 {
-        return Err(Fail::Usage("--parallel needs --devices N (N > 1)".into()));
+    if o.has("--parallel") && devices == 1 && eddy::tensor::global::world()?.size == 1 {
+        return Err(Fail::Usage(
+            "--parallel needs --devices N (N > 1), or several processes (mpirun)".into(),
+        ));
     }
     Ok((devices, parallel))
+}
+
+/// Under `mpirun`, the processes other than process 0 print nothing on their standard
+/// output (unless `--all-ranks`): the job's progress and results print once. Their errors
+/// still reach their error stream. A build without the `mpi` feature refuses a job of
+/// several processes here.
+pub(crate) fn quiet_other_processes(o: &Opts) -> Result<(), Fail> {
+    let w = eddy::tensor::global::world()?;
+    if w.rank == 0 || o.has("--all-ranks") {
+        return Ok(());
+    }
+    #[cfg(all(feature = "mpi", unix))]
+    {
+        use std::os::fd::AsRawFd;
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .map_err(|e| Fail::Run(format!("/dev/null: {e}")))?;
+        // SAFETY: both are open descriptors of this process; `dup2` makes 1 a copy of the
+        // null device's (the copy outlives `null`, closed at the end of this block).
+        if unsafe { libc::dup2(null.as_raw_fd(), 1) } < 0 {
+            return Err(Fail::Run("cannot silence the standard output".into()));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn cmd_train(o: &Opts) -> Result<(), Fail> {
@@ -65,6 +92,13 @@ pub(crate) fn cmd_train(o: &Opts) -> Result<(), Fail> {
             .parse()
             .map_err(|e| Fail::Usage(format!("bad value for --model: {e}")))?,
     };
+    let processes = eddy::tensor::global::world()?.size as u32;
+    if processes > 1 && (model != ModelKind::Mlp || o.has("--graph")) {
+        return Err(Fail::Usage(
+            "over several processes, eddy train runs the MLP eagerly (no --graph, --model mlp)"
+                .into(),
+        ));
+    }
     if model == ModelKind::Transformer {
         return cmd_train_text(o, devices);
     }
@@ -159,10 +193,20 @@ pub(crate) fn cmd_train(o: &Opts) -> Result<(), Fail> {
         } else {
             ""
         },
-        match (devices, parallel) {
+        match (devices * processes, parallel) {
             (1, _) => String::new(),
-            (n, eddy::train::Parallel::Data) => format!(", data parallel over {n} devices"),
-            (n, eddy::train::Parallel::Tensor) => format!(", tensor parallel over {n} devices"),
+            (n, p) => format!(
+                ", {} parallel over {n} devices{}",
+                match p {
+                    eddy::train::Parallel::Data => "data",
+                    eddy::train::Parallel::Tensor => "tensor",
+                },
+                if processes > 1 {
+                    format!(" in {processes} processes")
+                } else {
+                    String::new()
+                }
+            ),
         }
     );
     let mut bars = Bars::new(opts.epochs);

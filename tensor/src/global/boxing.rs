@@ -456,12 +456,14 @@ fn axis(b: &Boxed<'_>, parts: Vec<Tensor>, cur: &[Sbp], a: usize, to: Sbp) -> Re
                 .collect()
         };
         let c = InProcess;
-        // Every rank's part of the group: this process's, and the others' received.
+        // Every rank's part of the group: this process's, and the others' received. (The
+        // closure loses the caller's line: taken here.)
+        let at = crate::Caller::here();
         let every = || -> Result<Vec<Tensor>> {
             if !spread {
                 return Ok(mine.iter().map(|(_, t)| t.clone()).collect());
             }
-            exchange(b, &group, cur, &mine)
+            exchange(b, &group, cur, &mine, at)
         };
         let new = match (from, to) {
             (S(d), B) => c.all_gather(&every()?, &targets, d)?,
@@ -494,22 +496,23 @@ fn axis(b: &Boxed<'_>, parts: Vec<Tensor>, cur: &[Sbp], a: usize, to: Sbp) -> Re
 }
 
 /// Every rank's part of a group spread over processes, in the group's order: this process's
-/// `mine`, the others' received from their processes (on this process's first device).
-#[track_caller]
+/// `mine`, the others' received from their processes (on this process's first device); `at`
+/// is the user's call.
 fn exchange(
     b: &Boxed<'_>,
     group: &[usize],
     cur: &[Sbp],
     mine: &[(usize, Tensor)],
+    at: crate::Caller,
 ) -> Result<Vec<Tensor>> {
     #[cfg(feature = "mpi")]
     {
-        super::spread::exchange(b.g, b.dims, group, cur, mine)
+        super::spread::exchange(b.g, b.dims, group, cur, mine, at)
     }
     #[cfg(not(feature = "mpi"))]
     {
         // A placement spreads over processes only in a world of several, which needs `mpi`.
-        let _ = (b, group, cur, mine);
+        let _ = (b, group, cur, mine, at);
         unreachable!("a placement over several processes without the `mpi` feature")
     }
 }

@@ -461,13 +461,16 @@ fn typed(op: &'static str, seq: u64, f: Failure, at: Caller, limit: Duration) ->
     }
 }
 
-/// The first failure of a global tensor's collective in this process (they run inside engine
-/// instructions, whose errors carry text only): a later sync reports it typed.
-static FAILED: Mutex<Option<Error>> = Mutex::new(None);
+/// The last failures of global tensors' collectives in this process, with their text: they
+/// run inside engine instructions, whose errors carry text only, and a later sync reports the
+/// typed error whose text it got.
+static FAILED: Mutex<VecDeque<(String, Error)>> = Mutex::new(VecDeque::new());
 
-/// The typed error of the first failed collective of a global tensor in this process.
-pub(super) fn failure() -> Option<Error> {
-    FAILED.lock().clone()
+/// The typed error of the failed collective of a global tensor whose text is `text`.
+pub(super) fn failure(text: &str) -> Option<Error> {
+    (FAILED.lock().iter())
+        .find(|(t, _)| t == text)
+        .map(|(_, e)| e.clone())
 }
 
 /// Collective `op` of `t` on the communication thread: the fingerprints compared, then
@@ -529,7 +532,11 @@ pub(super) fn all_gather_bytes(
         Ok((seq, Err(f))) => {
             let e = typed(op, seq, f, at, limit);
             let text = e.to_string();
-            FAILED.lock().get_or_insert(e);
+            let mut kept = FAILED.lock();
+            if kept.len() == FLIGHT_LEN {
+                kept.pop_front();
+            }
+            kept.push_back((text.clone(), e));
             Err(text)
         }
     }

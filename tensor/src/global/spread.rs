@@ -21,16 +21,16 @@ use eddy_vm::{Blob, Counted};
 
 /// Every rank's part of group `group` (positions of `g`'s placement, laid out by `cur`, of
 /// logical `dims`), in the group's order: this process's `mine` (`(k, part)` of the group's
-/// `k`-th rank), the others' received, on this process's first device.
-#[track_caller]
+/// `k`-th rank), the others' received, on this process's first device. `at`: the user's
+/// call, which the fingerprint carries.
 pub(super) fn exchange(
     g: &Global,
     dims: &[usize],
     group: &[usize],
     cur: &[Sbp],
     mine: &[(usize, Tensor)],
+    at: Caller,
 ) -> Result<Vec<Tensor>> {
-    let at = Caller::here();
     let (p, held) = (&*g.placement, &g.held);
     let dtype = g.parts[0].dtype();
     let shapes: Vec<Vec<usize>> = (group.iter())

@@ -187,8 +187,9 @@ impl World {
 #[cold]
 pub(crate) fn surfaced(e: eddy_vm::Error) -> Error {
     #[cfg(feature = "mpi")]
-    if e.op() == Some("exchange")
-        && let Some(typed) = super::comm::failure()
+    if let eddy_vm::Error::KernelFailed { op, message, .. } = &e
+        && op == "exchange"
+        && let Some(typed) = super::comm::failure(message)
     {
         return typed;
     }
