@@ -1,5 +1,6 @@
 //! The global-tensor workloads: a global op's dispatch, boxing small and large, and the MLP
-//! trained data-parallel and tensor-parallel over `cpu:0` and `cpu:1`.
+//! trained data-parallel and tensor-parallel over `cpu:0` and `cpu:1`; under `mpirun`, over
+//! one rank in each process, and MPI's own all-reduce beside them.
 
 use super::{check, mlp_setup, reps};
 use crate::tensor::global::{DeviceKind, Placement, Sbp};
@@ -8,8 +9,15 @@ use crate::tensor::optim::Sgd;
 use crate::{DType, Device, Result, Tensor, Vm};
 use std::time::Instant;
 
-/// An engine with `cpu:0` and `cpu:1`, and their placement.
+/// An engine with `cpu:0` and `cpu:1`, and their placement; under `mpirun`, an engine with
+/// `cpu:0` and a placement of one rank in each process.
 fn two() -> Result<(Vm, Placement)> {
+    let processes = crate::tensor::global::world()?.size;
+    if processes > 1 {
+        let vm = Vm::builder().cpu_devices(1).build()?;
+        let ranks: Vec<u32> = (0..processes as u32).collect();
+        return Ok((vm, Placement::new(DeviceKind::Cpu, ranks)?));
+    }
     let vm = Vm::builder().cpu_devices(2).build()?;
     Ok((vm, Placement::new(DeviceKind::Cpu, [0, 1])?))
 }
@@ -44,12 +52,37 @@ pub fn global_add() -> Result<Vec<f64>> {
     })
 }
 
-/// A tensor of `n` f32 as partial sums over `p`: ones on the first device, twos on the
-/// second.
-fn partial(p: &Placement, dims: &[usize]) -> Result<Tensor> {
+/// A tensor of `dims` f32 as partial sums over `p`: `k + 1` at the `k`-th rank (ones on the
+/// first, twos on the second); with the sum of those.
+fn partial(p: &Placement, dims: &[usize]) -> Result<(Tensor, f32)> {
+    let sum = (1..=p.len()).sum::<usize>() as f32;
+    let w = crate::tensor::global::world()?;
+    if w.size > 1 {
+        let mine = Tensor::full(dims, (w.rank + 1) as f64, DType::F32)?;
+        return Ok((
+            Tensor::from_components(p, &[Sbp::PARTIAL_SUM], vec![mine])?,
+            sum,
+        ));
+    }
     let a = Tensor::ones(dims, DType::F32)?;
     let b = Tensor::full(dims, 2.0, DType::F32)?.to_device(Device::Cpu(1))?;
-    Tensor::from_components(p, &[Sbp::PARTIAL_SUM], vec![a, b])
+    Ok((
+        Tensor::from_components(p, &[Sbp::PARTIAL_SUM], vec![a, b])?,
+        sum,
+    ))
+}
+
+/// MPI's own all-reduce, called directly in the same run (under `mpirun`): µs per all-reduce
+/// of 16 f32 (500 in a row), and bus GB/s of one of 64 MiB (`2 (p−1)/p` of the bytes).
+pub(super) fn raw_allreduce() -> Result<(Vec<f64>, Vec<f64>)> {
+    use crate::tensor::global::raw_all_reduce_seconds;
+    let p = crate::tensor::global::world()?.size as f64;
+    let small = reps(1, || Ok(raw_all_reduce_seconds(16, 500)? * 1e6 / 500.0))?;
+    let bytes = (16usize << 20) as f64 * 4.0;
+    let large = reps(1, || {
+        Ok(2.0 * (p - 1.0) / p * bytes / raw_all_reduce_seconds(16 << 20, 1)? / 1e9)
+    })?;
+    Ok((small, large))
 }
 
 /// `P(sum) → B` of 16 f32 over two CPU devices, 500 in a row and one sync: µs per boxing.
@@ -63,7 +96,7 @@ fn partial(p: &Placement, dims: &[usize]) -> Result<Tensor> {
 pub fn boxing_p_to_b_small() -> Result<Vec<f64>> {
     let (vm, p) = two()?;
     crate::tensor::with_engine(&vm, || {
-        let x = partial(&p, &[16])?;
+        let (x, sum) = partial(&p, &[16])?;
         x.sync()?;
         reps(1, || {
             let t = Instant::now();
@@ -75,7 +108,7 @@ pub fn boxing_p_to_b_small() -> Result<Vec<f64>> {
             let us = t.elapsed().as_secs_f64() * 1e6 / 500.0;
             let b = last.expect("500 boxings");
             check(
-                b.to_vec::<f32>()? == [3.0; 16],
+                b.to_vec::<f32>()? == [sum; 16],
                 "boxing_p_to_b_small: wrong sum",
             )?;
             Ok(us)
@@ -107,12 +140,18 @@ pub fn boxing_large() -> Result<[Vec<f64>; 4]> {
             y.sync()?;
             Ok(t.elapsed().as_secs_f64())
         };
-        let x = partial(&p, &[16 << 20])?;
-        let p_to_b = reps(1, || Ok(gbps(1.0, time(&x, Sbp::Broadcast)?)))?;
+        // The bus bytes of `p` ranks: `2 (p−1)/p` of the tensor for an all-reduce, `(p−1)/p`
+        // for the others.
+        let n = p.len() as f64;
+        let (x, _) = partial(&p, &[16 << 20])?;
+        let p_to_b = reps(1, || {
+            Ok(gbps(2.0 * (n - 1.0) / n, time(&x, Sbp::Broadcast)?))
+        })?;
         drop(x);
         let s = Tensor::ones([4096, 4096], DType::F32)?.to_global(&p, &[Sbp::Split(0)])?;
-        let s_to_b = reps(1, || Ok(gbps(0.5, time(&s, Sbp::Broadcast)?)))?;
-        let s0_to_s1 = reps(1, || Ok(gbps(0.5, time(&s, Sbp::Split(1))?)))?;
+        let f = (n - 1.0) / n;
+        let s_to_b = reps(1, || Ok(gbps(f, time(&s, Sbp::Broadcast)?)))?;
+        let s0_to_s1 = reps(1, || Ok(gbps(f, time(&s, Sbp::Split(1))?)))?;
         // The reference: the same bytes copied by `memcpy` between two buffers of this
         // process, written once before (no first-touch faults).
         let (src, mut dst) = (vec![1f32; 16 << 20], vec![0f32; 16 << 20]);

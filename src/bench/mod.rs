@@ -67,6 +67,23 @@ pub const KEYS: &[&str] = &[
     "memcpy_gbps",
     "dp_train_ms_per_step",
     "tp_train_ms_per_step",
+    "raw_allreduce_small_us",
+    "raw_allreduce_gbps",
+];
+
+/// The keys of global tensors, which `eddy bench` runs under `mpirun` (the ranks are the
+/// processes).
+pub const PROCESS_KEYS: &[&str] = &[
+    "global_add_ns_per_op",
+    "boxing_p_to_b_small_us",
+    "raw_allreduce_small_us",
+    "boxing_p_to_b_gbps",
+    "boxing_s_to_b_gbps",
+    "boxing_s0_to_s1_gbps",
+    "memcpy_gbps",
+    "raw_allreduce_gbps",
+    "dp_train_ms_per_step",
+    "tp_train_ms_per_step",
 ];
 
 const REPS: usize = 7;
@@ -139,6 +156,13 @@ impl Report {
             "metrics": order(&self.metrics),
             "samples": samples,
         });
+        // Under `mpirun`, the processes are the global keys' ranks.
+        if let Ok(w) = crate::tensor::global::world()
+            && w.size > 1
+        {
+            v["meta"]["ranks"] = w.size.into();
+            v["meta"]["backend"] = "mpi".into();
+        }
         if !self.roof.is_empty() {
             let medians: serde_json::Map<_, _> = (self.roof.iter())
                 .map(|(k, s)| (k.clone(), median(s).into()))
@@ -722,6 +746,16 @@ pub fn run(
         }
         if want("tp_train_ms_per_step") {
             r.put("tp_train_ms_per_step", parallel_train(false)?);
+        }
+        // MPI's own all-reduce, under `mpirun` only.
+        if crate::tensor::global::world()?.size > 1 {
+            let (small, large) = global::raw_allreduce()?;
+            if want("raw_allreduce_small_us") {
+                r.put("raw_allreduce_small_us", small);
+            }
+            if want("raw_allreduce_gbps") {
+                r.put("raw_allreduce_gbps", large);
+            }
         }
     }
     Ok(r)

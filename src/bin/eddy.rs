@@ -244,7 +244,7 @@ fn main() -> ExitCode {
         Ok((Cmd::Train, o)) => {
             train_cmd::quiet_other_processes(&o).and_then(|()| train_cmd::cmd_train(&o))
         }
-        Ok((Cmd::Bench, o)) => cmd_bench(&o),
+        Ok((Cmd::Bench, o)) => train_cmd::quiet_other_processes(&o).and_then(|()| cmd_bench(&o)),
         Ok((Cmd::Repl, o)) => cmd_repl(&o),
         Ok((Cmd::Trace, o)) => cmd_trace(&o),
         Err(e) => Err(usage(e)),
@@ -459,10 +459,15 @@ fn cmd_bench(o: &Opts) -> Result<(), Fail> {
     } else if o.has("--child") {
         on_device(&bench::run_train_child)?
     } else {
+        // Under `mpirun`, the global tensors' keys: their ranks are the processes.
+        let several = eddy::tensor::global::world()?.size > 1;
         let only: Vec<String> = o
             .str("--only")
             .map(|s| s.split(',').map(str::to_string).collect())
-            .unwrap_or_default();
+            .unwrap_or_else(|| match several {
+                true => bench::PROCESS_KEYS.iter().map(|k| k.to_string()).collect(),
+                false => Vec::new(),
+            });
         if let Some(k) = only.iter().find(|k| !bench::KEYS.contains(&k.as_str())) {
             return Err(Fail::Usage(format!(
                 "unknown key `{k}`; keys: {}",

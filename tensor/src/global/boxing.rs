@@ -467,7 +467,10 @@ fn axis(b: &Boxed<'_>, parts: Vec<Tensor>, cur: &[Sbp], a: usize, to: Sbp) -> Re
         };
         let new = match (from, to) {
             (S(d), B) => c.all_gather(&every()?, &targets, d)?,
-            (P(k), B) => c.all_reduce(&every()?, &targets, k)?,
+            (P(k), B) => match reduced_across(b, &group, cur, &mine, k, spread, at)? {
+                Some(t) => vec![t],
+                None => c.all_reduce(&every()?, &targets, k)?,
+            },
             (P(k), S(d)) => c.reduce_scatter(&every()?, &targets, k, d)?,
             (S(i), S(j)) => c.all_to_all(&every()?, &targets, i, j)?,
             (S(d), P(k)) => match split_to_partial(&mine, &sizes(d), d, k)? {
@@ -493,6 +496,33 @@ fn axis(b: &Boxed<'_>, parts: Vec<Tensor>, cur: &[Sbp], a: usize, to: Sbp) -> Re
         .into_iter()
         .map(|t| t.expect("every position is in one group"))
         .collect())
+}
+
+/// `P(kind) → B` of a group spread over processes by one all-reduce between them, where that
+/// gives the one-process bits ([`spread::all_reduce`](super::spread::all_reduce)); `None`
+/// where it does not, or the group is in one process.
+fn reduced_across(
+    b: &Boxed<'_>,
+    group: &[usize],
+    cur: &[Sbp],
+    mine: &[(usize, Tensor)],
+    kind: ReduceKind,
+    spread: bool,
+    at: crate::Caller,
+) -> Result<Option<Tensor>> {
+    if !spread {
+        return Ok(None);
+    }
+    #[cfg(feature = "mpi")]
+    {
+        note(|n| n.all_reduce += 1);
+        super::spread::all_reduce(b.g, b.dims, group, cur, mine, kind, at)
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        let _ = (b, group, cur, mine, kind, at);
+        unreachable!("a placement over several processes without the `mpi` feature")
+    }
 }
 
 /// Every rank's part of a group spread over processes, in the group's order: this process's

@@ -373,6 +373,9 @@ fn checked<R>(
         return (seq, Err(Failure::TimedOut(flight())));
     }
     let deadline = Instant::now() + limit;
+    if !fingerprints() {
+        return outcome(seq, data(w, deadline));
+    }
     let fp = call.fingerprint(seq);
     let size = w.size() as usize;
     let Some(all) = timed(fp.clone(), FP * size, deadline, |s, r| {
@@ -404,7 +407,12 @@ fn checked<R>(
         );
     }
     note(seq, "running");
-    match data(w, deadline) {
+    outcome(seq, data(w, deadline))
+}
+
+/// Collective `seq`'s outcome: its result, or a timeout (`None`), which breaks the world.
+fn outcome<R>(seq: u64, r: Option<R>) -> (u64, std::result::Result<R, Failure>) {
+    match r {
         Some(v) => {
             note(seq, "done");
             (seq, Ok(v))
@@ -415,6 +423,19 @@ fn checked<R>(
             (seq, Err(Failure::TimedOut(flight())))
         }
     }
+}
+
+/// Whether a collective timed out in this process (its requests may still be pending).
+pub(super) fn broken() -> bool {
+    BROKEN.load(Ordering::Acquire)
+}
+
+/// Whether collectives compare fingerprints first: yes, unless `EDDY_FINGERPRINTS=off` (read
+/// once), which a program that trusts its ranks can set to save one small all-gather per
+/// collective (and the benchmarks, to measure it).
+fn fingerprints() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| !std::env::var("EDDY_FINGERPRINTS").is_ok_and(|v| v == "off"))
 }
 
 /// The typed error of collective `seq` (`op`, called at `at`) that failed with `f`; a
@@ -529,16 +550,7 @@ pub(super) fn all_gather_bytes(
     match ran {
         Err(e) => Err(e.to_string()),
         Ok((_, Ok(v))) => Ok(v),
-        Ok((seq, Err(f))) => {
-            let e = typed(op, seq, f, at, limit);
-            let text = e.to_string();
-            let mut kept = FAILED.lock();
-            if kept.len() == FLIGHT_LEN {
-                kept.pop_front();
-            }
-            kept.push_back((text.clone(), e));
-            Err(text)
-        }
+        Ok((seq, Err(f))) => Err(kept(typed(op, seq, f, at, limit))),
     }
 }
 
@@ -634,4 +646,65 @@ pub(super) fn all_gather(t: &Tensor) -> Result<Tensor> {
         let len = x.len() * n;
         timed(x, len, deadline, |s, r| w.immediate_all_gather_into(StaticScope, s, r))
     }))
+}
+
+/// [`raw_all_reduce_seconds`](super::raw_all_reduce_seconds) over MPI.
+#[track_caller]
+pub(super) fn raw_all_reduce_seconds(elems: usize, times: usize) -> Result<f64> {
+    use mpi::collective::CommunicatorCollectives as _;
+    run(move |w| {
+        let (send, mut recv) = (vec![1f32; elems], vec![0f32; elems]);
+        w.barrier();
+        let t = Instant::now();
+        for _ in 0..times {
+            w.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
+        }
+        t.elapsed().as_secs_f64()
+    })
+}
+
+/// A global tensor's all-reduce by `kind` over every process (one rank each) of `n`
+/// elements of `T`, from `send` into `recv` (raw addresses of engine blobs, `n` elements
+/// each): the fingerprints compared, then MPI's all-reduce. The caller keeps both alive
+/// until this returns; on a timeout MPI may write `recv` later, so the caller keeps its
+/// storage for ever. On failure the error's text, the typed error kept for [`failure`].
+pub(super) fn all_reduce_raw<T: Equivalence + 'static>(
+    call: Call,
+    kind: ReduceKind,
+    send: usize,
+    recv: usize,
+    n: usize,
+) -> std::result::Result<(), String> {
+    let (op, at) = (call.op, call.at);
+    let limit = timeout();
+    let ran = run(move |w| {
+        checked(w, &call, limit, |w, deadline| {
+            // SAFETY: the caller keeps both buffers of `n` elements alive and unaliased until
+            // this returns, and for ever after a timeout (when the request is forgotten).
+            let (s, r) = unsafe {
+                (
+                    std::slice::from_raw_parts(send as *const T, n),
+                    std::slice::from_raw_parts_mut(recv as *mut T, n),
+                )
+            };
+            let req = w.immediate_all_reduce_into(StaticScope, s, r, self::op(kind));
+            wait(req, deadline).then_some(())
+        })
+    });
+    match ran {
+        Err(e) => Err(e.to_string()),
+        Ok((_, Ok(()))) => Ok(()),
+        Ok((seq, Err(f))) => Err(kept(typed(op, seq, f, at, limit))),
+    }
+}
+
+/// `e`'s text, `e` kept for [`failure`].
+fn kept(e: Error) -> String {
+    let text = e.to_string();
+    let mut kept = FAILED.lock();
+    if kept.len() == FLIGHT_LEN {
+        kept.pop_front();
+    }
+    kept.push_back((text.clone(), e));
+    text
 }

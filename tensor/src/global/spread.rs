@@ -11,7 +11,7 @@
 //! order for all, and each carries the fingerprint that catches a program that branched.
 
 use super::comm::{self, Call};
-use super::{Global, Sbp, show_sbp};
+use super::{Global, ReduceKind, Sbp, show_sbp};
 use crate::engine::Place;
 use crate::{Caller, Result, Shape, Tensor};
 use eddy_ops::global::component_ranges;
@@ -123,6 +123,132 @@ pub(super) fn exchange(
         .into_iter()
         .map(|t| t.expect("every rank's part"))
         .collect())
+}
+
+/// `P → B` of a group with one rank in every process, by MPI's all-reduce straight from
+/// this process's part into its result (no copies, half the bytes of an exchange), where the
+/// result is the same bits on every process and as in one process: a maximum or a minimum,
+/// or a sum of two (which MPI and one process both compute as `a + b`). `None` elsewhere (a
+/// sum of three or more, whose order MPI does not fix; a dtype MPI does not reduce).
+pub(super) fn all_reduce(
+    g: &Global,
+    dims: &[usize],
+    group: &[usize],
+    cur: &[Sbp],
+    mine: &[(usize, Tensor)],
+    kind: ReduceKind,
+    at: Caller,
+) -> Result<Option<Tensor>> {
+    use crate::DType::{F32, F64, I32, I64};
+    let (p, held) = (&*g.placement, &g.held);
+    let w = super::world()?;
+    let one_each = group.len() == w.size
+        && (0..group.len()).all(|k| held.process(p, group[k]) == k)
+        && mine.len() == 1;
+    let dtype = g.parts[0].dtype();
+    if !one_each
+        || (kind == ReduceKind::Sum && group.len() != 2)
+        || !matches!(dtype, F32 | F64 | I32 | I64)
+    {
+        return Ok(None);
+    }
+    let x = mine[0].1.contiguous()?;
+    let engine = x.engine_ref();
+    let device = x.device();
+    let place = Place::on("all_reduce", engine.share(), device)?;
+    let out = Tensor::empty_on(place, x.shape().clone(), dtype)?;
+    if x.numel() == 0 {
+        return Ok(Some(out));
+    }
+    let kernel = AllReduce {
+        call: Some(Call {
+            op: match kind {
+                ReduceKind::Sum => "all_reduce(sum)",
+                ReduceKind::Max => "all_reduce(max)",
+                ReduceKind::Min => "all_reduce(min)",
+            },
+            layout: format!("{p} {}", show_sbp(cur)),
+            dtype,
+            dims: dims.to_vec(),
+            at,
+            bytes: x.numel() * dtype.size_in_bytes(),
+        }),
+        kind,
+        dtype,
+        offset: x.layout().offset * dtype.size_in_bytes(),
+        n: x.numel(),
+    };
+    let compute = Place::on("all_reduce", engine.share(), device)?
+        .loc
+        .stream();
+    let stream = engine
+        .stream_of(device, StreamKind::Collective)
+        .unwrap_or(compute);
+    let _turn = engine.transport_turn();
+    engine
+        .run_op(
+            stream,
+            kernel,
+            &[x.blob()],
+            &[out.blob(), engine.transport()],
+            false,
+        )
+        .map_err(crate::Error::Vm)?;
+    Ok(Some(out))
+}
+
+/// The instruction of one all-reduce over the processes.
+struct AllReduce {
+    call: Option<Call>,
+    kind: ReduceKind,
+    dtype: crate::DType,
+    /// Where the part's elements start in its blob, in bytes.
+    offset: usize,
+    n: usize,
+}
+
+impl Kernel for AllReduce {
+    fn name(&self) -> &str {
+        "exchange"
+    }
+
+    fn compute(
+        &mut self,
+        inputs: &[Counted<Blob>],
+        outputs: &[Counted<Blob>],
+        _: &mut ComputeCtx<'_>,
+    ) -> eddy_vm::Result<()> {
+        use crate::DType::{F32, F64, I32};
+        let call = self.call.take().expect("an all-reduce runs once");
+        // SAFETY: the engine runs this instruction with its input readable and its output
+        // exclusively writable, both alive until it returns; MPI uses them only until then,
+        // or for ever after a timeout, when both are kept below.
+        let (send, recv) = unsafe {
+            (
+                inputs[0].bytes_ref().as_ptr() as usize + self.offset,
+                outputs[0].bytes_mut().as_mut_ptr() as usize,
+            )
+        };
+        let (kind, n) = (self.kind, self.n);
+        let r = match self.dtype {
+            F32 => comm::all_reduce_raw::<f32>(call, kind, send, recv, n),
+            F64 => comm::all_reduce_raw::<f64>(call, kind, send, recv, n),
+            I32 => comm::all_reduce_raw::<i32>(call, kind, send, recv, n),
+            _ => comm::all_reduce_raw::<i64>(call, kind, send, recv, n),
+        };
+        r.map_err(|m| {
+            if comm::broken() {
+                // The request may still be pending: MPI may read and write these later.
+                std::mem::forget(inputs[0].clone());
+                std::mem::forget(outputs[0].clone());
+            }
+            eddy_vm::Error::kernel("exchange", m)
+        })
+    }
+
+    fn fusable(&self) -> bool {
+        false
+    }
 }
 
 /// The instruction of one exchange: this process's parts out, the others' in.

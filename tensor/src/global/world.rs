@@ -181,6 +181,42 @@ impl World {
     }
 }
 
+/// Seconds that `times` all-reduces (sums) of `elems` f32 take when MPI is called directly,
+/// without Eddy: no fingerprint, no tensor, no engine, blocking calls one after another on
+/// the communication thread, after a barrier. The floor the boxing benchmarks are held to.
+///
+/// # Errors
+///
+/// `DeviceUnavailable` in a world of one (there is no MPI to call) or without the `mpi`
+/// feature.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_tensor::global::{raw_all_reduce_seconds, world};
+/// if world()?.size > 1 {
+///     assert!(raw_all_reduce_seconds(16, 10)? > 0.0);
+/// } else {
+///     assert!(raw_all_reduce_seconds(16, 10).is_err());
+/// }
+/// # Ok::<(), eddy_tensor::Error>(())
+/// ```
+#[track_caller]
+pub fn raw_all_reduce_seconds(elems: usize, times: usize) -> Result<f64> {
+    let size = world()?.size;
+    #[cfg(feature = "mpi")]
+    if size > 1 {
+        return super::comm::raw_all_reduce_seconds(elems, times);
+    }
+    let _ = (elems, times, size);
+    Err(Error::DeviceUnavailable {
+        op: "raw_all_reduce_seconds",
+        device: "mpi".into(),
+        reason: "a world of one process has no MPI to time",
+        at: crate::Caller::here(),
+    })
+}
+
 /// The error a sync reports for `e`: where a global tensor's collective between processes
 /// failed (an engine instruction, whose error is text), the typed error it failed with
 /// (`Diverged`, `CollectiveTimeout`); `e` otherwise.
