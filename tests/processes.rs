@@ -76,7 +76,9 @@ fn every_process_gets_the_same_reductions_and_gathers() -> R {
     let vm = eddy::Vm::builder().cpu_devices(2).build()?;
     eddy::tensor::with_engine(&vm, || {
         use eddy::tensor::global::{DeviceKind, Placement, Sbp};
-        let p = Placement::new(DeviceKind::Cpu, [0, 1])?;
+        // Two ranks in each process.
+        let ranks: Vec<u32> = (0..2 * w.size as u32).collect();
+        let p = Placement::new(DeviceKind::Cpu, ranks)?;
         let g = Tensor::ones([3], DType::F32)?.to_global(&p, &[Sbp::Broadcast])?;
         assert!(matches!(
             w.all_reduce(&g, ReduceKind::Sum),

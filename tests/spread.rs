@@ -228,3 +228,30 @@ fn a_branch_around_a_global_op_fails_on_every_process() -> R {
     );
     Ok(())
 }
+
+/// The last process is stuck in its own work while the others box a global tensor: they fail
+/// at their sync with `CollectiveTimeout` and the flight record, within the timeout and a
+/// second. `.ci/run` runs it alone under `mpirun`; the job then ends aborted.
+#[test]
+#[ignore = "needs mpirun with 2 or more processes; the job ends aborted"]
+fn a_stuck_process_times_out_a_global_op() -> R {
+    let (procs, p) = job(1)?;
+    assert!(procs > 1, "run under mpirun");
+    eddy::tensor::global::set_collective_timeout(std::time::Duration::from_secs(1));
+    let s = values(&[6, 2], 8.0)?.to_global(&p, &[Sbp::Split(0)])?;
+    if world()?.rank == procs - 1 {
+        std::thread::sleep(std::time::Duration::from_secs(6));
+        return Ok(());
+    }
+    let t = std::time::Instant::now();
+    let b = s.to_global(&p, &[Sbp::Broadcast])?; // returns at once: the wait is in the engine
+    let e = b.to_vec::<f32>().unwrap_err();
+    assert!(t.elapsed().as_secs_f64() < 2.0, "{:?}", t.elapsed());
+    let Error::CollectiveTimeout { flight, .. } = &e else {
+        panic!("{e}")
+    };
+    assert!(flight.contains("exchange of "), "{flight}");
+    assert!(e.to_string().contains("spread.rs"), "{e}");
+    println!("process {}: timed out as expected", world()?.rank);
+    Ok(())
+}

@@ -82,7 +82,9 @@ fn start() -> std::result::Result<Comm, &'static str> {
             };
             let w = universe.world();
             let _ = ready.send(Ok((w.rank() as usize, w.size() as usize)));
-            for job in rx {
+            // Between collectives, a short spin before sleeping: the next one of a step
+            // often follows within microseconds, and waking a sleeping thread costs more.
+            while let Some(job) = spin_then_wait(&rx) {
                 job(&w);
             }
             if BROKEN.load(Ordering::Acquire) {
@@ -129,8 +131,26 @@ fn run<R: Send + 'static>(f: impl FnOnce(&SimpleCommunicator) -> R + Send + 'sta
     if sent != Some(true) {
         return Err(unavailable("the communication thread has stopped"));
     }
-    rx.recv()
-        .map_err(|_| unavailable("the communication thread ended during a call"))
+    spin_then_wait(&rx).ok_or_else(|| unavailable("the communication thread ended during a call"))
+}
+
+/// How long a thread waiting on the communication thread (or it, on the next job) spins
+/// before it sleeps: about what a small collective between processes takes.
+const SPIN: Duration = Duration::from_micros(30);
+
+/// The next value of `rx`, polled (yielding the core between polls) for [`SPIN`], then
+/// waited for; `None` once its sender is gone.
+fn spin_then_wait<T>(rx: &std::sync::mpsc::Receiver<T>) -> Option<T> {
+    use std::sync::mpsc::TryRecvError;
+    let start = Instant::now();
+    loop {
+        match rx.try_recv() {
+            Ok(v) => return Some(v),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) if start.elapsed() < SPIN => std::thread::yield_now(),
+            Err(TryRecvError::Empty) => return rx.recv().ok(),
+        }
+    }
 }
 
 /// This process's rank and the number of processes.
