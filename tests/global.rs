@@ -2,6 +2,10 @@
 //! 1-d and 2-d grids, even and uneven shapes, with the collectives each costs), the signature
 //! validator (each op on inputs of every SBP against the same op on one device), gradients,
 //! placements and the errors.
+//!
+//! `.ci/run` also runs the matrix and the validator under `mpirun -np 2` and `-np 3` (feature
+//! `mpi`, one test at a time), on grids whose ranks live in every process (two in each):
+//! every process checks the same values as one process.
 
 use eddy::tensor::global::{DeviceKind, Placement, ReduceKind, Sbp, count_collectives};
 use eddy::tensor::{DType, Device, Error, Tensor, with_engine};
@@ -18,22 +22,61 @@ const AXIS: [Sbp; 5] = [Sbp::Split(0), Sbp::Split(1), Sbp::Broadcast, SUM, MAX];
 /// seeded one sees its own draws.
 static TURNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The processes of the job (one without a launcher).
+fn processes() -> usize {
+    eddy::tensor::global::world().unwrap().size
+}
+
+/// The devices each process's engine has: 5 in one process, 2 in each of several.
+fn per_process() -> u32 {
+    if processes() > 1 { 2 } else { 5 }
+}
+
 fn engine() -> (Vm, std::sync::MutexGuard<'static, ()>) {
     let turn = TURNS.lock().unwrap_or_else(|e| e.into_inner());
-    (Vm::builder().cpu_devices(5).build().unwrap(), turn)
+    let vm = Vm::builder().cpu_devices(per_process()).build().unwrap();
+    (vm, turn)
 }
 
 fn place(ranks: &[u32], grid: &[usize]) -> Placement {
     Placement::grid(DeviceKind::Cpu, ranks.to_vec(), grid).unwrap()
 }
 
-/// The grids the matrix and the validator run on: [2], [3] and [2, 2].
+/// The grids the matrix and the validator run on: [2], [3] and [2, 2] in one process; over
+/// `n` processes of 2 devices, [n] (one rank in each), [n, 2] (the first axis across the
+/// processes) and [2, n] (the second).
 fn grids() -> Vec<Placement> {
+    let n = processes() as u32;
+    if n == 1 {
+        return vec![
+            place(&[0, 1], &[2]),
+            place(&[0, 1, 2], &[3]),
+            place(&[0, 1, 2, 3], &[2, 2]),
+        ];
+    }
+    let each: Vec<u32> = (0..n).map(|k| 2 * k).collect();
+    let across: Vec<u32> = (0..2 * n).collect();
+    let within: Vec<u32> = (0..n)
+        .map(|k| 2 * k)
+        .chain((0..n).map(|k| 2 * k + 1))
+        .collect();
+    let n = n as usize;
     vec![
-        place(&[0, 1], &[2]),
-        place(&[0, 1, 2], &[3]),
-        place(&[0, 1, 2, 3], &[2, 2]),
+        place(&each, &[n]),
+        place(&across, &[n, 2]),
+        place(&within, &[2, n]),
     ]
+}
+
+/// The local device of position `i` of `p` in the process that holds it, and whether that is
+/// this process.
+fn home(p: &Placement, i: usize) -> (Device, bool) {
+    let (r, per) = (p.ranks()[i], per_process());
+    let me = eddy::tensor::global::world().unwrap().rank as u32;
+    if processes() == 1 {
+        return (Device::Cpu(r), true);
+    }
+    (Device::Cpu(r % per), r / per == me)
 }
 
 /// Every nd-SBP of `AXIS` per axis for a grid of `axes` axes, without two partial kinds.
@@ -58,7 +101,19 @@ fn make(x: &Tensor, p: &Placement, sbp: &[Sbp]) -> R<Tensor> {
             s => *s,
         })
         .collect();
-    let mut parts = x.to_global(p, &base)?.local_components();
+    // Every position's part, made in every process alike (the same draws): each then gives
+    // its own.
+    let mut parts = (0..p.len())
+        .map(|i| {
+            let mut c = x.clone();
+            let ranges = eddy::ops::global::component_ranges(x.dims(), p, &base, i);
+            for (d, r) in ranges.iter().enumerate() {
+                c = c.narrow(d as isize, r.start, r.len())?;
+            }
+            // Storage of its own, as a boxing's components have.
+            c.to_device(home(p, i).0)?.to_dtype(c.dtype())
+        })
+        .collect::<R<Vec<_>>>()?;
     for (a, s) in sbp.iter().enumerate() {
         let Sbp::Partial(kind) = s else { continue };
         for start in 0..p.len() {
@@ -86,7 +141,11 @@ fn make(x: &Tensor, p: &Placement, sbp: &[Sbp]) -> R<Tensor> {
             }
         }
     }
-    Tensor::from_components(p, sbp, parts)
+    let mine = (parts.into_iter().enumerate())
+        .filter(|(i, _)| home(p, *i).1)
+        .map(|(_, t)| t)
+        .collect();
+    Tensor::from_components(p, sbp, mine)
 }
 
 fn close(got: &[f32], want: &[f32], what: &str) {
@@ -139,13 +198,25 @@ fn every_pair_of_sbps_boxes_to_the_same_value_with_the_collectives_planned() -> 
                         assert_eq!(y.sbp(), Some(to.as_slice()), "{what}");
                         assert_eq!(y.dims(), &shape, "{what}");
                         close(&y.to_vec::<f32>()?, &want, &what);
-                        assert_eq!(n.total(), boxing_cost(&p, &from, &to), "{what}: {n:?}");
+                        // (A process counts the groups it takes part in.)
+                        if processes() == 1 {
+                            assert_eq!(n.total(), boxing_cost(&p, &from, &to), "{what}: {n:?}");
+                        }
                         pairs += 1;
                     }
                 }
             }
         }
-        assert_eq!(pairs, 2 * (25 + 25 + 23 * 23));
+        let each: usize = (grids().iter())
+            .map(|p| {
+                if p.grid_dims().len() == 1 {
+                    25
+                } else {
+                    23 * 23
+                }
+            })
+            .sum();
+        assert_eq!(pairs, 2 * each);
         Ok(())
     })
 }
@@ -1332,6 +1403,24 @@ fn convolutions_of_split_batches_match_one_device() -> R {
         let (xg, wg) = (x.to_global(&p, &[Sbp::Split(0)])?, w.to_global(&p, &b0)?);
         let (y, n) = count_collectives(|| xg.conv2d(&wg, None, 1, 1, 1, 1));
         assert_eq!((n.total(), y?.sbp()), (0, Some(&[Sbp::Split(0)][..])));
+        Ok(())
+    })
+}
+
+#[test]
+fn extrema_over_more_ranks_than_rows_see_only_the_rows() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        // 3 rows over 5 ranks: two components hold none.
+        let p = place(&[0, 1, 2, 3, 4], &[5]);
+        let x = Tensor::from_vec(vec![-3f32, 1.0, -2.0, -5.0, 4.0, -1.0], [3, 2])?;
+        let s = x.to_global(&p, &[Sbp::Split(0)])?;
+        assert_eq!(s.local_components()[4].dims(), [0, 2]);
+        assert_eq!(s.amax(&[0], false)?.to_vec::<f32>()?, [4.0, 1.0]);
+        assert_eq!(s.amin(&[0], false)?.to_vec::<f32>()?, [-3.0, -5.0]);
+        assert_eq!(s.max_all()?.to_vec::<f32>()?, [4.0]);
+        let i = x.to_dtype(DType::I64)?.to_global(&p, &[Sbp::Split(0)])?;
+        assert_eq!(i.amin(&[0], true)?.to_vec::<i64>()?, [-3, -5]);
         Ok(())
     })
 }

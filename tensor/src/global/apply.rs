@@ -182,7 +182,16 @@ impl Tensor {
         let dims: SmallVec<[isize; 4]> = (0..self.rank() as isize)
             .filter(|&d| reduced[d as usize])
             .collect();
-        run(op.name(), rule, &[self], shape, |x, _| match op {
+        run(op.name(), rule, &[self], shape, |x, out| match op {
+            // A component with nothing along a split reduced dim (more ranks than rows): the
+            // identity of its partial extremum.
+            ReduceOp::Max | ReduceOp::Min if x[0].numel() == 0 => {
+                let v = match op {
+                    ReduceOp::Max => f64::NEG_INFINITY,
+                    _ => f64::INFINITY,
+                };
+                x[0].new_filled(Shape(out.into()), x[0].dtype(), v)
+            }
             ReduceOp::Sum => x[0].sum(&dims, keepdim),
             ReduceOp::Max => x[0].amax(&dims, keepdim),
             ReduceOp::Min => x[0].amin(&dims, keepdim),

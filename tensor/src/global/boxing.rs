@@ -515,8 +515,11 @@ fn reduced_across(
     }
     #[cfg(feature = "mpi")]
     {
-        note(|n| n.all_reduce += 1);
-        super::spread::all_reduce(b.g, b.dims, group, cur, mine, kind, at)
+        let r = super::spread::all_reduce(b.g, b.dims, group, cur, mine, kind, at)?;
+        if r.is_some() {
+            note(|n| n.all_reduce += 1);
+        }
+        Ok(r)
     }
     #[cfg(not(feature = "mpi"))]
     {
