@@ -255,3 +255,29 @@ fn a_stuck_process_times_out_a_global_op() -> R {
     println!("process {}: timed out as expected", world()?.rank);
     Ok(())
 }
+
+#[test]
+fn placements_that_a_job_cannot_hold_are_refused() -> R {
+    let (procs, _) = job(1)?;
+    if procs == 1 {
+        return Ok(());
+    }
+    let x = values(&[4], 9.0)?;
+    // A rank past the job's devices (one in each process).
+    let far = Placement::new(DeviceKind::Cpu, (0..=procs as u32).collect::<Vec<_>>())?;
+    let e = x.to_global(&far, &[Sbp::Broadcast]).unwrap_err();
+    assert!(matches!(e, Error::DeviceUnavailable { .. }), "{e}");
+    // A placement that leaves a process without a rank.
+    let some = Placement::new(DeviceKind::Cpu, [0])?;
+    let e = x.to_global(&some, &[Sbp::Broadcast]).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    assert!(e.to_string().contains("holds no rank of process"), "{e}");
+    // CUDA ranks of several processes need NCCL.
+    let gpus = Placement::new(DeviceKind::Cuda, (0..procs as u32).collect::<Vec<_>>())?;
+    let e = x.to_global(&gpus, &[Sbp::Broadcast]).unwrap_err();
+    assert!(
+        matches!(&e, Error::DeviceUnavailable { device, .. } if device == "nccl"),
+        "{e}"
+    );
+    Ok(())
+}

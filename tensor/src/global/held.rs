@@ -29,7 +29,8 @@ impl Held {
     ///
     /// # Errors
     ///
-    /// `DeviceUnavailable` for a rank past the job's devices; `InvalidArgument` for a
+    /// `DeviceUnavailable` for a rank past the job's devices, or CUDA ranks of several
+    /// processes (they need NCCL); `InvalidArgument` for a
     /// placement that leaves this process no rank (each process holds at least one rank of
     /// every placement it uses); as [`world`](super::world).
     #[track_caller]
@@ -40,6 +41,16 @@ impl Held {
         let w = super::world()?;
         let place = crate::engine::current(op)?;
         let kind = placement.kind();
+        if kind == DeviceKind::Cuda {
+            // The exchanges read and write host memory; CUDA ranks need NCCL's.
+            return Err(Error::DeviceUnavailable {
+                op,
+                device: "nccl".into(),
+                reason: "global tensors over the CUDA devices of several processes need NCCL, \
+                         which this build does not have: place them on CPU ranks",
+                at: crate::Caller::here(),
+            });
+        }
         let per = (place.vm.devices().iter())
             .filter(|d| DeviceKind::of(**d) == Some(kind))
             .count() as u32;
@@ -53,17 +64,19 @@ impl Held {
                 at: crate::Caller::here(),
             });
         }
-        let positions = placement.local_positions(w.rank as u32, per);
-        if positions.is_empty() {
+        // The same answer in every process: a placement without a rank of some process.
+        if let Some(p) =
+            (0..w.size as u32).find(|&p| placement.ranks().iter().all(|r| r / per != p))
+        {
             return Err(Error::invalid(
                 op,
                 format!(
-                    "{placement} holds no rank of process {} ({per} {kind} devices each): \
+                    "{placement} holds no rank of process {p} ({per} {kind} devices each): \
                      every process of the job takes part in every placement it uses",
-                    w.rank
                 ),
             ));
         }
+        let positions = placement.local_positions(w.rank as u32, per);
         Ok(Held(Some(Arc::new(Spread {
             positions,
             per_process: per,
