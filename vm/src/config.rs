@@ -61,6 +61,13 @@ pub struct Config {
     /// the runs of compiled plans go (`EDDY_VM_LAZY_LAUNCHER=1`, default off: plans run on the
     /// device's compute stream).
     pub lazy_launcher: bool,
+    /// Whether each CPU device gets a collective stream on a worker thread of its own, even
+    /// an engine of one device (`EDDY_VM_COLLECTIVE_WORKERS=1`, default off): a collective
+    /// between processes then waits there, and the scheduler thread runs the compute it
+    /// overlaps meanwhile. Off, an engine of several devices has collective streams that run
+    /// on the scheduler thread, and one of a single device runs collectives on its compute
+    /// stream: on a host of few cores the extra thread costs more than the overlap saves.
+    pub collective_workers: bool,
     /// Whether the engine promotes a thread's op calls between sync points to a plan once
     /// they repeat (`EDDY_VM_PROMOTION=1`, default off; see `VmBuilder::promotion`).
     pub promotion: bool,
@@ -95,6 +102,7 @@ impl Default for Config {
             cpu_exec: Exec::Inline,
             cpu_devices: 1,
             lazy_launcher: false,
+            collective_workers: false,
             promotion: false,
             promotion_measured: true,
             cuda_devices: 0,
@@ -271,6 +279,9 @@ impl VmBuilder {
         });
         set("EDDY_VM_LAZY_LAUNCHER", &mut |v| {
             parse_bool(v).map(|x| c.lazy_launcher = x).is_some()
+        });
+        set("EDDY_VM_COLLECTIVE_WORKERS", &mut |v| {
+            parse_bool(v).map(|x| c.collective_workers = x).is_some()
         });
         set("EDDY_VM_PROMOTION", &mut |v| {
             if v.trim() == "always" {
@@ -483,6 +494,27 @@ impl VmBuilder {
     /// ```
     pub fn lazy_launcher(mut self, on: bool) -> Self {
         self.config.lazy_launcher = on;
+        self
+    }
+
+    /// Gives each CPU device a collective stream on a worker thread of its own, even an
+    /// engine of one device: a collective between processes waits there, and the scheduler
+    /// thread goes on with the compute it overlaps. Off by default; see
+    /// [`Config::collective_workers`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, VmBuilder, stream::{Exec, StreamKind}};
+    /// let vm = VmBuilder::new().collective_workers(true).build()?;
+    /// let s = vm.stream_of(Device::CPU, StreamKind::Collective).unwrap();
+    /// assert_eq!(vm.stream_policy(s).unwrap().exec(), Exec::Worker);
+    /// let plain = VmBuilder::new().collective_workers(false).build()?;
+    /// assert!(plain.stream_of(Device::CPU, StreamKind::Collective).is_none());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn collective_workers(mut self, on: bool) -> Self {
+        self.config.collective_workers = on;
         self
     }
 
@@ -699,9 +731,13 @@ impl VmBuilder {
             let s = CpuStream::new(format!("cpu:{n}"), c.cpu_exec).on_device(n);
             self.streams.push(Arc::new(s));
         }
-        if c.cpu_devices > 1 {
+        if c.cpu_devices > 1 || c.collective_workers {
+            let exec = match c.collective_workers {
+                true => Exec::Worker,
+                false => c.cpu_exec,
+            };
             for n in 0..c.cpu_devices {
-                let s = CpuStream::new(format!("cpu:{n}:collective"), c.cpu_exec)
+                let s = CpuStream::new(format!("cpu:{n}:collective"), exec)
                     .on_device(n)
                     .collective();
                 self.streams.push(Arc::new(s));
