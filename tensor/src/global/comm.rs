@@ -405,12 +405,12 @@ fn checked<R>(
         note(seq, "timed out comparing fingerprints");
         return (seq, Err(Failure::TimedOut(flight())));
     };
-    let ours = fields(&fp);
     for (other, theirs) in all.chunks(FP).enumerate() {
         if theirs == fp.as_slice() {
             continue;
         }
-        let theirs = fields(theirs);
+        // Read apart only when they differ: the common case compares bytes.
+        let (ours, theirs) = (fields(&fp), fields(theirs));
         let (i, _) = (ours.iter().zip(&theirs).enumerate())
             .find(|(_, (a, b))| a.1 != b.1)
             .expect("fingerprints that differ differ in a field");

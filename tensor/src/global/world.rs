@@ -26,11 +26,14 @@ pub struct World {
 }
 
 /// The size of the job the launcher says this process belongs to (OpenMPI's and the PMI
-/// launchers' variables), if it says.
+/// launchers' variables), if it says; read once.
 pub(super) fn launched_size() -> Option<usize> {
-    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+    static SIZE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *SIZE.get_or_init(|| {
+        ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"]
+            .iter()
+            .find_map(|v| std::env::var(v).ok()?.parse().ok())
+    })
 }
 
 /// This process's [`World`]: a process that no launcher started (or one of a job of one) is a
