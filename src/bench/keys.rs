@@ -1,0 +1,58 @@
+//! The keys `eddy bench` reports, in the order it prints them.
+
+/// Every metric key, in output order.
+pub const KEYS: &[&str] = &[
+    "host_ns_per_step",
+    "dispatch_small_ns_per_op",
+    "dispatch_mixed_ns_per_op",
+    "add_large_gbps",
+    "matmul_256_gflops",
+    "matmul_512_gflops",
+    "matmul_1024_gflops",
+    "copy_large_gbps",
+    "matmul_4096_f16_tflops",
+    "matmul_4096_bf16_tflops",
+    "mlp_train_ms_per_step",
+    "mlp_train_ms_per_step_nosync",
+    "mlp_train_peak_rss_mb",
+    "mlp_train_base_rss_mb",
+    "mlp_train_loss_first",
+    "mlp_train_loss_last",
+    "mlp_infer_us_per_fwd",
+    "chain_graph_ns_per_op",
+    "mlp_train_graph_ms_per_step",
+    "mlp_train_graph_peak_rss_mb",
+    "mlp_infer_graph_us_per_fwd",
+    "mlp_train_promoted_ms_per_step",
+    "pipeline_1slot_ms_per_batch",
+    "pipeline_2slot_ms_per_batch",
+    "cnn_train_ms_per_step",
+    "conv2d_3x3_gflops",
+    "attention_fwd_us",
+    "transformer_train_ms_per_step",
+    "global_add_ns_per_op",
+    "boxing_p_to_b_small_us",
+    "boxing_p_to_b_gbps",
+    "boxing_s_to_b_gbps",
+    "boxing_s0_to_s1_gbps",
+    "memcpy_gbps",
+    "dp_train_ms_per_step",
+    "tp_train_ms_per_step",
+    "raw_allreduce_small_us",
+    "raw_allreduce_gbps",
+];
+
+/// The keys of global tensors, which `eddy bench` runs under `mpirun` (the ranks are the
+/// processes).
+pub const PROCESS_KEYS: &[&str] = &[
+    "global_add_ns_per_op",
+    "boxing_p_to_b_small_us",
+    "raw_allreduce_small_us",
+    "boxing_p_to_b_gbps",
+    "boxing_s_to_b_gbps",
+    "boxing_s0_to_s1_gbps",
+    "memcpy_gbps",
+    "raw_allreduce_gbps",
+    "dp_train_ms_per_step",
+    "tp_train_ms_per_step",
+];
