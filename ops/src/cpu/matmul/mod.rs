@@ -714,7 +714,7 @@ mod int;
 use int::run_int;
 
 #[cfg(target_arch = "x86_64")]
-mod transpose;
+pub(crate) mod transpose;
 
 #[cfg(not(target_arch = "x86_64"))]
 mod transpose {

@@ -16,7 +16,7 @@ use std::arch::x86_64::*;
 ///
 /// AVX2 is available; `src + i + j * ld` is readable and `dst + i * ldd + j` writable for
 /// `i < rows`, `j < cols`, and the two do not overlap.
-pub(super) unsafe fn copy_cols_to_rows(
+pub(crate) unsafe fn copy_cols_to_rows(
     src: *const f32,
     ld: usize,
     rows: usize,
