@@ -7,7 +7,7 @@
 //! the probabilities from it (as FlashAttention does) and accumulates the three gradients in
 //! the same pass. The products are register-blocked micro-kernels over 8 lanes, compiled for
 //! AVX2 where the CPU has it; the `f32` forward has its own 16-lane form where the CPU has
-//! AVX-512F ([`avx512`]). Problems are shared among the kernel threads.
+//! AVX-512F (module `avx512`). Problems are shared among the kernel threads.
 
 use super::elementwise::{FloatElem, dispatch_float};
 use super::fastmath::Transcendental;
