@@ -31,6 +31,37 @@ pub fn im2col(
     pick!(device, cpu::conv::im2col(dtype, w, offset))
 }
 
+/// The kernel of a convolution of one group for inference, on the CPU: contiguous images
+/// `[batch, channels, h, w]` of `dtype` (`f32` or `f64`) at `offsets[0]`, the weight `[out,
+/// channels · taps]` at `offsets[1]` and, when `bias`, the bias `[out]` at `offsets[2]`, to
+/// `[batch, out, positions]`, then ReLU when `relu`. Each block of positions is unfolded and
+/// multiplied while it is in cache; no columns are kept for a gradient.
+///
+/// `None` if `device` has no kernel for it (the caller takes `im2col` and a product).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::{conv::{conv2d_blocked, Window2d}, DType, Device};
+/// let w = Window2d::new("conv2d", [1, 3, 8, 8], 3.into(), 1.into(), 1.into(), 1.into(), false)?;
+/// assert!(conv2d_blocked(Device::CPU, DType::F32, w, 4, [0; 3], true, false).is_some());
+/// # Ok::<(), eddy_ops::Error>(())
+/// ```
+pub fn conv2d_blocked(
+    device: Device,
+    dtype: DType,
+    w: Window2d,
+    out_channels: usize,
+    offsets: [usize; 3],
+    bias: bool,
+    relu: bool,
+) -> Option<impl Kernel + use<>> {
+    pick!(
+        device,
+        cpu::conv_blocked::conv2d_blocked(dtype, w, out_channels, offsets, bias, relu)
+    )
+}
+
 /// The kernel of `col2im` (PyTorch's `fold`), the adjoint of [`im2col`]: contiguous columns
 /// `[batch, channels · taps, positions]` of `dtype` at `offset` to `[batch, channels, h, w]`,
 /// each element the sum of every column entry that reads it.

@@ -403,6 +403,9 @@ impl Tensor {
             let y = self.int_conv(weight, bias, w, groups)?;
             return if relu { y.relu() } else { Ok(y) };
         }
+        if let Some(y) = self.conv_blocked(weight, bias, w, groups, relu)? {
+            return Ok(y);
+        }
         let (n, cout, len) = (w.batch, weight.dims()[0], w.positions());
         let kg = w.channels / groups * w.taps();
         let pointwise = w.taps() == 1 && w.stride == [1, 1] && w.padding == [0, 0];
@@ -422,6 +425,59 @@ impl Tensor {
         let bias = bias.map(|b| b.reshape(bias_shape)).transpose()?;
         let y = wm.product_bias(&cols, bias.as_ref(), relu)?;
         y.reshape([n, cout, w.out_hw[0], w.out_hw[1]])
+    }
+
+    /// The convolution as one blocked instruction (each block of positions unfolded and
+    /// multiplied in cache), where it applies: a CPU `f32` or `f64` convolution of one group,
+    /// not global, recording no gradient (the training path keeps the columns for the
+    /// weight's gradient). `None` where it does not apply.
+    #[track_caller]
+    fn conv_blocked(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        w: Window2d,
+        groups: usize,
+        relu: bool,
+    ) -> Result<Option<Tensor>> {
+        let dt = self.dtype();
+        let mut ins = vec![self, weight];
+        ins.extend(bias);
+        if groups != 1
+            || !matches!(dt, DType::F32 | DType::F64)
+            || ins.iter().any(|t| t.is_global())
+            || crate::autograd::records(&ins)
+        {
+            return Ok(None);
+        }
+        let cout = weight.dims()[0];
+        let dev = self.device();
+        let (x, wm, b) = {
+            let _g = crate::no_grad();
+            (
+                self.contiguous()?,
+                weight
+                    .reshape([cout, w.channels * w.taps()])?
+                    .contiguous()?,
+                bias.map(Tensor::contiguous).transpose()?,
+            )
+        };
+        let offsets = [
+            x.layout().offset,
+            wm.layout().offset,
+            b.as_ref().map_or(0, |b| b.layout().offset),
+        ];
+        let has_bias = b.is_some();
+        let Some(k) = kc::conv2d_blocked(dev, dt, w, cout, offsets, has_bias, relu) else {
+            return Ok(None);
+        };
+        let out =
+            self.empty_like_shape(Shape::from([w.batch, cout, w.out_hw[0], w.out_hw[1]]), dt)?;
+        let macs = w.batch * cout * w.positions() * w.channels * w.taps();
+        let mut ins = vec![&x, &wm];
+        ins.extend(b.as_ref());
+        Tensor::launch_with_work(k, &ins, &[&out], Some(macs))?;
+        Ok(Some(out))
     }
 
     /// `self @ rhs + bias`, then ReLU if `relu`, with `bias` broadcast to the product: for

@@ -1,7 +1,8 @@
 //! Convolutions and pooling against plain loops over `f64`: random geometry (kernel, stride,
 //! padding, dilation, groups, ceil mode), odd sizes, and batches of zero.
 
-use eddy::tensor::{DType, Tensor};
+use eddy::tensor::nn::{Conv2d, ConvOptions, Module};
+use eddy::tensor::{DType, Tensor, no_grad};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -452,4 +453,108 @@ fn pooling_and_convolution_refuse_bad_arguments() {
         msg(x.conv_transpose2d(&w.transpose(0, 1).unwrap(), None, 1, 0, 1, 1, 1))
             .contains("output padding")
     );
+}
+
+/// Without a gradient to record, a convolution runs as one blocked instruction: blocks of
+/// window positions unfolded and multiplied in cache. With 456 channels of 3 × 3 taps a block
+/// is 64 positions, so the 13-wide rows below start and end mid-block; each case also equals
+/// the training path (the same call with the input requiring a gradient), bias and ReLU
+/// included.
+#[test]
+fn a_convolution_without_gradient_spans_blocks_that_start_mid_row() {
+    let (cin, cout) = (456, 5);
+    let mut rng = StdRng::seed_from_u64(7);
+    for (h, wd) in [
+        (
+            Dim {
+                n: 12,
+                k: 3,
+                s: 1,
+                p: 1,
+                d: 1,
+            },
+            Dim {
+                n: 13,
+                k: 3,
+                s: 1,
+                p: 1,
+                d: 1,
+            },
+        ),
+        (
+            Dim {
+                n: 17,
+                k: 3,
+                s: 2,
+                p: 2,
+                d: 2,
+            },
+            Dim {
+                n: 29,
+                k: 3,
+                s: 1,
+                p: 0,
+                d: 2,
+            },
+        ),
+    ] {
+        let (xv, wv, bv) = (
+            rand_vec(&mut rng, 2 * cin * h.n * wd.n),
+            rand_vec(&mut rng, cout * cin * 9),
+            rand_vec(&mut rng, cout),
+        );
+        let want = conv_ref(&xv, &wv, Some(&bv), [2, cin], cout, 1, h, wd);
+        let x = Tensor::from_vec(xv, [2, cin, h.n, wd.n]).unwrap();
+        let w = Tensor::from_vec(wv, [cout, cin, 3, 3]).unwrap();
+        let b = Tensor::from_vec(bv, [cout]).unwrap();
+        let (s, p, d) = ((h.s, wd.s), (h.p, wd.p), (h.d, wd.d));
+        let y = x.conv2d(&w, Some(&b), s, p, d, 1).unwrap();
+        assert_eq!(y.dims(), &[2, cout, h.out(), wd.out()]);
+        close(&y.to_vec::<f64>().unwrap(), &want, 1e-12, "blocked conv2d");
+        let xg = x
+            .to_dtype(DType::F32)
+            .unwrap()
+            .requires_grad_(true)
+            .unwrap();
+        let (w32, b32) = (
+            w.to_dtype(DType::F32).unwrap(),
+            b.to_dtype(DType::F32).unwrap(),
+        );
+        let trained = xg
+            .conv2d(&w32, Some(&b32), s, p, d, 1)
+            .unwrap()
+            .relu()
+            .unwrap();
+        // `Conv2d` then `Relu` run as one instruction (`forward_relu`), blocked without a
+        // gradient to record.
+        let layer = Conv2d {
+            weight: w32.clone(),
+            bias: Some(b32.clone()),
+            options: ConvOptions::default().stride(s).padding(p).dilation(d),
+        };
+        let blocked = {
+            let _g = no_grad();
+            layer
+                .forward_relu(&x.to_dtype(DType::F32).unwrap())
+                .unwrap()
+                .unwrap()
+        };
+        let (t, bl) = (
+            trained.to_vec::<f32>().unwrap(),
+            blocked.to_vec::<f32>().unwrap(),
+        );
+        let relu: Vec<f64> = want.iter().map(|v| v.max(0.0)).collect();
+        close(
+            &bl.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+            &relu,
+            1e-4,
+            "blocked f32",
+        );
+        close(
+            &t.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+            &relu,
+            1e-4,
+            "training f32",
+        );
+    }
 }

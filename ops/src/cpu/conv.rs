@@ -24,7 +24,7 @@ fn per_chunk(items: usize, each: usize) -> usize {
 /// The window positions `lo..hi` along `axis` whose tap `tap` reads inside the input (they are
 /// consecutive: the source moves with the position), with the source of position `lo`.
 #[inline(always)]
-fn inside(w: &Window2d, axis: usize, tap: usize) -> (usize, usize, usize) {
+pub(super) fn inside(w: &Window2d, axis: usize, tap: usize) -> (usize, usize, usize) {
     let (s, p, n) = (w.stride[axis], w.padding[axis], w.in_hw[axis]);
     let reach = tap * w.dilation[axis];
     // Position `o` reads `o·s + reach − p`: inside from `o·s + reach ≥ p` to `< n + p`.

@@ -4,6 +4,7 @@
 pub mod attention;
 pub mod collective;
 pub mod conv;
+pub mod conv_blocked;
 pub mod copy;
 pub mod elementwise;
 pub mod fastmath;
