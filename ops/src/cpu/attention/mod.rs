@@ -6,7 +6,7 @@
 //! of scores never exists. The forward saves each row's log-sum-exp; the backward recomputes
 //! the probabilities from it (as FlashAttention does) and accumulates the three gradients in
 //! the same pass. The products are register-blocked micro-kernels over 8 lanes, compiled for
-//! AVX2 where the CPU has it; the `f32` forward has its own 16-lane form where the CPU has
+//! AVX2 where the CPU has it; for `f32` both have their own 16-lane form where the CPU has
 //! AVX-512F (module `avx512`). Problems are shared among the kernel threads.
 
 use super::elementwise::{FloatElem, dispatch_float};
@@ -508,41 +508,6 @@ unsafe fn forward_chunk_wide<T: FloatElem>(
     forward_chunk::<T, true>(g, start, ops, mask, chunk)
 }
 
-/// The `f32` forward of problems `start..` into `chunk`'s outputs with 16-lane registers.
-///
-/// # Safety
-///
-/// The CPU has AVX-512F, and `T` and `A` are `f32`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn forward_chunk_avx512<T, A>(
-    g: &Attention,
-    start: usize,
-    [q, k, v]: [&[T]; 3],
-    mask: Mask<'_, T>,
-    chunk: &mut [(&mut [T], &mut [A])],
-) {
-    // SAFETY: `T` and `A` are `f32` (the caller's promise): each slice is itself.
-    let f = |s: &[T]| unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<f32>(), s.len()) };
-    debug_assert!(size_of::<T>() == 4 && size_of::<A>() == 4);
-    let (qs, ks, vs) = (g.l * g.e, g.s * g.e, g.s * g.ev);
-    let mask = mask.map(|(m, lay)| (f(m), lay));
-    let mut buf = avx512::Buf::default();
-    for (i, (o, lse)) in chunk.iter_mut().enumerate() {
-        let b = start + i;
-        let ops = [f(&q[b * qs..]), f(&k[b * ks..]), f(&v[b * vs..])];
-        // SAFETY: as above.
-        let (o, lse) = unsafe {
-            (
-                std::slice::from_raw_parts_mut(o.as_mut_ptr().cast::<f32>(), o.len()),
-                std::slice::from_raw_parts_mut(lse.as_mut_ptr().cast::<f32>(), lse.len()),
-            )
-        };
-        // SAFETY: the CPU has AVX-512F; `forward_problem` checks the operands' lengths.
-        unsafe { avx512::forward_problem(g, b, ops, mask, o, lse, &mut buf) };
-    }
-}
-
 /// Whether the `f32` kernels may use AVX-512F.
 fn has_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -680,9 +645,9 @@ pub fn attention(
             let run = |start: usize, chunk: &mut [(&mut [T], &mut [A])]| {
                 #[cfg(target_arch = "x86_64")]
                 if f32_wide {
-                    // SAFETY: the CPU has AVX-512F (`has_avx512`), and `T` and `A` are `f32`
-                    // (the dtype is `F32`).
-                    return unsafe { forward_chunk_avx512(&g, start, ops, m, chunk) };
+                    // SAFETY: the CPU has AVX-512F and AVX2 (`has_avx512`), and `T` and `A`
+                    // are `f32` (the dtype is `F32`).
+                    return unsafe { avx512::forward_chunk(&g, start, ops, m, chunk) };
                 }
                 #[cfg(target_arch = "x86_64")]
                 if wide {
@@ -743,7 +708,14 @@ pub fn attention_backward(
                 .map(|((a, b), c)| (a, b, c))
                 .collect();
             let wide = has_avx2();
+            let f32_wide = has_avx512() && dtype == DType::F32;
             let run = |start: usize, chunk: &mut [Grads<'_, T>]| {
+                #[cfg(target_arch = "x86_64")]
+                if f32_wide {
+                    // SAFETY: the CPU has AVX-512F and AVX2 (`has_avx512`), and `T` and `A`
+                    // are `f32` (the dtype is `F32`).
+                    return unsafe { avx512::backward_chunk(&g, start, ops, lse, m, chunk) };
+                }
                 #[cfg(target_arch = "x86_64")]
                 if wide {
                     // SAFETY: the CPU has AVX2 and FMA (`has_avx2`).
