@@ -400,6 +400,105 @@ unsafe fn add_transposed<const R: usize>(
     }
 }
 
+/// Each lane of tile `t` that row `i` sees (its first `n` keys).
+#[inline(always)]
+fn seen(n: usize, t: usize) -> __mmask16 {
+    lanes(n.saturating_sub(t * W))
+}
+
+/// Adds the explicit mask of rows `r0..r0 + R` to their scores in `p` (`[R][sp]`).
+///
+/// # Safety
+///
+/// `p` holds `R` rows of `sp ≥ s` scores.
+#[inline]
+unsafe fn add_mask<const R: usize>(
+    g: &Attention,
+    b: usize,
+    r0: usize,
+    mask: Mask<'_, f32>,
+    p: *mut f32,
+) {
+    let sp = g.s.div_ceil(W) * W;
+    if let Some((m, lay)) = mask {
+        for r in 0..R {
+            let i = r0 + r;
+            // SAFETY: row `r` of `p` holds `sp ≥ keys(i)` scores.
+            let row = unsafe { std::slice::from_raw_parts_mut(p.add(r * sp), g.keys(i)) };
+            for (j, x) in row.iter_mut().enumerate() {
+                *x += m[lay.at(b, i, j)];
+            }
+        }
+    }
+}
+
+/// The softmax of rows `r0..r0 + R`, whose scores are `p` (`[R][sp]`, `tiles` tiles each),
+/// left unnormalised in `p` (zero past each row's keys), with each row's log-sum-exp in
+/// `lse`; returns the reciprocals of the rows' sums. The rows go side by side, so that their
+/// chains of maxima, exponentials and sums overlap. A row that sees no key is zero (its
+/// log-sum-exp `+inf`), or NaN if its scores were.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `p` holds `R` rows of `sp ≥ tiles · W` scores.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn softmax_rows<const R: usize>(
+    g: &Attention,
+    b: usize,
+    r0: usize,
+    mask: Mask<'_, f32>,
+    p: *mut f32,
+    tiles: usize,
+    lse: &mut [f32],
+) -> [f32; R] {
+    let sp = g.s.div_ceil(W) * W;
+    // SAFETY: the caller's promise.
+    unsafe { add_mask::<R>(g, b, r0, mask, p) };
+    let n: [usize; R] = std::array::from_fn(|r| g.keys(r0 + r));
+    let ninf = _mm512_set1_ps(f32::NEG_INFINITY);
+    let (mut mx, mut nan) = ([ninf; R], [0 as __mmask16; R]);
+    for t in 0..tiles {
+        for r in 0..R {
+            // SAFETY: tile `t` of row `r`; the lanes past the row's keys read as `-inf`.
+            let x = unsafe { _mm512_mask_loadu_ps(ninf, seen(n[r], t), p.add(r * sp + t * W)) };
+            nan[r] |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+            // `max(x, mx)` ignores a NaN `x`.
+            mx[r] = _mm512_max_ps(x, mx[r]);
+        }
+    }
+    let m: [f32; R] = std::array::from_fn(|r| _mm512_reduce_max_ps(mx[r]));
+    let lo = _mm512_set1_ps(floor::<f32>());
+    let mut sum = [_mm512_setzero_ps(); R];
+    for t in 0..tiles {
+        for r in 0..R {
+            // SAFETY: tile `t` of row `r`, as above; the CPU has AVX-512F.
+            unsafe {
+                let at = p.add(r * sp + t * W);
+                let x = _mm512_mask_loadu_ps(ninf, seen(n[r], t), at);
+                let y = exp_nonpositive(_mm512_sub_ps(x, _mm512_set1_ps(m[r])), lo);
+                sum[r] = _mm512_add_ps(sum[r], y);
+                _mm512_storeu_ps(at, y);
+            }
+        }
+    }
+    let mut inv = [1f32; R];
+    for r in 0..R {
+        if m[r] == f32::NEG_INFINITY {
+            // No key seen: zeros, as PyTorch; unless the scores were NaN.
+            let z = if nan[r] != 0 { f32::NAN } else { 0.0 };
+            // SAFETY: row `r` holds `tiles · W ≤ sp` values.
+            unsafe { std::slice::from_raw_parts_mut(p.add(r * sp), tiles * W) }.fill(z);
+            lse[r] = if nan[r] != 0 { f32::NAN } else { f32::INFINITY };
+            continue;
+        }
+        let s = _mm512_reduce_add_ps(sum[r]);
+        inv[r] = 1.0 / s;
+        lse[r] = m[r] + s.ln();
+    }
+    inv
+}
+
 /// Rows `r0..r0 + R` of [`forward_problem`].
 ///
 /// # Safety
@@ -437,47 +536,9 @@ unsafe fn forward_block<const R: usize>(
         )
     };
     // Each row's softmax, unnormalised; `inv` keeps the reciprocal of its sum.
-    let width = tiles * W;
-    let lo = _mm512_set1_ps(floor::<f32>());
-    let mut inv = [1f32; R];
-    for (r, inv) in inv.iter_mut().enumerate() {
-        let i = r0 + r;
-        let n = g.keys(i);
-        // SAFETY: row `r` of `p` has `sp ≥ width` elements.
-        let row = unsafe { std::slice::from_raw_parts_mut(p.add(r * sp), width) };
-        if let Some((m, lay)) = mask {
-            for (j, x) in row[..n].iter_mut().enumerate() {
-                *x += m[lay.at(b, i, j)];
-            }
-        }
-        row[n..].fill(f32::NEG_INFINITY);
-        let mut mx = _mm512_set1_ps(f32::NEG_INFINITY);
-        for c in row.chunks_exact(W) {
-            // SAFETY: `c` has `W` elements. `max(x, mx)` ignores a NaN `x`.
-            mx = _mm512_max_ps(unsafe { _mm512_loadu_ps(c.as_ptr()) }, mx);
-        }
-        let m = _mm512_reduce_max_ps(mx);
-        if m == f32::NEG_INFINITY {
-            // No key seen: zeros, as PyTorch; unless the scores were all NaN.
-            let nan = row.iter().any(|x| x.is_nan());
-            row.fill(if nan { f32::NAN } else { 0.0 });
-            lse[i] = if nan { f32::NAN } else { f32::INFINITY };
-            continue;
-        }
-        let (mv, mut sum) = (_mm512_set1_ps(m), _mm512_setzero_ps());
-        for c in row.chunks_exact_mut(W) {
-            // SAFETY: `c` has `W` elements; the CPU has AVX-512F.
-            unsafe {
-                let y = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(c.as_ptr()), mv), lo);
-                sum = _mm512_add_ps(sum, y);
-                _mm512_storeu_ps(c.as_mut_ptr(), y);
-            }
-        }
-        let s = _mm512_reduce_add_ps(sum);
-        *inv = 1.0 / s;
-        lse[i] = m + s.ln();
-    }
-    // SAFETY: `p` holds `nk ≤ width` probabilities per row, `v` `nk ≤ s` rows of `ev`, and the
+    // SAFETY: the CPU has AVX-512F; `p` holds the block's scores.
+    let inv = unsafe { softmax_rows::<R>(g, b, r0, mask, p, tiles, &mut lse[r0..r0 + R]) };
+    // SAFETY: `p` holds `nk ≤ tiles · W` probabilities per row, `v` `nk ≤ s` rows of `ev`, and the
     // output rows `r0..r0 + R` of `ev`.
     unsafe {
         probs_times::<R>(
@@ -571,7 +632,6 @@ unsafe fn backward_block<const R: usize>(
     let (sp, ep, evp) = (g.s.div_ceil(W) * W, e.div_ceil(W) * W, ev.div_ceil(W) * W);
     let nk = g.keys(r0 + R - 1);
     let tiles = nk.div_ceil(W);
-    let width = tiles * W;
     let (p, dp) = (buf.p.as_mut_ptr(), buf.dp.as_mut_ptr());
     let (qb, db) = (
         q.as_ptr().wrapping_add(r0 * e),
@@ -580,24 +640,22 @@ unsafe fn backward_block<const R: usize>(
     // P = exp(S − lse), zero past each row's keys (and everywhere in a row that sees none).
     // SAFETY: the block's rows of `q`, `kt` of `[e][sp]`, `p` of `[BR][sp]`, `R ≤ BR`.
     unsafe { rows_times_t::<R>(qb, e, e, buf.kt.as_ptr(), sp, tiles, g.scale as f32, p) };
-    let lo = _mm512_set1_ps(floor::<f32>());
-    for r in 0..R {
-        let i = r0 + r;
-        let n = g.keys(i);
-        // SAFETY: row `r` of `p` has `sp ≥ width` elements.
-        let row = unsafe { std::slice::from_raw_parts_mut(p.add(r * sp), width) };
-        if let Some((m, lay)) = mask {
-            for (j, x) in row[..n].iter_mut().enumerate() {
-                *x += m[lay.at(b, i, j)];
-            }
-        }
-        row[n..].fill(f32::NEG_INFINITY);
-        let l = _mm512_set1_ps(lse[i]);
-        for c in row.chunks_exact_mut(W) {
-            // SAFETY: `c` has `W` elements; the CPU has AVX-512F.
+    // SAFETY: `p` holds the block's scores.
+    unsafe { add_mask::<R>(g, b, r0, mask, p) };
+    let (lo, ninf) = (
+        _mm512_set1_ps(floor::<f32>()),
+        _mm512_set1_ps(f32::NEG_INFINITY),
+    );
+    for t in 0..tiles {
+        for r in 0..R {
+            let i = r0 + r;
+            // SAFETY: tile `t` of row `r`; the lanes past the row's keys read as `-inf` (so
+            // their probability is zero) and `lse` is `+inf` for a row that sees none.
             unsafe {
-                let y = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(c.as_ptr()), l), lo);
-                _mm512_storeu_ps(c.as_mut_ptr(), y);
+                let at = p.add(r * sp + t * W);
+                let x = _mm512_mask_loadu_ps(ninf, seen(g.keys(i), t), at);
+                let y = exp_nonpositive(_mm512_sub_ps(x, _mm512_set1_ps(lse[i])), lo);
+                _mm512_storeu_ps(at, y);
             }
         }
     }
