@@ -484,3 +484,28 @@ pub struct ClassDims {
     /// How many classes.
     pub cols: usize,
 }
+
+/// One Adam or AdamW step's hyperparameters, as `f64` (each rounded to the parameter's dtype
+/// where an element meets it, as the composed ops do).
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::optim::AdamStep;
+/// let s = AdamStep { lr: 1e-3, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.01, decoupled: true };
+/// assert!(s.decoupled);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamStep {
+    /// The learning rate.
+    pub lr: f64,
+    /// The decay rates of the first and second moments.
+    pub betas: (f64, f64),
+    /// The term added to the denominator.
+    pub eps: f64,
+    /// The weight decay.
+    pub weight_decay: f64,
+    /// Whether the decay is decoupled (AdamW: the parameter shrinks) or L2 (added to the
+    /// gradient).
+    pub decoupled: bool,
+}

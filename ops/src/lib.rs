@@ -48,6 +48,7 @@ mod kinds;
 mod lay;
 pub mod linalg;
 pub mod nn;
+pub mod optim;
 pub(crate) mod program;
 pub mod random;
 pub mod reduce;

@@ -6,6 +6,7 @@ pub mod lr_scheduler;
 
 use crate::nn::check_params;
 use crate::{DType, Error, Result, Shape, Tensor, no_grad};
+use eddy_ops::optim::AdamStep;
 
 /// What every optimizer does.
 ///
@@ -477,13 +478,6 @@ impl Optimizer for Adam {
         let (b1, b2) = self.betas;
         for (p, st) in self.params.iter().zip(&mut self.state) {
             let Some(mut g) = p.grad() else { continue };
-            if self.weight_decay != 0.0 {
-                if self.decoupled {
-                    p.mul_scalar_(1.0 - self.lr * self.weight_decay)?;
-                } else {
-                    g = g.add(&p.mul_scalar(self.weight_decay)?)?;
-                }
-            }
             if st.is_none() {
                 if crate::graph::is_tracing() {
                     // Made here, the state would be made again at every run of the plan.
@@ -499,6 +493,23 @@ impl Optimizer for Adam {
             let Some((m, v, t)) = st.as_mut() else {
                 continue; // just set
             };
+            let hyper = AdamStep {
+                lr: self.lr,
+                betas: self.betas,
+                eps: self.eps,
+                weight_decay: self.weight_decay,
+                decoupled: self.decoupled,
+            };
+            if adam_in_one_kernel(p, &g, [m, v, t], hyper)? {
+                continue;
+            }
+            if self.weight_decay != 0.0 {
+                if self.decoupled {
+                    p.mul_scalar_(1.0 - self.lr * self.weight_decay)?;
+                } else {
+                    g = g.add(&p.mul_scalar(self.weight_decay)?)?;
+                }
+            }
             t.add_scalar_(1.0)?;
             // 1 - beta^t and -lr / (1 - beta1^t), in f64 as a host would compute them.
             let power = |beta: f64| t.new_filled(Shape::default(), DType::F64, beta)?.pow(t);
@@ -523,4 +534,37 @@ impl Optimizer for Adam {
     fn set_lr(&mut self, lr: f64) {
         self.lr = lr;
     }
+}
+
+/// One Adam step of `p` as a single instruction, where a kernel takes it: `p`, its gradient
+/// `g` and its moments dense `f32` or `f64` tensors of one shape on a device with the kernel,
+/// none of them global. Returns whether it ran; the composed ops take the other cases, with
+/// the same values (the kernel rounds each op as they do).
+#[track_caller]
+fn adam_in_one_kernel(
+    p: &Tensor,
+    g: &Tensor,
+    [m, v, t]: [&Tensor; 3],
+    s: AdamStep,
+) -> Result<bool> {
+    let ops = [p, g, m, v];
+    let dense = |x: &Tensor| x.layout().contiguous_range().is_some();
+    if !matches!(p.dtype(), DType::F32 | DType::F64)
+        || ops
+            .iter()
+            .any(|x| x.dtype() != p.dtype() || x.dims() != p.dims() || !dense(x) || x.is_global())
+        || t.is_global()
+        || ops.iter().any(|x| x.device() != p.device())
+    {
+        return Ok(false);
+    }
+    let offsets = [g, p, m, v].map(|x| x.layout().offset);
+    let Some(k) = eddy_ops::optim::adam_step(p.device(), p.dtype(), p.numel(), offsets, s) else {
+        return Ok(false);
+    };
+    Tensor::launch(k, &[g], &[p, m, v, t])?;
+    for x in [p, m, v, t] {
+        x.blob().bump_version();
+    }
+    Ok(true)
 }

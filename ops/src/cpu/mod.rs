@@ -14,6 +14,7 @@ pub mod index;
 pub mod matmul;
 pub mod nn;
 pub mod norm;
+pub mod optim;
 pub mod reduce;
 pub mod sort;
 pub mod stream_store;
