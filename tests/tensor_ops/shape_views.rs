@@ -508,3 +508,34 @@ fn flatten_merges_a_range_of_dims_as_pytorch() {
     assert_eq!(g.dims(), &[2, 3, 4]);
     assert!(g.to_vec::<f32>().unwrap().iter().all(|&v| v == 3.0));
 }
+
+/// A large permuted view made contiguous (and cast on the way), the rows of the source read as
+/// slices: every element lands where index arithmetic puts it, with the work split over the
+/// kernel threads at starts inside rows.
+#[test]
+fn permuted_rows_copy_to_their_places() {
+    let dims = [3usize, 50, 7, 41];
+    let n: usize = dims.iter().product();
+    let vals: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let x = Tensor::from_vec(vals.clone(), dims).unwrap();
+    for dt in [F64, F32] {
+        let x = x.to_dtype(dt).unwrap();
+        // [3, 7, 50, 41]: the heads of a batch of rows; its last dim stays contiguous.
+        let y = x.transpose(1, 2).unwrap().contiguous().unwrap();
+        let z = x.transpose(1, 2).unwrap().to_dtype(F64).unwrap();
+        let want: Vec<f64> = (0..n)
+            .map(|i| {
+                let (d, r) = (i % 41, i / 41);
+                let (b, r) = (r % 50, r / 50);
+                let (c, a) = (r % 7, r / 7);
+                vals[((a * 50 + b) * 7 + c) * 41 + d]
+            })
+            .collect();
+        assert_eq!(
+            y.to_dtype(F64).unwrap().to_vec::<f64>().unwrap(),
+            want,
+            "{dt}"
+        );
+        assert_eq!(z.to_vec::<f64>().unwrap(), want, "{dt} cast");
+    }
+}

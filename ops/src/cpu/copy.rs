@@ -75,9 +75,13 @@ pub(crate) fn copy_typed<S: Elem, D: Elem>(s: &[S], sl: &Layout, d: &mut [D], dl
     if let Some(dr) = dl.contiguous_range() {
         let d = &mut d[dr];
         let streaming = wants_streaming::<D>(d.len());
+        let rows = contiguous_rows(sl);
         par_out(d, |start, chunk| {
             write_chunk(chunk, streaming, |i, dst| {
                 let st = start + i;
+                if rows {
+                    return copy_rows(s, sl, st, dst);
+                }
                 walk(
                     sl.dims(),
                     [&sl.strides],
@@ -98,6 +102,35 @@ pub(crate) fn copy_typed<S: Elem, D: Elem>(s: &[S], sl: &Layout, d: &mut [D], dl
         n,
         |_, [so, dof]| d[dof] = conv(s[so]),
     );
+}
+
+/// Whether `l`'s rows (its last dim) are contiguous and long enough to copy as slices.
+fn contiguous_rows(l: &Layout) -> bool {
+    matches!((l.dims().last(), l.strides.last()), (Some(&n), Some(&1)) if n >= 8)
+}
+
+/// `dst[j] = s[element st + j of layout sl]`, row by row: `sl`'s rows are contiguous
+/// ([`contiguous_rows`]), so each run of a row is one slice (a head split out of a batch of
+/// rows, say), whose copy vectorises.
+fn copy_rows<S: Elem, D: Elem>(s: &[S], sl: &Layout, st: usize, dst: &mut [D]) {
+    let dims = sl.dims();
+    let (rank, inner) = (dims.len(), dims[dims.len() - 1]);
+    let (mut i, end) = (st, st + dst.len());
+    while i < end {
+        let col = i % inner;
+        let run = (inner - col).min(end - i);
+        // The storage offset of the row holding element `i`.
+        let (mut r, mut o) = (i / inner, sl.offset);
+        for k in (0..rank - 1).rev() {
+            o += r % dims[k] * sl.strides[k];
+            r /= dims[k];
+        }
+        let src = &s[o + col..o + col + run];
+        for (x, &v) in dst[i - st..i - st + run].iter_mut().zip(src) {
+            *x = conv(v);
+        }
+        i += run;
+    }
 }
 
 /// Fills the elements of output 0 that `layout` covers with `value` (`zeros`, `zero_`, `fill_`).
