@@ -1171,6 +1171,55 @@ fn global_handles_share_storage_as_their_components_do() -> R {
 }
 
 #[test]
+fn global_handles_hold_the_engines_empty_storage_without_counting() -> R {
+    // A global handle's storage is an uncounted copy of the engine's unusable blob: making,
+    // viewing, cloning and dropping global tensors must leave its count where it was (a
+    // count taken or dropped one time too many frees the engine's own blob).
+    let (vm, _turn) = engine();
+    let count = || eddy::vm::Counted::count(vm.unusable_blob_ref());
+    let before = count();
+    with_engine(&vm, || {
+        let p = place(&[0, 1], &[2]);
+        let a = Tensor::ones([4, 2], DType::F32)?.to_global(&p, &[Sbp::Split(0)])?;
+        for _ in 0..100 {
+            let v = a.t()?.t()?.clone();
+            let w = v
+                .add(&a)?
+                .mul_scalar(2.0)?
+                .to_global(&p, &[Sbp::Broadcast])?;
+            drop(w.sum_all()?);
+        }
+        assert_eq!(a.add(&a)?.to_vec::<f32>()?, [2.; 8]);
+        Ok::<(), Error>(())
+    })?;
+    assert_eq!(count(), before, "the unusable blob's count");
+    Ok(())
+}
+
+#[test]
+fn a_leaked_engine_runs_global_ops_as_a_counted_one() -> R {
+    let _turn = TURNS.lock().unwrap_or_else(|e| e.into_inner());
+    let vm: &'static Vm = Vm::builder().cpu_devices(2).build()?.leak();
+    assert!(vm.lives_forever());
+    with_engine(vm, || {
+        let p = place(&[0, 1], &[2]);
+        let x = Tensor::arange(0.0, 9.0, 1.0, DType::F32)?.to_global(&p, &[Sbp::Split(0)])?;
+        let mut y = Tensor::zeros([9], DType::F32)?.to_global(&p, &[Sbp::Split(0)])?;
+        for _ in 0..3 {
+            y = y.add(&x)?;
+        }
+        let want: Vec<f32> = (0..9).map(|i| 3.0 * i as f32).collect();
+        assert_eq!(y.to_vec::<f32>()?, want);
+        // Tensors outlive the scope: the engine lives on.
+        Ok::<_, Error>(y)
+    })
+    .and_then(|y| {
+        assert_eq!(y.sum_all()?.item::<f32>()?, 108.0);
+        Ok(())
+    })
+}
+
+#[test]
 fn collectives_run_on_each_ranks_collective_stream_in_program_order() -> R {
     let (vm, _turn) = engine();
     with_engine(&vm, || {

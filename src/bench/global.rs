@@ -10,15 +10,24 @@ use crate::{DType, Device, Result, Tensor, Vm};
 use std::time::Instant;
 
 /// An engine with `cpu:0` and `cpu:1`, and their placement; under `mpirun`, an engine with
-/// `cpu:0` and a placement of one rank in each process.
-fn two() -> Result<(Vm, Placement)> {
+/// `cpu:0` and a placement of one rank in each process. One engine for every global workload
+/// of the run, living until the process ends as the default engine of the local workloads
+/// does ([`Vm::leak`]), so that a global op and a local one pay the same per tensor.
+fn two() -> Result<(&'static Vm, Placement)> {
+    static ENGINE: std::sync::OnceLock<&'static Vm> = std::sync::OnceLock::new();
     let processes = crate::tensor::global::world()?.size;
+    let vm = match ENGINE.get() {
+        Some(vm) => vm,
+        None => {
+            let devices = if processes > 1 { 1 } else { 2 };
+            let vm = Vm::builder().cpu_devices(devices).build()?;
+            ENGINE.get_or_init(|| vm.leak())
+        }
+    };
     if processes > 1 {
-        let vm = Vm::builder().cpu_devices(1).build()?;
         let ranks: Vec<u32> = (0..processes as u32).collect();
         return Ok((vm, Placement::new(DeviceKind::Cpu, ranks)?));
     }
-    let vm = Vm::builder().cpu_devices(2).build()?;
     Ok((vm, Placement::new(DeviceKind::Cpu, [0, 1])?))
 }
 
@@ -34,7 +43,7 @@ fn two() -> Result<(Vm, Placement)> {
 /// ```
 pub fn global_add() -> Result<Vec<f64>> {
     let (vm, p) = two()?;
-    crate::tensor::with_engine(&vm, || {
+    crate::tensor::with_engine(vm, || {
         let s0 = [Sbp::Split(0)];
         let x = Tensor::ones([32], DType::F32)?.to_global(&p, &s0)?;
         reps(1, || {
@@ -95,7 +104,7 @@ pub(super) fn raw_allreduce() -> Result<(Vec<f64>, Vec<f64>)> {
 /// ```
 pub fn boxing_p_to_b_small() -> Result<Vec<f64>> {
     let (vm, p) = two()?;
-    crate::tensor::with_engine(&vm, || {
+    crate::tensor::with_engine(vm, || {
         let (x, sum) = partial(&p, &[16])?;
         x.sync()?;
         reps(1, || {
@@ -130,7 +139,7 @@ pub fn boxing_p_to_b_small() -> Result<Vec<f64>> {
 /// ```
 pub fn boxing_large() -> Result<[Vec<f64>; 4]> {
     let (vm, p) = two()?;
-    crate::tensor::with_engine(&vm, || {
+    crate::tensor::with_engine(vm, || {
         let bytes = (16usize << 20) as f64 * 4.0;
         let gbps = |factor: f64, secs: f64| factor * bytes / secs / 1e9;
         let time = |x: &Tensor, to: Sbp| -> Result<f64> {
@@ -178,7 +187,7 @@ pub fn boxing_large() -> Result<[Vec<f64>; 4]> {
 pub fn parallel_train(data: bool) -> Result<Vec<f64>> {
     use Sbp::{Broadcast as B, Split as S};
     let (vm, p) = two()?;
-    crate::tensor::with_engine(&vm, || {
+    crate::tensor::with_engine(vm, || {
         let (model, _, x, y) = mlp_setup()?;
         let layouts: [(Sbp, Sbp); 3] = if data {
             [(B, B), (B, B), (B, B)]

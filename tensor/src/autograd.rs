@@ -489,7 +489,7 @@ fn accumulate_leaf(t: &Tensor, g: Tensor) -> Result<()> {
     let g = match (t.global(), g.global()) {
         (Some(tg), Some(gg)) if tg.placement != gg.placement || tg.sbp != gg.sbp => {
             let _g = crate::no_grad();
-            g.to_global(&tg.placement, &tg.sbp)?
+            g.to_global(tg.placement, &tg.sbp)?
         }
         _ => g,
     };

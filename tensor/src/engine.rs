@@ -3,7 +3,7 @@
 //! it (`cpu:0`, or another for a scope: [`with_device`]).
 
 use crate::{Device, Error, Result};
-use eddy_vm::{StreamId, Vm};
+use eddy_vm::{Blob, Counted, StreamId, Vm};
 use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
@@ -202,10 +202,11 @@ pub(crate) fn unavailable(op: &'static str, device: Device) -> Error {
     }
 }
 
-/// A tensor's engine handle. For the process-wide default engine it is an uncounted copy of
-/// the static handle (the static is never dropped, so the engine outlives every tensor): two
-/// locked instructions fewer per tensor, the count's increment and decrement. Any other engine
-/// is held by a counted handle, which keeps it alive as long as its tensors.
+/// A tensor's engine handle. For the process-wide default engine, and any engine made to live
+/// until the process ends ([`Vm::leak`]), it is an uncounted copy of a handle that is never
+/// dropped, so the engine outlives every tensor: two locked instructions fewer per tensor,
+/// the count's increment and decrement. Any other engine is held by a counted handle, which
+/// keeps it alive as long as its tensors.
 pub(crate) struct VmRef {
     vm: ManuallyDrop<Vm>,
     counted: bool,
@@ -214,6 +215,15 @@ pub(crate) struct VmRef {
 impl VmRef {
     /// The handle for `vm`: the uncounted one if `vm` is the default engine.
     pub(crate) fn of(vm: &Vm) -> VmRef {
+        if vm.lives_forever() {
+            return VmRef {
+                // SAFETY: a bitwise copy of a handle to an engine that `Vm::leak` keeps
+                // alive until the process ends (its leaked handle holds a count); never
+                // dropped (`counted` is false).
+                vm: ManuallyDrop::new(unsafe { std::ptr::read(vm) }),
+                counted: false,
+            };
+        }
         match DEFAULT.get() {
             Some(d) if d.same_engine(vm) => VmRef::default_engine(d),
             _ => VmRef {
@@ -230,6 +240,18 @@ impl VmRef {
             vm: ManuallyDrop::new(unsafe { std::ptr::read(d) }),
             counted: false,
         }
+    }
+
+    /// The storage of a global handle: a bitwise copy of the engine's unusable blob
+    /// ([`Vm::unusable_blob`]), which the handle never drops, so making and dropping a global
+    /// tensor's handle changes no count.
+    #[inline]
+    pub(crate) fn uncounted_unusable_blob(&self) -> ManuallyDrop<Counted<Blob>> {
+        // SAFETY: the engine keeps its own handle of the blob for its life; the tensor handle
+        // given this copy keeps the engine alive (its `VmRef`: counted, or an engine that
+        // lives until the process ends) and never drops the copy (`Inner`'s drop returns
+        // first for a global handle). A clone of the copy counts and drops as any clone does.
+        ManuallyDrop::new(unsafe { std::ptr::read(self.vm.unusable_blob_ref()) })
     }
 
     /// Another handle to the same engine.

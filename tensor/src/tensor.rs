@@ -6,9 +6,9 @@ use eddy_vm::instruction::Kernel;
 use eddy_vm::{Blob, Counted, Vm};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
+use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use triomphe::Arc as TArc; // the host range's: no weak count
 
 /// Gradients of an op's inputs, `None` where an input gets none.
 pub(crate) type Grads = Vec<Option<Tensor>>;
@@ -102,7 +102,8 @@ pub struct Tensor(pub(crate) Counted<Inner>);
 /// frees the memory after every earlier access). The storage has no allocation of its own: a
 /// fresh tensor costs this handle and the blob.
 pub(crate) struct Inner {
-    blob: Counted<Blob>,
+    /// Dropped by `Inner`'s drop: a global handle's is an uncounted copy, never dropped.
+    blob: ManuallyDrop<Counted<Blob>>,
     vm: VmRef,
     dtype: DType,
     /// The device the storage lives on, and its compute stream on `vm`, where ops run.
@@ -111,7 +112,7 @@ pub(crate) struct Inner {
     /// `layout.numel()` and `layout.is_contiguous()`, worked out once: every op asks.
     numel: usize,
     contiguous: bool,
-    host_range: Option<TArc<HostRange>>,
+    host_range: Option<Counted<HostRange>>,
     pub(crate) id: u64,
     pub(crate) requires_grad: AtomicBool,
     pub(crate) node: OnceLock<Node>,
@@ -122,21 +123,30 @@ pub(crate) struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         drop_graph(self);
-        // A global handle's blob is the engine's shared unusable one: nothing to release.
-        if !self.loc.is_global() && self.blob.unhold() {
+        // A global handle's blob is an uncounted copy of the engine's unusable one: nothing
+        // to release, nothing to drop.
+        if self.loc.is_global() {
+            return;
+        }
+        if self.blob.unhold() {
             // An engine that is shut down has freed everything already; nothing to report.
             let _ = self.vm.release_unheld(&self.blob);
         }
+        // SAFETY: a local handle's blob is counted for it; dropped once, here, and not read
+        // after.
+        unsafe { ManuallyDrop::drop(&mut self.blob) }
     }
 }
 
 /// What a new handle shares with the storage it views.
 struct Parts {
-    blob: Counted<Blob>,
+    /// Counted for the new handle, or a global handle's uncounted copy; never dropped on the
+    /// way (at worst a count leaks).
+    blob: ManuallyDrop<Counted<Blob>>,
     vm: VmRef,
     dtype: DType,
     loc: Loc,
-    host_range: Option<TArc<HostRange>>,
+    host_range: Option<Counted<HostRange>>,
 }
 
 impl Tensor {
@@ -162,14 +172,17 @@ impl Tensor {
     }
 
     /// A new handle on `self`'s storage with `layout` and the host range `host_range`.
-    fn view_with(&self, layout: Layout, host_range: Option<&TArc<HostRange>>) -> Tensor {
+    fn view_with(&self, layout: Layout, host_range: Option<&Counted<HostRange>>) -> Tensor {
         let (numel, contiguous) = (layout.numel(), layout.is_contiguous());
-        if !self.0.loc.is_global() {
+        let blob = if self.0.loc.is_global() {
+            self.0.vm.uncounted_unusable_blob()
+        } else {
             self.0.blob.hold();
-        }
+            ManuallyDrop::new(Counted::clone(&self.0.blob))
+        };
         Tensor::from_parts(
             Parts {
-                blob: self.0.blob.clone(),
+                blob,
                 vm: self.0.vm.share(),
                 dtype: self.0.dtype,
                 loc: self.0.loc,
@@ -256,7 +269,7 @@ impl Tensor {
         // stall, two fifths of `from_parts`' samples); the blob's set-up lets them drain.
         let layout = Layout::contiguous(shape);
         let host_range = range.map(|range| {
-            TArc::new(HostRange {
+            Counted::new(HostRange {
                 range,
                 valid: AtomicBool::new(false),
                 global: None,
@@ -265,7 +278,7 @@ impl Tensor {
         Ok(Tensor::from_parts(
             Parts {
                 // The blob counts its creator as its first holder: this handle.
-                blob: vm.new_blob(bytes),
+                blob: ManuallyDrop::new(vm.new_blob(bytes)),
                 vm,
                 dtype,
                 loc,
@@ -302,7 +315,7 @@ impl Tensor {
         let (numel, contiguous) = (layout.numel(), layout.is_contiguous());
         Tensor::from_parts(
             Parts {
-                blob,
+                blob: ManuallyDrop::new(blob),
                 vm,
                 dtype,
                 loc,
@@ -327,14 +340,14 @@ impl Tensor {
         let (numel, loc) = (layout.numel(), first.0.loc.global());
         // Released from the start: a kernel given it is refused by the engine before it runs
         // (see `launch_on`); no handle of it holds or releases it (see `Inner`'s drop).
-        let blob = vm.unusable_blob();
+        let blob = vm.uncounted_unusable_blob();
         Tensor::from_parts(
             Parts {
                 blob,
                 vm,
                 dtype,
                 loc,
-                host_range: Some(TArc::new(HostRange {
+                host_range: Some(Counted::new(HostRange {
                     range: (0, 0),
                     valid: AtomicBool::new(false),
                     global: Some(global),

@@ -194,6 +194,35 @@ impl Placement {
         &self.grid
     }
 
+    /// The process-wide copy of this placement: equal placements give the same reference, so
+    /// a global tensor holds its placement without a count to change and an op compares its
+    /// operands' placements by address. As OneFlow's placement symbols, each distinct
+    /// placement is kept for the life of the process (a program names few).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::global::{DeviceKind, Placement};
+    /// let a = Placement::new(DeviceKind::Cpu, [0, 1])?.interned();
+    /// let b = Placement::new(DeviceKind::Cpu, [0, 1])?.interned();
+    /// assert!(std::ptr::eq(a, b));
+    /// assert!(!std::ptr::eq(a, Placement::new(DeviceKind::Cpu, [1, 0])?.interned()));
+    /// # Ok::<(), eddy_ops::Error>(())
+    /// ```
+    pub fn interned(&self) -> &'static Placement {
+        static TABLE: std::sync::Mutex<Option<std::collections::HashSet<&'static Placement>>> =
+            std::sync::Mutex::new(None);
+        // A panic while the lock was held left the set whole (an insert is the last step).
+        let mut guard = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+        let table = guard.get_or_insert_with(Default::default);
+        if let Some(p) = table.get(self) {
+            return p;
+        }
+        let p: &'static Placement = Box::leak(Box::new(self.clone()));
+        table.insert(p);
+        p
+    }
+
     /// The number of ranks.
     ///
     /// # Examples

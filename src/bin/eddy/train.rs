@@ -154,7 +154,8 @@ pub(crate) fn cmd_train(o: &Opts) -> Result<(), Fail> {
     if o.has("--promote") {
         b = b.promotion(true);
     }
-    let vm = b.build()?;
+    // The process's one engine: living until it ends, its tensors hold it without a count.
+    let vm = b.build()?.leak();
     let (n_test, n_train) = {
         let t = (data.len() as f64 * opts.test_fraction).round() as usize;
         (t, data.len() - t)
@@ -210,8 +211,8 @@ pub(crate) fn cmd_train(o: &Opts) -> Result<(), Fail> {
         }
     );
     let mut bars = Bars::new(opts.epochs);
-    let report = train(&opts, &data, &vm, |p| bars.show(p, "test accuracy"))?;
-    summary(&vm, device, &report, opts.epochs, &plot_path, trace)?;
+    let report = train(&opts, &data, vm, |p| bars.show(p, "test accuracy"))?;
+    summary(vm, device, &report, opts.epochs, &plot_path, trace)?;
     if let Some(path) = o.str("--plan") {
         let Some(c) = &report.plan else {
             return Err(Fail::Usage(
@@ -279,7 +280,8 @@ fn cmd_train_text(o: &Opts, devices: u32) -> Result<(), Fail> {
     let vm = builder_for(device)
         .sync_mode(o.has("--sync-mode"))
         .trace(trace.is_some())
-        .build()?;
+        .build()?
+        .leak();
     let c = opts.config;
     println!(
         "training a character transformer ({} pre-norm causal blocks of width {}, {} heads, \
@@ -299,9 +301,9 @@ fn cmd_train_text(o: &Opts, devices: u32) -> Result<(), Fail> {
     );
     let mut bars = Bars::new(opts.epochs);
     let report = eddy::tensor::with_device(device, || {
-        train_text(&opts, &text, &vm, |p| bars.show(p, "next-byte accuracy"))
+        train_text(&opts, &text, vm, |p| bars.show(p, "next-byte accuracy"))
     })?;
-    summary(&vm, device, &report, opts.epochs, &plot_path, trace)?;
+    summary(vm, device, &report, opts.epochs, &plot_path, trace)?;
     Ok(())
 }
 

@@ -429,7 +429,7 @@ fn axis(b: &Boxed<'_>, parts: Vec<Tensor>, cur: &[Sbp], a: usize, to: Sbp) -> Re
     if from == to {
         return Ok(parts);
     }
-    let (p, held) = (&*b.g.placement, &b.g.held);
+    let (p, held) = (b.g.placement, &b.g.held);
     let mut out: Vec<Option<Tensor>> = vec![None; parts.len()];
     for start in 0..p.len() {
         let group = p.axis_group(start, a);

@@ -20,7 +20,7 @@ impl Tensor {
                         _ => Sbp::Broadcast,
                     })
                     .collect();
-                target.to_global(&g.placement, &sbp)
+                target.to_global(g.placement, &sbp)
             }
             (None, _) => Err(super::mismatch(op, self, target)),
             _ => Ok(target.clone()),

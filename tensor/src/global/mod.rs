@@ -26,11 +26,10 @@ pub use world::{World, raw_all_reduce_seconds, set_collective_timeout, world};
 
 use crate::{Error, Result, Shape, Tensor};
 use eddy_ops::global::{check_sbp, component_ranges, show_sbp};
-use std::sync::Arc;
 
 /// What a global tensor holds besides its logical shape and dtype.
 pub(crate) struct Global {
-    pub(crate) placement: Arc<Placement>,
+    pub(crate) placement: &'static Placement,
     pub(crate) sbp: NdSbp,
     /// The positions of the placement this process holds.
     pub(crate) held: Held,
@@ -43,7 +42,7 @@ impl Global {
     /// The local device of position `i` of the placement.
     #[cfg(feature = "mpi")]
     pub(crate) fn device(&self, i: usize) -> crate::Device {
-        self.held.device(&self.placement, i)
+        self.held.device(self.placement, i)
     }
 }
 
@@ -89,7 +88,7 @@ impl Tensor {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn placement(&self) -> Option<&Placement> {
-        self.global().map(|g| &*g.placement)
+        self.global().map(|g| g.placement)
     }
 
     /// A global tensor's SBP per grid axis; `None` for a local tensor.
@@ -181,7 +180,7 @@ impl Tensor {
                 };
                 global_of(
                     self.shape().clone(),
-                    &g.placement,
+                    g.placement,
                     &g.held,
                     sbp,
                     parts.into(),
@@ -201,7 +200,7 @@ impl Tensor {
                 scatter(self, placement, sbp)?
             }
         };
-        let from = self.global().map(|g| (g.placement.clone(), g.sbp.clone()));
+        let from = self.global().map(|g| (g.placement, g.sbp.clone()));
         let device = self.device();
         Ok(out.record("to_global", &[self], move |g, _, _| {
             Ok(vec![Some(match &from {
@@ -239,7 +238,7 @@ impl Tensor {
         let local = g.parts[0].alias_unknown();
         // The gradient: the component's at the first rank, zeros at the others; a broadcast
         // axis reads as a partial sum of them, so the logical gradient is the component's.
-        let (placement, sbp, held) = (g.placement.clone(), g.sbp.clone(), g.held.clone());
+        let (placement, sbp, held) = (g.placement, g.sbp.clone(), g.held.clone());
         let shape = self.shape().clone();
         let others: Vec<Tensor> = g.parts[1..].to_vec();
         Ok(local.record("to_local", &[self], move |gr, _, _| {
@@ -256,7 +255,7 @@ impl Tensor {
                 .collect();
             Ok(vec![Some(global_of(
                 shape.clone(),
-                &placement,
+                placement,
                 &held,
                 &sbp,
                 parts.into(),
@@ -357,7 +356,7 @@ impl Tensor {
         let parts = parts.iter().map(Tensor::detach).collect();
         Ok(global_of(
             Shape::from(dims),
-            &Arc::new(placement.clone()),
+            placement.interned(),
             &held,
             sbp,
             parts,
@@ -381,7 +380,7 @@ impl Tensor {
 /// The global tensor of `shape` over `parts` (one per position of `placement`).
 pub(crate) fn global_of(
     shape: Shape,
-    placement: &Arc<Placement>,
+    placement: &'static Placement,
     held: &Held,
     sbp: &[Sbp],
     parts: Components,
@@ -391,7 +390,7 @@ pub(crate) fn global_of(
         shape,
         dtype,
         Global {
-            placement: placement.clone(),
+            placement,
             sbp: NdSbp::from_slice(sbp),
             held: held.clone(),
             parts,
@@ -430,7 +429,7 @@ fn scatter(whole: &Tensor, placement: &Placement, sbp: &[Sbp]) -> Result<Tensor>
     }
     Ok(global_of(
         whole.shape().clone(),
-        &Arc::new(placement.clone()),
+        placement.interned(),
         &held,
         sbp,
         parts.into(),

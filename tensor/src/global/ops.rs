@@ -54,17 +54,15 @@ pub(crate) fn refused_kernel(e: eddy_vm::Error, ins: &[&Tensor], outs: &[&Tensor
 ///
 /// `PlacementMismatch` naming the first input and the first that differs (or is local).
 #[track_caller]
-fn common<'a>(op: &'static str, inputs: &[&'a Tensor]) -> Result<&'a std::sync::Arc<Placement>> {
+fn common(op: &'static str, inputs: &[&Tensor]) -> Result<&'static Placement> {
     let first = inputs
         .iter()
         .find(|t| t.is_global())
         .expect("a global input");
-    let p = &first.global().expect("global").placement;
+    let p = first.global().expect("global").placement;
     for t in inputs {
-        // The same `Arc` first: a loop's operands share their placement's.
-        let same = t
-            .global()
-            .is_some_and(|g| std::sync::Arc::ptr_eq(&g.placement, p) || g.placement == *p);
+        // Placements are interned: equal ones are one reference.
+        let same = t.global().is_some_and(|g| std::ptr::eq(g.placement, p));
         if !same {
             return Err(mismatch(op, first, t));
         }
@@ -91,9 +89,22 @@ pub(crate) fn run(
     if crate::graph::is_tracing() {
         return Err(super::refuse_traced(op));
     }
-    common(op, inputs)?;
-    if let Some(y) = same_layout(&rule, inputs, &out, &local)? {
-        return Ok(y);
+    if let Some(first) = same_layout(&rule, inputs, &out) {
+        let _g = crate::no_grad();
+        let mut parts = super::Components::new();
+        let mut ins: smallvec::SmallVec<[&Tensor; 3]> = smallvec::SmallVec::new();
+        for (i, part) in first.parts.iter().enumerate() {
+            ins.clear();
+            ins.extend(inputs.iter().map(|t| &t.global().expect("global").parts[i]));
+            parts.push(local(&ins, part.dims())?);
+        }
+        return Ok(global_of(
+            out,
+            first.placement,
+            &first.held,
+            &first.sbp,
+            parts,
+        ));
     }
     let mut v = run_many(op, rule, inputs, out, |x, d| Ok(vec![local(x, d)?]))?;
     Ok(v.swap_remove(0))
@@ -112,7 +123,7 @@ pub(crate) fn run_many(
     if crate::graph::is_tracing() {
         return Err(super::refuse_traced(op));
     }
-    let placement = common(op, inputs)?.clone();
+    let placement = common(op, inputs)?;
     let globals: Vec<&Global> = inputs.iter().map(|t| t.global().expect("global")).collect();
     let key: Key = (
         rule,
@@ -157,7 +168,7 @@ pub(crate) fn run_many(
     let mut parts: Vec<Vec<Tensor>> = Vec::new();
     for k in 0..count {
         let i = held.position(k);
-        let dims: Vec<usize> = (component_ranges(out.dims(), &placement, &choice.output, i))
+        let dims: Vec<usize> = (component_ranges(out.dims(), placement, &choice.output, i))
             .iter()
             .map(|r| r.len())
             .collect();
@@ -178,54 +189,34 @@ pub(crate) fn run_many(
         }
     }
     Ok((parts.into_iter())
-        .map(|p| global_of(out.clone(), &placement, held, &choice.output, p.into()))
+        .map(|p| global_of(out.clone(), placement, held, &choice.output, p.into()))
         .collect())
 }
 
 /// The commonest global op without the choice: an elementwise op whose inputs all have the
-/// output's shape and one SBP of splits and broadcasts takes that SBP, which every
-/// elementwise rule has (`S(d), S(d) → S(d)`, `B, B → B`) and which needs no boxing; `None`
-/// for anything else.
+/// output's shape, one placement and one SBP of splits and broadcasts takes that SBP, which
+/// every elementwise rule has (`S(d), S(d) → S(d)`, `B, B → B`) and which needs no boxing:
+/// the first input's global part then; `None` for anything else (the general path, which
+/// also names a placement mismatch).
 #[inline]
-#[track_caller]
-fn same_layout(
-    rule: &Rule,
-    inputs: &[&Tensor],
-    out: &Shape,
-    local: &impl Fn(&[&Tensor], &[usize]) -> Result<Tensor>,
-) -> Result<Option<Tensor>> {
+fn same_layout<'a>(rule: &Rule, inputs: &[&'a Tensor], out: &Shape) -> Option<&'a Global> {
     let elementwise = match rule {
         Rule::Binary(_) | Rule::Broadcast => true,
         Rule::Map { dims, partials: _ } => dims.iter().enumerate().all(|(i, d)| *d == Some(i)),
         _ => false,
     };
-    let first = inputs[0].global().expect("global");
+    let first = inputs[0].global()?;
+    // Placements are interned: one placement is one address.
     let same = elementwise
-        && inputs
-            .iter()
-            .all(|t| t.dims() == out.dims() && t.global().is_some_and(|g| g.sbp == first.sbp))
+        && inputs.iter().all(|t| {
+            t.shape() == out
+                && t.global().is_some_and(|g| {
+                    std::ptr::eq(g.placement, first.placement) && g.sbp == first.sbp
+                })
+        })
         && first
             .sbp
             .iter()
             .all(|s| !matches!(s, crate::global::Sbp::Partial(_)));
-    if !same {
-        return Ok(None);
-    }
-    let _g = crate::no_grad();
-    let mut parts = super::Components::new();
-    let mut ins: smallvec::SmallVec<[&Tensor; 3]> = smallvec::SmallVec::new();
-    for i in 0..first.parts.len() {
-        ins.clear();
-        ins.extend(inputs.iter().map(|t| &t.global().expect("global").parts[i]));
-        let dims = first.parts[i].dims();
-        parts.push(local(&ins, dims)?);
-    }
-    let placement = &first.placement;
-    Ok(Some(global_of(
-        out.clone(),
-        placement,
-        &first.held,
-        &first.sbp,
-        parts,
-    )))
+    same.then_some(first)
 }

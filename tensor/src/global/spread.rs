@@ -31,7 +31,7 @@ pub(super) fn exchange(
     mine: &[(usize, Tensor)],
     at: Caller,
 ) -> Result<Vec<Tensor>> {
-    let (p, held) = (&*g.placement, &g.held);
+    let (p, held) = (g.placement, &g.held);
     let dtype = g.parts[0].dtype();
     let shapes: Vec<Vec<usize>> = (group.iter())
         .map(|&i| {
@@ -140,7 +140,7 @@ pub(super) fn all_reduce(
     at: Caller,
 ) -> Result<Option<Tensor>> {
     use crate::DType::{F32, F64, I32, I64};
-    let (p, held) = (&*g.placement, &g.held);
+    let (p, held) = (g.placement, &g.held);
     let w = super::world()?;
     let one_each = group.len() == w.size
         && (0..group.len()).all(|k| held.process(p, group[k]) == k)

@@ -80,6 +80,9 @@ pub(crate) struct VmInner {
     /// Automatic promotion's state, where the switch is on (boxed: the fields beside it are
     /// read on every op's path).
     pub(super) promotion: Option<Box<promotion::Promotion>>,
+    /// Set by [`Vm::leak`]: a handle is never dropped, so the engine lives until the process
+    /// ends.
+    forever: std::sync::atomic::AtomicBool,
 }
 
 /// The engine: a cheap, cloneable handle. The engine shuts down (drains, joins its threads)
@@ -176,8 +179,45 @@ impl Vm {
                 shared,
                 mode,
                 promotion,
+                forever: std::sync::atomic::AtomicBool::new(false),
             }),
         })
+    }
+
+    /// This engine for the rest of the process: its handle is leaked, so the engine never
+    /// shuts down. A layer above that keeps handles per value (the tensor layer, one per
+    /// tensor) may then hold the engine without counting, two locked instructions fewer per
+    /// value, as it does for its process-wide default engine. For a program's one engine
+    /// (a command line tool, a benchmark), not for engines made and dropped in a loop: each
+    /// keeps its threads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm: &'static eddy_vm::Vm = eddy_vm::Vm::builder().build()?.leak();
+    /// assert!(vm.lives_forever());
+    /// assert!(vm.clone().lives_forever());
+    /// assert!(!eddy_vm::Vm::builder().build()?.lives_forever());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn leak(self) -> &'static Vm {
+        // Set before the handle is leaked: `self` holds the engine alive in between.
+        (self.inner.forever).store(true, Ordering::Relaxed);
+        Box::leak(Box::new(self))
+    }
+
+    /// Whether [`leak`](Self::leak) made this engine live until the process ends.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// assert!(!vm.lives_forever());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    #[inline]
+    pub fn lives_forever(&self) -> bool {
+        self.inner.forever.load(Ordering::Relaxed)
     }
 
     pub(crate) fn shared(&self) -> &Shared {
@@ -276,6 +316,21 @@ impl Vm {
     /// ```
     pub fn unusable_blob(&self) -> Counted<Blob> {
         self.shared().unusable.clone()
+    }
+
+    /// The engine's own handle of [`unusable_blob`](Self::unusable_blob), borrowed: it lives
+    /// as long as the engine. A caller that keeps the engine alive may hold a bitwise copy
+    /// that it never drops, a handle that costs no count.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let vm = eddy_vm::Vm::builder().build()?;
+    /// assert!(eddy_vm::Counted::ptr_eq(vm.unusable_blob_ref(), &vm.unusable_blob()));
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn unusable_blob_ref(&self) -> &Counted<Blob> {
+        &self.shared().unusable
     }
 
     /// Number of streams (the main CPU stream is `StreamId::CPU`).
