@@ -26,12 +26,9 @@ impl Tensor {
     pub(crate) fn global_binary(&self, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
         // The commonest global op straight: the layout `run` would find first, without its
         // lists of inputs (about a tenth of a two-rank op's instructions).
-        if let (Some(a), Some(b)) = (self.global(), rhs.global())
-            && std::ptr::eq(a.placement, b.placement)
-            && a.sbp == b.sbp
-            && self.shape() == rhs.shape()
-            && !a.sbp.iter().any(|s| matches!(s, super::Sbp::Partial(_)))
-            && !crate::graph::is_tracing()
+        if !crate::graph::is_tracing()
+            && let Some(a) = super::same_layout(&Rule::Binary(op), &[self, rhs], self.shape())
+            && let Some(b) = rhs.global()
         {
             let _g = crate::no_grad();
             let parts = (a.parts.iter().zip(&b.parts))

@@ -20,7 +20,7 @@ pub(crate) use apply::{inplace_partial, refuse, refuse_traced, reshape_dims};
 pub use boxing::{CollectiveCounts, count_collectives};
 pub use eddy_ops::global::{DeviceKind, NdSbp, Placement, ReduceKind, Sbp};
 pub(crate) use held::Held;
-pub(crate) use ops::{refused_kernel, run, run_many};
+pub(crate) use ops::{refused_kernel, run, run_many, same_layout};
 pub(crate) use world::surfaced;
 pub use world::{World, raw_all_reduce_seconds, set_collective_timeout, world};
 

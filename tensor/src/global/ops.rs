@@ -199,7 +199,11 @@ pub(crate) fn run_many(
 /// the first input's global part then; `None` for anything else (the general path, which
 /// also names a placement mismatch).
 #[inline]
-fn same_layout<'a>(rule: &Rule, inputs: &[&'a Tensor], out: &Shape) -> Option<&'a Global> {
+pub(crate) fn same_layout<'a>(
+    rule: &Rule,
+    inputs: &[&'a Tensor],
+    out: &Shape,
+) -> Option<&'a Global> {
     let elementwise = match rule {
         Rule::Binary(_) | Rule::Broadcast => true,
         Rule::Map { dims, partials: _ } => dims.iter().enumerate().all(|(i, d)| *d == Some(i)),
