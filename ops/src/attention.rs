@@ -54,6 +54,140 @@ impl Attention {
     }
 }
 
+/// Where one operand's rows are, problem by problem: problem `b` is head `b % heads` of
+/// batch element `b / heads`, and its row `i` starts at `offset + (b / heads)·sn + (b %
+/// heads)·sh + i·rs`, its elements consecutive. Dense `[batch, rows, w]` operands are
+/// [`Rows::dense`]; the heads of a packed `[n, l, 3·e]` projection are rows `3·e` apart.
+///
+/// # Examples
+///
+/// ```
+/// use eddy_ops::nn::Rows;
+/// let d = Rows::dense(10, 4, 8); // [batch, 4, 8] at 10
+/// assert_eq!(d.at(2, 1), 10 + 2 * 32 + 8);
+/// // Head 1 of batch element 1 of a [2, 4, 2·8] tensor split in 2 heads of width 8.
+/// let h = Rows { offset: 0, heads: 2, sn: 4 * 16, sh: 8, rs: 16 };
+/// assert_eq!(h.at(3, 2), 64 + 8 + 32);
+/// assert!(h.disjoint(4, 4, 8) && !Rows { sh: 4, ..h }.disjoint(4, 4, 8));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rows {
+    /// Where problem 0's row 0 starts.
+    pub offset: usize,
+    /// Problems per batch element (1 for a dense operand).
+    pub heads: usize,
+    /// Stride between batch elements.
+    pub sn: usize,
+    /// Stride between heads.
+    pub sh: usize,
+    /// Stride between rows.
+    pub rs: usize,
+}
+
+impl Rows {
+    /// `[batch, rows, w]` dense at `offset`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(eddy_ops::nn::Rows::dense(0, 3, 5).rs, 5);
+    /// ```
+    pub fn dense(offset: usize, rows: usize, w: usize) -> Rows {
+        Rows {
+            offset,
+            heads: 1,
+            sn: rows * w,
+            sh: 0,
+            rs: w,
+        }
+    }
+
+    /// Where row `i` of problem `b` starts.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(eddy_ops::nn::Rows::dense(1, 3, 5).at(1, 2), 1 + 15 + 10);
+    /// ```
+    #[inline]
+    pub fn at(&self, b: usize, i: usize) -> usize {
+        let heads = self.heads.max(1);
+        self.offset + (b / heads) * self.sn + (b % heads) * self.sh + i * self.rs
+    }
+
+    /// Whether `batch` problems of `rows` rows of `w` elements are dense `[batch, rows, w]`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(eddy_ops::nn::Rows::dense(7, 3, 5).is_dense(2, 3, 5));
+    /// ```
+    pub fn is_dense(&self, batch: usize, rows: usize, w: usize) -> bool {
+        let (p, heads) = (rows * w, self.heads.max(1));
+        let rows_ok = rows <= 1 || self.rs == w;
+        let heads_ok = heads == 1 || batch <= 1 || self.sh == p;
+        let batch_ok = batch <= heads || self.sn == heads * p;
+        rows_ok && heads_ok && batch_ok
+    }
+
+    /// One past the last element that `batch` problems of `rows` rows of `w` reach (0 when
+    /// there are none).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(eddy_ops::nn::Rows::dense(1, 3, 5).end(2, 3, 5), 31);
+    /// ```
+    pub fn end(&self, batch: usize, rows: usize, w: usize) -> usize {
+        if batch * rows * w == 0 {
+            return 0;
+        }
+        let heads = self.heads.max(1).min(batch);
+        let n = batch.div_ceil(heads);
+        self.offset + (n - 1) * self.sn + (heads - 1) * self.sh + (rows - 1) * self.rs + w
+    }
+
+    /// Whether no two elements of `batch` problems of `rows` rows of `w` share a place (a
+    /// sufficient test: ordered by stride, each axis steps past everything the smaller ones
+    /// reach), so that problems can be written at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::nn::Rows;
+    /// assert!(Rows::dense(0, 3, 5).disjoint(4, 3, 5));
+    /// assert!(!Rows { rs: 4, ..Rows::dense(0, 3, 5) }.disjoint(4, 3, 5));
+    /// ```
+    pub fn disjoint(&self, batch: usize, rows: usize, w: usize) -> bool {
+        let heads = self.heads.max(1).min(batch.max(1));
+        batch.is_multiple_of(heads)
+            && disjoint_axes(&mut [
+                (batch / heads, self.sn),
+                (heads, self.sh),
+                (rows, self.rs),
+                (w, 1),
+            ])
+    }
+}
+
+/// Whether the places `Σ i_k · stride_k` (`i_k < count_k`) of `axes` (count, stride) are all
+/// distinct: a sufficient test, that ordered by stride each axis steps past everything the
+/// smaller ones reach.
+pub(crate) fn disjoint_axes(axes: &mut [(usize, usize)]) -> bool {
+    axes.sort_by_key(|&(_, s)| s);
+    let mut reach = 1usize; // one past the largest place of the axes so far
+    for &(n, s) in axes.iter() {
+        if n <= 1 {
+            continue;
+        }
+        if s < reach {
+            return false;
+        }
+        reach = s.saturating_mul(n - 1).saturating_add(reach);
+    }
+    true
+}
+
 /// Where an explicit mask's elements are, as an additive float mask of the queries' dtype
 /// viewed as `[batch, l, s]`: problem `b`'s row `i`, key `j` at `offsets[b] + i · rs + j · cs`
 /// (a stride is 0 along a broadcast dim).
@@ -211,4 +345,56 @@ pub fn infer_attention(
         causal,
     };
     Ok(AttentionShape { batch, out, geom })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rows;
+
+    /// Every layout of a few small problems against the places it names: a layout called
+    /// disjoint has no place twice, `end` is past every place, and `is_dense` holds exactly
+    /// when the places are those of `[batch, rows, w]`.
+    #[test]
+    fn row_layouts_agree_with_their_places() {
+        let mut disjoint = 0;
+        for (batch, heads, rows, w) in (1..=4usize).flat_map(|b| {
+            (1..=2usize).flat_map(move |h| {
+                (1..=3usize).flat_map(move |r| (1..=3usize).map(move |w| (b, h, r, w)))
+            })
+        }) {
+            for (sn, sh, rs) in
+                (0..9).flat_map(|a| (0..9).flat_map(move |b| (0..9).map(move |c| (a, b, c))))
+            {
+                let lay = Rows {
+                    offset: 2,
+                    heads,
+                    sn,
+                    sh,
+                    rs,
+                };
+                let mut places: Vec<usize> = (0..batch)
+                    .flat_map(|b| (0..rows).flat_map(move |i| (0..w).map(move |c| (b, i, c))))
+                    .map(|(b, i, c)| lay.at(b, i) + c)
+                    .collect();
+                let dense = places.iter().enumerate().all(|(k, &p)| p == 2 + k);
+                assert_eq!(
+                    lay.is_dense(batch, rows, w),
+                    dense,
+                    "{lay:?} {batch} {rows} {w}"
+                );
+                assert!(
+                    places.iter().all(|&p| p < lay.end(batch, rows, w)),
+                    "{lay:?}"
+                );
+                if lay.disjoint(batch, rows, w) {
+                    disjoint += 1;
+                    places.sort_unstable();
+                    let n = places.len();
+                    places.dedup();
+                    assert_eq!(places.len(), n, "{lay:?} {batch} {rows} {w} overlaps");
+                }
+            }
+        }
+        assert!(disjoint > 1000); // the test saw many layouts it could write
+    }
 }

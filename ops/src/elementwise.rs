@@ -152,6 +152,13 @@ pub fn binary_dtype(op: BinaryOp, promoted: DType) -> Result<DType> {
     if op == BinaryOp::Div {
         return Ok(promoted.to_float());
     }
+    if op == BinaryOp::GeluBackward && !promoted.is_float() {
+        return Err(Error::UnsupportedDType {
+            at: crate::Caller::here(),
+            op: op.name(),
+            dtype: promoted,
+        });
+    }
     if promoted == DType::Bool {
         return Err(Error::UnsupportedDType {
             at: crate::Caller::here(),

@@ -218,6 +218,8 @@ pub enum BinaryOp {
     FloorDiv,
     /// `a - ⌊a / b⌋·b`, Python's `%` (PyTorch's `remainder`): the sign of `b`.
     Rem,
+    /// `b · GELU'(a)` (GELU's backward: `a` the input, `b` the gradient); floats only.
+    GeluBackward,
 }
 
 impl BinaryOp {
@@ -241,6 +243,7 @@ impl BinaryOp {
             BinaryOp::ReluBackward => "relu_backward",
             BinaryOp::FloorDiv => "floor_divide",
             BinaryOp::Rem => "remainder",
+            BinaryOp::GeluBackward => "gelu_backward",
         }
     }
 }

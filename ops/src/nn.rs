@@ -1,6 +1,6 @@
 //! Row-wise network ops: the kernel for the operands' device.
 
-pub use crate::attention::{Attention, AttentionShape, MaskLayout, infer_attention};
+pub use crate::attention::{Attention, AttentionShape, MaskLayout, Rows, infer_attention};
 use crate::device::{Device, pick};
 pub use crate::kinds::{ClassDims, IGNORE_INDEX};
 use crate::{DType, Error, Result, cpu};
@@ -14,18 +14,19 @@ use eddy_vm::instruction::Kernel;
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::{nn::{attention, Attention}, DType, Device};
+/// use eddy_ops::{nn::{attention, Attention, Rows}, DType, Device};
 /// let g = Attention { batch: 1, l: 4, s: 4, e: 8, ev: 8, scale: 0.25, causal: true };
-/// assert!(attention(Device::CPU, DType::F32, g, [0; 3], None).is_some());
+/// let d = Rows::dense(0, 4, 8);
+/// assert!(attention(Device::CPU, DType::F32, g, [d; 4], None).is_some());
 /// ```
 pub fn attention(
     device: Device,
     dtype: DType,
     g: Attention,
-    offsets: [usize; 3],
+    lays: [Rows; 4],
     mask: Option<MaskLayout>,
 ) -> Option<impl Kernel + use<>> {
-    pick!(device, cpu::attention::attention(dtype, g, offsets, mask))
+    pick!(device, cpu::attention::attention(dtype, g, lays, mask))
 }
 
 /// The kernel of the gradient of scaled dot-product attention (see
@@ -36,20 +37,21 @@ pub fn attention(
 /// # Examples
 ///
 /// ```
-/// use eddy_ops::{nn::{attention_backward, Attention}, DType, Device};
+/// use eddy_ops::{nn::{attention_backward, Attention, Rows}, DType, Device};
 /// let g = Attention { batch: 1, l: 4, s: 4, e: 8, ev: 8, scale: 0.25, causal: false };
-/// assert!(attention_backward(Device::CPU, DType::F32, g, [0; 5], None).is_some());
+/// let d = Rows::dense(0, 4, 8);
+/// assert!(attention_backward(Device::CPU, DType::F32, g, [d; 8], None).is_some());
 /// ```
 pub fn attention_backward(
     device: Device,
     dtype: DType,
     g: Attention,
-    offsets: [usize; 5],
+    lays: [Rows; 8],
     mask: Option<MaskLayout>,
 ) -> Option<impl Kernel + use<>> {
     pick!(
         device,
-        cpu::attention::attention_backward(dtype, g, offsets, mask)
+        cpu::attention::attention_backward(dtype, g, lays, mask)
     )
 }
 

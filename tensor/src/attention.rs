@@ -4,7 +4,7 @@
 //! explicit float mask needs its own gradient, or an operand is global.
 
 use crate::{DType, Error, Result, Shape, Tensor};
-use eddy_ops::nn::{self as kn, AttentionShape, MaskLayout};
+use eddy_ops::nn::{self as kn, Attention, AttentionShape, MaskLayout, Rows};
 
 /// PyTorch's keyword arguments of [`Tensor::scaled_dot_product_attention`]: an explicit mask
 /// (`attn_mask`), `dropout_p`, `is_causal` and `scale`. The default is none of them.
@@ -227,11 +227,17 @@ impl Tensor {
             None => None,
         };
         let lay = mask.as_ref().map(|(_, lay)| lay.clone());
-        let offsets = [&q, &k, &v].map(|t| t.layout().offset);
         let out = self.empty_like_shape(shape.out.clone(), dt)?;
         let lse_dt = if dt == DType::F64 { dt } else { DType::F32 };
         let lse = self.empty_like_shape(Shape::from([g.batch, g.l]), lse_dt)?;
-        let kern = kernel!(OP, dev, kn::attention(dev, dt, g, offsets, lay.clone()));
+        let at = |t: &Tensor, rows: usize, w: usize| Rows::dense(t.layout().offset, rows, w);
+        let lays = [
+            at(&q, g.l, g.e),
+            at(&k, g.s, g.e),
+            at(&v, g.s, g.ev),
+            at(&out, g.l, g.ev),
+        ];
+        let kern = kernel!(OP, dev, kn::attention(dev, dt, g, lays, lay.clone()));
         let work = g.batch * g.l * g.s * (g.e + g.ev);
         let mut ins = vec![&q, &k, &v];
         ins.extend(mask.as_ref().map(|(m, _)| m));
@@ -247,13 +253,22 @@ impl Tensor {
                 });
                 let [dq, dk, dv] = grads;
                 let (dq, dk, dv) = (dq?, dk?, dv?);
-                let offsets = [&q, &k, &v, out, &dout].map(|t| t.layout().offset);
+                let lays = [
+                    at(&q, g.l, g.e),
+                    at(&k, g.s, g.e),
+                    at(&v, g.s, g.ev),
+                    at(out, g.l, g.ev),
+                    at(&dout, g.l, g.ev),
+                    at(&dq, g.l, g.e),
+                    at(&dk, g.s, g.e),
+                    at(&dv, g.s, g.ev),
+                ];
                 let dev = dout.device();
                 let name = "scaled_dot_product_attention_backward";
                 let kern = kernel!(
                     name,
                     dev,
-                    kn::attention_backward(dev, dt, g, offsets, lay.clone())
+                    kn::attention_backward(dev, dt, g, lays, lay.clone())
                 );
                 let mut bins = vec![&q, &k, &v, out, &dout, &lse];
                 bins.extend(mask.as_ref().map(|(m, _)| m));
@@ -265,6 +280,95 @@ impl Tensor {
                 ])
             }),
         )
+    }
+}
+
+impl Tensor {
+    /// Self-attention over a packed projection: `self` is `[n, l, 3·e]`, the queries, keys and
+    /// values side by side as `MultiheadAttention`'s input projection gives them, split into
+    /// `heads` heads of `e / heads`; the result is `[n, l, e]`, the heads side by side (what
+    /// the output projection reads). One instruction forward and one backward that read the
+    /// heads in place and write the projection's gradient whole, where the composed form
+    /// copies every head out and back. `None` where the device has no kernel, the dtype is
+    /// not a float, or `self` is global or not of that shape.
+    #[track_caller]
+    pub(crate) fn packed_self_attention(
+        &self,
+        heads: usize,
+        causal: bool,
+    ) -> Result<Option<Tensor>> {
+        let (dt, dev) = (self.dtype(), self.device());
+        let &[n, l, e3] = self.dims() else {
+            return Ok(None);
+        };
+        let e = e3 / 3;
+        if self.is_global() || !dt.is_float() || heads == 0 || e3 % 3 != 0 || e % heads != 0 {
+            return Ok(None);
+        }
+        let d = e / heads;
+        let x = {
+            let _g = crate::no_grad();
+            self.contiguous()?
+        };
+        let g = Attention {
+            batch: n * heads,
+            l,
+            s: l,
+            e: d,
+            ev: d,
+            scale: 1.0 / (d as f64).sqrt(),
+            causal,
+        };
+        // Head `h` of batch element `b`: columns `h·d..` of the part, rows `3·e` apart.
+        let part = move |t: &Tensor, i: usize| Rows {
+            offset: t.layout().offset + i * e,
+            heads,
+            sn: l * e3,
+            sh: d,
+            rs: e3,
+        };
+        let heads_of = move |t: &Tensor| Rows {
+            offset: t.layout().offset,
+            heads,
+            sn: l * e,
+            sh: d,
+            rs: e,
+        };
+        let out = x.empty_like_shape(Shape::from([n, l, e]), dt)?;
+        let lays = [part(&x, 0), part(&x, 1), part(&x, 2), heads_of(&out)];
+        let Some(kern) = kn::attention(dev, dt, g, lays, None) else {
+            return Ok(None);
+        };
+        let lse_dt = if dt == DType::F64 { dt } else { DType::F32 };
+        let lse = x.empty_like_shape(Shape::from([g.batch, l]), lse_dt)?;
+        let work = g.batch * l * l * 2 * d;
+        Tensor::launch_with_work(kern, &[&x, &x, &x], &[&out, &lse], Some(work))?;
+        Ok(Some(out.record_saving(
+            OP,
+            &[self],
+            &[self],
+            true,
+            move |gout, _, out| {
+                let dout = gout.contiguous()?;
+                let dx = dout.empty_like_shape(x.shape().clone(), dt)?;
+                let lays = [
+                    part(&x, 0),
+                    part(&x, 1),
+                    part(&x, 2),
+                    heads_of(out),
+                    heads_of(&dout),
+                    part(&dx, 0),
+                    part(&dx, 1),
+                    part(&dx, 2),
+                ];
+                let dev = dout.device();
+                let name = "scaled_dot_product_attention_backward";
+                let kern = kernel!(name, dev, kn::attention_backward(dev, dt, g, lays, None));
+                let ins = [&x, &x, &x, out, &dout, &lse];
+                Tensor::launch_with_work(kern, &ins, &[&dx], Some(2 * work))?;
+                Ok(vec![Some(dx)])
+            },
+        )))
     }
 }
 

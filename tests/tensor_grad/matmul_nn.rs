@@ -198,6 +198,60 @@ fn layer_norm_grads() {
     );
 }
 
+/// The fused kernels over many rows (several blocks of the backward's column sums, split over
+/// threads, with partial blocks and partial vectors) against the composed ops in `f64`.
+#[test]
+fn layer_norm_over_many_rows_matches_the_composed_form() -> eddy::Result<()> {
+    let (rows, cols) = (1003, 45);
+    let x = Tensor::randn([rows, cols], 0.5, 2.0, DType::F32)?;
+    let w = Tensor::randn([cols], 1.0, 0.5, DType::F32)?;
+    let b = Tensor::randn([cols], 0.0, 1.0, DType::F32)?;
+    let dy = Tensor::randn([rows, cols], 0.0, 1.0, DType::F32)?;
+    let leaves = |dt| -> eddy::Result<Vec<Tensor>> {
+        [&x, &w, &b]
+            .iter()
+            .map(|t| t.to_dtype(dt)?.requires_grad_(true))
+            .collect()
+    };
+    let f = leaves(DType::F32)?;
+    let y = f[0].layer_norm(1, Some(&f[1]), Some(&f[2]), 1e-5)?;
+    y.mul(&dy)?.sum_all()?.backward()?;
+    let d = leaves(DType::F64)?;
+    let mean = d[0].mean(&[1], true)?;
+    let xc = d[0].sub(&mean)?;
+    let var = xc.square()?.mean(&[1], true)?;
+    let yd = xc
+        .mul(&var.add_scalar(1e-5)?.rsqrt()?)?
+        .mul(&d[1])?
+        .add(&d[2])?;
+    yd.mul(&dy.to_dtype(DType::F64)?)?.sum_all()?.backward()?;
+    let close = |what: &str, got: &Tensor, want: &Tensor| -> eddy::Result<()> {
+        let (g, w) = (
+            got.to_dtype(DType::F64)?.to_vec::<f64>()?,
+            want.to_vec::<f64>()?,
+        );
+        let scale = w.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+        let worst = g
+            .iter()
+            .zip(&w)
+            .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+        assert!(
+            worst <= 2e-5 * scale,
+            "{what}: off by {worst} (scale {scale})"
+        );
+        Ok(())
+    };
+    close("y", &y, &yd)?;
+    for (i, what) in ["dx", "dw", "db"].iter().enumerate() {
+        close(
+            what,
+            &f[i].grad().expect("grad"),
+            &d[i].grad().expect("grad"),
+        )?;
+    }
+    Ok(())
+}
+
 #[test]
 fn composite_graphs() {
     let mut rng = seeded(6);

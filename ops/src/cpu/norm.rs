@@ -35,19 +35,192 @@ pub struct NormLayout {
     pub eps: f64,
 }
 
-/// `Σ f(j)` for `j < n`, over 8 independent lanes (so that it vectorises).
+/// Accumulators per sum: one AVX-512 register of `f32`, so the sums vectorise; the same count
+/// on every CPU, so every CPU adds in the same order and gets the same bits.
+const LANES: usize = 16;
+
+/// `Σ f(row[j])` over [`LANES`] independent accumulators.
 #[inline(always)]
-fn lanes<A: Float>(n: usize, f: impl Fn(usize) -> A) -> A {
-    let mut acc = [A::zero(); 8];
-    let full = n / 8 * 8;
-    for j0 in (0..full).step_by(8) {
-        for (t, a) in acc.iter_mut().enumerate() {
-            *a = *a + f(j0 + t);
+fn sum_map<T: FloatElem>(row: &[T], f: impl Fn(T::A) -> T::A) -> T::A {
+    let mut acc = [T::A::zero(); LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a = *a + f(v.up());
         }
     }
-    let s = acc.iter().fold(A::zero(), |s, &a| s + a);
-    (full..n).fold(s, |s, j| s + f(j))
+    let s = acc.iter().fold(T::A::zero(), |s, &a| s + a);
+    chunks.remainder().iter().fold(s, |s, v| s + f(v.up()))
 }
+
+/// `(Σ g_j, Σ g_j · x̂_j)` of a row, `g = dy · w` (or `dy`), `x̂ = (x - mu) · rs`.
+#[inline(always)]
+fn grad_sums<T: FloatElem>(dy: &[T], x: &[T], w: Option<&[T]>, mu: T::A, rs: T::A) -> (T::A, T::A) {
+    let z = T::A::zero();
+    let (mut sg, mut sgx) = ([z; LANES], [z; LANES]);
+    let n = dy.len() / LANES * LANES;
+    let one = |j: usize| {
+        let g = match w {
+            Some(w) => dy[j].up() * w[j].up(),
+            None => dy[j].up(),
+        };
+        (g, g * ((x[j].up() - mu) * rs))
+    };
+    for j0 in (0..n).step_by(LANES) {
+        for t in 0..LANES {
+            let (g, gx) = one(j0 + t);
+            sg[t] = sg[t] + g;
+            sgx[t] = sgx[t] + gx;
+        }
+    }
+    let fold = |a: [T::A; LANES]| a.iter().fold(z, |s, &v| s + v);
+    (n..dy.len()).fold((fold(sg), fold(sgx)), |(a, b), j| {
+        let (g, gx) = one(j);
+        (a + g, b + gx)
+    })
+}
+
+/// Normalises `rows` rows of `x` into `y` (each row's statistics into `mean`, `rstd`), then
+/// applies the weight and the bias.
+#[inline(always)]
+fn norm_rows<T: FloatElem>(
+    x: &[T],
+    y: &mut [T],
+    stats: (&mut [T::A], &mut [T::A]),
+    (w, b): (Option<&[T]>, Option<&[T]>),
+    (cols, eps): (usize, T::A),
+) {
+    let (mean, rstd) = stats;
+    let n = T::param(cols as f64);
+    for (((row, y), m), r) in x
+        .chunks_exact(cols)
+        .zip(y.chunks_exact_mut(cols))
+        .zip(mean.iter_mut())
+        .zip(rstd.iter_mut())
+    {
+        let mu = sum_map(row, |v| v) / n;
+        let var = sum_map(row, |v| (v - mu) * (v - mu)) / n;
+        let rs = (var + eps).sqrt().recip();
+        let h = |v: &T| (v.up() - mu) * rs;
+        match (w, b) {
+            (Some(w), Some(b)) => {
+                for (((d, v), w), b) in y.iter_mut().zip(row).zip(w).zip(b) {
+                    *d = T::down(h(v) * w.up() + b.up());
+                }
+            }
+            (Some(w), None) => {
+                for ((d, v), w) in y.iter_mut().zip(row).zip(w) {
+                    *d = T::down(h(v) * w.up());
+                }
+            }
+            (None, Some(b)) => {
+                for ((d, v), b) in y.iter_mut().zip(row).zip(b) {
+                    *d = T::down(h(v) + b.up());
+                }
+            }
+            (None, None) => {
+                for (d, v) in y.iter_mut().zip(row) {
+                    *d = T::down(h(v));
+                }
+            }
+        }
+        (*m, *r) = (mu, rs);
+    }
+}
+
+/// One block of layer norm's backward: the input's gradient of its rows into `dx`, and, where
+/// `partial` is given, the block's `Σ dy · x̂` and `Σ dy` per column into its two halves.
+#[inline(always)]
+fn grad_rows<T: FloatElem>(
+    [dy, x]: [&[T]; 2],
+    stats: (&[T::A], &[T::A]),
+    w: Option<&[T]>,
+    dx: &mut [T],
+    partial: Option<&mut [T::A]>,
+) {
+    let cols = x.len() / stats.0.len();
+    let ncols = T::param(cols as f64);
+    for (r, dx) in dx.chunks_exact_mut(cols).enumerate() {
+        let (dy, x) = (&dy[r * cols..][..cols], &x[r * cols..][..cols]);
+        let (mu, rs) = (stats.0[r], stats.1[r]);
+        let (sg, sgx) = grad_sums(dy, x, w, mu, rs);
+        let (mg, mgx) = (sg / ncols, sgx / ncols);
+        match w {
+            Some(w) => {
+                for (((d, dy), x), w) in dx.iter_mut().zip(dy).zip(x).zip(w) {
+                    let xh = (x.up() - mu) * rs;
+                    *d = T::down(rs * (dy.up() * w.up() - mg - xh * mgx));
+                }
+            }
+            None => {
+                for ((d, dy), x) in dx.iter_mut().zip(dy).zip(x) {
+                    let xh = (x.up() - mu) * rs;
+                    *d = T::down(rs * (dy.up() - mg - xh * mgx));
+                }
+            }
+        }
+    }
+    if let Some(partial) = partial {
+        let (pw, pb) = partial.split_at_mut(cols);
+        pw.fill(T::A::zero());
+        pb.fill(T::A::zero());
+        for (r, (dy, x)) in dy.chunks_exact(cols).zip(x.chunks_exact(cols)).enumerate() {
+            let (mu, rs) = (stats.0[r], stats.1[r]);
+            for (((a, b), dy), x) in pw.iter_mut().zip(pb.iter_mut()).zip(dy).zip(x) {
+                *a = *a + dy.up() * ((x.up() - mu) * rs);
+                *b = *b + dy.up();
+            }
+        }
+    }
+}
+
+/// `$f` (one of the row functions above) compiled for the widest vector unit the CPU has:
+/// AVX-512F, else AVX2, else the base target. No multiply-add is contracted, so every form
+/// gives the same bits.
+macro_rules! widest {
+    ($name:ident, $f:ident, ($($arg:ident: $ty:ty),*)) => {
+        #[inline(never)]
+        fn $name<T: FloatElem>($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                unsafe fn w512<T: FloatElem>($($arg: $ty),*) { $f($($arg),*) }
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn w256<T: FloatElem>($($arg: $ty),*) { $f($($arg),*) }
+                let (avx2, avx512) = (
+                    std::arch::is_x86_feature_detected!("avx2")
+                        && std::arch::is_x86_feature_detected!("fma"),
+                    std::arch::is_x86_feature_detected!("avx512f"),
+                );
+                if avx2 && avx512 {
+                    // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked just above).
+                    return unsafe { w512($($arg),*) };
+                }
+                if avx2 {
+                    // SAFETY: the CPU has AVX2 and FMA (checked just above).
+                    return unsafe { w256($($arg),*) };
+                }
+            }
+            $f($($arg),*)
+        }
+    };
+}
+
+widest!(norm_rows_wide, norm_rows, (
+    x: &[T], y: &mut [T], stats: (&mut [T::A], &mut [T::A]),
+    affine: (Option<&[T]>, Option<&[T]>), shape: (usize, T::A)
+));
+widest!(grad_rows_wide, grad_rows, (
+    ops: [&[T]; 2], stats: (&[T::A], &[T::A]), w: Option<&[T]>, dx: &mut [T],
+    partial: Option<&mut [T::A]>
+));
+
+/// Rows per block of the backward: the weight's and the bias's gradients are summed per
+/// block, then over the blocks in order, so the bits do not depend on the thread count.
+const GRAD_BLOCK: usize = 16;
+
+/// A task's rows of layer norm's output, with their means and reciprocal deviations.
+type Rows<'a, T, A> = (&'a mut [T], (&'a mut [A], &'a mut [A]));
 
 /// Rows per task for `rows` rows of `cols`.
 fn per_task(rows: usize, cols: usize) -> usize {
@@ -105,34 +278,18 @@ pub fn layer_norm(dtype: DType, l: NormLayout) -> impl Kernel {
             }
             let x = &x[l.x..l.x + rows * cols];
             let eps = T::param(l.eps);
-            let n = T::param(cols as f64);
-            let mut items: Vec<(&mut [T], (&mut A, &mut A))> = y[..rows * cols]
-                .chunks_mut(cols)
-                .zip(mean[..rows].iter_mut().zip(rstd[..rows].iter_mut()))
+            // One item per task: its rows' outputs and statistics.
+            let per = per_task(rows, cols);
+            let mut items: Vec<Rows<'_, T, A>> = y[..rows * cols]
+                .chunks_mut(per * cols)
+                .zip(mean[..rows].chunks_mut(per).zip(rstd[..rows].chunks_mut(per)))
                 .collect();
-            let run = |start: usize, chunk: &mut [(&mut [T], (&mut A, &mut A))]| {
-                for (i, (y, (m, r))) in chunk.iter_mut().enumerate() {
-                    let row = &x[(start + i) * cols..][..cols];
-                    let mu = lanes(cols, |j| row[j].up()) / n;
-                    let var = lanes(cols, |j| {
-                        let d = row[j].up() - mu;
-                        d * d
-                    }) / n;
-                    let rs = (var + eps).sqrt().recip();
-                    for (j, (d, v)) in y.iter_mut().zip(row).enumerate() {
-                        let mut h = (v.up() - mu) * rs;
-                        if let Some(w) = w {
-                            h *= w[j].up();
-                        }
-                        if let Some(b) = b {
-                            h += b[j].up();
-                        }
-                        *d = T::down(h);
-                    }
-                    (**m, **r) = (mu, rs);
+            eddy_vm::par::for_each_chunk_mut(&mut items, 1, |i, item| {
+                for (y, (m, r)) in item.iter_mut() {
+                    let x = &x[i * per * cols..][..y.len()];
+                    norm_rows_wide(x, y, (m, r), (w, b), (cols, eps));
                 }
-            };
-            eddy_vm::par::for_each_chunk_mut(&mut items, per_task(rows, cols), run);
+            });
             Ok(())
         }, else => Err(format!("unsupported dtype {dtype}")))
         },
@@ -169,32 +326,36 @@ pub fn layer_norm_backward(dtype: DType, l: NormLayout, x_offset: usize) -> impl
             let w = l.weight.map(|o| &unsafe { input::<T>(&ins[4]) }[o..o + cols]);
             let n = rows * cols;
             let (dy, x) = (&dy[l.x..l.x + n], &x[x_offset..x_offset + n]);
-            let ncols = T::param(cols as f64);
-            let mut items: Vec<&mut [T]> = dx[..n].chunks_mut(cols.max(1)).collect();
-            let run = |start: usize, chunk: &mut [&mut [T]]| {
-                for (i, dx) in chunk.iter_mut().enumerate() {
-                    let r = start + i;
-                    let (dy, x) = (&dy[r * cols..][..cols], &x[r * cols..][..cols]);
-                    let (mu, rs) = (mean[r], rstd[r]);
-                    let g = |j: usize| match w {
-                        Some(w) => dy[j].up() * w[j].up(),
-                        None => dy[j].up(),
-                    };
-                    let sg = lanes(cols, g);
-                    let sgx = lanes(cols, |j| g(j) * (x[j].up() - mu) * rs);
-                    let (mg, mgx) = (sg / ncols, sgx / ncols);
-                    for (j, d) in dx.iter_mut().enumerate() {
-                        let xh = (x[j].up() - mu) * rs;
-                        *d = T::down(rs * (g(j) - mg - xh * mgx));
-                    }
+            if n == 0 {
+                // No rows: the affine terms' gradients are zero; no columns: nothing to write.
+                for o in &outs[1..] {
+                    // SAFETY: outputs 1.. are the weight's and the bias's gradients.
+                    let out = unsafe { output::<T>(o) };
+                    out[..cols].fill(T::down(A::zero()));
                 }
-            };
-            if cols > 0 {
-                eddy_vm::par::for_each_chunk_mut(&mut items, per_task(rows, cols), run);
+                return Ok(());
             }
-            // dw and db: sums over the rows, accumulated row by row (the loop vectorises).
+            let affine = l.weight.is_some() || l.bias.is_some();
+            let blocks = rows.div_ceil(GRAD_BLOCK);
+            let mut partial = vec![A::zero(); if affine { blocks * 2 * cols } else { 0 }];
+            let mut parts = partial.chunks_mut(2 * cols);
+            let mut items: Vec<(&mut [T], Option<&mut [A]>)> = dx[..n]
+                .chunks_mut(GRAD_BLOCK * cols)
+                .map(|dx| (dx, if affine { parts.next() } else { None }))
+                .collect();
+            let per = per_task(rows, cols).div_ceil(GRAD_BLOCK);
+            eddy_vm::par::for_each_chunk_mut(&mut items, per, |b0, chunk| {
+                for (k, (dx, part)) in chunk.iter_mut().enumerate() {
+                    let r0 = (b0 + k) * GRAD_BLOCK;
+                    let (nr, at) = (dx.len() / cols, r0 * cols);
+                    let ops = [&dy[at..][..dx.len()], &x[at..][..dx.len()]];
+                    let stats = (&mean[r0..r0 + nr], &rstd[r0..r0 + nr]);
+                    grad_rows_wide(ops, stats, w, dx, part.as_deref_mut());
+                }
+            });
+            // dw and db: the blocks' sums, added in block order.
             let mut at = 1;
-            for (present, bias) in [(l.weight.is_some(), false), (l.bias.is_some(), true)] {
+            for (present, half) in [(l.weight.is_some(), 0), (l.bias.is_some(), cols)] {
                 if !present {
                     continue;
                 }
@@ -202,11 +363,9 @@ pub fn layer_norm_backward(dtype: DType, l: NormLayout, x_offset: usize) -> impl
                 let out = unsafe { output::<T>(&outs[at]) };
                 at += 1;
                 let mut acc = vec![A::zero(); cols];
-                for r in 0..rows {
-                    let (dy, x) = (&dy[r * cols..][..cols], &x[r * cols..][..cols]);
-                    let (mu, rs) = (mean[r], rstd[r]);
-                    for ((a, d), v) in acc.iter_mut().zip(dy).zip(x) {
-                        *a = if bias { *a + d.up() } else { *a + d.up() * ((v.up() - mu) * rs) };
+                for block in partial.chunks_exact(2 * cols) {
+                    for (a, p) in acc.iter_mut().zip(&block[half..half + cols]) {
+                        *a += *p;
                     }
                 }
                 for (o, a) in out[..cols].iter_mut().zip(&acc) {

@@ -292,6 +292,8 @@ impl Rule {
                         v.push(sig(&[B, P(sum)], P(sum)));
                     }
                     BinaryOp::Div => v.push(sig(&[P(sum), B], P(sum))),
+                    // Linear in the gradient `b`.
+                    BinaryOp::GeluBackward => v.push(sig(&[B, P(sum)], P(sum))),
                     BinaryOp::Maximum | BinaryOp::Minimum => {
                         let k = if *op == BinaryOp::Maximum { max } else { min };
                         v.push(sig(&[P(k), P(k)], P(k)));

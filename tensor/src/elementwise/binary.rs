@@ -5,6 +5,9 @@ use crate::{DType, Error, Result, Scalar, Shape, Tensor};
 use eddy_ops::elementwise::{self as ew, BinaryOp, CmpOp, Operand};
 use eddy_ops::{Lay, broadcast_shapes};
 
+/// `1/√(2π)`, the normal density at 0.
+const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
+
 impl Tensor {
     /// What inference needs of this tensor as an operand.
     #[inline]
@@ -110,6 +113,7 @@ impl Tensor {
             BinaryOp::Div => (&[b], true),
             BinaryOp::Pow => (&[a, b], true),
             BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum => (&[a, b], false),
+            BinaryOp::GeluBackward => (&[a, b], false),
         };
         out.record_saving(op.name(), &[a, b], saved, reads_y, move |g, ins, y| {
             let (a, b) = (&ins[0], &ins[1]);
@@ -162,6 +166,17 @@ impl Tensor {
                     )
                 }
                 BinaryOp::ReluBackward => (None, None),
+                // `b · GELU'(a)`: `GELU''(a) = φ(a) · (2 - a²)`, φ the normal density.
+                BinaryOp::GeluBackward => (
+                    need(a)
+                        .then(|| {
+                            let a2 = a.square()?;
+                            let pdf = a2.mul_scalar(-0.5)?.exp()?.mul_scalar(FRAC_1_SQRT_2PI)?;
+                            g.mul(b)?.mul(&pdf.mul(&a2.rsub_scalar(2.0)?)?)
+                        })
+                        .transpose()?,
+                    need(b).then(|| a.binary(g, op)).transpose()?,
+                ),
                 // As PyTorch: `floor_divide` is flat, `remainder` is `a - ⌊a/b⌋·b`.
                 BinaryOp::FloorDiv => (Some(g.zeros_like()?), Some(g.zeros_like()?)),
                 BinaryOp::Rem => (

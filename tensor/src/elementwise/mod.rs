@@ -488,7 +488,7 @@ impl Tensor {
                     Tanh => g.mul(&y.square()?.rsub_scalar(1.0)?)?,
                     Sigmoid => g.mul(&y.mul(&y.rsub_scalar(1.0)?)?)?,
                     Relu => x.binary(g, BinaryOp::ReluBackward)?,
-                    Gelu => g.mul(&x.unary(GeluGrad)?)?,
+                    Gelu => x.binary(g, BinaryOp::GeluBackward)?,
                     Silu => g.mul(&x.unary(SiluGrad)?)?,
                     Recip => g.mul(&y.square()?)?.neg()?,
                     Square => g.mul(x)?.mul_scalar(2.0)?,

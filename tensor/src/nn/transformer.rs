@@ -195,21 +195,6 @@ impl MultiheadAttention {
         }
         let (h, d) = (self.num_heads, e / self.num_heads);
         let b = self.in_proj_bias.as_ref();
-        let part = |t: &Tensor, i: usize| -> Result<Tensor> {
-            let w = self.in_proj_weight.narrow(0, i * e, e)?;
-            let bias = b.map(|b| b.narrow(0, i * e, e)).transpose()?;
-            t.linear(&w, bias.as_ref())
-        };
-        let (pq, pk, pv) = if same(query, key) && same(key, value) {
-            // Self-attention: one product for the three projections.
-            let qkv = q.linear(&self.in_proj_weight, b)?;
-            let c = qkv.chunk(3, -1)?;
-            (c[0].clone(), c[1].clone(), c[2].clone())
-        } else {
-            (part(&q, 0)?, part(&k, 1)?, part(&v, 2)?)
-        };
-        let heads = |t: &Tensor, len: usize| t.reshape([n, len, h, d])?.transpose(1, 2);
-        let (pq, pk, pv) = (heads(&pq, l)?, heads(&pk, s)?, heads(&pv, s)?);
         let mask = self.merged_mask(&opts, n, l, s, query.dtype())?;
         let p = if self.is_training() {
             self.dropout
@@ -217,6 +202,34 @@ impl MultiheadAttention {
             0.0
         };
         let causal = opts.is_causal && mask.is_none();
+        let self_attention = same(query, key) && same(key, value);
+        // Self-attention without weights, mask or dropout: one instruction over the packed
+        // projection, which reads the heads in place.
+        let packed = self_attention && !opts.need_weights && mask.is_none() && p == 0.0;
+        let qkv = if self_attention {
+            Some(q.linear(&self.in_proj_weight, b)?)
+        } else {
+            None
+        };
+        if let (true, Some(qkv)) = (packed, &qkv)
+            && let Some(o) = qkv.packed_self_attention(h, causal)?
+        {
+            return self.finish(o, None, unbatched);
+        }
+        let part = |t: &Tensor, i: usize| -> Result<Tensor> {
+            let w = self.in_proj_weight.narrow(0, i * e, e)?;
+            let bias = b.map(|b| b.narrow(0, i * e, e)).transpose()?;
+            t.linear(&w, bias.as_ref())
+        };
+        let (pq, pk, pv) = if let Some(qkv) = qkv {
+            // Self-attention: one product for the three projections.
+            let c = qkv.chunk(3, -1)?;
+            (c[0].clone(), c[1].clone(), c[2].clone())
+        } else {
+            (part(&q, 0)?, part(&k, 1)?, part(&v, 2)?)
+        };
+        let heads = |t: &Tensor, len: usize| t.reshape([n, len, h, d])?.transpose(1, 2);
+        let (pq, pk, pv) = (heads(&pq, l)?, heads(&pk, s)?, heads(&pv, s)?);
         let (o, weights) = if opts.need_weights {
             let mut scores = pq
                 .matmul(&pk.transpose(-2, -1)?)?
@@ -249,6 +262,17 @@ impl MultiheadAttention {
             (pq.scaled_dot_product_attention(&pk, &pv, o)?, None)
         };
         let o = o.transpose(1, 2)?.reshape([n, l, e])?;
+        self.finish(o, weights, unbatched)
+    }
+
+    /// The output projection of the heads `o` (`[n, l, e]`), laid out as the input was.
+    #[track_caller]
+    fn finish(
+        &self,
+        o: Tensor,
+        weights: Option<Tensor>,
+        unbatched: bool,
+    ) -> Result<(Tensor, Option<Tensor>)> {
         let o = self.out_proj.forward(&o)?;
         let o = match (unbatched, self.batch_first) {
             (true, _) => o.squeeze(0)?,

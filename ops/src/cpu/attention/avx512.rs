@@ -8,7 +8,7 @@
 //! backward's transposed products (`dK`, `dV`) keep the block's rows in registers and add each
 //! key's row once. Keys and values are transposed once per problem (16 × 16 in registers).
 
-use super::{Grads, Mask, floor};
+use super::{BwdProblem, FwdProblem, Mask, floor};
 use crate::attention::Attention;
 use crate::cpu::matmul::transpose::copy_cols_to_rows;
 use std::arch::x86_64::*;
@@ -116,7 +116,7 @@ unsafe fn exp_nonpositive(x: __m512, lo: __m512) -> __m512 {
     _mm512_maskz_mov_ps(!below, _mm512_mul_ps(er, scale))
 }
 
-/// The `f32` forward of problems `start..` into `chunk`'s outputs with 16-lane registers.
+/// The `f32` forward of `probs` with 16-lane registers.
 ///
 /// # Safety
 ///
@@ -124,20 +124,16 @@ unsafe fn exp_nonpositive(x: __m512, lo: __m512) -> __m512 {
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn forward_chunk<T, A>(
     g: &Attention,
-    start: usize,
-    [q, k, v]: [&[T]; 3],
     mask: Mask<'_, T>,
-    chunk: &mut [(&mut [T], &mut [A])],
+    probs: &mut [FwdProblem<'_, T, A>],
 ) {
     // SAFETY: `T` and `A` are `f32` (the caller's promise): each slice is itself.
     let f = |s: &[T]| unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<f32>(), s.len()) };
     debug_assert!(size_of::<T>() == 4 && size_of::<A>() == 4);
-    let (qs, ks, vs) = (g.l * g.e, g.s * g.e, g.s * g.ev);
     let mask = mask.map(|(m, lay)| (f(m), lay));
     let mut buf = Buf::default();
-    for (i, (o, lse)) in chunk.iter_mut().enumerate() {
-        let b = start + i;
-        let ops = [f(&q[b * qs..]), f(&k[b * ks..]), f(&v[b * vs..])];
+    for (b, [q, k, v], o, lse) in probs.iter_mut() {
+        let ops = [f(q), f(k), f(v)];
         // SAFETY: as above.
         let (o, lse) = unsafe {
             (
@@ -146,11 +142,11 @@ pub(super) unsafe fn forward_chunk<T, A>(
             )
         };
         // SAFETY: the CPU has AVX-512F and AVX2; `forward_problem` checks the lengths.
-        unsafe { forward_problem(g, b, ops, mask, o, lse, &mut buf) };
+        unsafe { forward_problem(g, *b, ops, mask, o, lse, &mut buf) };
     }
 }
 
-/// The `f32` backward of problems `start..` into `chunk`'s gradients with 16-lane registers.
+/// The `f32` backward of `probs` with 16-lane registers.
 ///
 /// # Safety
 ///
@@ -158,11 +154,8 @@ pub(super) unsafe fn forward_chunk<T, A>(
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn backward_chunk<T, A>(
     g: &Attention,
-    start: usize,
-    ops: [&[T]; 5],
-    lse: &[A],
     mask: Mask<'_, T>,
-    chunk: &mut [Grads<'_, T>],
+    probs: &mut [BwdProblem<'_, T, A>],
 ) {
     // SAFETY: `T` and `A` are `f32` (the caller's promise): each slice is itself.
     let f = |s: &[T]| unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<f32>(), s.len()) };
@@ -171,24 +164,15 @@ pub(super) unsafe fn backward_chunk<T, A>(
         std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<f32>(), s.len())
     };
     debug_assert!(size_of::<T>() == 4 && size_of::<A>() == 4);
-    // SAFETY: as above.
-    let lse = unsafe { std::slice::from_raw_parts(lse.as_ptr().cast::<f32>(), lse.len()) };
-    let (qs, ks, vs, os) = (g.l * g.e, g.s * g.e, g.s * g.ev, g.l * g.ev);
     let mask = mask.map(|(m, lay)| (f(m), lay));
     let mut buf = Buf::default();
-    for (i, (dq, dk, dv)) in chunk.iter_mut().enumerate() {
-        let b = start + i;
-        let [q, k, v, out, dout] = ops;
-        let ops = [
-            f(&q[b * qs..]),
-            f(&k[b * ks..]),
-            f(&v[b * vs..]),
-            f(&out[b * os..]),
-            f(&dout[b * os..]),
-        ];
+    for (b, ops, lse, [dq, dk, dv]) in probs.iter_mut() {
+        let ops = ops.map(f);
+        // SAFETY: as above.
+        let lse = unsafe { std::slice::from_raw_parts(lse.as_ptr().cast::<f32>(), lse.len()) };
         let grads = [fm(dq), fm(dk), fm(dv)];
         // SAFETY: the CPU has AVX-512F and AVX2; `backward_problem` checks the lengths.
-        unsafe { backward_problem(g, b, ops, &lse[b * g.l..], mask, grads, &mut buf) };
+        unsafe { backward_problem(g, *b, ops, lse, mask, grads, &mut buf) };
     }
 }
 

@@ -9,17 +9,16 @@
 //! AVX2 where the CPU has it; for `f32` both have their own 16-lane form where the CPU has
 //! AVX-512F (module `avx512`). Problems are shared among the kernel threads.
 
-use super::elementwise::{FloatElem, dispatch_float};
+use super::elementwise::FloatElem;
 use super::fastmath::Transcendental;
-use crate::DType;
 use crate::attention::{Attention, MaskLayout};
-use crate::kernel::{FnKernel, input, output};
-use eddy_vm::Counted;
-use eddy_vm::{Blob, instruction::Kernel};
 use num_traits::{Float, Zero};
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod kernels;
+
+pub use kernels::{attention, attention_backward};
 
 /// Query rows worked together (the register block's height).
 const ROWS: usize = 4;
@@ -472,22 +471,24 @@ fn has_avx2() -> bool {
     }
 }
 
-/// The forward of problems `start..` into `chunk`'s outputs.
+/// One problem of the forward: its index, its queries `[l][e]`, keys `[s][e]` and values
+/// `[s][ev]`, and its output rows `[l][ev]` and log-sum-exps `[l]`.
+pub(super) type FwdProblem<'a, T, A> = (usize, [&'a [T]; 3], &'a mut [T], &'a mut [A]);
+
+/// One problem of the backward: its index, its queries, keys, values, forward output and
+/// output gradient, its log-sum-exps, and its gradients of the queries, keys and values.
+pub(super) type BwdProblem<'a, T, A> = (usize, [&'a [T]; 5], &'a [A], [&'a mut [T]; 3]);
+
+/// The forward of `probs`.
 #[inline(always)]
 fn forward_chunk<T: FloatElem, const F: bool>(
     g: &Attention,
-    start: usize,
-    ops: [&[T]; 3],
     mask: Mask<'_, T>,
-    chunk: &mut [(&mut [T], &mut [T::A])],
+    probs: &mut [FwdProblem<'_, T, T::A>],
 ) {
-    let (qs, ks, vs) = (g.l * g.e, g.s * g.e, g.s * g.ev);
     let mut sc = Scratch::default();
-    for (i, (o, lse)) in chunk.iter_mut().enumerate() {
-        let b = start + i;
-        let [q, k, v] = ops;
-        let ops = [&q[b * qs..], &k[b * ks..], &v[b * vs..]];
-        forward_problem::<T, F>(g, b, ops, mask, o, lse, &mut sc);
+    for (b, ops, o, lse) in probs.iter_mut() {
+        forward_problem::<T, F>(g, *b, *ops, mask, o, lse, &mut sc);
     }
 }
 
@@ -500,12 +501,10 @@ fn forward_chunk<T: FloatElem, const F: bool>(
 #[target_feature(enable = "avx2,fma")]
 unsafe fn forward_chunk_wide<T: FloatElem>(
     g: &Attention,
-    start: usize,
-    ops: [&[T]; 3],
     mask: Mask<'_, T>,
-    chunk: &mut [(&mut [T], &mut [T::A])],
+    probs: &mut [FwdProblem<'_, T, T::A>],
 ) {
-    forward_chunk::<T, true>(g, start, ops, mask, chunk)
+    forward_chunk::<T, true>(g, mask, probs)
 }
 
 /// Whether the `f32` kernels may use AVX-512F.
@@ -520,32 +519,17 @@ fn has_avx512() -> bool {
     }
 }
 
-/// The outputs of one problem's backward: the gradients of its queries, keys and values.
-type Grads<'a, T> = (&'a mut [T], &'a mut [T], &'a mut [T]);
-
-/// The backward of problems `start..` into `chunk`'s gradients.
+/// The backward of `probs`.
 #[inline(always)]
 fn backward_chunk<T: FloatElem, const F: bool>(
     g: &Attention,
-    start: usize,
-    ops: [&[T]; 5],
-    lse: &[T::A],
     mask: Mask<'_, T>,
-    chunk: &mut [Grads<'_, T>],
+    probs: &mut [BwdProblem<'_, T, T::A>],
 ) {
-    let (qs, ks, vs, os) = (g.l * g.e, g.s * g.e, g.s * g.ev, g.l * g.ev);
     let mut sc = Scratch::default();
-    for (i, (dq, dk, dv)) in chunk.iter_mut().enumerate() {
-        let b = start + i;
-        let [q, k, v, out, dout] = ops;
-        let ops = [
-            &q[b * qs..],
-            &k[b * ks..],
-            &v[b * vs..],
-            &out[b * os..],
-            &dout[b * os..],
-        ];
-        backward_problem::<T, F>(g, b, ops, &lse[b * g.l..], mask, [dq, dk, dv], &mut sc);
+    for (b, ops, lse, grads) in probs.iter_mut() {
+        let [dq, dk, dv] = grads;
+        backward_problem::<T, F>(g, *b, *ops, lse, mask, [dq, dk, dv], &mut sc);
     }
 }
 
@@ -558,176 +542,8 @@ fn backward_chunk<T: FloatElem, const F: bool>(
 #[target_feature(enable = "avx2,fma")]
 unsafe fn backward_chunk_wide<T: FloatElem>(
     g: &Attention,
-    start: usize,
-    ops: [&[T]; 5],
-    lse: &[T::A],
     mask: Mask<'_, T>,
-    chunk: &mut [Grads<'_, T>],
+    probs: &mut [BwdProblem<'_, T, T::A>],
 ) {
-    backward_chunk::<T, true>(g, start, ops, lse, mask, chunk)
-}
-
-/// The first `n · size` elements of `v` as `n` slices of `size` (empty ones when `size` is 0).
-fn split<T>(v: &mut [T], n: usize, size: usize) -> Vec<&mut [T]> {
-    let mut rest = &mut v[..n * size];
-    (0..n)
-        .map(|_| {
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(size);
-            rest = tail;
-            head
-        })
-        .collect()
-}
-
-/// Problems per task when `batch` problems of `work` multiply-adds each are shared.
-fn per_task(batch: usize, work: usize) -> usize {
-    if batch * work < crate::kernel::PAR_MIN || batch < 2 {
-        return batch.max(1);
-    }
-    batch.div_ceil(eddy_vm::par::threads() * crate::kernel::CHUNKS_PER_THREAD)
-}
-
-/// Scaled dot-product attention: inputs queries `[batch, l, e]`, keys `[batch, s, e]`, values
-/// `[batch, s, ev]`, dense at `offsets`, and an additive mask of the same float `dtype` when
-/// `mask` says where it is (input 3); outputs the attention `[batch, l, ev]` (output 0, dense,
-/// `dtype`) and each row's log-sum-exp `[batch, l]` (output 1, `f64` for `f64`, else `f32`;
-/// `+inf` for a row that sees no key, whose output is zero as in PyTorch).
-///
-/// # Examples
-///
-/// ```
-/// use eddy_ops::cpu::attention::attention;
-/// use eddy_ops::kernel::{from_host, gather_host};
-/// use eddy_ops::nn::Attention;
-/// use eddy_ops::{DType, Layout};
-/// use eddy_vm::{StreamId, Vm};
-/// let vm = Vm::builder().build()?;
-/// // One query [1, 0] against keys [1, 0] and [0, 0]: scores 1 and 0, values 1 and 0.
-/// let (q, k, v) = (vm.new_blob(8), vm.new_blob(16), vm.new_blob(8));
-/// vm.run_op(StreamId::CPU, from_host(vec![1f32, 0.]), &[], &[&q], false)?;
-/// vm.run_op(StreamId::CPU, from_host(vec![1f32, 0., 0., 0.]), &[], &[&k], false)?;
-/// vm.run_op(StreamId::CPU, from_host(vec![1f32, 0.]), &[], &[&v], false)?;
-/// let (o, lse) = (vm.new_blob(4), vm.new_blob(4));
-/// let g = Attention { batch: 1, l: 1, s: 2, e: 2, ev: 1, scale: 1.0, causal: false };
-/// vm.run_op(StreamId::CPU, attention(DType::F32, g, [0; 3], None), &[&q, &k, &v], &[&o, &lse], false)?;
-/// let l = Layout::contiguous([1]);
-/// let o = vm.read_blob(&o, move |m| gather_host::<f32>(m, &l))?;
-/// let e = std::f32::consts::E;
-/// assert!((o[0] - e / (e + 1.0)).abs() < 1e-6);
-/// # Ok::<(), eddy_vm::Error>(())
-/// ```
-pub fn attention(
-    dtype: DType,
-    g: Attention,
-    offsets: [usize; 3],
-    mask: Option<MaskLayout>,
-) -> impl Kernel {
-    FnKernel::new(
-        "scaled_dot_product_attention",
-        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-            dispatch_float!(dtype, T => {
-            type A = <T as FloatElem>::A;
-            // SAFETY: the inputs are read and the outputs written by this instruction; the
-            // outputs are fresh blobs, none of them an input.
-            let (q, k, v, o, lse) = unsafe {
-                (input::<T>(&ins[0]), input::<T>(&ins[1]), input::<T>(&ins[2]),
-                 output::<T>(&outs[0]), output::<A>(&outs[1]))
-            };
-            // SAFETY: as above; input 3 is the mask when one was given.
-            let m = mask.as_ref().map(|lay| (unsafe { input::<T>(&ins[3]) }, lay));
-            let ops = [&q[offsets[0]..], &k[offsets[1]..], &v[offsets[2]..]];
-            let mut items: Vec<(&mut [T], &mut [A])> = split(o, g.batch, g.l * g.ev)
-                .into_iter()
-                .zip(split(lse, g.batch, g.l))
-                .collect();
-            let wide = has_avx2();
-            let f32_wide = has_avx512() && dtype == DType::F32;
-            let run = |start: usize, chunk: &mut [(&mut [T], &mut [A])]| {
-                #[cfg(target_arch = "x86_64")]
-                if f32_wide {
-                    // SAFETY: the CPU has AVX-512F and AVX2 (`has_avx512`), and `T` and `A`
-                    // are `f32` (the dtype is `F32`).
-                    return unsafe { avx512::forward_chunk(&g, start, ops, m, chunk) };
-                }
-                #[cfg(target_arch = "x86_64")]
-                if wide {
-                    // SAFETY: the CPU has AVX2 and FMA (`has_avx2`).
-                    return unsafe { forward_chunk_wide(&g, start, ops, m, chunk) };
-                }
-                let _ = wide;
-                forward_chunk::<T, false>(&g, start, ops, m, chunk)
-            };
-            let per = per_task(g.batch, g.l * g.s * (g.e + g.ev));
-            eddy_vm::par::for_each_chunk_mut(&mut items, per, run);
-            Ok(())
-        }, else => Err(format!("unsupported dtype {dtype}")))
-        },
-    )
-}
-
-/// The gradient of [`attention`]: inputs queries, keys, values (dense at `offsets[..3]`), the
-/// forward's output and the output's gradient (dense `[batch, l, ev]` at `offsets[3..]`), the
-/// forward's log-sum-exp (dense, output 1 of [`attention`]) and the mask (input 6, when
-/// `mask` is given); outputs the gradients of the queries, keys and values, dense.
-///
-/// # Examples
-///
-/// ```
-/// use eddy_ops::cpu::attention::attention_backward;
-/// use eddy_ops::nn::Attention;
-/// use eddy_ops::DType;
-/// let g = Attention { batch: 2, l: 3, s: 3, e: 4, ev: 4, scale: 0.5, causal: true };
-/// let _kernel = attention_backward(DType::F32, g, [0; 5], None);
-/// ```
-pub fn attention_backward(
-    dtype: DType,
-    g: Attention,
-    offsets: [usize; 5],
-    mask: Option<MaskLayout>,
-) -> impl Kernel {
-    FnKernel::new(
-        "scaled_dot_product_attention_backward",
-        move |ins: &[Counted<Blob>], outs: &[Counted<Blob>]| {
-            dispatch_float!(dtype, T => {
-            type A = <T as FloatElem>::A;
-            // SAFETY: the inputs are read and the outputs written by this instruction; the
-            // outputs are fresh blobs, none of them an input.
-            let (ops, lse, dq, dk, dv) = unsafe {
-                let ops: [&[T]; 5] =
-                    std::array::from_fn(|i| &input::<T>(&ins[i])[offsets[i]..]);
-                (ops, input::<A>(&ins[5]), output::<T>(&outs[0]), output::<T>(&outs[1]),
-                 output::<T>(&outs[2]))
-            };
-            // SAFETY: as above; input 6 is the mask when one was given.
-            let m = mask.as_ref().map(|lay| (unsafe { input::<T>(&ins[6]) }, lay));
-            let (qs, ks, vs) = (g.l * g.e, g.s * g.e, g.s * g.ev);
-            let mut items: Vec<Grads<'_, T>> = split(dq, g.batch, qs)
-                .into_iter()
-                .zip(split(dk, g.batch, ks))
-                .zip(split(dv, g.batch, vs))
-                .map(|((a, b), c)| (a, b, c))
-                .collect();
-            let wide = has_avx2();
-            let f32_wide = has_avx512() && dtype == DType::F32;
-            let run = |start: usize, chunk: &mut [Grads<'_, T>]| {
-                #[cfg(target_arch = "x86_64")]
-                if f32_wide {
-                    // SAFETY: the CPU has AVX-512F and AVX2 (`has_avx512`), and `T` and `A`
-                    // are `f32` (the dtype is `F32`).
-                    return unsafe { avx512::backward_chunk(&g, start, ops, lse, m, chunk) };
-                }
-                #[cfg(target_arch = "x86_64")]
-                if wide {
-                    // SAFETY: the CPU has AVX2 and FMA (`has_avx2`).
-                    return unsafe { backward_chunk_wide(&g, start, ops, lse, m, chunk) };
-                }
-                let _ = wide;
-                backward_chunk::<T, false>(&g, start, ops, lse, m, chunk)
-            };
-            let per = per_task(g.batch, g.l * g.s * (2 * g.e + 2 * g.ev));
-            eddy_vm::par::for_each_chunk_mut(&mut items, per, run);
-            Ok(())
-        }, else => Err(format!("unsupported dtype {dtype}")))
-        },
-    )
+    backward_chunk::<T, true>(g, mask, probs)
 }

@@ -2,8 +2,10 @@
 
 use super::elem::{FloatElem, IntElem, dispatch_float, dispatch_int};
 use super::map::map2_lay;
-use super::unary::int_pow;
+use super::unary::{apply_float, int_pow};
+use crate::cpu::fastmath::Transcendental;
 use crate::kernel::{FnKernel, input, output, par_out, walk};
+use crate::kinds::UnaryOp;
 use crate::kinds::{BinaryOp, CmpOp};
 use crate::program::{Elementwise, Pos};
 use crate::{Bool8, DType, Elem, Lay, Layout};
@@ -60,7 +62,11 @@ fn floor_div_float<A: num_traits::Float>(x: A, y: A) -> A {
 /// `x op y` on floats, in their compute type: what the binary kernels (and the kernels merged
 /// from several) compute for each element.
 #[inline(always)]
-pub(crate) fn apply_binary_float<A: num_traits::Float>(op: BinaryOp, x: A, y: A) -> A {
+pub(crate) fn apply_binary_float<A: num_traits::Float + Transcendental>(
+    op: BinaryOp,
+    x: A,
+    y: A,
+) -> A {
     match op {
         BinaryOp::Add => x + y,
         BinaryOp::Sub => x - y,
@@ -78,7 +84,54 @@ pub(crate) fn apply_binary_float<A: num_traits::Float>(op: BinaryOp, x: A, y: A)
         }
         BinaryOp::FloorDiv => floor_div_float(x, y),
         BinaryOp::Rem => rem_float(x, y),
+        BinaryOp::GeluBackward => y * apply_float(UnaryOp::GeluGrad, x, A::zero(), A::zero()),
     }
+}
+
+/// `o = g · GELU'(x)` over dense slices (GELU's backward), on the kernel threads when long,
+/// compiled for the widest vector unit the CPU has (no multiply-add is contracted, so every
+/// form gives the same bits as [`apply_binary_float`]).
+fn gelu_backward_dense<T: FloatElem>(x: &[T], g: &[T], o: &mut [T]) {
+    #[inline(always)]
+    fn run<T: FloatElem>(x: &[T], g: &[T], o: &mut [T]) {
+        for ((d, x), g) in o.iter_mut().zip(x).zip(g) {
+            *d = T::down(apply_binary_float(BinaryOp::GeluBackward, x.up(), g.up()));
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn w512<T: FloatElem>(x: &[T], g: &[T], o: &mut [T]) {
+        run(x, g, o)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn w256<T: FloatElem>(x: &[T], g: &[T], o: &mut [T]) {
+        run(x, g, o)
+    }
+    let slice = |x: &[T], g: &[T], o: &mut [T]| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") && has!("fma") {
+                if has!("avx512f") {
+                    // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked just above).
+                    return unsafe { w512(x, g, o) };
+                }
+                // SAFETY: the CPU has AVX2 and FMA (checked just above).
+                return unsafe { w256(x, g, o) };
+            }
+        }
+        run(x, g, o)
+    };
+    let n = o.len();
+    let (x, g) = (&x[..n], &g[..n]);
+    if n < crate::kernel::PAR_MIN {
+        return slice(x, g, o);
+    }
+    let per = n.div_ceil(eddy_vm::par::threads() * crate::kernel::CHUNKS_PER_THREAD);
+    eddy_vm::par::for_each_chunk_mut(o, per, |st, c| {
+        slice(&x[st..st + c.len()], &g[st..st + c.len()], c)
+    });
 }
 
 /// `out = a op b`: inputs 0 and 1 laid out as `la`, `lb`, already broadcast to the output
@@ -173,7 +226,11 @@ fn run_binary(
                     }
                 };
             }
-            go!(Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluBackward, FloorDiv, Rem);
+            if let (BinaryOp::GeluBackward, Lay::Dense(oa), Lay::Dense(ob)) = (op, la, lb) {
+                gelu_backward_dense(&a[*oa..], &b[*ob..], o);
+                return Ok(());
+            }
+            go!(Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluBackward, FloorDiv, Rem, GeluBackward);
             Ok(())
         }, else => dispatch_int!(dtype, T => {
             // SAFETY: as above.
@@ -197,6 +254,7 @@ fn run_binary(
                 BinaryOp::Minimum => go!(|x: i64, y: i64| x.min(y)),
                 BinaryOp::ReluBackward => go!(|x: i64, y: i64| if x > 0 { y } else { 0 }),
                 BinaryOp::Div => return Err("integer division is computed in float".into()),
+                BinaryOp::GeluBackward => return Err("gelu_backward is defined on floats".into()),
                 BinaryOp::FloorDiv | BinaryOp::Rem => {
                     let by_zero = std::sync::atomic::AtomicBool::new(false);
                     let floor = op == BinaryOp::FloorDiv;
@@ -392,6 +450,9 @@ pub fn binary_inplace(
                 BinaryOp::ReluBackward => go!(|d: A, v: A| if d > A::zero() { v } else { A::zero() }),
                 BinaryOp::FloorDiv => go!(floor_div_float::<A>),
                 BinaryOp::Rem => go!(rem_float::<A>),
+                BinaryOp::GeluBackward => {
+                    go!(|d: A, v: A| apply_binary_float(BinaryOp::GeluBackward, d, v))
+                }
             }
             Ok(())
         }, else => dispatch_int!(dtype, T => {

@@ -186,6 +186,7 @@ __device__ __forceinline__ T binary_op(int op, T a, T b) {
     case 7: return a > (T)0 ? b : (T)0;
     case 8: return floor_div_float(a, b);
     case 9: return rem_float(a, b);
+    case 10: return b * unary_op<T>(16, a, (T)0, (T)0);
     }
     return a;
 }

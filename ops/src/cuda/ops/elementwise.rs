@@ -67,6 +67,7 @@ pub(crate) fn binary_code(op: BinaryOp) -> i32 {
         BinaryOp::ReluBackward => 7,
         BinaryOp::FloorDiv => 8,
         BinaryOp::Rem => 9,
+        BinaryOp::GeluBackward => 10,
     }
 }
 
