@@ -28,6 +28,78 @@ fn lane_sum<T: FloatElem>(v: &[T]) -> T::A {
     s
 }
 
+/// The largest of `v` in the compute type (NaN ignored, as `Float::max`; `-inf` when empty),
+/// over 16 independent lanes: the maximum is exact, so it is the sequential fold's.
+#[inline(always)]
+fn lane_max<T: FloatElem>(v: &[T]) -> T::A {
+    let mut acc = [T::A::neg_infinity(); 16];
+    let mut chunks = v.chunks_exact(16);
+    for c in &mut chunks {
+        for (a, x) in acc.iter_mut().zip(c) {
+            *a = a.max(x.up());
+        }
+    }
+    let m = acc.iter().fold(T::A::neg_infinity(), |m, &a| m.max(a));
+    chunks.remainder().iter().fold(m, |m, x| m.max(x.up()))
+}
+
+/// Softmax (or log-softmax when `log`) of each row of `cols` elements of `x` into `y`.
+#[inline(always)]
+fn softmax_rows<T: FloatElem>(x: &[T], y: &mut [T], cols: usize, log: bool) {
+    for (x, y) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)) {
+        // An infinite max is kept, as PyTorch: a row holding +inf (or only -inf) is NaN
+        // throughout.
+        let m = lane_max(x);
+        // e^(x - m) into the output first: a loop of its own vectorises.
+        for (d, v) in y.iter_mut().zip(x) {
+            *d = T::down((v.up() - m).exp_());
+        }
+        let s = lane_sum(y);
+        if log {
+            // `(x - m) - ln s`: adding `ln s` to `m` first would round it away at large
+            // logits (10000 + ln 2 in f32 is 10000.693, not 10000.6931).
+            let ls = s.ln();
+            for (d, v) in y.iter_mut().zip(x) {
+                *d = T::down((v.up() - m) - ls);
+            }
+        } else {
+            let inv = T::A::one() / s;
+            for d in y.iter_mut() {
+                *d = T::down(d.up() * inv);
+            }
+        }
+    }
+}
+
+super::widest!(softmax_rows_wide, softmax_rows, (x: &[T], y: &mut [T], cols: usize, log: bool));
+
+/// The gradient of [`softmax_rows`] for rows of `cols` of the output's gradient `g` and the
+/// forward's output `y` into `d`.
+#[inline(always)]
+fn grad_rows<T: FloatElem>([g, y]: [&[T]; 2], d: &mut [T], cols: usize, log: bool) {
+    let rows = g.chunks_exact(cols).zip(y.chunks_exact(cols));
+    for ((g, y), d) in rows.zip(d.chunks_exact_mut(cols)) {
+        if log {
+            let s = T::down(super::reduce::sum_float(g)).up();
+            for ((d, g), y) in d.iter_mut().zip(g).zip(y) {
+                let e = T::down(y.up().exp_());
+                *d = T::down(g.up() - T::down(e.up() * s).up());
+            }
+        } else {
+            // Σ g·y over the products as rounded, staged in the output row.
+            for ((d, g), y) in d.iter_mut().zip(g).zip(y) {
+                *d = T::down(g.up() * y.up());
+            }
+            let s = T::down(super::reduce::sum_float(d)).up();
+            for ((d, g), y) in d.iter_mut().zip(g).zip(y) {
+                *d = T::down(y.up() * T::down(g.up() - s).up());
+            }
+        }
+    }
+}
+
+super::widest!(grad_rows_wide, grad_rows, (ops: [&[T]; 2], d: &mut [T], cols: usize, log: bool));
+
 /// Softmax (or log-softmax if `log`) over rows of `cols` elements: input 0 contiguous at
 /// `offset`, output 0 contiguous, both float `dtype`. Numerically stable (subtracts the row max).
 ///
@@ -68,41 +140,13 @@ pub fn softmax(dtype: DType, offset: usize, rows: usize, cols: usize, log: bool)
             }
             let a = &a[offset..offset + rows * cols];
             let o = &mut o[..rows * cols];
-            let row = |x: &[T], y: &mut [T]| {
-                type A = <T as FloatElem>::A;
-                // An infinite max is kept, as PyTorch: a row holding +inf (or only -inf) is
-                // NaN throughout.
-                let m = x.iter().fold(A::neg_infinity(), |m, v| m.max(v.up()));
-                // e^(x - m) into the output first: a loop of its own vectorises.
-                for (d, v) in y.iter_mut().zip(x) {
-                    *d = T::down((v.up() - m).exp_());
-                }
-                let s = lane_sum(y);
-                if log {
-                    // `(x - m) - ln s`: adding `ln s` to `m` first would round it away at
-                    // large logits (10000 + ln 2 in f32 is 10000.693, not 10000.6931).
-                    let ls = s.ln();
-                    for (d, v) in y.iter_mut().zip(x) {
-                        *d = T::down((v.up() - m) - ls);
-                    }
-                } else {
-                    let inv = A::one() / s;
-                    for d in y.iter_mut() {
-                        *d = T::down(d.up() * inv);
-                    }
-                }
-            };
             if rows * cols >= crate::kernel::PAR_MIN && rows > 1 {
                 let per = rows.div_ceil(eddy_vm::par::threads() * crate::kernel::CHUNKS_PER_THREAD);
                 eddy_vm::par::for_each_chunk_mut(o, per * cols, |start, ys| {
-                    for (y, x) in ys.chunks_mut(cols).zip(a[start..].chunks(cols)) {
-                        row(x, y);
-                    }
+                    softmax_rows_wide(&a[start..start + ys.len()], ys, cols, log)
                 });
             } else {
-                for (y, x) in o.chunks_mut(cols).zip(a.chunks(cols)) {
-                    row(x, y);
-                }
+                softmax_rows_wide(a, o, cols, log);
             }
             Ok(())
         }, else => Err(format!("unsupported dtype {dtype}")))
@@ -160,36 +204,15 @@ pub fn softmax_backward(
                 return Ok(());
             }
             let (g, y) = (&g[g_offset..g_offset + n], &y[y_offset..y_offset + n]);
-            let row = |g: &[T], y: &[T], d: &mut [T]| {
-                if log {
-                    let s = T::down(super::reduce::sum_float(g)).up();
-                    for ((d, g), y) in d.iter_mut().zip(g).zip(y) {
-                        let e = T::down(y.up().exp_());
-                        *d = T::down(g.up() - T::down(e.up() * s).up());
-                    }
-                } else {
-                    // Σ g·y over the products as rounded, staged in the output row.
-                    for ((d, g), y) in d.iter_mut().zip(g).zip(y) {
-                        *d = T::down(g.up() * y.up());
-                    }
-                    let s = T::down(super::reduce::sum_float(d)).up();
-                    for ((d, g), y) in d.iter_mut().zip(g).zip(y) {
-                        *d = T::down(y.up() * T::down(g.up() - s).up());
-                    }
-                }
-            };
             let o = &mut o[..n];
             if n >= crate::kernel::PAR_MIN && rows > 1 {
                 let per = rows.div_ceil(eddy_vm::par::threads() * crate::kernel::CHUNKS_PER_THREAD);
                 eddy_vm::par::for_each_chunk_mut(o, per * cols, |start, ds| {
-                    for ((d, g), y) in ds.chunks_mut(cols).zip(g[start..].chunks(cols)).zip(y[start..].chunks(cols)) {
-                        row(g, y, d);
-                    }
+                    let at = start..start + ds.len();
+                    grad_rows_wide([&g[at.clone()], &y[at]], ds, cols, log)
                 });
             } else {
-                for ((d, g), y) in o.chunks_mut(cols).zip(g.chunks(cols)).zip(y.chunks(cols)) {
-                    row(g, y, d);
-                }
+                grad_rows_wide([g, y], o, cols, log);
             }
             Ok(())
         }, else => Err(format!("unsupported dtype {dtype}")))

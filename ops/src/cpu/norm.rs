@@ -174,43 +174,11 @@ fn grad_rows<T: FloatElem>(
     }
 }
 
-/// `$f` (one of the row functions above) compiled for the widest vector unit the CPU has:
-/// AVX-512F, else AVX2, else the base target. No multiply-add is contracted, so every form
-/// gives the same bits.
-macro_rules! widest {
-    ($name:ident, $f:ident, ($($arg:ident: $ty:ty),*)) => {
-        #[inline(never)]
-        fn $name<T: FloatElem>($($arg: $ty),*) {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f,avx2,fma")]
-                unsafe fn w512<T: FloatElem>($($arg: $ty),*) { $f($($arg),*) }
-                #[target_feature(enable = "avx2,fma")]
-                unsafe fn w256<T: FloatElem>($($arg: $ty),*) { $f($($arg),*) }
-                let (avx2, avx512) = (
-                    std::arch::is_x86_feature_detected!("avx2")
-                        && std::arch::is_x86_feature_detected!("fma"),
-                    std::arch::is_x86_feature_detected!("avx512f"),
-                );
-                if avx2 && avx512 {
-                    // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked just above).
-                    return unsafe { w512($($arg),*) };
-                }
-                if avx2 {
-                    // SAFETY: the CPU has AVX2 and FMA (checked just above).
-                    return unsafe { w256($($arg),*) };
-                }
-            }
-            $f($($arg),*)
-        }
-    };
-}
-
-widest!(norm_rows_wide, norm_rows, (
+super::widest!(norm_rows_wide, norm_rows, (
     x: &[T], y: &mut [T], stats: (&mut [T::A], &mut [T::A]),
     affine: (Option<&[T]>, Option<&[T]>), shape: (usize, T::A)
 ));
-widest!(grad_rows_wide, grad_rows, (
+super::widest!(grad_rows_wide, grad_rows, (
     ops: [&[T]; 2], stats: (&[T::A], &[T::A]), w: Option<&[T]>, dx: &mut [T],
     partial: Option<&mut [T::A]>
 ));

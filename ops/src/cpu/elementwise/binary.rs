@@ -88,41 +88,19 @@ pub(crate) fn apply_binary_float<A: num_traits::Float + Transcendental>(
     }
 }
 
-/// `o = g · GELU'(x)` over dense slices (GELU's backward), on the kernel threads when long,
-/// compiled for the widest vector unit the CPU has (no multiply-add is contracted, so every
-/// form gives the same bits as [`apply_binary_float`]).
+/// `o = g · GELU'(x)` over dense slices (GELU's backward), as [`apply_binary_float`].
+#[inline(always)]
+fn gelu_backward_run<T: FloatElem>(x: &[T], g: &[T], o: &mut [T]) {
+    for ((d, x), g) in o.iter_mut().zip(x).zip(g) {
+        *d = T::down(apply_binary_float(BinaryOp::GeluBackward, x.up(), g.up()));
+    }
+}
+
+crate::cpu::widest!(gelu_backward_slice, gelu_backward_run, (x: &[T], g: &[T], o: &mut [T]));
+
+/// [`gelu_backward_slice`] on the kernel threads when long.
 fn gelu_backward_dense<T: FloatElem>(x: &[T], g: &[T], o: &mut [T]) {
-    #[inline(always)]
-    fn run<T: FloatElem>(x: &[T], g: &[T], o: &mut [T]) {
-        for ((d, x), g) in o.iter_mut().zip(x).zip(g) {
-            *d = T::down(apply_binary_float(BinaryOp::GeluBackward, x.up(), g.up()));
-        }
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn w512<T: FloatElem>(x: &[T], g: &[T], o: &mut [T]) {
-        run(x, g, o)
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn w256<T: FloatElem>(x: &[T], g: &[T], o: &mut [T]) {
-        run(x, g, o)
-    }
-    let slice = |x: &[T], g: &[T], o: &mut [T]| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avx2") && has!("fma") {
-                if has!("avx512f") {
-                    // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked just above).
-                    return unsafe { w512(x, g, o) };
-                }
-                // SAFETY: the CPU has AVX2 and FMA (checked just above).
-                return unsafe { w256(x, g, o) };
-            }
-        }
-        run(x, g, o)
-    };
+    let slice = gelu_backward_slice::<T>;
     let n = o.len();
     let (x, g) = (&x[..n], &g[..n]);
     if n < crate::kernel::PAR_MIN {
