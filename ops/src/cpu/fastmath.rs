@@ -166,8 +166,10 @@ pub fn tanh_f32(x: f32) -> f32 {
     }
 }
 
-/// `erf x`: its Maclaurin series below 1, Abramowitz & Stegun 7.1.26 (absolute error below
-/// 1.5e-7 plus `exp`'s rounding) above.
+/// `erf x`: `x · P(x²) / Q(x²)` with `P` of degree 6 and `Q` of degree 4, fitted to `erf`
+/// on `[0, 3.9375]` (past it `erf` rounds to ±1 in `f32`, and `x` is clamped there). One
+/// division, no exponential, no branch: about half the work of a series beside an
+/// exponential form. Within 3e-7 of `erf`, odd (the sign of zero kept), never past ±1.
 ///
 /// # Examples
 ///
@@ -179,35 +181,22 @@ pub fn tanh_f32(x: f32) -> f32 {
 /// ```
 #[inline(always)]
 pub fn erf_f32(x: f32) -> f32 {
-    let a = x.abs();
-    let t = 1.0 / (1.0 + 0.327_591_1 * a);
-    let poly = ((((1.061_405_4 * t - 1.453_152_0) * t + 1.421_413_8) * t - 0.284_496_74) * t
-        + 0.254_829_6)
-        * t;
-    let y = 1.0 - poly * exp_f32(-a * a);
-    // Below 1 the subtraction above cancels: the Maclaurin series (11 terms) is exact there.
+    let x = x.clamp(-3.9375, 3.9375);
     let z = x * x;
-    let series = x
-        * (((((((((((1.480719282e-08) * z + -1.636584469e-07) * z + 1.646211437e-06) * z
-            + -1.492565036e-05)
-            * z
-            + 1.205533298e-04)
-            * z
-            + -8.548327023e-04)
-            * z
-            + 5.223977625e-03)
-            * z
-            + -2.686617065e-02)
-            * z
-            + 1.128379167e-01)
-            * z
-            + -3.761263890e-01)
-            * z
-            + std::f32::consts::FRAC_2_SQRT_PI); // 1.128379167, the series' first coefficient
-    // Selects only, no branch, so that a loop of it vectorises; NaN falls through to `y`,
-    // which is NaN (every step above keeps it).
-    let y = y.copysign(x);
-    if a < 1.0 { series } else { y }
+    let p = 1.969_247_3e-8_f32;
+    let p = p * z + -1.987_865_1e-6;
+    let p = p * z + 1.501_253_9e-4;
+    let p = p * z + 4.039_631_2e-3;
+    let p = p * z + 5.162_13e-2;
+    let p = p * z + 2.078_142_9e-1;
+    let p = p * z + 1.128_378_7;
+    let q = 1.038_746_8e-3_f32;
+    let q = q * z + 1.503_079_5e-2;
+    let q = q * z + 1.182_655_5e-1;
+    let q = q * z + 5.174_993_3e-1;
+    let q = q * z + 1.0;
+    // The fit overshoots 1 by an ulp near the clamp; NaN passes through both clamps.
+    (x * p / q).clamp(-1.0, 1.0)
 }
 
 #[cfg(test)]
@@ -254,6 +243,7 @@ mod tests {
             );
             let (want, got) = (libm::erf(x as f64), erf_f32(x) as f64);
             assert!((got - want).abs() <= 3e-7, "erf({x}) = {got}, want {want}");
+            assert!(got.abs() <= 1.0, "erf({x}) = {got} is past ±1");
         }
         assert_eq!(tanh_f32(f32::INFINITY), 1.0);
         assert_eq!(tanh_f32(f32::NEG_INFINITY), -1.0);
