@@ -160,13 +160,19 @@ impl Rows {
     /// ```
     pub fn disjoint(&self, batch: usize, rows: usize, w: usize) -> bool {
         let heads = self.heads.max(1).min(batch.max(1));
-        batch.is_multiple_of(heads)
-            && disjoint_axes(&mut [
-                (batch / heads, self.sn),
-                (heads, self.sh),
-                (rows, self.rs),
-                (w, 1),
-            ])
+        batch.is_multiple_of(heads) && disjoint_axes(&mut self.axes(batch, rows, w))
+    }
+
+    /// The (count, stride) of each axis `batch` problems of `rows` rows of `w` span: batch
+    /// elements, heads, rows, elements.
+    pub(crate) fn axes(&self, batch: usize, rows: usize, w: usize) -> [(usize, usize); 4] {
+        let heads = self.heads.max(1).min(batch.max(1));
+        [
+            (batch / heads, self.sn),
+            (heads, self.sh),
+            (rows, self.rs),
+            (w, 1),
+        ]
     }
 }
 

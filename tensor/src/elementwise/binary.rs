@@ -5,9 +5,6 @@ use crate::{DType, Error, Result, Scalar, Shape, Tensor};
 use eddy_ops::elementwise::{self as ew, BinaryOp, CmpOp, Operand};
 use eddy_ops::{Lay, broadcast_shapes};
 
-/// `1/√(2π)`, the normal density at 0.
-const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
-
 impl Tensor {
     /// What inference needs of this tensor as an operand.
     #[inline]
@@ -102,18 +99,21 @@ impl Tensor {
     /// Records `out = op(a, b)` for autograd (`a` and `b` already of `out`'s dtype), unless the
     /// op has no gradient there.
     pub(super) fn record_binary(out: Tensor, op: BinaryOp, a: &Tensor, b: &Tensor) -> Tensor {
-        if !out.dtype().is_float() || op == BinaryOp::ReluBackward {
+        // The backward ops run inside a backward, where nothing is recorded.
+        if !out.dtype().is_float() || matches!(op, BinaryOp::ReluBackward | BinaryOp::GeluBackward)
+        {
             return out;
         }
         // What each backward reads: `a` and `b` for mul, pow, maximum, minimum; `b` and the
         // output for div; nothing for add and sub.
         let (saved, reads_y): (&[&Tensor], bool) = match op {
-            BinaryOp::Add | BinaryOp::Sub | BinaryOp::ReluBackward => (&[], false),
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::ReluBackward | BinaryOp::GeluBackward => {
+                (&[], false)
+            }
             BinaryOp::FloorDiv | BinaryOp::Rem => (&[a, b], false),
             BinaryOp::Div => (&[b], true),
             BinaryOp::Pow => (&[a, b], true),
             BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum => (&[a, b], false),
-            BinaryOp::GeluBackward => (&[a, b], false),
         };
         out.record_saving(op.name(), &[a, b], saved, reads_y, move |g, ins, y| {
             let (a, b) = (&ins[0], &ins[1]);
@@ -165,18 +165,7 @@ impl Tensor {
                         Some(b_loses.where_(&z, &shared)?),
                     )
                 }
-                BinaryOp::ReluBackward => (None, None),
-                // `b · GELU'(a)`: `GELU''(a) = φ(a) · (2 - a²)`, φ the normal density.
-                BinaryOp::GeluBackward => (
-                    need(a)
-                        .then(|| {
-                            let a2 = a.square()?;
-                            let pdf = a2.mul_scalar(-0.5)?.exp()?.mul_scalar(FRAC_1_SQRT_2PI)?;
-                            g.mul(b)?.mul(&pdf.mul(&a2.rsub_scalar(2.0)?)?)
-                        })
-                        .transpose()?,
-                    need(b).then(|| a.binary(g, op)).transpose()?,
-                ),
+                BinaryOp::ReluBackward | BinaryOp::GeluBackward => (None, None),
                 // As PyTorch: `floor_divide` is flat, `remainder` is `a - ⌊a/b⌋·b`.
                 BinaryOp::FloorDiv => (Some(g.zeros_like()?), Some(g.zeros_like()?)),
                 BinaryOp::Rem => (

@@ -117,14 +117,8 @@ fn check_outputs(
                     ..*a
                 }
             });
-            let heads = a.heads.max(1).min(batch.max(1));
-            let mut axes = [
-                (lays.len(), step),
-                (batch / heads, a.sn),
-                (heads, a.sh),
-                (rows, a.rs),
-                (w, 1),
-            ];
+            let [n, h, r, c] = a.axes(batch, rows, w);
+            let mut axes = [(lays.len(), step), n, h, r, c];
             if !spaced || step == 0 || step > len || !crate::attention::disjoint_axes(&mut axes) {
                 return Err(format!("outputs {lays:?} share places"));
             }
