@@ -290,3 +290,26 @@ fn long_f32_sums_keep_their_accuracy() {
         .unwrap();
     assert!(none.to_vec::<f32>().unwrap().is_empty());
 }
+
+/// Column sums of a long, wide input (split into bands of columns over the kernel threads) are
+/// bit for bit those of the same columns summed alone, and within f32 rounding of f64 sums.
+#[test]
+fn wide_column_sums_do_not_depend_on_the_split() {
+    let (rows, cols) = (1003usize, 300usize);
+    let t = Tensor::randn([rows, cols], 0.0, 1.0, F32).unwrap();
+    let all = t.sum(&[0], false).unwrap().to_vec::<f32>().unwrap();
+    let x = t.to_vec::<f32>().unwrap();
+    for (j, s) in all.iter().enumerate() {
+        let want: f64 = (0..rows).map(|i| x[i * cols + j] as f64).sum();
+        assert!(
+            (*s as f64 - want).abs() < 1e-4 * (1.0 + want.abs()),
+            "column {j}: {s} vs {want}"
+        );
+    }
+    // Narrow slices, across every place a band could end, summed on their own.
+    for start in [0, 60, 120, 150, 156, 250, 292] {
+        let part = t.narrow(1, start, 8).unwrap().contiguous().unwrap();
+        let got = part.sum(&[0], false).unwrap().to_vec::<f32>().unwrap();
+        assert_eq!(got, all[start..start + 8], "columns {start}..{}", start + 8);
+    }
+}

@@ -408,32 +408,44 @@ fn per_row<O: Elem>(la: &Layout, lo: &Layout, o: &mut [O], scan: impl Fn(usize, 
 /// are split in halves and their sums added pairwise.
 const SUM_ROWS_BLOCK: usize = 256;
 
-/// `acc[j] += Σ_i a[i·cols + j]` (`acc` zero on entry), cascaded over the rows as
-/// [`sum_float`] is over elements, so a long column's error grows with the log of its length.
-fn sum_rows<F: FloatElem>(a: &[F], cols: usize, acc: &mut [F::A])
-where
-    F::A: std::ops::AddAssign,
-{
-    let rows = a.len() / cols.max(1);
-    if rows <= SUM_ROWS_BLOCK {
-        for row in a.chunks_exact(cols) {
-            for (s, &v) in acc.iter_mut().zip(row) {
-                *s += v.up();
-            }
+/// `acc[j] += a[i·stride + j]` for rows `i < rows`: the leaf of [`sum_rows`].
+#[inline(always)]
+fn add_rows<T: FloatElem>(a: &[T], stride: usize, rows: usize, acc: &mut [T::A]) {
+    let w = acc.len();
+    for i in 0..rows {
+        let row = &a[i * stride..i * stride + w];
+        for (s, &v) in acc.iter_mut().zip(row) {
+            *s = *s + v.up();
         }
-        return;
-    }
-    let mid = rows / 2 * cols;
-    sum_rows(&a[..mid], cols, acc);
-    let mut rest = vec![F::A::zero(); cols];
-    sum_rows(&a[mid..], cols, &mut rest);
-    for (s, r) in acc.iter_mut().zip(rest) {
-        *s += r;
     }
 }
 
+crate::cpu::widest!(add_rows_wide, add_rows, (a: &[T], stride: usize, rows: usize, acc: &mut [T::A]));
+
+/// `acc[j] += Σ_i a[i·stride + j]` over `rows` rows (`acc` zero on entry, `j < acc.len()`),
+/// cascaded over the rows as [`sum_float`] is over elements, so a long column's error grows
+/// with the log of its length. The cascade depends on `rows` alone: a column's sum is the
+/// same whichever columns are summed beside it.
+fn sum_rows<F: FloatElem>(a: &[F], stride: usize, rows: usize, acc: &mut [F::A]) {
+    if rows <= SUM_ROWS_BLOCK {
+        return add_rows_wide(a, stride, rows, acc);
+    }
+    let mid = rows / 2;
+    sum_rows(a, stride, mid, acc);
+    let mut rest = vec![F::A::zero(); acc.len()];
+    sum_rows(&a[mid * stride..], stride, rows - mid, &mut rest);
+    for (s, r) in acc.iter_mut().zip(rest) {
+        *s = *s + r;
+    }
+}
+
+/// Columns per task of [`sum_leading`]'s column sums: whole cache lines of a row, and
+/// enough of them that a task streams rather than hops.
+const SUM_COLS_MIN: usize = 64;
+
 /// Column sums of a contiguous `[rows, cols]` float input at `offset`: `out[j] = Σ_i a[i, j]`
-/// (a bias gradient). Accumulates whole rows at a time, so it streams the input once.
+/// (a bias gradient). Accumulates whole rows at a time, so it streams the input once; long
+/// inputs of many columns are split in bands of columns over the kernel threads.
 ///
 /// # Examples
 ///
@@ -464,10 +476,22 @@ pub fn sum_leading(dtype: DType, offset: usize, rows_n: usize, cols: usize) -> i
                 o[0] = F::down(sum_float(a));
                 return Ok(());
             }
-            let mut acc = vec![<F as FloatElem>::A::zero(); cols];
-            sum_rows(a, cols, &mut acc);
-            for (d, s) in o[..cols].iter_mut().zip(acc) {
-                *d = F::down(s);
+            // Each task sums a band of columns over every row; the bands' results do not
+            // depend on how the columns are split.
+            let band = |st: usize, o: &mut [F]| {
+                let mut acc = vec![<F as FloatElem>::A::zero(); o.len()];
+                sum_rows(&a[st..], cols, rows_n, &mut acc);
+                for (d, s) in o.iter_mut().zip(acc) {
+                    *d = F::down(s);
+                }
+            };
+            let threads = eddy_vm::par::threads();
+            let o = &mut o[..cols];
+            if rows_n * cols < crate::kernel::PAR_MIN || cols < 2 * SUM_COLS_MIN || threads < 2 {
+                band(0, o);
+            } else {
+                let per = cols.div_ceil(threads).next_multiple_of(16).max(SUM_COLS_MIN);
+                eddy_vm::par::for_each_chunk_mut(o, per, band);
             }
             Ok(())
         }, else => Err(format!("sum_leading: unsupported dtype {dtype}")))

@@ -313,6 +313,8 @@ elem_fn!(
     sigmoid => Sigmoid,
     silu => Silu,
     silu_grad => SiluGrad,
+    exp => Exp,
+    erf => Erf,
 );
 
 /// `o[i] = f(a[i])` with `f` one of the modules above, its loop written there (so that the
@@ -374,7 +376,9 @@ fn run_unary(
                 UnaryOp::Sigmoid => dense_loop!(a, la, o, sigmoid),
                 UnaryOp::Silu => dense_loop!(a, la, o, silu),
                 UnaryOp::SiluGrad => dense_loop!(a, la, o, silu_grad),
-                _ => go!(Neg, Relu, Exp, Sqrt, Square, Rsqrt, Recip, Abs),
+                UnaryOp::Exp => dense_loop!(a, la, o, exp),
+                UnaryOp::Erf => dense_loop!(a, la, o, erf),
+                _ => go!(Neg, Relu, Sqrt, Square, Rsqrt, Recip, Abs),
             }
             Ok(())
         }, else => dispatch_int!(dtype, T => {
