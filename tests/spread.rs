@@ -123,6 +123,44 @@ fn partial_parts_that_differ_by_rank_add_up() -> R {
     Ok(())
 }
 
+/// Partial tensors small enough that their values ride with the collective's fingerprint, and
+/// larger ones that MPI reduces, give the values the ranks' parts reduce to in one process;
+/// a NaN on any rank wins a small maximum, as it does between the devices of one process.
+#[test]
+fn small_and_large_partials_reduce_alike() -> R {
+    let (_, p) = job(1)?;
+    let me = world()?.rank as f32;
+    for n in [16, 63, 64, 65, 1000] {
+        let x = values(&[n], 0.5)?;
+        for kind in [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min] {
+            let part = x.mul_scalar(me + 1.0)?;
+            let s = Tensor::from_components(&p, &[Sbp::Partial(kind)], vec![part])?;
+            let mut want = x.clone();
+            for k in 1..p.len() {
+                let theirs = x.mul_scalar(k as f32 + 1.0)?;
+                want = match kind {
+                    ReduceKind::Sum => want.add(&theirs)?,
+                    ReduceKind::Max => want.maximum(&theirs)?,
+                    ReduceKind::Min => want.minimum(&theirs)?,
+                };
+            }
+            let got = s.to_global(&p, &[Sbp::Broadcast])?.to_vec::<f32>()?;
+            assert_eq!(got, want.to_vec::<f32>()?, "{kind:?} of {n}");
+        }
+    }
+    let mut v = vec![1.0f32; 8];
+    if me as usize == p.len() - 1 {
+        v[3] = f32::NAN;
+    }
+    let part = Tensor::from_vec(v, [8])?;
+    let m = Tensor::from_components(&p, &[Sbp::Partial(ReduceKind::Max)], vec![part])?;
+    let got = m.to_global(&p, &[Sbp::Broadcast])?.to_vec::<f32>()?;
+    let nan_wins =
+        (got.iter().enumerate()).all(|(i, v)| if i == 3 { v.is_nan() } else { *v == 1.0 });
+    assert!(nan_wins, "{got:?}");
+    Ok(())
+}
+
 #[test]
 fn ops_on_ranks_of_several_processes_match_one_device() -> R {
     let (_, p) = job(1)?;

@@ -17,6 +17,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
+use std::io::Write as _;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
@@ -56,7 +57,7 @@ struct Flight {
     op: &'static str,
     bytes: usize,
     state: &'static str,
-    at: String,
+    at: Caller,
 }
 
 /// The thread, started on first use.
@@ -202,6 +203,11 @@ fn op(kind: ReduceKind) -> SystemOperation {
 /// The bytes of a fingerprint.
 const FP: usize = 320;
 
+/// The bytes of values that ride with every fingerprint: an all-reduce of at most this many
+/// is that one exchange, each process reducing the values it gathered in process order. Every
+/// collective's first exchange keeps one size, so diverged processes still meet in it.
+const CARRY: usize = 256;
+
 /// Where a fingerprint's layout starts: after the sequence number (8 bytes), the collective's
 /// name (16), the dtype (8) and the shape (a count and 8 dims of 8 bytes).
 const FP_LAYOUT: usize = 8 + 16 + 8 + 1 + 64;
@@ -227,9 +233,7 @@ pub(super) struct Call {
 impl Call {
     /// The call site as `file:line:column`.
     fn site(&self) -> String {
-        (self.at.location())
-            .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
-            .unwrap_or_else(|| "an unknown place".into())
+        site(self.at)
     }
 
     /// `self` with sequence number `seq` as a fingerprint; dims past the eighth folded into
@@ -242,7 +246,7 @@ impl Call {
             f[..n].copy_from_slice(&s.as_bytes()[..n]);
         };
         text(&mut f[8..24], self.op);
-        text(&mut f[24..32], &format!("{:?}", self.dtype));
+        let _ = write!(&mut f[24..32], "{:?}", self.dtype);
         let dims = &self.dims;
         f[32] = dims.len().min(255) as u8;
         for (i, d) in dims.iter().take(8).enumerate() {
@@ -254,9 +258,22 @@ impl Call {
             f[33 + 8 * i..41 + 8 * i].copy_from_slice(&(d as u64).to_le_bytes());
         }
         text(&mut f[FP_LAYOUT..FP_SITE], &self.layout);
-        text(&mut f[FP_SITE..], &self.site());
+        // Written in place: a collective's own cost, on the communication thread.
+        if let Some(l) = self.at.location() {
+            let mut rest = &mut f[FP_SITE..];
+            let _ = write!(rest, "{}:{}:{}", l.file(), l.line(), l.column());
+        } else {
+            text(&mut f[FP_SITE..], &self.site());
+        }
         f
     }
+}
+
+/// `at` as `file:line:column`.
+fn site(at: Caller) -> String {
+    (at.location())
+        .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+        .unwrap_or_else(|| "an unknown place".into())
 }
 
 /// The fields of a fingerprint, named, in the order they are compared (the call site last).
@@ -362,7 +379,11 @@ fn flight() -> String {
         .map(|f| {
             format!(
                 "  #{} {} of {} bytes: {} (called at {})",
-                f.seq, f.op, f.bytes, f.state, f.at
+                f.seq,
+                f.op,
+                f.bytes,
+                f.state,
+                site(f.at)
             )
         })
         .collect::<Vec<_>>()
@@ -374,11 +395,15 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// On the communication thread: `call`'s fingerprints compared with every process's, then
 /// `data` run (given the world and the deadline); its result, with the sequence number.
+///
+/// `carry` (at most [`CARRY`] bytes) rides with the fingerprint; `data` then gets every
+/// process's carried bytes, in process order (`None` where fingerprints are off).
 fn checked<R>(
     w: &SimpleCommunicator,
     call: &Call,
     limit: Duration,
-    data: impl FnOnce(&SimpleCommunicator, Instant) -> Option<R>,
+    carry: &[u8],
+    data: impl FnOnce(&SimpleCommunicator, Instant, Option<Vec<&[u8]>>) -> Option<R>,
 ) -> (u64, std::result::Result<R, Failure>) {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     record(Flight {
@@ -386,7 +411,7 @@ fn checked<R>(
         op: call.op,
         bytes: call.bytes,
         state: "comparing fingerprints",
-        at: call.site(),
+        at: call.at,
     });
     if BROKEN.load(Ordering::Acquire) {
         note(seq, "refused: an earlier collective timed out");
@@ -394,23 +419,25 @@ fn checked<R>(
     }
     let deadline = Instant::now() + limit;
     if !fingerprints() {
-        return outcome(seq, data(w, deadline));
+        return outcome(seq, data(w, deadline, None));
     }
-    let fp = call.fingerprint(seq);
+    let mut fp = call.fingerprint(seq);
+    fp.resize(FP + CARRY, 0);
+    fp[FP..FP + carry.len()].copy_from_slice(carry);
     let size = w.size() as usize;
-    let Some(all) = timed(fp.clone(), FP * size, deadline, |s, r| {
+    let Some(all) = timed(fp.clone(), (FP + CARRY) * size, deadline, |s, r| {
         w.immediate_all_gather_into(StaticScope, s, r)
     }) else {
         BROKEN.store(true, Ordering::Release);
         note(seq, "timed out comparing fingerprints");
         return (seq, Err(Failure::TimedOut(flight())));
     };
-    for (other, theirs) in all.chunks(FP).enumerate() {
-        if theirs == fp.as_slice() {
+    for (other, theirs) in all.chunks(FP + CARRY).enumerate() {
+        if theirs[..FP] == fp[..FP] {
             continue;
         }
         // Read apart only when they differ: the common case compares bytes.
-        let (ours, theirs) = (fields(&fp), fields(theirs));
+        let (ours, theirs) = (fields(&fp[..FP]), fields(&theirs[..FP]));
         let (i, _) = (ours.iter().zip(&theirs).enumerate())
             .find(|(_, (a, b))| a.1 != b.1)
             .expect("fingerprints that differ differ in a field");
@@ -427,7 +454,8 @@ fn checked<R>(
         );
     }
     note(seq, "running");
-    outcome(seq, data(w, deadline))
+    let carried = all.chunks(FP + CARRY).map(|c| &c[FP..]).collect();
+    outcome(seq, data(w, deadline, Some(carried)))
 }
 
 /// Collective `seq`'s outcome: its result, or a timeout (`None`), which breaks the world.
@@ -538,7 +566,7 @@ fn collective<T: crate::Elem + Equivalence + Default + Clone + Send + 'static>(
         bytes: mine.len() * std::mem::size_of::<T>(),
     };
     let limit = timeout();
-    let (seq, outcome) = run(move |w| checked(w, &call, limit, |w, d| data(w, mine, d)))?;
+    let (seq, outcome) = run(move |w| checked(w, &call, limit, &[], |w, d, _| data(w, mine, d)))?;
     match outcome {
         Ok(v) => Tensor::from_vec(v, shape)?.to_device(t.device()),
         Err(f) => Err(typed(op, seq, f, at, limit)),
@@ -563,7 +591,7 @@ pub(super) fn all_gather_bytes(
     }
     let limit = timeout();
     let ran = run(move |w| {
-        checked(w, &call, limit, |w, deadline| {
+        checked(w, &call, limit, &[], |w, deadline, _| {
             timed_varcount(w, send, &counts, deadline)
         })
     });
@@ -685,10 +713,13 @@ pub(super) fn raw_all_reduce_seconds(elems: usize, times: usize) -> Result<f64> 
 
 /// A global tensor's all-reduce by `kind` over every process (one rank each) of `n`
 /// elements of `T`, from `send` into `recv` (raw addresses of engine blobs, `n` elements
-/// each): the fingerprints compared, then MPI's all-reduce. The caller keeps both alive
-/// until this returns; on a timeout MPI may write `recv` later, so the caller keeps its
-/// storage for ever. On failure the error's text, the typed error kept for [`failure`].
-pub(super) fn all_reduce_raw<T: Equivalence + 'static>(
+/// each): the fingerprints compared, then MPI's all-reduce; or, for at most [`CARRY`] bytes,
+/// the values carried with the fingerprints and reduced here in process order (the order of
+/// the collectives between devices of one process, so the bits are theirs). The caller keeps
+/// both alive until this returns; on a timeout MPI may write `recv` later, so the caller
+/// keeps its storage for ever. On failure the error's text, the typed error kept for
+/// [`failure`].
+pub(super) fn all_reduce_raw<T: Equivalence + crate::Elem>(
     call: Call,
     kind: ReduceKind,
     send: usize,
@@ -697,8 +728,15 @@ pub(super) fn all_reduce_raw<T: Equivalence + 'static>(
 ) -> std::result::Result<(), String> {
     let (op, at) = (call.op, call.at);
     let limit = timeout();
+    let size = std::mem::size_of::<T>();
+    let carry = if n * size <= CARRY {
+        // SAFETY: the caller keeps `send`, `n` elements of `T`, alive until this returns.
+        unsafe { std::slice::from_raw_parts(send as *const u8, n * size) }.to_vec()
+    } else {
+        Vec::new()
+    };
     let ran = run(move |w| {
-        checked(w, &call, limit, |w, deadline| {
+        checked(w, &call, limit, &carry, |w, deadline, carried| {
             // SAFETY: the caller keeps both buffers of `n` elements alive and unaliased until
             // this returns, and for ever after a timeout (when the request is forgotten).
             let (s, r) = unsafe {
@@ -707,6 +745,18 @@ pub(super) fn all_reduce_raw<T: Equivalence + 'static>(
                     std::slice::from_raw_parts_mut(recv as *mut T, n),
                 )
             };
+            if let Some(parts) = carried.filter(|_| n * size <= CARRY) {
+                // SAFETY: each part holds a process's `n` values of `T` (the same `T` and `n`
+                // everywhere: the fingerprints agreed), every bit pattern one of `T`'s.
+                let at = |p: &[u8], i: usize| unsafe {
+                    std::ptr::read_unaligned(p.as_ptr().add(i * size) as *const T)
+                };
+                for (i, d) in r.iter_mut().enumerate() {
+                    *d = (parts[1..].iter())
+                        .fold(at(parts[0], i), |a, p| combine(kind, a, at(p, i)));
+                }
+                return Some(());
+            }
             let req = w.immediate_all_reduce_into(StaticScope, s, r, self::op(kind));
             wait(req, deadline).then_some(())
         })
@@ -715,6 +765,18 @@ pub(super) fn all_reduce_raw<T: Equivalence + 'static>(
         Err(e) => Err(e.to_string()),
         Ok((_, Ok(()))) => Ok(()),
         Ok((seq, Err(f))) => Err(kept(typed(op, seq, f, at, limit))),
+    }
+}
+
+/// `a` and `b` reduced by `kind`, as the collectives between devices of one process reduce
+/// them (NaN wins a maximum or a minimum).
+#[allow(clippy::eq_op)] // `a != a`: NaN
+fn combine<T: crate::Elem>(kind: ReduceKind, a: T, b: T) -> T {
+    match kind {
+        ReduceKind::Sum => a.acc_add(b),
+        ReduceKind::Max if a != a || a >= b => a,
+        ReduceKind::Min if a != a || a <= b => a,
+        _ => b,
     }
 }
 
