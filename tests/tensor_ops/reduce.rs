@@ -295,7 +295,7 @@ fn long_f32_sums_keep_their_accuracy() {
 /// bit for bit those of the same columns summed alone, and within f32 rounding of f64 sums.
 #[test]
 fn wide_column_sums_do_not_depend_on_the_split() {
-    let (rows, cols) = (1003usize, 300usize);
+    let (rows, cols) = (1003usize, 300usize); // above the banding threshold (4 · 2^15)
     let t = Tensor::randn([rows, cols], 0.0, 1.0, F32).unwrap();
     let all = t.sum(&[0], false).unwrap().to_vec::<f32>().unwrap();
     let x = t.to_vec::<f32>().unwrap();

@@ -487,7 +487,10 @@ pub fn sum_leading(dtype: DType, offset: usize, rows_n: usize, cols: usize) -> i
             };
             let threads = eddy_vm::par::threads();
             let o = &mut o[..cols];
-            if rows_n * cols < crate::kernel::PAR_MIN || cols < 2 * SUM_COLS_MIN || threads < 2 {
+            // Bands of fewer elements than a few times the pool's threshold: one wide pass
+            // takes about as long as handing a band to a helper.
+            let few = rows_n * cols < 4 * crate::kernel::PAR_MIN;
+            if few || cols < 2 * SUM_COLS_MIN || threads < 2 {
                 band(0, o);
             } else {
                 let per = cols.div_ceil(threads).next_multiple_of(16).max(SUM_COLS_MIN);

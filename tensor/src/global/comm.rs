@@ -9,15 +9,18 @@
 //! the thread polls until the world's timeout, so a process stuck in its own work (or
 //! stopped) makes the others fail with their flight record instead of waiting for ever.
 
+mod fingerprint;
+
 use super::ReduceKind;
 use crate::{Caller, DType, Error, Result, Tensor};
+pub(super) use fingerprint::Call;
+use fingerprint::{FP, fields, site};
 use mpi::collective::SystemOperation;
 use mpi::request::{Request, StaticScope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::io::Write as _;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
@@ -200,103 +203,11 @@ fn op(kind: ReduceKind) -> SystemOperation {
     }
 }
 
-/// The bytes of a fingerprint.
-const FP: usize = 320;
-
-/// The bytes of values that ride with every fingerprint: an all-reduce of at most this many
-/// is that one exchange, each process reducing the values it gathered in process order. Every
-/// collective's first exchange keeps one size, so diverged processes still meet in it.
+/// The bytes of values that ride with every fingerprint: an all-reduce or an all-gather of at
+/// most this many from each process is that one exchange (an all-reduce's values reduced by
+/// each process in process order). Every collective's first exchange keeps one size, so
+/// processes that diverged still meet in it.
 const CARRY: usize = 256;
-
-/// Where a fingerprint's layout starts: after the sequence number (8 bytes), the collective's
-/// name (16), the dtype (8) and the shape (a count and 8 dims of 8 bytes).
-const FP_LAYOUT: usize = 8 + 16 + 8 + 1 + 64;
-
-/// Where a fingerprint's call site starts: after the layout (64 bytes).
-const FP_SITE: usize = FP_LAYOUT + 64;
-
-/// What a collective is, as its fingerprint tells the other processes.
-pub(super) struct Call {
-    /// The collective, as `all_reduce(sum)`.
-    pub(super) op: &'static str,
-    /// The placement and SBPs of a global tensor's collective, as `cpu:[0, 1] P(sum) → B`.
-    pub(super) layout: String,
-    pub(super) dtype: DType,
-    /// The logical shape.
-    pub(super) dims: Vec<usize>,
-    /// The user's call site.
-    pub(super) at: Caller,
-    /// The bytes this process sends.
-    pub(super) bytes: usize,
-}
-
-impl Call {
-    /// The call site as `file:line:column`.
-    fn site(&self) -> String {
-        site(self.at)
-    }
-
-    /// `self` with sequence number `seq` as a fingerprint; dims past the eighth folded into
-    /// it.
-    fn fingerprint(&self, seq: u64) -> Vec<u8> {
-        let mut f = vec![0u8; FP];
-        f[..8].copy_from_slice(&seq.to_le_bytes());
-        let text = |f: &mut [u8], s: &str| {
-            let n = s.len().min(f.len());
-            f[..n].copy_from_slice(&s.as_bytes()[..n]);
-        };
-        text(&mut f[8..24], self.op);
-        let _ = write!(&mut f[24..32], "{:?}", self.dtype);
-        let dims = &self.dims;
-        f[32] = dims.len().min(255) as u8;
-        for (i, d) in dims.iter().take(8).enumerate() {
-            let d = if i == 7 {
-                dims[7..].iter().product()
-            } else {
-                *d
-            };
-            f[33 + 8 * i..41 + 8 * i].copy_from_slice(&(d as u64).to_le_bytes());
-        }
-        text(&mut f[FP_LAYOUT..FP_SITE], &self.layout);
-        // Written in place: a collective's own cost, on the communication thread.
-        if let Some(l) = self.at.location() {
-            let mut rest = &mut f[FP_SITE..];
-            let _ = write!(rest, "{}:{}:{}", l.file(), l.line(), l.column());
-        } else {
-            text(&mut f[FP_SITE..], &self.site());
-        }
-        f
-    }
-}
-
-/// `at` as `file:line:column`.
-fn site(at: Caller) -> String {
-    (at.location())
-        .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
-        .unwrap_or_else(|| "an unknown place".into())
-}
-
-/// The fields of a fingerprint, named, in the order they are compared (the call site last).
-fn fields(f: &[u8]) -> [(&'static str, String); 6] {
-    let text = |b: &[u8]| {
-        String::from_utf8_lossy(b)
-            .trim_end_matches('\0')
-            .to_string()
-    };
-    let seq = u64::from_le_bytes(f[..8].try_into().expect("8 bytes"));
-    let n = f[32] as usize;
-    let dims: Vec<u64> = (0..n.min(8))
-        .map(|i| u64::from_le_bytes(f[33 + 8 * i..41 + 8 * i].try_into().expect("8 bytes")))
-        .collect();
-    [
-        ("sequence number", seq.to_string()),
-        ("collective", text(&f[8..24])),
-        ("dtype", text(&f[24..32])),
-        ("shape", format!("{dims:?} ({n} dims)")),
-        ("layout", text(&f[FP_LAYOUT..FP_SITE])),
-        ("call site", text(&f[FP_SITE..])),
-    ]
-}
 
 /// Why a collective did not run.
 enum Failure {
@@ -590,10 +501,25 @@ pub(super) fn all_gather_bytes(
         ));
     }
     let limit = timeout();
+    // Every process's bytes within [`CARRY`]: they ride with the fingerprints.
+    let small = counts.iter().all(|&c| c <= CARRY);
+    let carry = if small { send.clone() } else { Vec::new() };
     let ran = run(move |w| {
-        checked(w, &call, limit, &[], |w, deadline, _| {
-            timed_varcount(w, send, &counts, deadline)
-        })
+        checked(
+            w,
+            &call,
+            limit,
+            &carry,
+            |w, deadline, carried| match carried.filter(|_| small) {
+                Some(parts) => Some(
+                    (parts.iter().zip(&counts))
+                        .flat_map(|(p, &c)| &p[..c])
+                        .copied()
+                        .collect(),
+                ),
+                None => timed_varcount(w, send, &counts, deadline),
+            },
+        )
     });
     match ran {
         Err(e) => Err(e.to_string()),

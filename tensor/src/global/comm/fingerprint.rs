@@ -1,0 +1,98 @@
+//! A collective's fingerprint: what every process compares before the collective runs, so a
+//! program that branches on the rank around one fails on every process, naming both sites.
+
+use crate::{Caller, DType};
+use std::io::Write as _;
+
+/// The bytes of a fingerprint.
+pub(super) const FP: usize = 320;
+
+/// Where a fingerprint's layout starts: after the sequence number (8 bytes), the collective's
+/// name (16), the dtype (8) and the shape (a count and 8 dims of 8 bytes).
+const FP_LAYOUT: usize = 8 + 16 + 8 + 1 + 64;
+
+/// Where a fingerprint's call site starts: after the layout (64 bytes).
+const FP_SITE: usize = FP_LAYOUT + 64;
+
+/// What a collective is, as its fingerprint tells the other processes.
+pub(crate) struct Call {
+    /// The collective, as `all_reduce(sum)`.
+    pub(crate) op: &'static str,
+    /// The placement and SBPs of a global tensor's collective, as `cpu:[0, 1] P(sum) → B`.
+    pub(crate) layout: String,
+    pub(crate) dtype: DType,
+    /// The logical shape.
+    pub(crate) dims: Vec<usize>,
+    /// The user's call site.
+    pub(crate) at: Caller,
+    /// The bytes this process sends.
+    pub(crate) bytes: usize,
+}
+
+impl Call {
+    /// The call site as `file:line:column`.
+    pub(super) fn site(&self) -> String {
+        site(self.at)
+    }
+
+    /// `self` with sequence number `seq` as a fingerprint; dims past the eighth folded into
+    /// it.
+    pub(super) fn fingerprint(&self, seq: u64) -> Vec<u8> {
+        let mut f = vec![0u8; FP];
+        f[..8].copy_from_slice(&seq.to_le_bytes());
+        let text = |f: &mut [u8], s: &str| {
+            let n = s.len().min(f.len());
+            f[..n].copy_from_slice(&s.as_bytes()[..n]);
+        };
+        text(&mut f[8..24], self.op);
+        let _ = write!(&mut f[24..32], "{:?}", self.dtype);
+        let dims = &self.dims;
+        f[32] = dims.len().min(255) as u8;
+        for (i, d) in dims.iter().take(8).enumerate() {
+            let d = if i == 7 {
+                dims[7..].iter().product()
+            } else {
+                *d
+            };
+            f[33 + 8 * i..41 + 8 * i].copy_from_slice(&(d as u64).to_le_bytes());
+        }
+        text(&mut f[FP_LAYOUT..FP_SITE], &self.layout);
+        // Written in place: a collective's own cost, on the communication thread.
+        if let Some(l) = self.at.location() {
+            let mut rest = &mut f[FP_SITE..];
+            let _ = write!(rest, "{}:{}:{}", l.file(), l.line(), l.column());
+        } else {
+            text(&mut f[FP_SITE..], &self.site());
+        }
+        f
+    }
+}
+
+/// `at` as `file:line:column`.
+pub(super) fn site(at: Caller) -> String {
+    (at.location())
+        .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+        .unwrap_or_else(|| "an unknown place".into())
+}
+
+/// The fields of a fingerprint, named, in the order they are compared (the call site last).
+pub(super) fn fields(f: &[u8]) -> [(&'static str, String); 6] {
+    let text = |b: &[u8]| {
+        String::from_utf8_lossy(b)
+            .trim_end_matches('\0')
+            .to_string()
+    };
+    let seq = u64::from_le_bytes(f[..8].try_into().expect("8 bytes"));
+    let n = f[32] as usize;
+    let dims: Vec<u64> = (0..n.min(8))
+        .map(|i| u64::from_le_bytes(f[33 + 8 * i..41 + 8 * i].try_into().expect("8 bytes")))
+        .collect();
+    [
+        ("sequence number", seq.to_string()),
+        ("collective", text(&f[8..24])),
+        ("dtype", text(&f[24..32])),
+        ("shape", format!("{dims:?} ({n} dims)")),
+        ("layout", text(&f[FP_LAYOUT..FP_SITE])),
+        ("call site", text(&f[FP_SITE..])),
+    ]
+}
