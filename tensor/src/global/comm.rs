@@ -221,9 +221,17 @@ enum Failure {
     TimedOut(String),
 }
 
-/// Waits for `req` until `deadline`, spinning briefly, then sleeping between polls. `false`
-/// if it is still pending then: it is forgotten, and MPI may still use its buffers.
+/// How long [`wait`] polls, yielding the core between polls, before it sleeps between them:
+/// MPI moves a non-blocking collective on only while it is polled, so a large one (64 MiB
+/// takes tens of milliseconds here) slowed by a third when each poll slept.
+const POLL_BUSY: Duration = Duration::from_secs(1);
+
+/// Waits for `req` until `deadline`: spinning briefly, then yielding between polls for
+/// [`POLL_BUSY`], then sleeping between them (a process waiting on a stuck one leaves the core
+/// to others). `false` if it is still pending then: it is forgotten, and MPI may still use its
+/// buffers.
 fn wait<R: ?Sized>(mut req: Request<'static, R, StaticScope>, deadline: Instant) -> bool {
+    let start = Instant::now();
     let mut polls = 0u32;
     loop {
         match req.test() {
@@ -239,6 +247,8 @@ fn wait<R: ?Sized>(mut req: Request<'static, R, StaticScope>, deadline: Instant)
         polls += 1;
         if polls < 2000 {
             std::hint::spin_loop();
+        } else if start.elapsed() < POLL_BUSY {
+            std::thread::yield_now();
         } else {
             std::thread::sleep(Duration::from_micros(50));
         }
