@@ -124,8 +124,8 @@ fn partial_parts_that_differ_by_rank_add_up() -> R {
 }
 
 /// Partial tensors small enough that their values ride with the collective's fingerprint, and
-/// larger ones that MPI reduces, give the values the ranks' parts reduce to in one process;
-/// a NaN on any rank wins a small maximum, as it does between the devices of one process.
+/// larger ones, give the values the ranks' parts reduce to in one process; a NaN on any rank
+/// wins a maximum or a minimum, as it does between the devices of one process.
 #[test]
 fn small_and_large_partials_reduce_alike() -> R {
     let (_, p) = job(1)?;
@@ -148,16 +148,29 @@ fn small_and_large_partials_reduce_alike() -> R {
             assert_eq!(got, want.to_vec::<f32>()?, "{kind:?} of {n}");
         }
     }
-    let mut v = vec![1.0f32; 8];
-    if me as usize == p.len() - 1 {
-        v[3] = f32::NAN;
+    for n in [8, 100] {
+        // A NaN on the first rank and another on the last, whichever order reduces them.
+        let mut v = vec![1.0f32; n];
+        if me == 0.0 {
+            v[3] = f32::NAN;
+        }
+        if me as usize == p.len() - 1 {
+            v[5] = f32::NAN;
+        }
+        let part = Tensor::from_vec(v, [n])?;
+        for kind in [ReduceKind::Max, ReduceKind::Min] {
+            let m = Tensor::from_components(&p, &[Sbp::Partial(kind)], vec![part.clone()])?;
+            let got = m.to_global(&p, &[Sbp::Broadcast])?.to_vec::<f32>()?;
+            let nan_wins = (got.iter().enumerate()).all(|(i, v)| {
+                if i == 3 || i == 5 {
+                    v.is_nan()
+                } else {
+                    *v == 1.0
+                }
+            });
+            assert!(nan_wins, "{kind:?} of {n}: {got:?}");
+        }
     }
-    let part = Tensor::from_vec(v, [8])?;
-    let m = Tensor::from_components(&p, &[Sbp::Partial(ReduceKind::Max)], vec![part])?;
-    let got = m.to_global(&p, &[Sbp::Broadcast])?.to_vec::<f32>()?;
-    let nan_wins =
-        (got.iter().enumerate()).all(|(i, v)| if i == 3 { v.is_nan() } else { *v == 1.0 });
-    assert!(nan_wins, "{got:?}");
     Ok(())
 }
 

@@ -2,10 +2,11 @@
 //! initialises MPI, owns the world communicator and runs every MPI call, in the order the
 //! calls reach it; a process that started it finalises MPI as it exits.
 //!
-//! Every collective is two: first each process's *fingerprint* of it (sequence number,
-//! collective, dtype, shape, call site) is gathered by every process and compared, so a
+//! Every collective starts with each process's *fingerprint* of it (sequence number,
+//! collective, dtype, shape, call site), gathered by every process and compared, so a
 //! program that branches on the rank around a collective fails on every process at once,
-//! naming both call sites; then the collective itself. Both are non-blocking MPI calls that
+//! naming both call sites; then the collective itself runs, unless its values were small
+//! enough to ride with the fingerprints ([`CARRY`]). Both are non-blocking MPI calls that
 //! the thread polls until the world's timeout, so a process stuck in its own work (or
 //! stopped) makes the others fail with their flight record instead of waiting for ever.
 
@@ -207,7 +208,7 @@ fn op(kind: ReduceKind) -> SystemOperation {
 /// most this many from each process is that one exchange (an all-reduce's values reduced by
 /// each process in process order). Every collective's first exchange keeps one size, so
 /// processes that diverged still meet in it.
-const CARRY: usize = 256;
+pub(super) const CARRY: usize = 256;
 
 /// Why a collective did not run.
 enum Failure {
@@ -342,6 +343,7 @@ fn checked<R>(
     if !fingerprints() {
         return outcome(seq, data(w, deadline, None));
     }
+    debug_assert!(carry.len() <= CARRY, "{} bytes to carry", carry.len());
     let mut fp = call.fingerprint(seq);
     fp.resize(FP + CARRY, 0);
     fp[FP..FP + carry.len()].copy_from_slice(carry);
@@ -511,8 +513,10 @@ pub(super) fn all_gather_bytes(
         ));
     }
     let limit = timeout();
-    // Every process's bytes within [`CARRY`]: they ride with the fingerprints.
+    // Every process's bytes within [`CARRY`]: they ride with the fingerprints. (`counts`
+    // follows from what the fingerprints compare, so every process decides alike.)
     let small = counts.iter().all(|&c| c <= CARRY);
+    debug_assert!(!small || send.len() <= CARRY, "{} bytes sent", send.len());
     let carry = if small { send.clone() } else { Vec::new() };
     let ran = run(move |w| {
         checked(
@@ -666,7 +670,8 @@ pub(super) fn all_reduce_raw<T: Equivalence + crate::Elem>(
     let limit = timeout();
     let size = std::mem::size_of::<T>();
     let carry = if n * size <= CARRY {
-        // SAFETY: the caller keeps `send`, `n` elements of `T`, alive until this returns.
+        // SAFETY: the caller keeps `send`, `n` elements of `T` of a live blob (`n > 0`),
+        // alive until this returns.
         unsafe { std::slice::from_raw_parts(send as *const u8, n * size) }.to_vec()
     } else {
         Vec::new()
@@ -682,14 +687,15 @@ pub(super) fn all_reduce_raw<T: Equivalence + crate::Elem>(
                 )
             };
             if let Some(parts) = carried.filter(|_| n * size <= CARRY) {
-                // SAFETY: each part holds a process's `n` values of `T` (the same `T` and `n`
-                // everywhere: the fingerprints agreed), every bit pattern one of `T`'s.
-                let at = |p: &[u8], i: usize| unsafe {
+                // SAFETY: each part is `CARRY` bytes, the first `n · size` of them a process's
+                // `n` values of `T` (the same `T` and `n` everywhere: the fingerprints agreed),
+                // written there from a blob of `T`s; `i < n`, so the read ends within them.
+                let get = |p: &[u8], i: usize| unsafe {
                     std::ptr::read_unaligned(p.as_ptr().add(i * size) as *const T)
                 };
                 for (i, d) in r.iter_mut().enumerate() {
                     *d = (parts[1..].iter())
-                        .fold(at(parts[0], i), |a, p| combine(kind, a, at(p, i)));
+                        .fold(get(parts[0], i), |a, p| combine(kind, a, get(p, i)));
                 }
                 return Some(());
             }

@@ -125,11 +125,15 @@ pub(super) fn exchange(
         .collect())
 }
 
-/// `P → B` of a group with one rank in every process, by MPI's all-reduce straight from
-/// this process's part into its result (no copies, half the bytes of an exchange), where the
-/// result is the same bits on every process and as in one process: a maximum or a minimum,
-/// or a sum of two (which MPI and one process both compute as `a + b`). `None` elsewhere (a
-/// sum of three or more, whose order MPI does not fix; a dtype MPI does not reduce).
+/// `P → B` of a group with one rank in every process, by one all-reduce straight from this
+/// process's part into its result (no copies, half the bytes of an exchange), where the
+/// result is the same bits on every process and as in one process: any of at most
+/// [`comm::CARRY`] bytes (carried with the fingerprints and reduced in process order, a NaN
+/// winning a maximum or a minimum), and past that, MPI's own for an integer maximum or
+/// minimum or a sum of two (which MPI and one process both compute as `a + b`). `None`
+/// elsewhere: a larger sum of three or more, whose order MPI does not fix; a larger float
+/// maximum or minimum, where MPI fixes neither what a NaN gives nor which zero wins; a dtype
+/// MPI does not reduce.
 pub(super) fn all_reduce(
     g: &Global,
     dims: &[usize],
@@ -146,10 +150,12 @@ pub(super) fn all_reduce(
         && (0..group.len()).all(|k| held.process(p, group[k]) == k)
         && mine.len() == 1;
     let dtype = g.parts[0].dtype();
-    if !one_each
-        || (kind == ReduceKind::Sum && group.len() != 2)
-        || !matches!(dtype, F32 | F64 | I32 | I64)
-    {
+    let carried = mine.first().map_or(0, |m| m.1.numel()) * dtype.size_in_bytes() <= comm::CARRY;
+    let by_mpi = match kind {
+        ReduceKind::Sum => group.len() == 2,
+        ReduceKind::Max | ReduceKind::Min => !dtype.is_float(),
+    };
+    if !one_each || !(carried || by_mpi) || !matches!(dtype, F32 | F64 | I32 | I64) {
         return Ok(None);
     }
     let x = mine[0].1.contiguous()?;
