@@ -30,7 +30,7 @@ pub(crate) fn apply_float<A: NumFloat + Transcendental>(op: UnaryOp, x: A, c: A,
         Neg => -x,
         Abs => x.abs(),
         Exp => x.exp_(),
-        Log => x.ln(),
+        Log => x.ln_(),
         Sqrt => x.sqrt(),
         Rsqrt => one / x.sqrt(),
         Sin => x.sin(),
@@ -315,6 +315,7 @@ elem_fn!(
     silu_grad => SiluGrad,
     exp => Exp,
     erf => Erf,
+    log => Log,
 );
 
 /// `o[i] = f(a[i])` with `f` one of the modules above, its loop written there (so that the
@@ -378,6 +379,7 @@ fn run_unary(
                 UnaryOp::SiluGrad => dense_loop!(a, la, o, silu_grad),
                 UnaryOp::Exp => dense_loop!(a, la, o, exp),
                 UnaryOp::Erf => dense_loop!(a, la, o, erf),
+                UnaryOp::Log => dense_loop!(a, la, o, log),
                 _ => go!(Neg, Relu, Sqrt, Square, Rsqrt, Recip, Abs),
             }
             Ok(())
