@@ -404,7 +404,7 @@ pub(super) fn broken() -> bool {
 /// Whether collectives compare fingerprints first: yes, unless `EDDY_FINGERPRINTS=off` (read
 /// once), which a program that trusts its ranks can set to save one small all-gather per
 /// collective (and the benchmarks, to measure it).
-fn fingerprints() -> bool {
+pub(super) fn fingerprints() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| !std::env::var("EDDY_FINGERPRINTS").is_ok_and(|v| v == "off"))
 }

@@ -128,10 +128,10 @@ pub(super) fn exchange(
 /// `P → B` of a group with one rank in every process, by one all-reduce straight from this
 /// process's part into its result (no copies, half the bytes of an exchange), where the
 /// result is the same bits on every process and as in one process: any of at most
-/// [`comm::CARRY`] bytes (carried with the fingerprints and reduced in process order, a NaN
-/// winning a maximum or a minimum), and past that, MPI's own for an integer maximum or
-/// minimum or a sum of two (which MPI and one process both compute as `a + b`). `None`
-/// elsewhere: a larger sum of three or more, whose order MPI does not fix; a larger float
+/// [`comm::CARRY`] bytes where fingerprints are exchanged (carried with them and reduced in
+/// process order, a NaN winning a maximum or a minimum), and otherwise MPI's own for an
+/// integer maximum or minimum or a sum of two (which MPI and one process both compute as
+/// `a + b`). `None` elsewhere: a sum of three or more, whose order MPI does not fix; a float
 /// maximum or minimum, where MPI fixes neither what a NaN gives nor which zero wins; a dtype
 /// MPI does not reduce.
 pub(super) fn all_reduce(
@@ -150,7 +150,9 @@ pub(super) fn all_reduce(
         && (0..group.len()).all(|k| held.process(p, group[k]) == k)
         && mine.len() == 1;
     let dtype = g.parts[0].dtype();
-    let carried = mine.first().map_or(0, |m| m.1.numel()) * dtype.size_in_bytes() <= comm::CARRY;
+    // Carried only where the fingerprints are exchanged (`EDDY_FINGERPRINTS` not `off`).
+    let bytes = mine.first().map_or(0, |m| m.1.numel()) * dtype.size_in_bytes();
+    let carried = bytes <= comm::CARRY && comm::fingerprints();
     let by_mpi = match kind {
         ReduceKind::Sum => group.len() == 2,
         ReduceKind::Max | ReduceKind::Min => !dtype.is_float(),
