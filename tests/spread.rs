@@ -19,9 +19,14 @@ fn job(per: u32) -> Result<(usize, Placement), Error> {
     ))
 }
 
-/// An engine with `per` CPU devices (every process the same).
+/// An engine with `per` CPU devices (every process the same), and under `mpirun` a
+/// transport stream (the collectives of `cpu:0` handed to the communication thread; those of
+/// other devices waited for on their streams).
 fn engine(per: u32) -> Vm {
-    Vm::builder().cpu_devices(per).build().expect("an engine")
+    (Vm::builder().cpu_devices(per))
+        .transport_stream(eddy::tensor::global::spans_processes())
+        .build()
+        .expect("an engine")
 }
 
 /// Values that differ at every position, the same in every process.

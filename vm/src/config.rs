@@ -68,6 +68,13 @@ pub struct Config {
     /// on the scheduler thread, and one of a single device runs collectives on its compute
     /// stream: on a host of few cores the extra thread costs more than the overlap saves.
     pub collective_workers: bool,
+    /// Whether the engine has a transport stream (`EDDY_VM_TRANSPORT_STREAM=1`, default off),
+    /// where collectives between processes are handed to a communication thread and return
+    /// at once (see [`stream::transport`](crate::stream::transport)): compute overlaps them,
+    /// and back-to-back collectives pipeline. It pays where the communication thread has a
+    /// core of its own; where every core computes, the overlap slows both (MPI moves the
+    /// bytes of a collective only while the thread runs), hence off by default.
+    pub transport_stream: bool,
     /// Whether the engine promotes a thread's op calls between sync points to a plan once
     /// they repeat (`EDDY_VM_PROMOTION=1`, default off; see `VmBuilder::promotion`).
     pub promotion: bool,
@@ -103,6 +110,7 @@ impl Default for Config {
             cpu_devices: 1,
             lazy_launcher: false,
             collective_workers: false,
+            transport_stream: false,
             promotion: false,
             promotion_measured: true,
             cuda_devices: 0,
@@ -333,6 +341,24 @@ impl VmBuilder {
     /// ```
     pub fn collective_workers(mut self, on: bool) -> Self {
         self.config.collective_workers = on;
+        self
+    }
+
+    /// Gives the engine a transport stream for collectives between processes; see
+    /// [`Config::transport_stream`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_vm::{Device, VmBuilder, stream::StreamKind};
+    /// let vm = VmBuilder::new().transport_stream(true).build()?;
+    /// let s = vm.stream_of(Device::CPU, StreamKind::Transport).unwrap();
+    /// assert!(vm.stream_policy(s).unwrap().done_means_launched());
+    /// assert!(VmBuilder::new().build()?.stream_of(Device::CPU, StreamKind::Transport).is_none());
+    /// # Ok::<(), eddy_vm::Error>(())
+    /// ```
+    pub fn transport_stream(mut self, on: bool) -> Self {
+        self.config.transport_stream = on;
         self
     }
 
@@ -569,8 +595,15 @@ impl VmBuilder {
                 self.streams.push(Arc::new(s));
             }
         }
+        let mut wakeable = Vec::new();
+        if c.transport_stream {
+            let s = Arc::new(crate::stream::transport::TransportStream::new("transport"));
+            self.streams.push(s.clone());
+            wakeable.push(Box::new(move |w| s.set_waker(w)) as SetWaker);
+        }
         let n_cuda = c.cuda_devices;
-        self.open_cuda(n_cuda)
+        wakeable.extend(self.open_cuda(n_cuda)?);
+        Ok(wakeable)
     }
 
     /// Opens `n` CUDA devices (`u32::MAX`: all), adding three streams for each (compute,

@@ -132,6 +132,9 @@ impl VmBuilder {
         set("EDDY_VM_COLLECTIVE_WORKERS", &mut |v| {
             parse_bool(v).map(|x| c.collective_workers = x).is_some()
         });
+        set("EDDY_VM_TRANSPORT_STREAM", &mut |v| {
+            parse_bool(v).map(|x| c.transport_stream = x).is_some()
+        });
         set("EDDY_VM_PROMOTION", &mut |v| {
             if v.trim() == "always" {
                 c.promotion = true;

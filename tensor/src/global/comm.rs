@@ -514,11 +514,31 @@ fn collective<T: crate::Elem + Equivalence + Default + Clone + Send + 'static>(
     }
 }
 
-/// Global tensors' collective `call` over processes: each sends `send`, process `q` sending
-/// `counts[q]` bytes; every process's bytes, in process order. On failure the error's text
-/// (the engine instruction that ran it fails with it), and the typed error kept for
-/// [`failure`].
-pub(super) fn all_gather_bytes(
+/// The world communicator, as the communication thread lends it to what runs there.
+pub(super) type Wire = SimpleCommunicator;
+
+/// `f` run on the communication thread, waited for; the error's text if the thread is gone.
+#[track_caller]
+pub(super) fn on_thread<R: Send + 'static>(
+    f: impl FnOnce(&Wire) -> std::result::Result<R, String> + Send + 'static,
+) -> std::result::Result<R, String> {
+    run(f).map_err(|e| e.to_string())?
+}
+
+/// Hands `f` to the communication thread and returns at once: `false` if the thread has
+/// stopped (`f` is then dropped, never run).
+pub(super) fn launch(f: impl FnOnce(&Wire) + Send + 'static) -> bool {
+    let Ok(c) = comm() else { return false };
+    let job: Job = Box::new(f);
+    c.jobs.lock().as_ref().is_some_and(|s| s.send(job).is_ok())
+}
+
+/// On the communication thread: global tensors' collective `call` over processes, each
+/// sending `send`, process `q` sending `counts[q]` bytes; every process's bytes, in process
+/// order. On failure the error's text (the engine instruction that ran it fails with it),
+/// and the typed error kept for [`failure`].
+pub(super) fn all_gather_bytes_on(
+    w: &Wire,
     call: Call,
     send: Vec<u8>,
     counts: Vec<usize>,
@@ -536,27 +556,24 @@ pub(super) fn all_gather_bytes(
     let small = counts.iter().all(|&c| c <= CARRY);
     debug_assert!(!small || send.len() <= CARRY, "{} bytes sent", send.len());
     let carry = if small { send.clone() } else { Vec::new() };
-    let ran = run(move |w| {
-        checked(
-            w,
-            &call,
-            limit,
-            &carry,
-            |w, deadline, carried| match carried.filter(|_| small) {
-                Some(parts) => Some(
-                    (parts.iter().zip(&counts))
-                        .flat_map(|(p, &c)| &p[..c])
-                        .copied()
-                        .collect(),
-                ),
-                None => timed_varcount(w, send, &counts, deadline),
-            },
-        )
-    });
+    let ran = checked(
+        w,
+        &call,
+        limit,
+        &carry,
+        |w, deadline, carried| match carried.filter(|_| small) {
+            Some(parts) => Some(
+                (parts.iter().zip(&counts))
+                    .flat_map(|(p, &c)| &p[..c])
+                    .copied()
+                    .collect(),
+            ),
+            None => timed_varcount(w, send, &counts, deadline),
+        },
+    );
     match ran {
-        Err(e) => Err(e.to_string()),
-        Ok((_, Ok(v))) => Ok(v),
-        Ok((seq, Err(f))) => Err(kept(typed(op, seq, f, at, limit))),
+        (_, Ok(v)) => Ok(v),
+        (seq, Err(f)) => Err(kept(typed(op, seq, f, at, limit))),
     }
 }
 
@@ -669,15 +686,16 @@ pub(super) fn raw_all_reduce_seconds(elems: usize, times: usize) -> Result<f64> 
     })
 }
 
-/// A global tensor's all-reduce by `kind` over every process (one rank each) of `n`
-/// elements of `T`, from `send` into `recv` (raw addresses of engine blobs, `n` elements
-/// each): the fingerprints compared, then MPI's all-reduce; or, for at most [`CARRY`] bytes,
-/// the values carried with the fingerprints and reduced here in process order (the order of
-/// the collectives between devices of one process, so the bits are theirs). The caller keeps
-/// both alive until this returns; on a timeout MPI may write `recv` later, so the caller
-/// keeps its storage for ever. On failure the error's text, the typed error kept for
-/// [`failure`].
-pub(super) fn all_reduce_raw<T: Equivalence + crate::Elem>(
+/// On the communication thread: a global tensor's all-reduce by `kind` over every process
+/// (one rank each) of `n` elements of `T`, from `send` into `recv` (raw addresses of engine
+/// blobs, `n` elements each): the fingerprints compared, then MPI's all-reduce; or, for at
+/// most [`CARRY`] bytes, the values carried with the fingerprints and reduced here in process
+/// order (the order of the collectives between devices of one process, so the bits are
+/// theirs). The caller keeps both alive until this returns; on a timeout MPI may write `recv`
+/// later, so the caller keeps its storage for ever. On failure the error's text, the typed
+/// error kept for [`failure`].
+pub(super) fn all_reduce_on<T: Equivalence + crate::Elem>(
+    w: &Wire,
     call: Call,
     kind: ReduceKind,
     send: usize,
@@ -687,44 +705,40 @@ pub(super) fn all_reduce_raw<T: Equivalence + crate::Elem>(
     let (op, at) = (call.op, call.at);
     let limit = timeout();
     let size = std::mem::size_of::<T>();
-    let carry = if n * size <= CARRY {
+    let carry: &[u8] = if n * size <= CARRY {
         // SAFETY: the caller keeps `send`, `n` elements of `T` of a live blob (`n > 0`),
         // alive until this returns.
-        unsafe { std::slice::from_raw_parts(send as *const u8, n * size) }.to_vec()
+        unsafe { std::slice::from_raw_parts(send as *const u8, n * size) }
     } else {
-        Vec::new()
+        &[]
     };
-    let ran = run(move |w| {
-        checked(w, &call, limit, &carry, |w, deadline, carried| {
-            // SAFETY: the caller keeps both buffers of `n` elements alive and unaliased until
-            // this returns, and for ever after a timeout (when the request is forgotten).
-            let (s, r) = unsafe {
-                (
-                    std::slice::from_raw_parts(send as *const T, n),
-                    std::slice::from_raw_parts_mut(recv as *mut T, n),
-                )
+    let ran = checked(w, &call, limit, carry, |w, deadline, carried| {
+        // SAFETY: the caller keeps both buffers of `n` elements alive and unaliased until
+        // this returns, and for ever after a timeout (when the request is forgotten).
+        let (s, r) = unsafe {
+            (
+                std::slice::from_raw_parts(send as *const T, n),
+                std::slice::from_raw_parts_mut(recv as *mut T, n),
+            )
+        };
+        if let Some(parts) = carried.filter(|_| n * size <= CARRY) {
+            // SAFETY: each part is `CARRY` bytes, the first `n · size` of them a process's
+            // `n` values of `T` (the same `T` and `n` everywhere: the fingerprints agreed),
+            // written there from a blob of `T`s; `i < n`, so the read ends within them.
+            let get = |p: &[u8], i: usize| unsafe {
+                std::ptr::read_unaligned(p.as_ptr().add(i * size) as *const T)
             };
-            if let Some(parts) = carried.filter(|_| n * size <= CARRY) {
-                // SAFETY: each part is `CARRY` bytes, the first `n · size` of them a process's
-                // `n` values of `T` (the same `T` and `n` everywhere: the fingerprints agreed),
-                // written there from a blob of `T`s; `i < n`, so the read ends within them.
-                let get = |p: &[u8], i: usize| unsafe {
-                    std::ptr::read_unaligned(p.as_ptr().add(i * size) as *const T)
-                };
-                for (i, d) in r.iter_mut().enumerate() {
-                    *d = (parts[1..].iter())
-                        .fold(get(parts[0], i), |a, p| combine(kind, a, get(p, i)));
-                }
-                return Some(());
+            for (i, d) in r.iter_mut().enumerate() {
+                *d = (parts[1..].iter()).fold(get(parts[0], i), |a, p| combine(kind, a, get(p, i)));
             }
-            let req = w.immediate_all_reduce_into(StaticScope, s, r, self::op(kind));
-            wait(req, deadline).then_some(())
-        })
+            return Some(());
+        }
+        let req = w.immediate_all_reduce_into(StaticScope, s, r, self::op(kind));
+        wait(req, deadline).then_some(())
     });
     match ran {
-        Err(e) => Err(e.to_string()),
-        Ok((_, Ok(()))) => Ok(()),
-        Ok((seq, Err(f))) => Err(kept(typed(op, seq, f, at, limit))),
+        (_, Ok(())) => Ok(()),
+        (seq, Err(f)) => Err(kept(typed(op, seq, f, at, limit))),
     }
 }
 

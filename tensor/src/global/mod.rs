@@ -22,7 +22,7 @@ pub use eddy_ops::global::{DeviceKind, NdSbp, Placement, ReduceKind, Sbp};
 pub(crate) use held::Held;
 pub(crate) use ops::{refused_kernel, run, run_many, same_layout};
 pub(crate) use world::surfaced;
-pub use world::{World, raw_all_reduce_seconds, set_collective_timeout, world};
+pub use world::{World, raw_all_reduce_seconds, set_collective_timeout, spans_processes, world};
 
 use crate::{Error, Result, Shape, Tensor};
 use eddy_ops::global::{check_sbp, component_ranges, show_sbp};

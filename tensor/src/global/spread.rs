@@ -15,8 +15,9 @@ use super::{Global, ReduceKind, Sbp, show_sbp};
 use crate::engine::Place;
 use crate::{Caller, Result, Shape, Tensor};
 use eddy_ops::global::component_ranges;
-use eddy_vm::instruction::{ComputeCtx, Kernel};
+use eddy_vm::instruction::{ComputeCtx, InstructionPolicy, Kernel};
 use eddy_vm::stream::StreamKind;
+use eddy_vm::stream::transport::{Ticket, TransportStream};
 use eddy_vm::{Blob, Counted};
 
 /// Every rank's part of group `group` (positions of `g`'s placement, laid out by `cur`, of
@@ -94,30 +95,31 @@ pub(super) fn exchange(
             show_sbp(cur),
             p.ranks()[group[0]]
         );
-        let kernel = Exchange {
-            call: Some(Call {
-                op: "exchange",
-                layout,
-                dtype,
-                dims: dims.to_vec(),
-                at,
-                bytes: counts[super::world()?.rank],
-            }),
-            counts,
-            sends,
-            receives,
+        let call = Call {
+            op: "exchange",
+            layout,
+            dtype,
+            dims: dims.to_vec(),
+            at,
+            bytes: counts[super::world()?.rank],
         };
-        let vm = engine;
-        let compute = Place::on("exchange", vm.share(), device)?.loc.stream();
-        let stream = vm
-            .stream_of(device, StreamKind::Collective)
-            .unwrap_or(compute);
-        let blobs_in: Vec<&Counted<Blob>> = ins.iter().map(Tensor::blob).collect();
-        let mut writes: Vec<&Counted<Blob>> = outs.iter().map(Tensor::blob).collect();
-        writes.push(vm.transport());
-        let _turn = vm.transport_turn();
-        vm.run_op(stream, kernel, &blobs_in, &writes, false)
-            .map_err(crate::Error::Vm)?;
+        let work: Work = Box::new(move |w, ins, outs| {
+            let mut send = Vec::with_capacity(sends.iter().map(|s| s.1).sum());
+            for (b, &(at, n)) in ins.iter().zip(&sends) {
+                // SAFETY: the engine keeps the inputs readable until the work is done.
+                send.extend_from_slice(&unsafe { b.bytes_ref() }[at..at + n]);
+            }
+            let all = comm::all_gather_bytes_on(w, call, send, counts)?;
+            for (b, &(at, n)) in outs.iter().zip(&receives) {
+                // SAFETY: the engine keeps the outputs exclusively writable until the work
+                // is done.
+                unsafe { b.bytes_mut()[..n].copy_from_slice(&all[at..at + n]) };
+            }
+            Ok(())
+        });
+        let ins: Vec<&Counted<Blob>> = ins.iter().map(Tensor::blob).collect();
+        let outs: Vec<&Counted<Blob>> = outs.iter().map(Tensor::blob).collect();
+        submit(engine, device, at, &ins, &outs, work)?;
     }
     Ok(every
         .into_iter()
@@ -168,54 +170,101 @@ pub(super) fn all_reduce(
     if x.numel() == 0 {
         return Ok(Some(out));
     }
-    let kernel = AllReduce {
-        call: Some(Call {
-            op: match kind {
-                ReduceKind::Sum => "all_reduce(sum)",
-                ReduceKind::Max => "all_reduce(max)",
-                ReduceKind::Min => "all_reduce(min)",
-            },
-            layout: format!("{p} {}", show_sbp(cur)),
-            dtype,
-            dims: dims.to_vec(),
-            at,
-            bytes: x.numel() * dtype.size_in_bytes(),
-        }),
-        kind,
+    let call = Call {
+        op: match kind {
+            ReduceKind::Sum => "all_reduce(sum)",
+            ReduceKind::Max => "all_reduce(max)",
+            ReduceKind::Min => "all_reduce(min)",
+        },
+        layout: format!("{p} {}", show_sbp(cur)),
         dtype,
-        offset: x.layout().offset * dtype.size_in_bytes(),
-        n: x.numel(),
+        dims: dims.to_vec(),
+        at,
+        bytes: x.numel() * dtype.size_in_bytes(),
     };
-    let compute = Place::on("all_reduce", engine.share(), device)?
-        .loc
-        .stream();
-    let stream = engine
-        .stream_of(device, StreamKind::Collective)
-        .unwrap_or(compute);
-    let _turn = engine.transport_turn();
-    engine
-        .run_op(
-            stream,
-            kernel,
-            &[x.blob()],
-            &[out.blob(), engine.transport()],
-            false,
-        )
-        .map_err(crate::Error::Vm)?;
+    let (offset, n) = (x.layout().offset * dtype.size_in_bytes(), x.numel());
+    let work: Work = Box::new(move |w, ins, outs| {
+        use crate::DType::{F32, F64, I32};
+        // SAFETY: the engine keeps the input readable and the output exclusively writable
+        // until the work is done; MPI uses them only until then, or for ever after a timeout,
+        // when both are kept (`failed`).
+        let (send, recv) = unsafe {
+            (
+                ins[0].bytes_ref().as_ptr() as usize + offset,
+                outs[0].bytes_mut().as_mut_ptr() as usize,
+            )
+        };
+        match dtype {
+            F32 => comm::all_reduce_on::<f32>(w, call, kind, send, recv, n),
+            F64 => comm::all_reduce_on::<f64>(w, call, kind, send, recv, n),
+            I32 => comm::all_reduce_on::<i32>(w, call, kind, send, recv, n),
+            _ => comm::all_reduce_on::<i64>(w, call, kind, send, recv, n),
+        }
+    });
+    submit(engine, device, at, &[x.blob()], &[out.blob()], work)?;
     Ok(Some(out))
 }
 
-/// The instruction of one all-reduce over the processes.
-struct AllReduce {
-    call: Option<Call>,
-    kind: ReduceKind,
-    dtype: crate::DType,
-    /// Where the part's elements start in its blob, in bytes.
-    offset: usize,
-    n: usize,
+/// A collective's work on the communication thread, given the world and the instruction's
+/// inputs and outputs (the transport dependence left out): the error's text on failure.
+type Work = Box<
+    dyn FnOnce(&comm::Wire, &[Counted<Blob>], &[Counted<Blob>]) -> std::result::Result<(), String>
+        + Send,
+>;
+
+/// Submits `work` over `ins` and `outs` (on `device`), writing the engine's transport
+/// dependence too: on the engine's transport stream, handed to the communication thread
+/// ([`Handed`]); elsewhere (an engine without one, or a device other than `cpu:0`, whose
+/// memory the stream does not allocate), waited for on the device's collective stream, or its
+/// compute stream ([`Waited`]).
+fn submit(
+    vm: &crate::engine::VmRef,
+    device: crate::Device,
+    at: Caller,
+    ins: &[&Counted<Blob>],
+    outs: &[&Counted<Blob>],
+    work: Work,
+) -> Result<()> {
+    let transport = vm
+        .stream_of(eddy_vm::Device::CPU, StreamKind::Transport)
+        .filter(|_| device == crate::Device::Cpu(0));
+    let _turn = vm.transport_turn();
+    if let Some(stream) = transport {
+        let mut outputs: Vec<Counted<Blob>> = outs.iter().map(|&b| b.clone()).collect();
+        outputs.push(vm.transport().clone());
+        let handed = Handed {
+            inputs: ins.iter().map(|&b| b.clone()).collect(),
+            outputs,
+            at,
+            work: Some(work),
+        };
+        return vm.run(stream, handed).map_err(crate::Error::Vm);
+    }
+    let compute = Place::on("exchange", vm.share(), device)?.loc.stream();
+    let stream = vm
+        .stream_of(device, StreamKind::Collective)
+        .unwrap_or(compute);
+    let mut writes = outs.to_vec();
+    writes.push(vm.transport());
+    vm.run_op(stream, Waited(Some(work)), ins, &writes, false)
+        .map_err(crate::Error::Vm)
 }
 
-impl Kernel for AllReduce {
+/// The error of a collective that failed with `m`. After a timeout MPI may still read and
+/// write the buffers of the pending request: they are kept for ever.
+fn failed(ins: &[Counted<Blob>], outs: &[Counted<Blob>], m: String) -> eddy_vm::Error {
+    if comm::broken() {
+        for b in ins.iter().chain(outs) {
+            std::mem::forget(b.clone());
+        }
+    }
+    eddy_vm::Error::kernel("exchange", m)
+}
+
+/// A collective run on the communication thread and waited for, on a device's stream.
+struct Waited(Option<Work>);
+
+impl Kernel for Waited {
     fn name(&self) -> &str {
         "exchange"
     }
@@ -226,79 +275,102 @@ impl Kernel for AllReduce {
         outputs: &[Counted<Blob>],
         _: &mut ComputeCtx<'_>,
     ) -> eddy_vm::Result<()> {
-        use crate::DType::{F32, F64, I32};
-        let call = self.call.take().expect("an all-reduce runs once");
-        // SAFETY: the engine runs this instruction with its input readable and its output
-        // exclusively writable, both alive until it returns; MPI uses them only until then,
-        // or for ever after a timeout, when both are kept below.
-        let (send, recv) = unsafe {
-            (
-                inputs[0].bytes_ref().as_ptr() as usize + self.offset,
-                outputs[0].bytes_mut().as_mut_ptr() as usize,
-            )
+        let work = self.0.take().expect("a collective runs once");
+        // The last output is the transport dependence.
+        let (ins, outs) = (inputs.to_vec(), outputs[..outputs.len() - 1].to_vec());
+        comm::on_thread(move |w| Ok(work(w, &ins, &outs).map_err(|m| failed(&ins, &outs, m))))
+            .map_err(|m| eddy_vm::Error::kernel("exchange", m))?
+    }
+
+    fn fusable(&self) -> bool {
+        false
+    }
+}
+
+/// A collective on the engine's transport stream: its compute hands the work to the
+/// communication thread and returns; the stream's ticket, dropped there, marks it done. It
+/// handles poison itself, there: an input that a collective launched before it poisoned is
+/// known only once that one has run.
+struct Handed {
+    inputs: Vec<Counted<Blob>>,
+    /// The outputs, the transport dependence last.
+    outputs: Vec<Counted<Blob>>,
+    at: Caller,
+    work: Option<Work>,
+}
+
+impl InstructionPolicy for Handed {
+    fn name(&self) -> &str {
+        "exchange"
+    }
+    fn inputs(&self) -> &[Counted<Blob>] {
+        &self.inputs
+    }
+    fn outputs(&self) -> &[Counted<Blob>] {
+        &self.outputs
+    }
+    fn handles_poison(&self) -> bool {
+        true
+    }
+    fn caller(&self) -> Caller {
+        self.at
+    }
+    fn compute(&mut self, ctx: &mut ComputeCtx<'_>) -> eddy_vm::Result<()> {
+        let outs = self.outputs[..self.outputs.len() - 1].to_vec();
+        if outs.iter().any(|o| o.is_poisoned()) {
+            return Ok(()); // its memory could not be had: poisoned by the engine, skipped
+        }
+        let Some(stream) = ctx.stream().as_any().downcast_ref::<TransportStream>() else {
+            return Err(eddy_vm::Error::kernel(
+                "exchange",
+                "not on a transport stream",
+            ));
         };
-        let (kind, n) = (self.kind, self.n);
-        let r = match self.dtype {
-            F32 => comm::all_reduce_raw::<f32>(call, kind, send, recv, n),
-            F64 => comm::all_reduce_raw::<f64>(call, kind, send, recv, n),
-            I32 => comm::all_reduce_raw::<i32>(call, kind, send, recv, n),
-            _ => comm::all_reduce_raw::<i64>(call, kind, send, recv, n),
+        let landing = Landing {
+            inputs: self.inputs.clone(),
+            outputs: outs,
+            failure: Some(eddy_vm::Error::kernel(
+                "exchange",
+                "the communication thread stopped before the collective ran",
+            )),
+            _ticket: stream.ticket(),
         };
-        r.map_err(|m| {
-            if comm::broken() {
-                // The request may still be pending: MPI may read and write these later.
-                std::mem::forget(inputs[0].clone());
-                std::mem::forget(outputs[0].clone());
+        let work = self.work.take().expect("a collective runs once");
+        let launched = comm::launch(move |w| {
+            let mut l = landing;
+            l.failure = match l.inputs.iter().find_map(|b| b.poison()) {
+                Some(e) => Some(e),
+                None => work(w, &l.inputs, &l.outputs)
+                    .map_err(|m| failed(&l.inputs, &l.outputs, m))
+                    .err(),
+            };
+        });
+        match launched {
+            true => Ok(()),
+            false => Err(eddy_vm::Error::kernel(
+                "exchange",
+                "the communication thread has stopped",
+            )),
+        }
+    }
+}
+
+/// What a handed collective leaves on the communication thread: dropped there once it ran
+/// (or with the work, if it never runs), it poisons the outputs if the collective failed,
+/// then its ticket marks the instruction done.
+struct Landing {
+    inputs: Vec<Counted<Blob>>,
+    outputs: Vec<Counted<Blob>>,
+    failure: Option<eddy_vm::Error>,
+    _ticket: Ticket,
+}
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        if let Some(e) = &self.failure {
+            for o in &self.outputs {
+                o.poison_with(e);
             }
-            eddy_vm::Error::kernel("exchange", m)
-        })
-    }
-
-    fn fusable(&self) -> bool {
-        false
-    }
-}
-
-/// The instruction of one exchange: this process's parts out, the others' in.
-struct Exchange {
-    /// What the fingerprint says; taken when the instruction runs.
-    call: Option<Call>,
-    /// The bytes each process sends.
-    counts: Vec<usize>,
-    /// Where this process's parts' bytes lie in its inputs: (offset, length).
-    sends: Vec<(usize, usize)>,
-    /// Where each output's bytes lie in what every process receives: (offset, length).
-    receives: Vec<(usize, usize)>,
-}
-
-impl Kernel for Exchange {
-    fn name(&self) -> &str {
-        "exchange"
-    }
-
-    fn compute(
-        &mut self,
-        inputs: &[Counted<Blob>],
-        outputs: &[Counted<Blob>],
-        _: &mut ComputeCtx<'_>,
-    ) -> eddy_vm::Result<()> {
-        let mut send = Vec::with_capacity(self.sends.iter().map(|s| s.1).sum());
-        for (b, &(at, n)) in inputs.iter().zip(&self.sends) {
-            // SAFETY: the engine runs this instruction with its inputs readable.
-            send.extend_from_slice(&unsafe { b.bytes_ref() }[at..at + n]);
         }
-        let call = self.call.take().expect("an exchange runs once");
-        let all = comm::all_gather_bytes(call, send, std::mem::take(&mut self.counts))
-            .map_err(|m| eddy_vm::Error::kernel("exchange", m))?;
-        for (b, &(at, n)) in outputs.iter().zip(&self.receives) {
-            // SAFETY: the engine runs this instruction with exclusive access to its outputs
-            // (the last, the transport dependence, is not written).
-            unsafe { b.bytes_mut()[..n].copy_from_slice(&all[at..at + n]) };
-        }
-        Ok(())
-    }
-
-    fn fusable(&self) -> bool {
-        false
     }
 }

@@ -36,6 +36,24 @@ pub(super) fn launched_size() -> Option<usize> {
     })
 }
 
+/// Whether this process is one of several that a launcher started, in a build that reaches
+/// them (feature `mpi`): where its host has cores to spare, its engines may want a transport
+/// stream ([`VmBuilder::transport_stream`](eddy_vm::VmBuilder::transport_stream)), where
+/// their collectives between processes overlap compute and pipeline. Reads the launcher's
+/// variables only; starts nothing.
+///
+/// # Examples
+///
+/// ```
+/// let vm = eddy_vm::Vm::builder()
+///     .transport_stream(eddy_tensor::global::spans_processes())
+///     .build()?;
+/// # Ok::<(), eddy_vm::Error>(())
+/// ```
+pub fn spans_processes() -> bool {
+    cfg!(feature = "mpi") && launched_size().is_some_and(|n| n > 1)
+}
+
 /// This process's [`World`]: a process that no launcher started (or one of a job of one) is a
 /// world of one, without starting MPI; one of several processes learns its rank from MPI
 /// (with the `mpi` feature, initialised on first use, on the communication thread).

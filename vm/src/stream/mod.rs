@@ -18,6 +18,7 @@ pub mod cuda_memory;
 mod cuda_probe;
 #[cfg(feature = "cuda")]
 mod cuda_timing;
+pub mod transport;
 
 use std::any::Any;
 use std::fmt;
@@ -100,6 +101,9 @@ pub enum StreamKind {
     /// The collectives of global tensors' boxing (one per CPU device of an engine with
     /// several): their own lane, beside the device's kernels.
     Collective,
+    /// Collectives between processes, handed to a communication thread (see
+    /// [`transport`]).
+    Transport,
 }
 
 /// Where a stream's `compute` calls run.
