@@ -2,11 +2,11 @@
 //! (failure modes F14, F15 and F23 of the reliability plan).
 //!
 //! loom checks every interleaving of two or three threads; these run the same real types
-//! (`PendingStack`, `HandOff`, `Notifier`, the kernel pool) under `shuttle` with four to six
-//! threads, thousands of random schedules (`check_random`) and schedules that drive threads
-//! into rare orders on purpose (`check_pct`, which finds bugs of a given depth with a known
-//! probability). A lost wake-up shows up as a deadlock (every thread blocked), which shuttle
-//! reports with the schedule that reproduces it.
+//! (`PendingStack`, `HandOff`, `Notifier`, the kernel pool, the transport stream's tickets)
+//! under `shuttle` with two to six threads, thousands of random schedules (`check_random`) and
+//! schedules that drive threads into rare orders on purpose (`check_pct`, which finds bugs of
+//! a given depth with a known probability). A lost wake-up shows up as a deadlock (every
+//! thread blocked), which shuttle reports with the schedule that reproduces it.
 //!
 //! Run with
 //! `RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target/shuttle cargo test -p eddy-vm --lib --release shuttle`.
@@ -16,7 +16,7 @@ use crate::instruction::{InstrList, model_batch as batch};
 use crate::notifier::Notifier;
 use crate::par::Pool;
 use crate::pending::PendingStack;
-use crate::sync::{AtomicBool, AtomicUsize, Mutex};
+use crate::sync::{AtomicBool, AtomicUsize, Condvar, Mutex};
 use shuttle::sync::Arc;
 use shuttle::thread;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -569,4 +569,43 @@ fn shuttle_collectives_keep_one_order_on_every_rank() {
 #[should_panic(expected = "rank order differs")]
 fn shuttle_collectives_without_turns_interleave() {
     collectives_over_overlapping_ranks(false);
+}
+
+/// The transport stream's tickets and events: hand-offs launched one after another, an event
+/// recorded after each, and another thread finishing them in order. An event completes only
+/// once every hand-off before it has finished, and a watcher that saw its event incomplete and
+/// sleeps until woken is always woken (a lost wake-up is a deadlock here).
+#[test]
+fn shuttle_transport_events_complete_in_order_and_wake_their_watcher() {
+    use crate::stream::StreamPolicy;
+    use crate::stream::transport::TransportStream;
+    check(|| {
+        let s = TransportStream::new("transport");
+        let woken = Arc::new((Mutex::new(false), Condvar::new()));
+        let w = woken.clone();
+        s.set_waker(std::sync::Arc::new(move || {
+            *w.0.lock() = true;
+            w.1.notify_all();
+        }));
+        let first = s.ticket();
+        let e1 = s.record_event().expect("pending");
+        let second = s.ticket();
+        let e2 = s.record_event().expect("pending");
+        let comm = thread::spawn(move || {
+            drop(first);
+            thread::yield_now();
+            drop(second);
+        });
+        s.watch(&e2);
+        let mut g = woken.0.lock();
+        while !e2.is_complete() {
+            assert!(!*g || e1.is_complete(), "woken before the first finished");
+            *g = false;
+            woken.1.wait(&mut g);
+        }
+        drop(g);
+        assert!(e1.is_complete(), "the second finished before the first");
+        comm.join().unwrap();
+        assert!(s.record_event().is_none(), "nothing pending");
+    });
 }

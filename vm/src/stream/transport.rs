@@ -11,13 +11,15 @@
 //! the order they were taken (one thread, first in, first out).
 
 use super::{Device, Event, Exec, StreamKind, StreamPolicy};
-use parking_lot::Mutex;
+use crate::sync::{AtomicU64, Mutex};
 use std::any::Any;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering::SeqCst;
 
-/// What the stream and its tickets and events share.
-#[derive(Default)]
+/// What the stream and its tickets and events share. A ticket's drop adds to `done`, then
+/// reads `watched`; `watch` raises `watched`, and the engine then reads `done` when it
+/// polls: sequentially consistent both ways, so one of the two sees the other's write (a
+/// watched event that completes wakes the engine, or the engine finds it complete).
 struct Counts {
     /// Hand-offs launched.
     launched: AtomicU64,
@@ -27,6 +29,17 @@ struct Counts {
     watched: AtomicU64,
     /// Wakes the engine (set when it starts).
     waker: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+}
+
+impl Counts {
+    fn new() -> Self {
+        Counts {
+            launched: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            watched: AtomicU64::new(0),
+            waker: Mutex::new(None),
+        }
+    }
 }
 
 /// A CPU stream of collectives handed to another thread (see the module).
@@ -61,7 +74,7 @@ impl TransportStream {
     pub fn new(name: impl Into<String>) -> Self {
         TransportStream {
             name: name.into(),
-            counts: Arc::default(),
+            counts: Arc::new(Counts::new()),
         }
     }
 
@@ -80,7 +93,7 @@ impl TransportStream {
     /// assert!(first.is_complete());
     /// ```
     pub fn ticket(&self) -> Ticket {
-        self.counts.launched.fetch_add(1, Ordering::AcqRel);
+        self.counts.launched.fetch_add(1, SeqCst);
         Ticket {
             counts: self.counts.clone(),
         }
@@ -127,8 +140,8 @@ pub struct Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let done = self.counts.done.fetch_add(1, Ordering::AcqRel) + 1;
-        if self.counts.watched.load(Ordering::Acquire) >= done {
+        let done = self.counts.done.fetch_add(1, SeqCst) + 1;
+        if self.counts.watched.load(SeqCst) >= done {
             let waker = self.counts.waker.lock().clone();
             if let Some(w) = waker {
                 w();
@@ -145,7 +158,7 @@ struct TransportEvent {
 
 impl Event for TransportEvent {
     fn is_complete(&self) -> bool {
-        self.counts.done.load(Ordering::Acquire) >= self.target
+        self.counts.done.load(SeqCst) >= self.target
     }
     fn as_any_event(&self) -> &dyn Any {
         self
@@ -172,8 +185,8 @@ impl StreamPolicy for TransportStream {
         false
     }
     fn record_event(&self) -> Option<Arc<dyn Event>> {
-        let target = self.counts.launched.load(Ordering::Acquire);
-        if self.counts.done.load(Ordering::Acquire) >= target {
+        let target = self.counts.launched.load(SeqCst);
+        if self.counts.done.load(SeqCst) >= target {
             return None;
         }
         Some(Arc::new(TransportEvent {
@@ -183,7 +196,7 @@ impl StreamPolicy for TransportStream {
     }
     fn watch(&self, event: &Arc<dyn Event>) {
         if let Some(e) = event.as_any_event().downcast_ref::<TransportEvent>() {
-            self.counts.watched.fetch_max(e.target, Ordering::AcqRel);
+            self.counts.watched.fetch_max(e.target, SeqCst);
         }
     }
     fn as_any(&self) -> &dyn Any {
@@ -228,7 +241,7 @@ mod tests {
             let allocated = self.allocated.clone();
             let job: Job = Box::new(move || {
                 std::thread::sleep(Duration::from_millis(20));
-                allocated.store(out.is_allocated(), Ordering::SeqCst);
+                allocated.store(out.is_allocated(), SeqCst);
                 // SAFETY: the engine keeps the input readable until the ticket drops.
                 let add = ins.first().map_or(0, |b| unsafe { b.bytes_ref()[0] });
                 // SAFETY: and the output exclusively writable.
@@ -305,9 +318,6 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "never freed");
             std::thread::yield_now();
         }
-        assert!(
-            allocated.load(Ordering::SeqCst),
-            "freed before the work wrote it"
-        );
+        assert!(allocated.load(SeqCst), "freed before the work wrote it");
     }
 }
