@@ -94,7 +94,8 @@ pub(super) fn raw_allreduce() -> Result<(Vec<f64>, Vec<f64>)> {
     Ok((small, large))
 }
 
-/// `P(sum) → B` of 16 f32 over two CPU devices, 500 in a row and one sync: µs per boxing.
+/// `P(sum) → B` of 16 f32 over two CPU devices, 500 in a row, timed until the last result
+/// is synced: µs per boxing.
 ///
 /// # Examples
 ///

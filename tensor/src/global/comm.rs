@@ -145,13 +145,11 @@ extern "C" fn finish() {
 /// `f` run on the communication thread; its result.
 #[track_caller]
 fn run<R: Send + 'static>(f: impl FnOnce(&SimpleCommunicator) -> R + Send + 'static) -> Result<R> {
-    let c = comm()?;
+    comm()?;
     let (tx, rx) = channel();
-    let job: Job = Box::new(move |w| {
+    if !launch(move |w| {
         let _ = tx.send(f(w));
-    });
-    let sent = c.jobs.lock().as_ref().map(|s| s.send(job).is_ok());
-    if sent != Some(true) {
+    }) {
         return Err(unavailable("the communication thread has stopped"));
     }
     spin_then_wait(&rx).ok_or_else(|| unavailable("the communication thread ended during a call"))

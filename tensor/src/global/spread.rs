@@ -119,7 +119,7 @@ pub(super) fn exchange(
         });
         let ins: Vec<&Counted<Blob>> = ins.iter().map(Tensor::blob).collect();
         let outs: Vec<&Counted<Blob>> = outs.iter().map(Tensor::blob).collect();
-        submit(engine, device, at, &ins, &outs, work)?;
+        submit("exchange", engine, device, at, &ins, &outs, work)?;
     }
     Ok(every
         .into_iter()
@@ -201,7 +201,15 @@ pub(super) fn all_reduce(
             _ => comm::all_reduce_on::<i64>(w, call, kind, send, recv, n),
         }
     });
-    submit(engine, device, at, &[x.blob()], &[out.blob()], work)?;
+    submit(
+        "all_reduce",
+        engine,
+        device,
+        at,
+        &[x.blob()],
+        &[out.blob()],
+        work,
+    )?;
     Ok(Some(out))
 }
 
@@ -212,12 +220,13 @@ type Work = Box<
         + Send,
 >;
 
-/// Submits `work` over `ins` and `outs` (on `device`), writing the engine's transport
+/// Submits `work` (of op `op`) over `ins` and `outs` (on `device`), writing the engine's transport
 /// dependence too: on the engine's transport stream, handed to the communication thread
 /// ([`Handed`]); elsewhere (an engine without one, or a device other than `cpu:0`, whose
 /// memory the stream does not allocate), waited for on the device's collective stream, or its
 /// compute stream ([`Waited`]).
 fn submit(
+    op: &'static str,
     vm: &crate::engine::VmRef,
     device: crate::Device,
     at: Caller,
@@ -240,7 +249,7 @@ fn submit(
         };
         return vm.run(stream, handed).map_err(crate::Error::Vm);
     }
-    let compute = Place::on("exchange", vm.share(), device)?.loc.stream();
+    let compute = Place::on(op, vm.share(), device)?.loc.stream();
     let stream = vm
         .stream_of(device, StreamKind::Collective)
         .unwrap_or(compute);
