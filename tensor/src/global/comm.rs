@@ -1,6 +1,9 @@
 //! The communication thread (feature `mpi`): one per process, started on first use. It
-//! initialises MPI, owns the world communicator and runs every MPI call, in the order the
-//! calls reach it; a process that started it finalises MPI as it exits.
+//! initialises MPI and runs the MPI calls handed to it, in the order they reach it; a process
+//! that started it finalises MPI as it exits. Where MPI grants `MPI_THREAD_MULTIPLE`, a thread
+//! that waits for a collective runs it itself instead, while the communication thread has
+//! nothing queued: one thread at a time calls MPI, in the order of the engine's transport
+//! dependence.
 //!
 //! Every collective starts with each process's *fingerprint* of it (sequence number,
 //! collective, dtype, shape, call site), gathered by every process and compared, so a
@@ -11,22 +14,24 @@
 //! stopped) makes the others fail with their flight record instead of waiting for ever.
 
 mod fingerprint;
+mod waits;
 
 use super::ReduceKind;
 use crate::{Caller, DType, Error, Result, Tensor};
 pub(super) use fingerprint::Call;
 use fingerprint::{FP, fields, site};
 use mpi::collective::SystemOperation;
-use mpi::request::{Request, StaticScope};
+use mpi::request::StaticScope;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use waits::{timed, timed_gather_small, timed_varcount, wait};
 
 /// What the thread runs: a closure over the world communicator.
 type Job = Box<dyn FnOnce(&SimpleCommunicator) + Send>;
@@ -40,6 +45,19 @@ struct Comm {
 }
 
 static COMM: OnceLock<std::result::Result<Comm, &'static str>> = OnceLock::new();
+
+/// Held by the thread that calls MPI: the communication thread around each job, or a thread
+/// that runs a collective itself ([`on_thread`]).
+static WIRE: Mutex<()> = Mutex::new(());
+
+/// Whether a thread other than the communication thread may call MPI while it holds
+/// [`WIRE`]: MPI granted `MPI_THREAD_MULTIPLE`, and has not been finalised.
+static ANY_THREAD: AtomicBool = AtomicBool::new(false);
+
+/// Jobs handed to the communication thread that it has not finished: while there are any, a
+/// collective is queued behind them rather than run by its own thread, so that every
+/// process issues its collectives in one order.
+static QUEUED: AtomicUsize = AtomicUsize::new(0);
 
 /// The collectives' timeout in milliseconds (`EDDY_COLLECTIVE_TIMEOUT_S`, or
 /// `set_timeout`; 0 until either is read).
@@ -80,19 +98,27 @@ fn start() -> std::result::Result<Comm, &'static str> {
     let thread = std::thread::Builder::new()
         .name("eddy-comm".into())
         .spawn(move || {
-            // Funneled: this thread, which initialises MPI, is the only one that calls it.
-            let Some((universe, _)) = mpi::initialize_with_threading(mpi::Threading::Funneled)
+            // This thread initialises MPI and runs its calls; with `Multiple` granted, a
+            // thread that holds the wire may too (`on_thread`).
+            let Some((universe, granted)) =
+                mpi::initialize_with_threading(mpi::Threading::Multiple)
             else {
                 let _ = ready.send(Err("MPI was initialised already in this process"));
                 return;
             };
             let w = universe.world();
+            ANY_THREAD.store(granted == mpi::Threading::Multiple, Ordering::Release);
             let _ = ready.send(Ok((w.rank() as usize, w.size() as usize)));
             // Between collectives, a short spin before sleeping: the next one of a step
             // often follows within microseconds, and waking a sleeping thread costs more.
             while let Some(job) = spin_then_wait(&rx) {
+                let _wire = WIRE.lock();
                 job(&w);
+                QUEUED.fetch_sub(1, Ordering::AcqRel);
             }
+            // No other thread calls MPI from here on.
+            let _wire = WIRE.lock();
+            ANY_THREAD.store(false, Ordering::Release);
             if BROKEN.load(Ordering::Acquire) {
                 // A collective is still pending: end the whole job (the others too) rather
                 // than wait for it in `MPI_Finalize`.
@@ -238,63 +264,6 @@ enum Failure {
     TimedOut(String),
 }
 
-/// How long [`wait`] polls, yielding the core between polls, before it sleeps between them:
-/// MPI moves a non-blocking collective on only while it is polled, so a large one (64 MiB
-/// takes tens of milliseconds here) slowed by a third when each poll slept.
-const POLL_BUSY: Duration = Duration::from_secs(1);
-
-/// Waits for `req` until `deadline`: spinning briefly, then yielding between polls for
-/// [`POLL_BUSY`], then sleeping between them (a process waiting on a stuck one leaves the core
-/// to others). `false` if it is still pending then: it is forgotten, and MPI may still use its
-/// buffers.
-fn wait<R: ?Sized>(mut req: Request<'static, R, StaticScope>, deadline: Instant) -> bool {
-    let start = Instant::now();
-    let mut polls = 0u32;
-    loop {
-        match req.test() {
-            Ok(_) => return true,
-            Err(r) => req = r,
-        }
-        if Instant::now() >= deadline {
-            // SAFETY: the request is taken apart so that its drop does not abort the process;
-            // its buffers were leaked by the caller and stay valid for MPI for ever.
-            let _ = unsafe { req.into_raw() };
-            return false;
-        }
-        polls += 1;
-        if polls < 2000 {
-            std::hint::spin_loop();
-        } else if start.elapsed() < POLL_BUSY {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(Duration::from_micros(50));
-        }
-    }
-}
-
-/// A non-blocking collective started by `start` from `send` into a buffer of `n` elements,
-/// waited for until `deadline`; the received elements, or `None` on timeout.
-fn timed<T: Equivalence + Default + Clone + 'static>(
-    send: Vec<T>,
-    n: usize,
-    deadline: Instant,
-    start: impl FnOnce(&'static [T], &'static mut [T]) -> Request<'static, [T], StaticScope>,
-) -> Option<Vec<T>> {
-    let send: *mut [T] = Box::into_raw(send.into_boxed_slice());
-    let recv: *mut [T] = Box::into_raw(vec![T::default(); n].into_boxed_slice());
-    // SAFETY: both buffers were just leaked from boxes: nothing else refers to them until
-    // the request completes, and a request that does not complete keeps them for ever.
-    let done = wait(unsafe { start(&*send, &mut *recv) }, deadline);
-    if !done {
-        return None;
-    }
-    // SAFETY: the request completed, so MPI holds neither buffer; each is the box it came
-    // from, reclaimed once.
-    let (send, recv) = unsafe { (Box::from_raw(send), Box::from_raw(recv)) };
-    drop(send);
-    Some(recv.into_vec())
-}
-
 /// Notes `f` in the flight record.
 fn record(f: Flight) {
     let mut r = FLIGHT.lock();
@@ -360,23 +329,22 @@ fn checked<R>(
         return outcome(seq, data(w, deadline, None));
     }
     debug_assert!(carry.len() <= CARRY, "{} bytes to carry", carry.len());
-    let mut fp = call.fingerprint(seq);
-    fp.resize(FP + CARRY, 0);
-    fp[FP..FP + carry.len()].copy_from_slice(carry);
-    let size = w.size() as usize;
-    let Some(all) = timed(fp.clone(), (FP + CARRY) * size, deadline, |s, r| {
-        w.immediate_all_gather_into(StaticScope, s, r)
-    }) else {
+    let mut send = vec![0u8; FP + CARRY];
+    call.fingerprint(seq, &mut send[..FP]);
+    send[FP..FP + carry.len()].copy_from_slice(carry);
+    let rank = w.rank() as usize;
+    let Some(all) = timed_gather_small(w, send, deadline) else {
         BROKEN.store(true, Ordering::Release);
         note(seq, "timed out comparing fingerprints");
         return (seq, Err(Failure::TimedOut(flight())));
     };
+    let fp = &all[rank * (FP + CARRY)..][..FP];
     for (other, theirs) in all.chunks(FP + CARRY).enumerate() {
-        if theirs[..FP] == fp[..FP] {
+        if theirs[..FP] == *fp {
             continue;
         }
         // Read apart only when they differ: the common case compares bytes.
-        let (ours, theirs) = (fields(&fp[..FP]), fields(&theirs[..FP]));
+        let (ours, theirs) = (fields(fp), fields(&theirs[..FP]));
         let (i, _) = (ours.iter().zip(&theirs).enumerate())
             .find(|(_, (a, b))| a.1 != b.1)
             .expect("fingerprints that differ differ in a field");
@@ -498,7 +466,7 @@ fn collective<T: crate::Elem + Equivalence + Default + Clone + Send + 'static>(
     engine.read_blob(engine.transport(), |_| ())?;
     let call = Call {
         op,
-        layout: "world".into(),
+        layout: "world",
         dtype: t.dtype(),
         dims: t.dims().to_vec(),
         at,
@@ -515,11 +483,26 @@ fn collective<T: crate::Elem + Equivalence + Default + Clone + Send + 'static>(
 /// The world communicator, as the communication thread lends it to what runs there.
 pub(super) type Wire = SimpleCommunicator;
 
-/// `f` run on the communication thread, waited for; the error's text if the thread is gone.
+/// `f` run with the world communicator, waited for; the error's text if the communication
+/// thread is gone. Where MPI allows any thread to call it and the communication thread has
+/// nothing queued, `f` runs on this thread, holding the wire: a small collective then costs
+/// MPI's own time, not two hand-offs between threads (which, with a core per process, cost
+/// several times more). Otherwise it runs on the communication thread, after what is queued.
 #[track_caller]
 pub(super) fn on_thread<R: Send + 'static>(
     f: impl FnOnce(&Wire) -> std::result::Result<R, String> + Send + 'static,
 ) -> std::result::Result<R, String> {
+    if ANY_THREAD.load(Ordering::Acquire)
+        && QUEUED.load(Ordering::Acquire) == 0
+        && let Some(_wire) = WIRE.try_lock()
+        // Checked again under the wire: a job launched since waits for it, and comes later
+        // in every process alike (collectives reach MPI in the order of the engine's
+        // transport dependence).
+        && ANY_THREAD.load(Ordering::Acquire)
+        && QUEUED.load(Ordering::Acquire) == 0
+    {
+        return f(&SimpleCommunicator::world());
+    }
     run(f).map_err(|e| e.to_string())?
 }
 
@@ -528,7 +511,12 @@ pub(super) fn on_thread<R: Send + 'static>(
 pub(super) fn launch(f: impl FnOnce(&Wire) + Send + 'static) -> bool {
     let Ok(c) = comm() else { return false };
     let job: Job = Box::new(f);
-    c.jobs.lock().as_ref().is_some_and(|s| s.send(job).is_ok())
+    QUEUED.fetch_add(1, Ordering::AcqRel);
+    let sent = c.jobs.lock().as_ref().is_some_and(|s| s.send(job).is_ok());
+    if !sent {
+        QUEUED.fetch_sub(1, Ordering::AcqRel);
+    }
+    sent
 }
 
 /// On the communication thread: global tensors' collective `call` over processes, each
@@ -572,50 +560,6 @@ pub(super) fn all_gather_bytes_on(
     match ran {
         (_, Ok(v)) => Ok(v),
         (seq, Err(f)) => Err(kept(typed(op, seq, f, at, limit))),
-    }
-}
-
-/// A non-blocking all-gather of `send` (process `q` sends `counts[q]` bytes) waited for until
-/// `deadline`; every process's bytes in process order, or `None` on timeout.
-fn timed_varcount(
-    w: &SimpleCommunicator,
-    send: Vec<u8>,
-    counts: &[usize],
-    deadline: Instant,
-) -> Option<Vec<u8>> {
-    use mpi::datatype::PartitionMut;
-    let counts: Vec<i32> = counts.iter().map(|&c| c as i32).collect();
-    let displs: Vec<i32> = (counts.iter())
-        .scan(0i32, |at, &c| {
-            let d = *at;
-            *at += c;
-            Some(d)
-        })
-        .collect();
-    let total: usize = counts.iter().map(|&c| c as usize).sum();
-    type Part = PartitionMut<'static, [u8], Vec<i32>, Vec<i32>>;
-    let send: *mut [u8] = Box::into_raw(send.into_boxed_slice());
-    let recv: *mut [u8] = Box::into_raw(vec![0u8; total].into_boxed_slice());
-    // SAFETY: `recv` was just leaked from a box; the partition is its only user until the
-    // request completes, and a request that does not complete keeps both for ever.
-    let part: *mut Part = Box::into_raw(Box::new(PartitionMut::new(
-        unsafe { &mut *recv },
-        counts,
-        displs,
-    )));
-    // SAFETY: `send` and the partition were leaked from boxes: nothing else refers to them
-    // until the request completes.
-    let req =
-        w.immediate_all_gather_varcount_into(StaticScope, unsafe { &*send }, unsafe { &mut *part });
-    if !wait(req, deadline) {
-        return None;
-    }
-    // SAFETY: the request completed, so MPI holds none of the three; each is the box it came
-    // from, reclaimed once (the partition, which borrows `recv`, first).
-    unsafe {
-        drop(Box::from_raw(part));
-        drop(Box::from_raw(send));
-        Some(Box::from_raw(recv).into_vec())
     }
 }
 

@@ -11,7 +11,7 @@
 //! order for all, and each carries the fingerprint that catches a program that branched.
 
 use super::comm::{self, Call};
-use super::{Global, ReduceKind, Sbp, show_sbp};
+use super::{Global, Placement, ReduceKind, Sbp, show_sbp};
 use crate::engine::Place;
 use crate::{Caller, Result, Shape, Tensor};
 use eddy_ops::global::component_ranges;
@@ -19,6 +19,9 @@ use eddy_vm::instruction::{ComputeCtx, InstructionPolicy, Kernel};
 use eddy_vm::stream::StreamKind;
 use eddy_vm::stream::transport::{Ticket, TransportStream};
 use eddy_vm::{Blob, Counted};
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+use std::collections::HashMap;
 
 /// Every rank's part of group `group` (positions of `g`'s placement, laid out by `cur`, of
 /// logical `dims`), in the group's order: this process's `mine` (`(k, part)` of the group's
@@ -90,11 +93,8 @@ pub(super) fn exchange(
         }
     }
     if counts.iter().any(|&c| c > 0) {
-        let layout = format!(
-            "{p} {} axis group from {}",
-            show_sbp(cur),
-            p.ranks()[group[0]]
-        );
+        let layout = layout_text(p, cur, Some(p.ranks()[group[0]]));
+        let small = counts.iter().all(|&c| c <= comm::CARRY);
         let call = Call {
             op: "exchange",
             layout,
@@ -119,7 +119,7 @@ pub(super) fn exchange(
         });
         let ins: Vec<&Counted<Blob>> = ins.iter().map(Tensor::blob).collect();
         let outs: Vec<&Counted<Blob>> = outs.iter().map(Tensor::blob).collect();
-        submit("exchange", engine, device, at, &ins, &outs, work)?;
+        submit("exchange", engine, device, at, &ins, &outs, work, small)?;
     }
     Ok(every
         .into_iter()
@@ -176,7 +176,7 @@ pub(super) fn all_reduce(
             ReduceKind::Max => "all_reduce(max)",
             ReduceKind::Min => "all_reduce(min)",
         },
-        layout: format!("{p} {}", show_sbp(cur)),
+        layout: layout_text(p, cur, None),
         dtype,
         dims: dims.to_vec(),
         at,
@@ -209,8 +209,27 @@ pub(super) fn all_reduce(
         &[x.blob()],
         &[out.blob()],
         work,
+        bytes <= comm::CARRY,
     )?;
     Ok(Some(out))
+}
+
+/// The layout a collective's fingerprint names: placement `p`, SBPs `cur` and, for an
+/// exchange within an axis group, the group's first rank. Made once for each distinct one and
+/// kept (a program has few): a loop's collectives then format nothing.
+fn layout_text(p: &'static Placement, cur: &[Sbp], group_from: Option<u32>) -> &'static str {
+    type Key = (usize, SmallVec<[Sbp; 2]>, Option<u32>);
+    static TEXTS: Mutex<Option<HashMap<Key, &'static str>>> = Mutex::new(None);
+    let key = (p as *const Placement as usize, cur.into(), group_from);
+    let mut texts = TEXTS.lock();
+    let texts = texts.get_or_insert_with(HashMap::new);
+    texts.entry(key).or_insert_with(|| {
+        let text = match group_from {
+            Some(r) => format!("{p} {} axis group from {r}", show_sbp(cur)),
+            None => format!("{p} {}", show_sbp(cur)),
+        };
+        Box::leak(text.into_boxed_str())
+    })
 }
 
 /// A collective's work on the communication thread, given the world and the instruction's
@@ -224,7 +243,9 @@ type Work = Box<
 /// dependence too: on the engine's transport stream, handed to the communication thread
 /// ([`Handed`]); elsewhere (an engine without one, or a device other than `cpu:0`, whose
 /// memory the stream does not allocate), waited for on the device's collective stream, or its
-/// compute stream ([`Waited`]).
+/// compute stream ([`Waited`]). `small`: few bytes from each process, so that an idle engine
+/// may run it at once on this thread (MPI's own time is then most of its cost).
+#[allow(clippy::too_many_arguments)]
 fn submit(
     op: &'static str,
     vm: &crate::engine::VmRef,
@@ -233,6 +254,7 @@ fn submit(
     ins: &[&Counted<Blob>],
     outs: &[&Counted<Blob>],
     work: Work,
+    small: bool,
 ) -> Result<()> {
     let transport = vm
         .stream_of(eddy_vm::Device::CPU, StreamKind::Transport)
@@ -255,7 +277,7 @@ fn submit(
         .unwrap_or(compute);
     let mut writes = outs.to_vec();
     writes.push(vm.transport());
-    vm.run_op(stream, Waited(Some(work)), ins, &writes, false)
+    vm.run_op(stream, Waited(Some(work)), ins, &writes, small)
         .map_err(crate::Error::Vm)
 }
 

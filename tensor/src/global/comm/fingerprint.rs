@@ -19,7 +19,7 @@ pub(crate) struct Call {
     /// The collective, as `all_reduce(sum)`.
     pub(crate) op: &'static str,
     /// The placement and SBPs of a global tensor's collective, as `cpu:[0, 1] P(sum) → B`.
-    pub(crate) layout: String,
+    pub(crate) layout: &'static str,
     pub(crate) dtype: DType,
     /// The logical shape.
     pub(crate) dims: Vec<usize>,
@@ -35,17 +35,17 @@ impl Call {
         site(self.at)
     }
 
-    /// `self` with sequence number `seq` as a fingerprint; dims past the eighth folded into
-    /// it.
-    pub(super) fn fingerprint(&self, seq: u64) -> Vec<u8> {
-        let mut f = vec![0u8; FP];
+    /// Writes `self` with sequence number `seq` as a fingerprint into `f` (zeroed, [`FP`]
+    /// bytes); dims past the eighth folded into it.
+    pub(super) fn fingerprint(&self, seq: u64, f: &mut [u8]) {
+        debug_assert_eq!(f.len(), FP);
         f[..8].copy_from_slice(&seq.to_le_bytes());
         let text = |f: &mut [u8], s: &str| {
             let n = s.len().min(f.len());
             f[..n].copy_from_slice(&s.as_bytes()[..n]);
         };
         text(&mut f[8..24], self.op);
-        let _ = write!(&mut f[24..32], "{:?}", self.dtype);
+        text(&mut f[24..32], self.dtype.as_str());
         let dims = &self.dims;
         f[32] = dims.len().min(255) as u8;
         for (i, d) in dims.iter().take(8).enumerate() {
@@ -56,7 +56,7 @@ impl Call {
             };
             f[33 + 8 * i..41 + 8 * i].copy_from_slice(&(d as u64).to_le_bytes());
         }
-        text(&mut f[FP_LAYOUT..FP_SITE], &self.layout);
+        text(&mut f[FP_LAYOUT..FP_SITE], self.layout);
         // Written in place: a collective's own cost, on the communication thread.
         if let Some(l) = self.at.location() {
             let mut rest = &mut f[FP_SITE..];
@@ -64,7 +64,6 @@ impl Call {
         } else {
             text(&mut f[FP_SITE..], &self.site());
         }
-        f
     }
 }
 
