@@ -519,6 +519,18 @@ pub(super) fn launch(f: impl FnOnce(&Wire) + Send + 'static) -> bool {
     sent
 }
 
+/// Global tensors' collective `call`'s fingerprints compared with every process's, with the
+/// world `w`, before a collective that another library runs (NCCL): the error's text if they
+/// differ or time out, the typed error kept for [`failure`].
+#[cfg(feature = "nccl")]
+pub(super) fn agree(w: &Wire, call: Call) -> std::result::Result<(), String> {
+    let (op, at, limit) = (call.op, call.at, timeout());
+    match checked(w, &call, limit, &[], |_, _, _| Some(())) {
+        (_, Ok(())) => Ok(()),
+        (seq, Err(f)) => Err(kept(typed(op, seq, f, at, limit))),
+    }
+}
+
 /// On the communication thread: global tensors' collective `call` over processes, each
 /// sending `send`, process `q` sending `counts[q]` bytes; every process's bytes, in process
 /// order. On failure the error's text (the engine instruction that ran it fails with it),

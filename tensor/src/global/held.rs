@@ -30,9 +30,10 @@ impl Held {
     /// # Errors
     ///
     /// `DeviceUnavailable` for a rank past the job's devices, or CUDA ranks of several
-    /// processes (they need NCCL); `InvalidArgument` for a
-    /// placement that leaves this process no rank (each process holds at least one rank of
-    /// every placement it uses); as [`world`](super::world).
+    /// processes where NCCL is not built in (feature `nccl`) or not found, or where a process
+    /// holds more than one; `InvalidArgument` for a placement that leaves this process no rank
+    /// (each process holds at least one rank of every placement it uses); as
+    /// [`world`](super::world).
     #[track_caller]
     pub(crate) fn of(op: &'static str, placement: &Placement) -> Result<Held> {
         if !several_processes() {
@@ -41,19 +42,24 @@ impl Held {
         let w = super::world()?;
         let place = crate::engine::current(op)?;
         let kind = placement.kind();
+        let per = (place.vm.devices().iter())
+            .filter(|d| DeviceKind::of(**d) == Some(kind))
+            .count() as u32;
+        #[cfg(feature = "nccl")]
+        if kind == DeviceKind::Cuda {
+            super::nccl::usable(op, per)?;
+        }
+        #[cfg(not(feature = "nccl"))]
         if kind == DeviceKind::Cuda {
             // The exchanges read and write host memory; CUDA ranks need NCCL's.
             return Err(Error::DeviceUnavailable {
                 op,
                 device: "nccl".into(),
-                reason: "global tensors over the CUDA devices of several processes need NCCL, \
-                         which this build does not have: place them on CPU ranks",
+                reason: "global tensors over the CUDA devices of several processes need NCCL: \
+                         build with the `nccl` feature, or place them on CPU ranks",
                 at: crate::Caller::here(),
             });
         }
-        let per = (place.vm.devices().iter())
-            .filter(|d| DeviceKind::of(**d) == Some(kind))
-            .count() as u32;
         let total = per as usize * w.size;
         if let Some(&r) = placement.ranks().iter().find(|&&r| r as usize >= total) {
             return Err(Error::DeviceUnavailable {

@@ -11,6 +11,8 @@ mod boxing;
 mod comm;
 mod held;
 mod loss;
+#[cfg(feature = "nccl")]
+mod nccl;
 mod ops;
 #[cfg(feature = "mpi")]
 mod spread;

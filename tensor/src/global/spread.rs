@@ -81,6 +81,8 @@ pub(super) fn exchange(
     }
     let mut outs = Vec::new();
     let mut receives = Vec::new();
+    // The process each received part comes from.
+    let mut from = Vec::new();
     for (k, slot) in every.iter_mut().enumerate() {
         if slot.is_none() {
             let place = Place::on("exchange", engine.share(), device)?;
@@ -88,6 +90,7 @@ pub(super) fn exchange(
             if bytes[k] > 0 {
                 outs.push(t.clone());
                 receives.push((offsets[k], bytes[k]));
+                from.push((held.process(p, group[k]), bytes[k]));
             }
             *slot = Some(t);
         }
@@ -103,6 +106,30 @@ pub(super) fn exchange(
             at,
             bytes: counts[super::world()?.rank],
         };
+        #[cfg(feature = "nccl")]
+        if let crate::Device::Cuda(_) = device {
+            // Device memory: NCCL moves it.
+            let kernel = super::nccl::Exchange {
+                call: Some(call),
+                moves: super::nccl::Moves {
+                    sends,
+                    receives: from,
+                },
+            };
+            let ins: Vec<&Counted<Blob>> = ins.iter().map(Tensor::blob).collect();
+            let mut writes: Vec<&Counted<Blob>> = outs.iter().map(Tensor::blob).collect();
+            writes.push(engine.transport());
+            let stream = Place::on("exchange", engine.share(), device)?.loc.stream();
+            let _turn = engine.transport_turn();
+            engine
+                .run_op(stream, kernel, &ins, &writes, false)
+                .map_err(crate::Error::Vm)?;
+            return Ok(every
+                .into_iter()
+                .map(|t| t.expect("every rank's part"))
+                .collect());
+        }
+        let _ = &from;
         let work: Work = Box::new(move |w, ins, outs| {
             let mut send = Vec::with_capacity(sends.iter().map(|s| s.1).sum());
             for (b, &(at, n)) in ins.iter().zip(&sends) {
@@ -159,7 +186,9 @@ pub(super) fn all_reduce(
         ReduceKind::Sum => group.len() == 2,
         ReduceKind::Max | ReduceKind::Min => !dtype.is_float(),
     };
-    if !one_each || !(carried || by_mpi) || !matches!(dtype, F32 | F64 | I32 | I64) {
+    // Device memory takes the exchange (NCCL's, where built with it).
+    let on_host = mine.first().is_some_and(|m| m.1.device().is_cpu());
+    if !one_each || !on_host || !(carried || by_mpi) || !matches!(dtype, F32 | F64 | I32 | I64) {
         return Ok(None);
     }
     let x = mine[0].1.contiguous()?;
