@@ -329,40 +329,61 @@ fn checked<R>(
         return outcome(seq, data(w, deadline, None));
     }
     debug_assert!(carry.len() <= CARRY, "{} bytes to carry", carry.len());
-    let mut send = vec![0u8; FP + CARRY];
-    call.fingerprint(seq, &mut send[..FP]);
-    send[FP..FP + carry.len()].copy_from_slice(carry);
+    // First the digests, each with this process's carried values: one exchange when the
+    // processes agree, as they do unless the program branched.
+    let mut send = Vec::with_capacity(HEAD + carry.len());
+    send.extend_from_slice(&call.digest(seq).to_le_bytes());
+    send.extend_from_slice(&[0; HEAD - 8]);
+    send.extend_from_slice(carry);
     let rank = w.rank() as usize;
-    let Some(all) = timed_gather_small(w, send, deadline) else {
-        BROKEN.store(true, Ordering::Release);
-        note(seq, "timed out comparing fingerprints");
-        return (seq, Err(Failure::TimedOut(flight())));
+    let Some(all) = timed_gather_small(w, send, HEAD + CARRY, deadline) else {
+        return timed_out(seq, "timed out comparing fingerprints");
     };
-    let fp = &all[rank * (FP + CARRY)..][..FP];
-    for (other, theirs) in all.chunks(FP + CARRY).enumerate() {
-        if theirs[..FP] == *fp {
-            continue;
+    let slots = || all.chunks(HEAD + CARRY);
+    let digest = &all[rank * (HEAD + CARRY)..][..8];
+    if slots().any(|c| c[..8] != *digest) {
+        // Then, as they differ, the fingerprints themselves, to say how.
+        let mut fp = vec![0u8; FP];
+        call.fingerprint(seq, &mut fp);
+        let Some(fps) = timed_gather_small(w, fp, FP, deadline) else {
+            return timed_out(seq, "timed out comparing fingerprints");
+        };
+        if let Some(d) = diverged(&fps, rank) {
+            note(seq, "diverged");
+            return (seq, Err(d));
         }
-        // Read apart only when they differ: the common case compares bytes.
-        let (ours, theirs) = (fields(fp), fields(&theirs[..FP]));
-        let (i, _) = (ours.iter().zip(&theirs).enumerate())
-            .find(|(_, (a, b))| a.1 != b.1)
-            .expect("fingerprints that differ differ in a field");
-        note(seq, "diverged");
-        return (
-            seq,
-            Err(Failure::Diverged {
-                field: ours[i].0,
-                mine: ours[i].1.clone(),
-                theirs: theirs[i].1.clone(),
-                other,
-                there: theirs[5].1.clone(),
-            }),
-        );
     }
     note(seq, "running");
-    let carried = all.chunks(FP + CARRY).map(|c| &c[FP..]).collect();
+    let carried = slots().map(|c| &c[HEAD..]).collect();
     outcome(seq, data(w, deadline, Some(carried)))
+}
+
+/// What comes before the values in the first exchange of a collective: its digest (8 bytes),
+/// then room to keep the values aligned.
+const HEAD: usize = 16;
+
+/// Collective `seq` timed out (`state`, for the flight record): the world is broken.
+fn timed_out<R>(seq: u64, state: &'static str) -> (u64, std::result::Result<R, Failure>) {
+    BROKEN.store(true, Ordering::Release);
+    note(seq, state);
+    (seq, Err(Failure::TimedOut(flight())))
+}
+
+/// How the fingerprints of every process (`all`, [`FP`] bytes each, in process order) differ
+/// from this process's (`rank`'s): the first field that differs, with the first process whose
+/// fingerprint does.
+fn diverged(all: &[u8], rank: usize) -> Option<Failure> {
+    let fp = &all[rank * FP..][..FP];
+    let (other, theirs) = all.chunks(FP).enumerate().find(|(_, t)| *t != fp)?;
+    let (ours, theirs) = (fields(fp), fields(theirs));
+    let i = (ours.iter().zip(&theirs)).position(|(a, b)| a.1 != b.1)?;
+    Some(Failure::Diverged {
+        field: ours[i].0,
+        mine: ours[i].1.clone(),
+        theirs: theirs[i].1.clone(),
+        other,
+        there: theirs[5].1.clone(),
+    })
 }
 
 /// Collective `seq`'s outcome: its result, or a timeout (`None`), which breaks the world.

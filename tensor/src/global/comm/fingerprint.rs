@@ -35,6 +35,29 @@ impl Call {
         site(self.at)
     }
 
+    /// A 64-bit digest of what the fingerprint with sequence number `seq` holds, the same in
+    /// every process that runs the same program: what processes compare first, sending 8
+    /// bytes where the fingerprint takes [`FP`] (and formatting nothing).
+    pub(super) fn digest(&self, seq: u64) -> u64 {
+        let mut h = Digest(0);
+        h.word(seq);
+        h.bytes(self.op.as_bytes());
+        h.bytes(self.dtype.as_str().as_bytes());
+        h.word(self.dims.len() as u64);
+        for &d in &self.dims {
+            h.word(d as u64);
+        }
+        h.bytes(self.layout.as_bytes());
+        match self.at.location() {
+            Some(l) => {
+                h.bytes(l.file().as_bytes());
+                h.word(((l.line() as u64) << 32) | l.column() as u64);
+            }
+            None => h.word(u64::MAX),
+        }
+        h.0
+    }
+
     /// Writes `self` with sequence number `seq` as a fingerprint into `f` (zeroed, [`FP`]
     /// bytes); dims past the eighth folded into it.
     pub(super) fn fingerprint(&self, seq: u64, f: &mut [u8]) {
@@ -94,4 +117,26 @@ pub(super) fn fields(f: &[u8]) -> [(&'static str, String); 6] {
         ("layout", text(&f[FP_LAYOUT..FP_SITE])),
         ("call site", text(&f[FP_SITE..])),
     ]
+}
+
+/// A word-at-a-time multiplicative hash (the one rustc's `FxHasher` uses), fixed here so that
+/// every process computes the same digest whatever its build of the standard library.
+struct Digest(u64);
+
+impl Digest {
+    fn word(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    /// `b`, its length first (so that `"ab", "c"` and `"a", "bc"` differ).
+    fn bytes(&mut self, b: &[u8]) {
+        self.word(b.len() as u64);
+        let mut chunks = b.chunks_exact(8);
+        for c in &mut chunks {
+            self.word(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        let mut last = [0u8; 8];
+        last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        self.word(u64::from_le_bytes(last));
+    }
 }

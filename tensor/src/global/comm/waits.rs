@@ -76,21 +76,27 @@ pub(super) fn timed<T: Equivalence + Default + Clone + 'static>(
 /// The tag of the fingerprints' messages.
 const FINGERPRINT_TAG: i32 = 0x4544;
 
-/// Every process's `send` (one length in all), in process order: sent to and received from
-/// each other process by non-blocking point-to-point messages, waited for until `deadline`;
-/// `None` on timeout (the buffers then stay MPI's for ever). For the few hundred bytes of a
-/// fingerprint, MPI's non-blocking all-gather spent more on its schedule than on its
-/// messages: between two processes over shared memory the messages alone take about half
-/// its time.
+/// Every process's `send` (at most `slot` bytes), each in a slot of `slot` bytes (zeros after
+/// what it sent), in process order: sent to and received from each other process by
+/// non-blocking point-to-point messages, waited for until `deadline`; `None` on timeout (the
+/// buffers then stay MPI's for ever). For the few hundred bytes of a fingerprint, MPI's
+/// non-blocking all-gather spent more on its schedule than on its messages: between two
+/// processes over shared memory the messages alone take about half its time.
 pub(super) fn timed_gather_small(
     w: &SimpleCommunicator,
     send: Vec<u8>,
+    slot: usize,
     deadline: Instant,
 ) -> Option<Vec<u8>> {
     use mpi::point_to_point::{Destination, Source};
-    let (size, rank, n) = (w.size() as usize, w.rank() as usize, send.len());
-    let mut all = vec![0u8; n * size];
-    all[rank * n..][..n].copy_from_slice(&send);
+    debug_assert!(
+        send.len() <= slot,
+        "{} bytes in slots of {slot}",
+        send.len()
+    );
+    let (size, rank) = (w.size() as usize, w.rank() as usize);
+    let mut all = vec![0u8; slot * size];
+    all[rank * slot..][..send.len()].copy_from_slice(&send);
     let send: *mut [u8] = Box::into_raw(send.into_boxed_slice());
     let recv: *mut [u8] = Box::into_raw(all.into_boxed_slice());
     let mut reqs = Vec::with_capacity(2 * (size - 1));
@@ -98,7 +104,7 @@ pub(super) fn timed_gather_small(
     // every request completes, and requests that do not complete keep them for ever. The
     // receives write disjoint chunks of `recv`, none of them this process's, which no send
     // reads.
-    let (sent, chunks) = unsafe { (&*send, (*recv).chunks_mut(n)) };
+    let (sent, chunks) = unsafe { (&*send, (*recv).chunks_mut(slot)) };
     for (q, chunk) in chunks.enumerate().filter(|(q, _)| *q != rank) {
         let from = w.process_at_rank(q as i32);
         reqs.push(from.immediate_receive_into_with_tag(StaticScope, chunk, FINGERPRINT_TAG));
