@@ -359,6 +359,32 @@ impl Tensor {
         )
     }
 
+    /// A global handle over `global` with `like`'s logical shape and place (`like`: a global
+    /// tensor of the same shape and placement): [`global_handle`](Self::global_handle)
+    /// without working out the layout again.
+    pub(crate) fn global_handle_like(like: &Tensor, global: crate::global::Global) -> Tensor {
+        debug_assert!(like.is_global() && like.0.contiguous);
+        let dtype = global.parts[0].dtype();
+        let vm = like.0.vm.share();
+        let blob = vm.uncounted_unusable_blob();
+        Tensor::from_parts(
+            Parts {
+                blob,
+                vm,
+                dtype,
+                loc: like.0.loc,
+                host_range: Some(Counted::new(HostRange {
+                    range: (0, 0),
+                    valid: AtomicBool::new(false),
+                    global: Some(global),
+                })),
+            },
+            like.0.layout.clone(),
+            like.0.numel,
+            true,
+        )
+    }
+
     /// A global tensor's placement, SBPs and components; `None` for a local tensor.
     #[inline(always)]
     pub(crate) fn global(&self) -> Option<&crate::global::Global> {

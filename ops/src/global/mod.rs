@@ -10,4 +10,4 @@ mod sbp;
 pub use crate::collective::{Collective, ReduceKind, split_range};
 pub use placement::{DeviceKind, Placement};
 pub use rules::{Choice, Partials, Rule, Signature, aligned, boxing_bytes, choose, unary_partials};
-pub use sbp::{NdSbp, Sbp, check_sbp, component_ranges, show_sbp};
+pub use sbp::{NdSbp, Sbp, check_sbp, component_ranges, nd_sbp_copy, show_sbp};

@@ -26,16 +26,25 @@ impl Tensor {
     pub(crate) fn global_binary(&self, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
         // The commonest global op straight: the layout `run` would find first, without its
         // lists of inputs (about a tenth of a two-rank op's instructions).
-        if !crate::graph::is_tracing()
-            && let Some(a) = super::same_layout(&Rule::Binary(op), &[self, rhs], self.shape())
-            && let Some(b) = rhs.global()
+        // (`same_layout`'s test for two operands of one shape, spelled out.)
+        if let (Some(a), Some(b)) = (self.global(), rhs.global())
+            && std::ptr::eq(a.placement, b.placement)
+            && a.sbp == b.sbp
+            && self.shape() == rhs.shape()
+            && !a.sbp.iter().any(|s| matches!(s, super::Sbp::Partial(_)))
+            && !crate::graph::is_tracing()
         {
             let _g = crate::no_grad();
             let parts = (a.parts.iter().zip(&b.parts))
                 .map(|(x, y)| x.binary(y, op))
                 .collect::<Result<super::Components>>()?;
-            let shape = self.shape().clone();
-            return Ok(super::global_of(shape, a.placement, &a.held, &a.sbp, parts));
+            let global = super::Global {
+                placement: a.placement,
+                sbp: eddy_ops::global::nd_sbp_copy(&a.sbp),
+                held: a.held.clone(),
+                parts,
+            };
+            return Ok(Tensor::global_handle_like(self, global));
         }
         let shape = if self.shape() == rhs.shape() {
             self.shape().clone()

@@ -22,7 +22,7 @@ pub(crate) use apply::{inplace_partial, refuse, refuse_traced, reshape_dims};
 pub use boxing::{CollectiveCounts, count_collectives};
 pub use eddy_ops::global::{DeviceKind, NdSbp, Placement, ReduceKind, Sbp};
 pub(crate) use held::Held;
-pub(crate) use ops::{refused_kernel, run, run_many, same_layout};
+pub(crate) use ops::{refused_kernel, run, run_many};
 pub(crate) use world::surfaced;
 pub use world::{World, raw_all_reduce_seconds, set_collective_timeout, spans_processes, world};
 
@@ -393,7 +393,7 @@ pub(crate) fn global_of(
         dtype,
         Global {
             placement,
-            sbp: NdSbp::from_slice(sbp),
+            sbp: eddy_ops::global::nd_sbp_copy(sbp),
             held: held.clone(),
             parts,
         },
