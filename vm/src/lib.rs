@@ -56,6 +56,7 @@ mod exec;
 mod handoff;
 mod ids;
 pub mod instruction;
+pub mod lane;
 pub mod merge;
 mod notifier;
 pub mod par;

@@ -609,3 +609,67 @@ fn shuttle_transport_events_complete_in_order_and_wake_their_watcher() {
         assert!(s.record_event().is_none(), "nothing pending");
     });
 }
+
+/// The lane to a one-caller library (`lane.rs`): an owner serving a queue, and two threads
+/// that each make two calls, each call run by the thread itself where the lane allows it and
+/// queued for the owner otherwise. Calls never overlap, each runs once, and each thread's
+/// calls run in the order it made them.
+#[test]
+fn shuttle_lane_calls_never_overlap_nor_overtake() {
+    use crate::lane::Lane;
+    use shuttle::sync::mpsc::channel;
+    check(|| {
+        let lane = Arc::new(Lane::new());
+        lane.open();
+        let busy = Arc::new(AtomicBool::new(false));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let call = {
+            let (busy, log) = (busy.clone(), log.clone());
+            move |id: u32| {
+                assert!(!busy.swap(true, SeqCst), "two calls at once");
+                thread::yield_now();
+                log.lock().push(id);
+                busy.store(false, SeqCst);
+            }
+        };
+        let (tx, rx) = channel::<Box<dyn FnOnce() + Send>>();
+        let owner = {
+            let lane = lane.clone();
+            thread::spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    lane.serve(job);
+                }
+                lane.close();
+            })
+        };
+        let users: Vec<_> = (0..2u32)
+            .map(|u| {
+                let (lane, tx, call) = (lane.clone(), tx.clone(), call.clone());
+                thread::spawn(move || {
+                    for id in [u * 10, u * 10 + 1] {
+                        let c = call.clone();
+                        if let Err(f) = lane.try_run(move || c(id)) {
+                            lane.enqueue();
+                            tx.send(Box::new(f)).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for u in users {
+            u.join().unwrap();
+        }
+        drop(tx);
+        owner.join().unwrap();
+        let log = log.lock().clone();
+        assert_eq!(log.len(), 4, "{log:?}");
+        for u in 0..2 {
+            let at = |id| log.iter().position(|&x| x == id).expect("ran");
+            assert!(
+                at(u * 10) < at(u * 10 + 1),
+                "a call overtook its thread's earlier one: {log:?}"
+            );
+        }
+        assert!(lane.try_run(|| ()).is_err(), "closed");
+    });
+}

@@ -18,6 +18,7 @@ mod waits;
 
 use super::ReduceKind;
 use crate::{Caller, DType, Error, Result, Tensor};
+use eddy_vm::lane::Lane;
 pub(super) use fingerprint::Call;
 use fingerprint::{FP, fields, site};
 use mpi::collective::SystemOperation;
@@ -27,7 +28,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -46,18 +47,17 @@ struct Comm {
 
 static COMM: OnceLock<std::result::Result<Comm, &'static str>> = OnceLock::new();
 
-/// Held by the thread that calls MPI: the communication thread around each job, or a thread
-/// that runs a collective itself ([`on_thread`]).
-static WIRE: Mutex<()> = Mutex::new(());
+/// The lane to MPI: the communication thread runs the jobs handed to it, and a thread that
+/// waits for a collective runs it itself while nothing is queued, where MPI granted
+/// `MPI_THREAD_MULTIPLE` (the lane is opened then, and closed before MPI is finalised). One
+/// thread at a time calls MPI, and no call overtakes one queued before it, so every process
+/// issues its collectives in one order.
+static LANE: OnceLock<Lane> = OnceLock::new();
 
-/// Whether a thread other than the communication thread may call MPI while it holds
-/// [`WIRE`]: MPI granted `MPI_THREAD_MULTIPLE`, and has not been finalised.
-static ANY_THREAD: AtomicBool = AtomicBool::new(false);
-
-/// Jobs handed to the communication thread that it has not finished: while there are any, a
-/// collective is queued behind them rather than run by its own thread, so that every
-/// process issues its collectives in one order.
-static QUEUED: AtomicUsize = AtomicUsize::new(0);
+/// The lane to MPI.
+fn lane() -> &'static Lane {
+    LANE.get_or_init(Lane::new)
+}
 
 /// The collectives' timeout in milliseconds (`EDDY_COLLECTIVE_TIMEOUT_S`, or
 /// `set_timeout`; 0 until either is read).
@@ -107,18 +107,17 @@ fn start() -> std::result::Result<Comm, &'static str> {
                 return;
             };
             let w = universe.world();
-            ANY_THREAD.store(granted == mpi::Threading::Multiple, Ordering::Release);
+            if granted == mpi::Threading::Multiple {
+                lane().open();
+            }
             let _ = ready.send(Ok((w.rank() as usize, w.size() as usize)));
             // Between collectives, a short spin before sleeping: the next one of a step
             // often follows within microseconds, and waking a sleeping thread costs more.
             while let Some(job) = spin_then_wait(&rx) {
-                let _wire = WIRE.lock();
-                job(&w);
-                QUEUED.fetch_sub(1, Ordering::AcqRel);
+                lane().serve(|| job(&w));
             }
             // No other thread calls MPI from here on.
-            let _wire = WIRE.lock();
-            ANY_THREAD.store(false, Ordering::Release);
+            lane().close();
             if BROKEN.load(Ordering::Acquire) {
                 // A collective is still pending: end the whole job (the others too) rather
                 // than wait for it in `MPI_Finalize`.
@@ -513,18 +512,10 @@ pub(super) type Wire = SimpleCommunicator;
 pub(super) fn on_thread<R: Send + 'static>(
     f: impl FnOnce(&Wire) -> std::result::Result<R, String> + Send + 'static,
 ) -> std::result::Result<R, String> {
-    if ANY_THREAD.load(Ordering::Acquire)
-        && QUEUED.load(Ordering::Acquire) == 0
-        && let Some(_wire) = WIRE.try_lock()
-        // Checked again under the wire: a job launched since waits for it, and comes later
-        // in every process alike (collectives reach MPI in the order of the engine's
-        // transport dependence).
-        && ANY_THREAD.load(Ordering::Acquire)
-        && QUEUED.load(Ordering::Acquire) == 0
-    {
-        return f(&SimpleCommunicator::world());
+    match lane().try_run(|| f(&SimpleCommunicator::world())) {
+        Ok(r) => r,
+        Err(queued) => run(move |_| queued()).map_err(|e| e.to_string())?,
     }
-    run(f).map_err(|e| e.to_string())?
 }
 
 /// Hands `f` to the communication thread and returns at once: `false` if the thread has
@@ -532,10 +523,10 @@ pub(super) fn on_thread<R: Send + 'static>(
 pub(super) fn launch(f: impl FnOnce(&Wire) + Send + 'static) -> bool {
     let Ok(c) = comm() else { return false };
     let job: Job = Box::new(f);
-    QUEUED.fetch_add(1, Ordering::AcqRel);
+    lane().enqueue();
     let sent = c.jobs.lock().as_ref().is_some_and(|s| s.send(job).is_ok());
     if !sent {
-        QUEUED.fetch_sub(1, Ordering::AcqRel);
+        lane().unqueue();
     }
     sent
 }
