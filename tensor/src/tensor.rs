@@ -10,6 +10,8 @@ use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod global_handle;
+
 /// Gradients of an op's inputs, `None` where an input gets none.
 pub(crate) type Grads = Vec<Option<Tensor>>;
 
@@ -324,64 +326,6 @@ impl Tensor {
             layout,
             numel,
             contiguous,
-        )
-    }
-
-    /// The handle of a global tensor of `shape` and `dtype` over `global`'s components: on
-    /// the first component's engine and device, with a storage that holds nothing.
-    pub(crate) fn global_handle(
-        shape: Shape,
-        dtype: DType,
-        global: crate::global::Global,
-    ) -> Tensor {
-        let first = &global.parts[0];
-        let vm = first.0.vm.share();
-        let layout = Layout::contiguous(shape);
-        let (numel, loc) = (layout.numel(), first.0.loc.global());
-        // Released from the start: a kernel given it is refused by the engine before it runs
-        // (see `launch_on`); no handle of it holds or releases it (see `Inner`'s drop).
-        let blob = vm.uncounted_unusable_blob();
-        Tensor::from_parts(
-            Parts {
-                blob,
-                vm,
-                dtype,
-                loc,
-                host_range: Some(Counted::new(HostRange {
-                    range: (0, 0),
-                    valid: AtomicBool::new(false),
-                    global: Some(global),
-                })),
-            },
-            layout,
-            numel,
-            true,
-        )
-    }
-
-    /// A global handle over `global` with `like`'s logical shape and place (`like`: a global
-    /// tensor of the same shape and placement): [`global_handle`](Self::global_handle)
-    /// without working out the layout again.
-    pub(crate) fn global_handle_like(like: &Tensor, global: crate::global::Global) -> Tensor {
-        debug_assert!(like.is_global() && like.0.contiguous);
-        let dtype = global.parts[0].dtype();
-        let vm = like.0.vm.share();
-        let blob = vm.uncounted_unusable_blob();
-        Tensor::from_parts(
-            Parts {
-                blob,
-                vm,
-                dtype,
-                loc: like.0.loc,
-                host_range: Some(Counted::new(HostRange {
-                    range: (0, 0),
-                    valid: AtomicBool::new(false),
-                    global: Some(global),
-                })),
-            },
-            like.0.layout.clone(),
-            like.0.numel,
-            true,
         )
     }
 

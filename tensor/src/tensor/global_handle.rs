@@ -1,0 +1,64 @@
+//! The handles of global tensors: a logical shape and place over components, with a storage
+//! that holds nothing.
+
+use super::{HostRange, Parts, Tensor};
+use crate::engine::{Loc, VmRef};
+use crate::{DType, Layout, Shape};
+use eddy_vm::Counted;
+use std::sync::atomic::AtomicBool;
+
+impl Tensor {
+    /// The handle of a global tensor of `shape` and `dtype` over `global`'s components: on
+    /// the first component's engine and device, with a storage that holds nothing.
+    pub(crate) fn global_handle(
+        shape: Shape,
+        dtype: DType,
+        global: crate::global::Global,
+    ) -> Tensor {
+        let first = &global.parts[0];
+        let (vm, loc) = (first.0.vm.share(), first.0.loc.global());
+        let layout = Layout::contiguous(shape);
+        let numel = layout.numel();
+        Tensor::global_at(vm, loc, layout, numel, dtype, global)
+    }
+
+    /// A global handle over `global` with `like`'s logical shape and place (`like`: a global
+    /// tensor of the same shape and placement): [`global_handle`](Self::global_handle)
+    /// without working out the layout again.
+    pub(crate) fn global_handle_like(like: &Tensor, global: crate::global::Global) -> Tensor {
+        debug_assert!(like.is_global() && like.0.contiguous);
+        let dtype = global.parts[0].dtype();
+        let (layout, numel) = (like.0.layout.clone(), like.0.numel);
+        Tensor::global_at(like.0.vm.share(), like.0.loc, layout, numel, dtype, global)
+    }
+
+    /// The handle of a global tensor over `global`, on `vm` at `loc` (a global location).
+    fn global_at(
+        vm: VmRef,
+        loc: Loc,
+        layout: Layout,
+        numel: usize,
+        dtype: DType,
+        global: crate::global::Global,
+    ) -> Tensor {
+        // Released from the start: a kernel given it is refused by the engine before it runs
+        // (see `launch_on`); no handle of it holds or releases it (see `Inner`'s drop).
+        let blob = vm.uncounted_unusable_blob();
+        Tensor::from_parts(
+            Parts {
+                blob,
+                vm,
+                dtype,
+                loc,
+                host_range: Some(Counted::new(HostRange {
+                    range: (0, 0),
+                    valid: AtomicBool::new(false),
+                    global: Some(global),
+                })),
+            },
+            layout,
+            numel,
+            true,
+        )
+    }
+}
