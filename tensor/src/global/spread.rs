@@ -81,7 +81,8 @@ pub(super) fn exchange(
     }
     let mut outs = Vec::new();
     let mut receives = Vec::new();
-    // The process each received part comes from.
+    // The process each received part comes from, and its bytes (for NCCL's receives).
+    #[cfg(feature = "nccl")]
     let mut from = Vec::new();
     for (k, slot) in every.iter_mut().enumerate() {
         if slot.is_none() {
@@ -90,6 +91,7 @@ pub(super) fn exchange(
             if bytes[k] > 0 {
                 outs.push(t.clone());
                 receives.push((offsets[k], bytes[k]));
+                #[cfg(feature = "nccl")]
                 from.push((held.process(p, group[k]), bytes[k]));
             }
             *slot = Some(t);
@@ -129,7 +131,6 @@ pub(super) fn exchange(
                 .map(|t| t.expect("every rank's part"))
                 .collect());
         }
-        let _ = &from;
         let work: Work = Box::new(move |w, ins, outs| {
             let mut send = Vec::with_capacity(sends.iter().map(|s| s.1).sum());
             for (b, &(at, n)) in ins.iter().zip(&sends) {
