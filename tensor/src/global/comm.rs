@@ -5,11 +5,12 @@
 //! nothing queued: one thread at a time calls MPI, in the order of the engine's transport
 //! dependence.
 //!
-//! Every collective starts with each process's *fingerprint* of it (sequence number,
-//! collective, dtype, shape, call site), gathered by every process and compared, so a
-//! program that branches on the rank around a collective fails on every process at once,
-//! naming both call sites; then the collective itself runs, unless its values were small
-//! enough to ride with the fingerprints ([`CARRY`]). Both are non-blocking MPI calls that
+//! Every collective starts with a digest of each process's *fingerprint* of it (sequence
+//! number, collective, dtype, shape, layout, call site), sent to every other process and
+//! compared; where they differ, the fingerprints themselves follow, so a program that
+//! branches on the rank around a collective fails on every process at once, naming both call
+//! sites. Then the collective itself runs, unless its values were small enough to ride with
+//! the digests ([`CARRY`]). All are non-blocking MPI calls that
 //! the thread polls until the world's timeout, so a process stuck in its own work (or
 //! stopped) makes the others fail with their flight record instead of waiting for ever.
 
@@ -406,7 +407,7 @@ pub(super) fn broken() -> bool {
 }
 
 /// Whether collectives compare fingerprints first: yes, unless `EDDY_FINGERPRINTS=off` (read
-/// once), which a program that trusts its ranks can set to save one small all-gather per
+/// once), which a program that trusts its ranks can set to save one small exchange per
 /// collective (and the benchmarks, to measure it).
 pub(super) fn fingerprints() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();

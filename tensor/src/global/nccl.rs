@@ -179,7 +179,8 @@ impl Kernel for Exchange {
             result::group_start().map_err(|e| engine(format!("ncclGroupStart: {e:?}")))?;
             let mut r = Ok(());
             for q in (0..size).filter(|&q| q != me) {
-                for (b, &(at, n)) in inputs.iter().zip(&moves.sends) {
+                // Empty parts are not sent: their receivers post no receive for them.
+                for (b, &(at, n)) in inputs.iter().zip(&moves.sends).filter(|(_, s)| s.1 > 0) {
                     // SAFETY: the engine keeps the input readable until the stream has run
                     // the group; `at + n` lies within its blob.
                     let sent = unsafe {
