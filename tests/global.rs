@@ -349,6 +349,14 @@ fn ops() -> Vec<Op> {
         }),
         ("matmul", 2, |x| x[0].matmul(&x[1].t()?)),
         ("linear", 2, |x| x[0].linear(x[1], None)),
+        // The bias from the weight's column: laid out by the weight's rows, so the layouts of
+        // data and tensor parallelism take the fused path per component.
+        ("linear_bias", 2, |x| {
+            x[0].linear(x[1], Some(&x[1].narrow(1, 2, 1)?.squeeze(1)?))
+        }),
+        ("linear_relu", 2, |x| {
+            x[0].linear_relu(x[1], Some(&x[1].narrow(1, 4, 1)?.squeeze(1)?))
+        }),
         ("cumsum1", 1, |x| x[0].cumsum(1)),
         ("tril", 1, |x| x[0].tril(1)),
         ("flip", 1, |x| x[0].flip(&[0, 1])),
@@ -670,6 +678,61 @@ fn tensor_parallel_gradients_match_one_device() -> R {
             &[b, &[Sbp::Split(1)], &[Sbp::Split(0)]],
             f,
         )
+    })
+}
+
+#[test]
+fn fused_linear_layers_match_one_device_in_value_and_gradient() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1, 2], &[3]);
+        // Uneven everywhere: 7 rows, 5 hidden features and 4 outputs over three ranks.
+        let x = Tensor::randn([7, 6], 0.0, 1.0, DType::F32)?;
+        let w1 = Tensor::randn([5, 6], 0.0, 1.0, DType::F32)?;
+        let b1 = Tensor::randn([5], 0.0, 1.0, DType::F32)?;
+        let w2 = Tensor::randn([4, 5], 0.0, 1.0, DType::F32)?;
+        let b2 = Tensor::randn([4], 0.0, 1.0, DType::F32)?;
+        let f: fn(&[Tensor]) -> R<Tensor> = |v| {
+            v[0].linear_relu(&v[1], Some(&v[2]))?
+                .linear(&v[3], Some(&v[4]))?
+                .softmax(1)?
+                .square()?
+                .sum_all()
+        };
+        let xs = [x, w1, b1, w2, b2];
+        let (b, s0, s1): (&[Sbp], &[Sbp], &[Sbp]) =
+            (&[Sbp::Broadcast], &[Sbp::Split(0)], &[Sbp::Split(1)]);
+        // Data parallel: rows split, parameters broadcast, both layers fused.
+        grads_agree(&p, &xs, &[s0, b, b, b, b], f)?;
+        // Tensor parallel: the first layer split by output feature (fused), the second by
+        // input feature (a partial product, then the bias: not fused).
+        grads_agree(&p, &xs, &[b, s0, s0, s1, b], f)?;
+        // Everything broadcast.
+        grads_agree(&p, &xs, &[b, b, b, b, b], f)?;
+        // A layout the fused form does not take: the steps one by one.
+        grads_agree(&p, &xs, &[s1, s1, b, b, s0], f)?;
+        // The fused layers run no collective where the layouts need none.
+        let g: Vec<Tensor> = (xs.iter().zip([s0, b, b, b, b]))
+            .map(|(x, s)| x.to_global(&p, s))
+            .collect::<R<_>>()?;
+        vm.sync()?;
+        let before = vm.stats().inserted;
+        let (y, n) = count_collectives(|| {
+            g[0].linear_relu(&g[1], Some(&g[2]))?
+                .linear(&g[3], Some(&g[4]))
+        });
+        let y = y?;
+        y.sync()?;
+        assert_eq!(n.total(), 0, "{n:?}");
+        assert_eq!(y.sbp(), Some(s0));
+        // One kernel per layer and rank, and the hidden layer's release per rank (the steps
+        // one by one take fifteen kernels).
+        let inserted = vm.stats().inserted - before;
+        assert!(
+            inserted <= 9,
+            "{inserted} instructions for two fused layers"
+        );
+        Ok(())
     })
 }
 

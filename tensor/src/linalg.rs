@@ -157,7 +157,7 @@ impl Tensor {
 
     /// [`linear`](Self::linear), followed by ReLU if `relu`, under the op name `name`.
     #[track_caller]
-    fn linear_with(
+    pub(crate) fn linear_with(
         &self,
         name: &'static str,
         weight: &Tensor,
@@ -165,6 +165,11 @@ impl Tensor {
         relu: bool,
     ) -> Result<Tensor> {
         if self.is_global() || weight.is_global() || bias.is_some_and(Tensor::is_global) {
+            if let Some(b) = bias
+                && let Some(out) = self.global_linear(name, weight, b, relu)?
+            {
+                return Ok(record_linear(name, out, self, weight, b, relu));
+            }
             // The product, the bias and the activation, each global; the product's record
             // gives the weight's gradient as `gᵀ @ x`, laid out like the weight (a transposed
             // `(xᵀ @ g)ᵀ` would be boxed and stepped through strided).
@@ -253,34 +258,7 @@ impl Tensor {
                 Tensor::launch_with_work(k, &[&x, weight, b], &[&out], macs)?
             }
         }
-        let saved = &[&x, weight][saved_operands(&x, weight)];
-        let out = out.record_saving(name, &[&x, weight, b], saved, relu, move |g, ins, y| {
-            // ReLU's backward masks by the output, which is positive exactly where the
-            // product plus bias was.
-            let masked;
-            let g = match relu {
-                true => {
-                    masked = y.binary(g, BinaryOp::ReluBackward)?;
-                    &masked
-                }
-                false => g,
-            };
-            let (x, w) = (&ins[0], &ins[1]);
-            // `x @ wᵀ`: the input's gradient `g @ w` (as `matmul`'s backward gives it), the
-            // weight's `gᵀ @ x`, contiguous like the weight.
-            let gx = (x.requires_grad())
-                .then(|| match col_major(x) {
-                    true => w.t()?.matmul(&g.t()?)?.t(),
-                    false => g.matmul(w),
-                })
-                .transpose()?;
-            let gw = (w.requires_grad()).then(|| g.t()?.matmul(x)).transpose()?;
-            let gb = ins[2]
-                .requires_grad()
-                .then(|| g.sum_to(ins[2].shape()))
-                .transpose()?;
-            Ok(vec![gx, gw, gb])
-        });
+        let out = record_linear(name, out, &x, weight, b, relu);
         if self.rank() == 2 {
             return Ok(out);
         }
@@ -288,6 +266,47 @@ impl Tensor {
         dims.push(out_f);
         out.reshape(dims)
     }
+}
+
+/// `out`, the value of `x.linear(weight, Some(b))` (ReLU'd if `relu`) computed by one fused
+/// kernel per device, recorded for autograd under `name`.
+#[track_caller]
+fn record_linear(
+    name: &'static str,
+    out: Tensor,
+    x: &Tensor,
+    weight: &Tensor,
+    b: &Tensor,
+    relu: bool,
+) -> Tensor {
+    let saved = &[x, weight][saved_operands(x, weight)];
+    out.record_saving(name, &[x, weight, b], saved, relu, move |g, ins, y| {
+        // ReLU's backward masks by the output, which is positive exactly where the
+        // product plus bias was.
+        let masked;
+        let g = match relu {
+            true => {
+                masked = y.binary(g, BinaryOp::ReluBackward)?;
+                &masked
+            }
+            false => g,
+        };
+        let (x, w) = (&ins[0], &ins[1]);
+        // `x @ wᵀ`: the input's gradient `g @ w` (as `matmul`'s backward gives it), the
+        // weight's `gᵀ @ x`, contiguous like the weight.
+        let gx = (x.requires_grad())
+            .then(|| match col_major(x) {
+                true => w.t()?.matmul(&g.t()?)?.t(),
+                false => g.matmul(w),
+            })
+            .transpose()?;
+        let gw = (w.requires_grad()).then(|| g.t()?.matmul(x)).transpose()?;
+        let gb = ins[2]
+            .requires_grad()
+            .then(|| g.sum_to(ins[2].shape()))
+            .transpose()?;
+        Ok(vec![gx, gw, gb])
+    })
 }
 
 /// Which of `[a, b]` the gradients of `a @ b` read: each operand's gradient reads the other.

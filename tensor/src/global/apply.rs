@@ -117,6 +117,65 @@ impl Tensor {
         })
     }
 
+    /// `linear` (ReLU'd if `relu`) of a 2-D global input, weight and bias whose layouts need
+    /// no boxing, as one fused local `linear` per component: on every grid axis the input
+    /// split by rows with the weight and bias broadcast (data parallel: rows split), the
+    /// input broadcast with the weight and bias split by output feature (columns split), or
+    /// all three broadcast. The layout is the one the product, the bias's addition and the
+    /// activation give one after the other. `None` for anything else (another layout, a
+    /// partial operand, shapes or dtypes `linear` refuses): the caller takes those steps
+    /// one by one. No record.
+    #[track_caller]
+    pub(crate) fn global_linear(
+        &self,
+        name: &'static str,
+        weight: &Tensor,
+        bias: &Tensor,
+        relu: bool,
+    ) -> Result<Option<Tensor>> {
+        use super::Sbp::{Broadcast as B, Split as S};
+        let (Some(x), Some(w), Some(b)) = (self.global(), weight.global(), bias.global()) else {
+            return Ok(None);
+        };
+        let (d, wd) = (self.dims(), weight.dims());
+        if crate::graph::is_tracing()
+            || !std::ptr::eq(x.placement, w.placement)
+            || !std::ptr::eq(x.placement, b.placement)
+            || d.len() != 2
+            || wd.len() != 2
+            || d[1] != wd[1]
+            || bias.dims() != [wd[0]]
+            || !matches!(self.dtype(), DType::F32 | DType::F64)
+            || weight.dtype() != self.dtype()
+            || bias.dtype() != self.dtype()
+        {
+            return Ok(None);
+        }
+        let mut sbp = super::NdSbp::new();
+        for ((sx, sw), sb) in x.sbp.iter().zip(&w.sbp).zip(&b.sbp) {
+            sbp.push(match (sx, sw, sb) {
+                (S(0), B, B) => S(0),
+                (B, S(0), S(0)) => S(1),
+                (B, B, B) => B,
+                _ => return Ok(None),
+            });
+        }
+        let parts = {
+            let _g = crate::no_grad();
+            (x.parts.iter().zip(&w.parts).zip(&b.parts))
+                .map(|((x, w), b)| x.linear_with(name, w, Some(b), relu))
+                .collect::<Result<super::Components>>()?
+        };
+        let shape = Shape::from(&[d[0], wd[0]][..]);
+        Ok(Some(super::global_of(
+            shape,
+            x.placement,
+            &x.held,
+            &sbp,
+            parts,
+        )))
+    }
+
     /// `cat` of global operands along `dim`, of logical shape `shape` (no record): each rank
     /// joins its components, the joined dim whole and the others as they are split.
     #[track_caller]

@@ -430,12 +430,15 @@ fn axis(b: &Boxed<'_>, parts: Vec<Tensor>, cur: &[Sbp], a: usize, to: Sbp) -> Re
         return Ok(parts);
     }
     let (p, held) = (b.g.placement, &b.g.held);
-    let mut out: Vec<Option<Tensor>> = vec![None; parts.len()];
+    let grid = p.grid_dims();
+    // The ranks along axis `a` are `stride` apart; a group starts where that coordinate is 0.
+    let stride: usize = grid[a + 1..].iter().product();
+    let mut out: SmallVec<[Option<Tensor>; 4]> = SmallVec::from_elem(None, parts.len());
     for start in 0..p.len() {
-        let group = p.axis_group(start, a);
-        if group[0] != start {
+        if !(start / stride).is_multiple_of(grid[a]) {
             continue;
         }
+        let group: SmallVec<[usize; 8]> = (0..grid[a]).map(|k| start + k * stride).collect();
         // The group's ranks this process holds: (k in the group, slot in `parts`).
         let here: SmallVec<[(usize, usize); 4]> = (group.iter().enumerate())
             .filter_map(|(k, &i)| held.slot(i).map(|s| (k, s)))
@@ -488,6 +491,10 @@ fn axis(b: &Boxed<'_>, parts: Vec<Tensor>, cur: &[Sbp], a: usize, to: Sbp) -> Re
             }
             (B, _) => from_broadcast(mine, group.len(), to)?,
         };
+        if grid.len() == 1 && here.iter().enumerate().all(|(j, &(_, s))| s == j) {
+            // One group, whose components are this process's in order: they are the result.
+            return Ok(new);
+        }
         for (&(_, s), t) in here.iter().zip(new) {
             out[s] = Some(t);
         }

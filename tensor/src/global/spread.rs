@@ -250,16 +250,31 @@ pub(super) fn all_reduce(
 fn layout_text(p: &'static Placement, cur: &[Sbp], group_from: Option<u32>) -> &'static str {
     type Key = (usize, SmallVec<[Sbp; 2]>, Option<u32>);
     static TEXTS: Mutex<Option<HashMap<Key, &'static str>>> = Mutex::new(None);
-    let key = (p as *const Placement as usize, cur.into(), group_from);
+    thread_local! {
+        // This thread's last one: a loop asks for the same layout again and again.
+        static LAST: std::cell::RefCell<Option<(Key, &'static str)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let addr = p as *const Placement as usize;
+    let hit = LAST.with_borrow(|l| match l {
+        Some(((a, s, g), text)) if *a == addr && s[..] == *cur && *g == group_from => Some(*text),
+        _ => None,
+    });
+    if let Some(text) = hit {
+        return text;
+    }
+    let key: Key = (addr, cur.into(), group_from);
     let mut texts = TEXTS.lock();
     let texts = texts.get_or_insert_with(HashMap::new);
-    texts.entry(key).or_insert_with(|| {
+    let text = *texts.entry(key.clone()).or_insert_with(|| {
         let text = match group_from {
             Some(r) => format!("{p} {} axis group from {r}", show_sbp(cur)),
             None => format!("{p} {}", show_sbp(cur)),
         };
         Box::leak(text.into_boxed_str())
-    })
+    });
+    LAST.set(Some((key, text)));
+    text
 }
 
 /// A collective's work on the communication thread, given the world and the instruction's
