@@ -310,7 +310,7 @@ fn checked<R>(
     call: &Call,
     limit: Duration,
     carry: &[u8],
-    data: impl FnOnce(&SimpleCommunicator, Instant, Option<Vec<&[u8]>>) -> Option<R>,
+    data: impl FnOnce(&SimpleCommunicator, Instant, Option<Carried<'_>>) -> Option<R>,
 ) -> (u64, std::result::Result<R, Failure>) {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     record(Flight {
@@ -357,6 +357,9 @@ fn checked<R>(
     let carried = slots().map(|c| &c[HEAD..]).collect();
     outcome(seq, data(w, deadline, Some(carried)))
 }
+
+/// Every process's carried bytes, in process order.
+type Carried<'a> = smallvec::SmallVec<[&'a [u8]; 4]>;
 
 /// What comes before the values in the first exchange of a collective: its digest (8 bytes),
 /// then room to keep the values aligned.
@@ -489,7 +492,7 @@ fn collective<T: crate::Elem + Equivalence + Default + Clone + Send + 'static>(
         op,
         layout: "world",
         dtype: t.dtype(),
-        dims: t.dims().to_vec(),
+        dims: t.dims().into(),
         at,
         bytes: mine.len() * std::mem::size_of::<T>(),
     };

@@ -110,7 +110,7 @@ fn world_comm(at: Caller) -> std::result::Result<sys::ncclComm_t, String> {
         op: "nccl_unique_id",
         layout: "world",
         dtype: crate::DType::U8,
-        dims: vec![id_bytes],
+        dims: smallvec::smallvec![id_bytes],
         at,
         bytes: mine.len(),
     };

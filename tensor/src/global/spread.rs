@@ -104,7 +104,7 @@ pub(super) fn exchange(
             op: "exchange",
             layout,
             dtype,
-            dims: dims.to_vec(),
+            dims: dims.into(),
             at,
             bytes: counts[super::world()?.rank],
         };
@@ -208,7 +208,7 @@ pub(super) fn all_reduce(
         },
         layout: layout_text(p, cur, None),
         dtype,
-        dims: dims.to_vec(),
+        dims: dims.into(),
         at,
         bytes: x.numel() * dtype.size_in_bytes(),
     };
@@ -337,6 +337,9 @@ fn failed(ins: &[Counted<Blob>], outs: &[Counted<Blob>], m: String) -> eddy_vm::
     eddy_vm::Error::kernel("exchange", m)
 }
 
+/// A collective's blobs, owned for the communication thread.
+type Blobs = SmallVec<[Counted<Blob>; 2]>;
+
 /// A collective run on the communication thread and waited for, on a device's stream.
 struct Waited(Option<Work>);
 
@@ -353,7 +356,10 @@ impl Kernel for Waited {
     ) -> eddy_vm::Result<()> {
         let work = self.0.take().expect("a collective runs once");
         // The last output is the transport dependence.
-        let (ins, outs) = (inputs.to_vec(), outputs[..outputs.len() - 1].to_vec());
+        let (ins, outs): (Blobs, Blobs) = (
+            inputs.iter().cloned().collect(),
+            outputs[..outputs.len() - 1].iter().cloned().collect(),
+        );
         comm::on_thread(move |w| Ok(work(w, &ins, &outs).map_err(|m| failed(&ins, &outs, m))))
             .map_err(|m| eddy_vm::Error::kernel("exchange", m))?
     }

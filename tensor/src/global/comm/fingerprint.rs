@@ -22,7 +22,7 @@ pub(crate) struct Call {
     pub(crate) layout: &'static str,
     pub(crate) dtype: DType,
     /// The logical shape.
-    pub(crate) dims: Vec<usize>,
+    pub(crate) dims: smallvec::SmallVec<[usize; 4]>,
     /// The user's call site.
     pub(crate) at: Caller,
     /// The bytes this process sends.

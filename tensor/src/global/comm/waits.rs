@@ -99,7 +99,7 @@ pub(super) fn timed_gather_small(
     all[rank * slot..][..send.len()].copy_from_slice(&send);
     let send: *mut [u8] = Box::into_raw(send.into_boxed_slice());
     let recv: *mut [u8] = Box::into_raw(all.into_boxed_slice());
-    let mut reqs = Vec::with_capacity(2 * (size - 1));
+    let mut reqs: smallvec::SmallVec<[_; 4]> = smallvec::SmallVec::with_capacity(2 * (size - 1));
     // SAFETY: both buffers were just leaked from boxes: nothing else refers to them until
     // every request completes, and requests that do not complete keep them for ever. The
     // receives write disjoint chunks of `recv`, none of them this process's, which no send
