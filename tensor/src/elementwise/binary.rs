@@ -36,28 +36,10 @@ impl Tensor {
             {
                 break 'flat;
             }
-            // Both dense tested apart: going through the `Option`s of the general test cost
-            // the commonest op about fifteen instructions (callgrind).
-            let (la, lb) = if self.is_contiguous() && rhs.is_contiguous() {
-                let dense = |t: &Tensor| Lay::Dense(t.layout().offset);
-                (dense(self), dense(rhs))
-            } else {
-                match (self.flat_lay(), rhs.flat_lay()) {
-                    (Some(la), Some(lb)) => (la, lb),
-                    _ => break 'flat,
-                }
+            let Some(out) = self.binary_flat(rhs, op) else {
+                break 'flat;
             };
-            // The kernel before the output: built right before the launch, its fields were
-            // still in the store buffer when the launch copied them in wider pieces, a
-            // store-forwarding stall (a sixth of `launch`'s samples).
-            let k = kernel!(
-                op.name(),
-                self.device(),
-                ew::binary(self.device(), op, dt, la, lb)
-            );
-            let out = self.empty_like_shape(self.shape().clone(), dt)?;
-            Tensor::launch(k, &[self, rhs], &[&out])?;
-            return Ok(Tensor::record_binary(out, op, self, rhs));
+            return Ok(Tensor::record_binary(out?, op, self, rhs));
         }
         if self.is_global() | rhs.is_global() {
             let out = self.global_binary(rhs, op)?;
@@ -94,6 +76,42 @@ impl Tensor {
         );
         Tensor::launch(k, &[a, b], &[&out])?;
         Ok(Tensor::record_binary(out, op, a, b))
+    }
+
+    /// `op(self, rhs)` of local operands of one shape, one place and one dtype that needs no
+    /// conversion (not `bool`; a float for `div`), each dense or a splat: the kernel
+    /// straight, unrecorded; `None` for other layouts.
+    #[inline(always)]
+    #[track_caller]
+    pub(crate) fn binary_flat(&self, rhs: &Tensor, op: BinaryOp) -> Option<Result<Tensor>> {
+        // Both dense tested apart: going through the `Option`s of the general test cost
+        // the commonest op about fifteen instructions (callgrind).
+        let (la, lb) = if self.is_contiguous() && rhs.is_contiguous() {
+            let dense = |t: &Tensor| Lay::Dense(t.layout().offset);
+            (dense(self), dense(rhs))
+        } else {
+            (self.flat_lay()?, rhs.flat_lay()?)
+        };
+        Some(self.launch_flat(rhs, op, la, lb))
+    }
+
+    /// The launch of [`binary_flat`](Self::binary_flat) (a function of its own, not a closure,
+    /// so that an error names the user's call).
+    #[inline(always)]
+    #[track_caller]
+    fn launch_flat(&self, rhs: &Tensor, op: BinaryOp, la: Lay, lb: Lay) -> Result<Tensor> {
+        let dt = self.dtype();
+        // The kernel before the output: built right before the launch, its fields were
+        // still in the store buffer when the launch copied them in wider pieces, a
+        // store-forwarding stall (a sixth of `launch`'s samples).
+        let k = kernel!(
+            op.name(),
+            self.device(),
+            ew::binary(self.device(), op, dt, la, lb)
+        );
+        let out = self.empty_like_shape(self.shape().clone(), dt)?;
+        Tensor::launch(k, &[self, rhs], &[&out])?;
+        Ok(out)
     }
 
     /// Records `out = op(a, b)` for autograd (`a` and `b` already of `out`'s dtype), unless the

@@ -35,11 +35,19 @@ impl Tensor {
             && !crate::graph::is_tracing()
         {
             let _g = crate::no_grad();
+            // Each rank's kernel straight where the dtype needs no conversion (the components
+            // of one layout share shapes and devices); else the local op.
+            let dt = self.dtype();
+            let flat =
+                dt == rhs.dtype() && dt != DType::Bool && (op != BinaryOp::Div || dt.is_float());
             // Pushed one by one: collecting `Result`s moved the list through a temporary,
             // stalling on the copy (a sixth of this function's samples).
             let mut parts = super::Components::new();
             for (x, y) in a.parts.iter().zip(&b.parts) {
-                parts.push(x.binary(y, op)?);
+                parts.push(match flat.then(|| x.binary_flat(y, op)).flatten() {
+                    Some(r) => r?,
+                    None => x.binary(y, op)?,
+                });
             }
             let global = super::Global {
                 placement: a.placement,
