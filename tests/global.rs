@@ -682,6 +682,47 @@ fn tensor_parallel_gradients_match_one_device() -> R {
 }
 
 #[test]
+fn binary_ops_of_one_layout_convert_dtypes_as_on_one_device() -> R {
+    let (vm, _turn) = engine();
+    with_engine(&vm, || {
+        let p = place(&[0, 1, 2], &[3]);
+        let ints = |k: i64| {
+            Tensor::from_vec(
+                (0..28).map(|i| (i * k) % 9 - 4).collect::<Vec<i64>>(),
+                [7, 4],
+            )
+        };
+        let (a, b) = (ints(5)?, ints(7)?.abs()?.add_scalar(1.0)?);
+        let f = Tensor::randn([7, 4], 0.0, 1.0, DType::F32)?;
+        let bits = a.gt_scalar(0.0)?;
+        // Same layout on both sides: each rank's kernel straight where the dtypes need no
+        // conversion (`i64 * i64`), the local op's conversions where they do.
+        type Case = fn(&Tensor, &Tensor, &Tensor, &Tensor) -> R<Tensor>;
+        let cases: [(&str, Case); 5] = [
+            ("i64 * i64", |a, b, _, _| a.mul(b)),
+            ("i64 / i64", |a, b, _, _| a.div(b)),
+            ("f32 + i64", |a, _, f, _| f.add(a)),
+            ("i64 - f32", |a, _, f, _| a.sub(f)),
+            ("bool + bool", |a, _, _, t| t.add(&a.lt_scalar(2.0)?)),
+        ];
+        for sbp in [Sbp::Split(0), Sbp::Split(1), Sbp::Broadcast] {
+            let g = |t: &Tensor| t.to_global(&p, &[sbp]);
+            let (ga, gb, gf, gt) = (g(&a)?, g(&b)?, g(&f)?, g(&bits)?);
+            for (name, op) in cases {
+                let want = op(&a, &b, &f, &bits)?;
+                let got = op(&ga, &gb, &gf, &gt)?;
+                assert_eq!(got.dtype(), want.dtype(), "{name} on {sbp:?}");
+                assert_eq!(got.sbp(), Some(&[sbp][..]), "{name}");
+                let v = |t: &Tensor| t.to_dtype(DType::F64)?.to_vec::<f64>();
+                let whole = got.to_global(&p, &[Sbp::Broadcast])?.to_local()?;
+                assert_eq!(v(&whole)?, v(&want)?, "{name} on {sbp:?}");
+            }
+        }
+        Ok(())
+    })
+}
+
+#[test]
 fn fused_linear_layers_match_one_device_in_value_and_gradient() -> R {
     let (vm, _turn) = engine();
     with_engine(&vm, || {

@@ -246,6 +246,23 @@ impl BinaryOp {
             BinaryOp::GeluBackward => "gelu_backward",
         }
     }
+
+    /// Whether the op of operands of dtypes `a` and `b` computes in their dtype with no
+    /// conversion: one dtype, not `bool`, and a float for `div` (which promotes integers).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy_ops::{DType, elementwise::BinaryOp};
+    /// assert!(BinaryOp::Add.keeps_dtype(DType::I64, DType::I64));
+    /// assert!(!BinaryOp::Div.keeps_dtype(DType::I64, DType::I64));
+    /// assert!(!BinaryOp::Add.keeps_dtype(DType::F32, DType::I64));
+    /// assert!(!BinaryOp::Add.keeps_dtype(DType::Bool, DType::Bool));
+    /// ```
+    #[inline(always)]
+    pub fn keeps_dtype(self, a: DType, b: DType) -> bool {
+        a == b && a != DType::Bool && (self != BinaryOp::Div || a.is_float())
+    }
 }
 
 /// A comparison; the result is `Bool`.

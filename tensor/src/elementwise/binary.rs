@@ -27,9 +27,7 @@ impl Tensor {
         // the casts and the layout analysis (about a sixth of a 16-element op's
         // instructions); the general path below gives the same result for it.
         'flat: {
-            if !(dt == rhs.dtype()
-                && dt != DType::Bool
-                && (op != BinaryOp::Div || dt.is_float())
+            if !(op.keeps_dtype(dt, rhs.dtype())
                 && self.shape() == rhs.shape()
                 && self.same_place(rhs)
                 && !(self.is_global() | rhs.is_global()))
@@ -78,9 +76,9 @@ impl Tensor {
         Ok(Tensor::record_binary(out, op, a, b))
     }
 
-    /// `op(self, rhs)` of local operands of one shape, one place and one dtype that needs no
-    /// conversion (not `bool`; a float for `div`), each dense or a splat: the kernel
-    /// straight, unrecorded; `None` for other layouts.
+    /// `op(self, rhs)` of local operands of one shape, one place and dtypes that need no
+    /// conversion ([`BinaryOp::keeps_dtype`]), each dense or a splat: the kernel straight, unrecorded;
+    /// `None` for other layouts.
     #[inline(always)]
     #[track_caller]
     pub(crate) fn binary_flat(&self, rhs: &Tensor, op: BinaryOp) -> Option<Result<Tensor>> {

@@ -37,9 +37,7 @@ impl Tensor {
             let _g = crate::no_grad();
             // Each rank's kernel straight where the dtype needs no conversion (the components
             // of one layout share shapes and devices); else the local op.
-            let dt = self.dtype();
-            let flat =
-                dt == rhs.dtype() && dt != DType::Bool && (op != BinaryOp::Div || dt.is_float());
+            let flat = op.keeps_dtype(self.dtype(), rhs.dtype());
             // Pushed one by one: collecting `Result`s moved the list through a temporary,
             // stalling on the copy (a sixth of this function's samples).
             let mut parts = super::Components::new();
