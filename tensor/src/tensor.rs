@@ -73,10 +73,6 @@ pub(crate) struct HostRange {
     /// Whether `range` still describes the values: set once the fill is queued, cleared when
     /// any op writes the storage.
     valid: AtomicBool,
-    /// A global tensor's placement, SBPs and components (its handle's storage holds nothing:
-    /// the values are the components'). Kept here, beside what a local tensor may know of
-    /// its values, so that a local handle carries nothing more for it.
-    pub(crate) global: Option<crate::global::Global>,
 }
 
 /// An n-dimensional array on an engine: every op call returns at once, after checking its
@@ -115,6 +111,10 @@ pub(crate) struct Inner {
     numel: usize,
     contiguous: bool,
     host_range: Option<Counted<HostRange>>,
+    /// A global tensor's placement, SBPs and components (its handle's storage holds nothing:
+    /// the values are the components'); `None` for a local tensor. In the handle, not behind
+    /// a pointer of its own: a global op then allocates one handle, not two.
+    global: Option<crate::global::Global>,
     pub(crate) id: u64,
     pub(crate) requires_grad: AtomicBool,
     pub(crate) node: OnceLock<Node>,
@@ -173,7 +173,8 @@ impl Tensor {
         self.view_with(layout, self.0.host_range.as_ref())
     }
 
-    /// A new handle on `self`'s storage with `layout` and the host range `host_range`.
+    /// A new handle on `self`'s storage with `layout` and the host range `host_range`; a
+    /// global tensor's components stay with it.
     fn view_with(&self, layout: Layout, host_range: Option<&Counted<HostRange>>) -> Tensor {
         let (numel, contiguous) = (layout.numel(), layout.is_contiguous());
         let blob = if self.0.loc.is_global() {
@@ -194,6 +195,7 @@ impl Tensor {
             numel,
             contiguous,
         )
+        .with_global(self.0.global.clone())
     }
 
     /// The handle over `parts` (whose blob already counts it as a holder) with `layout`, of
@@ -218,6 +220,9 @@ impl Tensor {
                 addr_of_mut!((*p).numel).write(numel);
                 addr_of_mut!((*p).contiguous).write(contiguous);
                 addr_of_mut!((*p).host_range).write(parts.host_range);
+                // A local handle's: a global one's is set after (`with_global`), so that the
+                // handles of local ops move nothing more.
+                addr_of_mut!((*p).global).write(None);
                 addr_of_mut!((*p).id).write(eddy_vm::unique_id());
                 addr_of_mut!((*p).requires_grad).write(AtomicBool::new(false));
                 addr_of_mut!((*p).node).write(OnceLock::new());
@@ -274,7 +279,6 @@ impl Tensor {
             Counted::new(HostRange {
                 range,
                 valid: AtomicBool::new(false),
-                global: None,
             })
         });
         Ok(Tensor::from_parts(
@@ -296,9 +300,7 @@ impl Tensor {
     /// host (no recorded range) and has no autograd record: a graph's trace input, whose
     /// values change from run to run.
     pub(crate) fn alias_unknown(&self) -> Tensor {
-        // A global tensor's components stay with it.
-        let global = self.0.host_range.as_ref().filter(|h| h.global.is_some());
-        self.view_with(self.0.layout.clone(), global)
+        self.view_with(self.0.layout.clone(), None)
     }
 
     /// A tensor viewing `blob` (of `vm`, on `loc`) with `layout`; `fresh`: the blob is new
@@ -337,7 +339,7 @@ impl Tensor {
         if !self.0.loc.is_global() {
             return None;
         }
-        self.0.host_range.as_ref().and_then(|h| h.global.as_ref())
+        self.0.global.as_ref()
     }
 
     /// A fresh tensor on the same engine and device as `self`.

@@ -34,18 +34,29 @@ impl Tensor {
             && !a.sbp.iter().any(|s| matches!(s, super::Sbp::Partial(_)))
             && !crate::graph::is_tracing()
         {
-            let _g = crate::no_grad();
             // Each rank's kernel straight where the dtype needs no conversion (the components
-            // of one layout share shapes and devices); else the local op.
-            let flat = op.keeps_dtype(self.dtype(), rhs.dtype());
+            // of one layout share shapes and devices, and the result keeps `self`'s dtype);
+            // else the local op, unrecorded.
+            if op.keeps_dtype(self.dtype(), rhs.dtype()) {
+                return Tensor::global_handle_with(self, self.dtype(), a, |parts| {
+                    for (x, y) in a.parts.iter().zip(&b.parts) {
+                        parts.push(match x.binary_flat(y, op) {
+                            Some(r) => r?,
+                            None => {
+                                let _g = crate::no_grad();
+                                x.binary(y, op)?
+                            }
+                        });
+                    }
+                    Ok(())
+                });
+            }
+            let _g = crate::no_grad();
             // Pushed one by one: collecting `Result`s moved the list through a temporary,
             // stalling on the copy (a sixth of this function's samples).
             let mut parts = super::Components::new();
             for (x, y) in a.parts.iter().zip(&b.parts) {
-                parts.push(match flat.then(|| x.binary_flat(y, op)).flatten() {
-                    Some(r) => r?,
-                    None => x.binary(y, op)?,
-                });
+                parts.push(x.binary(y, op)?);
             }
             let global = super::Global {
                 placement: a.placement,

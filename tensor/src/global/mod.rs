@@ -30,6 +30,7 @@ use crate::{Error, Result, Shape, Tensor};
 use eddy_ops::global::{check_sbp, component_ranges, show_sbp};
 
 /// What a global tensor holds besides its logical shape and dtype.
+#[derive(Clone)]
 pub(crate) struct Global {
     pub(crate) placement: &'static Placement,
     pub(crate) sbp: NdSbp,

@@ -1,11 +1,11 @@
 //! The handles of global tensors: a logical shape and place over components, with a storage
 //! that holds nothing.
 
-use super::{HostRange, Parts, Tensor};
+use super::{Parts, Tensor};
 use crate::engine::{Loc, VmRef};
+use crate::global::{Components, Global};
 use crate::{DType, Layout, Shape};
 use eddy_vm::Counted;
-use std::sync::atomic::AtomicBool;
 
 impl Tensor {
     /// The handle of a global tensor of `shape` and `dtype` over `global`'s components: on
@@ -32,6 +32,30 @@ impl Tensor {
         Tensor::global_at(like.0.vm.share(), like.0.loc, layout, numel, dtype, global)
     }
 
+    /// A global handle with `like`'s logical shape and place, of `dtype`, laid out as `g`
+    /// (placement, SBPs, positions held), whose components `fill` pushes straight into it. A
+    /// list of components built apart and moved in was read back in wider pieces than its
+    /// fresh stores, a store-forwarding stall on every global op.
+    pub(crate) fn global_handle_with(
+        like: &Tensor,
+        dtype: DType,
+        g: &Global,
+        fill: impl FnOnce(&mut Components) -> crate::Result<()>,
+    ) -> crate::Result<Tensor> {
+        debug_assert!(like.is_global() && like.0.contiguous);
+        let global = Global {
+            placement: g.placement,
+            sbp: eddy_ops::global::nd_sbp_copy(&g.sbp),
+            held: g.held.clone(),
+            parts: Components::new(),
+        };
+        let (layout, numel) = (like.0.layout.clone(), like.0.numel);
+        let mut t = Tensor::global_at(like.0.vm.share(), like.0.loc, layout, numel, dtype, global);
+        let inner = Counted::get_mut(&mut t.0).expect("a handle just made has one holder");
+        fill(&mut inner.global.as_mut().expect("a global handle").parts)?;
+        Ok(t)
+    }
+
     /// The handle of a global tensor over `global`, on `vm` at `loc` (a global location).
     fn global_at(
         vm: VmRef,
@@ -50,15 +74,21 @@ impl Tensor {
                 vm,
                 dtype,
                 loc,
-                host_range: Some(Counted::new(HostRange {
-                    range: (0, 0),
-                    valid: AtomicBool::new(false),
-                    global: Some(global),
-                })),
+                host_range: None,
             },
             layout,
             numel,
             true,
         )
+        .with_global(Some(global))
+    }
+
+    /// `self` (a handle just made, which no one else holds) over `global`'s components.
+    pub(super) fn with_global(mut self, global: Option<Global>) -> Tensor {
+        if global.is_some() {
+            let inner = Counted::get_mut(&mut self.0).expect("a handle just made has one holder");
+            inner.global = global;
+        }
+        self
     }
 }
