@@ -210,13 +210,30 @@ fn one_instruction(
     }
     let (vm, engine) = (parts[0].engine_ref(), parts[0].engine());
     let shapes: Vec<Shape> = parts.iter().map(|t| t.shape().clone()).collect();
-    let ins: SmallVec<[&Counted<Blob>; 8]> = parts.iter().map(Tensor::blob).collect();
-    let mut outs = Vec::with_capacity(targets.len());
+    let mut outs: Vec<Tensor> = Vec::with_capacity(targets.len());
     // One collective's instructions together: no other thread's comes between them.
     let _turn = engine.transport_turn();
     for &(k, d) in targets {
-        let layouts = parts.iter().map(|t| t.layout().clone()).collect();
-        let kernel = eddy_ops::copy::collective(c, &every, parts[0].dtype(), layouts, k)
+        // An all-reduce reduces once: the later targets copy the first one's result, the same
+        // bits, reading one tensor where the reduction reads every part.
+        let copied = match (c, outs.first()) {
+            (Collective::AllReduce { .. }, Some(first)) => Some(first),
+            _ => None,
+        };
+        let (srcs, layouts, devices): (&[Tensor], Vec<crate::Layout>, SmallVec<[Device; 8]>) =
+            match copied {
+                Some(first) => (
+                    std::slice::from_ref(first),
+                    vec![first.layout().clone()],
+                    [first.device(), d].into_iter().collect(),
+                ),
+                None => (
+                    parts,
+                    parts.iter().map(|t| t.layout().clone()).collect(),
+                    every.clone(),
+                ),
+            };
+        let kernel = eddy_ops::copy::collective(c, &devices, parts[0].dtype(), layouts, k)
             .expect("a kernel for CPU devices");
         let place = Place::on(c.name(), vm.share(), d)?;
         let compute = place.loc.stream();
@@ -227,7 +244,8 @@ fn one_instruction(
                 .stream_of(d, StreamKind::Collective)
                 .unwrap_or(compute);
             let writes = [out.blob(), engine.transport()];
-            let work = (parts.iter()).fold(out.numel(), |a, t| a.saturating_add(t.numel()));
+            let work = (srcs.iter()).fold(out.numel(), |a, t| a.saturating_add(t.numel()));
+            let ins: SmallVec<[&Counted<Blob>; 8]> = srcs.iter().map(Tensor::blob).collect();
             let ran = engine.run_op(stream, kernel, &ins, &writes, work <= CHEAP_WORK);
             if let Err(e) = ran {
                 let i: Vec<&Tensor> = parts.iter().collect();

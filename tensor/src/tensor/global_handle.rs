@@ -43,13 +43,15 @@ impl Tensor {
         fill: impl FnOnce(&mut Components) -> crate::Result<()>,
     ) -> crate::Result<Tensor> {
         debug_assert!(like.is_global() && like.0.contiguous);
+        // The layout first: cloned right before the handle copied it in, its fields were
+        // still in the store buffer (a store-forwarding stall).
+        let (layout, numel) = (like.0.layout.clone(), like.0.numel);
         let global = Global {
             placement: g.placement,
             sbp: eddy_ops::global::nd_sbp_copy(&g.sbp),
             held: g.held.clone(),
             parts: Components::new(),
         };
-        let (layout, numel) = (like.0.layout.clone(), like.0.numel);
         let mut t = Tensor::global_at(like.0.vm.share(), like.0.loc, layout, numel, dtype, global);
         let inner = Counted::get_mut(&mut t.0).expect("a handle just made has one holder");
         fill(&mut inner.global.as_mut().expect("a global handle").parts)?;
