@@ -237,7 +237,7 @@ impl Tensor {
             .map(|t| (t.version_blob().clone(), t.version_blob().version()))
             .collect();
         let out_version = output.then(|| self.version_blob().version());
-        let _ = self.0.node.set(Node {
+        let _ = self.0.node.set(Box::new(Node {
             name,
             parts: parking_lot::Mutex::new(Some(NodeParts {
                 inputs: inputs.iter().map(|t| (*t).clone()).collect(),
@@ -245,7 +245,7 @@ impl Tensor {
                 saved,
                 out_version,
             })),
-        });
+        }));
         self
     }
 
@@ -406,7 +406,7 @@ impl Tensor {
             // Held through the node's backward: another thread's backward through this node
             // (of a retained graph) waits for it rather than finding the parts gone. This
             // thread, inside the node's own closure, must not wait for itself.
-            let key = node as *const Node as usize;
+            let key = &**node as *const Node as usize;
             if HELD.with(|h| h.borrow().contains(&key)) {
                 return Err(Error::Autograd {
                     at: crate::Caller::here(),
@@ -543,7 +543,7 @@ fn topo_order(root: &Tensor) -> Vec<Tensor> {
         // A node this thread holds (a backward inside its closure) is walked no further: the
         // backward reaching it fails rather than wait for itself.
         if let Some(node) = t.0.node.get()
-            && !HELD.with(|h| h.borrow().contains(&(node as *const Node as usize)))
+            && !HELD.with(|h| h.borrow().contains(&(&**node as *const Node as usize)))
             && let Some(p) = &*node.parts.lock()
         {
             for i in &p.inputs {

@@ -117,7 +117,8 @@ pub(crate) struct Inner {
     global: Option<crate::global::Global>,
     pub(crate) id: u64,
     pub(crate) requires_grad: AtomicBool,
-    pub(crate) node: OnceLock<Node>,
+    /// Boxed: only a recorded op's output has one, and inline it would be half the handle.
+    pub(crate) node: OnceLock<Box<Node>>,
     pub(crate) grad: Mutex<Option<Tensor>>,
 }
 
