@@ -162,8 +162,9 @@ fn joined(
 }
 
 /// Collective `c` over `parts` (each target's result on its device) as one engine
-/// instruction per target, each reading every part and writing its rank's result, on that
-/// rank's device's collective stream (its compute stream in an engine without one), and each
+/// instruction per target, each reading every part and writing its rank's result (an
+/// all-reduce's later targets read the first target's result instead), on that rank's
+/// device's collective stream (its compute stream in an engine without one), and each
 /// writing the transport dependence; `None` where the devices have no kernel for it.
 fn one_instruction(
     c: Collective,
