@@ -1,5 +1,5 @@
 //! The collectives of ranks whose components live in host memory (the CPU devices of this
-//! process): one kernel reads the part of every rank of a group and writes every rank's result.
+//! process): one kernel reads the part of every rank of a group and writes one rank's result.
 
 use super::copy::copy_typed;
 use super::elementwise::{nan_max, nan_min};
