@@ -221,20 +221,16 @@ fn one_instruction(
             (Collective::AllReduce { .. }, Some(first)) => Some(first),
             _ => None,
         };
-        let (srcs, layouts, devices): (&[Tensor], Vec<crate::Layout>, SmallVec<[Device; 8]>) =
-            match copied {
-                Some(first) => (
-                    std::slice::from_ref(first),
-                    vec![first.layout().clone()],
-                    [first.device(), d].into_iter().collect(),
-                ),
-                None => (
-                    parts,
-                    parts.iter().map(|t| t.layout().clone()).collect(),
-                    every.clone(),
-                ),
-            };
-        let kernel = eddy_ops::copy::collective(c, &devices, parts[0].dtype(), layouts, k)
+        let pair;
+        let (srcs, devices): (&[Tensor], &[Device]) = match copied {
+            Some(first) => {
+                pair = [first.device(), d];
+                (std::slice::from_ref(first), &pair)
+            }
+            None => (parts, &every),
+        };
+        let layouts = srcs.iter().map(|t| t.layout().clone()).collect();
+        let kernel = eddy_ops::copy::collective(c, devices, parts[0].dtype(), layouts, k)
             .expect("a kernel for CPU devices");
         let place = Place::on(c.name(), vm.share(), d)?;
         let compute = place.loc.stream();
